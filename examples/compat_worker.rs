@@ -1,0 +1,79 @@
+//! The reference worker that compat tests and benchmarks run.
+//!
+//! Configured only by the environment (`REDIS_URL`, `RESQUE_NAMESPACE`, `QUEUES`, `CONCURRENCY`,
+//! `INTERVAL`, …; see the README). Handlers: `Echo` (RPUSH the compact JSON array of its args
+//! onto `<ns>:compat:echo`), `EchoPayload` (RPUSH the raw payload), `Noop`, `Sleep` (args[0]
+//! ms), `Fail` (fails with message args[0]), `Panic` (panics with message args[0]).
+//! Prints `worker <id>` per slot at start; exits 0 after unregistering on QUIT, TERM or INT.
+
+use anyhow::Context;
+use redis::AsyncCommands;
+use resq::{JobContext, JobError, Registry, WorkerBuilder};
+use std::io::Write;
+use std::time::Duration;
+
+fn registry(con: redis::aio::ConnectionManager, echo_key: String) -> Registry {
+    let (c1, k1) = (con.clone(), echo_key.clone());
+    let (c2, k2) = (con, echo_key);
+    Registry::new()
+        .handler("Echo", move |ctx: JobContext| {
+            let (mut con, key) = (c1.clone(), k1.clone());
+            async move {
+                let args = serde_json::to_string(ctx.args())?;
+                let _: () = con.rpush(key, args).await?;
+                Ok(())
+            }
+        })
+        .handler("EchoPayload", move |ctx: JobContext| {
+            let (mut con, key) = (c2.clone(), k2.clone());
+            async move {
+                let _: () = con.rpush(key, ctx.payload().raw().get()).await?;
+                Ok(())
+            }
+        })
+        .handler("Noop", |_ctx: JobContext| async { Ok(()) })
+        .handler("Sleep", |ctx: JobContext| async move {
+            let ms: u64 = ctx.arg(0)?;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(())
+        })
+        .handler("Fail", |ctx: JobContext| async move {
+            let msg: String = ctx.arg(0).unwrap_or_else(|_| "failed".into());
+            Err(JobError::msg(msg))
+        })
+        .handler("Panic", |ctx: JobContext| async move {
+            let msg: String = ctx.arg(0).unwrap_or_else(|_| "panicked".into());
+            panic!("{msg}")
+        })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    resq::logging::init_from_env();
+    let builder = WorkerBuilder::from_env()?;
+    let cfg = builder_config(&builder);
+    let client = redis::Client::open(cfg.0.as_str()).context("REDIS_URL")?;
+    let con = redis::aio::ConnectionManager::new(client)
+        .await
+        .with_context(|| format!("connecting to {}", cfg.0))?;
+    let echo = resq::Keys::new(cfg.1).compat_echo();
+    let running = builder
+        .registry(registry(con, echo))
+        .build()?
+        .start()
+        .await?;
+    {
+        let mut out = std::io::stdout().lock();
+        for id in running.ids() {
+            writeln!(out, "worker {id}")?;
+        }
+        out.flush()?;
+    }
+    running.run_until_signal().await?;
+    Ok(())
+}
+
+fn builder_config(b: &WorkerBuilder) -> (String, String) {
+    let c = b.current();
+    (c.redis_url.clone(), c.namespace.clone())
+}

@@ -1,0 +1,192 @@
+//! Worker configuration: Resque's environment variables, builder methods and CLI flags all set
+//! the same [`Config`].
+
+use crate::error::{Error, Result};
+use crate::queues::QueueList;
+use std::time::Duration;
+
+/// Default Redis URL (what Ruby's redis client uses when nothing is set).
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// Default namespace of every Resque-family peer.
+pub const DEFAULT_NAMESPACE: &str = "resque";
+
+/// Everything a worker process needs to know.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `REDIS_URL`.
+    pub redis_url: String,
+    /// `RESQUE_NAMESPACE`.
+    pub namespace: String,
+    /// `QUEUES` / `QUEUE`.
+    pub queues: QueueList,
+    /// `CONCURRENCY`: slots in this process.
+    pub concurrency: usize,
+    /// `INTERVAL`: the fallback poll period (Ruby's default 5 s); also how often a paused or
+    /// wildcard worker re-reads Redis.
+    pub interval: Duration,
+    /// `HEARTBEAT_INTERVAL`: how often every slot's heartbeat is written (Ruby: 60 s).
+    pub heartbeat_interval: Duration,
+    /// `RESQUE_TERM_TIMEOUT`: how long TERM/INT wait for running jobs before aborting them.
+    pub term_timeout: Duration,
+    /// `JOB_TIMEOUT`: default per-job time limit (none by default).
+    pub job_timeout: Option<Duration>,
+    /// `RESQ_COUNT_FAILED_AS_PROCESSED`: whether a failed job also counts in `stat:processed`
+    /// (Ruby does; Jesque, node-resque and goworker do not). Default: true.
+    pub count_failed_as_processed: bool,
+    /// The host name used in worker ids (default: the machine's).
+    pub hostname: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            redis_url: DEFAULT_REDIS_URL.to_string(),
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            // A literal single queue always parses.
+            queues: QueueList::parse("default").unwrap_or_else(|_| unreachable!()),
+            concurrency: 1,
+            interval: Duration::from_secs(5),
+            heartbeat_interval: Duration::from_secs(60),
+            term_timeout: Duration::from_secs(4),
+            job_timeout: None,
+            count_failed_as_processed: true,
+            hostname: crate::identity::hostname(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads the environment over the defaults; a malformed value is an error naming its
+    /// variable.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads settings through `get` (the environment, or a test's map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let mut c = Config::default();
+        if let Some(v) = get("REDIS_URL") {
+            c.redis_url = parse_url(&v)?;
+        }
+        if let Some(v) = get("RESQUE_NAMESPACE") {
+            c.namespace = v;
+        }
+        if let Some(v) = get("QUEUES").or_else(|| get("QUEUE")) {
+            c.queues = QueueList::parse(&v)?;
+        }
+        if let Some(v) = get("CONCURRENCY") {
+            c.concurrency = parse_count("CONCURRENCY", &v)?;
+        }
+        if let Some(v) = get("INTERVAL") {
+            c.interval = parse_secs("INTERVAL", &v)?;
+        }
+        if let Some(v) = get("HEARTBEAT_INTERVAL") {
+            c.heartbeat_interval = parse_secs("HEARTBEAT_INTERVAL", &v)?;
+        }
+        if let Some(v) = get("RESQUE_TERM_TIMEOUT") {
+            c.term_timeout = parse_secs("RESQUE_TERM_TIMEOUT", &v)?;
+        }
+        if let Some(v) = get("JOB_TIMEOUT") {
+            c.job_timeout = Some(parse_secs("JOB_TIMEOUT", &v)?);
+        }
+        if let Some(v) = get("RESQ_COUNT_FAILED_AS_PROCESSED") {
+            c.count_failed_as_processed = parse_bool("RESQ_COUNT_FAILED_AS_PROCESSED", &v)?;
+        }
+        Ok(c)
+    }
+
+    /// Checks values that cannot be checked one at a time.
+    pub fn validate(&self) -> Result<()> {
+        parse_url(&self.redis_url)?;
+        if self.concurrency == 0 || self.concurrency > 1024 {
+            return Err(Error::Config {
+                var: "CONCURRENCY",
+                message: format!("{} is out of range 1..=1024", self.concurrency),
+            });
+        }
+        if self.heartbeat_interval > Duration::from_secs(60) {
+            return Err(Error::Config {
+                var: "HEARTBEAT_INTERVAL",
+                message: "must be at most 60 s, or Ruby workers may prune live slots".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `v` is a Redis URL.
+pub fn parse_url(v: &str) -> Result<String> {
+    let ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
+        .iter()
+        .any(|p| v.starts_with(p));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(Error::Config {
+            var: "REDIS_URL",
+            message: format!("{v:?} is not a redis:// URL (e.g. redis://127.0.0.1:6379/0)"),
+        })
+    }
+}
+
+fn parse_count(var: &'static str, v: &str) -> Result<usize> {
+    v.trim().parse().map_err(|_| Error::Config {
+        var,
+        message: format!("{v:?} is not a whole number"),
+    })
+}
+
+/// Seconds as Ruby gives them (`5`, `0.1`).
+pub fn parse_secs(var: &'static str, v: &str) -> Result<Duration> {
+    let f: f64 = v.trim().parse().map_err(|_| Error::Config {
+        var,
+        message: format!("{v:?} is not a number of seconds"),
+    })?;
+    Duration::try_from_secs_f64(f).map_err(|_| Error::Config {
+        var,
+        message: format!("{v:?} is not a non-negative number of seconds"),
+    })
+}
+
+fn parse_bool(var: &'static str, v: &str) -> Result<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(Error::Config {
+            var,
+            message: format!("{v:?} is not a boolean (true/false)"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<Config> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn reads_resque_env() {
+        let c = cfg(&[("QUEUE", "a,b"), ("CONCURRENCY", "8"), ("INTERVAL", "0.5")]).unwrap();
+        assert_eq!(c.queues.entries(), &["a", "b"]);
+        assert_eq!(c.concurrency, 8);
+        assert_eq!(c.interval, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        let e = cfg(&[("CONCURRENCY", "lots")]).unwrap_err().to_string();
+        assert!(e.starts_with("CONCURRENCY:"), "{e}");
+        let e = cfg(&[("REDIS_URL", "localhost")]).unwrap_err().to_string();
+        assert!(e.starts_with("REDIS_URL:"), "{e}");
+        let e = cfg(&[("INTERVAL", "-1")]).unwrap_err().to_string();
+        assert!(e.starts_with("INTERVAL:"), "{e}");
+    }
+}

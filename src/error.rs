@@ -1,0 +1,29 @@
+//! The library's error type.
+
+/// Everything that can go wrong in resq's library code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value is missing or malformed; `var` names the setting.
+    #[error("{var}: {message}")]
+    Config {
+        /// The environment variable (or builder setting) at fault.
+        var: &'static str,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// Redis refused a command or the connection failed.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A value read from Redis is not what the wire format says it must be.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+    /// JSON encoding or decoding failed.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    /// An I/O error (signals, processes).
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Result with resq's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

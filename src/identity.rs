@@ -1,0 +1,118 @@
+//! Worker ids: their format, parsing, and the slot convention.
+//!
+//! A resq process runs N slots, each a Resque worker with its own id (one `worker:<id>` record
+//! holds one job). The id is `host~resq:pid-k:queues` (scheme E of the wire notes): the host
+//! field carries a `~resq` suffix so it can never equal any machine's `gethostname` (`~` is not
+//! a hostname character), which keeps a starting Ruby worker's same-host pid check (prune loop 2)
+//! away from live resq slots whatever its `QUEUES`, while heartbeat expiry (prune loop 1) still
+//! cleans up after a crashed resq process. `docs/identity.md` gives the full argument.
+
+use std::fmt;
+
+/// The suffix that marks a resq host field.
+pub const HOST_SUFFIX: &str = "~resq";
+
+/// One slot's worker id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WorkerId {
+    /// The full id string as registered in `<ns>:workers`.
+    id: String,
+}
+
+impl WorkerId {
+    /// The id of slot `slot` of process `pid` on `host`, polling `queues` (as configured,
+    /// skip entries left out).
+    pub fn for_slot(host: &str, pid: u32, slot: usize, queues: &[String]) -> Self {
+        WorkerId {
+            id: format!(
+                "{}{HOST_SUFFIX}:{pid}-{slot}:{}",
+                sanitize_host(host),
+                queues.join(",")
+            ),
+        }
+    }
+
+    /// The id text.
+    pub fn as_str(&self) -> &str {
+        &self.id
+    }
+}
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
+/// The parts of any Resque-family worker id, split the way Ruby's `Worker.find` does
+/// (at most three fields on `:`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedId {
+    /// Host field (`vm`, `vm~resq`).
+    pub host: String,
+    /// Pid field (`1234`, `1234-0` for Jesque/goworker/resq slots).
+    pub pid: String,
+    /// Queue field split on `,`.
+    pub queues: Vec<String>,
+}
+
+/// Splits `id` as Ruby's `Worker.find` does; `None` when Ruby would fail on it (fewer than three
+/// fields or an empty queue field).
+pub fn parse(id: &str) -> Option<ParsedId> {
+    let mut parts = id.splitn(3, ':');
+    let host = parts.next()?.to_string();
+    let pid = parts.next()?.to_string();
+    let queues: Vec<String> = parts.next()?.split(',').map(str::to_string).collect();
+    if queues.iter().all(|q| q.is_empty()) {
+        return None;
+    }
+    Some(ParsedId { host, pid, queues })
+}
+
+/// The machine's host name, as Ruby's `Socket.gethostname` reports it.
+pub fn hostname() -> String {
+    hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Keeps a host field URL-safe and free of `:` (resque-web puts ids into link paths).
+fn sanitize_host(host: &str) -> String {
+    host.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_ids_split_like_ruby() {
+        let id = WorkerId::for_slot("vm", 42, 3, &["high".into(), "low*".into()]);
+        assert_eq!(id.as_str(), "vm~resq:42-3:high,low*");
+        let p = parse(id.as_str()).unwrap();
+        assert_eq!(p.host, "vm~resq");
+        assert_eq!(p.pid, "42-3");
+        assert_eq!(p.queues, vec!["high", "low*"]);
+    }
+
+    #[test]
+    fn ruby_breaking_ids_do_not_parse() {
+        assert!(parse("host:1").is_none());
+        assert!(parse("host:1:").is_none());
+    }
+
+    #[test]
+    fn host_field_never_has_a_colon() {
+        let id = WorkerId::for_slot("a:b/c", 1, 0, &["q".into()]);
+        assert_eq!(parse(id.as_str()).unwrap().host, "a_b_c~resq");
+    }
+}

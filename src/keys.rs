@@ -1,0 +1,206 @@
+//! Every Redis key resq reads or writes, built from the namespace.
+//!
+//! Nothing else in the crate formats a key: a key name that appears anywhere else is a bug.
+//! Names follow Ruby Resque (`<ns>:` + logical key, the namespace used verbatim even when it
+//! contains colons), resque-scheduler (whose master lock embeds the namespace twice) and
+//! Jesque (zset queues, `:frequency` hashes).
+
+/// Builds key names for one namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keys {
+    /// The namespace followed by `:`, or empty for an empty namespace (Jesque's rule).
+    prefix: String,
+    /// The namespace as given.
+    namespace: String,
+}
+
+impl Keys {
+    /// Keys for `namespace` (`resque` by default in every peer).
+    pub fn new(namespace: impl Into<String>) -> Self {
+        let namespace = namespace.into();
+        let prefix = if namespace.is_empty() {
+            String::new()
+        } else {
+            format!("{namespace}:")
+        };
+        Keys { prefix, namespace }
+    }
+
+    /// The namespace as given.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The prefix every key starts with (`<ns>:`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn key(&self, logical: &str) -> String {
+        format!("{}{logical}", self.prefix)
+    }
+
+    /// `<ns>:queues` — SET of queue names.
+    pub fn queues(&self) -> String {
+        self.key("queues")
+    }
+
+    /// `<ns>:queue:<name>` — LIST of payloads (or a Jesque ZSET of delayed ones).
+    pub fn queue(&self, name: &str) -> String {
+        format!("{}queue:{name}", self.prefix)
+    }
+
+    /// `<ns>:queue:<name>:frequency` — Jesque's recurring-job periods.
+    pub fn queue_frequency(&self, name: &str) -> String {
+        format!("{}queue:{name}:frequency", self.prefix)
+    }
+
+    /// `<ns>:workers` — SET of registered worker ids.
+    pub fn workers(&self) -> String {
+        self.key("workers")
+    }
+
+    /// `<ns>:worker:<id>` — the job a worker is running (absent when idle).
+    pub fn worker(&self, id: &str) -> String {
+        format!("{}worker:{id}", self.prefix)
+    }
+
+    /// `<ns>:worker:<id>:started` — when the worker registered.
+    pub fn worker_started(&self, id: &str) -> String {
+        format!("{}worker:{id}:started", self.prefix)
+    }
+
+    /// `<ns>:workers:heartbeat` — HASH worker id → last heartbeat.
+    pub fn heartbeats(&self) -> String {
+        self.key("workers:heartbeat")
+    }
+
+    /// `<ns>:stat:processed` — global processed counter.
+    pub fn stat_processed(&self) -> String {
+        self.key("stat:processed")
+    }
+
+    /// `<ns>:stat:failed` — global failed counter.
+    pub fn stat_failed(&self) -> String {
+        self.key("stat:failed")
+    }
+
+    /// `<ns>:stat:processed:<id>` — one worker's processed counter.
+    pub fn stat_processed_by(&self, id: &str) -> String {
+        format!("{}stat:processed:{id}", self.prefix)
+    }
+
+    /// `<ns>:stat:failed:<id>` — one worker's failed counter.
+    pub fn stat_failed_by(&self, id: &str) -> String {
+        format!("{}stat:failed:{id}", self.prefix)
+    }
+
+    /// `<ns>:stat:<name>` — any stat counter (`processed`, `failed`, or per worker).
+    pub fn stat(&self, name: &str) -> String {
+        format!("{}stat:{name}", self.prefix)
+    }
+
+    /// `<ns>:failed` — LIST of failure entries (Resque's default backend).
+    pub fn failed(&self) -> String {
+        self.key("failed")
+    }
+
+    /// `<ns>:<queue>_failed` — a `redis_multi_queue` failure list.
+    pub fn failed_for_queue(&self, queue: &str) -> String {
+        format!("{}{queue}_failed", self.prefix)
+    }
+
+    /// `<ns>:failed_queues` — SET of `redis_multi_queue` failure list names.
+    pub fn failed_queues(&self) -> String {
+        self.key("failed_queues")
+    }
+
+    /// `<ns>:pause-all-workers` — `true` pauses every worker.
+    pub fn pause_all_workers(&self) -> String {
+        self.key("pause-all-workers")
+    }
+
+    /// `<ns>:pruning_dead_workers_in_progress` — Ruby's prune lock.
+    pub fn pruning_lock(&self) -> String {
+        self.key("pruning_dead_workers_in_progress")
+    }
+
+    /// `<ns>:delayed_queue_schedule` — resque-scheduler's ZSET of due timestamps.
+    pub fn delayed_schedule(&self) -> String {
+        self.key("delayed_queue_schedule")
+    }
+
+    /// `<ns>:delayed:<ts>` — resque-scheduler's bucket of items due at `ts` (seconds).
+    pub fn delayed_bucket(&self, ts: i64) -> String {
+        format!("{}delayed:{ts}", self.prefix)
+    }
+
+    /// `delayed:<ts>` unprefixed, the member stored in `timestamps:<item>` sets.
+    pub fn delayed_bucket_member(ts: i64) -> String {
+        format!("delayed:{ts}")
+    }
+
+    /// `<ns>:timestamps:<item>` — resque-scheduler's reverse index of an item.
+    pub fn timestamps(&self, item: &str) -> String {
+        format!("{}timestamps:{item}", self.prefix)
+    }
+
+    /// `<ns>:delayed:last_enqueued_at` — last firing of each recurring schedule.
+    pub fn last_enqueued_at(&self) -> String {
+        self.key("delayed:last_enqueued_at")
+    }
+
+    /// `<ns>:persistent_schedules` — resque-scheduler's dynamic schedules.
+    pub fn persistent_schedules(&self) -> String {
+        self.key("persistent_schedules")
+    }
+
+    /// `<ns>:schedules_changed` — names of schedules changed since the last load.
+    pub fn schedules_changed(&self) -> String {
+        self.key("schedules_changed")
+    }
+
+    /// `<ns>:<ns>:resque_scheduler_master_lock` — the namespace twice, as resque-scheduler
+    /// builds it through redis-namespace.
+    pub fn scheduler_master_lock(&self) -> String {
+        format!(
+            "{}{}:resque_scheduler_master_lock",
+            self.prefix, self.namespace
+        )
+    }
+
+    /// `<ns>:inflight:<worker>:<queue>` — Jesque's in-flight list.
+    pub fn jesque_inflight(&self, worker: &str, queue: &str) -> String {
+        format!("{}inflight:{worker}:{queue}", self.prefix)
+    }
+
+    /// `<ns>:compat:echo` — where the compat worker's `Echo` handler writes.
+    pub fn compat_echo(&self) -> String {
+        self.key("compat:echo")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_with_colons_is_used_verbatim() {
+        let k = Keys::new("myapp:jobs");
+        assert_eq!(k.queue("default"), "myapp:jobs:queue:default");
+        assert_eq!(k.workers(), "myapp:jobs:workers");
+    }
+
+    #[test]
+    fn scheduler_lock_has_namespace_twice() {
+        assert_eq!(
+            Keys::new("resque").scheduler_master_lock(),
+            "resque:resque:resque_scheduler_master_lock"
+        );
+    }
+
+    #[test]
+    fn empty_namespace_has_no_prefix() {
+        assert_eq!(Keys::new("").queue("q"), "queue:q");
+    }
+}

@@ -1,0 +1,140 @@
+//! Every time format resq writes or reads, in one place.
+//!
+//! Written (all UTC, section 12 of the wire notes): `run_at` in Jesque's millisecond shape
+//! (the one format both Ruby and Jesque can read), `:started` as Ruby's `Time#to_s`, heartbeats
+//! as Ruby's `Time#iso8601`, `failed_at`/`retried_at` as Ruby's `%Y/%m/%d %H:%M:%S %Z`.
+//! Read: every shape a Ruby, Jesque, node-resque or goworker peer writes.
+
+use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone, Utc};
+
+/// `2026-11-21T19:15:33.678+0000` — a worker record's `run_at`.
+pub fn run_at(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.3f+0000").to_string()
+}
+
+/// `2026-11-21 19:15:33 +0000` — `worker:<id>:started`, as Ruby's `Time#to_s` in UTC.
+pub fn started(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S +0000").to_string()
+}
+
+/// `2026-11-21T19:15:33+00:00` — a heartbeat, as Ruby's `Time#iso8601` in UTC.
+pub fn heartbeat(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S+00:00").to_string()
+}
+
+/// `2026/11/21 19:15:46 UTC` — a failure's `failed_at` and `retried_at`.
+pub fn failed_at(t: DateTime<Utc>) -> String {
+    t.format("%Y/%m/%d %H:%M:%S UTC").to_string()
+}
+
+/// A Redis `TIME` reply (seconds, microseconds) as a UTC time.
+pub fn from_redis_time(secs: i64, micros: i64) -> Option<DateTime<Utc>> {
+    Utc.timestamp_opt(secs, u32::try_from(micros.clamp(0, 999_999) * 1000).ok()?)
+        .single()
+}
+
+/// Parses any time text a Resque-family peer writes: Ruby (`…Z`, `… +0000`, `…+00:00`,
+/// `YYYY/MM/DD … UTC`), Jesque (`….SSS+0000`), node-resque (epoch seconds, JS
+/// `Date#toString`), goworker (RFC 3339 nano, Go `Time.String`). Returns `None` when nothing
+/// matches.
+pub fn parse_any(text: &str) -> Option<DateTime<Utc>> {
+    let s = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        let n: i64 = s.parse().ok()?;
+        // Epoch seconds (node-resque) or milliseconds (Jesque scores).
+        return if n > 100_000_000_000 {
+            Utc.timestamp_millis_opt(n).single()
+        } else {
+            Utc.timestamp_opt(n, 0).single()
+        };
+    }
+    const WITH_OFFSET: &[&str] = &[
+        "%Y-%m-%dT%H:%M:%S%.f%z",
+        "%Y-%m-%d %H:%M:%S %z",
+        "%Y-%m-%d %H:%M:%S%.f %z",
+        "%Y/%m/%d %H:%M:%S %z",
+    ];
+    for f in WITH_OFFSET {
+        if let Ok(t) = DateTime::<FixedOffset>::parse_from_str(s, f) {
+            return Some(t.with_timezone(&Utc));
+        }
+    }
+    // Go's `Time.String` may carry a monotonic suffix and a zone name: keep the first three
+    // fields (`date time offset`).
+    let fields: Vec<&str> = s.split_whitespace().collect();
+    if fields.len() >= 3 {
+        let head = fields[..3].join(" ");
+        if let Ok(t) = DateTime::<FixedOffset>::parse_from_str(&head, "%Y-%m-%d %H:%M:%S%.f %z") {
+            return Some(t.with_timezone(&Utc));
+        }
+        // `2026/11/21 19:15:46 UTC` (zone names other than UTC/GMT are read as UTC).
+        let naive = fields[..2].join(" ");
+        for f in ["%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S"] {
+            if let Ok(t) = NaiveDateTime::parse_from_str(&naive, f) {
+                return Some(t.and_utc());
+            }
+        }
+    }
+    // JS `Date#toString`: `Sat Nov 21 2026 19:15:33 GMT+0000 (Coordinated Universal Time)`.
+    if fields.len() >= 6 && fields[5].starts_with("GMT") {
+        let text = format!(
+            "{} {} {} {} {}",
+            fields[1],
+            fields[2],
+            fields[3],
+            fields[4],
+            &fields[5][3..]
+        );
+        if let Ok(t) = DateTime::<FixedOffset>::parse_from_str(&text, "%b %d %Y %H:%M:%S %z") {
+            return Some(t.with_timezone(&Utc));
+        }
+    }
+    for f in ["%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
+            return Some(t.and_utc());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 21, 19, 15, 33).unwrap()
+            + chrono::Duration::milliseconds(678)
+    }
+
+    #[test]
+    fn written_formats() {
+        assert_eq!(run_at(t()), "2026-11-21T19:15:33.678+0000");
+        assert_eq!(started(t()), "2026-11-21 19:15:33 +0000");
+        assert_eq!(heartbeat(t()), "2026-11-21T19:15:33+00:00");
+        assert_eq!(failed_at(t()), "2026/11/21 19:15:33 UTC");
+    }
+
+    #[test]
+    fn reads_every_peer_format() {
+        let want = Utc.with_ymd_and_hms(2026, 11, 21, 19, 15, 33).unwrap();
+        for s in [
+            "2026-11-21T19:15:33Z",
+            "2026-11-21T19:15:33.000+0000",
+            "2026-11-21 19:15:33 +0000",
+            "2026-11-21T14:15:33-05:00",
+            "2026/11/21 19:15:33 UTC",
+            "2026/11/21 19:15:33",
+            "1795288533",
+            "Sat Nov 21 2026 19:15:33 GMT+0000 (Coordinated Universal Time)",
+            "2026-11-21T19:15:33.000000000Z",
+            "2026-11-21 19:15:33.000000000 +0000 UTC m=+1.2",
+        ] {
+            let got = parse_any(s).unwrap_or_else(|| panic!("{s} did not parse"));
+            assert_eq!(got.timestamp(), want.timestamp(), "{s}");
+        }
+        assert!(parse_any("yesterday").is_none());
+    }
+}

@@ -1,0 +1,104 @@
+//! The heartbeat: every slot's `<ns>:workers:heartbeat` field, refreshed from Redis `TIME`.
+//!
+//! It runs on its own OS thread with its own runtime and connection, so job code that hogs
+//! the async threads cannot starve it. Each tick is two round trips for all slots together
+//! (`TIME`, then `HSET` of every field plus `SMISMEMBER`), and a slot whose id someone removed
+//! (a pruner) is registered again, its running job's record rewritten.
+
+use super::slot::SlotState;
+use crate::keys::Keys;
+use crate::wire::time;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What the heartbeat thread needs.
+pub struct Heartbeat {
+    /// Redis client to connect with.
+    pub client: redis::Client,
+    /// Key names.
+    pub keys: Keys,
+    /// The slots' ids and states.
+    pub slots: Vec<Arc<SlotState>>,
+    /// Period.
+    pub interval: Duration,
+    /// When the process registered.
+    pub started: DateTime<Utc>,
+    /// Becomes true when the thread must stop.
+    pub stop: watch::Receiver<bool>,
+}
+
+impl Heartbeat {
+    /// Starts the thread; it ends when `stop` turns true.
+    pub fn spawn(self) -> std::io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("resq-heartbeat".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!(error = %e, "heartbeat runtime failed to start");
+                        return;
+                    }
+                };
+                rt.block_on(self.run());
+            })
+    }
+
+    async fn run(mut self) {
+        let mut con = None;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = self.stop.wait_for(|s| *s) => return,
+            }
+            if con.is_none() {
+                con = crate::conn::manager(&self.client).await.ok();
+            }
+            if let Some(c) = con.as_mut() {
+                if let Err(e) = self.beat(c).await {
+                    tracing::warn!(error = %e, "heartbeat failed; will retry next tick");
+                }
+            }
+        }
+    }
+
+    /// One tick: write every heartbeat, then re-register ids that vanished.
+    pub async fn beat(&self, con: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+        let now = super::lifecycle::redis_time(con).await?;
+        let hb = time::heartbeat(now);
+        let ids: Vec<String> = self.slots.iter().map(|s| s.id.to_string()).collect();
+        let fields: Vec<(&str, &str)> = ids.iter().map(|id| (id.as_str(), hb.as_str())).collect();
+        let (_, present): ((), Vec<bool>) = redis::pipe()
+            .hset_multiple(self.keys.heartbeats(), &fields)
+            .ignore()
+            .cmd("SMISMEMBER")
+            .arg(self.keys.workers())
+            .arg(&ids)
+            .query_async(con)
+            .await
+            .map(|(p,): (Vec<bool>,)| ((), p))?;
+        for (slot, here) in self.slots.iter().zip(present) {
+            if here {
+                continue;
+            }
+            tracing::warn!(worker = %slot.id, "worker id was removed by someone else; registering it again");
+            // Hold the slot's record lock so a finishing job cannot race the rewrite.
+            let record = slot.record.lock().await;
+            let id = [slot.id.to_string()];
+            super::lifecycle::reregister(con, &self.keys, &id, self.started).await?;
+            if let Some(r) = record.as_ref() {
+                let _: () = redis::cmd("SET")
+                    .arg(self.keys.worker(&slot.id))
+                    .arg(r.as_slice())
+                    .query_async(con)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! Registering and unregistering a process's slots, with exactly Ruby Resque's keys.
+//!
+//! Register: `SADD <ns>:workers <id>`, `SET <ns>:worker:<id>:started <Time#to_s>` and a first
+//! heartbeat from Redis `TIME`. Unregister: `SREM` the id, `DEL` its record, `:started` and
+//! per-worker stats, `HDEL` its heartbeat. Each is one MULTI for all slots.
+
+use crate::keys::Keys;
+use crate::wire::time;
+use chrono::{DateTime, Utc};
+use redis::aio::ConnectionLike;
+use redis::RedisResult;
+
+/// Redis server time.
+pub async fn redis_time<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<DateTime<Utc>> {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(con).await?;
+    time::from_redis_time(secs, micros).ok_or_else(|| {
+        redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "TIME out of range"))
+    })
+}
+
+/// Registers `ids` as Ruby does, with `started` the local start time.
+pub async fn register<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    ids: &[String],
+    started: DateTime<Utc>,
+) -> RedisResult<()> {
+    let now = redis_time(con).await?;
+    let hb = time::heartbeat(now);
+    let mut p = redis::pipe();
+    p.atomic();
+    p.sadd(keys.workers(), ids).ignore();
+    for id in ids {
+        p.set(keys.worker_started(id), time::started(started))
+            .ignore();
+        p.hset(keys.heartbeats(), id, &hb).ignore();
+    }
+    p.query_async(con).await
+}
+
+/// Re-registers ids someone else removed (a pruner), keeping their original start time.
+pub async fn reregister<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    ids: &[String],
+    started: DateTime<Utc>,
+) -> RedisResult<()> {
+    register(con, keys, ids, started).await
+}
+
+/// Unregisters `ids` as Ruby's `unregister_worker` does.
+pub async fn unregister<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    ids: &[String],
+) -> RedisResult<()> {
+    let mut p = redis::pipe();
+    p.atomic();
+    p.srem(keys.workers(), ids).ignore();
+    for id in ids {
+        p.del(&[
+            keys.worker(id),
+            keys.worker_started(id),
+            keys.stat_processed_by(id),
+            keys.stat_failed_by(id),
+        ])
+        .ignore();
+    }
+    p.hdel(keys.heartbeats(), ids).ignore();
+    p.query_async(con).await
+}

@@ -1,0 +1,140 @@
+//! The step script: finish (or fail) a slot's job and reserve its next one in one call.
+
+use crate::keys::Keys;
+use crate::wire::record;
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script, Value};
+use std::sync::{Arc, LazyLock};
+
+static STEP: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../scripts/step.lua")));
+
+/// The queues a slot polls, resolved to keys and JSON-encoded names.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct QueueKeys {
+    /// `(queue name, <ns>:queue:<name>, name as a JSON string)` in priority order.
+    pub queues: Vec<(String, String, String)>,
+}
+
+impl QueueKeys {
+    /// Resolves names to keys.
+    pub fn new(keys: &Keys, names: &[String]) -> Self {
+        QueueKeys {
+            queues: names
+                .iter()
+                .map(|n| (n.clone(), keys.queue(n), record::encode_queue(n)))
+                .collect(),
+        }
+    }
+}
+
+/// How the slot's previous job ended.
+#[derive(Debug, Clone)]
+pub enum Completion {
+    /// Succeeded; `record` is the exact record text it ran under.
+    Success {
+        /// The record text.
+        record: Vec<u8>,
+    },
+    /// Failed; `entry` is the failure entry to push.
+    Failure {
+        /// The record text.
+        record: Vec<u8>,
+        /// The failure entry JSON.
+        entry: String,
+    },
+}
+
+/// What the script answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A job was reserved (or was already held): its record text.
+    Job(Vec<u8>),
+    /// Nothing to do in any queue.
+    Empty,
+    /// `<ns>:pause-all-workers` is set.
+    Paused,
+}
+
+/// The fixed part of one slot's step invocation.
+#[derive(Debug, Clone)]
+pub struct Stepper {
+    /// KEYS[1..=7].
+    fixed: [String; 7],
+    /// The worker id as a JSON string.
+    worker_json: String,
+    /// Ruby's processed-counts-failures semantics.
+    count_failed: bool,
+}
+
+impl Stepper {
+    /// A stepper for worker `id`.
+    pub fn new(keys: &Keys, id: &str, count_failed: bool) -> Self {
+        Stepper {
+            fixed: [
+                keys.worker(id),
+                keys.stat_processed(),
+                keys.stat_processed_by(id),
+                keys.stat_failed(),
+                keys.stat_failed_by(id),
+                keys.failed(),
+                keys.pause_all_workers(),
+            ],
+            worker_json: record::encode_queue(id),
+            count_failed,
+        }
+    }
+
+    /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`.
+    /// Returns the reply and whether the completion was applied by this call.
+    pub async fn step<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        completion: Option<&Completion>,
+        reserve: bool,
+        queues: &Arc<QueueKeys>,
+    ) -> RedisResult<(Reply, bool)> {
+        let now = chrono::Utc::now();
+        let mut inv = STEP.prepare_invoke();
+        for k in &self.fixed {
+            inv.key(k);
+        }
+        for (_, key, _) in &queues.queues {
+            inv.key(key);
+        }
+        match completion {
+            None => inv.arg("0").arg("").arg(""),
+            Some(Completion::Success { record }) => inv.arg("1").arg(record.as_slice()).arg(""),
+            Some(Completion::Failure { record, entry }) => {
+                inv.arg("2").arg(record.as_slice()).arg(entry.as_str())
+            }
+        };
+        inv.arg(if self.count_failed { "1" } else { "0" })
+            .arg(if reserve { "1" } else { "0" })
+            .arg(crate::wire::time::run_at(now))
+            .arg(crate::wire::time::failed_at(now))
+            .arg(self.worker_json.as_str());
+        for (_, _, json) in &queues.queues {
+            inv.arg(json.as_str());
+        }
+        let v: Vec<Value> = inv.invoke_async(con).await?;
+        parse_reply(v)
+    }
+}
+
+fn parse_reply(v: Vec<Value>) -> RedisResult<(Reply, bool)> {
+    let bad = || redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"));
+    let tag = match v.first() {
+        Some(Value::BulkString(b)) => b.as_slice(),
+        _ => return Err(bad()),
+    };
+    let applied = matches!(v.get(1), Some(Value::Int(1)));
+    let reply = match tag {
+        b"job" => match v.get(2) {
+            Some(Value::BulkString(r)) => Reply::Job(r.clone()),
+            _ => return Err(bad()),
+        },
+        b"paused" => Reply::Paused,
+        _ => Reply::Empty,
+    };
+    Ok((reply, applied))
+}
