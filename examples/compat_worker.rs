@@ -12,7 +12,7 @@ use resq::{JobContext, JobError, Registry, WorkerBuilder};
 use std::io::Write;
 use std::time::Duration;
 
-fn registry(con: redis::aio::ConnectionManager, echo_key: String) -> Registry {
+fn registry(con: resq::conn::Conn, echo_key: String) -> Registry {
     let (c1, k1) = (con.clone(), echo_key.clone());
     let (c2, k2) = (con, echo_key);
     Registry::new()
@@ -52,8 +52,8 @@ async fn main() -> anyhow::Result<()> {
     resq::logging::init_from_env();
     let builder = WorkerBuilder::from_env()?;
     let cfg = builder_config(&builder);
-    let client = redis::Client::open(cfg.0.as_str()).context("REDIS_URL")?;
-    let con = redis::aio::ConnectionManager::new(client)
+    let con = resq::conn::Endpoint::open(&cfg.0)?
+        .connect()
         .await
         .with_context(|| format!("connecting to {}", cfg.0))?;
     let echo = resq::Keys::new(cfg.1).compat_echo();

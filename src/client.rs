@@ -2,17 +2,17 @@
 //! and Jesque's (`{"class","args","vars"}`), with Resque's command sequence (`SADD <ns>:queues`
 //! + `RPUSH <ns>:queue:<q>`, one MULTI).
 
+use crate::conn::Conn;
 use crate::error::Result;
 use crate::keys::Keys;
 use crate::wire::payload;
-use redis::aio::ConnectionManager;
 use serde_json::{Map, Value};
 
 /// A producer bound to one Redis and namespace.
 #[derive(Clone)]
 pub struct Client {
     /// Shared connection.
-    con: ConnectionManager,
+    con: Conn,
     /// Key names.
     keys: Keys,
 }
@@ -20,9 +20,8 @@ pub struct Client {
 impl Client {
     /// Connects to `url` for namespace `namespace`.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self> {
-        let client = crate::conn::client(url)?;
         Ok(Client {
-            con: crate::conn::manager(&client).await?,
+            con: crate::conn::Endpoint::open(url)?.connect().await?,
             keys: Keys::new(namespace),
         })
     }
@@ -33,7 +32,7 @@ impl Client {
     }
 
     /// A clone of the connection, for callers that need raw commands.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Conn {
         self.con.clone()
     }
 

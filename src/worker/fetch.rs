@@ -12,9 +12,9 @@
 
 use super::step::QueueKeys;
 use crate::conn::Backoff;
+use crate::conn::Conn;
 use crate::keys::Keys;
 use crate::queues::QueueList;
-use redis::aio::ConnectionManager;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +65,7 @@ impl Fetch {
         keys: Keys,
         list: QueueList,
         interval: Duration,
-        con: &mut ConnectionManager,
+        con: &mut Conn,
     ) -> redis::RedisResult<Arc<Self>> {
         let names = resolve(&keys, &list, con).await?;
         let resolved = watch::channel(Arc::new(QueueKeys::new(&keys, &names))).0;
@@ -170,8 +170,8 @@ impl Fetch {
     /// Runs the watchers, the wildcard refresh and the pause check until `stop` turns true.
     pub async fn run(
         self: Arc<Self>,
-        client: redis::Client,
-        mut con: ConnectionManager,
+        endpoint: crate::conn::Endpoint,
+        mut con: Conn,
         mut stop: watch::Receiver<bool>,
     ) {
         let mut watchers = JoinSet::new();
@@ -208,7 +208,7 @@ impl Fetch {
             if want != watched {
                 watchers.abort_all();
                 for key in &want {
-                    watchers.spawn(self.clone().watch_queue(client.clone(), key.clone()));
+                    watchers.spawn(self.clone().watch_queue(endpoint.clone(), key.clone()));
                 }
                 watched = want;
             }
@@ -233,14 +233,14 @@ impl Fetch {
         watchers.abort_all();
     }
 
-    async fn watch_queue(self: Arc<Self>, client: redis::Client, key: String) {
+    async fn watch_queue(self: Arc<Self>, endpoint: crate::conn::Endpoint, key: String) {
         let block = self.interval.max(Duration::from_secs(1));
         let mut con = None;
         let mut backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
         loop {
             self.until_someone_parked().await;
             if con.is_none() {
-                match crate::conn::blocking(&client, block).await {
+                match endpoint.blocking(block).await {
                     Ok(c) => con = Some(c),
                     Err(_) => {
                         tokio::time::sleep(backoff.next_delay()).await;
@@ -282,11 +282,7 @@ impl Fetch {
 }
 
 /// Resolves the configured list against `<ns>:queues` (only read for wildcard lists).
-async fn resolve(
-    keys: &Keys,
-    list: &QueueList,
-    con: &mut ConnectionManager,
-) -> redis::RedisResult<Vec<String>> {
+async fn resolve(keys: &Keys, list: &QueueList, con: &mut Conn) -> redis::RedisResult<Vec<String>> {
     if !list.is_dynamic() {
         return Ok(list.resolve(&[]));
     }

@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 /// What the heartbeat thread needs.
 pub struct Heartbeat {
-    /// Redis client to connect with.
-    pub client: redis::Client,
+    /// Where Redis is.
+    pub endpoint: crate::conn::Endpoint,
     /// Key names.
     pub keys: Keys,
     /// The slots' ids and states.
@@ -57,7 +57,7 @@ impl Heartbeat {
                 _ = self.stop.wait_for(|s| *s) => return,
             }
             if con.is_none() {
-                con = crate::conn::manager(&self.client).await.ok();
+                con = self.endpoint.connect().await.ok();
             }
             if let Some(c) = con.as_mut() {
                 if let Err(e) = self.beat(c).await {
@@ -68,7 +68,7 @@ impl Heartbeat {
     }
 
     /// One tick: write every heartbeat, then re-register ids that vanished.
-    pub async fn beat(&self, con: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+    pub async fn beat(&self, con: &mut crate::conn::Conn) -> redis::RedisResult<()> {
         let now = super::lifecycle::redis_time(con).await?;
         let hb = time::heartbeat(now);
         let ids: Vec<String> = self.slots.iter().map(|s| s.id.to_string()).collect();

@@ -120,8 +120,8 @@ impl Worker {
         crate::registry::panic::install_hook();
         let cfg = self.config;
         let keys = Keys::new(cfg.namespace.clone());
-        let client = crate::conn::client(&cfg.redis_url)?;
-        let mut con = crate::conn::manager(&client).await?;
+        let endpoint = crate::conn::Endpoint::open(&cfg.redis_url)?;
+        let mut con = endpoint.connect().await?;
         let pid = std::process::id();
         let ids: Vec<String> = (0..cfg.concurrency)
             .map(|k| {
@@ -145,7 +145,7 @@ impl Worker {
             })
             .collect();
         let heartbeat = Heartbeat {
-            client: client.clone(),
+            endpoint: endpoint.clone(),
             keys: keys.clone(),
             slots: states.clone(),
             interval: cfg.heartbeat_interval,
@@ -153,7 +153,7 @@ impl Worker {
             stop: stop_rx.clone(),
         }
         .spawn()?;
-        let fetch_task = tokio::spawn(fetch.clone().run(client.clone(), con.clone(), stop_rx));
+        let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
         let mut slots = JoinSet::new();
         for state in &states {
             let slot = Slot {
@@ -190,7 +190,7 @@ pub struct Running {
     /// Key names.
     keys: Keys,
     /// Shared connection.
-    con: redis::aio::ConnectionManager,
+    con: crate::conn::Conn,
     /// Wake-ups and pause state.
     fetch: Arc<Fetch>,
     /// Shutdown phases.

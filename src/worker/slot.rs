@@ -10,8 +10,8 @@ use super::fetch::Fetch;
 use super::perform::perform;
 use super::shutdown::{self, Phase};
 use super::step::{Completion, Reply, Stepper};
+use crate::conn::Conn;
 use crate::registry::Registry;
-use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Mutex};
@@ -33,7 +33,7 @@ pub struct Slot {
     /// The step script bound to this slot's keys.
     pub stepper: Stepper,
     /// The shared connection.
-    pub con: ConnectionManager,
+    pub con: Conn,
     /// Wake-ups and the resolved queue list.
     pub fetch: Arc<Fetch>,
     /// Handlers.
