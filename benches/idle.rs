@@ -12,11 +12,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn now_ns() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 async fn total_commands(con: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("stats").query_async(con).await.unwrap_or_default();
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(con)
+        .await
+        .unwrap_or_default();
     info.lines()
         .find_map(|l| l.strip_prefix("total_commands_processed:"))
         .and_then(|v| v.trim().parse().ok())
@@ -31,7 +38,9 @@ async fn measure(url: &str, slots: usize, idle_secs: u64) {
         let l = l.clone();
         async move {
             let sent: u128 = ctx.arg::<String>(0)?.parse().unwrap_or(0);
-            l.lock().unwrap().push((now_ns().saturating_sub(sent)) as f64 / 1e6);
+            l.lock()
+                .unwrap()
+                .push((now_ns().saturating_sub(sent)) as f64 / 1e6);
             Ok(())
         }
     });
@@ -47,7 +56,11 @@ async fn measure(url: &str, slots: usize, idle_secs: u64) {
         .start()
         .await
         .unwrap();
-    let mut con = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = total_commands(&mut con).await;
     let t = Instant::now();
@@ -81,10 +94,26 @@ async fn measure(url: &str, slots: usize, idle_secs: u64) {
 
 #[tokio::main]
 async fn main() {
-    let idle_secs: u64 = std::env::var("IDLE_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let idle_secs: u64 = std::env::var("IDLE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut server = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .expect("redis-server (apt-get install -y redis-server)");

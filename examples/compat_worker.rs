@@ -4,6 +4,10 @@
 //! `INTERVAL`, …; see the README). Handlers: `Echo` (RPUSH the compact JSON array of its args
 //! onto `<ns>:compat:echo`), `EchoPayload` (RPUSH the raw payload), `Noop`, `Sleep` (args[0]
 //! ms), `Fail` (fails with message args[0]), `Panic` (panics with message args[0]).
+//! `RESQ_SCHEDULER=1` also runs the scheduler in-process (delayed and recurring jobs);
+//! `JESQUE_DELAYED_QUEUES=a,b` runs those queues as Jesque zset queues (both read by
+//! `WorkerBuilder::from_env`). `METRICS_ADDR=127.0.0.1:9100` serves Prometheus metrics,
+//! `/healthz` and `/readyz` there (also read by `WorkerBuilder::from_env`).
 //! Prints `worker <id>` per slot at start; exits 0 after unregistering on QUIT, TERM or INT.
 
 use anyhow::Context;
@@ -27,7 +31,7 @@ fn registry(con: resq::conn::Conn, echo_key: String) -> Registry {
         .handler("EchoPayload", move |ctx: JobContext| {
             let (mut con, key) = (c2.clone(), k2.clone());
             async move {
-                let _: () = con.rpush(key, ctx.payload().raw().get()).await?;
+                let _: () = con.rpush(key, ctx.payload().text()).await?;
                 Ok(())
             }
         })
@@ -55,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
     let con = resq::conn::Endpoint::open(&cfg.0)?
         .connect()
         .await
-        .with_context(|| format!("connecting to {}", cfg.0))?;
+        .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.0)))?;
     let echo = resq::Keys::new(cfg.1).compat_echo();
     let running = builder
         .registry(registry(con, echo))

@@ -38,7 +38,10 @@ impl Job for SendInvoice {
 async fn main() -> anyhow::Result<()> {
     let (url, _server) = redis_url().await?;
     let ns = "resq-quickstart";
-    println!("resq quickstart: Redis at {url}, namespace {ns}");
+    println!(
+        "resq quickstart: Redis at {}, namespace {ns}",
+        resq::conn::Redacted(&url)
+    );
 
     let registry = Registry::new()
         .handler("Greet", |ctx: JobContext| async move {
@@ -64,6 +67,7 @@ async fn main() -> anyhow::Result<()> {
     let keys = Keys::new(ns);
     let mut con = client.connection();
     let before: u64 = con.get(keys.stat_processed()).await.unwrap_or(0);
+    println!("enqueueing 4 jobs (one of them for a class nobody handles)");
     client
         .enqueue_to("default", "Greet", &["Ada".into()])
         .await?;
@@ -78,7 +82,6 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
     client.enqueue_to("default", "NoSuchJob", &[]).await?;
-    println!("enqueued 4 jobs (one of them for a class nobody handles)");
 
     // Wait for the four jobs to be counted, then stop.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

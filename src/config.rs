@@ -35,6 +35,29 @@ pub struct Config {
     pub count_failed_as_processed: bool,
     /// The host name used in worker ids (default: the machine's).
     pub hostname: String,
+    /// `RESQ_AT_LEAST_ONCE`: a job interrupted by a crash (found by pruning), by TERM/INT
+    /// after the term timeout, or by USR1 goes back to the head of its queue with its exact
+    /// bytes instead of becoming a failure entry, so it may run twice. Default: false (Ruby's
+    /// at-most-once semantics).
+    pub at_least_once: bool,
+    /// `RESQ_PRUNE`: whether this process prunes dead workers (at start and every minute, under
+    /// Ruby's lock). Default: true.
+    pub prune: bool,
+    /// `RESQ_PRUNE_AFTER`: how old a heartbeat must be before its worker is pruned (Ruby's
+    /// `Resque.prune_interval`, 300 s). Never below 300 s, so resq never prunes a worker a Ruby
+    /// pruner would keep; raise it if your Ruby workers set a larger `prune_interval`.
+    pub prune_after: Duration,
+    /// `METRICS_ADDR`: serve Prometheus metrics, `/healthz` and `/readyz` on this address
+    /// (e.g. `127.0.0.1:9100`). Default: off.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// `JESQUE_DELAYED_QUEUES`: queues (comma list) to run as Jesque delayed/recurring zset
+    /// queues, when they are in the queue list (see `worker::jesque`). Default: none.
+    pub jesque_delayed_queues: Vec<String>,
+    /// `RESQ_SCHEDULER`: run the resque-scheduler-compatible scheduler in this process (see
+    /// `scheduler`). Default: false.
+    pub scheduler: bool,
+    /// `RESQ_SCHEDULER_INTERVAL`: how often the scheduler looks for due jobs. Default: 1 s.
+    pub scheduler_interval: Duration,
 }
 
 impl Default for Config {
@@ -51,6 +74,13 @@ impl Default for Config {
             job_timeout: None,
             count_failed_as_processed: true,
             hostname: crate::identity::hostname(),
+            at_least_once: false,
+            prune: true,
+            prune_after: Duration::from_secs(300),
+            metrics_addr: None,
+            jesque_delayed_queues: Vec::new(),
+            scheduler: false,
+            scheduler_interval: Duration::from_secs(1),
         }
     }
 }
@@ -92,12 +122,44 @@ impl Config {
         if let Some(v) = get("RESQ_COUNT_FAILED_AS_PROCESSED") {
             c.count_failed_as_processed = parse_bool("RESQ_COUNT_FAILED_AS_PROCESSED", &v)?;
         }
+        if let Some(v) = get("RESQ_AT_LEAST_ONCE") {
+            c.at_least_once = parse_bool("RESQ_AT_LEAST_ONCE", &v)?;
+        }
+        if let Some(v) = get("RESQ_PRUNE") {
+            c.prune = parse_bool("RESQ_PRUNE", &v)?;
+        }
+        if let Some(v) = get("RESQ_PRUNE_AFTER") {
+            c.prune_after = parse_secs("RESQ_PRUNE_AFTER", &v)?;
+        }
+        if let Some(v) = get("METRICS_ADDR").filter(|v| !v.trim().is_empty()) {
+            c.metrics_addr = Some(v.trim().parse().map_err(|_| Error::Config {
+                var: "METRICS_ADDR",
+                message: format!("{v:?} is not an address (e.g. 127.0.0.1:9100)"),
+            })?);
+        }
+        if let Some(v) = get("JESQUE_DELAYED_QUEUES") {
+            c.jesque_delayed_queues = v
+                .split(',')
+                .map(str::trim)
+                .filter(|q| !q.is_empty())
+                .map(str::to_string)
+                .collect();
+        }
+        if let Some(v) = get("RESQ_SCHEDULER") {
+            c.scheduler = parse_bool("RESQ_SCHEDULER", &v)?;
+        }
+        if let Some(v) = get("RESQ_SCHEDULER_INTERVAL") {
+            c.scheduler_interval = parse_secs("RESQ_SCHEDULER_INTERVAL", &v)?;
+        }
         Ok(c)
     }
 
     /// Checks values that cannot be checked one at a time.
     pub fn validate(&self) -> Result<()> {
         parse_url(&self.redis_url)?;
+        // TLS files readable, RESQ_CLUSTER/RESQ_WAIT_* well-formed, and in Cluster mode a
+        // hash-tagged namespace.
+        crate::conn::Endpoint::open(&self.redis_url)?.check_namespace(&self.namespace)?;
         if self.concurrency == 0 || self.concurrency > 1024 {
             return Err(Error::Config {
                 var: "CONCURRENCY",
@@ -110,23 +172,24 @@ impl Config {
                 message: "must be at most 60 s, or Ruby workers may prune live slots".into(),
             });
         }
+        if self.prune_after < Duration::from_secs(300) {
+            return Err(Error::Config {
+                var: "RESQ_PRUNE_AFTER",
+                message: "must be at least 300 s (Ruby's prune interval), or resq would prune \
+                          workers a Ruby pruner keeps"
+                    .into(),
+            });
+        }
         Ok(())
     }
 }
 
-/// Checks that `v` is a Redis URL.
+/// Checks that `v` is a Redis URL resq can use (`redis://`, `rediss://`, `redis+sentinel://`,
+/// `redis+cluster://`, unix sockets; see [`crate::conn::url`]). The error never shows the
+/// password.
 pub fn parse_url(v: &str) -> Result<String> {
-    let ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
-        .iter()
-        .any(|p| v.starts_with(p));
-    if ok {
-        Ok(v.to_string())
-    } else {
-        Err(Error::Config {
-            var: "REDIS_URL",
-            message: format!("{v:?} is not a redis:// URL (e.g. redis://127.0.0.1:6379/0)"),
-        })
-    }
+    crate::conn::check_url(v)?;
+    Ok(v.to_string())
 }
 
 fn parse_count(var: &'static str, v: &str) -> Result<usize> {

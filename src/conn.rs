@@ -1,62 +1,331 @@
 //! Redis connections: where Redis is ([`Endpoint`]), the shared self-reconnecting connection
-//! every slot multiplexes over ([`Conn`]), dedicated connections for blocking waits, and the
-//! retry policy every Redis step follows. Everything else talks to Redis through these types,
-//! so the kind of deployment (plain, TLS, Sentinel, Cluster) is decided here alone.
+//! every slot multiplexes over ([`Conn`]), dedicated connections for blocking waits
+//! ([`Blocking`]), and the retry policy every Redis step follows. Everything else talks to
+//! Redis through these types, so the kind of deployment is decided here alone:
+//!
+//! * one server, plain or TLS (`redis://`, `rediss://`; ACL user, password and database in the
+//!   URL; CA and client certificate from URL options or `REDIS_TLS_*`, see [`tls`]);
+//! * Sentinel (`redis+sentinel://h:p,h:p,…/<master>[/db]`): the master is looked up through the
+//!   sentinels and looked up again when it fails or is demoted ([`sentinel`]);
+//! * Cluster (`redis+cluster://h:p,h:p,…`, or any `redis://` URL with `RESQ_CLUSTER=1`) with a
+//!   hash-tagged namespace ([`cluster`]).
+//!
+//! URL forms are in [`url`]. A URL is only ever shown through [`Redacted`] (no password), and
+//! no error of this module includes one. `RESQ_WAIT_REPLICAS=N` (opt-in, not in Cluster mode)
+//! makes the shared connection follow every request with `WAIT N <RESQ_WAIT_TIMEOUT>`, so a
+//! write is only acknowledged once N replicas have it (see docs/production-redis.md).
 
-use crate::error::Result;
+pub mod cluster;
+mod node;
+pub mod sentinel;
+pub mod tls;
+pub mod url;
+
+pub use url::Redacted;
+
+use crate::error::{Error, Result};
 use rand::Rng;
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
-use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
+    Value,
+};
+use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Where Redis is: parsed from a URL; opens connections.
-#[derive(Clone, Debug)]
-pub struct Endpoint {
-    /// The redis-rs client for the URL.
-    client: Client,
+/// How long the shared connection waits for a reply before it calls the peer dead.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The kind of deployment an [`Endpoint`] talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deployment {
+    /// One server (`redis://`, `rediss://`, a unix socket).
+    Single,
+    /// A master found through sentinels (`redis+sentinel://`).
+    Sentinel,
+    /// A Redis Cluster (`redis+cluster://`, or `RESQ_CLUSTER=1`).
+    Cluster,
 }
 
+/// `RESQ_WAIT_REPLICAS` / `RESQ_WAIT_TIMEOUT`.
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    /// Replicas that must acknowledge.
+    replicas: u32,
+    /// How long `WAIT` may block, in milliseconds.
+    timeout_ms: u64,
+}
+
+/// How an endpoint reaches its nodes.
+enum Deploy {
+    /// One server.
+    Single(Client),
+    /// Through sentinels.
+    Sentinel(sentinel::Spec),
+    /// A cluster.
+    Cluster(cluster::Spec),
+}
+
+/// What clones of an [`Endpoint`] share.
+struct EndpointInner {
+    /// The URL, redacted.
+    shown: String,
+    /// How to reach the nodes.
+    deploy: Deploy,
+    /// `RESQ_WAIT_REPLICAS`.
+    wait: Option<Wait>,
+    /// The Sentinel master last found by any connection of this endpoint.
+    master: sentinel::MasterHint,
+    /// The cluster node last found to own the namespace's slot.
+    owner: cluster::OwnerHint,
+}
+
+/// Where Redis is: parsed from a URL; opens connections. Cheap to clone (clones share what
+/// they learn about the deployment, e.g. where the Sentinel master is now).
+#[derive(Clone)]
+pub struct Endpoint(Arc<EndpointInner>);
+
 impl Endpoint {
-    /// Parses `url` (nothing is sent yet).
+    /// Parses `url` and reads the TLS files and settings it needs from the environment
+    /// (`REDIS_TLS_CA`, `REDIS_TLS_CERT`, `REDIS_TLS_KEY`, `RESQ_CLUSTER`,
+    /// `RESQ_WAIT_REPLICAS`, `RESQ_WAIT_TIMEOUT`); nothing is sent yet.
     pub fn open(url: &str) -> Result<Self> {
-        Ok(Endpoint {
-            client: Client::open(url)?,
+        Self::open_with(url, |k| std::env::var(k).ok())
+    }
+
+    /// [`Endpoint::open`] with the settings read through `env` instead of the environment.
+    pub fn open_with(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let cluster = match env("RESQ_CLUSTER") {
+            Some(v) => flag("RESQ_CLUSTER", &v)?,
+            None => false,
+        };
+        let target = url::Target::parse(url, cluster)?;
+        let certs = tls::certificates(&target, &env)?;
+        let wait = match env("RESQ_WAIT_REPLICAS").filter(|v| !v.trim().is_empty()) {
+            None => None,
+            Some(v) => {
+                let replicas: u32 = v.trim().parse().map_err(|_| Error::Config {
+                    var: "RESQ_WAIT_REPLICAS",
+                    message: format!("{v:?} is not a whole number of replicas"),
+                })?;
+                let timeout = match env("RESQ_WAIT_TIMEOUT") {
+                    Some(t) => crate::config::parse_secs("RESQ_WAIT_TIMEOUT", &t)?,
+                    None => Duration::from_secs(1),
+                };
+                (replicas > 0).then_some(Wait {
+                    replicas,
+                    timeout_ms: (timeout.as_millis() as u64).max(1),
+                })
+            }
+        };
+        let deploy = match &target.kind {
+            url::Kind::Unix => Deploy::Single(Client::open(target.raw.as_str())?),
+            url::Kind::Single => {
+                let node = node::NodeAuth::from_target(&target, certs)?;
+                let (host, port) = &target.hosts[0];
+                Deploy::Single(node.client(host, *port)?)
+            }
+            url::Kind::Sentinel { master } => {
+                let node = node::NodeAuth::from_target(&target, certs)?;
+                Deploy::Sentinel(sentinel::Spec::new(&target, master, node))
+            }
+            url::Kind::Cluster => {
+                if wait.is_some() {
+                    return Err(Error::Config {
+                        var: "RESQ_WAIT_REPLICAS",
+                        message: "not supported with Redis Cluster (WAIT is per node); unset it"
+                            .into(),
+                    });
+                }
+                Deploy::Cluster(cluster::Spec {
+                    seeds: target.hosts.clone(),
+                    node: node::NodeAuth::from_target(&target, certs)?,
+                })
+            }
+        };
+        Ok(Endpoint(Arc::new(EndpointInner {
+            shown: Redacted(url).to_string(),
+            deploy,
+            wait,
+            master: sentinel::MasterHint::default(),
+            owner: cluster::OwnerHint::default(),
+        })))
+    }
+
+    /// The kind of deployment.
+    pub fn deployment(&self) -> Deployment {
+        match self.0.deploy {
+            Deploy::Single(_) => Deployment::Single,
+            Deploy::Sentinel(_) => Deployment::Sentinel,
+            Deploy::Cluster(_) => Deployment::Cluster,
+        }
+    }
+
+    /// Checks that `namespace` can be used on this deployment: in Cluster mode it needs a hash
+    /// tag (`{resque}`), so that every key of a job step is in one slot.
+    pub fn check_namespace(&self, namespace: &str) -> Result<()> {
+        match self.0.deploy {
+            Deploy::Cluster(_) => cluster::check_namespace(namespace),
+            _ => Ok(()),
+        }
+    }
+
+    /// Opens the shared connection: it reconnects by itself (to the new master after a
+    /// Sentinel failover; to the new slot owner in a cluster), and commands time out after
+    /// 30 s so a dead peer is noticed.
+    pub async fn connect(&self) -> Result<Conn> {
+        let inner = match &self.0.deploy {
+            Deploy::Single(client) => {
+                let cfg = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_max_delay(Duration::from_secs(2));
+                ConnInner::Single(ConnectionManager::new_with_config(client.clone(), cfg).await?)
+            }
+            Deploy::Sentinel(spec) => ConnInner::Sentinel(
+                sentinel::Failover::connect(
+                    spec.clone(),
+                    async_config(RESPONSE_TIMEOUT),
+                    self.0.master.clone(),
+                )
+                .await?,
+            ),
+            Deploy::Cluster(spec) => {
+                ConnInner::Cluster(spec.connect(RESPONSE_TIMEOUT, CONNECT_TIMEOUT).await?)
+            }
+        };
+        Ok(Conn {
+            inner,
+            wait: self.0.wait,
         })
     }
 
-    /// Opens the shared connection: it reconnects by itself, and commands time out after
-    /// 30 s so a dead peer is noticed.
-    pub async fn connect(&self) -> Result<Conn> {
-        let cfg = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(30)))
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_max_delay(Duration::from_secs(2));
-        Ok(Conn(
-            ConnectionManager::new_with_config(self.client.clone(), cfg).await?,
-        ))
-    }
-
-    /// A dedicated connection for a blocking command whose server-side timeout is `block`.
-    pub async fn blocking(&self, block: Duration) -> RedisResult<MultiplexedConnection> {
-        let cfg = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(block + Duration::from_secs(10)))
-            .set_connection_timeout(Some(Duration::from_secs(5)));
-        self.client
-            .get_multiplexed_async_connection_with_config(&cfg)
-            .await
+    /// A dedicated connection for a blocking command whose server-side timeout is `block`: to
+    /// the server, the current Sentinel master, or the cluster node owning the slot.
+    pub async fn blocking(&self, block: Duration) -> RedisResult<Blocking> {
+        let cfg = async_config(block + Duration::from_secs(10));
+        Ok(Blocking(match &self.0.deploy {
+            Deploy::Single(client) => BlockingInner::Single(
+                client
+                    .get_multiplexed_async_connection_with_config(&cfg)
+                    .await?,
+            ),
+            Deploy::Sentinel(spec) => BlockingInner::Sentinel(
+                sentinel::BlockingSentinel::connect(spec, &cfg, self.0.master.clone()).await?,
+            ),
+            Deploy::Cluster(spec) => BlockingInner::Cluster(
+                cluster::BlockingCluster::connect(spec.clone(), cfg, self.0.owner.clone()).await?,
+            ),
+        }))
     }
 }
 
-/// The shared connection; cheap to clone (clones share one socket and pipeline).
+impl fmt::Display for Endpoint {
+    /// The URL without its password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.shown)
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.0.shown)
+            .field("deployment", &self.deployment())
+            .finish()
+    }
+}
+
+/// Checks that `url` is a Redis URL resq can use (as [`Endpoint::open`], without reading any
+/// file); the error names `REDIS_URL` and never shows the password.
+pub fn check_url(url: &str) -> Result<()> {
+    url::Target::parse(url, false).map(|_| ())
+}
+
+fn async_config(response: Duration) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_response_timeout(Some(response))
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+}
+
+fn flag(var: &'static str, v: &str) -> Result<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "" | "0" | "false" | "no" => Ok(false),
+        _ => Err(Error::Config {
+            var,
+            message: format!("{v:?} is not a boolean (true/false)"),
+        }),
+    }
+}
+
+/// The connection behind a [`Conn`].
 #[derive(Clone)]
-pub struct Conn(ConnectionManager);
+enum ConnInner {
+    /// One server, through redis-rs's reconnecting manager.
+    Single(ConnectionManager),
+    /// The current Sentinel master.
+    Sentinel(sentinel::Failover),
+    /// A cluster.
+    Cluster(ClusterConnection),
+}
+
+/// The shared connection; cheap to clone (clones share one socket and pipeline per node).
+#[derive(Clone)]
+pub struct Conn {
+    /// The connection.
+    inner: ConnInner,
+    /// `RESQ_WAIT_REPLICAS`.
+    wait: Option<Wait>,
+}
+
+impl Conn {
+    /// `WAIT` for the configured replicas after a successful request.
+    async fn wait_replicas(&mut self) -> RedisResult<()> {
+        let Some(w) = self.wait else { return Ok(()) };
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(w.replicas).arg(w.timeout_ms);
+        let v = self.inner_request(&cmd).await?;
+        let acked: i64 = redis::from_redis_value(v)?;
+        if acked < i64::from(w.replicas) {
+            return Err(RedisError::from((
+                ErrorKind::Client,
+                "write not acknowledged by enough replicas",
+                format!(
+                    "WAIT {} {}: {acked} replica(s) acknowledged (RESQ_WAIT_REPLICAS)",
+                    w.replicas, w.timeout_ms
+                ),
+            )));
+        }
+        Ok(())
+    }
+
+    fn inner_request<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.inner {
+            ConnInner::Single(c) => c.req_packed_command(cmd),
+            ConnInner::Sentinel(c) => c.req_packed_command(cmd),
+            ConnInner::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+}
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.0.req_packed_command(cmd)
+        if self.wait.is_none() {
+            return self.inner_request(cmd);
+        }
+        Box::pin(async move {
+            let v = self.inner_request(cmd).await?;
+            self.wait_replicas().await?;
+            Ok(v)
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -65,11 +334,71 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        self.0.req_packed_commands(pipeline, offset, count)
+        let wait = self.wait.is_some();
+        Box::pin(async move {
+            let v = match &mut self.inner {
+                ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
+                ConnInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count).await,
+                ConnInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
+            }?;
+            if wait {
+                self.wait_replicas().await?;
+            }
+            Ok(v)
+        })
     }
 
     fn get_db(&self) -> i64 {
-        self.0.get_db()
+        match &self.inner {
+            ConnInner::Single(c) => c.get_db(),
+            ConnInner::Sentinel(c) => c.get_db(),
+            ConnInner::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The connection behind a [`Blocking`].
+enum BlockingInner {
+    /// One server.
+    Single(MultiplexedConnection),
+    /// The Sentinel master.
+    Sentinel(sentinel::BlockingSentinel),
+    /// The node that owns the slot.
+    Cluster(cluster::BlockingCluster),
+}
+
+/// A dedicated connection for blocking commands (the queue watchers' `BLMOVE`). It does not
+/// reconnect by itself: on an error, drop it and ask [`Endpoint::blocking`] for a new one.
+pub struct Blocking(BlockingInner);
+
+impl ConnectionLike for Blocking {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.0 {
+            BlockingInner::Single(c) => c.req_packed_command(cmd),
+            BlockingInner::Sentinel(c) => c.req_packed_command(cmd),
+            BlockingInner::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.0 {
+            BlockingInner::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            BlockingInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
+            BlockingInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.0 {
+            BlockingInner::Single(c) => c.get_db(),
+            BlockingInner::Sentinel(c) => c.get_db(),
+            BlockingInner::Cluster(c) => c.get_db(),
+        }
     }
 }
 
@@ -104,7 +433,8 @@ impl Backoff {
 }
 
 /// Runs `op` until it succeeds, waiting with [`Backoff`] between failures. `what` names the
-/// step in logs, which say once that Redis is unreachable and once that it is back.
+/// step in logs; the process says once that Redis is unreachable and once that it is back
+/// (see [`outage`]), however many tasks retry meanwhile.
 pub async fn retry<T, F, Fut>(what: &str, mut op: F) -> T
 where
     F: FnMut() -> Fut,
@@ -115,16 +445,90 @@ where
         match op().await {
             Ok(v) => {
                 if backoff.failing() {
-                    tracing::info!(step = what, "redis is reachable again");
+                    crate::metrics::redis_reconnect();
+                    outage::recovered(what);
                 }
                 return v;
             }
             Err(e) => {
-                if !backoff.failing() {
-                    tracing::warn!(step = what, error = %e, "redis step failed; retrying with back-off");
-                }
+                crate::metrics::redis_error();
+                outage::failed(what, &e);
                 tokio::time::sleep(backoff.next_delay()).await;
             }
         }
+    }
+}
+
+/// Process-wide outage state, so an outage is logged once for the whole process: a warning
+/// when the first task sees Redis fail, an info line when a task that had failed gets through
+/// again — not once per task or per attempt. Failures within [`outage::GRACE`] after a
+/// recovery (connections that notice the restart late) belong to the same outage and are only
+/// logged again if they go on past the grace period.
+pub mod outage {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// How long after a recovery a new failure still counts as the same outage.
+    pub const GRACE: Duration = Duration::from_secs(1);
+
+    /// The shared state.
+    struct State {
+        /// The last report was a failure.
+        down: bool,
+        /// A warning was logged for the current outage and no recovery logged since.
+        logged: bool,
+        /// When the last logged outage ended.
+        recovered_at: Option<Instant>,
+    }
+
+    static STATE: Mutex<State> = Mutex::new(State {
+        down: false,
+        logged: false,
+        recovered_at: None,
+    });
+    /// Outages logged so far (for tests and metrics).
+    static OUTAGES: AtomicU64 = AtomicU64::new(0);
+
+    fn state() -> std::sync::MutexGuard<'static, State> {
+        STATE.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reports a failed Redis step; logs the first failure of an outage.
+    pub fn failed(what: &str, e: &dyn std::fmt::Display) {
+        let mut s = state();
+        s.down = true;
+        let aftershock = s.recovered_at.is_some_and(|t| t.elapsed() < GRACE);
+        if !s.logged && !aftershock {
+            s.logged = true;
+            OUTAGES.fetch_add(1, Ordering::SeqCst);
+            drop(s);
+            tracing::warn!(step = what, error = %e, "redis unreachable; retrying with back-off");
+        } else {
+            drop(s);
+            tracing::debug!(step = what, error = %e, "redis step failed; retrying");
+        }
+    }
+
+    /// Reports that a step which had failed succeeded; logs the end of the outage once.
+    pub fn recovered(what: &str) {
+        let mut s = state();
+        s.down = false;
+        if s.logged {
+            s.logged = false;
+            s.recovered_at = Some(Instant::now());
+            drop(s);
+            tracing::info!(step = what, "redis reachable again");
+        }
+    }
+
+    /// Whether the last report was a failure.
+    pub fn is_down() -> bool {
+        state().down
+    }
+
+    /// Outages logged since the process started.
+    pub fn count() -> u64 {
+        OUTAGES.load(Ordering::SeqCst)
     }
 }

@@ -23,6 +23,13 @@ pub enum Error {
     /// An I/O error (signals, processes).
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// A producer request refused before anything was written (no class or queue, a Jesque
+    /// time in the past, a queue key of the wrong type, a malformed schedule).
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// An ActiveJob job cannot be read or written.
+    #[error("activejob: {0}")]
+    ActiveJob(#[from] crate::activejob::ActiveJobError),
 }
 
 /// Result with resq's [`Error`].

@@ -70,6 +70,11 @@ impl Keys {
         format!("{}worker:{id}:started", self.prefix)
     }
 
+    /// `<ns>:worker:ping:<name>` — node-resque's liveness ping (`name` = id without queues).
+    pub fn worker_ping(&self, name: &str) -> String {
+        format!("{}worker:ping:{name}", self.prefix)
+    }
+
     /// `<ns>:workers:heartbeat` — HASH worker id → last heartbeat.
     pub fn heartbeats(&self) -> String {
         self.key("workers:heartbeat")
@@ -167,6 +172,52 @@ impl Keys {
             "{}{}:resque_scheduler_master_lock",
             self.prefix, self.namespace
         )
+    }
+
+    /// The master lock with resque-scheduler's `RESQUE_SCHEDULER_MASTER_LOCK_PREFIX`:
+    /// `<ns>:<ns>:<prefix>:resque_scheduler_master_lock` (no prefix part when it is empty).
+    pub fn scheduler_master_lock_prefixed(&self, prefix: &str) -> String {
+        if prefix.is_empty() {
+            return self.scheduler_master_lock();
+        }
+        format!(
+            "{}{}:{prefix}:resque_scheduler_master_lock",
+            self.prefix, self.namespace
+        )
+    }
+
+    /// `<ns>:resq:schedule_next` — HASH schedule name → `<next due epoch s> <spec digest>`:
+    /// resq's per-schedule fire token for recurring schedules.
+    pub fn schedule_next(&self) -> String {
+        self.key("resq:schedule_next")
+    }
+
+    /// `<ns>:resq:unique:<key>` — the lock of a unique job (value: the job's unique id).
+    pub fn unique(&self, key: &str) -> String {
+        format!("{}resq:unique:{key}", self.prefix)
+    }
+
+    /// `resque-retry:<class>[:<digest>]`, whitespace removed — resque-retry's logical retry
+    /// key (`redis_retry_key`), unprefixed.
+    pub fn resque_retry_logical(class: &str, digest: Option<&str>) -> String {
+        let mut k = format!("resque-retry:{class}");
+        if let Some(d) = digest {
+            k.push(':');
+            k.push_str(d);
+        }
+        k.retain(|c| !c.is_whitespace());
+        k
+    }
+
+    /// `<ns>:resque-retry:<class>:<digest>` — resque-retry's attempt counter.
+    pub fn retry_attempts(&self, logical: &str) -> String {
+        format!("{}{logical}", self.prefix)
+    }
+
+    /// `<ns>:failure-resque-retry:<class>:<digest>` — resque-retry's details of the last failed
+    /// attempt (what its web tab shows while a retry waits).
+    pub fn retry_failure(&self, logical: &str) -> String {
+        format!("{}failure-{logical}", self.prefix)
     }
 
     /// `<ns>:inflight:<worker>:<queue>` — Jesque's in-flight list.

@@ -19,7 +19,9 @@ type Dump = BTreeMap<String, (String, String)>;
 
 /// Digits → `9`: two time strings of the same format have the same shape.
 fn shape(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_digit() { '9' } else { c }).collect()
+    s.chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect()
 }
 
 fn mask(s: &str, ns: &str, ids: &[String]) -> String {
@@ -36,10 +38,18 @@ async fn dump(ns: &str, ids: &[String]) -> Dump {
     let keys: Vec<String> = con.keys(format!("{ns}:*")).await.unwrap();
     let mut out = Dump::new();
     for k in keys {
-        let t: String = redis::cmd("TYPE").arg(&k).query_async(&mut con).await.unwrap();
+        let t: String = redis::cmd("TYPE")
+            .arg(&k)
+            .query_async(&mut con)
+            .await
+            .unwrap();
         let v = match t.as_str() {
             "string" => con.get::<_, String>(&k).await.unwrap(),
-            "list" => con.lrange::<_, Vec<String>>(&k, 0, -1).await.unwrap().join("\n"),
+            "list" => con
+                .lrange::<_, Vec<String>>(&k, 0, -1)
+                .await
+                .unwrap()
+                .join("\n"),
             "set" => {
                 let mut m: Vec<String> = con.smembers(&k).await.unwrap();
                 m.sort();
@@ -47,7 +57,10 @@ async fn dump(ns: &str, ids: &[String]) -> Dump {
             }
             "hash" => {
                 let m: BTreeMap<String, String> = con.hgetall(&k).await.unwrap();
-                m.into_iter().map(|(f, v)| format!("{f}={v}")).collect::<Vec<_>>().join("\n")
+                m.into_iter()
+                    .map(|(f, v)| format!("{f}={v}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             }
             other => other.to_string(),
         };
@@ -60,7 +73,10 @@ async fn dump(ns: &str, ids: &[String]) -> Dump {
 fn fixture_dump(name: &str) -> Dump {
     let f = support::fixture(name);
     let ns = f["namespace"].as_str().unwrap().to_string();
-    let id = f["volatile_values"]["WORKER_ID"].as_str().unwrap_or("").to_string();
+    let id = f["volatile_values"]["WORKER_ID"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     let ids = if id.is_empty() { vec![] } else { vec![id] };
     let mut out = Dump::new();
     for (k, v) in f["keys"].as_object().unwrap() {
@@ -69,7 +85,11 @@ fn fixture_dump(name: &str) -> Dump {
             Value::String(s) => s.clone(),
             Value::Array(a) => a
                 .iter()
-                .map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string()))
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| x.to_string())
+                })
                 .collect::<Vec<_>>()
                 .join("\n"),
             Value::Object(m) => m
@@ -129,7 +149,10 @@ async fn enqueue_writes_rubys_bytes() {
         for raw in &want {
             let v: Value = serde_json::from_str(raw).unwrap();
             let args = v["args"].as_array().cloned().unwrap_or_default();
-            client.enqueue_to(q, v["class"].as_str().unwrap(), &args).await.unwrap();
+            client
+                .enqueue_to(q, v["class"].as_str().unwrap(), &args)
+                .await
+                .unwrap();
             compared += 1;
         }
         let got: Vec<String> = con.lrange(keys.queue(q), 0, -1).await.unwrap();
@@ -162,13 +185,19 @@ async fn enqueue_writes_rubys_bytes() {
 #[tokio::test]
 async fn busy_worker_matches_ruby_except_run_at_and_prune_lock() {
     let ns = support::namespace("golden-busy");
-    let mut con = support::con().await;
+    let con = support::con().await;
     let keys = Keys::new(&ns);
     let running = start(&ns, "default", demo_registry()).await;
     let ids = running.ids().to_vec();
     let client = Client::connect(&support::url(), &ns).await.unwrap();
-    client.enqueue_to("default", "SleepJob", &[2.into()]).await.unwrap();
-    client.enqueue_to("default", "SimpleJob", &["after-sleep".into()]).await.unwrap();
+    client
+        .enqueue_to("default", "SleepJob", &[2.into()])
+        .await
+        .unwrap();
+    client
+        .enqueue_to("default", "SimpleJob", &["after-sleep".into()])
+        .await
+        .unwrap();
     let wkey = keys.worker(&ids[0]);
     support::eventually(5, "the SleepJob to start", || {
         let (mut con, k) = (con.clone(), wkey.clone());
@@ -195,8 +224,14 @@ async fn busy_worker_matches_ruby_except_run_at_and_prune_lock() {
             assert_eq!(gk, wk, "record key order");
             assert_eq!(g["queue"], w["queue"]);
             assert_eq!(g["payload"], w["payload"]);
-            assert!(gv.contains(r#""payload":{"class":"SleepJob","args":[2]}"#), "payload bytes: {gv}");
-            assert_eq!(shape(g["run_at"].as_str().unwrap()), "9999-99-99T99:99:99.999+9999");
+            assert!(
+                gv.contains(r#""payload":{"class":"SleepJob","args":[2]}"#),
+                "payload bytes: {gv}"
+            );
+            assert_eq!(
+                shape(g["run_at"].as_str().unwrap()),
+                "9999-99-99T99:99:99.999+9999"
+            );
             assert_eq!(shape(w["run_at"].as_str().unwrap()), "9999-99-99T99:99:99Z");
         } else {
             assert_eq!(shape(gv), shape(v), "value of {k}");
@@ -209,13 +244,19 @@ async fn busy_worker_matches_ruby_except_run_at_and_prune_lock() {
 #[tokio::test]
 async fn finished_and_unregistered_worker_leaves_what_ruby_leaves() {
     let ns = support::namespace("golden-finished");
-    let mut con = support::con().await;
+    let con = support::con().await;
     let keys = Keys::new(&ns);
     let running = start(&ns, "default", demo_registry()).await;
     let ids = running.ids().to_vec();
     let client = Client::connect(&support::url(), &ns).await.unwrap();
-    client.enqueue_to("default", "SimpleJob", &[1.into()]).await.unwrap();
-    client.enqueue_to("default", "SimpleJob", &[2.into()]).await.unwrap();
+    client
+        .enqueue_to("default", "SimpleJob", &[1.into()])
+        .await
+        .unwrap();
+    client
+        .enqueue_to("default", "SimpleJob", &[2.into()])
+        .await
+        .unwrap();
     support::eventually(5, "two jobs processed", || {
         let (mut con, k) = (con.clone(), keys.stat_processed());
         async move { (con.get::<_, Option<u64>>(&k).await.unwrap() == Some(2)).then_some(()) }
@@ -230,7 +271,10 @@ async fn finished_and_unregistered_worker_leaves_what_ruby_leaves() {
     // A worker that exits after a job (fixture 06) leaves the same keys.
     let mut exited = fixture_dump("resque/06_worker_fork_exited.json");
     exited.retain(|k, _| !k.contains("pruning_dead_workers_in_progress"));
-    assert_eq!(got.keys().collect::<Vec<_>>(), exited.keys().collect::<Vec<_>>());
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        exited.keys().collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -247,8 +291,18 @@ async fn failure_entries_have_rubys_fields_order_and_formats() {
     let keys = Keys::new(&ns);
     let running = start(&ns, "failing", demo_registry()).await;
     let client = Client::connect(&support::url(), &ns).await.unwrap();
-    client.enqueue_to("failing", "FailJob", &["boom: something bad happened".into()]).await.unwrap();
-    client.enqueue_to("failing", "NoSuchJob", &[]).await.unwrap();
+    client
+        .enqueue_to(
+            "failing",
+            "FailJob",
+            &["boom: something bad happened".into()],
+        )
+        .await
+        .unwrap();
+    client
+        .enqueue_to("failing", "NoSuchJob", &[])
+        .await
+        .unwrap();
     client.push_raw("failing", "{not json").await.unwrap();
     let entries: Vec<String> = support::eventually(5, "three failures", || {
         let (mut con, k) = (con.clone(), keys.failed());
@@ -267,7 +321,11 @@ async fn failure_entries_have_rubys_fields_order_and_formats() {
             shape(e["failed_at"].as_str().unwrap()),
             shape(ruby[0]["failed_at"].as_str().unwrap())
         );
-        assert!(e["backtrace"].as_array().unwrap().iter().all(Value::is_string));
+        assert!(e["backtrace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(Value::is_string));
         assert_eq!(e["worker"].as_str().unwrap(), running.ids()[0]);
         assert_eq!(e["queue"], "failing");
     }
@@ -278,7 +336,10 @@ async fn failure_entries_have_rubys_fields_order_and_formats() {
     }
     let unknown: Value = serde_json::from_str(&entries[1]).unwrap();
     assert_eq!(unknown["exception"], "Resq::UnknownJobClass");
-    assert_eq!(unknown["payload"], serde_json::json!({"class":"NoSuchJob","args":[]}));
+    assert_eq!(
+        unknown["payload"],
+        serde_json::json!({"class":"NoSuchJob","args":[]})
+    );
     let bad: Value = serde_json::from_str(&entries[2]).unwrap();
     assert_eq!(bad["payload"], Value::Null);
     assert!(bad["error"].as_str().unwrap().ends_with("{not json"));

@@ -21,7 +21,9 @@ fn recording(classes: &[&str]) -> (Registry, Seen) {
         r = r.handler(c, move |ctx: JobContext| {
             let s = s.clone();
             async move {
-                s.lock().unwrap().push((ctx.class().to_string(), ctx.args().to_vec()));
+                s.lock()
+                    .unwrap()
+                    .push((ctx.class().to_string(), ctx.args().to_vec()));
                 Ok(())
             }
         });
@@ -74,15 +76,26 @@ async fn strict_priority_across_queues() {
     let ns = support::namespace("priority");
     let client = Client::connect(&support::url(), &ns).await.unwrap();
     for i in 0..3 {
-        client.enqueue_to("low", "A", &[json!(format!("low{i}"))]).await.unwrap();
+        client
+            .enqueue_to("low", "A", &[json!(format!("low{i}"))])
+            .await
+            .unwrap();
     }
     for i in 0..3 {
-        client.enqueue_to("high", "A", &[json!(format!("high{i}"))]).await.unwrap();
+        client
+            .enqueue_to("high", "A", &[json!(format!("high{i}"))])
+            .await
+            .unwrap();
     }
     let (reg, seen) = recording(&["A"]);
     let w = start(&ns, "high,low", 1, reg).await;
     wait_len(&seen, 6).await;
-    let order: Vec<String> = seen.lock().unwrap().iter().map(|(_, a)| a[0].as_str().unwrap().to_string()).collect();
+    let order: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, a)| a[0].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(order, ["high0", "high1", "high2", "low0", "low1", "low2"]);
     stop(w).await;
 }
@@ -93,25 +106,61 @@ async fn wildcards_follow_ruby_and_skip_non_lists() {
     let client = Client::connect(&support::url(), &ns).await.unwrap();
     let keys = Keys::new(&ns);
     let mut con = support::con().await;
-    client.enqueue_to("b_two", "A", &[json!("b_two")]).await.unwrap();
-    client.enqueue_to("a_one", "A", &[json!("a_one")]).await.unwrap();
-    client.enqueue_to("skipme", "A", &[json!("skipme")]).await.unwrap();
-    client.enqueue_to("critical", "A", &[json!("critical")]).await.unwrap();
+    client
+        .enqueue_to("b_two", "A", &[json!("b_two")])
+        .await
+        .unwrap();
+    client
+        .enqueue_to("a_one", "A", &[json!("a_one")])
+        .await
+        .unwrap();
+    client
+        .enqueue_to("skipme", "A", &[json!("skipme")])
+        .await
+        .unwrap();
+    client
+        .enqueue_to("critical", "A", &[json!("critical")])
+        .await
+        .unwrap();
     // A queue that is not in <ns>:queues is not polled by a wildcard list, even when named.
-    let _: () = con.rpush(keys.queue("unlisted"), r#"{"class":"A","args":["unlisted"]}"#).await.unwrap();
+    let _: () = con
+        .rpush(
+            keys.queue("unlisted"),
+            r#"{"class":"A","args":["unlisted"]}"#,
+        )
+        .await
+        .unwrap();
     // A Jesque-style zset queue in the set must be skipped, not crash the worker.
     let _: () = con.sadd(keys.queues(), "zq").await.unwrap();
-    let _: () = con.zadd(keys.queue("zq"), r#"{"class":"A","args":["z"]}"#, 1).await.unwrap();
+    let _: () = con
+        .zadd(keys.queue("zq"), r#"{"class":"A","args":["z"]}"#, 1)
+        .await
+        .unwrap();
     let (reg, seen) = recording(&["A"]);
     let w = start(&ns, "critical,unlisted,*,!skip*", 1, reg).await;
-    assert!(w.ids()[0].ends_with(":critical,unlisted,*"), "{}", w.ids()[0]);
+    assert!(
+        w.ids()[0].ends_with(":critical,unlisted,*"),
+        "{}",
+        w.ids()[0]
+    );
     wait_len(&seen, 3).await;
-    client.enqueue_to("a_one", "A", &[json!("after")]).await.unwrap();
+    client
+        .enqueue_to("a_one", "A", &[json!("after")])
+        .await
+        .unwrap();
     wait_len(&seen, 4).await;
-    let order: Vec<String> = seen.lock().unwrap().iter().map(|(_, a)| a[0].as_str().unwrap().to_string()).collect();
+    let order: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, a)| a[0].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(order, ["critical", "a_one", "b_two", "after"]);
     assert_eq!(con.llen::<_, usize>(keys.queue("skipme")).await.unwrap(), 1);
-    assert_eq!(con.llen::<_, usize>(keys.queue("unlisted")).await.unwrap(), 1);
+    assert_eq!(
+        con.llen::<_, usize>(keys.queue("unlisted")).await.unwrap(),
+        1
+    );
     assert_eq!(con.zcard::<_, usize>(keys.queue("zq")).await.unwrap(), 1);
     stop(w).await;
 }
@@ -134,7 +183,10 @@ async fn bad_input_becomes_failures_and_the_worker_carries_on() {
     for b in &bad {
         let _: () = con.rpush(keys.queue("q"), b.as_slice()).await.unwrap();
     }
-    let _: () = con.rpush(keys.queue("q"), r#"{"class":"A","args":["ok"]}"#).await.unwrap();
+    let _: () = con
+        .rpush(keys.queue("q"), r#"{"class":"A","args":["ok"]}"#)
+        .await
+        .unwrap();
     let (reg, seen) = recording(&["A"]);
     let w = start(&ns, "q", 2, reg).await;
     wait_len(&seen, 1).await;
@@ -142,15 +194,40 @@ async fn bad_input_becomes_failures_and_the_worker_carries_on() {
     assert_eq!(failures.len(), bad.len());
     for f in &failures {
         let keys: Vec<&String> = f.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["failed_at", "payload", "exception", "error", "backtrace", "worker", "queue"]);
+        assert_eq!(
+            keys,
+            [
+                "failed_at",
+                "payload",
+                "exception",
+                "error",
+                "backtrace",
+                "worker",
+                "queue"
+            ]
+        );
         // Readable by Jesque's FailureDAO: payload is null or an object with a class.
-        assert!(f["payload"].is_null() || f["payload"]["class"].is_string(), "{f}");
+        assert!(
+            f["payload"].is_null() || f["payload"]["class"].is_string(),
+            "{f}"
+        );
         assert_eq!(f["queue"], "q");
     }
-    let exceptions: Vec<&str> = failures.iter().map(|f| f["exception"].as_str().unwrap()).collect();
-    assert_eq!(exceptions.iter().filter(|e| **e == "Resq::MalformedPayload").count(), 6);
+    let exceptions: Vec<&str> = failures
+        .iter()
+        .map(|f| f["exception"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        exceptions
+            .iter()
+            .filter(|e| **e == "Resq::MalformedPayload")
+            .count(),
+        6
+    );
     assert!(exceptions.contains(&"Resq::UnknownJobClass"));
-    assert!(failures.iter().any(|f| f["error"].as_str().unwrap().contains("not valid UTF-8")));
+    assert!(failures
+        .iter()
+        .any(|f| f["error"].as_str().unwrap().contains("not valid UTF-8")));
     stop(w).await;
 }
 
@@ -162,11 +239,17 @@ async fn payload_bytes_survive_into_record_and_failure() {
     let raw = r#"{ "args" : [ 1.50, "x/y", 18446744073709551616 ], "class":"Boom", "extra": {"id": "é"} }"#;
     let _: () = con.sadd(keys.queues(), "q").await.unwrap();
     let _: () = con.rpush(keys.queue("q"), raw).await.unwrap();
-    let reg = Registry::new().handler("Boom", |_c: JobContext| async { Err(JobError::msg("boom")) });
+    let reg = Registry::new().handler("Boom", |_c: JobContext| async {
+        Err(JobError::msg("boom"))
+    });
     let w = start(&ns, "q", 1, reg).await;
     let f = wait_failed(&ns, 1).await;
     let text: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
-    assert!(text[0].contains(&format!(r#""payload":{raw},"#)), "{}", text[0]);
+    assert!(
+        text[0].contains(&format!(r#""payload":{raw},"#)),
+        "{}",
+        text[0]
+    );
     assert_eq!(f[0]["exception"], "RuntimeError");
     stop(w).await;
 }
@@ -177,7 +260,10 @@ async fn the_step_is_safe_to_resend() {
     let keys = Keys::new(&ns);
     let mut con = support::con().await;
     for i in 0..2 {
-        let _: () = con.rpush(keys.queue("q"), format!(r#"{{"class":"A","args":[{i}]}}"#)).await.unwrap();
+        let _: () = con
+            .rpush(keys.queue("q"), format!(r#"{{"class":"A","args":[{i}]}}"#))
+            .await
+            .unwrap();
     }
     let stepper = Stepper::new(&keys, "h~resq:1-0:q", true);
     let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
@@ -186,15 +272,26 @@ async fn the_step_is_safe_to_resend() {
     let (again, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
     assert_eq!(first, again);
     assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 1);
-    let Reply::Job(record) = first else { panic!("no job: {first:?}") };
+    let Reply::Job(record) = first else {
+        panic!("no job: {first:?}")
+    };
     let done = Completion::Success { record };
-    let (_, applied) = stepper.step(&mut con, Some(&done), false, &queues).await.unwrap();
+    let (_, applied) = stepper
+        .step(&mut con, Some(&done), false, &queues)
+        .await
+        .unwrap();
     assert!(applied);
-    let (_, applied) = stepper.step(&mut con, Some(&done), false, &queues).await.unwrap();
+    let (_, applied) = stepper
+        .step(&mut con, Some(&done), false, &queues)
+        .await
+        .unwrap();
     assert!(!applied, "a resent finish must not count twice");
     let processed: u64 = con.get(keys.stat_processed()).await.unwrap();
     assert_eq!(processed, 1);
-    assert!(!con.exists::<_, bool>(keys.worker("h~resq:1-0:q")).await.unwrap());
+    assert!(!con
+        .exists::<_, bool>(keys.worker("h~resq:1-0:q"))
+        .await
+        .unwrap());
 }
 
 struct Resize;
@@ -211,7 +308,10 @@ impl Job for Resize {
     async fn perform(&self, (id, size): Self::Args, ctx: JobContext) -> JobResult {
         let mut con = support::con().await;
         let _: () = con
-            .rpush(format!("{}:out", ctx.queue()), format!("{id}:{}x{}", size.w, size.h))
+            .rpush(
+                format!("{}:out", ctx.queue()),
+                format!("{id}:{}x{}", size.w, size.h),
+            )
             .await?;
         Ok(())
     }
@@ -235,10 +335,22 @@ async fn typed_blocking_and_panicking_handlers() {
             Ok(())
         })
         .handler("Explode", |_c: JobContext| async { panic!("async boom") });
-    client.enqueue_to(&q, "Resize", &[json!(7), json!({"w": 10, "h": 20})]).await.unwrap();
-    client.enqueue_to(&q, "Resize", &[json!("not a number")]).await.unwrap();
-    client.enqueue_to(&q, "Crunch", &[json!(false)]).await.unwrap();
-    client.enqueue_to(&q, "Crunch", &[json!(true)]).await.unwrap();
+    client
+        .enqueue_to(&q, "Resize", &[json!(7), json!({"w": 10, "h": 20})])
+        .await
+        .unwrap();
+    client
+        .enqueue_to(&q, "Resize", &[json!("not a number")])
+        .await
+        .unwrap();
+    client
+        .enqueue_to(&q, "Crunch", &[json!(false)])
+        .await
+        .unwrap();
+    client
+        .enqueue_to(&q, "Crunch", &[json!(true)])
+        .await
+        .unwrap();
     client.enqueue_to(&q, "Explode", &[]).await.unwrap();
     let w = start(&ns, &q, 1, reg).await;
     let f = wait_failed(&ns, 3).await;
@@ -247,19 +359,37 @@ async fn typed_blocking_and_panicking_handlers() {
     assert_eq!(f[0]["exception"], "Resq::InvalidArgs");
     assert_eq!(f[1]["exception"], "Resq::Panic");
     assert_eq!(f[1]["error"], "crunch exploded");
-    assert!(f[1]["backtrace"][0].as_str().unwrap().contains("worker_core.rs"));
+    assert!(f[1]["backtrace"][0]
+        .as_str()
+        .unwrap()
+        .contains("worker_core.rs"));
     assert_eq!(f[2]["error"], "async boom");
-    assert_ne!(*thread_name.lock().unwrap(), "", "blocking handler ran on a named pool thread");
+    assert_ne!(
+        *thread_name.lock().unwrap(),
+        "",
+        "blocking handler ran on a named pool thread"
+    );
     stop(w).await;
     let _: () = con.del(format!("{q}:out")).await.unwrap();
 }
 
 /// Script calls the server has run (a private server, so they are all ours).
 async fn script_calls(con: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .unwrap();
     info.lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum()
 }
 
@@ -268,7 +398,11 @@ async fn slots_have_their_own_ids_and_pause_all_workers_is_obeyed() {
     let server = support::RedisServer::start(&[]);
     let ns = support::namespace("pause");
     let keys = Keys::new(&ns);
-    let mut con = redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let mut con = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
     let client = Client::connect(&server.url(), &ns).await.unwrap();
     let _: () = con.set(keys.pause_all_workers(), " TRUE\n").await.unwrap();
     client.enqueue_to("q", "A", &[json!(1)]).await.unwrap();

@@ -1,6 +1,7 @@
 //! What a handler receives: the job's args, its whole payload, where it came from.
 
 use super::JobError;
+use crate::activejob::ActiveJob;
 use crate::wire::Payload;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -15,6 +16,8 @@ pub struct JobContext {
     queue: Arc<str>,
     /// Id of the slot running it.
     worker: Arc<str>,
+    /// The ActiveJob job, when the payload is Rails' wrapper dispatched by its `job_class`.
+    activejob: Option<Arc<ActiveJob>>,
 }
 
 impl JobContext {
@@ -24,17 +27,38 @@ impl JobContext {
             payload,
             queue,
             worker,
+            activejob: None,
         }
     }
 
-    /// The class name.
-    pub fn class(&self) -> &str {
-        self.payload.class()
+    /// The same context for an ActiveJob-wrapped payload dispatched by its `job_class`.
+    pub fn with_activejob(mut self, job: Arc<ActiveJob>) -> Self {
+        self.activejob = Some(job);
+        self
     }
 
-    /// Positional arguments.
+    /// The ActiveJob job (metadata, decoded and serialized arguments) when the payload is
+    /// Rails' `JobWrapper` dispatched by its `job_class`; `None` otherwise.
+    pub fn activejob(&self) -> Option<&ActiveJob> {
+        self.activejob.as_deref()
+    }
+
+    /// The class name the job was dispatched by: the payload's class, or for an ActiveJob job
+    /// its `job_class` (`payload().class()` is then the wrapper).
+    pub fn class(&self) -> &str {
+        match &self.activejob {
+            Some(job) => job.job_class(),
+            None => self.payload.class(),
+        }
+    }
+
+    /// Positional arguments: the payload's, or for an ActiveJob job its arguments decoded
+    /// into plain JSON (see [`crate::activejob::decode`]).
     pub fn args(&self) -> &[Value] {
-        self.payload.args()
+        match &self.activejob {
+            Some(job) => job.arguments(),
+            None => self.payload.args(),
+        }
     }
 
     /// Jesque's named arguments (`vars`), when present.

@@ -10,6 +10,8 @@
 mod context;
 mod error;
 pub mod panic;
+pub mod retry;
+pub mod unique;
 
 pub use context::JobContext;
 pub use error::JobError;
@@ -36,6 +38,8 @@ pub struct Entry {
     pub timeout: Option<Duration>,
     /// Whether it runs on the blocking pool (and so cannot be cancelled).
     pub blocking: bool,
+    /// Retry with back-off on failure (see [`retry`]); none by default.
+    pub retry: Option<Arc<retry::RetryPolicy>>,
 }
 
 /// A typed job: its class name and serde-decoded arguments.
@@ -116,6 +120,15 @@ impl Registry {
         self
     }
 
+    /// Retries failures of the handler registered under `class` with `policy` (see
+    /// [`retry`]).
+    pub fn retry(mut self, class: &str, policy: retry::RetryPolicy) -> Self {
+        if let Some(e) = self.entries.get_mut(class) {
+            e.retry = Some(Arc::new(policy));
+        }
+        self
+    }
+
     /// The handler for `class`, if any.
     pub fn get(&self, class: &str) -> Option<&Entry> {
         self.entries.get(class)
@@ -135,6 +148,7 @@ impl Registry {
                 handler,
                 timeout: None,
                 blocking,
+                retry: None,
             },
         );
     }

@@ -20,6 +20,11 @@
 -- ARGV[7] failed_at for entries of malformed payloads
 -- ARGV[8] the worker id as a JSON string
 -- ARGV[9..] the queue names as JSON strings, aligned with KEYS[8..]
+-- Jesque zset queues (only for workers told about them; worker/jesque.rs): after the n queue
+-- keys come n more, KEYS[8+n..7+2n] = <queue key>:frequency, and after the n names ARGV gets
+-- 'jesque', now (epoch ms) and one flag character per queue ('1' = a zset queue). A flagged
+-- queue whose key is a zset gives its lowest member scored <= now, which is removed, or, when
+-- the frequency hash has it, re-scored by its period (Jesque's jesque_pop.lua).
 -- Returns {tag, applied[, record]}: tag "job" (with the record), "none" or "paused";
 -- applied is 1 when the completion was applied now, 0 when it was not (already applied).
 
@@ -68,9 +73,15 @@ local function utf8_valid(s)
       i = e + 1
     elseif string.find(s, '^[\194-\223][\128-\191]', i) then
       i = i + 2
-    elseif string.find(s, '^[\224-\239][\128-\191][\128-\191]', i) then
+    elseif string.find(s, '^\224[\160-\191][\128-\191]', i)
+        or string.find(s, '^[\225-\236\238\239][\128-\191][\128-\191]', i)
+        or string.find(s, '^\237[\128-\159][\128-\191]', i) then
+      -- three bytes, no overlong forms (E0 80..9F) and no surrogates (ED A0..BF)
       i = i + 3
-    elseif string.find(s, '^[\240-\244][\128-\191][\128-\191][\128-\191]', i) then
+    elseif string.find(s, '^\240[\144-\191][\128-\191][\128-\191]', i)
+        or string.find(s, '^[\241-\243][\128-\191][\128-\191][\128-\191]', i)
+        or string.find(s, '^\244[\128-\143][\128-\191][\128-\191]', i) then
+      -- four bytes, no overlong forms (F0 80..8F) and nothing above U+10FFFF (F4 90..)
       i = i + 4
     else
       return false
@@ -115,12 +126,34 @@ local function malformed(raw)
   return nil
 end
 
+-- The queues: KEYS[8..7+nq] (see the header for the Jesque layout).
+local nq = #KEYS - 7
+local jesque = ARGV[#ARGV - 2] == 'jesque'
+if jesque then nq = #ARGV - 11 end
+
+-- Pops queue KEYS[i]: the head of a list; for a flagged Jesque zset queue, its due member.
+local function pop(i)
+  local raw = redis.pcall('LPOP', KEYS[i])
+  if jesque and type(raw) == 'table' and string.sub(ARGV[#ARGV], i - 7, i - 7) == '1' then
+    local due = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', ARGV[#ARGV - 1], 'LIMIT', 0, 1)[1]
+    if not due then return false end
+    local period = redis.call('HGET', KEYS[i + nq], due)
+    if period then
+      redis.call('ZINCRBY', KEYS[i], period, due)
+    else
+      redis.call('ZREM', KEYS[i], due)
+    end
+    return due
+  end
+  return raw
+end
+
 -- Up to 100 malformed payloads are turned into failure entries per call; then the caller
 -- simply calls again.
 for _ = 1, 100 do
   local found = false
-  for i = 8, #KEYS do
-    local raw = redis.pcall('LPOP', KEYS[i])
+  for i = 8, 7 + nq do
+    local raw = pop(i)
     if type(raw) == 'string' then
       found = true
       local why = malformed(raw)

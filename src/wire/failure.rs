@@ -1,21 +1,21 @@
 //! An entry of `<ns>:failed`, in Ruby's `Resque::Failure::Redis` shape.
 //!
 //! Keys in Ruby's order: `failed_at, payload, exception, error, backtrace, worker, queue`
-//! (plus `retried_at` once retried). The payload is spliced in as raw bytes; a payload that
+//! (plus `retried_at` once retried). The payload is spliced in as its exact text; a payload that
 //! could not be parsed is written as `null` (which resque-web and Jesque both accept) and its
 //! text goes into `error`. Readers accept Jesque's, node-resque's and goworker's shapes too.
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// A failure entry to write.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Failure<'a> {
     /// `YYYY/MM/DD HH:MM:SS UTC`.
     pub failed_at: String,
-    /// The job as reserved, or `None` (written `null`) when it could not be parsed.
-    pub payload: Option<&'a RawValue>,
+    /// The job's exact JSON text as reserved, or `None` (written `null`) when it could not
+    /// be parsed. Spliced in unchanged: callers pass only text that is one JSON value.
+    pub payload: Option<&'a str>,
     /// A stable class-like name (`RuntimeError`, `Resq::Panic`, …).
     pub exception: String,
     /// The message.
@@ -29,10 +29,20 @@ pub struct Failure<'a> {
 }
 
 impl Failure<'_> {
-    /// The entry's JSON text.
+    /// The entry's JSON text, keys in Ruby's order.
     pub fn encode(&self) -> String {
-        // A struct of strings and a RawValue always serializes.
-        serde_json::to_string(self).unwrap_or_default()
+        let s = |v: &str| serde_json::Value::String(v.to_string()).to_string();
+        let backtrace = serde_json::to_string(&self.backtrace).unwrap_or_else(|_| "[]".into());
+        format!(
+            r#"{{"failed_at":{},"payload":{},"exception":{},"error":{},"backtrace":{},"worker":{},"queue":{}}}"#,
+            s(&self.failed_at),
+            self.payload.unwrap_or("null"),
+            s(&self.exception),
+            s(&self.error),
+            backtrace,
+            s(self.worker),
+            s(self.queue),
+        )
     }
 }
 
@@ -71,10 +81,10 @@ mod tests {
 
     #[test]
     fn ruby_key_order_and_raw_payload() {
-        let raw = RawValue::from_string(r#"{"class":"F","args":["x"],"extra":1}"#.into()).unwrap();
+        let raw = r#"{"class":"F","args":["x"],"extra":1}"#;
         let f = Failure {
             failed_at: "2026/11/21 19:15:46 UTC".into(),
-            payload: Some(&raw),
+            payload: Some(raw),
             exception: "RuntimeError".into(),
             error: "boom".into(),
             backtrace: vec!["src/x.rs:1".into()],

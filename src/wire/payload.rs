@@ -32,7 +32,9 @@ pub enum PayloadError {
 /// A decoded job payload, with its raw bytes.
 #[derive(Debug, Clone)]
 pub struct Payload {
-    /// The raw JSON text, exactly as it was in Redis.
+    /// The payload's exact text as it was in Redis (surrounding whitespace included).
+    text: String,
+    /// The same as one JSON value (surrounding whitespace trimmed).
     raw: Box<RawValue>,
     /// The class name the job is dispatched by.
     class: String,
@@ -46,9 +48,16 @@ impl Payload {
     /// Decodes raw payload bytes, checking what every worker requires.
     pub fn parse(bytes: &[u8]) -> Result<Self, PayloadError> {
         let text = std::str::from_utf8(bytes).map_err(|_| PayloadError::Utf8)?;
+        Self::from_text(text)
+    }
+
+    /// Decodes payload text, keeping it exactly (whitespace around the value included).
+    pub fn from_text(text: &str) -> Result<Self, PayloadError> {
         let raw = RawValue::from_string(text.to_string())
             .map_err(|e| PayloadError::Json(e.to_string()))?;
-        Self::from_raw(raw)
+        let mut p = Self::from_raw(raw)?;
+        p.text = text.to_string();
+        Ok(p)
     }
 
     /// Decodes a payload already known to be one JSON value.
@@ -68,6 +77,7 @@ impl Payload {
             Some(other) => return Err(PayloadError::ArgsNotArray(type_name(other))),
         };
         Ok(Payload {
+            text: raw.get().to_string(),
             raw,
             class,
             args,
@@ -95,9 +105,14 @@ impl Payload {
         &self.object
     }
 
-    /// The raw JSON text, byte for byte as reserved.
+    /// The payload as one JSON value (surrounding whitespace trimmed).
     pub fn raw(&self) -> &RawValue {
         &self.raw
+    }
+
+    /// The payload's exact text, byte for byte as reserved.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 }
 

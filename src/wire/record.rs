@@ -14,20 +14,38 @@ pub struct WorkerRecord {
     pub queue: String,
     /// When the job started, as written.
     pub run_at: String,
-    /// The payload's raw bytes.
+    /// The payload as one JSON value (surrounding whitespace trimmed by the JSON reader).
     pub payload: Box<RawValue>,
+    /// The payload's exact text as it was in the queue, surrounding whitespace included.
+    #[serde(skip)]
+    pub payload_text: String,
 }
 
 impl WorkerRecord {
-    /// Parses the record text the reserve script returned.
+    /// Parses a record text; `payload_text` is cut from the text itself, so it is exactly the
+    /// bytes the reserve script spliced in.
     pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text)
+        let mut r: WorkerRecord = serde_json::from_str(text)?;
+        r.payload_text = exact_payload(text)
+            .unwrap_or_else(|| r.payload.get())
+            .to_string();
+        Ok(r)
     }
 
     /// The record text for this job, byte-identical to what the reserve script writes.
     pub fn encode(&self) -> String {
-        encode(&encode_queue(&self.queue), &self.run_at, self.payload.get())
+        encode(&encode_queue(&self.queue), &self.run_at, &self.payload_text)
     }
+}
+
+/// The payload's text in a record resq built: everything between the first `","payload":` (a
+/// sequence no JSON-encoded queue name or `run_at` can contain, as its quotes would be
+/// escaped) and the closing `}`.
+fn exact_payload(text: &str) -> Option<&str> {
+    const MARK: &str = r#"","payload":"#;
+    let start = text.find(MARK)? + MARK.len();
+    text.get(start..text.len().checked_sub(1)?)
+        .filter(|_| text.ends_with('}'))
 }
 
 /// A queue name as a JSON string, the form the reserve script splices into records.
@@ -49,6 +67,12 @@ mod tests {
         let text = r#"{"queue":"q:1","run_at":"2026-11-21T19:15:33.678+0000","payload":{ "args":[1.0e+20], "class":"A" }}"#;
         let r = WorkerRecord::parse(text).unwrap();
         assert_eq!(r.queue, "q:1");
+        assert_eq!(r.payload_text, r#"{ "args":[1.0e+20], "class":"A" }"#);
+        let padded = r#"{"queue":"q","run_at":"t","payload": {"class":"A"}
+}"#;
+        let p = WorkerRecord::parse(padded).unwrap();
+        assert_eq!(p.payload_text, " {\"class\":\"A\"}\n");
+        assert_eq!(p.encode(), padded);
         assert_eq!(r.payload.get(), r#"{ "args":[1.0e+20], "class":"A" }"#);
         assert_eq!(r.encode(), text);
     }

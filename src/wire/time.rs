@@ -2,7 +2,8 @@
 //!
 //! Written (all UTC, section 12 of the wire notes): `run_at` in Jesque's millisecond shape
 //! (the one format both Ruby and Jesque can read), `:started` as Ruby's `Time#to_s`, heartbeats
-//! as Ruby's `Time#iso8601`, `failed_at`/`retried_at` as Ruby's `%Y/%m/%d %H:%M:%S %Z`.
+//! as Ruby's `Time#iso8601`, `failed_at`/`retried_at` as Ruby's `%Y/%m/%d %H:%M:%S %Z`;
+//! ActiveJob's `enqueued_at`/`scheduled_at` and time arguments as `iso8601` / `iso8601(9)`.
 //! Read: every shape a Ruby, Jesque, node-resque or goworker peer writes.
 
 use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone, Utc};
@@ -25,6 +26,28 @@ pub fn heartbeat(t: DateTime<Utc>) -> String {
 /// `2026/11/21 19:15:46 UTC` — a failure's `failed_at` and `retried_at`.
 pub fn failed_at(t: DateTime<Utc>) -> String {
     t.format("%Y/%m/%d %H:%M:%S UTC").to_string()
+}
+
+/// `2026-11-21T19:15:33Z` — ActiveJob's `enqueued_at` before Rails 7.1 (`Time.now.utc.iso8601`).
+pub fn iso8601_utc(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// `2026-11-21T19:15:33.123456789Z` — ActiveJob's `enqueued_at`/`scheduled_at` from Rails 7.1,
+/// and a UTC `Time` argument (`Time#iso8601(9)`).
+pub fn iso8601_nanos_utc(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()
+}
+
+/// `2026-11-21T20:15:33.123456789+01:00` — ActiveJob's `Time`/`DateTime`/`TimeWithZone`
+/// arguments with an offset (`iso8601(9)`; a zero offset is written `+00:00`).
+pub fn iso8601_nanos(t: DateTime<FixedOffset>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.9f%:z").to_string()
+}
+
+/// `2026-11-21` — ActiveJob's `Date` argument (`Date#iso8601`).
+pub fn iso8601_date(d: chrono::NaiveDate) -> String {
+    d.format("%Y-%m-%d").to_string()
 }
 
 /// A Redis `TIME` reply (seconds, microseconds) as a UTC time.
@@ -115,6 +138,14 @@ mod tests {
         assert_eq!(started(t()), "2026-11-21 19:15:33 +0000");
         assert_eq!(heartbeat(t()), "2026-11-21T19:15:33+00:00");
         assert_eq!(failed_at(t()), "2026/11/21 19:15:33 UTC");
+        assert_eq!(iso8601_utc(t()), "2026-11-21T19:15:33Z");
+        assert_eq!(iso8601_nanos_utc(t()), "2026-11-21T19:15:33.678000000Z");
+        let plus_one = FixedOffset::east_opt(3600).unwrap();
+        assert_eq!(
+            iso8601_nanos(t().with_timezone(&plus_one)),
+            "2026-11-21T20:15:33.678000000+01:00"
+        );
+        assert_eq!(iso8601_date(t().date_naive()), "2026-11-21");
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct Fetch {
     local_paused: watch::Sender<bool>,
     /// `INTERVAL`.
     interval: Duration,
+    /// Queues to run as Jesque zset queues (see [`super::jesque`]).
+    jesque: Vec<String>,
 }
 
 /// Decrements the parked count when a parked slot leaves, however it leaves.
@@ -67,8 +69,20 @@ impl Fetch {
         interval: Duration,
         con: &mut Conn,
     ) -> redis::RedisResult<Arc<Self>> {
+        Self::with_jesque(keys, list, Vec::new(), interval, con).await
+    }
+
+    /// [`Fetch::new`] for a worker that runs the queues named in `jesque` as Jesque zset
+    /// queues.
+    pub async fn with_jesque(
+        keys: Keys,
+        list: QueueList,
+        jesque: Vec<String>,
+        interval: Duration,
+        con: &mut Conn,
+    ) -> redis::RedisResult<Arc<Self>> {
         let names = resolve(&keys, &list, con).await?;
-        let resolved = watch::channel(Arc::new(QueueKeys::new(&keys, &names))).0;
+        let resolved = watch::channel(Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque))).0;
         Ok(Arc::new(Fetch {
             keys,
             list,
@@ -81,6 +95,7 @@ impl Fetch {
             remote_paused: watch::channel(false).0,
             local_paused: watch::channel(false).0,
             interval,
+            jesque,
         }))
     }
 
@@ -186,7 +201,8 @@ impl Fetch {
             if self.list.is_dynamic() {
                 match resolve(&self.keys, &self.list, &mut con).await {
                     Ok(names) => {
-                        let next = Arc::new(QueueKeys::new(&self.keys, &names));
+                        let next =
+                            Arc::new(QueueKeys::with_jesque(&self.keys, &names, &self.jesque));
                         self.resolved.send_if_modified(|cur| {
                             let changed = **cur != *next;
                             if changed {
@@ -250,6 +266,28 @@ impl Fetch {
             }
             let Some(c) = con.as_mut() else { continue };
             let seen = self.attempts.load(Ordering::SeqCst);
+            if self.queues().jesque.is_zset_key(&key) {
+                // A Jesque zset queue: nothing to block on; wake a slot when a member is due.
+                let cap = self.interval.min(super::jesque::MAX_ZSET_WAIT);
+                match super::jesque::due_in(c, &key, chrono::Utc::now(), cap).await {
+                    Ok(None) => {
+                        self.work.notify_one();
+                        self.until_attempt_after(seen).await;
+                        continue;
+                    }
+                    Ok(Some(wait)) => {
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    // Still a list: watch it as one.
+                    Err(e) if e.code() == Some("WRONGTYPE") => {}
+                    Err(_) => {
+                        con = None;
+                        tokio::time::sleep(backoff.next_delay()).await;
+                        continue;
+                    }
+                }
+            }
             let r: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("BLMOVE")
                 .arg(&key)
                 .arg(&key)

@@ -4,8 +4,13 @@
 //! the async threads cannot starve it. Each tick is two round trips for all slots together
 //! (`TIME`, then `HSET` of every field plus `SMISMEMBER`), and a slot whose id someone removed
 //! (a pruner) is registered again, its running job's record rewritten.
+//!
+//! Redis outages: a failed tick is retried with capped back-off (at most one interval apart)
+//! until Redis answers again; the outage is logged once for the whole process (see
+//! [`crate::conn::outage`]). Stopping never waits for Redis.
 
 use super::slot::SlotState;
+use crate::conn::{outage, Backoff};
 use crate::keys::Keys;
 use crate::wire::time;
 use chrono::{DateTime, Utc};
@@ -49,21 +54,53 @@ impl Heartbeat {
             })
     }
 
-    async fn run(mut self) {
+    async fn run(self) {
         let mut con = None;
+        let mut backoff = Backoff::new(self.interval.min(Duration::from_secs(5)));
+        let mut wait = self.interval;
+        let mut failures = 0u32;
+        let mut stop = self.stop.clone();
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {}
-                _ = self.stop.wait_for(|s| *s) => return,
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.wait_for(|s| *s) => return,
             }
-            if con.is_none() {
-                con = self.endpoint.connect().await.ok();
-            }
-            if let Some(c) = con.as_mut() {
-                if let Err(e) = self.beat(c).await {
-                    tracing::warn!(error = %e, "heartbeat failed; will retry next tick");
+            let result = tokio::select! {
+                r = self.tick(&mut con) => r,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            match result {
+                Ok(()) => {
+                    if failures >= 2 {
+                        outage::recovered("heartbeat");
+                    }
+                    failures = 0;
+                    backoff = Backoff::new(self.interval.min(Duration::from_secs(5)));
+                    wait = self.interval;
+                }
+                Err(e) => {
+                    // The first failure after an outage elsewhere is usually this thread's own
+                    // connection noticing late; it is only an outage if the retry fails too.
+                    failures += 1;
+                    if failures >= 2 {
+                        outage::failed("heartbeat", &e);
+                    }
+                    // Try again soon rather than a whole interval later: the heartbeat is what
+                    // keeps pruners (Ruby's and ours) away from these slots.
+                    wait = backoff.next_delay().min(self.interval);
                 }
             }
+        }
+    }
+
+    /// Connects when needed, then beats.
+    async fn tick(&self, con: &mut Option<crate::conn::Conn>) -> crate::Result<()> {
+        if con.is_none() {
+            *con = Some(self.endpoint.connect().await?);
+        }
+        match con.as_mut() {
+            Some(c) => Ok(self.beat(c).await?),
+            None => Ok(()),
         }
     }
 

@@ -1,14 +1,23 @@
 //! The process: builds the slots, registers them, runs the heartbeat and the watchers, obeys
 //! signals, and unregisters on the way out.
 //!
-//! Signals (Ruby Resque's meanings): QUIT — finish running jobs, then exit; TERM/INT — take no
-//! new job, wait `RESQUE_TERM_TIMEOUT` for running ones, then abort them (each recorded as a
-//! `Resque::TermException` failure) and exit; USR2 — pause; CONT — resume. Exit is always
-//! after unregistering.
+//! Signals (Ruby Resque's meanings; `docs/operations.md` has the full table and exit codes):
+//! * QUIT — take no new job, let running ones finish, unregister, exit;
+//! * TERM/INT — take no new job, wait `RESQUE_TERM_TIMEOUT` for running ones, then abort them
+//!   (each recorded as a `Resque::TermException` "SIGTERM" failure, or requeued at the head of
+//!   its queue under `at_least_once`), unregister, exit; a second TERM/INT aborts at once;
+//! * USR1 — abort running jobs now (recorded as above, message "SIGUSR1") and keep working;
+//! * USR2 — pause (take no new job); CONT — resume.
+//!
+//! Signals keep being obeyed during shutdown (QUIT then TERM escalates; USR1 aborts the jobs a
+//! QUIT is waiting for). Exit is always after unregistering.
+//!
+//! Pruning ([`super::prune`]) runs once before registering and then every minute.
 
 use super::fetch::Fetch;
 use super::heartbeat::Heartbeat;
 use super::lifecycle;
+use super::prune::{self, Pruner};
 use super::shutdown::{Phase, Shutdown};
 use super::slot::{Slot, SlotState};
 use super::step::Stepper;
@@ -80,9 +89,58 @@ impl WorkerBuilder {
         self
     }
 
+    /// `RESQ_AT_LEAST_ONCE`: requeue interrupted jobs (crash, TERM timeout, USR1) at the head
+    /// of their queue instead of recording them as failures; a job may then run twice.
+    pub fn at_least_once(mut self, on: bool) -> Self {
+        self.config.at_least_once = on;
+        self
+    }
+
+    /// `RESQUE_TERM_TIMEOUT`: how long TERM/INT wait for running jobs before aborting them.
+    pub fn term_timeout(mut self, d: std::time::Duration) -> Self {
+        self.config.term_timeout = d;
+        self
+    }
+
+    /// `RESQ_PRUNE`: whether this process prunes dead workers.
+    pub fn prune(mut self, on: bool) -> Self {
+        self.config.prune = on;
+        self
+    }
+
+    /// `JESQUE_DELAYED_QUEUES`: queues of the list to run as Jesque delayed/recurring zset
+    /// queues (see [`super::jesque`]).
+    pub fn jesque_delayed_queues<I, S>(mut self, queues: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.config.jesque_delayed_queues = queues.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// `RESQ_SCHEDULER`: also run the scheduler (delayed and recurring jobs, see
+    /// [`crate::scheduler`]) in this process.
+    pub fn scheduler(mut self, on: bool) -> Self {
+        self.config.scheduler = on;
+        self
+    }
+
+    /// `RESQ_SCHEDULER_INTERVAL`: the scheduler's poll period (default 1 s).
+    pub fn scheduler_interval(mut self, d: std::time::Duration) -> Self {
+        self.config.scheduler_interval = d;
+        self
+    }
+
     /// The handlers.
     pub fn registry(mut self, registry: Registry) -> Self {
         self.registry = registry;
+        self
+    }
+
+    /// `METRICS_ADDR`: serve Prometheus metrics, `/healthz` and `/readyz` on `addr`.
+    pub fn metrics_addr(mut self, addr: std::net::SocketAddr) -> Self {
+        self.config.metrics_addr = Some(addr);
         self
     }
 
@@ -122,6 +180,12 @@ impl Worker {
         let keys = Keys::new(cfg.namespace.clone());
         let endpoint = crate::conn::Endpoint::open(&cfg.redis_url)?;
         let mut con = endpoint.connect().await?;
+        if let Some(addr) = cfg.metrics_addr {
+            // Bound before registering, so a bad address fails before anything is written.
+            let admin = crate::admin::Admin::new(con.clone(), keys.clone());
+            crate::metrics::server::serve(addr, admin).await?;
+            crate::metrics::set_slots(cfg.concurrency);
+        }
         let pid = std::process::id();
         let ids: Vec<String> = (0..cfg.concurrency)
             .map(|k| {
@@ -131,8 +195,22 @@ impl Worker {
             })
             .collect();
         let started = chrono::Utc::now();
+        let pruner = Pruner::new(keys.clone(), &ids, pid, cfg.prune_after, cfg.at_least_once);
+        if cfg.prune {
+            // Ruby prunes before it registers; a failed round is only logged.
+            if let Err(e) = pruner.run_once(&mut con).await {
+                tracing::warn!(error = %e, "startup prune failed; will try again in a minute");
+            }
+        }
         lifecycle::register(&mut con, &keys, &ids, started).await?;
-        let fetch = Fetch::new(keys.clone(), cfg.queues.clone(), cfg.interval, &mut con).await?;
+        let fetch = Fetch::with_jesque(
+            keys.clone(),
+            cfg.queues.clone(),
+            cfg.jesque_delayed_queues.clone(),
+            cfg.interval,
+            &mut con,
+        )
+        .await?;
         let shutdown = Shutdown::default();
         let (stop_tx, stop_rx) = watch::channel(false);
         let states: Vec<Arc<SlotState>> = ids
@@ -153,7 +231,19 @@ impl Worker {
             stop: stop_rx.clone(),
         }
         .spawn()?;
+        let prune_task = cfg
+            .prune
+            .then(|| tokio::spawn(prune_periodically(pruner, con.clone(), stop_rx.clone())));
+        let scheduler_task = match cfg.scheduler {
+            true => {
+                let sc = crate::scheduler::SchedulerConfig::from_config(&cfg)?;
+                let sched = crate::scheduler::Scheduler::new(con.clone(), sc);
+                Some(tokio::spawn(sched.run(stop_rx.clone())))
+            }
+            false => None,
+        };
         let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
+        let (abort_jobs, abort_rx) = watch::channel(0u64);
         let mut slots = JoinSet::new();
         for state in &states {
             let slot = Slot {
@@ -164,10 +254,14 @@ impl Worker {
                 registry: self.registry.clone(),
                 shutdown: shutdown.subscribe(),
                 job_timeout: cfg.job_timeout,
+                abort_jobs: abort_rx.clone(),
+                at_least_once: cfg.at_least_once,
+                keys: keys.clone(),
             };
             slots.spawn(slot.run());
         }
         tracing::info!(slots = ids.len(), queues = ?cfg.queues.entries(), namespace = %cfg.namespace, "worker started");
+        crate::metrics::server::set_ready(true);
         Ok(Running {
             ids,
             keys,
@@ -178,8 +272,45 @@ impl Worker {
             stop: stop_tx,
             heartbeat: Some(heartbeat),
             fetch_task,
+            prune_task,
+            scheduler_task,
+            abort_jobs,
             term_timeout: cfg.term_timeout,
         })
+    }
+}
+
+/// Prunes every [`prune::PERIOD`] until `stop`; a round that fails (Redis away) is retried
+/// next period, its outage logged once.
+async fn prune_periodically(
+    pruner: Pruner,
+    mut con: crate::conn::Conn,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(prune::PERIOD) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        // One quick second try: the first command after an outage elsewhere often only
+        // finds this connection broken.
+        let mut result = pruner.run_once(&mut con).await;
+        if result.is_err() {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            result = pruner.run_once(&mut con).await;
+        }
+        match result {
+            Ok(_) if failing => {
+                failing = false;
+                crate::conn::outage::recovered("prune");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                failing = true;
+                crate::conn::outage::failed("prune", &e);
+            }
+        }
     }
 }
 
@@ -203,6 +334,12 @@ pub struct Running {
     heartbeat: Option<std::thread::JoinHandle<()>>,
     /// The watcher supervisor.
     fetch_task: tokio::task::JoinHandle<()>,
+    /// The periodic pruner, when pruning is on.
+    prune_task: Option<tokio::task::JoinHandle<()>>,
+    /// The in-process scheduler, when `RESQ_SCHEDULER` is on (it releases its lock on stop).
+    scheduler_task: Option<tokio::task::JoinHandle<()>>,
+    /// Bumped to abort running jobs (USR1).
+    abort_jobs: watch::Sender<u64>,
     /// `RESQUE_TERM_TIMEOUT`.
     term_timeout: std::time::Duration,
 }
@@ -216,6 +353,7 @@ impl Running {
     /// Asks the process to stop: [`Phase::Quit`] lets jobs finish, [`Phase::Term`] aborts them
     /// after the term timeout, [`Phase::Abort`] at once.
     pub fn stop(&self, phase: Phase) {
+        crate::metrics::server::set_ready(false);
         self.shutdown.advance(phase);
         if phase == Phase::Term {
             let s = self.shutdown.clone();
@@ -232,24 +370,51 @@ impl Running {
         self.fetch.set_local_paused(paused);
     }
 
-    /// Runs until QUIT, TERM or INT, obeying USR2/CONT on the way; then waits for the slots and
-    /// unregisters.
+    /// Aborts every running job now and keeps working, as USR1 does: each is recorded as a
+    /// `Resque::TermException` "SIGUSR1" failure, or requeued under `at_least_once`.
+    pub fn abort_running_jobs(&self) {
+        self.abort_jobs.send_modify(|n| *n += 1);
+    }
+
+    /// TERM/INT: the first starts the graceful stop, a second one aborts at once.
+    fn terminate(&self, name: &str) {
+        if self.shutdown.phase() >= Phase::Term {
+            tracing::info!(signal = name, "second TERM/INT: aborting running jobs now");
+            self.stop(Phase::Abort);
+        } else {
+            tracing::info!(
+                signal = name,
+                timeout_s = self.term_timeout.as_secs_f64(),
+                "stopping: no new jobs; running jobs are aborted after the term timeout"
+            );
+            self.stop(Phase::Term);
+        }
+    }
+
+    /// Obeys signals until every slot has stopped (after QUIT, TERM or INT), then unregisters.
+    /// USR1, USR2, CONT and a later TERM/INT keep working during the shutdown too.
     pub async fn run_until_signal(self) -> Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut quit = signal(SignalKind::quit())?;
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
+        let mut usr1 = signal(SignalKind::user_defined1())?;
         let mut usr2 = signal(SignalKind::user_defined2())?;
         let mut cont = signal(SignalKind::from_raw(libc_sigcont()))?;
         let mut this = self;
         loop {
             tokio::select! {
-                _ = quit.recv() => { tracing::info!("QUIT: finishing running jobs"); this.stop(Phase::Quit); break; }
-                _ = term.recv() => { tracing::info!("TERM: stopping"); this.stop(Phase::Term); break; }
-                _ = int.recv() => { tracing::info!("INT: stopping"); this.stop(Phase::Term); break; }
+                _ = quit.recv() => { tracing::info!("QUIT: no new jobs; finishing running jobs"); this.stop(Phase::Quit); }
+                _ = term.recv() => this.terminate("TERM"),
+                _ = int.recv() => this.terminate("INT"),
+                _ = usr1.recv() => { tracing::info!("USR1: aborting running jobs, continuing"); this.abort_running_jobs(); }
                 _ = usr2.recv() => { tracing::info!("USR2: paused"); this.pause(true); }
                 _ = cont.recv() => { tracing::info!("CONT: resumed"); this.pause(false); }
-                _ = this.slots.join_next(), if !this.slots.is_empty() => {}
+                r = this.slots.join_next() => match r {
+                    None => break,
+                    Some(Err(e)) => tracing::error!(error = %e, "a slot task ended abnormally"),
+                    Some(Ok(())) => {}
+                },
             }
         }
         this.wait().await
@@ -259,7 +424,13 @@ impl Running {
     pub async fn wait(mut self) -> Result<()> {
         while self.slots.join_next().await.is_some() {}
         let _ = self.stop.send(true);
+        if let Some(t) = self.scheduler_task.take() {
+            let _ = t.await;
+        }
         self.fetch_task.abort();
+        if let Some(t) = self.prune_task.take() {
+            t.abort();
+        }
         if let Some(h) = self.heartbeat.take() {
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
         }

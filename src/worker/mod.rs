@@ -7,13 +7,21 @@
 //! * [`perform`] — runs a handler with panic capture and time limit.
 //! * [`lifecycle`] — register / unregister.
 //! * [`heartbeat`] — the heartbeat thread.
+//! * [`prune`] — removing dead workers (Ruby's rules, Ruby's lock).
+//! * [`requeue`] — at-least-once: interrupted jobs back to the head of their queue.
 //! * [`shutdown`] — the shutdown phases slots obey.
+//! * [`complete`] — endings with a retry or a unique lock (one more atomic script).
+//! * [`jesque`] — Jesque delayed/recurring zset queues, for workers told about them.
 
+pub mod complete;
 pub mod fetch;
 pub mod heartbeat;
+pub mod jesque;
 pub mod launcher;
 pub mod lifecycle;
 pub mod perform;
+pub mod prune;
+pub mod requeue;
 pub mod shutdown;
 pub mod slot;
 pub mod step;

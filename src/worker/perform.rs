@@ -2,9 +2,9 @@
 //! completion (success, or the failure entry) that the next step writes.
 
 use super::step::Completion;
+use crate::activejob;
 use crate::registry::{panic, JobContext, JobError, Registry};
 use crate::wire::{time, Failure, Payload, WorkerRecord};
-use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,31 +16,38 @@ pub const TERM_EXCEPTION: &str = "Resque::TermException";
 
 /// Runs the job whose record is `record`, and says how it ended.
 ///
-/// `abort` resolves when the job must be interrupted (shutdown); the job is then dropped and
-/// recorded as a `Resque::TermException` failure.
+/// `abort` resolves, with the name of the signal that asked for it (`SIGTERM`, `SIGUSR1`), when
+/// the job must be interrupted; the job is then dropped and recorded as a
+/// `Resque::TermException` failure whose message is that name.
 pub async fn perform(
     registry: &Registry,
     record: Vec<u8>,
     worker: &Arc<str>,
     default_timeout: Option<Duration>,
-    abort: impl Future<Output = ()>,
+    abort: impl Future<Output = &'static str>,
 ) -> Completion {
     let parsed = std::str::from_utf8(&record)
         .ok()
         .and_then(|t| WorkerRecord::parse(t).ok());
     let Some(rec) = parsed else {
-        // The reserve script only writes records it built, so this is corruption by someone
-        // else; keep what we can read.
-        let err = JobError::new("Resq::MalformedPayload", "worker record is not valid JSON");
-        let entry = failure_entry(None, "", worker, &err);
+        // The reserve script checks payloads with Lua's cjson, which also reads a few things
+        // strict JSON does not (NaN, Infinity, hex numbers, raw control characters in
+        // strings); such a record lands here. Keep its queue and text.
+        let (queue, text) = salvage(&record);
+        let err = JobError::new(
+            "Resq::MalformedPayload",
+            format!("payload is not valid JSON: {text}"),
+        );
+        tracing::warn!(queue = %queue, worker = %worker, "malformed payload");
+        let entry = failure_entry(None, &queue, worker, &err);
         return Completion::Failure { record, entry };
     };
-    let payload = match Payload::from_raw(rec.payload.clone()) {
+    let payload = match Payload::from_text(&rec.payload_text) {
         Ok(p) => Arc::new(p),
         Err(e) => {
             let err = JobError::new(
                 "Resq::MalformedPayload",
-                format!("{e}: {}", rec.payload.get()),
+                format!("{e}: {}", rec.payload_text),
             );
             tracing::warn!(queue = %rec.queue, worker = %worker, error = %err, "malformed payload");
             let entry = failure_entry(None, &rec.queue, worker, &err);
@@ -49,30 +56,33 @@ pub async fn perform(
     };
     let span =
         tracing::info_span!("job", class = payload.class(), queue = %rec.queue, worker = %worker);
-    let _e = span.enter();
-    drop(_e);
+    let _busy = crate::metrics::job_started();
     let started = Instant::now();
-    let result = run(
-        registry,
-        &payload,
-        &rec.queue,
-        worker,
-        default_timeout,
-        abort,
+    let result = tracing::Instrument::instrument(
+        run(
+            registry,
+            &payload,
+            &rec.queue,
+            worker,
+            default_timeout,
+            abort,
+        ),
+        span.clone(),
     )
     .await;
     let secs = started.elapsed().as_secs_f64();
+    crate::metrics::job_finished(&rec.queue, payload.class(), result.is_ok(), secs);
     match result {
         Ok(()) => {
             span.in_scope(|| tracing::info!(duration_s = secs, outcome = "success", "job done"));
-            Completion::Success { record }
+            super::complete::success(registry, &payload, record)
         }
         Err(err) => {
             span.in_scope(|| {
                 tracing::warn!(duration_s = secs, outcome = "failure", exception = %err.exception, error = %err.message, "job failed")
             });
-            let entry = failure_entry(Some(payload.raw()), &rec.queue, worker, &err);
-            Completion::Failure { record, entry }
+            let entry = failure_entry(Some(payload.text()), &rec.queue, worker, &err);
+            super::complete::failure(registry, &payload, &rec.queue, worker, record, entry, err)
         }
     }
 }
@@ -83,15 +93,20 @@ async fn run(
     queue: &str,
     worker: &Arc<str>,
     default_timeout: Option<Duration>,
-    abort: impl Future<Output = ()>,
+    abort: impl Future<Output = &'static str>,
 ) -> Result<(), JobError> {
-    let Some(entry) = registry.get(payload.class()) else {
-        return Err(JobError::new(
-            "Resq::UnknownJobClass",
-            format!("no handler registered for class {}", payload.class()),
-        ));
-    };
     let ctx = JobContext::new(payload.clone(), Arc::from(queue), worker.clone());
+    let (entry, ctx) = match registry.get(payload.class()) {
+        Some(entry) => (entry, ctx),
+        // Rails' ActiveJob wrapper: dispatch by its `job_class` (issue 8).
+        None if activejob::is_wrapper(payload.class()) => activejob::route(registry, ctx)?,
+        None => {
+            return Err(JobError::new(
+                "Resq::UnknownJobClass",
+                format!("no handler registered for class {}", payload.class()),
+            ))
+        }
+    };
     let fut = panic::catch_async((entry.handler)(ctx));
     let limit = entry.timeout.or(default_timeout);
     let timed = async {
@@ -110,17 +125,33 @@ async fn run(
     };
     tokio::select! {
         r = timed => r,
-        _ = abort => Err(JobError::new(TERM_EXCEPTION, "SIGTERM")),
+        signal = abort => Err(JobError::new(TERM_EXCEPTION, signal)),
     }
 }
 
+/// The queue and payload text of a record built by the reserve script
+/// (`{"queue":<json>,"run_at":"…","payload":<raw>}`) that strict JSON cannot read.
+fn salvage(record: &[u8]) -> (String, String) {
+    let text = String::from_utf8_lossy(record);
+    let queue = text
+        .strip_prefix(r#"{"queue":"#)
+        .and_then(|rest| {
+            serde_json::Deserializer::from_str(rest)
+                .into_iter::<String>()
+                .next()
+                .and_then(Result::ok)
+        })
+        .unwrap_or_default();
+    let payload = text
+        .find(r#","payload":"#)
+        .and_then(|i| text.get(i + 11..text.len().saturating_sub(1)))
+        .unwrap_or(&text)
+        .to_string();
+    (queue, payload)
+}
+
 /// The failure entry for `err`; `payload` is `None` when the job could not be parsed.
-pub fn failure_entry(
-    payload: Option<&RawValue>,
-    queue: &str,
-    worker: &str,
-    err: &JobError,
-) -> String {
+pub fn failure_entry(payload: Option<&str>, queue: &str, worker: &str, err: &JobError) -> String {
     Failure {
         failed_at: time::failed_at(chrono::Utc::now()),
         payload,

@@ -5,13 +5,20 @@
 //! 3. if nothing came back, park until a watcher sees a job;
 //! 4. if `pause-all-workers` is set (or USR2), wait until resumed;
 //! 5. on shutdown, send the last completion without reserving, and stop.
+//!
+//! A job is aborted when the process reaches [`Phase::Abort`] (TERM/INT after the term
+//! timeout) or on USR1; it is then recorded as a `Resque::TermException` failure, or, with
+//! `at_least_once`, put back at the head of its queue.
 
 use super::fetch::Fetch;
 use super::perform::perform;
+use super::requeue::{self, HeldJob};
 use super::shutdown::{self, Phase};
 use super::step::{Completion, Reply, Stepper};
 use crate::conn::Conn;
+use crate::keys::Keys;
 use crate::registry::Registry;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Mutex};
@@ -42,6 +49,12 @@ pub struct Slot {
     pub shutdown: watch::Receiver<Phase>,
     /// Default job time limit.
     pub job_timeout: Option<Duration>,
+    /// Bumped by USR1: abort the running job, keep working.
+    pub abort_jobs: watch::Receiver<u64>,
+    /// Requeue aborted jobs instead of failing them.
+    pub at_least_once: bool,
+    /// Key names (for requeueing).
+    pub keys: Keys,
 }
 
 impl Slot {
@@ -65,7 +78,17 @@ impl Slot {
             match reply {
                 Reply::Job(record) => {
                     let mut rx = self.shutdown.clone();
-                    let abort = async move { shutdown::reached(&mut rx, Phase::Abort).await };
+                    let mut usr1 = self.abort_jobs.clone();
+                    usr1.borrow_and_update();
+                    let fired = AtomicBool::new(false);
+                    let abort = async {
+                        let signal = tokio::select! {
+                            _ = shutdown::reached(&mut rx, Phase::Abort) => "SIGTERM",
+                            Ok(()) = usr1.changed() => "SIGUSR1",
+                        };
+                        fired.store(true, Ordering::SeqCst);
+                        signal
+                    };
                     let c = perform(
                         &self.registry,
                         record,
@@ -74,7 +97,7 @@ impl Slot {
                         abort,
                     )
                     .await;
-                    pending = Some(c);
+                    pending = self.after_abort(c, fired.load(Ordering::SeqCst)).await;
                 }
                 Reply::Empty => {
                     tokio::select! {
@@ -88,6 +111,29 @@ impl Slot {
                 }
             }
         }
+    }
+
+    /// With `at_least_once`, an aborted job goes back to the head of its queue (and leaves no
+    /// completion to send); otherwise the completion stands.
+    async fn after_abort(&self, c: Completion, aborted: bool) -> Option<Completion> {
+        if !aborted || !self.at_least_once {
+            return Some(c);
+        }
+        let record = c.record().to_vec();
+        let Some(job) = HeldJob::from_record(&record) else {
+            return Some(c);
+        };
+        let mut held = self.state.record.lock().await;
+        crate::conn::retry("requeue", || {
+            let mut con = self.con.clone();
+            let (keys, id, record, job) = (&self.keys, &self.state.id, record.as_slice(), &job);
+            async move { requeue::requeue(&mut con, keys, id, record, job).await }
+        })
+        .await;
+        *held = None;
+        drop(held);
+        tracing::info!(worker = %self.state.id, queue = %job.queue, "aborted job requeued at the head of its queue (at-least-once)");
+        None
     }
 
     async fn wait_unpaused(&mut self) {

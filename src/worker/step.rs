@@ -13,6 +13,8 @@ static STEP: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../sc
 pub struct QueueKeys {
     /// `(queue name, <ns>:queue:<name>, name as a JSON string)` in priority order.
     pub queues: Vec<(String, String, String)>,
+    /// Jesque zset queues among them (see [`super::jesque`]); empty for list-only workers.
+    pub jesque: super::jesque::JesqueQueues,
 }
 
 impl QueueKeys {
@@ -23,7 +25,15 @@ impl QueueKeys {
                 .iter()
                 .map(|n| (n.clone(), keys.queue(n), record::encode_queue(n)))
                 .collect(),
+            jesque: Default::default(),
         }
+    }
+
+    /// Resolves names to keys, marking those named in `zsets` as Jesque zset queues.
+    pub fn with_jesque(keys: &Keys, names: &[String], zsets: &[String]) -> Self {
+        let mut q = Self::new(keys, names);
+        q.jesque = super::jesque::JesqueQueues::new(keys, names, zsets);
+        q
     }
 }
 
@@ -42,6 +52,18 @@ pub enum Completion {
         /// The failure entry JSON.
         entry: String,
     },
+    /// Ended with a retry or a unique lock to handle (see [`super::complete`]).
+    Extended(Box<super::complete::Extended>),
+}
+
+impl Completion {
+    /// The exact record text the job ran under.
+    pub fn record(&self) -> &[u8] {
+        match self {
+            Completion::Success { record } | Completion::Failure { record, .. } => record,
+            Completion::Extended(e) => &e.record,
+        }
+    }
 }
 
 /// What the script answered.
@@ -64,6 +86,8 @@ pub struct Stepper {
     worker_json: String,
     /// Ruby's processed-counts-failures semantics.
     count_failed: bool,
+    /// Key names (for extended completions).
+    keys: Keys,
 }
 
 impl Stepper {
@@ -81,6 +105,7 @@ impl Stepper {
             ],
             worker_json: record::encode_queue(id),
             count_failed,
+            keys: keys.clone(),
         }
     }
 
@@ -93,6 +118,17 @@ impl Stepper {
         reserve: bool,
         queues: &Arc<QueueKeys>,
     ) -> RedisResult<(Reply, bool)> {
+        let mut completion = completion;
+        let mut extended_applied = false;
+        if let Some(Completion::Extended(ext)) = completion {
+            extended_applied =
+                super::complete::apply(con, &self.keys, &self.fixed, self.count_failed, ext)
+                    .await?;
+            completion = None;
+            if !reserve {
+                return Ok((Reply::Empty, extended_applied));
+            }
+        }
         let now = chrono::Utc::now();
         let mut inv = STEP.prepare_invoke();
         for k in &self.fixed {
@@ -107,6 +143,7 @@ impl Stepper {
             Some(Completion::Failure { record, entry }) => {
                 inv.arg("2").arg(record.as_slice()).arg(entry.as_str())
             }
+            Some(Completion::Extended(_)) => inv.arg("0").arg("").arg(""),
         };
         inv.arg(if self.count_failed { "1" } else { "0" })
             .arg(if reserve { "1" } else { "0" })
@@ -116,8 +153,9 @@ impl Stepper {
         for (_, _, json) in &queues.queues {
             inv.arg(json.as_str());
         }
+        queues.jesque.append(&mut inv, now);
         let v: Vec<Value> = inv.invoke_async(con).await?;
-        parse_reply(v)
+        parse_reply(v).map(|(r, applied)| (r, applied || extended_applied))
     }
 }
 

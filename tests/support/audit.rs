@@ -53,12 +53,18 @@ pub fn mix(n: usize, mut sleep_ms: impl FnMut() -> u64) -> Vec<Job> {
         .map(|i| {
             let tag = format!("j{i}");
             let (kind, payload) = match i % 10 {
-                0..=5 => (Kind::Echo, format!(r#"{{"class":"Echo","args":["{tag}"]}}"#)),
+                0..=5 => (
+                    Kind::Echo,
+                    format!(r#"{{"class":"Echo","args":["{tag}"]}}"#),
+                ),
                 6 | 7 => (
                     Kind::Sleep,
                     format!(r#"{{"class":"Sleep","args":[{},"{tag}"]}}"#, sleep_ms()),
                 ),
-                _ => (Kind::Fail, format!(r#"{{"class":"Fail","args":["{tag}"]}}"#)),
+                _ => (
+                    Kind::Fail,
+                    format!(r#"{{"class":"Fail","args":["{tag}"]}}"#),
+                ),
             };
             Job { tag, kind, payload }
         })
@@ -143,9 +149,13 @@ pub fn audit(
     at_least_once: bool,
     requeued: usize,
 ) -> Audit {
-    let echoes: Vec<String> = con.lrange(format!("{ns}:compat:echo"), 0, -1).expect("echo");
+    let echoes: Vec<String> = con
+        .lrange(format!("{ns}:compat:echo"), 0, -1)
+        .expect("echo");
     let failed: Vec<String> = con.lrange(format!("{ns}:failed"), 0, -1).expect("failed");
-    let queued: Vec<String> = con.lrange(format!("{ns}:queue:default"), 0, -1).expect("queue");
+    let queued: Vec<String> = con
+        .lrange(format!("{ns}:queue:default"), 0, -1)
+        .expect("queue");
     let processed: Option<i64> = con.get(format!("{ns}:stat:processed")).expect("processed");
     let mut a = Audit {
         enqueued: jobs.len(),
@@ -176,7 +186,9 @@ pub fn audit(
     let mut queue: HashMap<String, usize> = HashMap::new();
     for q in &queued {
         let v: Value = serde_json::from_str(q).expect("queued JSON");
-        *queue.entry(tag_of(&v["args"]).expect("queued tag")).or_default() += 1;
+        *queue
+            .entry(tag_of(&v["args"]).expect("queued tag"))
+            .or_default() += 1;
     }
     let mut extra_echoes = 0;
     for j in jobs {
@@ -185,7 +197,10 @@ pub fn audit(
         let fp = fail_prune.get(&j.tag).copied().unwrap_or(0);
         let q = queue.get(&j.tag).copied().unwrap_or(0);
         let f = fh + fp;
-        let state = format!("{} {:?}: echo={e} handler_fail={fh} prune_fail={fp} queued={q}", j.tag, j.kind);
+        let state = format!(
+            "{} {:?}: echo={e} handler_fail={fh} prune_fail={fp} queued={q}",
+            j.tag, j.kind
+        );
         if f + q > 1 || (q == 1 && e > 0 && !at_least_once) {
             a.duplicates += 1;
             a.problem(format!("duplicate: {state}"));
@@ -253,8 +268,9 @@ pub fn audit(
 pub fn assert_no_ghosts(con: &mut redis::Connection, ns: &str) {
     let members: Vec<String> = con.smembers(format!("{ns}:workers")).expect("workers");
     assert!(members.is_empty(), "ghost workers left: {members:?}");
-    let beats: HashMap<String, String> =
-        con.hgetall(format!("{ns}:workers:heartbeat")).expect("heartbeats");
+    let beats: HashMap<String, String> = con
+        .hgetall(format!("{ns}:workers:heartbeat"))
+        .expect("heartbeats");
     assert!(beats.is_empty(), "ghost heartbeats left: {beats:?}");
     let records: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{ns}:worker:*"))

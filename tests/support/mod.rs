@@ -7,6 +7,8 @@
 #![allow(dead_code)]
 
 pub mod audit;
+pub mod failover;
+pub mod topology;
 
 use redis::aio::MultiplexedConnection;
 use std::io::BufRead;
@@ -35,7 +37,8 @@ impl RedisServer {
     /// when `redis-server` is missing.
     pub fn start(extra: &[&str]) -> RedisServer {
         let port = free_port();
-        let dir = std::env::temp_dir().join(format!("resq-test-redis-{}-{port}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("resq-test-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let mut args = vec![
             "--port".to_string(),
@@ -50,7 +53,11 @@ impl RedisServer {
             "no".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        if Command::new("redis-server").arg("--version").output().is_err() {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             panic!("redis-server is not installed: apt-get install -y redis-server");
         }
         let server = RedisServer {
@@ -160,7 +167,11 @@ pub fn url() -> String {
 /// A namespace no other test uses.
 pub fn namespace(prefix: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
-    format!("t{}-{prefix}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "t{}-{prefix}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// A plain async connection to the shared server.
@@ -197,7 +208,11 @@ pub fn example_bin(name: &str) -> PathBuf {
     // target/<profile>/deps/<test> → target/<profile>/examples/<name>
     let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
     let p = profile_dir.join("examples").join(name);
-    assert!(p.exists(), "{} not built; run cargo test (it builds examples)", p.display());
+    assert!(
+        p.exists(),
+        "{} not built; run cargo test (it builds examples)",
+        p.display()
+    );
     p
 }
 
@@ -208,7 +223,9 @@ pub fn resq_bin() -> PathBuf {
 
 /// Reads a fixture under `fixtures/`.
 pub fn fixture(path: &str) -> serde_json::Value {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(path);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(path);
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).expect("fixture JSON")
 }

@@ -1,0 +1,290 @@
+//! `resq-bench`: one private redis-server; the ceiling client and every subject run against it
+//! in turn; prints a markdown report (also written to the file named by `BENCH_OUT`).
+//!
+//! Settings (environment): `JOBS` (50000), `LATENCY_JOBS` (100), `LATENCY_BUDGET` seconds per
+//! subject (60; slow pollers get fewer samples, the table says how many), `IDLE_SECS` (20),
+//! `ONLY` (comma list of tags to run, e.g. `ceiling,resq-c8,jesque-x4`), `BENCH_LOGS` (dir for
+//! the subjects' stderr).
+
+mod ceiling;
+mod measure;
+mod server;
+mod subject;
+
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+use subject::Kind;
+
+/// One row of the report.
+#[derive(Debug, Clone)]
+struct Row {
+    /// Tag (`resq-c8`).
+    tag: String,
+    /// Row name.
+    name: String,
+    /// Drain throughput, jobs/s.
+    rate: f64,
+    /// Pick-up latencies, sorted ms (empty for the ceiling).
+    pickup: Vec<f64>,
+    /// Idle Redis commands/s.
+    idle: Option<f64>,
+    /// Peak RSS MiB.
+    rss: Option<f64>,
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn main() -> Result<()> {
+    let jobs = env_num("JOBS", 50_000) as usize;
+    let latency_jobs = env_num("LATENCY_JOBS", 100) as usize;
+    let budget = Duration::from_secs(env_num("LATENCY_BUDGET", 60));
+    let idle_secs = env_num("IDLE_SECS", 20);
+    let only: Option<Vec<String>> = std::env::var("ONLY")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let wanted = |tag: &str| only.as_ref().is_none_or(|o| o.iter().any(|t| t == tag));
+    let logs = PathBuf::from(
+        std::env::var("BENCH_LOGS").unwrap_or_else(|_| "/tmp/resq-bench-logs".into()),
+    );
+    std::fs::create_dir_all(&logs)?;
+    let root = subject::repo_root();
+    let load_before = load();
+    let server = server::Server::start()?;
+    let url = server.url();
+    let mut con = server.con()?;
+    let (ns, queue) = ("bench", "bench");
+    let mut rows: Vec<Row> = Vec::new();
+
+    for c in [1usize, 8, 64] {
+        let tag = format!("ceiling-c{c}");
+        if !wanted(&tag) && !wanted("ceiling") {
+            continue;
+        }
+        let _: () = redis::cmd("FLUSHALL").query(&mut con)?;
+        eprintln!("== {tag}");
+        let rate = ceiling::run(&url, ns, queue, jobs, c)?;
+        eprintln!("   {rate:.0} jobs/s");
+        rows.push(Row {
+            tag,
+            name: format!(
+                "ceiling: Lua finish+reserve, {c} connection{}",
+                if c == 1 { "" } else { "s" }
+            ),
+            rate,
+            pickup: Vec::new(),
+            idle: None,
+            rss: None,
+        });
+    }
+
+    let kinds = [
+        Kind::Resq(1),
+        Kind::Resq(8),
+        Kind::Resq(64),
+        Kind::Jesque(1),
+        Kind::Jesque(4),
+        Kind::Node(false),
+        Kind::Node(true),
+    ];
+    for kind in kinds {
+        let tag = kind.tag();
+        if !wanted(&tag) {
+            continue;
+        }
+        eprintln!("== {tag}");
+        let _: () = redis::cmd("FLUSHALL").query(&mut con)?;
+        let log = logs.join(format!("{tag}.log"));
+        let running = subject::start(&kind, &root, server.port, ns, queue, &log)?;
+        let expect = match kind {
+            Kind::Resq(n) | Kind::Jesque(n) => n,
+            Kind::Node(_) => 1,
+        };
+        subject::wait_registered(&mut con, ns, expect)?;
+        let rate = measure::drain(&mut con, ns, queue, jobs)?;
+        eprintln!("   drain {rate:.0} jobs/s");
+        std::thread::sleep(Duration::from_secs(3));
+        let idle = measure::idle_rate(&mut con, idle_secs)?;
+        eprintln!("   idle {idle:.2} commands/s");
+        let pickup = measure::pickup(&mut con, ns, queue, latency_jobs, budget)?;
+        eprintln!(
+            "   pick-up p50 {:.2} ms p99 {:.2} ms (n={})",
+            measure::quantile(&pickup, 0.5).unwrap_or(f64::NAN),
+            measure::quantile(&pickup, 0.99).unwrap_or(f64::NAN),
+            pickup.len()
+        );
+        let rss = subject::peak_rss_mib(running.pid());
+        running.stop()?;
+        rows.push(Row {
+            tag,
+            name: kind.name(),
+            rate,
+            pickup,
+            idle: Some(idle),
+            rss,
+        });
+    }
+    let load_after = load();
+    let redis_version: String = redis::cmd("INFO")
+        .arg("server")
+        .query::<String>(&mut con)?
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:").map(str::to_string))
+        .unwrap_or_default();
+    let _ = server.pid();
+    let report = report(
+        &rows,
+        jobs,
+        idle_secs,
+        &redis_version,
+        &load_before,
+        &load_after,
+    );
+    println!("{report}");
+    if let Ok(path) = std::env::var("BENCH_OUT") {
+        std::fs::write(path, &report)?;
+    }
+    Ok(())
+}
+
+fn fmt_opt(v: Option<f64>, prec: usize) -> String {
+    v.filter(|x| x.is_finite())
+        .map(|x| format!("{x:.prec$}"))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn report(
+    rows: &[Row],
+    jobs: usize,
+    idle_secs: u64,
+    redis: &str,
+    before: &str,
+    after: &str,
+) -> String {
+    let ceiling = rows
+        .iter()
+        .filter(|r| r.tag.starts_with("ceiling"))
+        .map(|r| r.rate)
+        .fold(f64::NAN, f64::max);
+    let resq_best = rows
+        .iter()
+        .filter(|r| r.tag.starts_with("resq"))
+        .map(|r| r.rate)
+        .fold(f64::NAN, f64::max);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mut s = String::new();
+    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. Ceiling: threads each calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks).");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Machine: {cores} cores ({cpu}), redis-server {redis} on the same cores; load average before {before}, after {after}.");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "| subject | drain jobs/s | ÷ ceiling | resq best ÷ this | pick-up p50 ms | p99 ms | n | idle cmds/s | peak RSS MiB |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let p50 = measure::quantile(&r.pickup, 0.5);
+        let p99 = measure::quantile(&r.pickup, 0.99);
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            r.rate,
+            fmt_opt(Some(r.rate / ceiling), 2),
+            if r.tag.starts_with("resq") {
+                "–".to_string()
+            } else {
+                fmt_opt(Some(resq_best / r.rate), 2)
+            },
+            fmt_opt(p50, 2),
+            fmt_opt(p99, 2),
+            if r.pickup.is_empty() {
+                "–".to_string()
+            } else {
+                r.pickup.len().to_string()
+            },
+            fmt_opt(r.idle, 2),
+            fmt_opt(r.rss, 1),
+        );
+    }
+    let _ = writeln!(s);
+    let get = |tag: &str| rows.iter().find(|r| r.tag == tag);
+    let mut checks: Vec<(String, String, bool)> = Vec::new();
+    if ceiling.is_finite() && resq_best.is_finite() {
+        let v = resq_best / ceiling;
+        checks.push((
+            "resq best ÷ ceiling ≥ 0.8".into(),
+            format!("{v:.2}"),
+            v >= 0.8,
+        ));
+    }
+    if let Some(j) = get("jesque-x4") {
+        let v = resq_best / j.rate;
+        checks.push((
+            "resq best ÷ Jesque ×4 ≥ 2.5".into(),
+            format!("{v:.2}"),
+            v >= 2.5,
+        ));
+    }
+    for r in rows.iter().filter(|r| r.tag.starts_with("resq")) {
+        if let (Some(p50), Some(p99)) = (
+            measure::quantile(&r.pickup, 0.5),
+            measure::quantile(&r.pickup, 0.99),
+        ) {
+            checks.push((
+                format!("{}: pick-up p50 ≤ 2 ms", r.tag),
+                format!("{p50:.2} ms"),
+                p50 <= 2.0,
+            ));
+            checks.push((
+                format!("{}: pick-up p99 ≤ 10 ms", r.tag),
+                format!("{p99:.2} ms"),
+                p99 <= 10.0,
+            ));
+        }
+        if let Some(i) = r.idle {
+            checks.push((
+                format!("{}: idle ≤ 10 commands/s", r.tag),
+                format!("{i:.2}"),
+                i <= 10.0,
+            ));
+        }
+    }
+    if let Some(r) = get("resq-c64").and_then(|r| r.rss) {
+        checks.push((
+            "resq-c64: peak RSS ≤ 30 MB".into(),
+            format!("{r:.1} MiB"),
+            r * 1.048_576 <= 30.0,
+        ));
+    }
+    let _ = writeln!(s, "| target | measured | met |");
+    let _ = writeln!(s, "|---|---:|:---:|");
+    for (what, v, ok) in checks {
+        let _ = writeln!(
+            s,
+            "| {what} | {v} | {} |",
+            if ok { "yes" } else { "**no**" }
+        );
+    }
+    s
+}

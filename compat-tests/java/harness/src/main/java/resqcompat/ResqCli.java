@@ -1,0 +1,54 @@
+package resqcompat;
+
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/** Runs {@code resq enqueue ...} (CONTRACT.md, "resq CLI used by harnesses"). */
+public final class ResqCli {
+    private final Env env;
+    private final String ns;
+
+    public ResqCli(Env env, String ns) {
+        this.env = env;
+        this.ns = ns;
+    }
+
+    /**
+     * {@code resq enqueue --url U --namespace NS --queue Q [options...] -- CLASS ARG_JSON...}.
+     *
+     * @param options e.g. "--jesque", "--vars", "{...}", "--in", "2"
+     * @throws IllegalStateException with resq's stderr when it exits non-zero
+     */
+    public void enqueue(String queue, List<String> options, String cls, String... argJson) throws Exception {
+        List<String> cmd = new ArrayList<>(List.of(env.resqBin, "enqueue", "--url", env.redisUrl,
+                "--namespace", ns, "--queue", queue));
+        cmd.addAll(options);
+        // "--" so that JSON arguments such as -5 are not taken for options (see README Findings).
+        cmd.add("--");
+        cmd.add(cls);
+        cmd.addAll(Arrays.asList(argJson));
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        Processes.track(p);
+        p.getOutputStream().close();
+        String out = readAll(p.getInputStream());
+        if (!p.waitFor(20, TimeUnit.SECONDS)) {
+            p.destroyForcibly();
+            throw new IllegalStateException("resq enqueue timed out: " + cmd);
+        }
+        if (p.exitValue() != 0) {
+            throw new IllegalStateException("resq enqueue exited " + p.exitValue() + ": " + out.trim()
+                    + " (command: " + String.join(" ", cmd) + ")");
+        }
+    }
+
+    private static String readAll(InputStream in) throws Exception {
+        ByteArrayOutputStream b = new ByteArrayOutputStream();
+        in.transferTo(b);
+        return b.toString(StandardCharsets.UTF_8);
+    }
+}

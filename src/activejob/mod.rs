@@ -1,0 +1,39 @@
+//! Rails fleets: ActiveJob jobs enqueued through Rails' Resque adapter, run by Rust handlers,
+//! and ActiveJob jobs enqueued from Rust for Rails workers.
+//!
+//! Rails pushes every job as `{"class":"ActiveJob::QueueAdapters::ResqueAdapter::JobWrapper",
+//! "args":[<job.serialize>]}`. A resq worker with no handler under that wrapper name looks at
+//! `args[0]["job_class"]` and runs the handler registered under it (`"SendInvoiceJob"`), with
+//! [`crate::JobContext::args`] giving the arguments decoded from ActiveJob's conventions into
+//! plain JSON and [`crate::JobContext::activejob`] the metadata. The payload itself is never
+//! re-encoded: the worker record and any failure entry hold the wrapper bytes as reserved, so
+//! a Rails-side retry from resque-web works.
+//!
+//! * [`tags`] — the reserved keys and serializer names;
+//! * [`decode`] — serialized arguments → plain JSON;
+//! * [`envelope`] — the serialized job read from a wrapper payload ([`ActiveJob`], [`Metadata`]);
+//! * [`dispatch`] — routing a wrapper payload to its handler;
+//! * [`arg`] — Rust values → serialized arguments ([`Arg`]);
+//! * [`job`] — a new job's `serialize` hash and payloads ([`NewJob`]);
+//! * [`enqueue`] — pushing it, now or delayed ([`ActiveJobClient`]);
+//! * [`rails`] — the Rails version a job is written for ([`Rails`]).
+
+pub mod arg;
+pub mod decode;
+pub mod dispatch;
+pub mod enqueue;
+pub mod envelope;
+mod error;
+pub mod job;
+pub mod rails;
+pub mod tags;
+
+pub use arg::{Arg, DurationUnit, Key};
+pub use decode::{Decoded, Unknown};
+pub use dispatch::{is_wrapper, route};
+pub use enqueue::{ActiveJobClient, Enqueued};
+pub use envelope::{ActiveJob, Metadata};
+pub use error::ActiveJobError;
+pub use job::{NewJob, Serialized};
+pub use rails::Rails;
+pub use tags::WRAPPER_CLASS;

@@ -1,0 +1,88 @@
+//! `info`: the namespace's counters and totals, as Ruby's `Resque.info` plus what a fleet
+//! operator also wants (paused, delayed).
+//!
+//! `failed` is `<ns>:stat:failed` (what Jesque reports); `failed_entries` is `LLEN <ns>:failed`
+//! (what Ruby's `info[:failed]` and resque-web report). They differ by design (wire notes §5).
+
+use super::Admin;
+use crate::error::Result;
+use serde::Serialize;
+
+/// A namespace at a glance.
+#[derive(Debug, Clone, Serialize)]
+pub struct Info {
+    /// The namespace.
+    pub namespace: String,
+    /// `<ns>:stat:processed`.
+    pub processed: u64,
+    /// `<ns>:stat:failed`.
+    pub failed: u64,
+    /// `LLEN <ns>:failed`.
+    pub failed_entries: u64,
+    /// Members of `<ns>:queues`.
+    pub queues: usize,
+    /// Jobs waiting in list queues (plus due members of Jesque zset queues).
+    pub pending: u64,
+    /// Registered workers.
+    pub workers: usize,
+    /// Workers with a job record.
+    pub working: usize,
+    /// Whether `<ns>:pause-all-workers` is set.
+    pub paused: bool,
+    /// resque-scheduler timestamps with items (`ZCARD <ns>:delayed_queue_schedule`).
+    pub delayed_timestamps: u64,
+}
+
+impl Admin {
+    /// Reads the counters and totals.
+    pub async fn info(&self) -> Result<Info> {
+        let mut con = self.con();
+        let k = self.keys();
+        let (processed, failed, failed_entries, delayed_timestamps, workers, paused): (
+            Option<String>,
+            Option<String>,
+            u64,
+            u64,
+            Vec<String>,
+            Option<Vec<u8>>,
+        ) = redis::pipe()
+            .get(k.stat_processed())
+            .get(k.stat_failed())
+            .llen(k.failed())
+            .zcard(k.delayed_schedule())
+            .smembers(k.workers())
+            .get(k.pause_all_workers())
+            .query_async(&mut con)
+            .await?;
+        let working = if workers.is_empty() {
+            0
+        } else {
+            let keys: Vec<String> = workers.iter().map(|id| k.worker(id)).collect();
+            let records: Vec<Option<Vec<u8>>> =
+                redis::cmd("MGET").arg(&keys).query_async(&mut con).await?;
+            records
+                .iter()
+                .filter(|r| r.as_ref().is_some_and(|b| !b.is_empty()))
+                .count()
+        };
+        let queues = self.queues().await?;
+        let pending = queues.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
+        Ok(Info {
+            namespace: k.namespace().to_string(),
+            processed: counter(processed.as_deref()),
+            failed: counter(failed.as_deref()),
+            failed_entries,
+            queues: queues.len(),
+            pending,
+            workers: workers.len(),
+            working,
+            paused: paused.is_some_and(|v| super::pause::is_true(&v)),
+            delayed_timestamps,
+        })
+    }
+}
+
+/// A counter's value; absent or unreadable counts as 0 (as Ruby's `to_i` does).
+fn counter(v: Option<&str>) -> u64 {
+    v.and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}

@@ -1,0 +1,152 @@
+//! The `resq` command line, as a library so a service's own binary gets the whole CLI with
+//! its handlers: `fn main() -> ExitCode { resq::cli::run(my_registry()) }` (docs/cli.md).
+//!
+//! Global flags: `--url` (`REDIS_URL`), `--namespace` (`RESQUE_NAMESPACE`), `--json`.
+//! One module per command group; each is a thin layer over [`crate::admin`], [`crate::client`]
+//! or [`crate::worker`]:
+//! * [`show`] — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
+//! * [`failed`] — `failed list|show|retry|remove|clear`;
+//! * [`enqueue`] — `enqueue`; [`work`] — `work`; [`top`] — `top`;
+//! * `scheduler`, `schedule list|add|remove` — in [`crate::scheduler::cli`];
+//! * [`output`] — tables, JSON and durations.
+
+pub mod enqueue;
+pub mod failed;
+pub mod output;
+pub mod show;
+pub mod top;
+pub mod work;
+
+use crate::admin::Admin;
+use crate::error::Result;
+use crate::registry::Registry;
+use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// The whole command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "resq",
+    version,
+    about = "Resque-compatible worker runtime and tools"
+)]
+pub struct Cli {
+    /// Where and which namespace.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+/// `--url` and `--namespace`, accepted before or after the command.
+#[derive(Args, Debug, Clone)]
+pub struct ConnArgs {
+    /// Redis URL.
+    #[arg(long = "url", env = "REDIS_URL", default_value = crate::config::DEFAULT_REDIS_URL, global = true)]
+    pub url: String,
+    /// Namespace.
+    #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::config::DEFAULT_NAMESPACE, global = true)]
+    pub namespace: String,
+}
+
+/// Every command.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a worker process for this binary's handlers.
+    Work(work::WorkArgs),
+    /// Enqueue a job.
+    Enqueue(enqueue::EnqueueArgs),
+    /// Counters and totals.
+    Info,
+    /// Queues: size and age of the oldest job.
+    Queues,
+    /// Registered workers (Ruby, Jesque, node-resque, goworker, resq).
+    Workers,
+    /// The failure list.
+    #[command(subcommand)]
+    Failed(failed::FailedCmd),
+    /// Delayed jobs.
+    #[command(subcommand)]
+    Delayed(show::DelayedCmd),
+    /// Remove dead workers now (Ruby's rules and lock).
+    Prune(show::PruneArgs),
+    /// Set <ns>:pause-all-workers: every worker stops taking jobs.
+    Pause,
+    /// Clear <ns>:pause-all-workers.
+    Resume,
+    /// Live view of queues, workers and rates.
+    Top(top::TopArgs),
+    /// Run the scheduler (delayed and recurring jobs; resque-scheduler's master lock).
+    Scheduler(crate::scheduler::cli::SchedulerArgs),
+    /// Stored recurring schedules (resque-scheduler's persistent_schedules).
+    #[command(subcommand)]
+    Schedule(crate::scheduler::cli::ScheduleCmd),
+}
+
+/// Parses the process's arguments and runs the command with `registry`'s handlers (used by
+/// `resq work`). Sets up logging (`RESQ_LOG_FORMAT`, `RUST_LOG`) and a tokio runtime.
+pub fn run(registry: Registry) -> ExitCode {
+    run_from(std::env::args_os(), registry)
+}
+
+/// [`run`] with explicit arguments (the first is the program name).
+pub fn run_from<I, T>(args: I, registry: Registry) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    crate::logging::init_from_env();
+    let cli = Cli::parse_from(args);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(execute(cli, registry)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a parsed command.
+pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
+    let Cli { conn, json, cmd } = cli;
+    let (url, ns) = (conn.url.as_str(), conn.namespace.as_str());
+    match cmd {
+        Command::Work(w) => work::run(url, ns, w, registry).await,
+        Command::Enqueue(e) => enqueue::run(url, ns, e).await,
+        Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(url, ns, s).await,
+        Command::Schedule(s) => crate::scheduler::cli::run_schedule(url, ns, s, json).await,
+        cmd => {
+            let admin = Admin::connect(url, ns).await?;
+            match cmd {
+                Command::Info => show::info(&admin, json).await,
+                Command::Queues => show::queues(&admin, json).await,
+                Command::Workers => show::workers(&admin, json).await,
+                Command::Failed(f) => failed::run(&admin, f, json).await,
+                Command::Delayed(d) => show::delayed(&admin, d, json).await,
+                Command::Prune(p) => show::prune(&admin, p, json).await,
+                Command::Pause => show::pause(&admin, true, json).await,
+                Command::Resume => show::pause(&admin, false, json).await,
+                Command::Top(t) => top::run(&admin, url, t).await,
+                Command::Work(_)
+                | Command::Enqueue(_)
+                | Command::Scheduler(_)
+                | Command::Schedule(_) => Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Drawing one `resq top` frame: a header with counters and rates, a throughput sparkline,
+//! the queues and the workers.
+
+use super::sample::TopState;
+use crate::admin::WorkerState;
+use crate::cli::output::{age, duration, short};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style, Stylize};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table};
+use ratatui::Frame;
+
+/// Draws the whole screen.
+pub fn draw(f: &mut Frame, s: &TopState) {
+    let [header, spark, body, footer] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Length(4),
+        Constraint::Min(6),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let queue_rows = (s.last.queues.len() as u16).clamp(1, 12) + 3;
+    let [queues, workers] =
+        Layout::vertical([Constraint::Length(queue_rows), Constraint::Min(4)]).areas(body);
+    draw_header(f, header, s);
+    draw_spark(f, spark, s);
+    draw_queues(f, queues, s);
+    draw_workers(f, workers, s);
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::raw(" q").bold(),
+            Span::raw(" quit   "),
+            Span::raw(format!(
+                "Redis time {}",
+                s.last.now.format("%Y-%m-%d %H:%M:%S UTC")
+            )),
+        ])),
+        footer,
+    );
+}
+
+fn rate(r: Option<f64>) -> String {
+    r.map(|r| format!("{r:.1}/s")).unwrap_or_else(|| "…".into())
+}
+
+fn draw_header(f: &mut Frame, area: Rect, s: &TopState) {
+    let i = &s.last.info;
+    let lines = vec![
+        Line::from(vec![
+            Span::raw("processed ").dim(),
+            Span::raw(i.processed.to_string()).bold(),
+            Span::raw(format!(" ({})", rate(s.processed_rate))),
+            Span::raw("   failed ").dim(),
+            Span::raw(i.failed.to_string()).bold(),
+            Span::raw(format!(" ({})", rate(s.failed_rate))),
+            Span::raw("   failure list ").dim(),
+            Span::raw(i.failed_entries.to_string()).bold(),
+        ]),
+        Line::from(vec![
+            Span::raw("queues ").dim(),
+            Span::raw(i.queues.to_string()).bold(),
+            Span::raw("   pending ").dim(),
+            Span::raw(i.pending.to_string()).bold(),
+            Span::raw("   workers ").dim(),
+            Span::raw(format!("{} ({} busy)", i.workers, i.working)).bold(),
+            Span::raw("   delayed ").dim(),
+            Span::raw(i.delayed_timestamps.to_string()).bold(),
+            Span::raw("   paused ").dim(),
+            if i.paused {
+                Span::raw("YES").bold().reversed()
+            } else {
+                Span::raw("no").bold()
+            },
+        ]),
+    ];
+    let title = format!(" resq top — {} @ {} ", i.namespace, s.url);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+    );
+}
+
+fn draw_spark(f: &mut Frame, area: Rect, s: &TopState) {
+    let data: Vec<u64> = s.history.iter().copied().collect();
+    let max = data.iter().copied().max().unwrap_or(0);
+    let title = format!(" throughput (jobs/s, peak {max}) ");
+    f.render_widget(
+        Sparkline::default()
+            .block(Block::default().borders(Borders::ALL).title(title))
+            .data(&data),
+        area,
+    );
+}
+
+fn draw_queues(f: &mut Frame, area: Rect, s: &TopState) {
+    let rows = s.last.queues.iter().map(|q| {
+        Row::new(vec![
+            Cell::from(q.name.clone()),
+            Cell::from(q.size.to_string()),
+            Cell::from(
+                q.pending
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            Cell::from(if q.size == 0 {
+                "-".into()
+            } else {
+                age(q.oldest_age_s)
+            }),
+        ])
+    });
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Fill(3),
+            Constraint::Length(10),
+            Constraint::Length(8),
+            Constraint::Length(10),
+        ],
+    )
+    .header(
+        Row::new(["QUEUE", "SIZE", "DUE", "OLDEST"])
+            .style(Style::new().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(" queues "));
+    f.render_widget(t, area);
+}
+
+fn draw_workers(f: &mut Frame, area: Rect, s: &TopState) {
+    let mut ws: Vec<_> = s.last.workers.iter().collect();
+    // Busy first, longest-running first; then the rest by id.
+    ws.sort_by(|a, b| {
+        let key = |w: &crate::admin::WorkerInfo| {
+            (
+                w.state != WorkerState::Busy,
+                -(w.job.as_ref().and_then(|j| j.running_for_s).unwrap_or(0.0) * 1000.0) as i64,
+            )
+        };
+        key(a).cmp(&key(b)).then_with(|| a.id.cmp(&b.id))
+    });
+    let rows = ws.iter().map(|w| {
+        let (class, queue, running) = match &w.job {
+            Some(j) => (
+                j.class.clone().unwrap_or_else(|| "?".into()),
+                j.queue.clone().unwrap_or_default(),
+                age(j.running_for_s),
+            ),
+            None => (String::new(), String::new(), String::new()),
+        };
+        let state = match w.state {
+            WorkerState::Idle => "idle",
+            WorkerState::Busy => "busy",
+            WorkerState::Paused => "paused",
+        };
+        Row::new(vec![
+            Cell::from(format!("{}:{}", w.host, w.pid)),
+            Cell::from(w.runtime),
+            Cell::from(short(&w.queues.join(","), 24)),
+            Cell::from(state),
+            Cell::from(short(&class, 28)),
+            Cell::from(queue),
+            Cell::from(running),
+            Cell::from(
+                w.heartbeat_age_s
+                    .map(duration)
+                    .unwrap_or_else(|| "none".into()),
+            ),
+            Cell::from(w.processed.to_string()),
+        ])
+    });
+    let busy = s.last.info.working;
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Fill(3),
+            Constraint::Length(11),
+            Constraint::Fill(2),
+            Constraint::Length(6),
+            Constraint::Fill(2),
+            Constraint::Fill(1),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(9),
+        ],
+    )
+    .header(
+        Row::new([
+            "WORKER",
+            "RUNTIME",
+            "QUEUES",
+            "STATE",
+            "JOB",
+            "QUEUE",
+            "RUNNING",
+            "HEARTBEAT",
+            "PROCESSED",
+        ])
+        .style(Style::new().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(format!(
+        " workers ({} busy of {}) ",
+        busy,
+        ws.len()
+    )));
+    f.render_widget(t, area);
+}

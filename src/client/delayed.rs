@@ -1,0 +1,191 @@
+//! resque-scheduler's delayed jobs, written exactly as its `enqueue_at_with_queue` writes them
+//! (wire notes §9.1, items 39–40), so a Ruby resque-scheduler moves them and
+//! `Resque.remove_delayed` removes them:
+//!
+//! * `RPUSH <ns>:delayed:<secs> {"class":…,"args":[…],"queue":…}`
+//! * `SADD <ns>:timestamps:<item> delayed:<secs>`
+//! * `ZADD <ns>:delayed_queue_schedule <secs> <secs>`
+//!
+//! in one MULTI (Ruby sends them as three commands). `<secs>` is the due time truncated to whole
+//! seconds; a due time not after now enqueues at once, as Ruby does.
+
+use super::{encode, validate, Client};
+use crate::error::Result;
+use crate::keys::Keys;
+use chrono::{DateTime, Utc};
+use redis::AsyncCommands;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// What [`Client::enqueue_at`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduled {
+    /// Filed in the delayed set, due at these epoch seconds.
+    Delayed(i64),
+    /// The time had come: enqueued on the queue at once.
+    Now,
+}
+
+/// Epoch seconds of `at`, truncated as Ruby's `Time#to_i`.
+pub fn epoch_secs(at: DateTime<Utc>) -> i64 {
+    at.timestamp()
+}
+
+impl Client {
+    /// `Resque.enqueue_at_with_queue(queue, at, class, *args)`: files the job in the delayed
+    /// set, or enqueues it now when `at` (in whole seconds) is not after now.
+    pub async fn enqueue_at(
+        &self,
+        queue: &str,
+        at: DateTime<Utc>,
+        class: &str,
+        args: &[Value],
+    ) -> Result<Scheduled> {
+        validate(queue, class)?;
+        let ts = epoch_secs(at);
+        if ts <= epoch_secs(Utc::now()) {
+            self.enqueue_to(queue, class, args).await?;
+            return Ok(Scheduled::Now);
+        }
+        self.delayed_push(ts, queue, class, args).await?;
+        Ok(Scheduled::Delayed(ts))
+    }
+
+    /// `Resque.enqueue_in_with_queue(queue, delay, class, *args)`.
+    pub async fn enqueue_in(
+        &self,
+        queue: &str,
+        delay: Duration,
+        class: &str,
+        args: &[Value],
+    ) -> Result<Scheduled> {
+        let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        self.enqueue_at(queue, at, class, args).await
+    }
+
+    /// Files an item due at `ts` whatever the time (resque-scheduler's `delayed_push`).
+    pub async fn delayed_push(
+        &self,
+        ts: i64,
+        queue: &str,
+        class: &str,
+        args: &[Value],
+    ) -> Result<()> {
+        validate(queue, class)?;
+        let item = encode::scheduler_item(queue, class, args, &Map::new(), self.float_format);
+        self.delayed_push_raw(ts, &item).await
+    }
+
+    /// Files an already-encoded item due at `ts`.
+    pub async fn delayed_push_raw(&self, ts: i64, item: &str) -> Result<()> {
+        let _: () = redis::pipe()
+            .atomic()
+            .rpush(self.keys.delayed_bucket(ts), item)
+            .ignore()
+            .sadd(self.keys.timestamps(item), Keys::delayed_bucket_member(ts))
+            .ignore()
+            .zadd(self.keys.delayed_schedule(), ts, ts)
+            .ignore()
+            .query_async(&mut self.con())
+            .await?;
+        Ok(())
+    }
+
+    /// `Resque.remove_delayed_in_queue(class, queue, *args)`: removes every delayed copy of the
+    /// byte-identical item and returns how many. The schedule zset is left for the scheduler to
+    /// clean, as Ruby leaves it.
+    pub async fn remove_delayed(&self, queue: &str, class: &str, args: &[Value]) -> Result<u64> {
+        let item = encode::scheduler_item(queue, class, args, &Map::new(), self.float_format);
+        self.remove_delayed_raw(&item).await
+    }
+
+    /// Removes every delayed copy of an encoded item (`SMEMBERS timestamps:<item>`, then `LREM`
+    /// + `SREM` per bucket in one MULTI).
+    pub async fn remove_delayed_raw(&self, item: &str) -> Result<u64> {
+        let mut con = self.con();
+        let ts_key = self.keys.timestamps(item);
+        let members: Vec<String> = con.smembers(&ts_key).await?;
+        if members.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for m in &members {
+            // A member that is not `delayed:<int>` names no bucket; it is only dropped.
+            if let Some(ts) = member_ts(m) {
+                pipe.lrem(self.keys.delayed_bucket(ts), 0, item);
+            }
+            pipe.srem(&ts_key, m).ignore();
+        }
+        let removed: Vec<u64> = pipe.query_async(&mut con).await?;
+        Ok(removed.iter().sum())
+    }
+
+    /// Timestamps (epoch seconds) of the delayed set from index `start`, earliest first
+    /// (`delayed_queue_peek`).
+    pub async fn delayed_queue_peek(&self, start: isize, count: isize) -> Result<Vec<i64>> {
+        if count <= 0 {
+            return Ok(Vec::new());
+        }
+        let v: Vec<String> = self
+            .con()
+            .zrange(self.keys.delayed_schedule(), start, start + count - 1)
+            .await?;
+        Ok(v.iter().filter_map(|s| s.parse().ok()).collect())
+    }
+
+    /// Number of timestamps in the delayed set (`delayed_queue_schedule_size`).
+    pub async fn delayed_queue_schedule_size(&self) -> Result<u64> {
+        Ok(self.con().zcard(self.keys.delayed_schedule()).await?)
+    }
+
+    /// Raw items due at `ts` from index `start` (`delayed_timestamp_peek`).
+    pub async fn delayed_timestamp_peek(
+        &self,
+        ts: i64,
+        start: isize,
+        count: isize,
+    ) -> Result<Vec<String>> {
+        if count <= 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .con()
+            .lrange(self.keys.delayed_bucket(ts), start, start + count - 1)
+            .await?)
+    }
+
+    /// Number of items due at `ts` (`delayed_timestamp_size`).
+    pub async fn delayed_timestamp_size(&self, ts: i64) -> Result<u64> {
+        Ok(self.con().llen(self.keys.delayed_bucket(ts)).await?)
+    }
+
+    /// Items in the whole delayed set (`count_all_scheduled_jobs`).
+    pub async fn count_all_scheduled_jobs(&self) -> Result<u64> {
+        let all = self.delayed_queue_peek(0, isize::MAX).await?;
+        if all.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        for ts in &all {
+            pipe.llen(self.keys.delayed_bucket(*ts));
+        }
+        let sizes: Vec<u64> = pipe.query_async(&mut self.con()).await?;
+        Ok(sizes.iter().sum())
+    }
+
+    /// When the item for (`queue`, `class`, `args`) is due, one entry per bucket holding it
+    /// (`scheduled_at`).
+    pub async fn scheduled_at(&self, queue: &str, class: &str, args: &[Value]) -> Result<Vec<i64>> {
+        let item = encode::scheduler_item(queue, class, args, &Map::new(), self.float_format);
+        let members: Vec<String> = self.con().smembers(self.keys.timestamps(&item)).await?;
+        let mut v: Vec<i64> = members.iter().filter_map(|m| member_ts(m)).collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+}
+
+/// The `<ts>` of a `delayed:<ts>` member.
+fn member_ts(member: &str) -> Option<i64> {
+    member.strip_prefix("delayed:")?.parse().ok()
+}

@@ -1,0 +1,170 @@
+//! Enqueueing now: Resque's command sequence (`SADD <ns>:queues` + `RPUSH <ns>:queue:<q>`, one
+//! MULTI), Jesque's priority form (`LPUSH`, head of the queue) and batches in one round trip.
+
+use super::{encode, validate, Client, FloatFormat};
+use crate::error::Result;
+use serde_json::{Map, Value};
+
+/// One job to enqueue, in Resque's or Jesque's form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    /// Class name.
+    pub class: String,
+    /// Positional args (`None` writes Jesque's `"args":null`; Resque form writes `[]`).
+    pub args: Option<Vec<Value>>,
+    /// Jesque's named args.
+    pub vars: Option<Map<String, Value>>,
+    /// Whether to write Jesque's `{"class","args","vars"}` instead of Ruby's form.
+    pub jesque: bool,
+}
+
+impl NewJob {
+    /// A Resque-form job: `{"class":…,"args":[…]}`.
+    pub fn new(class: impl Into<String>, args: Vec<Value>) -> Self {
+        NewJob {
+            class: class.into(),
+            args: Some(args),
+            vars: None,
+            jesque: false,
+        }
+    }
+
+    /// A Jesque-form job: `{"class":…,"args":…,"vars":…}`.
+    pub fn jesque(
+        class: impl Into<String>,
+        args: Option<Vec<Value>>,
+        vars: Option<Map<String, Value>>,
+    ) -> Self {
+        NewJob {
+            class: class.into(),
+            args,
+            vars,
+            jesque: true,
+        }
+    }
+
+    /// The payload bytes; `format` applies to the Resque form (Jesque's is Java's).
+    pub fn encode(&self, format: FloatFormat) -> String {
+        if self.jesque {
+            encode::jesque_payload(&self.class, self.args.as_deref(), self.vars.as_ref())
+        } else {
+            encode::resque_payload(&self.class, self.args.as_deref().unwrap_or(&[]), format)
+        }
+    }
+
+    fn check(&self, queue: &str) -> Result<()> {
+        validate(queue, &self.class)?;
+        if self.jesque && self.args.is_none() && self.vars.is_none() {
+            return Err(crate::Error::Rejected(
+                "a Jesque job needs args or vars (Job.isValid)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Client {
+    /// Enqueues `class` with `args` onto the default queue (see
+    /// [`Client::with_default_queue`]), as `Resque.enqueue` does with the class's queue.
+    pub async fn enqueue(&self, class: &str, args: &[Value]) -> Result<()> {
+        let q = self.default_queue.clone();
+        self.enqueue_to(&q, class, args).await
+    }
+
+    /// Enqueues `class` with positional `args` onto `queue`, as `Resque.enqueue_to` does:
+    /// `{"class":…,"args":[…]}` byte-identical to Ruby's, so `Resque::Job.destroy(queue,
+    /// class, *args)` and `Resque.dequeue` remove it.
+    pub async fn enqueue_to(&self, queue: &str, class: &str, args: &[Value]) -> Result<()> {
+        validate(queue, class)?;
+        let json = encode::resque_payload(class, args, self.float_format);
+        self.push_raw(queue, &json).await
+    }
+
+    /// Enqueues at the head of `queue` (Jesque's `priorityEnqueue`: `LPUSH`), so it runs next.
+    pub async fn enqueue_front(&self, queue: &str, class: &str, args: &[Value]) -> Result<()> {
+        validate(queue, class)?;
+        let json = encode::resque_payload(class, args, self.float_format);
+        self.push_raw_front(queue, &json).await
+    }
+
+    /// Enqueues a Jesque-form job (`vars` = named args); at least one of `args`/`vars` must be
+    /// given, as Jesque's `Job.isValid` requires.
+    pub async fn enqueue_jesque(
+        &self,
+        queue: &str,
+        class: &str,
+        args: Option<&[Value]>,
+        vars: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let job = NewJob::jesque(class, args.map(<[Value]>::to_vec), vars.cloned());
+        job.check(queue)?;
+        self.push_raw(queue, &job.encode(FloatFormat::Java)).await
+    }
+
+    /// Jesque's `priorityEnqueue`: a Jesque-form job at the head of `queue`.
+    pub async fn priority_enqueue_jesque(
+        &self,
+        queue: &str,
+        class: &str,
+        args: Option<&[Value]>,
+        vars: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let job = NewJob::jesque(class, args.map(<[Value]>::to_vec), vars.cloned());
+        job.check(queue)?;
+        self.push_raw_front(queue, &job.encode(FloatFormat::Java))
+            .await
+    }
+
+    /// Enqueues many jobs in one round trip (one MULTI: `SADD` per queue, one `RPUSH` per
+    /// queue with its jobs in order).
+    pub async fn enqueue_batch(&self, jobs: &[(&str, NewJob)]) -> Result<()> {
+        for (q, j) in jobs {
+            j.check(q)?;
+        }
+        let mut by_queue: Vec<(&str, Vec<String>)> = Vec::new();
+        for (q, j) in jobs {
+            let json = j.encode(self.float_format);
+            match by_queue.iter_mut().find(|(name, _)| name == q) {
+                Some((_, list)) => list.push(json),
+                None => by_queue.push((q, vec![json])),
+            }
+        }
+        if by_queue.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (q, list) in &by_queue {
+            pipe.sadd(self.keys.queues(), *q).ignore();
+            pipe.rpush(self.keys.queue(q), list).ignore();
+        }
+        let _: () = pipe.query_async(&mut self.con()).await?;
+        Ok(())
+    }
+
+    /// Pushes an already-encoded payload at the tail, as `Resque.push` does.
+    pub async fn push_raw(&self, queue: &str, json: &str) -> Result<()> {
+        let _: () = redis::pipe()
+            .atomic()
+            .sadd(self.keys.queues(), queue)
+            .ignore()
+            .rpush(self.keys.queue(queue), json)
+            .ignore()
+            .query_async(&mut self.con())
+            .await?;
+        Ok(())
+    }
+
+    /// Pushes an already-encoded payload at the head (`LPUSH`).
+    pub async fn push_raw_front(&self, queue: &str, json: &str) -> Result<()> {
+        let _: () = redis::pipe()
+            .atomic()
+            .sadd(self.keys.queues(), queue)
+            .ignore()
+            .lpush(self.keys.queue(queue), json)
+            .ignore()
+            .query_async(&mut self.con())
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,99 @@
+//! How to talk to one Redis node: credentials, database, protocol and TLS, shared by every
+//! deployment kind (the server of a plain URL, a master found by the sentinels, a cluster node
+//! a `MOVED` reply names).
+
+use super::url::Target;
+use crate::error::{Error, Result};
+use redis::{
+    Client, ConnectionAddr, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo, RedisResult,
+    TlsCertificates,
+};
+
+/// Everything but the address.
+#[derive(Clone)]
+pub(crate) struct NodeAuth {
+    /// ACL user.
+    pub username: Option<String>,
+    /// Password.
+    pub password: Option<String>,
+    /// Database index.
+    pub db: i64,
+    /// RESP version.
+    pub protocol: ProtocolVersion,
+    /// Whether to use TLS.
+    pub tls: bool,
+    /// CA and client certificate, when not the system's defaults.
+    pub certs: Option<TlsCertificates>,
+}
+
+impl NodeAuth {
+    /// Takes credentials, database, protocol and TLS from a parsed URL.
+    pub fn from_target(target: &Target, certs: Option<TlsCertificates>) -> Result<Self> {
+        let protocol = match target.option("protocol") {
+            None | Some("2") | Some("resp2") => ProtocolVersion::RESP2,
+            Some("3") | Some("resp3") => ProtocolVersion::RESP3,
+            Some(other) => {
+                return Err(Error::Config {
+                    var: "REDIS_URL",
+                    message: format!("protocol={other:?} is not resp2 or resp3"),
+                })
+            }
+        };
+        Ok(NodeAuth {
+            username: target.username.clone(),
+            password: target.password.clone(),
+            db: target.db,
+            protocol,
+            tls: target.tls,
+            certs,
+        })
+    }
+
+    /// The settings sent on connect (`HELLO`/`AUTH`, `SELECT`).
+    pub fn redis_info(&self) -> RedisConnectionInfo {
+        let mut info = RedisConnectionInfo::default()
+            .set_db(self.db)
+            .set_protocol(self.protocol);
+        if let Some(u) = &self.username {
+            info = info.set_username(u);
+        }
+        if let Some(p) = &self.password {
+            info = info.set_password(p);
+        }
+        info
+    }
+
+    /// The address of `host:port` with this TLS mode.
+    pub fn addr(&self, host: &str, port: u16) -> ConnectionAddr {
+        if self.tls {
+            ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: false,
+                tls_params: None,
+            }
+        } else {
+            ConnectionAddr::Tcp(host.to_string(), port)
+        }
+    }
+
+    /// A redis-rs client for the node at `host:port`.
+    pub fn client(&self, host: &str, port: u16) -> RedisResult<Client> {
+        let info = self
+            .addr(host, port)
+            .into_connection_info()?
+            .set_redis_settings(self.redis_info());
+        match &self.certs {
+            Some(certs) if self.tls => Client::build_with_tls(info, certs.clone()),
+            _ => Client::open(info),
+        }
+    }
+}
+
+/// `host:port` as `MOVED` replies and `ConnectionAddr`'s display write it (IPv6 unbracketed:
+/// the port is after the last colon).
+pub(crate) fn split_addr(addr: &str) -> Option<(String, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), port.parse().ok()?))
+}

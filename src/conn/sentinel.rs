@@ -1,0 +1,365 @@
+//! Sentinel: the master is whatever the sentinels say it is now.
+//!
+//! [`Failover`] is the shared connection of a `redis+sentinel://` endpoint. It asks the
+//! sentinels for the master (redis-rs's Sentinel client: `SENTINEL MASTERS` on each sentinel,
+//! skipping a master flagged down, then `ROLE` on the node to confirm it is a master), opens a
+//! multiplexed connection to it, and keeps using it until a reply says the node is gone or no
+//! longer the master: an I/O error, a timeout, a dropped connection, or `READONLY` /
+//! `MASTERDOWN` (the old master came back as a replica, or lost its link). Then the connection
+//! is dropped and the next command asks the sentinels again. The failing command's error is
+//! returned as it is; the caller's [`super::retry`] resends it, as after any outage.
+//!
+//! Reconnects are serialised: however many tasks fail at once, one asks the sentinels and the
+//! others reuse its connection. The master it found is published on the endpoint
+//! ([`MasterHint`]), so the dedicated blocking connections of the queue watchers, which would
+//! otherwise wait on a demoted node until their timeout, notice the change on their next
+//! command and reconnect (see [`BlockingSentinel`]).
+
+use super::node::NodeAuth;
+use super::url::Target;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, TlsMode, Value,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How to reach the sentinels and the master.
+#[derive(Clone)]
+pub(crate) struct Spec {
+    /// Sentinel addresses.
+    pub sentinels: Vec<(String, u16)>,
+    /// The master's name.
+    pub master: String,
+    /// Credentials, database and TLS of the data nodes (TLS applies to the sentinels too).
+    pub node: NodeAuth,
+    /// AUTH for the sentinels themselves, when they require it.
+    pub sentinel_username: Option<String>,
+    /// AUTH password for the sentinels.
+    pub sentinel_password: Option<String>,
+}
+
+impl Spec {
+    /// Reads the sentinel part of a parsed URL.
+    pub fn new(target: &Target, master: &str, node: NodeAuth) -> Spec {
+        Spec {
+            sentinels: target.hosts.clone(),
+            master: master.to_string(),
+            node,
+            sentinel_username: target.option("sentinel_username").map(str::to_string),
+            sentinel_password: target.option("sentinel_password").map(str::to_string),
+        }
+    }
+
+    /// A fresh redis-rs sentinel client (no I/O until used).
+    fn client(&self) -> RedisResult<SentinelClient> {
+        let addrs = self
+            .sentinels
+            .iter()
+            .map(|(h, p)| self.node.addr(h, *p))
+            .collect::<Vec<_>>();
+        let mut b = SentinelClientBuilder::new(addrs, &self.master, SentinelServerType::Master)?
+            .set_client_to_redis_db(self.node.db)
+            .set_client_to_redis_protocol(self.node.protocol);
+        if let Some(u) = &self.node.username {
+            b = b.set_client_to_redis_username(u);
+        }
+        if let Some(p) = &self.node.password {
+            b = b.set_client_to_redis_password(p);
+        }
+        if let Some(u) = &self.sentinel_username {
+            b = b.set_client_to_sentinel_username(u);
+        }
+        if let Some(p) = &self.sentinel_password {
+            b = b.set_client_to_sentinel_password(p);
+        }
+        if self.node.tls {
+            b = b
+                .set_client_to_redis_tls_mode(TlsMode::Secure)
+                .set_client_to_sentinel_tls_mode(TlsMode::Secure);
+            if let Some(certs) = &self.node.certs {
+                b = b
+                    .set_client_to_redis_certificates(certs.clone())
+                    .set_client_to_sentinel_certificates(certs.clone());
+            }
+        }
+        b.build()
+    }
+
+    /// Asks the sentinels for the master (a one-off lookup, for blocking connections).
+    pub async fn master(&self) -> RedisResult<Client> {
+        lookup(&mut self.client()?).await
+    }
+}
+
+/// How long a lookup keeps asking while the sentinels name no usable master (a failover in
+/// progress): the connect timeout.
+const LOOKUP_PATIENCE: Duration = Duration::from_secs(5);
+/// Pause between lookups meanwhile.
+const LOOKUP_PAUSE: Duration = Duration::from_millis(100);
+
+/// Asks the sentinels for the master until they name one that says it is the master, for up
+/// to [`LOOKUP_PATIENCE`]: during a failover, every task waiting for the master gets it within
+/// [`LOOKUP_PAUSE`] of the switch instead of after its own back-off.
+async fn lookup(sentinels: &mut SentinelClient) -> RedisResult<Client> {
+    let deadline = tokio::time::Instant::now() + LOOKUP_PATIENCE;
+    loop {
+        match sentinels.async_get_client().await {
+            Ok(c) => return Ok(c),
+            Err(e) if tokio::time::Instant::now() + LOOKUP_PAUSE < deadline => {
+                tracing::debug!(error = %e, "sentinel: no master yet; asking again");
+                tokio::time::sleep(LOOKUP_PAUSE).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The master address last found by any connection of one endpoint (`host:port`).
+#[derive(Clone, Default)]
+pub(crate) struct MasterHint(Arc<Mutex<Option<String>>>);
+
+impl MasterHint {
+    fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Records `addr`; true when it differs from the address known before.
+    fn set(&self, addr: &str) -> bool {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let changed = g.as_deref().is_some_and(|old| old != addr);
+        *g = Some(addr.to_string());
+        changed
+    }
+}
+
+/// Whether `e` means the node is gone or no longer the master, so the sentinels must be asked
+/// again.
+pub(crate) fn master_lost(e: &RedisError) -> bool {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error()
+    {
+        return true;
+    }
+    if matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::ReadOnly)
+            | ErrorKind::Server(ServerErrorKind::MasterDown)
+    ) {
+        return true;
+    }
+    // A write refused inside a script or a transaction on a replica may arrive wrapped
+    // (`ERR … READONLY …`, `EXECABORT …`).
+    let text = e.to_string();
+    text.contains("READONLY") || text.contains("MASTERDOWN")
+}
+
+/// The current master connection and its generation.
+struct Current {
+    /// Bumped on every new connection.
+    generation: u64,
+    /// The connection, and the master's `host:port`.
+    con: Option<(MultiplexedConnection, String)>,
+}
+
+/// What clones of one [`Failover`] share.
+struct Shared {
+    /// Where the sentinels are.
+    spec: Spec,
+    /// The sentinel client; held while (re)connecting, so reconnects are one at a time.
+    lookup: tokio::sync::Mutex<Option<SentinelClient>>,
+    /// The master connection.
+    current: Mutex<Current>,
+    /// Timeouts of master connections.
+    config: AsyncConnectionConfig,
+    /// Where the master is, for the endpoint's other connections.
+    hint: MasterHint,
+}
+
+/// The shared connection of a Sentinel endpoint: follows the master across failovers.
+#[derive(Clone)]
+pub(crate) struct Failover(Arc<Shared>);
+
+impl Failover {
+    /// Connects to the master the sentinels name now.
+    pub async fn connect(
+        spec: Spec,
+        config: AsyncConnectionConfig,
+        hint: MasterHint,
+    ) -> RedisResult<Self> {
+        let f = Failover(Arc::new(Shared {
+            spec,
+            lookup: tokio::sync::Mutex::new(None),
+            current: Mutex::new(Current {
+                generation: 0,
+                con: None,
+            }),
+            config,
+            hint,
+        }));
+        f.con().await?;
+        Ok(f)
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.0.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The master connection, asking the sentinels first when there is none.
+    async fn con(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+        {
+            let cur = self.current();
+            if let Some((c, _)) = &cur.con {
+                return Ok((cur.generation, c.clone()));
+            }
+        }
+        let mut guard = self.0.lookup.lock().await;
+        {
+            // Someone else may have reconnected while this task waited for the lock.
+            let cur = self.current();
+            if let Some((c, _)) = &cur.con {
+                return Ok((cur.generation, c.clone()));
+            }
+        }
+        if guard.is_none() {
+            *guard = Some(self.0.spec.client()?);
+        }
+        let Some(sentinels) = guard.as_mut() else {
+            return Err(RedisError::from((ErrorKind::Client, "no sentinel client")));
+        };
+        let client = lookup(sentinels).await?;
+        let addr = client.get_connection_info().addr().to_string();
+        let con = client
+            .get_multiplexed_async_connection_with_config(&self.0.config)
+            .await?;
+        if self.0.hint.set(&addr) {
+            tracing::warn!(master = %addr, name = %self.0.spec.master, "sentinel: the master moved; now using the new one");
+        } else {
+            tracing::debug!(master = %addr, name = %self.0.spec.master, "sentinel: connected to the master");
+        }
+        let mut cur = self.current();
+        cur.generation += 1;
+        cur.con = Some((con.clone(), addr));
+        Ok((cur.generation, con))
+    }
+
+    /// Drops the connection of `generation` if `e` says the master is gone.
+    fn check(&self, generation: u64, e: &RedisError) {
+        if master_lost(e) {
+            let mut cur = self.current();
+            if cur.generation == generation && cur.con.is_some() {
+                tracing::debug!(error = %e, "sentinel: master connection lost; will ask the sentinels again");
+                cur.con = None;
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Failover {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let (generation, mut con) = self.con().await?;
+            let r = con.req_packed_command(cmd).await;
+            if let Err(e) = &r {
+                self.check(generation, e);
+            }
+            r
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let (generation, mut con) = self.con().await?;
+            let r = con.req_packed_commands(pipeline, offset, count).await;
+            if let Err(e) = &r {
+                self.check(generation, e);
+            }
+            r
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.spec.node.db
+    }
+}
+
+/// A dedicated connection to the master for one blocking command at a time. Before each
+/// command it checks that the endpoint still knows the same master; if another connection
+/// has moved on, this one fails with an I/O error so its owner reconnects.
+pub(crate) struct BlockingSentinel {
+    /// The connection.
+    con: MultiplexedConnection,
+    /// The master it goes to.
+    addr: String,
+    /// Where the endpoint thinks the master is.
+    hint: MasterHint,
+    /// Database index.
+    db: i64,
+}
+
+impl BlockingSentinel {
+    /// Asks the sentinels for the master and connects to it.
+    pub async fn connect(
+        spec: &Spec,
+        config: &AsyncConnectionConfig,
+        hint: MasterHint,
+    ) -> RedisResult<Self> {
+        let client = spec.master().await?;
+        let addr = client.get_connection_info().addr().to_string();
+        let con = client
+            .get_multiplexed_async_connection_with_config(config)
+            .await?;
+        hint.set(&addr);
+        Ok(BlockingSentinel {
+            con,
+            addr,
+            hint,
+            db: spec.node.db,
+        })
+    }
+
+    fn moved(&self) -> Option<RedisError> {
+        match self.hint.get() {
+            Some(now) if now != self.addr => Some(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                format!("the master moved from {} to {now}", self.addr),
+            ))),
+            _ => None,
+        }
+    }
+}
+
+impl ConnectionLike for BlockingSentinel {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            if let Some(e) = self.moved() {
+                return Err(e);
+            }
+            self.con.req_packed_command(cmd).await
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            if let Some(e) = self.moved() {
+                return Err(e);
+            }
+            self.con.req_packed_commands(pipeline, offset, count).await
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.db
+    }
+}

@@ -1,0 +1,117 @@
+//! The metrics listener: `GET /metrics` (Prometheus text), `/healthz` (the process serves),
+//! `/readyz` (the worker is registered, not shutting down, and Redis answers a `PING` within a
+//! second).
+//!
+//! Queue series are refreshed from Redis on each scrape (one `SMEMBERS` and one pipeline), so
+//! a process nobody scrapes sends nothing extra to Redis.
+
+use crate::admin::Admin;
+use crate::error::Result;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Whether the worker is registered and taking jobs (`/readyz`).
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// Sets what `/readyz` reports about the worker.
+pub fn set_ready(ready: bool) {
+    READY.store(ready, Ordering::SeqCst);
+}
+
+/// What the handlers share.
+struct Shared {
+    /// The namespace being worked.
+    admin: Admin,
+}
+
+/// A running listener.
+pub struct Listener {
+    /// The bound address (the real port when `:0` was asked for).
+    pub addr: SocketAddr,
+    /// The server task.
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    /// Stops serving.
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+/// Binds `addr`, turns metrics on, and serves until the runtime ends or [`Listener::stop`].
+pub async fn serve(addr: SocketAddr, admin: Admin) -> Result<Listener> {
+    crate::metrics::install();
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(Arc::new(Shared { admin }));
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "metrics listener stopped");
+        }
+    });
+    tracing::info!(%addr, "metrics listening");
+    Ok(Listener { addr, task })
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+    let m = crate::metrics::install();
+    match s.admin.queues().await {
+        Ok(queues) => {
+            let rows: Vec<(String, i64, Option<f64>)> = queues
+                .into_iter()
+                .map(|q| {
+                    let depth = q.pending.unwrap_or(q.size);
+                    (
+                        q.name,
+                        i64::try_from(depth).unwrap_or(i64::MAX),
+                        q.oldest_age_s,
+                    )
+                })
+                .collect();
+            m.set_queues(&rows);
+        }
+        Err(e) => {
+            crate::metrics::redis_error();
+            tracing::debug!(error = %e, "metrics: could not read queues");
+        }
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(s): State<Arc<Shared>>) -> (StatusCode, &'static str) {
+    if !READY.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "worker not running\n");
+    }
+    let mut con = s.admin.con();
+    let ping = tokio::time::timeout(
+        Duration::from_secs(1),
+        redis::cmd("PING").query_async::<String>(&mut con),
+    )
+    .await;
+    match ping {
+        Ok(Ok(_)) => (StatusCode::OK, "ready\n"),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n"),
+    }
+}

@@ -1,0 +1,141 @@
+//! The stored schedules, as resque-scheduler's `set_schedule(…, persist: true)` and
+//! `remove_schedule` keep them: `HSET`/`HDEL <ns>:persistent_schedules <name>` plus `SADD
+//! <ns>:schedules_changed <name>` (so a Ruby master reloads it), one MULTI each. What
+//! `resq schedule list|add|remove` uses.
+
+use super::schedule::Schedule;
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use chrono_tz::Tz;
+use redis::AsyncCommands;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// One stored schedule, for listing.
+#[derive(Debug, Clone)]
+pub struct StoredSchedule {
+    /// Its name.
+    pub name: String,
+    /// The config as stored (or the text, when it is not a JSON object).
+    pub config: Result<Map<String, Value>, String>,
+    /// Next due time (epoch s) from resq's fire token, if resq has seen it.
+    pub next_due: Option<i64>,
+    /// resque-scheduler's `last_enqueued_at` for it.
+    pub last_enqueued_at: Option<String>,
+}
+
+/// The fields of a new schedule, written in the order resque-scheduler's docs show
+/// (`class, queue, args, cron|every, description`).
+#[derive(Debug, Clone, Default)]
+pub struct NewSchedule {
+    /// Job class.
+    pub class: String,
+    /// Queue.
+    pub queue: String,
+    /// Positional args.
+    pub args: Vec<Value>,
+    /// Cron expression (with an optional zone name at the end).
+    pub cron: Option<String>,
+    /// rufus duration.
+    pub every: Option<String>,
+    /// Free text.
+    pub description: Option<String>,
+}
+
+impl NewSchedule {
+    /// The stored config object.
+    pub fn to_config(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("class".into(), Value::String(self.class.clone()));
+        m.insert("queue".into(), Value::String(self.queue.clone()));
+        m.insert("args".into(), Value::Array(self.args.clone()));
+        if let Some(c) = &self.cron {
+            m.insert("cron".into(), Value::String(c.clone()));
+        }
+        if let Some(e) = &self.every {
+            m.insert("every".into(), Value::String(e.clone()));
+        }
+        if let Some(d) = &self.description {
+            m.insert("description".into(), Value::String(d.clone()));
+        }
+        m
+    }
+}
+
+/// Every stored schedule, sorted by name.
+pub async fn list(con: &mut Conn, keys: &Keys) -> Result<Vec<StoredSchedule>> {
+    let (stored, tokens, last): (
+        HashMap<String, String>,
+        HashMap<String, String>,
+        HashMap<String, String>,
+    ) = redis::pipe()
+        .hgetall(keys.persistent_schedules())
+        .hgetall(keys.schedule_next())
+        .hgetall(keys.last_enqueued_at())
+        .query_async(con)
+        .await?;
+    let mut v: Vec<StoredSchedule> = stored
+        .into_iter()
+        .map(|(name, text)| StoredSchedule {
+            config: serde_json::from_str(&text).map_err(|_| text),
+            next_due: tokens
+                .get(&name)
+                .and_then(|t| t.split_once(' '))
+                .and_then(|(d, _)| d.parse().ok()),
+            last_enqueued_at: last.get(&name).cloned(),
+            name,
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(v)
+}
+
+/// Stores (or replaces) schedule `name` after checking it parses, and marks it changed.
+pub async fn add(
+    con: &mut Conn,
+    keys: &Keys,
+    name: &str,
+    config: &Map<String, Value>,
+    default_tz: Tz,
+) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::Rejected("a schedule needs a name".into()));
+    }
+    Schedule::from_config(name, config, default_tz)
+        .map_err(|e| Error::Rejected(format!("schedule {name}: {e}")))?;
+    if !matches!(config.get("queue"), Some(Value::String(q)) if !q.is_empty()) {
+        return Err(Error::Rejected(format!(
+            "schedule {name}: a queue is required (resq cannot read a Ruby class's @queue)"
+        )));
+    }
+    let text = Value::Object(config.clone()).to_string();
+    let _: () = redis::pipe()
+        .atomic()
+        .hset(keys.persistent_schedules(), name, text)
+        .ignore()
+        .sadd(keys.schedules_changed(), name)
+        .ignore()
+        .query_async(con)
+        .await?;
+    Ok(())
+}
+
+/// Removes schedule `name` (and resq's token for it); whether it existed.
+pub async fn remove(con: &mut Conn, keys: &Keys, name: &str) -> Result<bool> {
+    let (n,): (u64,) = redis::pipe()
+        .atomic()
+        .hdel(keys.persistent_schedules(), name)
+        .sadd(keys.schedules_changed(), name)
+        .ignore()
+        .hdel(keys.schedule_next(), name)
+        .ignore()
+        .query_async(con)
+        .await?;
+    Ok(n > 0)
+}
+
+/// The stored config of `name`, if any.
+pub async fn get(con: &mut Conn, keys: &Keys, name: &str) -> Result<Option<String>> {
+    Ok(con.hget(keys.persistent_schedules(), name).await?)
+}

@@ -1,0 +1,86 @@
+-- complete.lua: finish (or fail, or retry) a slot's job when the ending carries more than
+-- step.lua's completion does: a retry through the delayed set, resque-retry's counter, a unique
+-- job's lock. Used only for handlers with a retry policy and for unique jobs; the next reserve
+-- is a plain step.lua call.
+--
+-- Everything happens only while the slot's record is still the exact bytes it reserved, so a
+-- resend after a lost reply changes nothing; the failing attempt is never lost between the
+-- failure and its re-enqueue, because both are this one script.
+--
+-- KEYS[1] <ns>:worker:<id>         KEYS[2] <ns>:stat:processed   KEYS[3] <ns>:stat:processed:<id>
+-- KEYS[4] <ns>:stat:failed         KEYS[5] <ns>:stat:failed:<id> KEYS[6] <ns>:failed
+-- KEYS[7] resque-retry counter     KEYS[8] <ns>:failure-<retry key>
+-- KEYS[9] <ns>:resq:unique:<key>   KEYS[10] <ns>:queues          KEYS[11] <ns>:queue:<retry q>
+-- KEYS[12] <ns>:delayed:<ts>       KEYS[13] <ns>:timestamps:<item>
+-- KEYS[14] <ns>:delayed_queue_schedule
+-- (keys a call does not use are passed as KEYS[1] and left alone)
+-- ARGV[1]  the record (exact bytes)
+-- ARGV[2]  outcome: 'success' | 'failure' | 'retry'
+-- ARGV[3]  failure entry ('failure': pushed to <ns>:failed; 'retry': kept in KEYS[8])
+-- ARGV[4]  '1' when failures also count as processed
+-- ARGV[5]  the counter value the caller read ('' = absent), or '-' not to check it
+-- ARGV[6]  the counter's new value ('retry')
+-- ARGV[7]  '1' to delete the counter and KEYS[8] (success, give-up)
+-- ARGV[8]  the unique id to release ('' = not a unique job)
+-- ARGV[9]  'now' (push ARGV[11] on KEYS[11]) or 'delayed' (file ARGV[11] at ARGV[12])
+-- ARGV[10] retry queue name   ARGV[11] retry payload or delayed item   ARGV[12] due epoch s
+-- ARGV[13] 'delayed:<ts>'     ARGV[14] KEYS[8] TTL in s ('0' = do not write it)
+-- ARGV[15] counter TTL in s   ARGV[16] retry delay in ms (extends the unique lock)
+-- Returns {applied, status}: {1, outcome} when applied; {0, 'stale'} when the record is not
+-- there any more (already applied); {0, 'conflict'} when the counter moved (read it again).
+
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {0, 'stale'}
+end
+if ARGV[5] ~= '-' then
+  local cur = redis.call('GET', KEYS[7])
+  if (cur or '') ~= ARGV[5] then
+    return {0, 'conflict'}
+  end
+end
+
+local outcome = ARGV[2]
+if outcome == 'success' then
+  redis.call('INCR', KEYS[2])
+  redis.call('INCR', KEYS[3])
+else
+  redis.call('INCR', KEYS[4])
+  redis.call('INCR', KEYS[5])
+  if ARGV[4] == '1' then
+    redis.call('INCR', KEYS[2])
+    redis.call('INCR', KEYS[3])
+  end
+  if outcome == 'failure' then
+    redis.call('RPUSH', KEYS[6], ARGV[3])
+  else
+    redis.call('SET', KEYS[7], ARGV[6], 'EX', ARGV[15])
+    if ARGV[9] == 'now' then
+      redis.call('SADD', KEYS[10], ARGV[10])
+      redis.call('RPUSH', KEYS[11], ARGV[11])
+    else
+      redis.call('RPUSH', KEYS[12], ARGV[11])
+      redis.call('SADD', KEYS[13], ARGV[13])
+      redis.call('ZADD', KEYS[14], ARGV[12], ARGV[12])
+    end
+    if ARGV[14] ~= '0' then
+      redis.call('SET', KEYS[8], ARGV[3], 'EX', ARGV[14])
+    end
+  end
+end
+
+if ARGV[7] == '1' then
+  redis.call('DEL', KEYS[7], KEYS[8])
+end
+if ARGV[8] ~= '' and redis.call('GET', KEYS[9]) == ARGV[8] then
+  if outcome == 'retry' then
+    -- Still waiting: keep the lock, long enough to cover the delay.
+    local left = redis.call('PTTL', KEYS[9])
+    if left > 0 then
+      redis.call('PEXPIRE', KEYS[9], left + tonumber(ARGV[16]))
+    end
+  else
+    redis.call('DEL', KEYS[9])
+  end
+end
+redis.call('DEL', KEYS[1])
+return {1, outcome}

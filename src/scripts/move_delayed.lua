@@ -1,0 +1,48 @@
+-- move_delayed.lua: move one batch of due resque-scheduler items onto their queues, atomically.
+--
+-- The caller read the head of the bucket (LRANGE) and turned each item into its job, as
+-- resque-scheduler's enqueue_from_config does; this script applies that only if the lock is
+-- still ours and the bucket still starts with exactly those items, so with any number of
+-- movers (resq processes, or a resque-scheduler that holds the lock) nothing is moved twice
+-- and nothing is lost. An emptied bucket and its zset member are removed in the same step.
+--
+-- KEYS[1] the master lock   KEYS[2] <ns>:delayed_queue_schedule   KEYS[3] <ns>:delayed:<ts>
+-- KEYS[4] <ns>:queues       KEYS[5] <ns>:failed
+-- then per item i (1..n): KEYS[5+2i-1] <ns>:timestamps:<item>, KEYS[5+2i] <ns>:queue:<q>
+-- ARGV[1] lock value   ARGV[2] ts (the zset member)   ARGV[3] 'delayed:<ts>'   ARGV[4] n
+-- then per item i: ARGV[4+3i-2] the item (exact bytes), ARGV[4+3i-1] queue name ('' when the
+-- item cannot be enqueued), ARGV[4+3i] the job payload, or the failure entry when the queue
+-- name is ''
+-- Returns n when moved; -1 when the lock is not ours; -2 when the bucket changed (read again).
+
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return -1
+end
+local n = tonumber(ARGV[4])
+if n > 0 then
+  local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
+  if #head ~= n then
+    return -2
+  end
+  for i = 1, n do
+    if head[i] ~= ARGV[4 + 3 * i - 2] then
+      return -2
+    end
+  end
+  for i = 1, n do
+    redis.call('SREM', KEYS[5 + 2 * i - 1], ARGV[3])
+    local queue = ARGV[4 + 3 * i - 1]
+    if queue ~= '' then
+      redis.call('SADD', KEYS[4], queue)
+      redis.call('RPUSH', KEYS[5 + 2 * i], ARGV[4 + 3 * i])
+    else
+      redis.call('RPUSH', KEYS[5], ARGV[4 + 3 * i])
+    end
+  end
+  redis.call('LTRIM', KEYS[3], n, -1)
+end
+if redis.call('LLEN', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[3])
+  redis.call('ZREM', KEYS[2], ARGV[2])
+end
+return n

@@ -1,0 +1,41 @@
+-- prune.lua: unregister one dead worker id exactly as Ruby's `unregister_worker` does, in the
+-- same atomic step as recording the job it was running (a failure entry, or — at-least-once —
+-- the job's exact bytes back at the head of its queue).
+--
+-- The pruner judged the id by its heartbeat and worker record; the step applies only while
+-- both are still those exact values, so a worker that came back to life (a fresh heartbeat,
+-- a finished job) or a concurrent pruner that got there first makes it a no-op. That also
+-- makes it safe to resend when the reply was lost.
+--
+-- KEYS[1] <ns>:workers              KEYS[2] <ns>:worker:<id>        KEYS[3] <ns>:worker:<id>:started
+-- KEYS[4] <ns>:workers:heartbeat    KEYS[5] <ns>:stat:processed:<id> KEYS[6] <ns>:stat:failed:<id>
+-- KEYS[7] failure list (<ns>:failed) KEYS[8] <ns>:queue:<q> of the job  KEYS[9] <ns>:queues
+-- ARGV[1] the worker id
+-- ARGV[2] the heartbeat value judged ("" when the field was absent)
+-- ARGV[3] the worker record judged ("" when there was none)
+-- ARGV[4] "fail" (push ARGV[5]) or "requeue" (LPUSH ARGV[6] onto KEYS[8]); "" records nothing
+-- ARGV[5] the failure entry JSON
+-- ARGV[6] the job's payload bytes, as they are inside the record
+-- ARGV[7] the queue name (for SADD <ns>:queues, as every enqueue does)
+-- Returns 1 when the id was pruned now, 0 when its state changed and nothing was written.
+
+local hb = redis.call('HGET', KEYS[4], ARGV[1])
+if (hb or '') ~= ARGV[2] then
+  return 0
+end
+local record = redis.call('GET', KEYS[2])
+if (record or '') ~= ARGV[3] then
+  return 0
+end
+
+if ARGV[4] == 'requeue' then
+  redis.call('LPUSH', KEYS[8], ARGV[6])
+  redis.call('SADD', KEYS[9], ARGV[7])
+elseif ARGV[4] == 'fail' then
+  redis.call('RPUSH', KEYS[7], ARGV[5])
+end
+
+redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6])
+redis.call('HDEL', KEYS[4], ARGV[1])
+return 1

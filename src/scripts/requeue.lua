@@ -1,0 +1,19 @@
+-- requeue.lua: put a slot's interrupted job back at the head of its queue (at-least-once
+-- mode), in the same atomic step as removing the slot's worker record.
+--
+-- Applies only while the record is still the exact bytes the slot reserved, so resending it
+-- after a lost reply never pushes the job twice.
+--
+-- KEYS[1] <ns>:worker:<id>   KEYS[2] <ns>:queue:<q>   KEYS[3] <ns>:queues
+-- ARGV[1] the record (exact bytes)
+-- ARGV[2] the job's payload bytes, as they are inside the record
+-- ARGV[3] the queue name
+-- Returns 1 when the job was requeued now, 0 when the record had already changed.
+
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('DEL', KEYS[1])
+return 1

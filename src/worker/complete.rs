@@ -1,0 +1,286 @@
+//! Endings that need more than the step script: retry with back-off (see
+//! [`crate::registry::retry`]) and unique jobs (see [`crate::registry::unique`]).
+//!
+//! [`success`] and [`failure`] turn a job's result into a [`Completion`]: the plain variants
+//! when nothing extra applies (the hot path, unchanged), [`Completion::Extended`] otherwise.
+//! The stepper applies an extended completion with `complete.lua` — one atomic step, like the
+//! step script's own completion — and then reserves with a plain step (so these jobs cost one
+//! more round trip than others).
+
+use super::perform::failure_entry;
+use super::step::Completion;
+use crate::client::{encode, FloatFormat};
+use crate::keys::Keys;
+use crate::registry::retry::{retry_identifier, RetryPolicy};
+use crate::registry::unique::UniqueMark;
+use crate::registry::{JobError, Registry};
+use crate::wire::Payload;
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script, Value as RedisValue};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::sync::{Arc, LazyLock};
+
+static COMPLETE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/complete.lua")));
+
+/// A completion with extras.
+#[derive(Debug, Clone)]
+pub struct Extended {
+    /// The record text the job ran under.
+    pub record: Vec<u8>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The unique job's lock to release (or keep, on a retry).
+    pub unique: Option<UniqueMark>,
+}
+
+/// How an extended job ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Succeeded; `retry_key` is resque-retry's logical key to clean, if the handler retries.
+    Success {
+        /// `resque-retry:<class>[:<digest>]`.
+        retry_key: Option<String>,
+    },
+    /// Failed; with a plan, the failure may be retried.
+    Failure {
+        /// The failure entry as the plain path would write it.
+        entry: String,
+        /// The retry plan, when the handler has a policy.
+        retry: Option<Box<RetryPlan>>,
+    },
+}
+
+/// Everything a retry needs, prepared when the job failed.
+#[derive(Debug, Clone)]
+pub struct RetryPlan {
+    /// The handler's policy.
+    pub policy: Arc<RetryPolicy>,
+    /// resque-retry's logical key (`resque-retry:<class>[:<digest>]`).
+    pub retry_key: String,
+    /// The queue to retry on.
+    pub queue: String,
+    /// The resque-scheduler item (`{"class","args","queue"}` + extra payload fields).
+    pub item: String,
+    /// The payload for a retry without delay (`{"class","args"}` + extra fields).
+    pub payload: String,
+    /// The error, to restate in the final failure with the attempt count.
+    pub error: JobError,
+    /// The payload as reserved, for the final failure entry.
+    pub raw: Box<RawValue>,
+    /// The queue the job came from.
+    pub from_queue: String,
+    /// The worker id.
+    pub worker: Arc<str>,
+}
+
+/// The completion of a job that succeeded.
+pub fn success(registry: &Registry, payload: &Payload, record: Vec<u8>) -> Completion {
+    let unique = UniqueMark::from_payload(payload);
+    let retry_key = registry
+        .get(payload.class())
+        .and_then(|e| e.retry.as_ref())
+        .map(|_| retry_key(payload));
+    if unique.is_none() && retry_key.is_none() {
+        return Completion::Success { record };
+    }
+    Completion::Extended(Box::new(Extended {
+        record,
+        outcome: Outcome::Success { retry_key },
+        unique,
+    }))
+}
+
+/// The completion of a job that failed with `err` (`entry` is its failure entry).
+pub fn failure(
+    registry: &Registry,
+    payload: &Payload,
+    from_queue: &str,
+    worker: &Arc<str>,
+    record: Vec<u8>,
+    entry: String,
+    err: JobError,
+) -> Completion {
+    let unique = UniqueMark::from_payload(payload);
+    let policy = registry.get(payload.class()).and_then(|e| e.retry.clone());
+    if unique.is_none() && policy.is_none() {
+        return Completion::Failure { record, entry };
+    }
+    let retry = policy.map(|policy| {
+        let queue = policy
+            .queue
+            .clone()
+            .unwrap_or_else(|| from_queue.to_string());
+        let extra: Map<String, Value> = payload
+            .object()
+            .iter()
+            .filter(|(k, _)| k.as_str() != "class" && k.as_str() != "args")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let format = FloatFormat::RubyJsonGem;
+        Box::new(RetryPlan {
+            retry_key: retry_key(payload),
+            item: encode::scheduler_item(&queue, payload.class(), payload.args(), &extra, format),
+            payload: encode::resque_payload_with(payload.class(), payload.args(), &extra, format),
+            queue,
+            policy,
+            error: err,
+            raw: payload.raw().to_owned(),
+            from_queue: from_queue.to_string(),
+            worker: worker.clone(),
+        })
+    });
+    Completion::Extended(Box::new(Extended {
+        record,
+        outcome: Outcome::Failure { entry, retry },
+        unique,
+    }))
+}
+
+/// resque-retry's logical retry key of a payload.
+fn retry_key(payload: &Payload) -> String {
+    Keys::resque_retry_logical(payload.class(), retry_identifier(payload.args()).as_deref())
+}
+
+/// Applies `ext` for the slot whose fixed step keys are `fixed` (`[record, processed,
+/// processed:<id>, failed stat, failed:<id>, failed list, pause]`). Returns whether it was
+/// applied now (false: it had been already).
+pub async fn apply<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    fixed: &[String; 7],
+    count_failed: bool,
+    ext: &Extended,
+) -> RedisResult<bool> {
+    // A counter that keeps moving under us means another copy of the same job fails at the
+    // same moment; a few rounds settle it, and the last one does not check.
+    for round in 0..5 {
+        let (applied, status) = attempt(con, keys, fixed, count_failed, ext, round < 4).await?;
+        if status != "conflict" {
+            return Ok(applied);
+        }
+    }
+    Ok(false)
+}
+
+/// One try; `cas` checks the counter was not changed since it was read.
+async fn attempt<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    fixed: &[String; 7],
+    count_failed: bool,
+    ext: &Extended,
+    cas: bool,
+) -> RedisResult<(bool, String)> {
+    let unused = fixed[0].clone();
+    let mut k: Vec<String> = fixed[..6].to_vec();
+    k.resize(14, unused.clone());
+    // ARGV[2..=16] after the record; defaults are "nothing to do".
+    let mut a: Vec<String> = vec![
+        String::new(),                               // 2 outcome
+        String::new(),                               // 3 entry
+        if count_failed { "1" } else { "0" }.into(), // 4
+        "-".into(),                                  // 5 counter expected
+        String::new(),                               // 6 counter new
+        "0".into(),                                  // 7 clean counter
+        String::new(),                               // 8 unique id
+        String::new(),                               // 9 now/delayed
+        String::new(),                               // 10 queue
+        String::new(),                               // 11 payload/item
+        "0".into(),                                  // 12 ts
+        String::new(),                               // 13 member
+        "0".into(),                                  // 14 details TTL
+        "0".into(),                                  // 15 counter TTL
+        "0".into(),                                  // 16 delay ms
+    ];
+    if let Some(u) = &ext.unique {
+        k[8] = keys.unique(&u.key);
+        a[6] = u.id.clone();
+    }
+    match &ext.outcome {
+        Outcome::Success { retry_key } => {
+            a[0] = "success".into();
+            if let Some(rk) = retry_key {
+                k[6] = keys.retry_attempts(rk);
+                k[7] = keys.retry_failure(rk);
+                a[5] = "1".into();
+            }
+        }
+        Outcome::Failure { entry, retry: None } => {
+            a[0] = "failure".into();
+            a[1] = entry.clone();
+        }
+        Outcome::Failure {
+            retry: Some(plan), ..
+        } => {
+            k[6] = keys.retry_attempts(&plan.retry_key);
+            k[7] = keys.retry_failure(&plan.retry_key);
+            let current: Option<String> = redis::cmd("GET").arg(&k[6]).query_async(con).await?;
+            let attempt = current
+                .as_deref()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .map_or(0, |v| v.saturating_add(1).max(0));
+            let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
+            if cas {
+                a[3] = current.unwrap_or_default();
+            }
+            let err = &plan.error;
+            if plan.policy.retries(attempt, &err.exception) {
+                let delay = plan.policy.delay_for(attempt);
+                let now = chrono::Utc::now().timestamp();
+                let ts = now.saturating_add(i64::try_from(delay.as_secs()).unwrap_or(i64::MAX));
+                a[0] = "retry".into();
+                a[1] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, err);
+                a[4] = attempt.to_string();
+                a[8] = if delay.is_zero() { "now" } else { "delayed" }.into();
+                a[9] = plan.queue.clone();
+                a[10] = if delay.is_zero() {
+                    plan.payload.clone()
+                } else {
+                    plan.item.clone()
+                };
+                a[11] = ts.to_string();
+                a[12] = Keys::delayed_bucket_member(ts);
+                a[13] = (delay.as_secs() * 2).to_string();
+                a[14] = (plan.policy.counter_ttl.as_secs() + delay.as_secs())
+                    .max(1)
+                    .to_string();
+                a[15] = delay.as_millis().to_string();
+                k[9] = keys.queues();
+                k[10] = keys.queue(&plan.queue);
+                k[11] = keys.delayed_bucket(ts);
+                k[12] = keys.timestamps(&plan.item);
+                k[13] = keys.delayed_schedule();
+                tracing::info!(retry_key = %plan.retry_key, attempt, delay_s = delay.as_secs(), queue = %plan.queue, "job failed; retrying");
+            } else {
+                let mut last = err.clone();
+                let runs = u64::from(attempt) + 1;
+                last.message = format!(
+                    "{} (gave up after {runs} attempt{})",
+                    last.message,
+                    if runs == 1 { "" } else { "s" }
+                );
+                a[0] = "failure".into();
+                a[1] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
+                a[5] = "1".into();
+            }
+        }
+    }
+    let mut inv = COMPLETE.prepare_invoke();
+    for key in &k {
+        inv.key(key);
+    }
+    inv.arg(ext.record.as_slice());
+    for arg in &a {
+        inv.arg(arg.as_str());
+    }
+    let v: Vec<RedisValue> = inv.invoke_async(con).await?;
+    let applied = matches!(v.first(), Some(RedisValue::Int(1)));
+    let status = match v.get(1) {
+        Some(RedisValue::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        Some(RedisValue::SimpleString(s)) => s.clone(),
+        _ => String::new(),
+    };
+    Ok((applied, status))
+}

@@ -1,0 +1,534 @@
+//! Pruning dead workers: Ruby Resque's `prune_dead_workers`, done by resq, never more eagerly
+//! than a Ruby worker would do it.
+//!
+//! Each round (at start, before registering, and every [`PERIOD`]):
+//!
+//! 1. takes Ruby's lock, `SET <ns>:pruning_dead_workers_in_progress <id> EX 60 NX`; when
+//!    someone (Ruby or resq) holds it, the round is skipped, as Ruby skips it;
+//! 2. **expired heartbeats** (Ruby's loop 1): every field of `<ns>:workers:heartbeat` whose
+//!    value is more than `prune_after` (Ruby's `prune_interval`, 300 s) older than Redis `TIME`
+//!    by Ruby's arithmetic (`(now - Time.parse(hb)).to_i > 300`) is unregistered; its running
+//!    job becomes a `Resque::PruneDeadWorkerDirtyExit` failure with Ruby's exact text;
+//! 3. **dead local resq processes** (resq's narrow form of Ruby's loop 2): a registered id
+//!    whose host field is this process's own `<host>~resq` and whose pid is not alive on this
+//!    machine is unregistered; its job becomes a `Resque::DirtyExit` "Job still being
+//!    processed" failure, as Ruby's loop 2 writes. Ruby's loop 2 never matches a `~resq` id
+//!    (its host field never equals a `gethostname`), and resq applies it to nothing else: no
+//!    Ruby, Jesque, node-resque or goworker id is ever removed by a pid check.
+//!
+//! With `at_least_once`, the job goes back to the head of its queue (exact bytes, `LPUSH`)
+//! instead of becoming a failure. Either way the unregistration and the job's fate are one
+//! atomic script (`prune.lua`) that applies only while the heartbeat and the record are still
+//! what the round judged by.
+//!
+//! What resq refuses to prune, where Ruby's pruner would raise and abort (wire notes §3.3
+//! step 7): ids that do not split into three fields with a non-empty queue list, heartbeats
+//! `Time.parse` rejects or reads differently (bare digits), and records that are not JSON or
+//! whose `payload` is not an object. They are logged and left alone. Heartbeats without an
+//! explicit zone are read as the latest instant any zone could mean, so no pruner's `TZ` can
+//! find them fresher than resq does. resq never prunes its own process's ids.
+
+use super::requeue::HeldJob;
+use crate::identity;
+use crate::keys::Keys;
+use crate::wire::{time, Failure};
+use chrono::{DateTime, FixedOffset, Utc};
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+static PRUNE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/prune.lua")));
+
+/// How often a running process tries to prune (the lock's TTL: at most one round a minute
+/// happens in a namespace anyway).
+pub const PERIOD: Duration = Duration::from_secs(60);
+/// TTL of Ruby's prune lock (Ruby uses its heartbeat interval, 60 s by default).
+pub const LOCK_TTL_SECS: u64 = 60;
+/// Exception of a job whose worker's heartbeat expired (Ruby's loop 1).
+pub const EXPIRED_EXCEPTION: &str = "Resque::PruneDeadWorkerDirtyExit";
+/// Exception of a job whose worker process is gone (Ruby's loop 2, Ruby's unregister on exit).
+pub const DIRTY_EXIT_EXCEPTION: &str = "Resque::DirtyExit";
+
+/// Why an id was pruned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Its heartbeat expired (Ruby's loop 1).
+    Expired,
+    /// It is a resq id of this host whose process is gone.
+    DeadLocal,
+}
+
+/// What happened to a pruned id's running job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// It was idle.
+    Idle,
+    /// Its job became a failure entry.
+    Failed,
+    /// Its job went back to the head of its queue.
+    Requeued,
+}
+
+/// One pruned id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pruned {
+    /// The worker id.
+    pub id: String,
+    /// Why.
+    pub reason: Reason,
+    /// What happened to its job.
+    pub fate: Fate,
+}
+
+/// What one round did.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    /// Whether this process held the lock (false: someone else pruned within the minute).
+    pub locked: bool,
+    /// Ids removed.
+    pub pruned: Vec<Pruned>,
+    /// Ids a rule selected but resq left alone, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// A pruner for one process.
+#[derive(Debug, Clone)]
+pub struct Pruner {
+    /// Key names.
+    keys: Keys,
+    /// The lock's value (this process's first slot id, as Ruby writes its own id).
+    lock_owner: String,
+    /// This process's host field (`<host>~resq`).
+    host_field: String,
+    /// This process's pid.
+    pid: u32,
+    /// Ruby's `prune_interval`.
+    prune_after: Duration,
+    /// Requeue instead of failing.
+    at_least_once: bool,
+}
+
+impl Pruner {
+    /// A pruner for the process whose slot ids are `ids` (at least one).
+    pub fn new(
+        keys: Keys,
+        ids: &[String],
+        pid: u32,
+        prune_after: Duration,
+        at_least_once: bool,
+    ) -> Self {
+        let lock_owner = ids.first().cloned().unwrap_or_default();
+        let host_field = identity::parse(&lock_owner)
+            .map(|p| p.host)
+            .unwrap_or_default();
+        Pruner {
+            keys,
+            lock_owner,
+            host_field,
+            pid,
+            prune_after,
+            at_least_once,
+        }
+    }
+
+    /// One round (see the module docs). Errors are Redis errors; a round cut short by one is
+    /// simply tried again next period (every step is safe to repeat).
+    pub async fn run_once<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<Report> {
+        let mut report = Report::default();
+        let got: Option<String> = redis::cmd("SET")
+            .arg(self.keys.pruning_lock())
+            .arg(&self.lock_owner)
+            .arg("EX")
+            .arg(LOCK_TTL_SECS)
+            .arg("NX")
+            .query_async(con)
+            .await?;
+        if got.is_none() {
+            return Ok(report);
+        }
+        report.locked = true;
+        let now = super::lifecycle::redis_time(con).await?;
+        let beats: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.keys.heartbeats())
+            .query_async(con)
+            .await?;
+        let mut handled = BTreeSet::new();
+        for (id, hb) in &beats {
+            if !expired(hb, now, self.prune_after) {
+                continue;
+            }
+            handled.insert(id.clone());
+            if identity::parse(id).is_none() {
+                report.skip(
+                    id,
+                    "id does not split into host:pid:queues (Ruby's pruner fails on it)",
+                );
+                continue;
+            }
+            if self.is_own(id) {
+                report.skip(id, "id of this process");
+                continue;
+            }
+            self.prune_one(con, id, Some(hb), Reason::Expired, &mut report)
+                .await?;
+        }
+        let members: BTreeSet<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.workers())
+            .query_async(con)
+            .await?;
+        for id in members.difference(&handled) {
+            if self.is_dead_local(id) {
+                let hb = beats.get(id).map(String::as_str);
+                self.prune_one(con, id, hb, Reason::DeadLocal, &mut report)
+                    .await?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Whether `id` is one of this process's own slots.
+    fn is_own(&self, id: &str) -> bool {
+        identity::parse(id)
+            .is_some_and(|p| p.host == self.host_field && slot_pid(&p.pid) == Some(self.pid))
+    }
+
+    /// Whether `id` is a resq slot of this host whose process is not running.
+    fn is_dead_local(&self, id: &str) -> bool {
+        let Some(p) = identity::parse(id) else {
+            return false;
+        };
+        if self.host_field.is_empty() || p.host != self.host_field {
+            return false;
+        }
+        match slot_pid(&p.pid) {
+            Some(pid) if pid != self.pid => !process_alive(pid),
+            _ => false,
+        }
+    }
+
+    async fn prune_one<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        id: &str,
+        heartbeat: Option<&str>,
+        reason: Reason,
+        report: &mut Report,
+    ) -> RedisResult<()> {
+        let record: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(self.keys.worker(id))
+            .query_async(con)
+            .await?;
+        let job = match record.as_deref() {
+            None => Judged::Idle,
+            Some(bytes) => judge_record(bytes),
+        };
+        let (mode, entry, payload, queue) = match &job {
+            Judged::Idle => ("", String::new(), String::new(), String::new()),
+            Judged::Refused(why) => {
+                report.skip(id, why);
+                return Ok(());
+            }
+            Judged::Job { held, class } => {
+                if self.at_least_once {
+                    (
+                        "requeue",
+                        String::new(),
+                        held.payload.clone(),
+                        held.queue.clone(),
+                    )
+                } else {
+                    let (exception, error) = match reason {
+                        Reason::Expired => (
+                            EXPIRED_EXCEPTION,
+                            format!("Worker {id} did not gracefully exit while processing {class}"),
+                        ),
+                        Reason::DeadLocal => (
+                            DIRTY_EXIT_EXCEPTION,
+                            "Job still being processed".to_string(),
+                        ),
+                    };
+                    let entry = Failure {
+                        failed_at: time::failed_at(Utc::now()),
+                        payload: Some(&held.payload),
+                        exception: exception.to_string(),
+                        error,
+                        backtrace: Vec::new(),
+                        worker: id,
+                        queue: &held.queue,
+                    }
+                    .encode();
+                    ("fail", entry, String::new(), held.queue.clone())
+                }
+            }
+        };
+        let applied: i64 = PRUNE
+            .key(self.keys.workers())
+            .key(self.keys.worker(id))
+            .key(self.keys.worker_started(id))
+            .key(self.keys.heartbeats())
+            .key(self.keys.stat_processed_by(id))
+            .key(self.keys.stat_failed_by(id))
+            .key(self.keys.failed())
+            .key(self.keys.queue(&queue))
+            .key(self.keys.queues())
+            .arg(id)
+            .arg(heartbeat.unwrap_or(""))
+            .arg(record.as_deref().unwrap_or(b""))
+            .arg(mode)
+            .arg(entry)
+            .arg(payload)
+            .arg(queue.as_str())
+            .invoke_async(con)
+            .await?;
+        if applied != 1 {
+            report.skip(
+                id,
+                "changed while being judged (alive again, or pruned by another)",
+            );
+            return Ok(());
+        }
+        let fate = match mode {
+            "requeue" => Fate::Requeued,
+            "fail" => Fate::Failed,
+            _ => Fate::Idle,
+        };
+        tracing::info!(worker = %id, reason = ?reason, job = ?fate, "pruned dead worker");
+        report.pruned.push(Pruned {
+            id: id.to_string(),
+            reason,
+            fate,
+        });
+        Ok(())
+    }
+}
+
+impl Report {
+    fn skip(&mut self, id: &str, why: &str) {
+        tracing::warn!(worker = %id, why, "not pruning this worker");
+        self.skipped.push((id.to_string(), why.to_string()));
+    }
+}
+
+/// A worker record, judged the way Ruby's `unregister_worker` reads it.
+enum Judged {
+    /// No job (no record, or Ruby's empty `{}`).
+    Idle,
+    /// Ruby's pruner would raise on it: leave it alone.
+    Refused(&'static str),
+    /// A job, with the class named in Ruby's message.
+    Job {
+        /// Queue and payload bytes.
+        held: HeldJob,
+        /// `payload.class`, or Ruby's `<Unknown Job>`.
+        class: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct PayloadClass {
+    #[serde(default)]
+    class: Option<Value>,
+}
+
+fn judge_record(bytes: &[u8]) -> Judged {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Judged::Refused("worker record is not UTF-8 (Ruby's pruner fails on it)");
+    };
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return Judged::Refused("worker record is not JSON (Ruby's pruner fails on it)");
+    };
+    match &value {
+        Value::Object(m) if m.is_empty() => return Judged::Idle,
+        Value::Object(_) => {}
+        _ => {
+            return Judged::Refused(
+                "worker record is not a JSON object (Ruby's pruner fails on it)",
+            )
+        }
+    }
+    let Some(held) = HeldJob::from_record(bytes) else {
+        return Judged::Refused(
+            "worker record has no object payload or no string queue (Ruby's pruner fails on it)",
+        );
+    };
+    let class = serde_json::from_str::<PayloadClass>(&held.payload)
+        .ok()
+        .and_then(|p| p.class)
+        .map(|c| match c {
+            Value::String(s) => s,
+            Value::Null => "<Unknown Job>".to_string(),
+            other => other.to_string(),
+        })
+        .unwrap_or_else(|| "<Unknown Job>".to_string());
+    Judged::Job { held, class }
+}
+
+/// The pid of a resq/Jesque-style pid field `<pid>-<k>`.
+fn slot_pid(field: &str) -> Option<u32> {
+    let (pid, slot) = field.split_once('-')?;
+    if slot.is_empty() || !slot.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Whether process `pid` exists on this machine. Only Linux can tell (through `/proc`);
+/// elsewhere every process counts as alive, so the dead-local rule never fires.
+fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        std::path::Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+/// The instant a heartbeat text stands for, read as Ruby's `Time.parse` reads it, or later:
+/// `None` for text Ruby rejects or reads differently (bare digits: epoch seconds crash Ruby,
+/// `20261121` is a date to Ruby) and for text resq cannot read. Text without an explicit zone
+/// is taken at the latest instant any zone could mean (UTC−12), because Ruby reads it in the
+/// pruner's local zone.
+pub fn heartbeat_instant(text: &str) -> Option<DateTime<Utc>> {
+    let s = text.trim();
+    if s.is_empty() || s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let t = time::parse_any(s)?;
+    if has_explicit_zone(s) {
+        Some(t)
+    } else {
+        t.checked_add_signed(chrono::Duration::hours(12))
+    }
+}
+
+/// Whether `s` is one of the shapes whose zone both Ruby and resq read the same way.
+fn has_explicit_zone(s: &str) -> bool {
+    if DateTime::parse_from_rfc3339(s).is_ok() {
+        return true;
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M:%S%.f%z",
+        "%Y-%m-%d %H:%M:%S%.f %z",
+        "%Y/%m/%d %H:%M:%S %z",
+    ] {
+        if DateTime::<FixedOffset>::parse_from_str(s, f).is_ok() {
+            return true;
+        }
+    }
+    let fields: Vec<&str> = s.split_whitespace().collect();
+    fields.len() == 3 && matches!(fields[2], "UTC" | "GMT")
+}
+
+/// Ruby's rule: `(now - Time.parse(hb)).to_i > prune_after`, with `now` Redis `TIME` in whole
+/// seconds. `to_i` truncates toward zero, so this holds once the difference reaches
+/// `prune_after + 1` s exactly.
+pub fn expired(heartbeat: &str, now: DateTime<Utc>, prune_after: Duration) -> bool {
+    let Some(t) = heartbeat_instant(heartbeat) else {
+        return false;
+    };
+    let now_whole = now.timestamp();
+    let diff_us = now_whole
+        .saturating_mul(1_000_000)
+        .saturating_sub(t.timestamp_micros());
+    let limit_us = (prune_after.as_secs() as i64 + 1).saturating_mul(1_000_000);
+    diff_us >= limit_us
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(s, 0).single().unwrap()
+    }
+
+    const FIVE_MIN: Duration = Duration::from_secs(300);
+
+    #[test]
+    fn ruby_threshold_is_strict_and_truncating() {
+        let hb = "2026-11-21T19:15:33+00:00";
+        let t = time::parse_any(hb).unwrap().timestamp();
+        assert!(!expired(hb, at(t + 300), FIVE_MIN));
+        assert!(expired(hb, at(t + 301), FIVE_MIN));
+        // Millis: 300.9 s truncates to 300, not expired; 301.1 s is.
+        let hb = "2026-11-21T19:15:33.100Z";
+        assert!(!expired(hb, at(t + 301), FIVE_MIN));
+        assert!(expired(hb, at(t + 302), FIVE_MIN));
+        // A heartbeat in the future is never expired.
+        assert!(!expired(
+            "2026-11-21T19:15:33+00:00",
+            at(t - 1000),
+            FIVE_MIN
+        ));
+    }
+
+    #[test]
+    fn zones_are_read_as_ruby_reads_them() {
+        // Checked against Ruby 3.1 `Time.parse` (TZ=America/New_York).
+        let utc = at(1_795_288_533); // 2026-11-21T19:15:33Z
+        for s in [
+            "2026-11-21T19:15:33+00:00",
+            "2026-11-21T14:15:33-05:00",
+            "2026-11-21T19:15:33.000Z",
+            "2026-11-21 19:15:33 +0000",
+            "2026/11/21 19:15:33 UTC",
+            "2026-11-21T19:15:33.000+0000",
+        ] {
+            assert_eq!(heartbeat_instant(s), Some(utc), "{s}");
+        }
+        // No zone (or one resq does not read): the latest instant any zone could mean.
+        for s in [
+            "2026-11-21 19:15:33",
+            "2026/11/21 19:15:33 EST",
+            "Sat Nov 21 2026 19:15:33 GMT+0000 (Coordinated Universal Time)",
+        ] {
+            assert_eq!(
+                heartbeat_instant(s),
+                Some(utc + chrono::Duration::hours(12)),
+                "{s}"
+            );
+        }
+        // Ruby raises on epoch seconds and reads 8 digits as a date: never judged.
+        for s in ["1795288154", "20261121", "", "garbage"] {
+            assert_eq!(heartbeat_instant(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn records_ruby_would_choke_on_are_refused() {
+        assert!(matches!(judge_record(b"{}"), Judged::Idle));
+        assert!(matches!(judge_record(b"nope"), Judged::Refused(_)));
+        assert!(matches!(
+            judge_record(br#"{"run_at":"x","queue":null,"payload":null,"paused":true}"#),
+            Judged::Refused(_)
+        ));
+        match judge_record(br#"{"queue":"q","run_at":"x","payload":{"class":"A","args":[]}}"#) {
+            Judged::Job { held, class } => {
+                assert_eq!(class, "A");
+                assert_eq!(held.queue, "q");
+            }
+            _ => panic!("not a job"),
+        }
+        match judge_record(br#"{"queue":"q","run_at":"x","payload":{"args":[]}}"#) {
+            Judged::Job { class, .. } => assert_eq!(class, "<Unknown Job>"),
+            _ => panic!("not a job"),
+        }
+    }
+
+    #[test]
+    fn slot_pids() {
+        assert_eq!(slot_pid("123-4"), Some(123));
+        assert_eq!(slot_pid("123"), None);
+        assert_eq!(slot_pid("123-"), None);
+        assert_eq!(slot_pid("-1"), None);
+        assert_eq!(slot_pid("12a-1"), None);
+    }
+}

@@ -1,0 +1,135 @@
+//! The metrics listener of a real worker process (`METRICS_ADDR`): Prometheus text with job,
+//! queue, slot and Redis series; `/healthz`; `/readyz` (ready while the worker runs).
+
+mod support;
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+
+/// `GET path` over plain HTTP/1.0; returns (status, body), or None when nothing listens.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// The value of the sample line starting with `prefix` (labels included), if any.
+fn sample(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn start(ns: &str, port: u16) -> Child {
+    Command::new(support::example_bin("compat_worker"))
+        .env("REDIS_URL", support::url())
+        .env("RESQUE_NAMESPACE", ns)
+        .env("QUEUES", "m1,m2")
+        .env("CONCURRENCY", "2")
+        .env("METRICS_ADDR", format!("127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("compat_worker")
+}
+
+#[tokio::test]
+async fn worker_serves_metrics_health_and_readiness() {
+    let ns = support::namespace("metrics");
+    let port = support::free_port();
+    let mut child = start(&ns, port);
+    support::eventually(15, "/readyz to answer 200", || async {
+        get(port, "/readyz").filter(|(s, _)| *s == 200)
+    })
+    .await;
+    assert_eq!(get(port, "/healthz").map(|(s, _)| s), Some(200));
+    let client = resq::Client::connect(&support::url(), &ns).await.unwrap();
+    for _ in 0..3 {
+        client.enqueue_to("m1", "Noop", &[]).await.unwrap();
+    }
+    client
+        .enqueue_to("m2", "Fail", &[serde_json::json!("boom")])
+        .await
+        .unwrap();
+    let text = support::eventually(15, "job counters", || async {
+        let (_, body) = get(port, "/metrics")?;
+        let ok = sample(
+            &body,
+            r#"resq_jobs_processed_total{queue="m1",class="Noop"}"#,
+        ) == Some(3.0)
+            && sample(&body, r#"resq_jobs_failed_total{queue="m2",class="Fail"}"#) == Some(1.0);
+        ok.then_some(body)
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &text,
+            r#"resq_jobs_processed_total{queue="m2",class="Fail"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"resq_job_duration_seconds_count{queue="m1",class="Noop"}"#
+        ),
+        Some(3.0)
+    );
+    assert_eq!(sample(&text, "resq_slots "), Some(2.0));
+    assert!(sample(&text, "resq_busy_slots ").is_some(), "{text}");
+    assert!(
+        sample(&text, "resq_redis_errors_total ").is_some(),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "resq_redis_reconnects_total ").is_some(),
+        "{text}"
+    );
+    // Queue depth is read at scrape time.
+    let k = resq::Keys::new(ns.clone());
+    let mut con = support::con().await;
+    let () = redis::pipe()
+        .sadd(k.queues(), "backlog")
+        .ignore()
+        .rpush(k.queue("backlog"), &[r#"{"class":"A","args":[]}"#; 4])
+        .ignore()
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let (_, body) = get(port, "/metrics").unwrap();
+    assert_eq!(
+        sample(&body, r#"resq_queue_depth{queue="backlog"}"#),
+        Some(4.0),
+        "{body}"
+    );
+    assert!(
+        body.contains("# TYPE resq_job_duration_seconds histogram"),
+        "{body}"
+    );
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        get(port, "/readyz").is_none(),
+        "the listener ends with the process"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_metrics_address_is_a_config_error() {
+    let out = Command::new(support::example_bin("compat_worker"))
+        .env("REDIS_URL", support::url())
+        .env("RESQUE_NAMESPACE", support::namespace("badaddr"))
+        .env("METRICS_ADDR", "not-an-address")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("METRICS_ADDR"));
+}
