@@ -28,7 +28,6 @@ use rand::Rng;
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
-use redis::cluster_async::ClusterConnection;
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
     Value,
@@ -83,8 +82,8 @@ struct EndpointInner {
     wait: Option<Wait>,
     /// The Sentinel master last found by any connection of this endpoint.
     master: sentinel::MasterHint,
-    /// The cluster node last found to own the namespace's slot.
-    owner: cluster::OwnerHint,
+    /// Cluster slot owners learned by any connection of this endpoint.
+    routes: cluster::Routes,
 }
 
 /// Where Redis is: parsed from a URL; opens connections. Cheap to clone (clones share what
@@ -155,7 +154,7 @@ impl Endpoint {
             deploy,
             wait,
             master: sentinel::MasterHint::default(),
-            owner: cluster::OwnerHint::default(),
+            routes: cluster::Routes::default(),
         })))
     }
 
@@ -183,6 +182,16 @@ impl Endpoint {
     pub async fn connect(&self) -> Result<Conn> {
         let inner = match &self.0.deploy {
             Deploy::Single(client) => {
+                // The manager retries its first connection for several seconds whatever the
+                // error; a refused password or certificate is reported at once instead.
+                if let Err(e) = client
+                    .get_multiplexed_async_connection_with_config(&async_config(CONNECT_TIMEOUT))
+                    .await
+                {
+                    if node::permanent(&e) {
+                        return Err(e.into());
+                    }
+                }
                 let cfg = ConnectionManagerConfig::new()
                     .set_response_timeout(Some(RESPONSE_TIMEOUT))
                     .set_connection_timeout(Some(CONNECT_TIMEOUT))
@@ -197,9 +206,14 @@ impl Endpoint {
                 )
                 .await?,
             ),
-            Deploy::Cluster(spec) => {
-                ConnInner::Cluster(spec.connect(RESPONSE_TIMEOUT, CONNECT_TIMEOUT).await?)
-            }
+            Deploy::Cluster(spec) => ConnInner::Cluster(
+                cluster::ClusterConn::connect(
+                    spec.clone(),
+                    async_config(RESPONSE_TIMEOUT),
+                    self.0.routes.clone(),
+                )
+                .await?,
+            ),
         };
         Ok(Conn {
             inner,
@@ -221,7 +235,7 @@ impl Endpoint {
                 sentinel::BlockingSentinel::connect(spec, &cfg, self.0.master.clone()).await?,
             ),
             Deploy::Cluster(spec) => BlockingInner::Cluster(
-                cluster::BlockingCluster::connect(spec.clone(), cfg, self.0.owner.clone()).await?,
+                cluster::ClusterConn::connect(spec.clone(), cfg, self.0.routes.clone()).await?,
             ),
         }))
     }
@@ -273,8 +287,8 @@ enum ConnInner {
     Single(ConnectionManager),
     /// The current Sentinel master.
     Sentinel(sentinel::Failover),
-    /// A cluster.
-    Cluster(ClusterConnection),
+    /// A cluster, routed by slot.
+    Cluster(cluster::ClusterConn),
 }
 
 /// The shared connection; cheap to clone (clones share one socket and pipeline per node).
@@ -364,7 +378,7 @@ enum BlockingInner {
     /// The Sentinel master.
     Sentinel(sentinel::BlockingSentinel),
     /// The node that owns the slot.
-    Cluster(cluster::BlockingCluster),
+    Cluster(cluster::ClusterConn),
 }
 
 /// A dedicated connection for blocking commands (the queue watchers' `BLMOVE`). It does not

@@ -1,5 +1,5 @@
 //! The ActiveJob decoder and encoder against payloads real ActiveJob produced
-//! (`fixtures/activejob/rails-{6.1,7.1,7.2}.json`, written by
+//! (`fixtures/activejob/rails-{6.1,7.0,7.1,7.2}.json`, written by
 //! `compat-tests/activejob/gen_fixtures.rb`; provenance in each file).
 //!
 //! Decoding: every case's wrapper payload must decode to the plain JSON, kept-as-is paths and
@@ -14,8 +14,9 @@ use resq::activejob::{ActiveJob, Arg, DurationUnit, Key, Rails, WRAPPER_CLASS};
 use resq::wire::Payload;
 use serde_json::{json, Map, Number, Value};
 
-const FIXTURES: [(&str, Rails); 3] = [
+const FIXTURES: [(&str, Rails); 4] = [
     ("activejob/rails-6.1.json", Rails::V6_1),
+    ("activejob/rails-7.0.json", Rails::V7_0),
     ("activejob/rails-7.1.json", Rails::V7_1),
     ("activejob/rails-7.2.json", Rails::V7_1),
 ];
@@ -107,7 +108,7 @@ fn decodes_every_case_of_real_activejob() {
             checked += 1;
         }
     }
-    assert!(checked >= 59, "{checked} cases");
+    assert!(checked >= 79, "{checked} cases");
 }
 
 #[test]
@@ -129,7 +130,7 @@ fn metadata_of_a_retried_job_and_version_differences() {
         assert_eq!(m.locale.as_deref(), Some("de"));
         assert_eq!(m.timezone.as_deref(), Some("Eastern Time (US & Canada)"));
         let enqueued_at = m.enqueued_at.as_deref().unwrap();
-        if rails == Rails::V6_1 {
+        if rails < Rails::V7_1 {
             // `Time.now.utc.iso8601`, and no scheduled_at key at all.
             assert_eq!(
                 enqueued_at.len(),
@@ -294,8 +295,8 @@ fn rust_args_serialize_exactly_as_activejob() {
             checked += 1;
         }
     }
-    // 15 cases in each of three fixtures, plus `range` in the two Rails 7 ones.
-    assert_eq!(checked, 15 * 3 + 2);
+    // 15 cases in each of four fixtures, plus `range` in the three Rails 7 ones.
+    assert_eq!(checked, 15 * 4 + 3);
 }
 
 #[test]

@@ -128,8 +128,11 @@ async fn rails_payloads_reach_handlers_by_job_class_with_decoded_args() {
     assert_eq!(failed, 0);
 }
 
+/// What `SendInvoice` saw: (invoice id, notify, cc, executions).
+type Invoices = Arc<Mutex<Vec<(u64, bool, Vec<String>, u64)>>>;
+
 /// `SendInvoiceJob#perform(invoice_id, notify:, cc: [])` as a typed job.
-struct SendInvoice(Arc<Mutex<Vec<(u64, bool, Vec<String>, u64)>>>);
+struct SendInvoice(Invoices);
 
 #[derive(Deserialize)]
 struct Opts {

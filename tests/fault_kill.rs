@@ -102,10 +102,10 @@ fn run(name: &str, jobs: &[Job], env: &[(&str, &str)], at_least_once: bool) -> a
     let requeued = count(&all, "job=Requeued");
     let pruned = count(&all, "pruned dead worker");
     let a = audit::audit(&mut con, &ns, jobs, at_least_once, requeued);
-    println!(
+    support::audit::report(&format!(
         "{} kills={kills} slots_busy_at_kill={killed_busy} pruned_ids={pruned}",
         a.line(name)
-    );
+    ));
     assert!(a.problems.is_empty(), "{}\n{:#?}", a.line(name), a.problems);
     assert_eq!(a.missing, 0);
     audit::assert_no_ghosts(&mut con, &ns);

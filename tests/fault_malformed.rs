@@ -110,9 +110,9 @@ fn every_malformed_payload_yields_exactly_one_failure_and_the_worker_stays_up() 
     assert_eq!(failures, cases.len(), "the good job must not fail");
     w.signal("QUIT");
     assert!(w.wait_exit(10).success());
-    println!(
+    support::audit::report(&format!(
         "MALFORMED: {} payloads -> {} failure entries, worker up throughout",
         cases.len(),
         failures
-    );
+    ));
 }

@@ -348,13 +348,13 @@ async fn a_slot_whose_id_was_removed_registers_again_and_rewrites_its_record() {
         &support::url(),
         &ns,
         1,
-        &[("HEARTBEAT_INTERVAL", "0.5"), ("RESQ_PRUNE", "0")],
+        &[("HEARTBEAT_INTERVAL", "1"), ("RESQ_PRUNE", "0")],
     );
     let id = w.ids[0].clone();
     let _: () = con
         .rpush(
             format!("{ns}:queue:default"),
-            r#"{"class":"Sleep","args":[2500]}"#,
+            r#"{"class":"Sleep","args":[4000]}"#,
         )
         .await
         .unwrap();
@@ -387,7 +387,7 @@ async fn a_slot_whose_id_was_removed_registers_again_and_rewrites_its_record() {
     })
     .await;
     assert!(
-        t.elapsed() < Duration::from_millis(1500),
+        t.elapsed() < Duration::from_millis(2500),
         "took {:?}",
         t.elapsed()
     );

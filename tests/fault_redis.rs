@@ -100,10 +100,10 @@ fn redis_restarts_twice_mid_run_lose_no_job() {
     let a = audit::audit(&mut con, &ns, &jobs, false, 0);
     let down = log.matches("redis unreachable").count();
     let up = log.matches("redis reachable again").count();
-    println!(
+    support::audit::report(&format!(
         "{} outages_at_processed={outages:?} logged_unreachable={down} logged_reachable_again={up}",
         a.line("redis-restart")
-    );
+    ));
     assert!(
         a.problems.is_empty(),
         "{}\n{:#?}",

@@ -273,10 +273,10 @@ fn a_ruby_startup_prune_removes_no_live_resq_slot() {
                 "QUEUES={pruner_queues:?} removed live slot {id}"
             );
         }
-        println!(
+        support::audit::report(&format!(
             "RUBY PRUNE QUEUES={pruner_queues:?}: removed {:?}",
             r.removed
-        );
+        ));
     }
     let members: BTreeSet<String> = con.smembers(format!("{ns}:workers")).expect("smembers");
     for id in &resq_ids {

@@ -68,7 +68,7 @@ pub fn decode(arguments: &[Value]) -> Decoded {
 
 /// Whether `hash` is a keyword-arguments hash that ActiveJob would turn back into keywords.
 fn is_keywords_hash(hash: &Map<String, Value>) -> bool {
-    if hash.len() == 1 && hash.contains_key(tags::GLOBALID_KEY)
+    if (hash.len() == 1 && hash.contains_key(tags::GLOBALID_KEY))
         || hash.contains_key(tags::OBJECT_SERIALIZER_KEY)
     {
         return false;

@@ -6,11 +6,34 @@
 use super::envelope::ActiveJob;
 use super::tags::WRAPPER_CLASS;
 use crate::registry::{Entry, JobContext, JobError, Registry};
+use crate::wire::Payload;
+use serde_json::Value;
 use std::sync::Arc;
 
 /// Whether `class` is Rails' Resque wrapper class.
 pub fn is_wrapper(class: &str) -> bool {
     class == WRAPPER_CLASS
+}
+
+/// The `job_class` of a wrapper payload (`None` for any other payload, or a wrapper without
+/// one), read without decoding the arguments.
+pub fn job_class_of(payload: &Payload) -> Option<&str> {
+    if !is_wrapper(payload.class()) {
+        return None;
+    }
+    match payload.args().first()?.get("job_class")? {
+        Value::String(c) if !c.is_empty() => Some(c),
+        _ => None,
+    }
+}
+
+/// The registry entry the worker runs `payload` with: the one under its class, else for a
+/// wrapper payload the one under its `job_class` (the rule [`route`] applies), so per-handler
+/// options (time limit, retry policy) are looked up the same way.
+pub fn entry_for<'r>(registry: &'r Registry, payload: &Payload) -> Option<&'r Entry> {
+    registry
+        .get(payload.class())
+        .or_else(|| job_class_of(payload).and_then(|c| registry.get(c)))
 }
 
 /// Reads the ActiveJob job in `ctx`'s (wrapper) payload and finds the handler registered under
@@ -31,11 +54,38 @@ pub fn route(registry: &Registry, ctx: JobContext) -> Result<(&Entry, JobContext
         ));
     };
     if !job.unknown().is_empty() {
-        tracing::warn!(
+        tracing::debug!(
             job_class = job.job_class(),
             unknown = ?job.unknown(),
             "ActiveJob arguments kept as serialized: no built-in serializer matches them"
         );
     }
     Ok((entry, ctx.with_activejob(Arc::new(job))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_found_by_job_class_unless_the_wrapper_has_one() {
+        let wrapped = Payload::parse(
+            format!(r#"{{"class":"{WRAPPER_CLASS}","args":[{{"job_class":"A"}}]}}"#).as_bytes(),
+        )
+        .unwrap();
+        let plain = Payload::parse(br#"{"class":"A","args":[]}"#).unwrap();
+        assert_eq!(job_class_of(&wrapped), Some("A"));
+        assert_eq!(job_class_of(&plain), None);
+        let ok = |_ctx: JobContext| async { Ok(()) };
+        let r = Registry::new()
+            .handler("A", ok)
+            .timeout("A", std::time::Duration::from_secs(3));
+        assert_eq!(
+            entry_for(&r, &wrapped).and_then(|e| e.timeout),
+            Some(std::time::Duration::from_secs(3))
+        );
+        let r = Registry::new().handler(WRAPPER_CLASS, ok);
+        assert!(entry_for(&r, &wrapped).is_some_and(|e| e.timeout.is_none()));
+        assert!(entry_for(&Registry::new(), &plain).is_none());
+    }
 }

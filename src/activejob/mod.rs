@@ -30,7 +30,7 @@ pub mod tags;
 
 pub use arg::{Arg, DurationUnit, Key};
 pub use decode::{Decoded, Unknown};
-pub use dispatch::{is_wrapper, route};
+pub use dispatch::{entry_for, is_wrapper, job_class_of, route};
 pub use enqueue::{ActiveJobClient, Enqueued};
 pub use envelope::{ActiveJob, Metadata};
 pub use error::ActiveJobError;

@@ -36,6 +36,9 @@ pub struct DelayedItem {
     pub raw: String,
 }
 
+/// A zset's `(member, score)` pairs and its `:frequency` hash `(member, ms)` pairs.
+type ZsetAndPeriods = (Vec<(Vec<u8>, f64)>, Vec<(Vec<u8>, String)>);
+
 impl Admin {
     /// Up to `limit` delayed items of each source, earliest first.
     pub async fn delayed(&self, limit: usize) -> Result<Vec<DelayedItem>> {
@@ -106,7 +109,7 @@ impl Admin {
             if t != "zset" {
                 continue;
             }
-            let (members, freq): (Vec<(Vec<u8>, f64)>, Vec<(Vec<u8>, String)>) = redis::pipe()
+            let (members, freq): ZsetAndPeriods = redis::pipe()
                 .cmd("ZRANGE")
                 .arg(k.queue(name))
                 .arg(0)

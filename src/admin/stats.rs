@@ -33,27 +33,31 @@ pub struct Info {
     pub delayed_timestamps: u64,
 }
 
+/// processed, failed, `LLEN failed`, `ZCARD` schedule, worker ids, pause value.
+type Counters = (
+    Option<String>,
+    Option<String>,
+    u64,
+    u64,
+    Vec<String>,
+    Option<Vec<u8>>,
+);
+
 impl Admin {
     /// Reads the counters and totals.
     pub async fn info(&self) -> Result<Info> {
         let mut con = self.con();
         let k = self.keys();
-        let (processed, failed, failed_entries, delayed_timestamps, workers, paused): (
-            Option<String>,
-            Option<String>,
-            u64,
-            u64,
-            Vec<String>,
-            Option<Vec<u8>>,
-        ) = redis::pipe()
-            .get(k.stat_processed())
-            .get(k.stat_failed())
-            .llen(k.failed())
-            .zcard(k.delayed_schedule())
-            .smembers(k.workers())
-            .get(k.pause_all_workers())
-            .query_async(&mut con)
-            .await?;
+        let (processed, failed, failed_entries, delayed_timestamps, workers, paused): Counters =
+            redis::pipe()
+                .get(k.stat_processed())
+                .get(k.stat_failed())
+                .llen(k.failed())
+                .zcard(k.delayed_schedule())
+                .smembers(k.workers())
+                .get(k.pause_all_workers())
+                .query_async(&mut con)
+                .await?;
         let working = if workers.is_empty() {
             0
         } else {

@@ -2,9 +2,9 @@
 //! the way the reading peer's JSON library spells them.
 //!
 //! Ruby decodes every JSON number with a fraction or exponent into a `Float` and writes it back
-//! with its own float text, so resq writes such numbers through [`FloatFormat`] (`1e20` from a
-//! Rust `f64` becomes `1.0e+20`); integers keep their digits (big ones too, as Ruby's `Integer`
-//! does). This happens in the serializer (a serde_json `Formatter`): re-parsing the text into a
+//! with its own float text, so resq writes floats that come from Rust `f64`s through
+//! [`FloatFormat`] (`1e20` becomes `1.0e+20`); number text given otherwise is kept as written,
+//! and integers keep their digits (big ones too, as Ruby's `Integer` does). This happens in the serializer (a serde_json `Formatter`): re-parsing the text into a
 //! `Number` would not do, as serde_json rewrites exponents (`1.0E20` → `1.0e+20`). That is what makes `Resque::Job.destroy(q, C, *args)` and
 //! `Resque.remove_delayed(C, *args)` (byte-exact `LREM`s) match jobs resq enqueued.
 
@@ -16,6 +16,11 @@ use std::io;
 
 /// serde_json's compact formatter, except that numbers with a fraction or an exponent are
 /// rewritten in the target peer's float text (integers keep their digits; `-0` is `0`).
+///
+/// Only numbers spelled the way serde_json spells an `f64` — a Rust float (`json!(1e20)` is
+/// `1e+20`), or JSON text that reads the same — are rewritten; any other spelling was chosen by
+/// whoever wrote it (Oj's `10000000000000000.0` read back from Redis, a Java `BigDecimal`'s
+/// `12.50`) and is kept byte for byte.
 struct FloatText(FloatFormat);
 
 impl Formatter for FloatText {
@@ -25,7 +30,11 @@ impl Formatter for FloatText {
         value: &str,
     ) -> io::Result<()> {
         let text = if value.contains(['.', 'e', 'E']) {
-            value.parse::<f64>().ok().and_then(|x| self.0.format(x))
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|x| from_rust_f64(value, *x))
+                .and_then(|x| self.0.format(x))
         } else if value == "-0" {
             Some("0".to_string())
         } else {
@@ -33,6 +42,11 @@ impl Formatter for FloatText {
         };
         CompactFormatter.write_number_str(w, text.as_deref().unwrap_or(value))
     }
+}
+
+/// Whether `text` is how serde_json writes the `f64` `x` (so it came from a Rust float).
+fn from_rust_f64(text: &str, x: f64) -> bool {
+    serde_json::Number::from_f64(x).is_some_and(|n| n.to_string() == text)
 }
 
 /// Compact JSON of `v` with floats in `format`.

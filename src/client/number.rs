@@ -15,7 +15,8 @@
 //! | `12345678.9` | `12345678.9` | `12345678.9` | `1.23456789E7` |
 //!
 //! Oj writes a whole number below 2^63 as `%.1f` and `±0.0` as `0.0`, everything else as
-//! `Float#to_s`. Java before 19 sometimes printed one digit more than the shortest form; resq
+//! `Float#to_s`. Checked against Ruby 3.1 (`Float#to_s`, `JSON.generate`, `Oj.dump` compat) on
+//! 399,926 floats (random bit patterns, random magnitudes, integers-as-floats, edges). Java before 19 sometimes printed one digit more than the shortest form; resq
 //! writes the shortest.
 
 use serde::{Deserialize, Serialize};
@@ -53,8 +54,21 @@ fn digits(x: f64) -> (String, i32) {
     if x == 0.0 {
         return ("0".to_string(), 1);
     }
-    // `{:e}` prints the shortest digits that round-trip: `d[.ddd]e<exp>`.
-    let sci = format!("{:e}", x.abs());
+    // `{:e}` prints the shortest digits that round-trip: `d[.ddd]e<exp>`. When two strings of
+    // that length round-trip and `x` lies exactly between them, Rust takes the upper one and
+    // dtoa the even one; the correctly rounded string of that length (`{:.Ne}`, ties to even)
+    // is dtoa's choice whenever it round-trips.
+    let shortest = format!("{:e}", x.abs());
+    let len = shortest
+        .split('e')
+        .next()
+        .map_or(1, |m| m.chars().filter(char::is_ascii_digit).count());
+    let nearest = format!("{:.*e}", len.saturating_sub(1), x.abs());
+    let sci = if nearest.parse::<f64>().ok() == Some(x.abs()) {
+        nearest
+    } else {
+        shortest
+    };
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
@@ -68,8 +82,10 @@ pub fn ruby_to_s(x: f64) -> String {
     let (d, decpt) = digits(x);
     let sign = if x.is_sign_negative() { "-" } else { "" };
     let n = d.len() as i32;
-    if decpt > 0 && decpt <= 16 {
-        // Fixed: integer part, then at least one fraction digit.
+    if decpt > 0 && (decpt <= 15 || decpt < n) {
+        // Fixed: integer part, then at least one fraction digit, for up to 15 integer digits,
+        // or 16 when a fraction digit follows (`1e14.to_s` is `100000000000000.0`, `1e15.to_s`
+        // is `1.0e+15`, `4464757046631535.5.to_s` is itself; measured on Ruby 3.1).
         let (int, frac) = if n > decpt {
             (
                 d[..decpt as usize].to_string(),
@@ -157,7 +173,13 @@ mod tests {
 
     #[test]
     fn ruby_layout_edges() {
-        assert_eq!(ruby_to_s(1e15), "1000000000000000.0");
+        assert_eq!(ruby_to_s(1e15), "1.0e+15");
+        assert_eq!(ruby_to_s(1e14), "100000000000000.0");
+        assert_eq!(ruby_to_s(123456789012345.6), "123456789012345.6");
+        assert_eq!(ruby_to_s(4464757046631535.5), "4464757046631535.5");
+        assert_eq!(ruby_to_s(1234567890123456.0), "1.234567890123456e+15");
+        assert_eq!(ruby_to_s(12345678901234568.0), "1.2345678901234568e+16");
+        assert_eq!(ruby_to_s(f64::from_bits(0x428921eacf52ff40)), "3454183008863.9062");
         assert_eq!(ruby_to_s(0.0001), "0.0001");
         assert_eq!(ruby_to_s(0.00001), "1.0e-05");
         assert_eq!(ruby_to_s(-1.25e-300), "-1.25e-300");

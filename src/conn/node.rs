@@ -6,7 +6,7 @@ use super::url::Target;
 use crate::error::{Error, Result};
 use redis::{
     Client, ConnectionAddr, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo, RedisResult,
-    TlsCertificates,
+    ServerError, TlsCertificates, Value,
 };
 
 /// Everything but the address.
@@ -96,4 +96,38 @@ pub(crate) fn split_addr(addr: &str) -> Option<(String, u16)> {
     let (host, port) = addr.rsplit_once(':')?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     Some((host.to_string(), port.parse().ok()?))
+}
+
+/// The server errors in a reply (redis-rs hands a server's error reply back as
+/// `Ok(Value::ServerError)`; the caller's typed query turns it into an `Err` later): the reply
+/// itself, or the replies of a pipeline.
+pub(crate) fn server_errors(values: &[Value]) -> impl Iterator<Item = &ServerError> {
+    values.iter().filter_map(|v| match v {
+        Value::ServerError(e) => Some(e),
+        _ => None,
+    })
+}
+
+/// Whether connecting failed for a reason retrying cannot fix: credentials refused, a
+/// certificate refused either way, an invalid setting.
+pub(crate) fn permanent(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    match e.kind() {
+        ErrorKind::AuthenticationFailed
+        | ErrorKind::InvalidClientConfig
+        | ErrorKind::Server(ServerErrorKind::NoPerm) => true,
+        // TLS failures (a certificate refused by either side) come as an I/O error whose
+        // cause is rustls's error.
+        ErrorKind::Io => {
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                if c.is::<rustls::Error>() {
+                    return true;
+                }
+                cause = c.source();
+            }
+            false
+        }
+        _ => matches!(e.code(), Some("WRONGPASS" | "NOAUTH")),
+    }
 }

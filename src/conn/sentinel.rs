@@ -15,13 +15,13 @@
 //! otherwise wait on a demoted node until their timeout, notice the change on their next
 //! command and reconnect (see [`BlockingSentinel`]).
 
-use super::node::NodeAuth;
+use super::node::{permanent, server_errors, NodeAuth};
 use super::url::Target;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
-    ServerErrorKind, TlsMode, Value,
+    ServerError, ServerErrorKind, TlsMode, Value,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -108,7 +108,7 @@ async fn lookup(sentinels: &mut SentinelClient) -> RedisResult<Client> {
     loop {
         match sentinels.async_get_client().await {
             Ok(c) => return Ok(c),
-            Err(e) if tokio::time::Instant::now() + LOOKUP_PAUSE < deadline => {
+            Err(e) if !permanent(&e) && tokio::time::Instant::now() + LOOKUP_PAUSE < deadline => {
                 tracing::debug!(error = %e, "sentinel: no master yet; asking again");
                 tokio::time::sleep(LOOKUP_PAUSE).await;
             }
@@ -133,6 +133,17 @@ impl MasterHint {
         *g = Some(addr.to_string());
         changed
     }
+}
+
+/// Whether the error reply `e` says the node is no longer a writable master: `READONLY` (a
+/// demoted master), `MASTERDOWN`, or `EXECABORT` (a transaction whose writes were refused,
+/// `READONLY` among the possible reasons; asking the sentinels again costs one lookup).
+fn demoted(e: &ServerError) -> bool {
+    matches!(
+        e.kind(),
+        Some(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::ExecAbort)
+    ) || e.code().contains("READONLY")
+        || e.details().is_some_and(|d| d.contains("READONLY"))
 }
 
 /// Whether `e` means the node is gone or no longer the master, so the sentinels must be asked
@@ -245,13 +256,24 @@ impl Failover {
     }
 
     /// Drops the connection of `generation` if `e` says the master is gone.
-    fn check(&self, generation: u64, e: &RedisError) {
-        if master_lost(e) {
-            let mut cur = self.current();
-            if cur.generation == generation && cur.con.is_some() {
-                tracing::debug!(error = %e, "sentinel: master connection lost; will ask the sentinels again");
-                cur.con = None;
+    fn check(&self, generation: u64, e: &dyn std::fmt::Display) {
+        let mut cur = self.current();
+        if cur.generation == generation && cur.con.is_some() {
+            tracing::debug!(error = %e, "sentinel: master connection lost; will ask the sentinels again");
+            cur.con = None;
+        }
+    }
+
+    /// Checks a reply: an error, or an error reply, that says the master is gone.
+    fn inspect(&self, generation: u64, r: Result<&[Value], &RedisError>) {
+        match r {
+            Err(e) if master_lost(e) => self.check(generation, e),
+            Ok(values) => {
+                if let Some(e) = server_errors(values).find(|e| demoted(e)) {
+                    self.check(generation, e);
+                }
             }
+            Err(_) => {}
         }
     }
 }
@@ -261,9 +283,7 @@ impl ConnectionLike for Failover {
         Box::pin(async move {
             let (generation, mut con) = self.con().await?;
             let r = con.req_packed_command(cmd).await;
-            if let Err(e) = &r {
-                self.check(generation, e);
-            }
+            self.inspect(generation, r.as_ref().map(std::slice::from_ref));
             r
         })
     }
@@ -277,9 +297,7 @@ impl ConnectionLike for Failover {
         Box::pin(async move {
             let (generation, mut con) = self.con().await?;
             let r = con.req_packed_commands(pipeline, offset, count).await;
-            if let Err(e) = &r {
-                self.check(generation, e);
-            }
+            self.inspect(generation, r.as_ref().map(Vec::as_slice));
             r
         })
     }

@@ -177,39 +177,31 @@ async fn attempt<C: ConnectionLike + Send>(
     let mut k: Vec<String> = fixed[..6].to_vec();
     k.resize(14, unused.clone());
     // ARGV[2..=16] after the record; defaults are "nothing to do".
-    let mut a: Vec<String> = vec![
-        String::new(),                               // 2 outcome
-        String::new(),                               // 3 entry
-        if count_failed { "1" } else { "0" }.into(), // 4
-        "-".into(),                                  // 5 counter expected
-        String::new(),                               // 6 counter new
-        "0".into(),                                  // 7 clean counter
-        String::new(),                               // 8 unique id
-        String::new(),                               // 9 now/delayed
-        String::new(),                               // 10 queue
-        String::new(),                               // 11 payload/item
-        "0".into(),                                  // 12 ts
-        String::new(),                               // 13 member
-        "0".into(),                                  // 14 details TTL
-        "0".into(),                                  // 15 counter TTL
-        "0".into(),                                  // 16 delay ms
-    ];
+    // `a[n]` is ARGV[n] (ARGV[1], the record, is sent as bytes); defaults do nothing.
+    let mut a: Vec<String> = vec![String::new(); 17];
+    a[4] = if count_failed { "1" } else { "0" }.into();
+    a[5] = "-".into();
+    a[7] = "0".into();
+    a[12] = "0".into();
+    a[14] = "0".into();
+    a[15] = "0".into();
+    a[16] = "0".into();
     if let Some(u) = &ext.unique {
         k[8] = keys.unique(&u.key);
-        a[6] = u.id.clone();
+        a[8] = u.id.clone();
     }
     match &ext.outcome {
         Outcome::Success { retry_key } => {
-            a[0] = "success".into();
+            a[2] = "success".into();
             if let Some(rk) = retry_key {
                 k[6] = keys.retry_attempts(rk);
                 k[7] = keys.retry_failure(rk);
-                a[5] = "1".into();
+                a[7] = "1".into();
             }
         }
         Outcome::Failure { entry, retry: None } => {
-            a[0] = "failure".into();
-            a[1] = entry.clone();
+            a[2] = "failure".into();
+            a[3] = entry.clone();
         }
         Outcome::Failure {
             retry: Some(plan), ..
@@ -223,30 +215,30 @@ async fn attempt<C: ConnectionLike + Send>(
                 .map_or(0, |v| v.saturating_add(1).max(0));
             let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
             if cas {
-                a[3] = current.unwrap_or_default();
+                a[5] = current.unwrap_or_default();
             }
             let err = &plan.error;
             if plan.policy.retries(attempt, &err.exception) {
                 let delay = plan.policy.delay_for(attempt);
                 let now = chrono::Utc::now().timestamp();
                 let ts = now.saturating_add(i64::try_from(delay.as_secs()).unwrap_or(i64::MAX));
-                a[0] = "retry".into();
-                a[1] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, err);
-                a[4] = attempt.to_string();
-                a[8] = if delay.is_zero() { "now" } else { "delayed" }.into();
-                a[9] = plan.queue.clone();
-                a[10] = if delay.is_zero() {
+                a[2] = "retry".into();
+                a[3] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, err);
+                a[6] = attempt.to_string();
+                a[9] = if delay.is_zero() { "now" } else { "delayed" }.into();
+                a[10] = plan.queue.clone();
+                a[11] = if delay.is_zero() {
                     plan.payload.clone()
                 } else {
                     plan.item.clone()
                 };
-                a[11] = ts.to_string();
-                a[12] = Keys::delayed_bucket_member(ts);
-                a[13] = (delay.as_secs() * 2).to_string();
-                a[14] = (plan.policy.counter_ttl.as_secs() + delay.as_secs())
+                a[12] = ts.to_string();
+                a[13] = Keys::delayed_bucket_member(ts);
+                a[14] = (delay.as_secs() * 2).to_string();
+                a[15] = (plan.policy.counter_ttl.as_secs() + delay.as_secs())
                     .max(1)
                     .to_string();
-                a[15] = delay.as_millis().to_string();
+                a[16] = delay.as_millis().to_string();
                 k[9] = keys.queues();
                 k[10] = keys.queue(&plan.queue);
                 k[11] = keys.delayed_bucket(ts);
@@ -261,9 +253,9 @@ async fn attempt<C: ConnectionLike + Send>(
                     last.message,
                     if runs == 1 { "" } else { "s" }
                 );
-                a[0] = "failure".into();
-                a[1] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
-                a[5] = "1".into();
+                a[2] = "failure".into();
+                a[3] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
+                a[7] = "1".into();
             }
         }
     }
@@ -272,7 +264,7 @@ async fn attempt<C: ConnectionLike + Send>(
         inv.key(key);
     }
     inv.arg(ext.record.as_slice());
-    for arg in &a {
+    for arg in &a[2..] {
         inv.arg(arg.as_str());
     }
     let v: Vec<RedisValue> = inv.invoke_async(con).await?;

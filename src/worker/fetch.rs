@@ -302,7 +302,8 @@ impl Fetch {
                     self.work.notify_one();
                     self.until_attempt_after(seen).await;
                 }
-                Ok(None) => {}
+                // Redis answered: a later outage starts its back-off from the bottom again.
+                Ok(None) => backoff = Backoff::new(self.interval.max(Duration::from_secs(1))),
                 Err(e) if e.code() == Some("WRONGTYPE") => {
                     // Not a list (a Jesque zset queue): never block on it; the reserve script
                     // skips it too.

@@ -54,8 +54,15 @@ pub async fn perform(
             return Completion::Failure { record, entry };
         }
     };
-    let span =
-        tracing::info_span!("job", class = payload.class(), queue = %rec.queue, worker = %worker);
+    // One span per job: class, queue, worker, then duration and outcome once it ends.
+    let span = tracing::info_span!(
+        "job",
+        class = payload.class(),
+        queue = %rec.queue,
+        worker = %worker,
+        duration_s = tracing::field::Empty,
+        outcome = tracing::field::Empty
+    );
     let _busy = crate::metrics::job_started();
     let started = Instant::now();
     let result = tracing::Instrument::instrument(
@@ -74,10 +81,14 @@ pub async fn perform(
     crate::metrics::job_finished(&rec.queue, payload.class(), result.is_ok(), secs);
     match result {
         Ok(()) => {
-            span.in_scope(|| tracing::info!(duration_s = secs, outcome = "success", "job done"));
+            span.record("duration_s", secs).record("outcome", "success");
+            // Debug, not info: a line per successful job costs more CPU than the job's whole
+            // Redis step (docs/performance.md); Ruby logs per job only when VERBOSE.
+            span.in_scope(|| tracing::debug!(duration_s = secs, outcome = "success", "job done"));
             super::complete::success(registry, &payload, record)
         }
         Err(err) => {
+            span.record("duration_s", secs).record("outcome", "failure");
             span.in_scope(|| {
                 tracing::warn!(duration_s = secs, outcome = "failure", exception = %err.exception, error = %err.message, "job failed")
             });

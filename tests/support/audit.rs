@@ -278,3 +278,12 @@ pub fn assert_no_ghosts(con: &mut redis::Connection, ns: &str) {
         .expect("keys");
     assert!(records.is_empty(), "ghost worker keys left: {records:?}");
 }
+
+/// Prints `line` to the real stdout, past the test harness's capture, so the audit numbers
+/// show in every `cargo test` run (CI logs included), not only with `--nocapture`.
+pub fn report(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}

@@ -81,8 +81,9 @@ Harness.scenario("producer_#{adapter}") do |c, redis, raw, ns, log_dir|
     got = (got || raw.lrange("#{ns}:compat:echo", 0, -1)).map(&:b)
     c.eq('echo count', got.size, total)
 
-    # EchoPayload outputs are objects, Echo outputs are arrays.
-    objects, arrays = got.partition { |b| b.start_with?('{') }
+    # EchoPayload outputs are objects, Echo outputs are arrays (a raw payload may start with
+    # whitespace, kept byte for byte).
+    objects, arrays = got.partition { |b| b.lstrip.start_with?('{') }
     payload_bytes.each_with_index do |want, i|
       idx = objects.index { |o| o.b == want }
       label = i < ARG_SETS.size ? "Resque.enqueue args set #{i}" : "push #{i - ARG_SETS.size}#{want.start_with?('{') ? '' : ' (raw, whitespace-padded)'}"

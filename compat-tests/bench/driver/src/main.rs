@@ -32,6 +32,10 @@ struct Row {
     idle: Option<f64>,
     /// Peak RSS MiB.
     rss: Option<f64>,
+    /// Redis CPU µs per job while draining.
+    redis_us: Option<f64>,
+    /// The subject's own CPU µs per job while draining.
+    own_us: Option<f64>,
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -75,7 +79,16 @@ fn main() -> Result<()> {
         }
         let _: () = redis::cmd("FLUSHALL").query(&mut con)?;
         eprintln!("== {tag}");
+        let (r0, o0) = (
+            measure::redis_cpu(&mut con)?,
+            measure::process_cpu(std::process::id()),
+        );
         let rate = ceiling::run(&url, ns, queue, jobs, c)?;
+        let (r1, o1) = (
+            measure::redis_cpu(&mut con)?,
+            measure::process_cpu(std::process::id()),
+        );
+        let per = |a: f64, b: f64| (b - a) * 1e6 / jobs as f64;
         eprintln!("   {rate:.0} jobs/s");
         rows.push(Row {
             tag,
@@ -87,6 +100,8 @@ fn main() -> Result<()> {
             pickup: Vec::new(),
             idle: None,
             rss: None,
+            redis_us: Some(per(r0, r1)),
+            own_us: o0.zip(o1).map(|(a, b)| per(a, b)),
         });
     }
 
@@ -113,7 +128,17 @@ fn main() -> Result<()> {
             Kind::Node(_) => 1,
         };
         subject::wait_registered(&mut con, ns, expect)?;
+        let (r0, o0) = (
+            measure::redis_cpu(&mut con)?,
+            measure::process_cpu(running.pid()),
+        );
         let rate = measure::drain(&mut con, ns, queue, jobs)?;
+        let (r1, o1) = (
+            measure::redis_cpu(&mut con)?,
+            measure::process_cpu(running.pid()),
+        );
+        let per = |a: f64, b: f64| (b - a) * 1e6 / jobs as f64;
+        let (redis_us, own_us) = (Some(per(r0, r1)), o0.zip(o1).map(|(a, b)| per(a, b)));
         eprintln!("   drain {rate:.0} jobs/s");
         std::thread::sleep(Duration::from_secs(3));
         let idle = measure::idle_rate(&mut con, idle_secs)?;
@@ -134,6 +159,8 @@ fn main() -> Result<()> {
             pickup,
             idle: Some(idle),
             rss,
+            redis_us,
+            own_us,
         });
     }
     let load_after = load();
@@ -196,18 +223,18 @@ fn report(
         .map(|n| n.get())
         .unwrap_or(0);
     let mut s = String::new();
-    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. Ceiling: threads each calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks).");
+    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. CPU µs/job: the subject's own CPU time (user + system, /proc) and Redis's (`INFO cpu`) over the drain, divided by the jobs (for the ceiling, own = the driver process running its client threads). Ceiling: threads each calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks).");
     let _ = writeln!(s);
     let _ = writeln!(s, "Machine: {cores} cores ({cpu}), redis-server {redis} on the same cores; load average before {before}, after {after}.");
     let _ = writeln!(s);
-    let _ = writeln!(s, "| subject | drain jobs/s | ÷ ceiling | resq best ÷ this | pick-up p50 ms | p99 ms | n | idle cmds/s | peak RSS MiB |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| subject | drain jobs/s | ÷ ceiling | resq best ÷ this | CPU µs/job (own / Redis) | pick-up p50 ms | p99 ms | n | idle cmds/s | peak RSS MiB |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let p50 = measure::quantile(&r.pickup, 0.5);
         let p99 = measure::quantile(&r.pickup, 0.99);
         let _ = writeln!(
             s,
-            "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {} | {} | {} / {} | {} | {} | {} | {} | {} |",
             r.name,
             r.rate,
             fmt_opt(Some(r.rate / ceiling), 2),
@@ -216,6 +243,8 @@ fn report(
             } else {
                 fmt_opt(Some(resq_best / r.rate), 2)
             },
+            fmt_opt(r.own_us, 1),
+            fmt_opt(r.redis_us, 1),
             fmt_opt(p50, 2),
             fmt_opt(p99, 2),
             if r.pickup.is_empty() {

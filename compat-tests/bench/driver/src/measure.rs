@@ -123,3 +123,24 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     Some(sorted[rank - 1])
 }
+
+/// Redis server CPU seconds so far (`used_cpu_user + used_cpu_sys`).
+pub fn redis_cpu(con: &mut redis::Connection) -> Result<f64> {
+    let info: String = redis::cmd("INFO").arg("cpu").query(con)?;
+    Ok(info
+        .lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split(':').nth(1))
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum())
+}
+
+/// CPU seconds `pid` has used (user + system), from /proc.
+pub fn process_cpu(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}

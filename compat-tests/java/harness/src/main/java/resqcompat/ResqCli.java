@@ -19,7 +19,7 @@ public final class ResqCli {
     }
 
     /**
-     * {@code resq enqueue --url U --namespace NS --queue Q [options...] -- CLASS ARG_JSON...}.
+     * {@code resq enqueue --url U --namespace NS --queue Q [options...] CLASS ARG_JSON...}.
      *
      * @param options e.g. "--jesque", "--vars", "{...}", "--in", "2"
      * @throws IllegalStateException with resq's stderr when it exits non-zero
@@ -28,8 +28,7 @@ public final class ResqCli {
         List<String> cmd = new ArrayList<>(List.of(env.resqBin, "enqueue", "--url", env.redisUrl,
                 "--namespace", ns, "--queue", queue));
         cmd.addAll(options);
-        // "--" so that JSON arguments such as -5 are not taken for options (see README Findings).
-        cmd.add("--");
+        // No "--" before CLASS: CONTRACT.md's form, so a negative ARG_JSON (-5) tests that too.
         cmd.add(cls);
         cmd.addAll(Arrays.asList(argJson));
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();

@@ -4,6 +4,7 @@ import net.greghaines.jesque.Config;
 import net.greghaines.jesque.Job;
 import net.greghaines.jesque.JobFailure;
 import net.greghaines.jesque.WorkerStatus;
+import net.greghaines.jesque.client.ClientImpl;
 import net.greghaines.jesque.meta.QueueInfo;
 import net.greghaines.jesque.meta.WorkerInfo;
 import net.greghaines.jesque.meta.dao.FailureDAO;
@@ -20,6 +21,7 @@ import resqcompat.Json;
 import resqcompat.Redis;
 import resqcompat.ResqCli;
 import resqcompat.ResqWorker;
+import resqcompat.Values;
 
 import java.net.InetAddress;
 import java.util.ArrayList;
@@ -35,9 +37,10 @@ import java.util.TreeSet;
  *   <li>c-workers: WorkerInfoDAO on idle slots (host, pid, queues, started, zero counters),
  *       on a slot busy with {@code Sleep 3000} (queue, class, args, run_at), on processed
  *       counts afterwards, and on the empty registry after resq exits on SIGTERM.</li>
- *   <li>c-failures: FailureDAO lists the failures of {@code Fail}, {@code Panic}, an unknown class
- *       and two malformed payloads, with exception, error, queue, worker, payload and time; its
- *       requeue puts a job back that resq runs (and fails) again.</li>
+ *   <li>c-failures: FailureDAO lists the failures of {@code Fail} (Resque form, and Jesque form
+ *       with vars and an extra field), {@code Panic}, an unknown class and two malformed payloads,
+ *       with exception, error, queue, worker, payload and time; its requeue puts a job back that
+ *       resq runs (and fails) again.</li>
  *   <li>c-queues: QueueInfoDAO reads resq-enqueued list queues (Resque and Jesque form) and a
  *       resq-delayed Jesque zset queue.</li>
  * </ul>
@@ -70,7 +73,8 @@ public final class AdminReadsResq {
                 Redis.waitFor(() -> r.jedis.smembers(r.key("workers")).containsAll(w.ids()), 5000, 10);
                 guard(wc, "idle workers", () -> idle(workers, w, wc));
                 guard(wc, "busy worker", () -> busy(r, cli, workers, wc));
-                guard(fc, "failures", () -> failures(r, cli, new FailureDAORedisImpl(config, pool), workers, w, fc));
+                guard(fc, "failures", () -> failures(r, cli, config, new FailureDAORedisImpl(config, pool), workers, w,
+                        fc));
                 guard(qc, "queues", () -> queues(r, cli, new QueueInfoDAORedisImpl(config, pool), qc));
             } finally {
                 wc.eq("compat_worker exit code after SIGTERM", 0, w.stop());
@@ -162,23 +166,32 @@ public final class AdminReadsResq {
         c.items(1);
     }
 
-    private static void failures(Redis r, ResqCli cli, FailureDAO dao, WorkerInfoDAO workers, ResqWorker w,
-                                 Check c) throws Exception {
+    private static void failures(Redis r, ResqCli cli, Config config, FailureDAO dao, WorkerInfoDAO workers,
+                                 ResqWorker w, Check c) throws Exception {
         long t0 = System.currentTimeMillis();
         cli.enqueue(Q, List.of(), "Fail", "\"boom-1\"");
+        // A Jesque-form job with vars and an extra field: both must survive into the failure.
+        ClientImpl client = new ClientImpl(config);
+        try {
+            Job jf = new Job("Fail", new Object[] {"boom-j"}, Values.map("k", "v"));
+            jf.setUnknownField("trace_id", "t-1");
+            client.enqueue(Q, jf);
+        } finally {
+            client.end();
+        }
         cli.enqueue(Q, List.of(), "Panic", "\"oops-2\"");
         cli.enqueue(Q, List.of(), "NoSuchJob", "1");
         r.jedis.rpush(r.key("queue", Q), "{\"class\":\"Broken\",\"args\":[");
         r.jedis.rpush(r.key("queue", Q), "not json at all");
-        boolean all = r.waitLlen(5, 10_000, "failed");
-        c.that("5 failure entries within 10 s", all, "failed list has " + r.llen("failed"));
+        boolean all = r.waitLlen(6, 10_000, "failed");
+        c.that("6 failure entries within 10 s", all, "failed list has " + r.llen("failed"));
         ClientToResq.waitIdle(r);
         List<JobFailure> list = dao.getFailures(0, 100);
-        c.eq("getFailures size", 5, list.size());
-        c.eq("FailureDAO.getCount", 5L, dao.getCount());
-        c.eq("stat:failed", 5L, r.counter("stat", "failed"));
+        c.eq("getFailures size", 6, list.size());
+        c.eq("FailureDAO.getCount", 6L, dao.getCount());
+        c.eq("stat:failed", 6L, r.counter("stat", "failed"));
         long perWorker = workers.getAllWorkers().stream().mapToLong(WorkerInfo::getFailed).sum();
-        c.eq("sum of per-worker failed counters", 5L, perWorker);
+        c.eq("sum of per-worker failed counters", 6L, perWorker);
         List<String> ids = w.ids();
         long now = System.currentTimeMillis();
         List<String> malformed = new ArrayList<>();
@@ -192,7 +205,11 @@ public final class AdminReadsResq {
             if (c.that(tag + " failed_at parsed", f.getFailedAt() != null, "null")) {
                 c.within(tag + " failed_at (ms since enqueue)", f.getFailedAt().getTime() - t0, -2000, now - t0 + 1000);
             }
-            if ("Fail".equals(cls)) {
+            if ("Fail".equals(cls) && "boom-j".equals(f.getError())) {
+                c.eq("Jesque-form Fail args", Json.canon(List.of("boom-j")), Json.canon(f.getPayload().getArgs()));
+                c.eq("Jesque-form Fail vars", Json.canon(Map.of("k", "v")), Json.canon(f.getPayload().getVars()));
+                c.eq("Jesque-form Fail extra field", "t-1", f.getPayload().getUnknownField("trace_id"));
+            } else if ("Fail".equals(cls)) {
                 c.eq("Fail exception", "RuntimeError", f.getThrowableString());
                 c.eq("Fail error", "boom-1", f.getError());
                 c.eq("Fail payload args", Json.canon(List.of("boom-1")), Json.canon(f.getPayload().getArgs()));
@@ -218,8 +235,7 @@ public final class AdminReadsResq {
     private static void requeue(Redis r, FailureDAO dao, List<JobFailure> list, Check c) throws Exception {
         int idx = -1;
         for (int i = 0; i < list.size(); i++) {
-            Job p = list.get(i).getPayload();
-            if (p != null && "Fail".equals(p.getClassName())) {
+            if ("boom-1".equals(list.get(i).getError())) {
                 idx = i;
             }
         }
@@ -227,14 +243,14 @@ public final class AdminReadsResq {
             return;
         }
         dao.requeue(idx);
-        boolean again = r.waitLlen(6, 10_000, "failed");
-        c.that("resq ran the requeued job (6th failure)", again, "failed list has " + r.llen("failed"));
+        boolean again = r.waitLlen(7, 10_000, "failed");
+        c.that("resq ran the requeued job (7th failure)", again, "failed list has " + r.llen("failed"));
         List<JobFailure> after = dao.getFailures(0, 100);
-        c.eq("getFailures size after requeue", 6, after.size());
+        c.eq("getFailures size after requeue", 7, after.size());
         c.that("requeued entry has retried_at", after.size() > idx && after.get(idx).getRetriedAt() != null,
                 "retried_at missing");
-        if (after.size() == 6) {
-            JobFailure last = after.get(5);
+        if (after.size() == 7) {
+            JobFailure last = after.get(6);
             c.eq("re-run failure class", "Fail", last.getPayload() == null ? null : last.getPayload().getClassName());
             c.eq("re-run failure error", "boom-1", last.getError());
         }

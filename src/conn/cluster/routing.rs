@@ -1,0 +1,370 @@
+//! Slot routing for cluster connections: the node that owns a request's slot, learned from
+//! `MOVED` replies and shared by an endpoint's connections ([`Routes`]), and a connection that
+//! sends each request there ([`ClusterConn`]).
+//!
+//! A request goes to the known owner of its first key's slot (keyless commands such as
+//! `TIME` or `SCRIPT LOAD` go to the node used last, normally the namespace's owner). A node
+//! that does not own the slot answers `MOVED <slot> <host:port>` without running anything —
+//! for a transaction, every queued command is refused and `EXEC` discards it — so the request
+//! is sent again to that node, at most [`MAX_REDIRECTS`] times. A node that cannot be reached
+//! is forgotten and the seeds are asked instead; the failing request's error is returned, for
+//! the caller's [`crate::conn::retry`] to resend, as after any outage.
+
+use super::Spec;
+use crate::conn::node::{server_errors, split_addr};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{
+    AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
+    ServerError, ServerErrorKind, Value,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Hash slots in a Redis Cluster.
+const SLOTS: u16 = 16384;
+/// How many `MOVED` replies one request follows before giving up.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// The slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key without one.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let hashed = key
+        .iter()
+        .position(|b| *b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            let len = rest.iter().position(|b| *b == b'}')?;
+            (len > 0).then(|| &rest[..len])
+        })
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS
+}
+
+/// The first key of a command, if it has one (its first argument for most commands).
+fn command_key(cmd: &Cmd) -> Option<Vec<u8>> {
+    let mut args = cmd.args_iter().filter_map(|a| match a {
+        redis::Arg::Simple(b) => Some(b),
+        _ => None,
+    });
+    let name = args.next()?.to_ascii_uppercase();
+    let key = match name.as_slice() {
+        b"MULTI" | b"EXEC" | b"DISCARD" | b"UNWATCH" | b"PING" | b"TIME" | b"INFO"
+        | b"SCRIPT" | b"CLIENT" | b"CONFIG" | b"WAIT" | b"DBSIZE" | b"ECHO" | b"HELLO"
+        | b"AUTH" | b"SELECT" | b"CLUSTER" | b"COMMAND" | b"READONLY" | b"READWRITE"
+        | b"FLUSHDB" | b"FLUSHALL" | b"KEYS" | b"SCAN" | b"RANDOMKEY" | b"ROLE" => None,
+        b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
+            let _script = args.next()?;
+            let n: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
+            if n == 0 {
+                None
+            } else {
+                args.next()
+            }
+        }
+        b"OBJECT" | b"MEMORY" | b"XINFO" | b"XGROUP" => args.nth(1),
+        _ => args.next(),
+    };
+    key.map(<[u8]>::to_vec)
+}
+
+/// One request: a command, or a pipeline with the offset and count of the replies wanted.
+#[derive(Clone, Copy)]
+enum Req<'a> {
+    /// A command.
+    Cmd(&'a Cmd),
+    /// A pipeline.
+    Pipe(&'a Pipeline, usize, usize),
+}
+
+impl Req<'_> {
+    /// The slot of the request's first key.
+    fn slot(&self) -> Option<u16> {
+        let key = match self {
+            Req::Cmd(c) => command_key(c),
+            Req::Pipe(p, _, _) => p.cmd_iter().find_map(command_key),
+        };
+        key.map(|k| slot(&k))
+    }
+
+    fn is_transaction(&self) -> bool {
+        matches!(self, Req::Pipe(p, _, _) if p.is_transaction())
+    }
+}
+
+/// `MOVED <slot> <host:port>` as (slot, address).
+fn moved(e: &ServerError) -> Option<(u16, String)> {
+    if e.kind() != Some(ServerErrorKind::Moved) {
+        return None;
+    }
+    let mut parts = e.details()?.split_ascii_whitespace();
+    let slot = parts.next()?.parse().ok()?;
+    Some((slot, parts.next()?.to_string()))
+}
+
+/// Whether `e` means the connection itself is unusable.
+fn transport(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error()
+}
+
+/// What an endpoint's cluster connections have learned.
+#[derive(Default)]
+struct Learned {
+    /// Slot → owner (`host:port`).
+    slots: HashMap<u16, String>,
+    /// The node of the last keyed request that succeeded (for keyless commands).
+    last: Option<String>,
+}
+
+/// Slot owners learned from `MOVED` replies and successful requests, shared by the clones of
+/// an endpoint (the shared connection, the heartbeat's, the blocking watchers').
+#[derive(Clone, Default)]
+pub(crate) struct Routes(Arc<Mutex<Learned>>);
+
+impl Routes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Learned> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where to send a request for `slot` (or a keyless one).
+    fn target(&self, slot: Option<u16>) -> Option<String> {
+        let l = self.lock();
+        slot.and_then(|s| l.slots.get(&s).cloned())
+            .or_else(|| l.last.clone())
+    }
+
+    /// `slot` is served by `addr`.
+    fn learn(&self, slot: Option<u16>, addr: &str) {
+        let mut l = self.lock();
+        if let Some(s) = slot {
+            if l.slots.get(&s).map(String::as_str) != Some(addr) {
+                l.slots.insert(s, addr.to_string());
+            }
+            if l.last.as_deref() != Some(addr) {
+                l.last = Some(addr.to_string());
+            }
+        }
+    }
+
+    /// Forgets everything about `addr` (it could not be reached).
+    fn forget(&self, addr: &str) {
+        let mut l = self.lock();
+        l.slots.retain(|_, a| a != addr);
+        if l.last.as_deref() == Some(addr) {
+            l.last = None;
+        }
+    }
+}
+
+/// What clones of one [`ClusterConn`] share.
+struct Inner {
+    /// Seeds and node settings.
+    spec: Spec,
+    /// Timeouts of node connections.
+    config: AsyncConnectionConfig,
+    /// The endpoint's routes.
+    routes: Routes,
+    /// One multiplexed connection per node in use.
+    nodes: Mutex<HashMap<String, MultiplexedConnection>>,
+    /// Held while connecting, so a burst of requests opens one connection per node.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// A connection to a Redis Cluster that routes each request to its slot's owner. Cheap to
+/// clone; clones share one connection per node. A connection made for blocking commands
+/// (see [`crate::conn::Endpoint::blocking`]) has connections of its own.
+#[derive(Clone)]
+pub(crate) struct ClusterConn(Arc<Inner>);
+
+impl ClusterConn {
+    /// Connects to a node (the last known owner, else the first seed that answers).
+    pub async fn connect(
+        spec: Spec,
+        config: AsyncConnectionConfig,
+        routes: Routes,
+    ) -> RedisResult<Self> {
+        let c = ClusterConn(Arc::new(Inner {
+            spec,
+            config,
+            routes,
+            nodes: Mutex::new(HashMap::new()),
+            connecting: tokio::sync::Mutex::new(()),
+        }));
+        let want = c.0.routes.target(None);
+        c.node(want.as_deref()).await?;
+        Ok(c)
+    }
+
+    fn nodes(&self) -> std::sync::MutexGuard<'_, HashMap<String, MultiplexedConnection>> {
+        self.0.nodes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn open(&self, addr: &str) -> RedisResult<MultiplexedConnection> {
+        let (host, port) = split_addr(addr).ok_or_else(|| {
+            RedisError::from((ErrorKind::Client, "bad node address", addr.to_string()))
+        })?;
+        let con = self
+            .0
+            .spec
+            .node
+            .client(&host, port)?
+            .get_multiplexed_async_connection_with_config(&self.0.config)
+            .await?;
+        self.nodes().insert(addr.to_string(), con.clone());
+        Ok(con)
+    }
+
+    /// A connection to `want`, else to any node already connected, else to the first seed
+    /// that answers; with the address it goes to.
+    async fn node(&self, want: Option<&str>) -> RedisResult<(String, MultiplexedConnection)> {
+        if let Some(a) = want {
+            if let Some(c) = self.nodes().get(a) {
+                return Ok((a.to_string(), c.clone()));
+            }
+        }
+        let _connecting = self.0.connecting.lock().await;
+        let mut last_err = None;
+        if let Some(a) = want {
+            if let Some(c) = self.nodes().get(a) {
+                return Ok((a.to_string(), c.clone()));
+            }
+            match self.open(a).await {
+                Ok(c) => return Ok((a.to_string(), c)),
+                Err(e) => {
+                    self.0.routes.forget(a);
+                    last_err = Some(e);
+                }
+            }
+        }
+        let any = self
+            .nodes()
+            .iter()
+            .next()
+            .map(|(a, c)| (a.clone(), c.clone()));
+        if let Some(found) = any {
+            return Ok(found);
+        }
+        for (h, p) in &self.0.spec.seeds {
+            let a = format!("{h}:{p}");
+            if Some(a.as_str()) == want {
+                continue;
+            }
+            match self.open(&a).await {
+                Ok(c) => return Ok((a, c)),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| {
+            RedisError::from((ErrorKind::Client, "no cluster node to connect to"))
+        }))
+    }
+
+    /// Drops the connection to `addr` (it failed) and what was learned about it.
+    fn drop_node(&self, addr: &str) {
+        self.nodes().remove(addr);
+        self.0.routes.forget(addr);
+    }
+
+    /// Sends `req` to its slot's owner, following `MOVED`.
+    async fn run(&self, req: Req<'_>) -> RedisResult<Vec<Value>> {
+        let slot = req.slot();
+        let mut want = self.0.routes.target(slot);
+        for _ in 0..MAX_REDIRECTS {
+            let (addr, mut con) = self.node(want.as_deref()).await?;
+            let r = match req {
+                Req::Cmd(cmd) => con.req_packed_command(cmd).await.map(|v| vec![v]),
+                Req::Pipe(p, offset, count) => con.req_packed_commands(p, offset, count).await,
+            };
+            // Nothing ran when: the command was refused with MOVED; every reply of a pipeline
+            // is MOVED; a transaction was discarded because its commands were refused so.
+            let redirect = match &r {
+                Ok(values) => {
+                    let mut moves = server_errors(values).filter_map(moved).peekable();
+                    let first = moves.peek().cloned();
+                    let all = values.iter().all(|v| {
+                        matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::Moved))
+                    });
+                    if let Some((s, to)) = &first {
+                        self.0.routes.learn(Some(*s), to);
+                    }
+                    first.filter(|_| all && !values.is_empty())
+                }
+                Err(e) if transport(e) => {
+                    self.drop_node(&addr);
+                    None
+                }
+                Err(e) if req.is_transaction() => e
+                    .clone()
+                    .into_server_errors()
+                    .and_then(|errs| errs.iter().find_map(|(_, e)| moved(e))),
+                Err(_) => None,
+            };
+            match redirect {
+                Some((s, to)) => {
+                    tracing::debug!(from = %addr, to = %to, slot = s, "cluster: following MOVED");
+                    self.0.routes.learn(Some(s), &to);
+                    want = Some(to);
+                }
+                None => {
+                    if r.is_ok() {
+                        self.0.routes.learn(slot, &addr);
+                    }
+                    return r;
+                }
+            }
+        }
+        Err(RedisError::from((
+            ErrorKind::Server(ServerErrorKind::Moved),
+            "too many MOVED redirects",
+        )))
+    }
+}
+
+impl ConnectionLike for ClusterConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut v = self.run(Req::Cmd(cmd)).await?;
+            v.pop()
+                .ok_or_else(|| RedisError::from((ErrorKind::Client, "no reply")))
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(self.run(Req::Pipe(pipeline, offset, count)))
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from `CLUSTER KEYSLOT`.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"{resque}:queue:default"), slot(b"resque"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
+    }
+
+    #[test]
+    fn keys_of_commands() {
+        let k = |c: &Cmd| command_key(c).map(|k| String::from_utf8(k).unwrap());
+        assert_eq!(k(redis::cmd("RPUSH").arg("a").arg("b")).as_deref(), Some("a"));
+        assert_eq!(
+            k(redis::cmd("EVALSHA").arg("sha").arg(2).arg("k1").arg("k2")).as_deref(),
+            Some("k1")
+        );
+        assert_eq!(k(redis::cmd("EVALSHA").arg("sha").arg(0).arg("x")), None);
+        assert_eq!(k(&redis::cmd("TIME")), None);
+        assert_eq!(k(redis::cmd("SCRIPT").arg("LOAD").arg("return 1")), None);
+    }
+}
