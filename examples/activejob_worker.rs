@@ -17,7 +17,6 @@ use redis::AsyncCommands;
 use resq::{Job, JobContext, JobError, JobResult, Registry, WorkerBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::io::Write;
 use std::time::Duration;
 
 /// Where echo handlers write.
@@ -115,13 +114,7 @@ async fn main() -> anyhow::Result<()> {
         key: resq::Keys::new(namespace).compat_echo(),
     };
     let running = builder.registry(registry(echo)).build()?.start().await?;
-    {
-        let mut out = std::io::stdout().lock();
-        for id in running.ids() {
-            writeln!(out, "worker {id}")?;
-        }
-        out.flush()?;
-    }
+    running.announce()?;
     running.run_until_signal().await?;
     Ok(())
 }

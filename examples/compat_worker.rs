@@ -13,7 +13,6 @@
 use anyhow::Context;
 use redis::AsyncCommands;
 use resq::{JobContext, JobError, Registry, WorkerBuilder};
-use std::io::Write;
 use std::time::Duration;
 
 fn registry(con: resq::conn::Conn, echo_key: String) -> Registry {
@@ -66,13 +65,7 @@ async fn main() -> anyhow::Result<()> {
         .build()?
         .start()
         .await?;
-    {
-        let mut out = std::io::stdout().lock();
-        for id in running.ids() {
-            writeln!(out, "worker {id}")?;
-        }
-        out.flush()?;
-    }
+    running.announce()?;
     running.run_until_signal().await?;
     Ok(())
 }

@@ -10,8 +10,8 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default namespace of every Resque-family peer.
 pub const DEFAULT_NAMESPACE: &str = "resque";
 
-/// Everything a worker process needs to know.
-#[derive(Clone, Debug)]
+/// Everything a worker process needs to know. Its `Debug` output hides the URL's password.
+#[derive(Clone)]
 pub struct Config {
     /// `REDIS_URL`.
     pub redis_url: String,
@@ -58,6 +58,30 @@ pub struct Config {
     pub scheduler: bool,
     /// `RESQ_SCHEDULER_INTERVAL`: how often the scheduler looks for due jobs. Default: 1 s.
     pub scheduler_interval: Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("redis_url", &crate::conn::Redacted(&self.redis_url))
+            .field("namespace", &self.namespace)
+            .field("queues", &self.queues)
+            .field("concurrency", &self.concurrency)
+            .field("interval", &self.interval)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("term_timeout", &self.term_timeout)
+            .field("job_timeout", &self.job_timeout)
+            .field("count_failed_as_processed", &self.count_failed_as_processed)
+            .field("hostname", &self.hostname)
+            .field("at_least_once", &self.at_least_once)
+            .field("prune", &self.prune)
+            .field("prune_after", &self.prune_after)
+            .field("metrics_addr", &self.metrics_addr)
+            .field("jesque_delayed_queues", &self.jesque_delayed_queues)
+            .field("scheduler", &self.scheduler)
+            .field("scheduler_interval", &self.scheduler_interval)
+            .finish()
+    }
 }
 
 impl Default for Config {

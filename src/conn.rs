@@ -192,9 +192,14 @@ impl Endpoint {
                         return Err(e.into());
                     }
                 }
+                // One reconnect attempt per failed request (redis-rb's default), not six
+                // spread over seconds: a request that waited inside the manager's own loop
+                // would hide the outage from `retry`, which backs off, logs it once and
+                // resends safely.
                 let cfg = ConnectionManagerConfig::new()
                     .set_response_timeout(Some(RESPONSE_TIMEOUT))
                     .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_number_of_retries(1)
                     .set_max_delay(Duration::from_secs(2));
                 ConnInner::Single(ConnectionManager::new_with_config(client.clone(), cfg).await?)
             }
@@ -257,10 +262,15 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// Checks that `url` is a Redis URL resq can use (as [`Endpoint::open`], without reading any
-/// file); the error names `REDIS_URL` and never shows the password.
+/// Checks that `url` is a Redis URL resq can use (as [`Endpoint::open`], with `RESQ_CLUSTER`
+/// from the environment, without reading any file); the error names `REDIS_URL` and never
+/// shows the password.
 pub fn check_url(url: &str) -> Result<()> {
-    url::Target::parse(url, false).map(|_| ())
+    let cluster = match std::env::var("RESQ_CLUSTER") {
+        Ok(v) => flag("RESQ_CLUSTER", &v)?,
+        Err(_) => false,
+    };
+    url::Target::parse(url, cluster).map(|_| ())
 }
 
 fn async_config(response: Duration) -> AsyncConnectionConfig {
@@ -307,18 +317,26 @@ impl Conn {
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(w.replicas).arg(w.timeout_ms);
         let v = self.inner_request(&cmd).await?;
-        let acked: i64 = redis::from_redis_value(v)?;
-        if acked < i64::from(w.replicas) {
-            return Err(RedisError::from((
-                ErrorKind::Client,
-                "write not acknowledged by enough replicas",
-                format!(
-                    "WAIT {} {}: {acked} replica(s) acknowledged (RESQ_WAIT_REPLICAS)",
-                    w.replicas, w.timeout_ms
-                ),
-            )));
-        }
-        Ok(())
+        w.check(v)
+    }
+
+    /// A command and its `WAIT` in one round trip.
+    async fn request_and_wait(&mut self, cmd: &Cmd, w: Wait) -> RedisResult<Value> {
+        let mut p = redis::pipe();
+        p.add_command(cmd.clone())
+            .cmd("WAIT")
+            .arg(w.replicas)
+            .arg(w.timeout_ms);
+        let mut replies = match &mut self.inner {
+            ConnInner::Single(c) => c.req_packed_commands(&p, 0, 2).await,
+            ConnInner::Sentinel(c) => c.req_packed_commands(&p, 0, 2).await,
+            ConnInner::Cluster(c) => c.req_packed_commands(&p, 0, 2).await,
+        }?;
+        let (Some(acked), Some(reply)) = (replies.pop(), replies.pop()) else {
+            return Err(RedisError::from((ErrorKind::Client, "missing reply")));
+        };
+        w.check(acked)?;
+        Ok(reply)
     }
 
     fn inner_request<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
@@ -330,16 +348,30 @@ impl Conn {
     }
 }
 
+impl Wait {
+    /// Checks a `WAIT` reply.
+    fn check(&self, reply: Value) -> RedisResult<()> {
+        let acked: i64 = redis::from_redis_value(reply)?;
+        if acked < i64::from(self.replicas) {
+            return Err(RedisError::from((
+                ErrorKind::Client,
+                "write not acknowledged by enough replicas",
+                format!(
+                    "WAIT {} {}: {acked} replica(s) acknowledged (RESQ_WAIT_REPLICAS)",
+                    self.replicas, self.timeout_ms
+                ),
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        if self.wait.is_none() {
-            return self.inner_request(cmd);
+        match self.wait {
+            None => self.inner_request(cmd),
+            Some(w) => Box::pin(self.request_and_wait(cmd, w)),
         }
-        Box::pin(async move {
-            let v = self.inner_request(cmd).await?;
-            self.wait_replicas().await?;
-            Ok(v)
-        })
     }
 
     fn req_packed_commands<'a>(

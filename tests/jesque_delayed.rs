@@ -5,10 +5,12 @@
 mod keydump;
 mod support;
 
+use support::stop;
+
 use chrono::{DateTime, Utc};
 use redis::AsyncCommands;
 use resq::client::JesqueJob;
-use resq::{Client, JobContext, Keys, Phase, Registry, Running, Worker};
+use resq::{Client, JobContext, Keys, Registry, Running, Worker};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,28 +33,58 @@ async fn delayed_recurring_and_removal_match_fixtures_05_to_07() {
     let c = client(&ns).await;
     let mut con = support::con().await;
     // 05
-    c.jesque_delayed_enqueue("delayed", &job("SimpleJob", "due-2030"), t("2030-01-01T00:00:00Z"))
-        .await
-        .unwrap();
-    c.jesque_delayed_enqueue("delayed", &job("SimpleJob", "due-2031"), t("2031-01-01T00:00:00Z"))
-        .await
-        .unwrap();
+    c.jesque_delayed_enqueue(
+        "delayed",
+        &job("SimpleJob", "due-2030"),
+        t("2030-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
+    c.jesque_delayed_enqueue(
+        "delayed",
+        &job("SimpleJob", "due-2031"),
+        t("2031-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
     let past = c
-        .jesque_delayed_enqueue("delayed", &job("SimpleJob", "already-due"), t("2020-01-01T00:00:00Z"))
+        .jesque_delayed_enqueue(
+            "delayed",
+            &job("SimpleJob", "already-due"),
+            t("2020-01-01T00:00:00Z"),
+        )
         .await;
-    assert!(matches!(past, Err(resq::Error::Rejected(m)) if m.contains("future must be after current time")));
-    c.jesque_delayed_enqueue("delayed", &job("SimpleJob", "dup"), t("2030-01-01T00:00:00Z"))
-        .await
-        .unwrap();
-    c.jesque_delayed_enqueue("delayed", &job("SimpleJob", "dup"), t("2032-01-01T00:00:00Z"))
-        .await
-        .unwrap();
+    assert!(
+        matches!(past, Err(resq::Error::Rejected(m)) if m.contains("future must be after current time"))
+    );
+    c.jesque_delayed_enqueue(
+        "delayed",
+        &job("SimpleJob", "dup"),
+        t("2030-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
+    c.jesque_delayed_enqueue(
+        "delayed",
+        &job("SimpleJob", "dup"),
+        t("2032-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
     let mut vars = Map::new();
     vars.insert("when".into(), json!("later"));
-    c.jesque_delayed_enqueue("delayed", &JesqueJob::with_vars("NamedJob", vars), t("2030-01-01T00:00:00Z"))
-        .await
-        .unwrap();
-    let want = keydump::expected(&support::fixture("jesque/05_delayed_enqueue.json"), "keys", &[]);
+    c.jesque_delayed_enqueue(
+        "delayed",
+        &JesqueJob::with_vars("NamedJob", vars),
+        t("2030-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
+    let want = keydump::expected(
+        &support::fixture("jesque/05_delayed_enqueue.json"),
+        "keys",
+        &[],
+    );
     keydump::assert_same(&keydump::dump(&mut con, &ns).await, &want);
     // 06
     c.jesque_recurring_enqueue(
@@ -72,23 +104,52 @@ async fn delayed_recurring_and_removal_match_fixtures_05_to_07() {
     .await
     .unwrap();
     let short = c
-        .jesque_recurring_enqueue("recurring", &job("S", "x"), t("2030-01-01T00:00:00Z"), Duration::from_millis(500))
+        .jesque_recurring_enqueue(
+            "recurring",
+            &job("S", "x"),
+            t("2030-01-01T00:00:00Z"),
+            Duration::from_millis(500),
+        )
         .await;
     assert!(matches!(short, Err(resq::Error::Rejected(_))));
-    let want = keydump::expected(&support::fixture("jesque/06_recurring_enqueue.json"), "keys", &[]);
+    let want = keydump::expected(
+        &support::fixture("jesque/06_recurring_enqueue.json"),
+        "keys",
+        &[],
+    );
     keydump::assert_same(&keydump::dump(&mut con, &ns).await, &want);
     // 07
-    assert!(c.jesque_remove_delayed("delayed", &job("SimpleJob", "due-2031")).await.unwrap());
-    assert!(!c.jesque_remove_delayed("delayed", &job("SimpleJob", "never-enqueued")).await.unwrap());
-    assert!(c.jesque_remove_recurring("recurring", &job("SimpleJob", "hourly")).await.unwrap());
-    c.enqueue_jesque("plain", "SimpleJob", Some(&[json!("x")]), None).await.unwrap();
+    assert!(c
+        .jesque_remove_delayed("delayed", &job("SimpleJob", "due-2031"))
+        .await
+        .unwrap());
+    assert!(!c
+        .jesque_remove_delayed("delayed", &job("SimpleJob", "never-enqueued"))
+        .await
+        .unwrap());
+    assert!(c
+        .jesque_remove_recurring("recurring", &job("SimpleJob", "hourly"))
+        .await
+        .unwrap());
+    c.enqueue_jesque("plain", "SimpleJob", Some(&[json!("x")]), None)
+        .await
+        .unwrap();
     let on_list = c
         .jesque_delayed_enqueue("plain", &job("SimpleJob", "x"), t("2030-01-01T00:00:00Z"))
         .await;
     assert!(matches!(on_list, Err(resq::Error::Rejected(m)) if m.contains("plain cannot be used")));
-    let on_zset = c.enqueue_jesque("delayed", "SimpleJob", Some(&[json!("y")]), None).await;
-    assert!(on_zset.is_err(), "a plain enqueue onto a zset queue fails, as in Jesque");
-    let want = keydump::expected(&support::fixture("jesque/07_remove_delayed_enqueue.json"), "keys", &[]);
+    let on_zset = c
+        .enqueue_jesque("delayed", "SimpleJob", Some(&[json!("y")]), None)
+        .await;
+    assert!(
+        on_zset.is_err(),
+        "a plain enqueue onto a zset queue fails, as in Jesque"
+    );
+    let want = keydump::expected(
+        &support::fixture("jesque/07_remove_delayed_enqueue.json"),
+        "keys",
+        &[],
+    );
     keydump::assert_same(&keydump::dump(&mut con, &ns).await, &want);
 }
 
@@ -128,28 +189,42 @@ async fn start(ns: &str, queues: &str, jesque: &[&str], registry: Registry) -> R
         .unwrap()
 }
 
-async fn stop(r: Running) {
-    r.stop(Phase::Quit);
-    r.wait().await.unwrap();
-}
-
 #[tokio::test]
 async fn workers_pop_due_members_with_jesque_rules_fixture_16() {
     let ns = support::namespace("jqw");
     let c = client(&ns).await;
     let (registry, runs) = recording();
-    let w = start(&ns, "default,scheduled,recurring", &["scheduled", "recurring"], registry).await;
+    let w = start(
+        &ns,
+        "default,scheduled,recurring",
+        &["scheduled", "recurring"],
+        registry,
+    )
+    .await;
     let soon = Utc::now() + chrono::Duration::milliseconds(400);
     let due = Instant::now() + Duration::from_millis(400);
-    c.jesque_delayed_enqueue("scheduled", &JesqueJob::new("SleepJob", vec![json!(1)]), soon)
-        .await
-        .unwrap();
-    c.jesque_delayed_enqueue("scheduled", &JesqueJob::new("SleepJob", vec![json!(2)]), t("2030-01-01T00:00:00Z"))
-        .await
-        .unwrap();
-    c.jesque_recurring_enqueue("recurring", &JesqueJob::new("SleepJob", vec![json!(3)]), soon, Duration::from_secs(3600))
-        .await
-        .unwrap();
+    c.jesque_delayed_enqueue(
+        "scheduled",
+        &JesqueJob::new("SleepJob", vec![json!(1)]),
+        soon,
+    )
+    .await
+    .unwrap();
+    c.jesque_delayed_enqueue(
+        "scheduled",
+        &JesqueJob::new("SleepJob", vec![json!(2)]),
+        t("2030-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
+    c.jesque_recurring_enqueue(
+        "recurring",
+        &JesqueJob::new("SleepJob", vec![json!(3)]),
+        soon,
+        Duration::from_secs(3600),
+    )
+    .await
+    .unwrap();
     support::eventually(5, "both due jobs to run", || async {
         (runs.lock().unwrap().len() >= 2).then_some(())
     })
@@ -159,7 +234,10 @@ async fn workers_pop_due_members_with_jesque_rules_fixture_16() {
     payloads.sort_unstable();
     assert_eq!(
         payloads,
-        [r#"{"class":"SleepJob","args":[1],"vars":null}"#, r#"{"class":"SleepJob","args":[3],"vars":null}"#]
+        [
+            r#"{"class":"SleepJob","args":[1],"vars":null}"#,
+            r#"{"class":"SleepJob","args":[3],"vars":null}"#
+        ]
     );
     for (p, at) in &ran {
         let late = at.saturating_duration_since(due);
@@ -171,7 +249,11 @@ async fn workers_pop_due_members_with_jesque_rules_fixture_16() {
     let mine = (soon.timestamp_millis() + 3_600_000).to_string();
     let want = keydump::expected(&fx, "keys", &[("1795292873808".to_string(), mine)]);
     let got = keydump::dump(&mut con, &ns).await;
-    for k in ["resque:queue:scheduled", "resque:queue:recurring", "resque:queue:recurring:frequency"] {
+    for k in [
+        "resque:queue:scheduled",
+        "resque:queue:recurring",
+        "resque:queue:recurring:frequency",
+    ] {
         assert_eq!(got[k], want[k], "{k}");
     }
     // No worker record, no Jesque in-flight list, no failure.
@@ -186,9 +268,13 @@ async fn workers_pop_due_members_with_jesque_rules_fixture_16() {
 async fn zset_queues_are_skipped_unless_named_even_under_a_wildcard() {
     let ns = support::namespace("optin");
     let c = client(&ns).await;
-    c.jesque_delayed_enqueue_in("zq", &JesqueJob::new("Echo", vec![json!("z")]), Duration::from_millis(50))
-        .await
-        .unwrap();
+    c.jesque_delayed_enqueue_in(
+        "zq",
+        &JesqueJob::new("Echo", vec![json!("z")]),
+        Duration::from_millis(50),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(60)).await; // let the member become due
     c.enqueue_to("l", "Echo", &[json!("l1")]).await.unwrap();
     let (registry, runs) = recording();
@@ -205,7 +291,11 @@ async fn zset_queues_are_skipped_unless_named_even_under_a_wildcard() {
     stop(w).await;
     assert_eq!(runs.lock().unwrap().len(), 2, "the zset member was not run");
     assert_eq!(c.size("zq").await.unwrap(), 1, "and is still there");
-    let failed: u64 = support::con().await.llen(Keys::new(&ns).failed()).await.unwrap();
+    let failed: u64 = support::con()
+        .await
+        .llen(Keys::new(&ns).failed())
+        .await
+        .unwrap();
     assert_eq!(failed, 0);
 }
 
@@ -214,11 +304,15 @@ async fn priority_order_spans_list_and_zset_queues() {
     let ns = support::namespace("prio");
     let c = client(&ns).await;
     for i in 0..3 {
-        c.enqueue_to("low", "Echo", &[json!(format!("low{i}"))]).await.unwrap();
+        c.enqueue_to("low", "Echo", &[json!(format!("low{i}"))])
+            .await
+            .unwrap();
     }
     for i in 0..3 {
         let j = JesqueJob::new("Echo", vec![json!(format!("z{i}"))]);
-        c.jesque_delayed_enqueue_in("zq", &j, Duration::from_millis(10)).await.unwrap();
+        c.jesque_delayed_enqueue_in("zq", &j, Duration::from_millis(10))
+            .await
+            .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
     let (registry, runs) = recording();
@@ -232,7 +326,12 @@ async fn priority_order_spans_list_and_zset_queues() {
         .lock()
         .unwrap()
         .iter()
-        .map(|(p, _)| serde_json::from_str::<Value>(p).unwrap()["args"][0].as_str().unwrap().to_string())
+        .map(|(p, _)| {
+            serde_json::from_str::<Value>(p).unwrap()["args"][0]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert!(order[..3].iter().all(|a| a.starts_with('z')), "{order:?}");
     assert!(order[3..].iter().all(|a| a.starts_with("low")), "{order:?}");

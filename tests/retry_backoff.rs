@@ -5,10 +5,12 @@
 
 mod support;
 
+use support::stop;
+
 use redis::AsyncCommands;
 use resq::registry::retry::RetryPolicy;
 use resq::worker::step::{QueueKeys, Reply, Stepper};
-use resq::{Client, JobContext, JobError, Keys, Phase, Registry, Running, Worker};
+use resq::{Client, JobContext, JobError, Keys, Registry, Running, Worker};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -50,11 +52,6 @@ async fn start(ns: &str, registry: Registry, scheduler: bool) -> Running {
         .unwrap()
 }
 
-async fn stop(r: Running) {
-    r.stop(Phase::Quit);
-    r.wait().await.unwrap();
-}
-
 fn retry_key(class: &str, args_joined: &str) -> String {
     let digest = sha1_smol::Sha1::from(args_joined).digest().to_string();
     Keys::resque_retry_logical(class, Some(&digest))
@@ -77,23 +74,41 @@ async fn retries_through_the_delayed_set_then_succeeds() {
     // After the second failure the job waits 1–2 s in the delayed set, where resque-scheduler's
     // (and resque-retry's) web tabs look.
     let ts = support::eventually(5, "the retry in the delayed set", || async {
-        let s: Vec<i64> = support::con().await.zrange(keys.delayed_schedule(), 0, -1).await.unwrap();
+        let s: Vec<i64> = support::con()
+            .await
+            .zrange(keys.delayed_schedule(), 0, -1)
+            .await
+            .unwrap();
         s.first().copied()
     })
     .await;
     let now = chrono::Utc::now().timestamp();
     assert!((now + 1..=now + 2).contains(&ts), "due {ts}, now {now}");
-    let items: Vec<String> = support::con().await.lrange(keys.delayed_bucket(ts), 0, -1).await.unwrap();
+    let items: Vec<String> = support::con()
+        .await
+        .lrange(keys.delayed_bucket(ts), 0, -1)
+        .await
+        .unwrap();
     assert_eq!(items, [r#"{"class":"Flaky","args":[42],"queue":"q"}"#]);
-    let member: Vec<String> = support::con().await.smembers(keys.timestamps(&items[0])).await.unwrap();
+    let member: Vec<String> = support::con()
+        .await
+        .smembers(keys.timestamps(&items[0]))
+        .await
+        .unwrap();
     assert_eq!(member, [format!("delayed:{ts}")]);
     // resque-retry's counter: attempt index of the failed attempt (0, then 1).
     assert_eq!(get(&keys.retry_attempts(&rk)).await.as_deref(), Some("1"));
-    let details = get(&keys.retry_failure(&rk)).await.expect("failure-<retry key>");
+    let details = get(&keys.retry_failure(&rk))
+        .await
+        .expect("failure-<retry key>");
     let d: Value = serde_json::from_str(&details).unwrap();
     assert_eq!(d["error"], "boom 1");
     assert_eq!(d["payload"], json!({"class":"Flaky","args":[42]}));
-    let ttl: i64 = support::con().await.ttl(keys.retry_failure(&rk)).await.unwrap();
+    let ttl: i64 = support::con()
+        .await
+        .ttl(keys.retry_failure(&rk))
+        .await
+        .unwrap();
     assert!((3..=4).contains(&ttl), "2 × delay: {ttl}");
     // The scheduler moves it, the third run succeeds, and the keys are cleaned.
     support::eventually(5, "the third run", || async {
@@ -101,7 +116,11 @@ async fn retries_through_the_delayed_set_then_succeeds() {
     })
     .await;
     support::eventually(5, "the success recorded", || async {
-        let p: Option<String> = support::con().await.get(keys.stat_processed()).await.unwrap();
+        let p: Option<String> = support::con()
+            .await
+            .get(keys.stat_processed())
+            .await
+            .unwrap();
         (p.as_deref() == Some("3")).then_some(())
     })
     .await;
@@ -120,10 +139,16 @@ async fn gives_up_after_the_limit_with_the_attempt_count() {
     let keys = Keys::new(&ns);
     let (registry, runs) = flaky("Doomed", usize::MAX, RetryPolicy::fixed(Duration::ZERO, 2));
     let c = Client::connect(&support::url(), &ns).await.unwrap();
-    c.enqueue_to("q", "Doomed", &[json!("x"), json!(1)]).await.unwrap();
+    c.enqueue_to("q", "Doomed", &[json!("x"), json!(1)])
+        .await
+        .unwrap();
     let w = start(&ns, registry, false).await;
     let entry = support::eventually(5, "the final failure", || async {
-        let v: Vec<String> = support::con().await.lrange(keys.failed(), 0, -1).await.unwrap();
+        let v: Vec<String> = support::con()
+            .await
+            .lrange(keys.failed(), 0, -1)
+            .await
+            .unwrap();
         v.first().cloned()
     })
     .await;
@@ -158,14 +183,24 @@ async fn exceptions_named_in_give_up_on_are_not_retried() {
     c.enqueue_to("q", "Strict", &[json!("nope")]).await.unwrap();
     let w = start(&ns, registry, false).await;
     let entry = support::eventually(5, "the failure", || async {
-        let v: Vec<String> = support::con().await.lrange(keys.failed(), 0, -1).await.unwrap();
+        let v: Vec<String> = support::con()
+            .await
+            .lrange(keys.failed(), 0, -1)
+            .await
+            .unwrap();
         v.first().cloned()
     })
     .await;
     stop(w).await;
     let e: Value = serde_json::from_str(&entry).unwrap();
     assert_eq!(e["exception"], "Resq::InvalidArgs");
-    assert!(e["error"].as_str().unwrap().ends_with("(gave up after 1 attempt)"), "{e}");
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("(gave up after 1 attempt)"),
+        "{e}"
+    );
     assert_eq!(get(&keys.stat_failed()).await.as_deref(), Some("1"));
 }
 
@@ -179,13 +214,21 @@ async fn geometric_delays_with_jitter_land_in_range() {
     c.enqueue_to("q", "Slow", &[]).await.unwrap();
     let w = start(&ns, registry, false).await;
     let ts = support::eventually(5, "the retry in the delayed set", || async {
-        let s: Vec<i64> = support::con().await.zrange(keys.delayed_schedule(), 0, -1).await.unwrap();
+        let s: Vec<i64> = support::con()
+            .await
+            .zrange(keys.delayed_schedule(), 0, -1)
+            .await
+            .unwrap();
         s.first().copied()
     })
     .await;
     stop(w).await;
     let now = chrono::Utc::now().timestamp();
-    assert!((now + 48..=now + 151).contains(&ts), "100 s × [0.5, 1.5]: due in {}", ts - now);
+    assert!(
+        (now + 48..=now + 151).contains(&ts),
+        "100 s × [0.5, 1.5]: due in {}",
+        ts - now
+    );
     // No args: resque-retry's key has no digest part.
     let rk = Keys::resque_retry_logical("Slow", None);
     assert_eq!(get(&keys.retry_attempts(&rk)).await.as_deref(), Some("0"));
@@ -200,7 +243,11 @@ async fn a_resent_retry_completion_is_applied_once() {
         .connect()
         .await
         .unwrap();
-    let (registry, _) = flaky("R", usize::MAX, RetryPolicy::fixed(Duration::from_secs(30), 3));
+    let (registry, _) = flaky(
+        "R",
+        usize::MAX,
+        RetryPolicy::fixed(Duration::from_secs(30), 3),
+    );
     let id = "host~resq:1-0:q";
     let stepper = Stepper::new(&keys, id, true);
     let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
@@ -211,7 +258,9 @@ async fn a_resent_retry_completion_is_applied_once() {
         .await
         .unwrap();
     let (reply, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
-    let Reply::Job(record) = reply else { panic!("no job") };
+    let Reply::Job(record) = reply else {
+        panic!("no job")
+    };
     let completion = resq::worker::perform::perform(
         &registry,
         record,
@@ -221,15 +270,29 @@ async fn a_resent_retry_completion_is_applied_once() {
     )
     .await;
     // The reply is "lost": the same step is sent twice.
-    let (_, first) = stepper.step(&mut con, Some(&completion), false, &queues).await.unwrap();
-    let (_, second) = stepper.step(&mut con, Some(&completion), false, &queues).await.unwrap();
+    let (_, first) = stepper
+        .step(&mut con, Some(&completion), false, &queues)
+        .await
+        .unwrap();
+    let (_, second) = stepper
+        .step(&mut con, Some(&completion), false, &queues)
+        .await
+        .unwrap();
     assert!(first && !second);
     let mut raw = support::con().await;
     let sched: Vec<i64> = raw.zrange(keys.delayed_schedule(), 0, -1).await.unwrap();
     assert_eq!(sched.len(), 1);
-    let items: Vec<String> = raw.lrange(keys.delayed_bucket(sched[0]), 0, -1).await.unwrap();
+    let items: Vec<String> = raw
+        .lrange(keys.delayed_bucket(sched[0]), 0, -1)
+        .await
+        .unwrap();
     assert_eq!(items, [r#"{"class":"R","args":[7],"queue":"q"}"#]);
     assert_eq!(get(&keys.stat_failed()).await.as_deref(), Some("1"));
     assert_eq!(get(&keys.worker(id)).await, None);
-    assert_eq!(get(&keys.retry_attempts(&retry_key("R", "7"))).await.as_deref(), Some("0"));
+    assert_eq!(
+        get(&keys.retry_attempts(&retry_key("R", "7")))
+            .await
+            .as_deref(),
+        Some("0")
+    );
 }

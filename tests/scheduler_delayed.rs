@@ -51,7 +51,12 @@ async fn golden_14_15_16_enqueue_move_remove() {
 
     // Fixture 14's actions, with this run's times.
     let Scheduled::Delayed(t_in) = c
-        .enqueue_in("default", Duration::from_secs(3600), "SimpleJob", &[json!(1), json!("a")])
+        .enqueue_in(
+            "default",
+            Duration::from_secs(3600),
+            "SimpleJob",
+            &[json!(1), json!("a")],
+        )
         .await
         .unwrap()
     else {
@@ -64,9 +69,16 @@ async fn golden_14_15_16_enqueue_move_remove() {
             .await
             .unwrap();
     }
-    c.enqueue_at("high", at(fixed), "SimpleJob", &[json!(2)]).await.unwrap();
+    c.enqueue_at("high", at(fixed), "SimpleJob", &[json!(2)])
+        .await
+        .unwrap();
     let r = c
-        .enqueue_at("default", at(fixed + 60), "Jobs::Nested", &[json!("unicode ✓"), Value::Null, json!(1.5)])
+        .enqueue_at(
+            "default",
+            at(fixed + 60),
+            "Jobs::Nested",
+            &[json!("unicode ✓"), Value::Null, json!(1.5)],
+        )
         .await
         .unwrap();
     assert_eq!(r, Scheduled::Delayed(fixed + 60));
@@ -76,7 +88,9 @@ async fn golden_14_15_16_enqueue_move_remove() {
         .unwrap();
     assert_eq!(r, Scheduled::Now);
     let due = now - 3600;
-    c.delayed_push(due, "default", "SimpleJob", &[json!("due-now")]).await.unwrap();
+    c.delayed_push(due, "default", "SimpleJob", &[json!("due-now")])
+        .await
+        .unwrap();
 
     let swaps = vec![
         (fx_in.to_string(), t_in.to_string()),
@@ -93,7 +107,12 @@ async fn golden_14_15_16_enqueue_move_remove() {
         [due, t_in, fixed, fixed + 60]
     );
     assert_eq!(c.delayed_timestamp_size(fixed).await.unwrap(), 3);
-    assert_eq!(c.scheduled_at("high", "SimpleJob", &[json!(2)]).await.unwrap(), [fixed]);
+    assert_eq!(
+        c.scheduled_at("high", "SimpleJob", &[json!(2)])
+            .await
+            .unwrap(),
+        [fixed]
+    );
 
     // Fixture 15: one scheduler pass as master (lock value as Ruby's, HOST:PID).
     let f15 = support::fixture("resque/15_scheduler_after_handle_delayed.json");
@@ -112,13 +131,23 @@ async fn golden_14_15_16_enqueue_move_remove() {
 
     // Fixture 16: Resque.remove_delayed(SimpleJob, {"x" => 1}) → 2; the zset is left alone.
     let f16 = support::fixture("resque/16_scheduler_remove_delayed.json");
-    assert_eq!(c.remove_delayed("default", "SimpleJob", &[json!({"x": 1})]).await.unwrap(), 2);
+    assert_eq!(
+        c.remove_delayed("default", "SimpleJob", &[json!({"x": 1})])
+            .await
+            .unwrap(),
+        2
+    );
     let mut got = keydump::dump(&mut con, &ns).await;
     keydump::mask_ttl(&mut got, lock);
     let mut want = keydump::expected(&f16, "keys", &swaps);
     keydump::mask_ttl(&mut want, lock);
     keydump::assert_same(&got, &want);
-    assert_eq!(c.remove_delayed("default", "SimpleJob", &[json!({"x": 1})]).await.unwrap(), 0);
+    assert_eq!(
+        c.remove_delayed("default", "SimpleJob", &[json!({"x": 1})])
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 #[tokio::test]
@@ -127,7 +156,9 @@ async fn a_foreign_master_blocks_moving_until_its_lock_is_gone() {
     let c = client(&ns).await;
     let keys = Keys::new(&ns);
     let mut con = support::con().await;
-    c.delayed_push(Utc::now().timestamp() - 1, "q", "A", &[json!(1)]).await.unwrap();
+    c.delayed_push(Utc::now().timestamp() - 1, "q", "A", &[json!(1)])
+        .await
+        .unwrap();
     // A Ruby resque-scheduler on another host holds the lock.
     let _: () = con
         .set_ex(keys.scheduler_master_lock(), "otherhost:4242", 180)
@@ -147,7 +178,10 @@ async fn a_foreign_master_blocks_moving_until_its_lock_is_gone() {
     let t = s.tick().await.unwrap();
     assert!(t.master);
     assert_eq!(t.moved, 1);
-    assert_eq!(c.peek("q", 0, 5).await.unwrap(), [r#"{"class":"A","args":[1]}"#]);
+    assert_eq!(
+        c.peek("q", 0, 5).await.unwrap(),
+        [r#"{"class":"A","args":[1]}"#]
+    );
     let holder: String = con.get(keys.scheduler_master_lock()).await.unwrap();
     assert_eq!(holder, "me:1");
     let ttl: i64 = con.ttl(keys.scheduler_master_lock()).await.unwrap();
@@ -179,7 +213,10 @@ async fn node_resque_and_unusable_items_are_handled_and_buckets_cleaned() {
     }
     // An empty bucket left behind by remove_delayed: its zset member is cleaned too.
     let empty_ts = ts - 100;
-    let _: () = con.zadd(keys.delayed_schedule(), empty_ts, empty_ts).await.unwrap();
+    let _: () = con
+        .zadd(keys.delayed_schedule(), empty_ts, empty_ts)
+        .await
+        .unwrap();
     let s = scheduler(&ns, "me:1").await;
     let t = s.tick().await.unwrap();
     assert_eq!(t.moved, 3);
@@ -275,7 +312,12 @@ async fn many_movers_move_every_item_exactly_once() {
         let v: Value = serde_json::from_str(j).unwrap();
         *seen.entry(v["args"][0].as_u64().unwrap()).or_default() += 1;
     }
-    assert_eq!(jobs.len(), N, "duplicates: {:?}", seen.iter().filter(|(_, n)| **n > 1).count());
+    assert_eq!(
+        jobs.len(),
+        N,
+        "duplicates: {:?}",
+        seen.iter().filter(|(_, n)| **n > 1).count()
+    );
     assert_eq!(seen.len(), N);
     assert!(steals > 10, "the lock changed hands only {steals} times");
     let left: Vec<String> = con.keys(format!("{ns}:delayed*")).await.unwrap();
@@ -308,7 +350,12 @@ async fn a_concurrent_foreign_popper_never_causes_a_double_move() {
             );
             let mut n = 0;
             loop {
-                let r: i64 = script.key(&bucket).key(&out).invoke_async(&mut con).await.unwrap();
+                let r: i64 = script
+                    .key(&bucket)
+                    .key(&out)
+                    .invoke_async(&mut con)
+                    .await
+                    .unwrap();
                 if r == 0 {
                     return n;
                 }
@@ -328,10 +375,18 @@ async fn a_concurrent_foreign_popper_never_causes_a_double_move() {
     let popped = popper.await.unwrap();
     eprintln!("resq moved {moved}, the popper {popped}");
     assert_eq!(moved + popped, N, "resq moved {moved}, the popper {popped}");
-    let jobs: Vec<String> = support::con().await.lrange(keys.queue("out"), 0, -1).await.unwrap();
+    let jobs: Vec<String> = support::con()
+        .await
+        .lrange(keys.queue("out"), 0, -1)
+        .await
+        .unwrap();
     let mut ids: Vec<u64> = jobs
         .iter()
-        .map(|j| serde_json::from_str::<Value>(j).unwrap()["args"][0].as_u64().unwrap())
+        .map(|j| {
+            serde_json::from_str::<Value>(j).unwrap()["args"][0]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
     ids.sort_unstable();
     ids.dedup();
@@ -354,11 +409,29 @@ fn in_process_scheduler_runs_a_delayed_job_about_on_time() {
     // `resq enqueue --in 1` (resque-scheduler form).
     let due = Instant::now() + Duration::from_secs(1);
     let out = std::process::Command::new(support::resq_bin())
-        .args(["enqueue", "--url", &support::url(), "--namespace", &ns, "--queue", "default", "--in", "1", "--", "Echo", "\"later\""])
+        .args([
+            "enqueue",
+            "--url",
+            &support::url(),
+            "--namespace",
+            &ns,
+            "--queue",
+            "default",
+            "--in",
+            "1",
+            "--",
+            "Echo",
+            "\"later\"",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let sched: Vec<String> = redis::Commands::zrange(&mut con, keys.delayed_schedule(), 0, -1).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sched: Vec<String> =
+        redis::Commands::zrange(&mut con, keys.delayed_schedule(), 0, -1).unwrap();
     assert_eq!(sched.len(), 1, "filed in the delayed set");
     support::wait_until(5, "the delayed Echo to run", || {
         let v: Vec<String> = redis::Commands::lrange(&mut con, keys.compat_echo(), 0, -1).unwrap();
@@ -366,12 +439,16 @@ fn in_process_scheduler_runs_a_delayed_job_about_on_time() {
     });
     let late = Instant::now().saturating_duration_since(due);
     // Whole-second due times plus a 1 s poll: within about two seconds.
-    assert!(late < Duration::from_millis(2500), "ran {late:?} after its time");
+    assert!(
+        late < Duration::from_millis(2500),
+        "ran {late:?} after its time"
+    );
     let holder: String = redis::Commands::get(&mut con, keys.scheduler_master_lock()).unwrap();
     assert!(holder.ends_with(&format!(":{}", w.pid())), "{holder}");
     w.signal("QUIT");
     assert!(w.wait_exit(10).success());
-    let held: Option<String> = redis::Commands::get(&mut con, keys.scheduler_master_lock()).unwrap();
+    let held: Option<String> =
+        redis::Commands::get(&mut con, keys.scheduler_master_lock()).unwrap();
     assert_eq!(held, None, "lock released on exit");
 }
 
@@ -388,22 +465,45 @@ fn standalone_scheduler_moves_and_releases_its_lock() {
         .unwrap();
     let pid = child.id();
     support::wait_until(5, "the scheduler to take the lock", || {
-        let v: Option<String> = redis::Commands::get(&mut con, keys.scheduler_master_lock()).unwrap();
+        let v: Option<String> =
+            redis::Commands::get(&mut con, keys.scheduler_master_lock()).unwrap();
         v.filter(|v| v.ends_with(&format!(":{pid}")))
     });
     let out = std::process::Command::new(support::resq_bin())
-        .args(["enqueue", "--url", &support::url(), "--namespace", &ns, "--queue", "q", "--at", &(Utc::now().timestamp() + 1).to_string(), "--", "A", "1"])
+        .args([
+            "enqueue",
+            "--url",
+            &support::url(),
+            "--namespace",
+            &ns,
+            "--queue",
+            "q",
+            "--at",
+            &(Utc::now().timestamp() + 1).to_string(),
+            "--",
+            "A",
+            "1",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     support::wait_until(5, "the job on its queue", || {
         let v: Vec<String> = redis::Commands::lrange(&mut con, keys.queue("q"), 0, -1).unwrap();
         (v == [r#"{"class":"A","args":[1]}"#]).then_some(())
     });
-    let ok = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status().unwrap();
+    let ok = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
     assert!(ok.success());
     let status = child.wait().unwrap();
     assert!(status.success());
-    let held: Option<String> = redis::Commands::get(&mut con, keys.scheduler_master_lock()).unwrap();
+    let held: Option<String> =
+        redis::Commands::get(&mut con, keys.scheduler_master_lock()).unwrap();
     assert_eq!(held, None);
 }

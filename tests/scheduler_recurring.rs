@@ -118,7 +118,11 @@ async fn downtime_gives_one_fire_not_a_storm() {
     // The scheduler was down for three hours: 180 missed occurrences.
     let long_ago = (Utc::now().timestamp() / 60 - 180) * 60;
     let _: () = raw
-        .hset(keys.schedule_next(), "minutely", format!("{long_ago} {digest}"))
+        .hset(
+            keys.schedule_next(),
+            "minutely",
+            format!("{long_ago} {digest}"),
+        )
         .await
         .unwrap();
     assert_eq!(s.tick().await.unwrap().fired, 1);
@@ -160,7 +164,10 @@ async fn an_occurrence_ruby_already_fired_only_moves_the_token() {
         .with_timezone(&chrono::FixedOffset::west_opt(5 * 3600).unwrap())
         .format("%Y-%m-%d %H:%M:%S %z")
         .to_string();
-    let _: () = raw.hset(keys.last_enqueued_at(), "job", &ruby).await.unwrap();
+    let _: () = raw
+        .hset(keys.last_enqueued_at(), "job", &ruby)
+        .await
+        .unwrap();
     assert_eq!(s.tick().await.unwrap().fired, 0);
     assert_eq!(raw.llen::<_, u64>(keys.queue("q")).await.unwrap(), 0);
     let token: String = raw.hget(keys.schedule_next(), "job").await.unwrap();
@@ -176,7 +183,9 @@ async fn cron_with_seconds_fires_and_a_changed_spec_restarts() {
         &mut con,
         &keys,
         "fast",
-        &config(json!({"class":"F","queue":"q","args":{"k":"v"},"cron":"* * * * * * Europe/Paris"})),
+        &config(
+            json!({"class":"F","queue":"q","args":{"k":"v"},"cron":"* * * * * * Europe/Paris"}),
+        ),
         chrono_tz::Tz::UTC,
     )
     .await
@@ -223,13 +232,19 @@ async fn only_the_master_fires_and_env_filters_apply() {
         if !env.is_empty() {
             c.insert("rails_env".into(), json!(env));
         }
-        store::add(&mut con, &keys, name, &c, chrono_tz::Tz::UTC).await.unwrap();
+        store::add(&mut con, &keys, name, &c, chrono_tz::Tz::UTC)
+            .await
+            .unwrap();
     }
     let s = scheduler(&ns, "h:1").await;
     s.tick().await.unwrap();
     let mut raw = support::con().await;
     let tokens: Vec<String> = raw.hkeys(keys.schedule_next()).await.unwrap();
-    assert_eq!(tokens, ["any"], "a schedule for another env is not even started");
+    assert_eq!(
+        tokens,
+        ["any"],
+        "a schedule for another env is not even started"
+    );
     let other = scheduler(&ns, "h:2").await;
     let t = other.tick().await.unwrap();
     assert!(!t.master);
@@ -246,30 +261,62 @@ fn cli_schedule_add_list_remove_in_resque_schedulers_format() {
             .args(args)
             .output()
             .unwrap();
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     };
     let (ok, _, err) = run(&[
-        "schedule", "add", "nightly", "--class", "NightlyReport", "--queue", "reports", "--cron", "0 3 * * *",
-        "--description", "rebuild the nightly report", "--", "7",
+        "schedule",
+        "add",
+        "nightly",
+        "--class",
+        "NightlyReport",
+        "--queue",
+        "reports",
+        "--cron",
+        "0 3 * * *",
+        "--description",
+        "rebuild the nightly report",
+        "--",
+        "7",
     ]);
     assert!(ok, "{err}");
     let client = redis::Client::open(support::url()).unwrap();
     let mut con = client.get_connection().unwrap();
-    let stored: String = redis::Commands::hget(&mut con, keys.persistent_schedules(), "nightly").unwrap();
+    let stored: String =
+        redis::Commands::hget(&mut con, keys.persistent_schedules(), "nightly").unwrap();
     // Byte for byte the example of the wire notes (§9.1).
     assert_eq!(
         stored,
         r#"{"class":"NightlyReport","queue":"reports","args":[7],"cron":"0 3 * * *","description":"rebuild the nightly report"}"#
     );
-    let changed: Vec<String> = redis::Commands::smembers(&mut con, keys.schedules_changed()).unwrap();
+    let changed: Vec<String> =
+        redis::Commands::smembers(&mut con, keys.schedules_changed()).unwrap();
     assert_eq!(changed, ["nightly"]);
-    let (ok, _, err) = run(&["schedule", "add", "bad", "--queue", "q", "--cron", "99 * * * *"]);
+    let (ok, _, err) = run(&[
+        "schedule",
+        "add",
+        "bad",
+        "--queue",
+        "q",
+        "--cron",
+        "99 * * * *",
+    ]);
     assert!(!ok && err.contains("bad"), "{err}");
-    let (ok, _, err) = run(&["schedule", "add", "tick", "--queue", "q", "--every", "1h30m"]);
+    let (ok, _, err) = run(&[
+        "schedule", "add", "tick", "--queue", "q", "--every", "1h30m",
+    ]);
     assert!(ok, "{err}");
     let (ok, out, _) = run(&["schedule", "list"]);
     assert!(ok);
-    assert!(out.contains("nightly") && out.contains("cron 0 3 * * * (UTC)") && out.contains("every 1h30m"), "{out}");
+    assert!(
+        out.contains("nightly")
+            && out.contains("cron 0 3 * * * (UTC)")
+            && out.contains("every 1h30m"),
+        "{out}"
+    );
     let (ok, out, _) = run(&["--json", "schedule", "list"]);
     assert!(ok);
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -292,7 +339,10 @@ async fn a_schedule_in_code_and_store_add_validation() {
         namespace: ns.clone(),
         ..SchedulerConfig::default()
     }
-    .schedule("beat", config(json!({"class":"Beat","queue":"q","every":"1s"})));
+    .schedule(
+        "beat",
+        config(json!({"class":"Beat","queue":"q","every":"1s"})),
+    );
     let s = Scheduler::with_lock_value(conn().await, cfg, "h:1".into());
     s.tick().await.unwrap();
     support::eventually(4, "the in-code schedule to fire", || async {
@@ -308,7 +358,14 @@ async fn a_schedule_in_code_and_store_add_validation() {
         ..NewSchedule::default()
     };
     assert!(matches!(
-        store::add(&mut con, &keys, "x", &no_queue.to_config(), chrono_tz::Tz::UTC).await,
+        store::add(
+            &mut con,
+            &keys,
+            "x",
+            &no_queue.to_config(),
+            chrono_tz::Tz::UTC
+        )
+        .await,
         Err(resq::Error::Rejected(_))
     ));
 }

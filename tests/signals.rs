@@ -373,3 +373,17 @@ fn a_bad_configuration_exits_1_with_the_variable_named() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CONCURRENCY"));
 }
+
+#[test]
+fn a_signal_sent_the_moment_the_ids_are_printed_is_obeyed() {
+    // The handlers are installed before the process registers and prints its ids; a QUIT or
+    // TERM sent at once must shut it down cleanly, not kill it with the default action.
+    for sig in ["QUIT", "TERM"] {
+        let mut e = Env::new("sig-early");
+        let mut w = e.worker(&[]);
+        w.signal(sig);
+        let status = w.wait_exit(10);
+        assert_eq!(status.code(), Some(0), "{sig}: {status}");
+        e.assert_unregistered();
+    }
+}

@@ -3,9 +3,11 @@
 
 mod support;
 
+use support::stop;
+
 use redis::AsyncCommands;
 use resq::worker::step::{Completion, QueueKeys, Reply, Stepper};
-use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Phase, Registry, Running, Worker};
+use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, Running, Worker};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -64,11 +66,6 @@ async fn wait_failed(ns: &str, n: usize) -> Vec<Value> {
         }
     })
     .await
-}
-
-async fn stop(r: Running) {
-    r.stop(Phase::Quit);
-    r.wait().await.unwrap();
 }
 
 #[tokio::test]

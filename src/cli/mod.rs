@@ -47,7 +47,7 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 pub struct ConnArgs {
     /// Redis URL.
-    #[arg(long = "url", env = "REDIS_URL", default_value = crate::config::DEFAULT_REDIS_URL, global = true)]
+    #[arg(long = "url", env = "REDIS_URL", hide_env_values = true, default_value = crate::config::DEFAULT_REDIS_URL, global = true)]
     pub url: String,
     /// Namespace.
     #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::config::DEFAULT_NAMESPACE, global = true)]

@@ -7,7 +7,6 @@ use crate::queues::QueueList;
 use crate::registry::Registry;
 use crate::worker::Worker;
 use clap::Args;
-use std::io::Write;
 use std::net::SocketAddr;
 
 /// `resq work [--queues Q] [--concurrency N] [--interval S] [--metrics-addr ADDR]`.
@@ -50,12 +49,6 @@ pub async fn run(url: &str, namespace: &str, w: WorkArgs, registry: Registry) ->
         .build()?
         .start()
         .await?;
-    {
-        let mut out = std::io::stdout().lock();
-        for id in running.ids() {
-            writeln!(out, "worker {id}")?;
-        }
-        out.flush()?;
-    }
+    running.announce()?;
     running.run_until_signal().await
 }

@@ -59,7 +59,7 @@ impl Client {
         class: &str,
         args: &[Value],
     ) -> Result<Scheduled> {
-        let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        let at = crate::wire::time::after_now(delay)?;
         self.enqueue_at(queue, at, class, args).await
     }
 

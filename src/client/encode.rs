@@ -130,6 +130,8 @@ pub fn scheduler_item(
 }
 
 #[cfg(test)]
+// Fixture values as Ruby wrote them (3.14 is not π; Ruby's literals keep their digits).
+#[allow(clippy::approx_constant, clippy::excessive_precision)]
 mod tests {
     use super::*;
     use serde_json::{json, Number};

@@ -144,27 +144,24 @@ impl Client {
 
     /// Pushes an already-encoded payload at the tail, as `Resque.push` does.
     pub async fn push_raw(&self, queue: &str, json: &str) -> Result<()> {
-        let _: () = redis::pipe()
-            .atomic()
-            .sadd(self.keys.queues(), queue)
-            .ignore()
-            .rpush(self.keys.queue(queue), json)
-            .ignore()
-            .query_async(&mut self.con())
-            .await?;
-        Ok(())
+        self.push(queue, json, false).await
     }
 
     /// Pushes an already-encoded payload at the head (`LPUSH`).
     pub async fn push_raw_front(&self, queue: &str, json: &str) -> Result<()> {
-        let _: () = redis::pipe()
-            .atomic()
-            .sadd(self.keys.queues(), queue)
-            .ignore()
-            .lpush(self.keys.queue(queue), json)
-            .ignore()
-            .query_async(&mut self.con())
-            .await?;
+        self.push(queue, json, true).await
+    }
+
+    /// `SADD <ns>:queues` + `RPUSH` (or `LPUSH` when `front`) in one MULTI.
+    async fn push(&self, queue: &str, json: &str, front: bool) -> Result<()> {
+        let mut p = redis::pipe();
+        p.atomic().sadd(self.keys.queues(), queue).ignore();
+        if front {
+            p.lpush(self.keys.queue(queue), json).ignore();
+        } else {
+            p.rpush(self.keys.queue(queue), json).ignore();
+        }
+        let _: () = p.query_async(&mut self.con()).await?;
         Ok(())
     }
 }

@@ -102,7 +102,7 @@ impl Client {
         job: &JesqueJob,
         delay: Duration,
     ) -> Result<()> {
-        let at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        let at = crate::wire::time::after_now(delay)?;
         self.jesque_delayed_enqueue(queue, job, at).await
     }
 

@@ -110,8 +110,7 @@ impl Client {
         unique: &Unique,
     ) -> Result<Enqueued> {
         validate(queue, class)?;
-        let ts = (Utc::now() + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX))
-            .timestamp();
+        let ts = crate::wire::time::after_now(delay)?.timestamp();
         if ts <= Utc::now().timestamp() {
             return self.enqueue_unique(queue, class, args, unique).await;
         }

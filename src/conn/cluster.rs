@@ -73,6 +73,9 @@ mod tests {
         assert_eq!(hash_tag(""), None);
         assert!(check_namespace("{resque}").is_ok());
         let e = check_namespace("resque").unwrap_err().to_string();
-        assert!(e.starts_with("RESQUE_NAMESPACE:") && e.contains("{resque}"), "{e}");
+        assert!(
+            e.starts_with("RESQUE_NAMESPACE:") && e.contains("{resque}"),
+            "{e}"
+        );
     }
 }

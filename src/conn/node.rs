@@ -116,18 +116,22 @@ pub(crate) fn permanent(e: &redis::RedisError) -> bool {
         ErrorKind::AuthenticationFailed
         | ErrorKind::InvalidClientConfig
         | ErrorKind::Server(ServerErrorKind::NoPerm) => true,
-        // TLS failures (a certificate refused by either side) come as an I/O error whose
-        // cause is rustls's error.
-        ErrorKind::Io => {
-            let mut cause = std::error::Error::source(e);
-            while let Some(c) = cause {
-                if c.is::<rustls::Error>() {
-                    return true;
-                }
-                cause = c.source();
-            }
-            false
-        }
+        // TLS failures (a certificate refused by either side, TLS spoken to a plain port) come
+        // as an I/O error wrapping rustls's error.
+        ErrorKind::Io => io_error(e)
+            .and_then(|io| io.get_ref())
+            .is_some_and(|inner| inner.is::<rustls::Error>()),
         _ => matches!(e.code(), Some("WRONGPASS" | "NOAUTH")),
     }
+}
+
+/// The I/O error inside a redis-rs error (held behind an `Arc`).
+fn io_error(e: &redis::RedisError) -> Option<&std::io::Error> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    let cause = std::error::Error::source(e)?;
+    cause.downcast_ref::<std::io::Error>().or_else(|| {
+        cause
+            .downcast_ref::<Shared>()
+            .and_then(|a| a.downcast_ref::<std::io::Error>())
+    })
 }

@@ -174,12 +174,22 @@ struct Current {
     con: Option<(MultiplexedConnection, String)>,
 }
 
+/// The state of master lookups.
+#[derive(Default)]
+struct Lookup {
+    /// The sentinel client (its connections to the sentinels are kept between lookups).
+    client: Option<SentinelClient>,
+    /// When the last lookup failed, and why.
+    failed: Option<(tokio::time::Instant, RedisError)>,
+}
+
 /// What clones of one [`Failover`] share.
 struct Shared {
     /// Where the sentinels are.
     spec: Spec,
-    /// The sentinel client; held while (re)connecting, so reconnects are one at a time.
-    lookup: tokio::sync::Mutex<Option<SentinelClient>>,
+    /// The sentinel client, and the last failed lookup (when it ended, its error); held while
+    /// (re)connecting, so reconnects are one at a time.
+    lookup: tokio::sync::Mutex<Lookup>,
     /// The master connection.
     current: Mutex<Current>,
     /// Timeouts of master connections.
@@ -201,7 +211,7 @@ impl Failover {
     ) -> RedisResult<Self> {
         let f = Failover(Arc::new(Shared {
             spec,
-            lookup: tokio::sync::Mutex::new(None),
+            lookup: tokio::sync::Mutex::new(Lookup::default()),
             current: Mutex::new(Current {
                 generation: 0,
                 con: None,
@@ -233,13 +243,27 @@ impl Failover {
                 return Ok((cur.generation, c.clone()));
             }
         }
-        if guard.is_none() {
-            *guard = Some(self.0.spec.client()?);
+        // A lookup that just failed (after asking for up to LOOKUP_PATIENCE) answers the tasks
+        // that waited for it, instead of each of them asking that long again.
+        if let Some((at, e)) = &guard.failed {
+            if at.elapsed() < LOOKUP_PAUSE {
+                return Err(e.clone());
+            }
         }
-        let Some(sentinels) = guard.as_mut() else {
+        if guard.client.is_none() {
+            guard.client = Some(self.0.spec.client()?);
+        }
+        let Some(sentinels) = guard.client.as_mut() else {
             return Err(RedisError::from((ErrorKind::Client, "no sentinel client")));
         };
-        let client = lookup(sentinels).await?;
+        let client = match lookup(sentinels).await {
+            Ok(c) => c,
+            Err(e) => {
+                guard.failed = Some((tokio::time::Instant::now(), e.clone()));
+                return Err(e);
+            }
+        };
+        guard.failed = None;
         let addr = client.get_connection_info().addr().to_string();
         let con = client
             .get_multiplexed_async_connection_with_config(&self.0.config)

@@ -226,9 +226,7 @@ pub fn due_time(
 ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
     if let Some(s) = in_secs {
         let d: Duration = crate::config::parse_secs("--in", s)?;
-        return Ok(Some(
-            chrono::Utc::now() + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX),
-        ));
+        return Ok(Some(crate::wire::time::after_now(d)?));
     }
     if let Some(s) = at_epoch {
         let secs: f64 = s.trim().parse().map_err(|_| Error::Config {

@@ -256,18 +256,24 @@ impl Scheduler {
         }
         t.master = true;
         while let Some(ts) = due {
-            match self.mover.drain(&mut con, ts).await? {
+            let moved = match self.mover.drain(&mut con, ts).await? {
                 None => {
                     tracing::info!("scheduler lost the master lock");
                     t.master = false;
                     return Ok(t);
                 }
-                Some(n) => t.moved += n,
-            }
+                Some(n) => n,
+            };
+            t.moved += moved;
             let (m, next) = self.lock.poll(&mut con, Utc::now().timestamp()).await?;
             if !m.is_master() {
                 t.master = false;
                 return Ok(t);
+            }
+            // The same bucket again with nothing moved: it keeps changing under us; leave it
+            // to the next tick rather than spin.
+            if next == Some(ts) && moved == 0 {
+                break;
             }
             due = next;
         }

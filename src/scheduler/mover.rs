@@ -64,10 +64,11 @@ impl Mover {
         }
     }
 
-    /// Moves one batch of bucket `ts` (retrying while other writers change the bucket).
+    /// Moves one batch of bucket `ts`, reading it again while other writers change it (up to
+    /// 50 times; then it reports nothing moved and the next tick tries again).
     pub async fn batch<C: ConnectionLike + Send>(&self, con: &mut C, ts: i64) -> Result<Batch> {
         let bucket = self.keys.delayed_bucket(ts);
-        loop {
+        for _ in 0..50 {
             let stop = isize::try_from(self.batch.max(1)).unwrap_or(isize::MAX) - 1;
             let items: Vec<String> = redis::cmd("LRANGE")
                 .arg(&bucket)
@@ -105,6 +106,7 @@ impl Mover {
                 n => return Ok(Batch::Moved(usize::try_from(n).unwrap_or(0))),
             }
         }
+        Ok(Batch::Moved(0))
     }
 
     /// The failure entry of an item that cannot be enqueued.

@@ -123,6 +123,18 @@ pub fn parse_any(text: &str) -> Option<DateTime<Utc>> {
     None
 }
 
+/// Now plus `delay`, or an error naming the delay when that is past the last time chrono
+/// can represent (a caller's huge delay must not panic a producer).
+pub fn after_now(delay: std::time::Duration) -> crate::error::Result<DateTime<Utc>> {
+    chrono::Duration::from_std(delay)
+        .ok()
+        .and_then(|d| Utc::now().checked_add_signed(d))
+        .ok_or_else(|| crate::error::Error::Config {
+            var: "delay",
+            message: format!("{delay:?} is too far in the future"),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,7 +103,8 @@ pub fn failure(
     err: JobError,
 ) -> Completion {
     let unique = UniqueMark::from_payload(payload);
-    let policy = registry.get(payload.class()).and_then(|e| e.retry.clone());
+    // For a Rails ActiveJob wrapper, the policy of the handler dispatch picks (by job_class).
+    let policy = crate::activejob::entry_for(registry, payload).and_then(|e| e.retry.clone());
     if unique.is_none() && policy.is_none() {
         return Completion::Failure { record, entry };
     }

@@ -174,8 +174,14 @@ impl Worker {
     }
 
     /// Connects, registers every slot and starts them.
+    ///
+    /// From here on the process listens to QUIT, TERM, INT, USR1, USR2 and CONT (Ruby
+    /// registers its handlers first thing at startup too), so a signal sent the moment the ids
+    /// are announced is not lost; [`Running::run_until_signal`] obeys them. A process that
+    /// embeds a worker and never calls it handles those signals itself.
     pub async fn start(self) -> Result<Running> {
         crate::registry::panic::install_hook();
+        let signals = Signals::install()?;
         let cfg = self.config;
         let keys = Keys::new(cfg.namespace.clone());
         let endpoint = crate::conn::Endpoint::open(&cfg.redis_url)?;
@@ -263,6 +269,7 @@ impl Worker {
         tracing::info!(slots = ids.len(), queues = ?cfg.queues.entries(), namespace = %cfg.namespace, "worker started");
         crate::metrics::server::set_ready(true);
         Ok(Running {
+            signals: Some(signals),
             ids,
             keys,
             con,
@@ -316,6 +323,8 @@ async fn prune_periodically(
 
 /// A started worker process.
 pub struct Running {
+    /// The signals listened to since start.
+    signals: Option<Signals>,
     /// Slot ids, in slot order.
     ids: Vec<String>,
     /// Key names.
@@ -348,6 +357,17 @@ impl Running {
     /// The slots' worker ids.
     pub fn ids(&self) -> &[String] {
         &self.ids
+    }
+
+    /// Prints one line `worker <id>` per slot on stdout and flushes (what the compat worker
+    /// and `resq work` announce at start, for supervisors and tests).
+    pub fn announce(&self) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        for id in &self.ids {
+            writeln!(out, "worker {id}")?;
+        }
+        out.flush()
     }
 
     /// Asks the process to stop: [`Phase::Quit`] lets jobs finish, [`Phase::Term`] aborts them
@@ -394,14 +414,18 @@ impl Running {
     /// Obeys signals until every slot has stopped (after QUIT, TERM or INT), then unregisters.
     /// USR1, USR2, CONT and a later TERM/INT keep working during the shutdown too.
     pub async fn run_until_signal(self) -> Result<()> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut quit = signal(SignalKind::quit())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut usr1 = signal(SignalKind::user_defined1())?;
-        let mut usr2 = signal(SignalKind::user_defined2())?;
-        let mut cont = signal(SignalKind::from_raw(libc_sigcont()))?;
         let mut this = self;
+        let Signals {
+            mut quit,
+            mut term,
+            mut int,
+            mut usr1,
+            mut usr2,
+            mut cont,
+        } = match this.signals.take() {
+            Some(s) => s,
+            None => Signals::install()?,
+        };
         loop {
             tokio::select! {
                 _ = quit.recv() => { tracing::info!("QUIT: no new jobs; finishing running jobs"); this.stop(Phase::Quit); }
@@ -445,6 +469,37 @@ impl Running {
         .await;
         tracing::info!(slots = self.ids.len(), "worker unregistered");
         Ok(())
+    }
+}
+
+/// The signal streams a worker process obeys.
+struct Signals {
+    /// QUIT.
+    quit: tokio::signal::unix::Signal,
+    /// TERM.
+    term: tokio::signal::unix::Signal,
+    /// INT.
+    int: tokio::signal::unix::Signal,
+    /// USR1.
+    usr1: tokio::signal::unix::Signal,
+    /// USR2.
+    usr2: tokio::signal::unix::Signal,
+    /// CONT.
+    cont: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Starts listening (the process no longer gets these signals' default actions).
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            quit: signal(SignalKind::quit())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            usr1: signal(SignalKind::user_defined1())?,
+            usr2: signal(SignalKind::user_defined2())?,
+            cont: signal(SignalKind::from_raw(libc_sigcont()))?,
+        })
     }
 }
 

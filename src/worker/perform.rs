@@ -78,7 +78,8 @@ pub async fn perform(
     )
     .await;
     let secs = started.elapsed().as_secs_f64();
-    crate::metrics::job_finished(&rec.queue, payload.class(), result.is_ok(), secs);
+    let class = activejob::job_class_of(&payload).unwrap_or(payload.class());
+    crate::metrics::job_finished(&rec.queue, class, result.is_ok(), secs);
     match result {
         Ok(()) => {
             span.record("duration_s", secs).record("outcome", "success");

@@ -37,14 +37,20 @@ pub async fn dump(con: &mut MultiplexedConnection, ns: &str) -> BTreeMap<String,
                 json!(v)
             }
             "set" => {
-                let mut v: Vec<String> =
-                    redis::cmd("SMEMBERS").arg(&k).query_async(con).await.unwrap();
+                let mut v: Vec<String> = redis::cmd("SMEMBERS")
+                    .arg(&k)
+                    .query_async(con)
+                    .await
+                    .unwrap();
                 v.sort();
                 json!(v)
             }
             "hash" => {
-                let v: BTreeMap<String, String> =
-                    redis::cmd("HGETALL").arg(&k).query_async(con).await.unwrap();
+                let v: BTreeMap<String, String> = redis::cmd("HGETALL")
+                    .arg(&k)
+                    .query_async(con)
+                    .await
+                    .unwrap();
                 json!(v)
             }
             "zset" => {
@@ -70,7 +76,11 @@ pub async fn dump(con: &mut MultiplexedConnection, ns: &str) -> BTreeMap<String,
 
 /// A fixture's `keys` (or another key-state field) in [`dump`]'s shape: helper fields dropped,
 /// zset scores as floats, and every `(from, to)` text replacement applied (volatile values).
-pub fn expected(fixture: &Value, field: &str, swaps: &[(String, String)]) -> BTreeMap<String, Value> {
+pub fn expected(
+    fixture: &Value,
+    field: &str,
+    swaps: &[(String, String)],
+) -> BTreeMap<String, Value> {
     let mut text = fixture[field].to_string();
     for (from, to) in swaps {
         text = text.replace(from.as_str(), to.as_str());

@@ -362,3 +362,23 @@ pub fn wait_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A worker builder on the shared server for namespace `ns` and `queues`.
+pub fn builder(ns: &str, queues: &str) -> resq::WorkerBuilder {
+    resq::Worker::builder()
+        .redis_url(url())
+        .namespace(ns)
+        .queues(queues)
+        .expect("queue list")
+}
+
+/// Builds and starts `b`.
+pub async fn start(b: resq::WorkerBuilder) -> resq::Running {
+    b.build().expect("config").start().await.expect("start")
+}
+
+/// Stops a worker the QUIT way (running jobs finish) and waits until it has unregistered.
+pub async fn stop(r: resq::Running) {
+    r.stop(resq::Phase::Quit);
+    r.wait().await.expect("unregister");
+}

@@ -6,12 +6,15 @@
 //! `TIME` or `SCRIPT LOAD` go to the node used last, normally the namespace's owner). A node
 //! that does not own the slot answers `MOVED <slot> <host:port>` without running anything —
 //! for a transaction, every queued command is refused and `EXEC` discards it — so the request
-//! is sent again to that node, at most [`MAX_REDIRECTS`] times. A node that cannot be reached
-//! is forgotten and the seeds are asked instead; the failing request's error is returned, for
-//! the caller's [`crate::conn::retry`] to resend, as after any outage.
+//! is sent again to that node. A node that cannot be reached is forgotten and the seeds are
+//! asked instead. While a slot is not served (its master died and no replica has taken over:
+//! `CLUSTERDOWN`, `MOVED` to the dead node) a request keeps asking every 100 ms for up to 5 s,
+//! so it completes as soon as the cluster has failed over; then, or when a connection breaks
+//! mid-request, its error is returned for the caller's [`crate::conn::retry`] to resend, as
+//! after any outage.
 
 use super::Spec;
-use crate::conn::node::{server_errors, split_addr};
+use crate::conn::node::{permanent, server_errors, split_addr};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
     AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
@@ -22,7 +25,8 @@ use std::sync::{Arc, Mutex};
 
 /// Hash slots in a Redis Cluster.
 const SLOTS: u16 = 16384;
-/// How many `MOVED` replies one request follows before giving up.
+/// How many `MOVED` replies one request follows at once; after that it follows them only
+/// every [`PAUSE`], until [`PATIENCE`] runs out.
 pub const MAX_REDIRECTS: usize = 5;
 
 /// The slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key without one.
@@ -47,10 +51,10 @@ fn command_key(cmd: &Cmd) -> Option<Vec<u8>> {
     });
     let name = args.next()?.to_ascii_uppercase();
     let key = match name.as_slice() {
-        b"MULTI" | b"EXEC" | b"DISCARD" | b"UNWATCH" | b"PING" | b"TIME" | b"INFO"
-        | b"SCRIPT" | b"CLIENT" | b"CONFIG" | b"WAIT" | b"DBSIZE" | b"ECHO" | b"HELLO"
-        | b"AUTH" | b"SELECT" | b"CLUSTER" | b"COMMAND" | b"READONLY" | b"READWRITE"
-        | b"FLUSHDB" | b"FLUSHALL" | b"KEYS" | b"SCAN" | b"RANDOMKEY" | b"ROLE" => None,
+        b"MULTI" | b"EXEC" | b"DISCARD" | b"UNWATCH" | b"PING" | b"TIME" | b"INFO" | b"SCRIPT"
+        | b"CLIENT" | b"CONFIG" | b"WAIT" | b"DBSIZE" | b"ECHO" | b"HELLO" | b"AUTH"
+        | b"SELECT" | b"CLUSTER" | b"COMMAND" | b"READONLY" | b"READWRITE" | b"FLUSHDB"
+        | b"FLUSHALL" | b"KEYS" | b"SCAN" | b"RANDOMKEY" | b"ROLE" => None,
         b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
             let _script = args.next()?;
             let n: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
@@ -263,59 +267,119 @@ impl ClusterConn {
         self.0.routes.forget(addr);
     }
 
-    /// Sends `req` to its slot's owner, following `MOVED`.
+    /// Sends `req` to its slot's owner, following `MOVED`. While the slot is not served (its
+    /// master is down and no replica has taken over yet: nodes unreachable, `CLUSTERDOWN`,
+    /// `TRYAGAIN`, `MOVED` back and forth to a dead node) it asks again every [`PAUSE`] for up to
+    /// [`PATIENCE`], so a request made during a failover completes within about [`PAUSE`] of the
+    /// takeover instead of after the caller's back-off. Only refusals (nothing ran) are retried
+    /// here; a lost connection returns its error.
     async fn run(&self, req: Req<'_>) -> RedisResult<Vec<Value>> {
         let slot = req.slot();
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let patient = || tokio::time::Instant::now() + PAUSE < deadline;
         let mut want = self.0.routes.target(slot);
-        for _ in 0..MAX_REDIRECTS {
-            let (addr, mut con) = self.node(want.as_deref()).await?;
+        let mut redirects = 0;
+        loop {
+            let (addr, mut con) = match self.node(want.as_deref()).await {
+                Ok(found) => found,
+                Err(e) if patient() && !permanent(&e) => {
+                    tokio::time::sleep(PAUSE).await;
+                    want = self.0.routes.target(slot);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let r = match req {
                 Req::Cmd(cmd) => con.req_packed_command(cmd).await.map(|v| vec![v]),
                 Req::Pipe(p, offset, count) => con.req_packed_commands(p, offset, count).await,
             };
-            // Nothing ran when: the command was refused with MOVED; every reply of a pipeline
-            // is MOVED; a transaction was discarded because its commands were refused so.
-            let redirect = match &r {
-                Ok(values) => {
-                    let mut moves = server_errors(values).filter_map(moved).peekable();
-                    let first = moves.peek().cloned();
-                    let all = values.iter().all(|v| {
-                        matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::Moved))
-                    });
-                    if let Some((s, to)) = &first {
-                        self.0.routes.learn(Some(*s), to);
-                    }
-                    first.filter(|_| all && !values.is_empty())
-                }
-                Err(e) if transport(e) => {
+            match refusal(&r, req.is_transaction()) {
+                _ if matches!(&r, Err(e) if transport(e)) => {
                     self.drop_node(&addr);
-                    None
+                    return r;
                 }
-                Err(e) if req.is_transaction() => e
-                    .clone()
-                    .into_server_errors()
-                    .and_then(|errs| errs.iter().find_map(|(_, e)| moved(e))),
-                Err(_) => None,
-            };
-            match redirect {
-                Some((s, to)) => {
+                Some(Refusal::Moved(s, to)) => {
                     tracing::debug!(from = %addr, to = %to, slot = s, "cluster: following MOVED");
                     self.0.routes.learn(Some(s), &to);
                     want = Some(to);
+                    redirects += 1;
+                    if redirects > MAX_REDIRECTS {
+                        if !patient() {
+                            return Err(RedisError::from((
+                                ErrorKind::Server(ServerErrorKind::Moved),
+                                "too many MOVED redirects",
+                            )));
+                        }
+                        tokio::time::sleep(PAUSE).await;
+                    }
                 }
-                None => {
-                    if r.is_ok() {
-                        self.0.routes.learn(slot, &addr);
+                Some(Refusal::Unserved) if patient() => {
+                    tokio::time::sleep(PAUSE).await;
+                    want = self.0.routes.target(slot);
+                }
+                _ => {
+                    if let Ok(values) = &r {
+                        // A MOVED among other replies: not resent, but learnt.
+                        if let Some((s, to)) = server_errors(values).find_map(moved) {
+                            self.0.routes.learn(Some(s), &to);
+                        } else {
+                            self.0.routes.learn(slot, &addr);
+                        }
                     }
                     return r;
                 }
             }
         }
-        Err(RedisError::from((
-            ErrorKind::Server(ServerErrorKind::Moved),
-            "too many MOVED redirects",
-        )))
     }
+}
+
+/// How long a request waits for its slot to be served again.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+/// Pause between tries meanwhile.
+const PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Why a node refused a whole request without running any of it.
+enum Refusal {
+    /// `MOVED <slot> <host:port>`.
+    Moved(u16, String),
+    /// `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`: the slot is not served right now.
+    Unserved,
+}
+
+/// Whether the reply `r` refuses the whole request (nothing ran): a command refused; every
+/// reply of a pipeline refused; a transaction discarded because its commands were refused.
+fn refusal(r: &RedisResult<Vec<Value>>, transaction: bool) -> Option<Refusal> {
+    let errors: Vec<ServerError> = match r {
+        Ok(values) => {
+            let refused: Vec<ServerError> = server_errors(values).cloned().collect();
+            if values.is_empty() || refused.len() != values.len() {
+                return None;
+            }
+            refused
+        }
+        Err(e) if transaction => e
+            .clone()
+            .into_server_errors()?
+            .iter()
+            .map(|(_, e)| e.clone())
+            .collect(),
+        Err(_) => return None,
+    };
+    if let Some((s, to)) = errors.iter().find_map(moved) {
+        return Some(Refusal::Moved(s, to));
+    }
+    let unserved = !errors.is_empty()
+        && errors.iter().all(|e| {
+            matches!(
+                e.kind(),
+                Some(
+                    ServerErrorKind::ClusterDown
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::MasterDown
+                )
+            )
+        });
+    unserved.then_some(Refusal::Unserved)
 }
 
 impl ConnectionLike for ClusterConn {
@@ -358,7 +422,10 @@ mod tests {
     #[test]
     fn keys_of_commands() {
         let k = |c: &Cmd| command_key(c).map(|k| String::from_utf8(k).unwrap());
-        assert_eq!(k(redis::cmd("RPUSH").arg("a").arg("b")).as_deref(), Some("a"));
+        assert_eq!(
+            k(redis::cmd("RPUSH").arg("a").arg("b")).as_deref(),
+            Some("a")
+        );
         assert_eq!(
             k(redis::cmd("EVALSHA").arg("sha").arg(2).arg("k1").arg("k2")).as_deref(),
             Some("k1")

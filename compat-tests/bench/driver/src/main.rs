@@ -72,8 +72,13 @@ fn main() -> Result<()> {
     let (ns, queue) = ("bench", "bench");
     let mut rows: Vec<Row> = Vec::new();
 
-    for c in [1usize, 8, 64] {
-        let tag = format!("ceiling-c{c}");
+    // (threads, ids per thread): one id per connection, or ids pipelined over a connection.
+    for (c, depth) in [(1usize, 1usize), (8, 1), (64, 1), (1, 64), (2, 32)] {
+        let tag = if depth == 1 {
+            format!("ceiling-c{c}")
+        } else {
+            format!("ceiling-p{c}x{depth}")
+        };
         if !wanted(&tag) && !wanted("ceiling") {
             continue;
         }
@@ -83,7 +88,11 @@ fn main() -> Result<()> {
             measure::redis_cpu(&mut con)?,
             measure::process_cpu(std::process::id()),
         );
-        let rate = ceiling::run(&url, ns, queue, jobs, c)?;
+        let rate = if depth == 1 {
+            ceiling::run(&url, ns, queue, jobs, c)?
+        } else {
+            ceiling::run_pipelined(&url, ns, queue, jobs, c, depth)?
+        };
         let (r1, o1) = (
             measure::redis_cpu(&mut con)?,
             measure::process_cpu(std::process::id()),
@@ -92,10 +101,17 @@ fn main() -> Result<()> {
         eprintln!("   {rate:.0} jobs/s");
         rows.push(Row {
             tag,
-            name: format!(
-                "ceiling: Lua finish+reserve, {c} connection{}",
-                if c == 1 { "" } else { "s" }
-            ),
+            name: if depth == 1 {
+                format!(
+                    "ceiling: Lua finish+reserve, {c} connection{}",
+                    if c == 1 { "" } else { "s" }
+                )
+            } else {
+                format!(
+                    "ceiling: Lua finish+reserve, {c}×{depth} ids pipelined on {c} connection{}",
+                    if c == 1 { "" } else { "s" }
+                )
+            },
             rate,
             pickup: Vec::new(),
             idle: None,
@@ -205,6 +221,11 @@ fn report(
         .filter(|r| r.tag.starts_with("ceiling"))
         .map(|r| r.rate)
         .fold(f64::NAN, f64::max);
+    let unpipelined = rows
+        .iter()
+        .filter(|r| r.tag.starts_with("ceiling-c"))
+        .map(|r| r.rate)
+        .fold(f64::NAN, f64::max);
     let resq_best = rows
         .iter()
         .filter(|r| r.tag.starts_with("resq"))
@@ -223,21 +244,22 @@ fn report(
         .map(|n| n.get())
         .unwrap_or(0);
     let mut s = String::new();
-    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. CPU µs/job: the subject's own CPU time (user + system, /proc) and Redis's (`INFO cpu`) over the drain, divided by the jobs (for the ceiling, own = the driver process running its client threads). Ceiling: threads each calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks).");
+    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. CPU µs/job: the subject's own CPU time (user + system, /proc) and Redis's (`INFO cpu`) over the drain, divided by the jobs (for the ceiling, own = the driver process running its client threads). Ceiling: worker ids calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks), one id per connection (c) or many ids pipelined per connection (p); the best row is the ceiling.");
     let _ = writeln!(s);
     let _ = writeln!(s, "Machine: {cores} cores ({cpu}), redis-server {redis} on the same cores; load average before {before}, after {after}.");
     let _ = writeln!(s);
-    let _ = writeln!(s, "| subject | drain jobs/s | ÷ ceiling | resq best ÷ this | CPU µs/job (own / Redis) | pick-up p50 ms | p99 ms | n | idle cmds/s | peak RSS MiB |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| subject | drain jobs/s | ÷ ceiling | ÷ unpipelined ceiling | resq best ÷ this | CPU µs/job (own / Redis) | pick-up p50 ms | p99 ms | n | idle cmds/s | peak RSS MiB |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let p50 = measure::quantile(&r.pickup, 0.5);
         let p99 = measure::quantile(&r.pickup, 0.99);
         let _ = writeln!(
             s,
-            "| {} | {:.0} | {} | {} | {} / {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} |",
             r.name,
             r.rate,
             fmt_opt(Some(r.rate / ceiling), 2),
+            fmt_opt(Some(r.rate / unpipelined), 2),
             if r.tag.starts_with("resq") {
                 "–".to_string()
             } else {
@@ -262,7 +284,15 @@ fn report(
     if ceiling.is_finite() && resq_best.is_finite() {
         let v = resq_best / ceiling;
         checks.push((
-            "resq best ÷ ceiling ≥ 0.8".into(),
+            "resq best ÷ ceiling (best client, pipelined) ≥ 0.8".into(),
+            format!("{v:.2}"),
+            v >= 0.8,
+        ));
+    }
+    if unpipelined.is_finite() && resq_best.is_finite() {
+        let v = resq_best / unpipelined;
+        checks.push((
+            "resq best ÷ unpipelined ceiling (one call per round trip per connection) ≥ 0.8".into(),
             format!("{v:.2}"),
             v >= 0.8,
         ));
