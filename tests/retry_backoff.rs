@@ -10,7 +10,7 @@ use support::stop;
 use redis::AsyncCommands;
 use resq::registry::retry::RetryPolicy;
 use resq::worker::step::{QueueKeys, Reply, Stepper};
-use resq::{Client, JobContext, JobError, Keys, Registry, Running, Worker};
+use resq::{Client, JobContext, JobError, Keys, Registry, Running};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,19 +37,11 @@ fn flaky(class: &str, fail: usize, policy: RetryPolicy) -> (Registry, Arc<Atomic
 }
 
 async fn start(ns: &str, registry: Registry, scheduler: bool) -> Running {
-    Worker::builder()
-        .redis_url(support::url())
-        .namespace(ns)
-        .queues("q")
-        .unwrap()
+    let b = support::builder(ns, "q")
         .scheduler(scheduler)
         .scheduler_interval(Duration::from_millis(100))
-        .registry(registry)
-        .build()
-        .unwrap()
-        .start()
-        .await
-        .unwrap()
+        .registry(registry);
+    support::start(b).await
 }
 
 fn retry_key(class: &str, args_joined: &str) -> String {

@@ -9,7 +9,7 @@ use support::stop;
 use redis::AsyncCommands;
 use resq::client::{Enqueued, Unique};
 use resq::registry::retry::RetryPolicy;
-use resq::{Client, JobContext, JobError, Keys, Registry, Running, Worker};
+use resq::{Client, JobContext, JobError, Keys, Registry, Running};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,19 +17,11 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 async fn start(ns: &str, registry: Registry, scheduler: bool) -> Running {
-    Worker::builder()
-        .redis_url(support::url())
-        .namespace(ns)
-        .queues("q")
-        .unwrap()
+    let b = support::builder(ns, "q")
         .scheduler(scheduler)
         .scheduler_interval(Duration::from_millis(100))
-        .registry(registry)
-        .build()
-        .unwrap()
-        .start()
-        .await
-        .unwrap()
+        .registry(registry);
+    support::start(b).await
 }
 
 async fn client(ns: &str) -> Client {
