@@ -9,7 +9,7 @@
 mod support;
 
 use redis::AsyncCommands;
-use resq::{Client, JobContext, JobError, Keys, Phase, Registry, Running, Worker};
+use resq::{Client, JobContext, JobError, Keys, Phase, Registry, Running};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -105,17 +105,7 @@ fn fixture_dump(name: &str) -> Dump {
 }
 
 async fn start(ns: &str, queues: &str, registry: Registry) -> Running {
-    Worker::builder()
-        .redis_url(support::url())
-        .namespace(ns)
-        .queues(queues)
-        .unwrap()
-        .registry(registry)
-        .build()
-        .unwrap()
-        .start()
-        .await
-        .unwrap()
+    support::start(support::builder(ns, queues).registry(registry)).await
 }
 
 fn demo_registry() -> Registry {

@@ -5,10 +5,11 @@
 mod keydump;
 mod support;
 
+use support::scheduler;
+
 use chrono::Utc;
 use redis::AsyncCommands;
 use resq::client::delayed::Scheduled;
-use resq::scheduler::{Scheduler, SchedulerConfig};
 use resq::{Client, Keys};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -16,20 +17,6 @@ use std::time::{Duration, Instant};
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()
-}
-
-async fn scheduler(ns: &str, value: &str) -> Scheduler {
-    let cfg = SchedulerConfig {
-        redis_url: support::url(),
-        namespace: ns.to_string(),
-        ..SchedulerConfig::default()
-    };
-    let con = resq::conn::Endpoint::open(&support::url())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    Scheduler::with_lock_value(con, cfg, value.to_string())
 }
 
 fn vol(fx: &Value, name: &str) -> i64 {

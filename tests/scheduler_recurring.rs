@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::scheduler;
+
 use chrono::{TimeZone, Utc};
 use redis::AsyncCommands;
 use resq::scheduler::store::{self, NewSchedule};
@@ -11,20 +13,6 @@ use resq::scheduler::{Scheduler, SchedulerConfig};
 use resq::Keys;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
-
-async fn scheduler(ns: &str, value: &str) -> Scheduler {
-    let cfg = SchedulerConfig {
-        redis_url: support::url(),
-        namespace: ns.to_string(),
-        ..SchedulerConfig::default()
-    };
-    let con = resq::conn::Endpoint::open(&support::url())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    Scheduler::with_lock_value(con, cfg, value.to_string())
-}
 
 async fn conn() -> resq::conn::Conn {
     resq::conn::Endpoint::open(&support::url())

@@ -382,3 +382,19 @@ pub async fn stop(r: resq::Running) {
     r.stop(resq::Phase::Quit);
     r.wait().await.expect("unregister");
 }
+
+/// A resque-scheduler-compatible scheduler on the shared server for `ns`, holding the master
+/// lock under `value` (tests run several and tell them apart by it).
+pub async fn scheduler(ns: &str, value: &str) -> resq::scheduler::Scheduler {
+    let cfg = resq::scheduler::SchedulerConfig {
+        redis_url: url(),
+        namespace: ns.to_string(),
+        ..resq::scheduler::SchedulerConfig::default()
+    };
+    let con = resq::conn::Endpoint::open(&url())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    resq::scheduler::Scheduler::with_lock_value(con, cfg, value.to_string())
+}
