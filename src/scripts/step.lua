@@ -1,66 +1,41 @@
--- step.lua: finish (or fail) a slot's current job and reserve its next one, atomically.
+-- step.lua: for each of a batch of slots, finish (or fail) its current job and reserve its next
+-- one, atomically.
 --
--- One call is one job transition, so a job is in Redis at every instant:
---   finish: the record is deleted and stats counted in the same step;
---   fail:   the failure entry is pushed in the same step as the record's removal;
---   reserve: the job is popped and the worker record written in the same step.
--- Safe to resend when the reply was lost: the finish applies only while the slot's record is
+-- One call carries the transitions of every slot that was ready at the same moment (one slot
+-- alone is a batch of one), so a job is in Redis at every instant:
+--   finish: the record is deleted and stats counted in the same call;
+--   fail:   the failure entry is pushed in the same call as the record's removal;
+--   reserve: the job is popped and the worker record written in the same call.
+-- Safe to resend when the reply was lost: a slot's finish applies only while its record is
 -- still the exact bytes it reserved, and a reserve returns the record already there instead
 -- of popping a second job over it.
 --
--- KEYS[1] <ns>:worker:<id>          KEYS[2] <ns>:stat:processed   KEYS[3] <ns>:stat:processed:<id>
--- KEYS[4] <ns>:stat:failed          KEYS[5] <ns>:stat:failed:<id> KEYS[6] failure list (<ns>:failed)
--- KEYS[7] <ns>:pause-all-workers    KEYS[8..] <ns>:queue:<q>, in priority order
--- ARGV[1] completion: "0" none, "1" success, "2" failure
--- ARGV[2] the record the completion is for (exact bytes)
--- ARGV[3] failure entry JSON (completion "2")
--- ARGV[4] "1" when failures also count as processed (Ruby's semantics)
--- ARGV[5] "1" to reserve after the completion
--- ARGV[6] run_at for a new record
--- ARGV[7] failed_at for entries of malformed payloads
--- ARGV[8] the worker id as a JSON string
--- ARGV[9..] the queue names as JSON strings, aligned with KEYS[8..]
--- Jesque zset queues (only for workers told about them; worker/jesque.rs): after the n queue
--- keys come n more, KEYS[8+n..7+2n] = <queue key>:frequency, and after the n names ARGV gets
--- 'jesque', now (epoch ms) and one flag character per queue ('1' = a zset queue). A flagged
--- queue whose key is a zset gives its lowest member scored <= now, which is removed, or, when
--- the frequency hash has it, re-scored by its period (Jesque's jesque_pop.lua).
--- Returns {tag, applied[, record]}: tag "job" (with the record), "none" or "paused";
--- applied is 1 when the completion was applied now, 0 when it was not (already applied).
+-- KEYS[1] <ns>:stat:processed   KEYS[2] <ns>:stat:failed   KEYS[3] failure list (<ns>:failed)
+-- KEYS[4] <ns>:pause-all-workers
+-- KEYS[5..4+nq] <ns>:queue:<q>, in priority order (nq = ARGV[4])
+-- Jesque zset queues (only for workers told about them; worker/jesque.rs): ARGV[5] holds one
+-- flag character per queue ('1' = a zset queue, '' when none is), ARGV[6] now (epoch ms), and
+-- KEYS[5+nq..4+2nq] = <queue key>:frequency. A flagged queue whose key is a zset gives its
+-- lowest member scored <= now, which is removed, or, when the frequency hash has it, re-scored
+-- by its period (Jesque's jesque_pop.lua).
+-- Then three keys per slot: <ns>:worker:<id>, <ns>:stat:processed:<id>, <ns>:stat:failed:<id>.
+-- ARGV[1] "1" when failures also count as processed (Ruby's semantics)
+-- ARGV[2] run_at for a new record   ARGV[3] failed_at for entries of malformed payloads
+-- ARGV[7..6+nq] the queue names as JSON strings, aligned with the queue keys
+-- Then five arguments per slot: completion ("0" none, "1" success, "2" failure), the record
+-- the completion is for (exact bytes), the failure entry JSON (completion "2"), "1" to
+-- reserve after the completion, the worker id as a JSON string.
+-- Returns three values per slot: tag "job" (then the record), "none" or "paused"; applied (1
+-- when the completion was applied now, 0 when not: already applied); the record or ''.
 
-local applied = 0
-local count_failed = ARGV[4] == '1'
-
-if ARGV[1] ~= '0' and redis.call('GET', KEYS[1]) == ARGV[2] then
-  if ARGV[1] == '1' then
-    redis.call('INCR', KEYS[2])
-    redis.call('INCR', KEYS[3])
-  else
-    redis.call('RPUSH', KEYS[6], ARGV[3])
-    redis.call('INCR', KEYS[4])
-    redis.call('INCR', KEYS[5])
-    if count_failed then
-      redis.call('INCR', KEYS[2])
-      redis.call('INCR', KEYS[3])
-    end
-  end
-  redis.call('DEL', KEYS[1])
-  applied = 1
-end
-
-if ARGV[5] ~= '1' then
-  return {'none', applied}
-end
-
-local held = redis.call('GET', KEYS[1])
-if held then
-  return {'job', applied, held}
-end
-
-local pause = redis.call('GET', KEYS[7])
-if pause and string.lower(string.match(pause, '^%s*(.-)%s*$')) == 'true' then
-  return {'paused', applied}
-end
+local count_failed = ARGV[1] == '1'
+local nq = tonumber(ARGV[4])
+local flags = ARGV[5]
+local jesque = flags ~= ''
+local kq = 4 + nq
+if jesque then kq = kq + nq end
+local aq = 6 + nq
+local processed, failed = 0, 0
 
 -- Whether s is UTF-8, scanning ASCII runs and whole sequences with anchored patterns
 -- (a byte-at-a-time loop would block Redis far longer on large payloads).
@@ -126,58 +101,115 @@ local function malformed(raw)
   return nil
 end
 
--- The queues: KEYS[8..7+nq] (see the header for the Jesque layout).
-local nq = #KEYS - 7
-local jesque = ARGV[#ARGV - 2] == 'jesque'
-if jesque then nq = #ARGV - 11 end
-
--- Pops queue KEYS[i]: the head of a list; for a flagged Jesque zset queue, its due member.
-local function pop(i)
-  local raw = redis.pcall('LPOP', KEYS[i])
-  if jesque and type(raw) == 'table' and string.sub(ARGV[#ARGV], i - 7, i - 7) == '1' then
-    local due = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', ARGV[#ARGV - 1], 'LIMIT', 0, 1)[1]
+-- Pops queue q (1-based): the head of a list; for a flagged Jesque zset queue, its due member.
+local function pop(q)
+  local key = KEYS[4 + q]
+  local raw = redis.pcall('LPOP', key)
+  if jesque and type(raw) == 'table' and string.sub(flags, q, q) == '1' then
+    local due = redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[6], 'LIMIT', 0, 1)[1]
     if not due then return false end
-    local period = redis.call('HGET', KEYS[i + nq], due)
+    local period = redis.call('HGET', KEYS[4 + nq + q], due)
     if period then
-      redis.call('ZINCRBY', KEYS[i], period, due)
+      redis.call('ZINCRBY', key, period, due)
     else
-      redis.call('ZREM', KEYS[i], due)
+      redis.call('ZREM', key, due)
     end
     return due
   end
   return raw
 end
 
--- Up to 100 malformed payloads are turned into failure entries per call; then the caller
--- simply calls again.
-for _ = 1, 100 do
-  local found = false
-  for i = 8, 7 + nq do
-    local raw = pop(i)
-    if type(raw) == 'string' then
-      found = true
-      local why = malformed(raw)
-      if not why then
-        local record = '{"queue":' .. ARGV[i + 1] .. ',"run_at":"' .. ARGV[6] .. '","payload":' .. raw .. '}'
-        redis.call('SET', KEYS[1], record)
-        return {'job', applied, record}
+-- Whether pause-all-workers is set (read once per call, when a slot first wants a job).
+local paused = nil
+local function is_paused()
+  if paused == nil then
+    local v = redis.call('GET', KEYS[4])
+    paused = v and string.lower(string.match(v, '^%s*(.-)%s*$')) == 'true' or false
+  end
+  return paused
+end
+
+-- Up to 100 malformed payloads are turned into failure entries per call; then the slots that
+-- found none get "none", are woken by their queue's watcher and simply call again.
+local budget = 100
+local drained = false
+
+-- Reserves for the slot whose worker key is wkey: the record, or nil when every queue is empty.
+local function reserve(wkey, pkey, fkey, worker_json)
+  while not drained and budget > 0 do
+    local found = false
+    for q = 1, nq do
+      local raw = pop(q)
+      if type(raw) == 'string' then
+        found = true
+        local why = malformed(raw)
+        if not why then
+          local record = '{"queue":' .. ARGV[6 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
+          redis.call('SET', wkey, record)
+          return record
+        end
+        budget = budget - 1
+        local entry = '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"Resq::MalformedPayload","error":'
+          .. cjson.encode(why .. ': ' .. clean_utf8(raw)) .. ',"backtrace":[],"worker":' .. worker_json
+          .. ',"queue":' .. ARGV[6 + q] .. '}'
+        redis.call('RPUSH', KEYS[3], entry)
+        failed = failed + 1
+        redis.call('INCR', fkey)
+        if count_failed then
+          processed = processed + 1
+          redis.call('INCR', pkey)
+        end
+        break
       end
-      local text = clean_utf8(raw)
-      local entry = '{"failed_at":"' .. ARGV[7] .. '","payload":null,"exception":"Resq::MalformedPayload","error":'
-        .. cjson.encode(why .. ': ' .. text) .. ',"backtrace":[],"worker":' .. ARGV[8]
-        .. ',"queue":' .. ARGV[i + 1] .. '}'
-      redis.call('RPUSH', KEYS[6], entry)
-      redis.call('INCR', KEYS[4])
-      redis.call('INCR', KEYS[5])
+    end
+    if not found then drained = true end
+  end
+  return nil
+end
+
+local out = {}
+local slots = (#KEYS - kq) / 3
+for s = 0, slots - 1 do
+  local wkey, pkey, fkey = KEYS[kq + 3 * s + 1], KEYS[kq + 3 * s + 2], KEYS[kq + 3 * s + 3]
+  local a = aq + 5 * s
+  local completion, reserving = ARGV[a + 1], ARGV[a + 4] == '1'
+  local applied, held = 0, nil
+  if completion ~= '0' then held = redis.call('GET', wkey) end
+  if completion ~= '0' and held == ARGV[a + 2] then
+    held = false
+    if completion == '1' then
+      processed = processed + 1
+      redis.call('INCR', pkey)
+    else
+      redis.call('RPUSH', KEYS[3], ARGV[a + 3])
+      failed = failed + 1
+      redis.call('INCR', fkey)
       if count_failed then
-        redis.call('INCR', KEYS[2])
-        redis.call('INCR', KEYS[3])
+        processed = processed + 1
+        redis.call('INCR', pkey)
       end
-      break
+    end
+    redis.call('DEL', wkey)
+    applied = 1
+  end
+  local tag, record = 'none', ''
+  if reserving then
+    if held == nil then held = redis.call('GET', wkey) end
+    if held then
+      tag, record = 'job', held
+    elseif is_paused() then
+      tag = 'paused'
+    else
+      local r = reserve(wkey, pkey, fkey, ARGV[a + 5])
+      if r then tag, record = 'job', r end
     end
   end
-  if not found then
-    return {'none', applied}
-  end
+  out[#out + 1] = tag
+  out[#out + 1] = applied
+  out[#out + 1] = record
 end
-return {'none', applied}
+
+-- The shared counters, once per call (the same totals as one INCR per job).
+if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
+if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
+return out

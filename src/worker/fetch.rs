@@ -112,6 +112,11 @@ impl Fetch {
         self.work.notified().await;
     }
 
+    /// Reserve attempts made so far by all slots.
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(Ordering::SeqCst)
+    }
+
     /// Called by a slot after every reserve attempt.
     pub fn attempted(&self) {
         self.attempts.fetch_add(1, Ordering::SeqCst);

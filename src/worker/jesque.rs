@@ -67,17 +67,20 @@ impl JesqueQueues {
         self.zset_keys.iter().any(|k| k == key)
     }
 
-    /// Adds the Jesque part of a step invocation (nothing for list-only workers).
-    pub fn append(&self, inv: &mut ScriptInvocation<'_>, now: DateTime<Utc>) {
-        if self.is_empty() {
-            return;
-        }
+    /// Adds the frequency keys of a step invocation (nothing for list-only workers).
+    pub fn append_keys(&self, inv: &mut ScriptInvocation<'_>) {
         for k in &self.frequency {
             inv.key(k);
         }
-        inv.arg("jesque")
-            .arg(now.timestamp_millis())
-            .arg(self.flags.as_str());
+    }
+
+    /// Adds the flags and the time of a step invocation (`''` twice for list-only workers).
+    pub fn append_args(&self, inv: &mut ScriptInvocation<'_>, now: DateTime<Utc>) {
+        if self.is_empty() {
+            inv.arg("").arg("");
+        } else {
+            inv.arg(self.flags.as_str()).arg(now.timestamp_millis());
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 //!
 //! Pruning ([`super::prune`]) runs once before registering and then every minute.
 
+use super::batch::Batcher;
 use super::fetch::Fetch;
 use super::heartbeat::Heartbeat;
 use super::lifecycle;
@@ -250,10 +251,16 @@ impl Worker {
         };
         let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
         let (abort_jobs, abort_rx) = watch::channel(0u64);
+        let steps = Batcher::start(con.clone(), super::batch::LANES.min(states.len()));
         let mut slots = JoinSet::new();
         for state in &states {
             let slot = Slot {
-                stepper: Stepper::new(&keys, &state.id, cfg.count_failed_as_processed),
+                stepper: Arc::new(Stepper::new(
+                    &keys,
+                    &state.id,
+                    cfg.count_failed_as_processed,
+                )),
+                steps: steps.clone(),
                 state: state.clone(),
                 con: con.clone(),
                 fetch: fetch.clone(),
@@ -357,6 +364,12 @@ impl Running {
     /// The slots' worker ids.
     pub fn ids(&self) -> &[String] {
         &self.ids
+    }
+
+    /// Reserve attempts made so far by all slots (steps that asked for a job, whatever came
+    /// back: a job, nothing, or "paused").
+    pub fn reserve_attempts(&self) -> u64 {
+        self.fetch.attempts()
     }
 
     /// Prints one line `worker <id>` per slot on stdout and flushes (what the compat worker

@@ -3,6 +3,7 @@
 //! * [`launcher`] — the process: registration, heartbeat, signals, slots, shutdown.
 //! * [`slot`] — one worker: reserve → perform → finish/fail, in a loop.
 //! * [`step`] — the one Lua script that finishes a job and reserves the next.
+//! * [`batch`] — sends the steps of all slots ready at the same moment as one call.
 //! * [`fetch`] — wake-ups: blocking waits on the queues so idle slots pick up jobs at once.
 //! * [`perform`] — runs a handler with panic capture and time limit.
 //! * [`lifecycle`] — register / unregister.
@@ -13,6 +14,7 @@
 //! * [`complete`] — endings with a retry or a unique lock (one more atomic script).
 //! * [`jesque`] — Jesque delayed/recurring zset queues, for workers told about them.
 
+pub mod batch;
 pub mod complete;
 pub mod fetch;
 pub mod heartbeat;

@@ -10,6 +10,7 @@
 //! timeout) or on USR1; it is then recorded as a `Resque::TermException` failure, or, with
 //! `at_least_once`, put back at the head of its queue.
 
+use super::batch::Batcher;
 use super::fetch::Fetch;
 use super::perform::perform;
 use super::requeue::{self, HeldJob};
@@ -38,7 +39,9 @@ pub struct Slot {
     /// Shared state.
     pub state: Arc<SlotState>,
     /// The step script bound to this slot's keys.
-    pub stepper: Stepper,
+    pub stepper: Arc<Stepper>,
+    /// Sends steps, batched with other slots'.
+    pub steps: Batcher,
     /// The shared connection.
     pub con: Conn,
     /// Wake-ups and the resolved queue list.
@@ -147,12 +150,25 @@ impl Slot {
     async fn step(&self, completion: Option<Completion>, reserve: bool) -> Reply {
         let queues = self.fetch.queues();
         let mut record = self.state.record.lock().await;
-        let (reply, _) = crate::conn::retry("step", || {
-            let mut con = self.con.clone();
-            let (stepper, c, q) = (&self.stepper, completion.as_ref(), &queues);
-            async move { stepper.step(&mut con, c, reserve, q).await }
-        })
-        .await;
+        let completion = match completion {
+            Some(Completion::Extended(ext)) => {
+                crate::conn::retry("step", || {
+                    let mut con = self.con.clone();
+                    let (stepper, ext) = (&self.stepper, &ext);
+                    async move { stepper.apply_extended(&mut con, ext).await }
+                })
+                .await;
+                None
+            }
+            c => c,
+        };
+        let reply = if completion.is_none() && !reserve {
+            Reply::Empty
+        } else {
+            self.steps
+                .step(&self.stepper, completion, reserve, queues)
+                .await
+        };
         *record = match &reply {
             Reply::Job(r) => Some(r.clone()),
             _ => None,

@@ -1,4 +1,6 @@
-//! The step script: finish (or fail) a slot's job and reserve its next one in one call.
+//! The step script: finish (or fail) a slot's job and reserve its next one in one call — for
+//! one slot, or for every slot of the process that is ready at the same moment (see
+//! [`super::batch`]).
 
 use crate::keys::Keys;
 use crate::wire::record;
@@ -109,8 +111,24 @@ impl Stepper {
         }
     }
 
-    /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`.
-    /// Returns the reply and whether the completion was applied by this call.
+    /// `<ns>:worker:<id>`.
+    pub fn worker_key(&self) -> &str {
+        &self.fixed[0]
+    }
+
+    /// Applies an extended completion (retry, unique lock) with its own script; returns
+    /// whether it was applied by this call.
+    pub async fn apply_extended<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        ext: &super::complete::Extended,
+    ) -> RedisResult<bool> {
+        super::complete::apply(con, &self.keys, &self.fixed, self.count_failed, ext).await
+    }
+
+    /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`:
+    /// a batch of one (see [`step_batch`]). Returns the reply and whether the completion was
+    /// applied by this call.
     pub async fn step<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
@@ -121,58 +139,101 @@ impl Stepper {
         let mut completion = completion;
         let mut extended_applied = false;
         if let Some(Completion::Extended(ext)) = completion {
-            extended_applied =
-                super::complete::apply(con, &self.keys, &self.fixed, self.count_failed, ext)
-                    .await?;
+            extended_applied = self.apply_extended(con, ext).await?;
             completion = None;
             if !reserve {
                 return Ok((Reply::Empty, extended_applied));
             }
         }
-        let now = chrono::Utc::now();
-        let mut inv = STEP.prepare_invoke();
-        for k in &self.fixed {
-            inv.key(k);
+        let item = StepItem {
+            stepper: self,
+            completion,
+            reserve,
+        };
+        let mut replies = step_batch(con, queues, std::slice::from_ref(&item)).await?;
+        match replies.pop() {
+            Some((r, applied)) => Ok((r, applied || extended_applied)),
+            None => Err(bad_reply()),
         }
-        for (_, key, _) in &queues.queues {
-            inv.key(key);
-        }
-        match completion {
-            None => inv.arg("0").arg("").arg(""),
+    }
+}
+
+/// One slot's part of a step call.
+#[derive(Debug, Clone, Copy)]
+pub struct StepItem<'a> {
+    /// The slot's stepper.
+    pub stepper: &'a Stepper,
+    /// How its previous job ended (an extended completion must be applied beforehand with
+    /// [`Stepper::apply_extended`]; here it counts as none).
+    pub completion: Option<&'a Completion>,
+    /// Whether to reserve a next job.
+    pub reserve: bool,
+}
+
+/// Runs the step script once for `items` (slots of one process, polling `queues`), each one's
+/// completion applied and next job reserved in order; replies in the same order. An empty
+/// `items` sends nothing.
+pub async fn step_batch<C: ConnectionLike + Send>(
+    con: &mut C,
+    queues: &QueueKeys,
+    items: &[StepItem<'_>],
+) -> RedisResult<Vec<(Reply, bool)>> {
+    let Some(first) = items.first() else {
+        return Ok(Vec::new());
+    };
+    let shared = first.stepper;
+    let now = chrono::Utc::now();
+    let mut inv = STEP.prepare_invoke();
+    inv.key(&shared.fixed[1])
+        .key(&shared.fixed[3])
+        .key(&shared.fixed[5])
+        .key(&shared.fixed[6]);
+    for (_, key, _) in &queues.queues {
+        inv.key(key);
+    }
+    queues.jesque.append_keys(&mut inv);
+    inv.arg(if shared.count_failed { "1" } else { "0" })
+        .arg(crate::wire::time::run_at(now))
+        .arg(crate::wire::time::failed_at(now))
+        .arg(queues.queues.len());
+    queues.jesque.append_args(&mut inv, now);
+    for (_, _, json) in &queues.queues {
+        inv.arg(json.as_str());
+    }
+    for item in items {
+        let s = item.stepper;
+        inv.key(&s.fixed[0]).key(&s.fixed[2]).key(&s.fixed[4]);
+        match item.completion {
             Some(Completion::Success { record }) => inv.arg("1").arg(record.as_slice()).arg(""),
             Some(Completion::Failure { record, entry }) => {
                 inv.arg("2").arg(record.as_slice()).arg(entry.as_str())
             }
-            Some(Completion::Extended(_)) => inv.arg("0").arg("").arg(""),
+            None | Some(Completion::Extended(_)) => inv.arg("0").arg("").arg(""),
         };
-        inv.arg(if self.count_failed { "1" } else { "0" })
-            .arg(if reserve { "1" } else { "0" })
-            .arg(crate::wire::time::run_at(now))
-            .arg(crate::wire::time::failed_at(now))
-            .arg(self.worker_json.as_str());
-        for (_, _, json) in &queues.queues {
-            inv.arg(json.as_str());
-        }
-        queues.jesque.append(&mut inv, now);
-        let v: Vec<Value> = inv.invoke_async(con).await?;
-        parse_reply(v).map(|(r, applied)| (r, applied || extended_applied))
+        inv.arg(if item.reserve { "1" } else { "0" })
+            .arg(s.worker_json.as_str());
     }
+    let v: Vec<Value> = inv.invoke_async(con).await?;
+    if v.len() != 3 * items.len() {
+        return Err(bad_reply());
+    }
+    v.chunks_exact(3).map(parse_reply).collect()
 }
 
-fn parse_reply(v: Vec<Value>) -> RedisResult<(Reply, bool)> {
-    let bad = || redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"));
-    let tag = match v.first() {
-        Some(Value::BulkString(b)) => b.as_slice(),
-        _ => return Err(bad()),
-    };
+fn bad_reply() -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"))
+}
+
+fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
     let applied = matches!(v.get(1), Some(Value::Int(1)));
-    let reply = match tag {
-        b"job" => match v.get(2) {
+    let reply = match v.first() {
+        Some(Value::BulkString(tag)) if tag == b"job" => match v.get(2) {
             Some(Value::BulkString(r)) => Reply::Job(r.clone()),
-            _ => return Err(bad()),
+            _ => return Err(bad_reply()),
         },
-        b"paused" => Reply::Paused,
-        _ => Reply::Empty,
+        Some(Value::BulkString(tag)) if tag == b"paused" => Reply::Paused,
+        Some(Value::BulkString(_)) => Reply::Empty,
+        _ => return Err(bad_reply()),
     };
     Ok((reply, applied))
 }
