@@ -97,8 +97,11 @@ fn registry(echo: Echo) -> Registry {
         })
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    resq::runtime::build()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     resq::logging::init_from_env();
     let builder = WorkerBuilder::from_env()?;
     let (url, namespace) = {

@@ -50,8 +50,11 @@ fn registry(con: resq::conn::Conn, echo_key: String) -> Registry {
         })
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    resq::runtime::build()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     resq::logging::init_from_env();
     let builder = WorkerBuilder::from_env()?;
     let cfg = builder_config(&builder);

@@ -34,8 +34,11 @@ impl Job for SendInvoice {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    resq::runtime::build()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     let (url, _server) = redis_url().await?;
     let ns = "resq-quickstart";
     println!(

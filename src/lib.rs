@@ -40,6 +40,7 @@ pub mod logging;
 pub mod metrics;
 pub mod queues;
 pub mod registry;
+pub mod runtime;
 pub mod scheduler;
 pub mod wire;
 pub mod worker;

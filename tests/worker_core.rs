@@ -6,7 +6,7 @@ mod support;
 use support::stop;
 
 use redis::AsyncCommands;
-use resq::worker::step::{Completion, QueueKeys, Reply, Stepper};
+use resq::worker::step::{step_batch, Completion, QueueKeys, Reply, StepItem, Stepper};
 use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, Running, Worker};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -289,6 +289,126 @@ async fn the_step_is_safe_to_resend() {
         .exists::<_, bool>(keys.worker("h~resq:1-0:q"))
         .await
         .unwrap());
+}
+
+/// One call carrying several slots' steps: each slot's completion and reserve is what it
+/// would be alone (its own record, its own stats, resend safety per slot), malformed payloads
+/// on the way become failures, and the shared counters add up to one per job.
+#[tokio::test]
+async fn a_batched_step_is_each_slots_own_step() {
+    let ns = support::namespace("batch");
+    let keys = Keys::new(&ns);
+    let mut con = support::con().await;
+    for p in [r#"{"class":"A","args":[0]}"#, r#"{"class":"A","args":[1]}"#] {
+        let _: () = con.rpush(keys.queue("q"), p).await.unwrap();
+    }
+    let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+    let ids = ["h~resq:1-0:q", "h~resq:1-1:q", "h~resq:1-2:q"];
+    let s: Vec<Stepper> = ids.iter().map(|id| Stepper::new(&keys, id, true)).collect();
+    let item = |k: usize, completion: Option<&'static Completion>, reserve: bool| StepItem {
+        stepper: &s[k],
+        completion,
+        reserve,
+    };
+    // Three slots reserve at once; the queue has two jobs.
+    let r = step_batch(
+        &mut con,
+        &queues,
+        &[
+            item(0, None, true),
+            item(1, None, true),
+            item(2, None, true),
+        ],
+    )
+    .await
+    .unwrap();
+    let records: Vec<Vec<u8>> = r
+        .iter()
+        .take(2)
+        .map(|(reply, _)| match reply {
+            Reply::Job(rec) => rec.clone(),
+            other => panic!("no job: {other:?}"),
+        })
+        .collect();
+    assert_eq!(r[2], (Reply::Empty, false));
+    for (k, rec) in records.iter().enumerate() {
+        let held: Vec<u8> = con.get(keys.worker(ids[k])).await.unwrap();
+        assert_eq!(&held, rec);
+        let text = String::from_utf8(rec.clone()).unwrap();
+        assert!(
+            text.ends_with(&format!(r#""payload":{{"class":"A","args":[{k}]}}}}"#)),
+            "{text}"
+        );
+    }
+    // Slot 0 succeeds and reserves again, slot 1 fails and stops, slot 2 reserves; a malformed
+    // payload and a good one wait in the queue.
+    for p in ["not json", r#"{"class":"A","args":[2]}"#] {
+        let _: () = con.rpush(keys.queue("q"), p).await.unwrap();
+    }
+    let done: &'static Completion = Box::leak(Box::new(Completion::Success {
+        record: records[0].clone(),
+    }));
+    let failed: &'static Completion = Box::leak(Box::new(Completion::Failure {
+        record: records[1].clone(),
+        entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
+    }));
+    let r = step_batch(
+        &mut con,
+        &queues,
+        &[
+            item(0, Some(done), true),
+            item(1, Some(failed), false),
+            item(2, None, true),
+        ],
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(&r[0], (Reply::Job(rec), true) if String::from_utf8_lossy(rec).contains("[2]")),
+        "{r:?}"
+    );
+    assert_eq!(r[1], (Reply::Empty, true));
+    assert_eq!(
+        r[2],
+        (Reply::Empty, false),
+        "the malformed payload is not a job"
+    );
+    // The same call resent: nothing applies twice, the held record comes back.
+    let again = step_batch(
+        &mut con,
+        &queues,
+        &[item(0, Some(done), true), item(1, Some(failed), false)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(again[0], (r[0].0.clone(), false));
+    assert_eq!(again[1], (Reply::Empty, false));
+    let get = |k: String| {
+        let mut c = con.clone();
+        async move { c.get::<_, Option<u64>>(k).await.unwrap().unwrap_or(0) }
+    };
+    // Processed counts failures too (Ruby's semantics): 1 success + 1 failure + 1 malformed.
+    assert_eq!(get(keys.stat_processed()).await, 3);
+    assert_eq!(get(keys.stat_failed()).await, 2);
+    // Slot 0 reserved first and met the malformed payload on its way to job 2.
+    assert_eq!(get(keys.stat_processed_by(ids[0])).await, 2);
+    assert_eq!(get(keys.stat_failed_by(ids[0])).await, 1);
+    assert_eq!(get(keys.stat_processed_by(ids[1])).await, 1);
+    assert_eq!(get(keys.stat_failed_by(ids[1])).await, 1);
+    assert_eq!(get(keys.stat_processed_by(ids[2])).await, 0);
+    let failures: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(failures.len(), 2);
+    assert!(
+        failures[1].contains("Resq::MalformedPayload"),
+        "{failures:?}"
+    );
+    assert!(
+        failures[1].contains(&format!(r#""worker":"{}""#, ids[0])),
+        "{failures:?}"
+    );
+    assert!(!con.exists::<_, bool>(keys.worker(ids[1])).await.unwrap());
+    assert!(!con.exists::<_, bool>(keys.worker(ids[2])).await.unwrap());
+    assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 0);
 }
 
 struct Resize;

@@ -89,7 +89,8 @@ pub enum Command {
 }
 
 /// Parses the process's arguments and runs the command with `registry`'s handlers (used by
-/// `resq work`). Sets up logging (`RESQ_LOG_FORMAT`, `RUST_LOG`) and a tokio runtime.
+/// `resq work`). Sets up logging (`RESQ_LOG_FORMAT`, `RUST_LOG`) and resq's tokio runtime
+/// ([`crate::runtime::build`]: one worker thread unless `TOKIO_WORKER_THREADS` says otherwise).
 pub fn run(registry: Registry) -> ExitCode {
     run_from(std::env::args_os(), registry)
 }
@@ -102,10 +103,7 @@ where
 {
     crate::logging::init_from_env();
     let cli = Cli::parse_from(args);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::runtime::build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

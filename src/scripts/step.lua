@@ -6,6 +6,8 @@
 --   finish: the record is deleted and stats counted in the same call;
 --   fail:   the failure entry is pushed in the same call as the record's removal;
 --   reserve: the job is popped and the worker record written in the same call.
+-- All completions are applied first, then the reserves, each in slot order: the same final
+-- state as one call per slot, with one LPOP per queue for the whole batch.
 -- Safe to resend when the reply was lost: a slot's finish applies only while its record is
 -- still the exact bytes it reserved, and a reserve returns the record already there instead
 -- of popping a second job over it.
@@ -101,82 +103,26 @@ local function malformed(raw)
   return nil
 end
 
--- Pops queue q (1-based): the head of a list; for a flagged Jesque zset queue, its due member.
-local function pop(q)
-  local key = KEYS[4 + q]
-  local raw = redis.pcall('LPOP', key)
-  if jesque and type(raw) == 'table' and string.sub(flags, q, q) == '1' then
-    local due = redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[6], 'LIMIT', 0, 1)[1]
-    if not due then return false end
-    local period = redis.call('HGET', KEYS[4 + nq + q], due)
-    if period then
-      redis.call('ZINCRBY', key, period, due)
-    else
-      redis.call('ZREM', key, due)
-    end
-    return due
-  end
-  return raw
-end
-
--- Whether pause-all-workers is set (read once per call, when a slot first wants a job).
-local paused = nil
+-- Whether pause-all-workers is set.
 local function is_paused()
-  if paused == nil then
-    local v = redis.call('GET', KEYS[4])
-    paused = v and string.lower(string.match(v, '^%s*(.-)%s*$')) == 'true' or false
-  end
-  return paused
+  local v = redis.call('GET', KEYS[4])
+  return v and string.lower(string.match(v, '^%s*(.-)%s*$')) == 'true' or false
 end
 
--- Up to 100 malformed payloads are turned into failure entries per call; then the slots that
--- found none get "none", are woken by their queue's watcher and simply call again.
-local budget = 100
-local drained = false
-
--- Reserves for the slot whose worker key is wkey: the record, or nil when every queue is empty.
-local function reserve(wkey, pkey, fkey, worker_json)
-  while not drained and budget > 0 do
-    local found = false
-    for q = 1, nq do
-      local raw = pop(q)
-      if type(raw) == 'string' then
-        found = true
-        local why = malformed(raw)
-        if not why then
-          local record = '{"queue":' .. ARGV[6 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
-          redis.call('SET', wkey, record)
-          return record
-        end
-        budget = budget - 1
-        local entry = '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"Resq::MalformedPayload","error":'
-          .. cjson.encode(why .. ': ' .. clean_utf8(raw)) .. ',"backtrace":[],"worker":' .. worker_json
-          .. ',"queue":' .. ARGV[6 + q] .. '}'
-        redis.call('RPUSH', KEYS[3], entry)
-        failed = failed + 1
-        redis.call('INCR', fkey)
-        if count_failed then
-          processed = processed + 1
-          redis.call('INCR', pkey)
-        end
-        break
-      end
-    end
-    if not found then drained = true end
-  end
-  return nil
-end
-
-local out = {}
 local slots = (#KEYS - kq) / 3
-for s = 0, slots - 1 do
-  local wkey, pkey, fkey = KEYS[kq + 3 * s + 1], KEYS[kq + 3 * s + 2], KEYS[kq + 3 * s + 3]
-  local a = aq + 5 * s
-  local completion, reserving = ARGV[a + 1], ARGV[a + 4] == '1'
-  local applied, held = 0, nil
+local tag, applied, record, gone = {}, {}, {}, {}
+local wanting = {}
+
+-- 1. Completions, in slot order. A finished slot's record is removed at the end of the call
+-- unless a new record replaces it (the same state, one command less).
+for s = 1, slots do
+  local wkey, pkey, fkey = KEYS[kq + 3 * s - 2], KEYS[kq + 3 * s - 1], KEYS[kq + 3 * s]
+  local a = aq + 5 * (s - 1)
+  local completion = ARGV[a + 1]
+  local held = nil
+  tag[s], applied[s], record[s] = 'none', 0, ''
   if completion ~= '0' then held = redis.call('GET', wkey) end
   if completion ~= '0' and held == ARGV[a + 2] then
-    held = false
     if completion == '1' then
       processed = processed + 1
       redis.call('INCR', pkey)
@@ -189,27 +135,91 @@ for s = 0, slots - 1 do
         redis.call('INCR', pkey)
       end
     end
-    redis.call('DEL', wkey)
-    applied = 1
+    applied[s], gone[s], held = 1, true, false
   end
-  local tag, record = 'none', ''
-  if reserving then
+  if ARGV[a + 4] == '1' then
     if held == nil then held = redis.call('GET', wkey) end
     if held then
-      tag, record = 'job', held
-    elseif is_paused() then
-      tag = 'paused'
+      tag[s], record[s] = 'job', held
     else
-      local r = reserve(wkey, pkey, fkey, ARGV[a + 5])
-      if r then tag, record = 'job', r end
+      wanting[#wanting + 1] = s
     end
   end
-  out[#out + 1] = tag
-  out[#out + 1] = applied
-  out[#out + 1] = record
 end
 
--- The shared counters, once per call (the same totals as one INCR per job).
+-- 2. Reserves: the slots that want a job take the queues' heads in priority order, in slot
+-- order (as if each had popped in turn). A malformed payload becomes a failure entry of the
+-- slot it would have gone to, which then takes the next one; up to 100 per call, after which
+-- the remaining slots get "none" and call again when their queue's watcher wakes them.
+if #wanting > 0 and is_paused() then
+  for _, s in ipairs(wanting) do tag[s] = 'paused' end
+  wanting = {}
+end
+local next_slot, budget = 1, 100
+
+-- Gives raw (popped from queue q) to the next wanting slot, or records it as malformed.
+local function take(raw, q)
+  local s = wanting[next_slot]
+  local why = malformed(raw)
+  if not why then
+    local r = '{"queue":' .. ARGV[6 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
+    redis.call('SET', KEYS[kq + 3 * s - 2], r)
+    tag[s], record[s], gone[s] = 'job', r, nil
+    next_slot = next_slot + 1
+    return
+  end
+  budget = budget - 1
+  local a = aq + 5 * (s - 1)
+  local entry = '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"Resq::MalformedPayload","error":'
+    .. cjson.encode(why .. ': ' .. clean_utf8(raw)) .. ',"backtrace":[],"worker":' .. ARGV[a + 5]
+    .. ',"queue":' .. ARGV[6 + q] .. '}'
+  redis.call('RPUSH', KEYS[3], entry)
+  failed = failed + 1
+  redis.call('INCR', KEYS[kq + 3 * s])
+  if count_failed then
+    processed = processed + 1
+    redis.call('INCR', KEYS[kq + 3 * s - 1])
+  end
+end
+
+local function want() return #wanting - next_slot + 1 end
+
+for q = 1, nq do
+  local key = KEYS[4 + q]
+  while want() > 0 and budget > 0 do
+    -- A list gives up to the number still wanted in one LPOP; a key of another type is
+    -- skipped (pcall), unless it is a flagged Jesque zset queue, which gives its due member.
+    local n = math.min(want(), budget)
+    local raws = redis.pcall('LPOP', key, n)
+    if type(raws) == 'table' and raws.err then
+      if not (jesque and string.sub(flags, q, q) == '1') then break end
+      local due = redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[6], 'LIMIT', 0, 1)[1]
+      if not due then break end
+      local period = redis.call('HGET', KEYS[4 + nq + q], due)
+      if period then
+        redis.call('ZINCRBY', key, period, due)
+      else
+        redis.call('ZREM', key, due)
+      end
+      take(due, q)
+    elseif type(raws) == 'table' then
+      for _, raw in ipairs(raws) do take(raw, q) end
+      if #raws < n then break end
+    else
+      break
+    end
+  end
+end
+
+-- 3. Records of finished slots that got no new job; the shared counters, once per call (the
+-- same totals as one INCR per job).
+local out = {}
+for s = 1, slots do
+  if gone[s] then redis.call('DEL', KEYS[kq + 3 * s - 2]) end
+  out[#out + 1] = tag[s]
+  out[#out + 1] = applied[s]
+  out[#out + 1] = record[s]
+end
 if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 return out
