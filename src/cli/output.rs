@@ -49,9 +49,13 @@ pub fn duration(secs: f64) -> String {
     }
 }
 
-/// An optional age: the duration, or `unknown`.
+/// An optional age: the duration, or `unknown`. An age a little below zero (under a second:
+/// the writer's clock a hair ahead of Redis's, as with a record written this millisecond) is
+/// shown as `0ms`; a larger negative age is a real clock difference and stays `in …`.
 pub fn age(secs: Option<f64>) -> String {
-    secs.map(duration).unwrap_or_else(|| "unknown".into())
+    secs.map(|s| if (-1.0..0.0).contains(&s) { 0.0 } else { s })
+        .map(duration)
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Cuts `s` to its first line and at most `max` characters (with `…`).
@@ -77,6 +81,8 @@ mod tests {
         assert_eq!(duration(273600.0), "3d04h");
         assert_eq!(duration(-5.0), "in 5s");
         assert_eq!(age(None), "unknown");
+        assert_eq!(age(Some(-0.001)), "0ms");
+        assert_eq!(age(Some(-5.0)), "in 5s");
     }
 
     #[test]
