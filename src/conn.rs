@@ -487,18 +487,19 @@ where
     Fut: Future<Output = RedisResult<T>>,
 {
     let mut backoff = Backoff::new(Duration::from_secs(5));
+    let mut streak = outage::Streak::default();
     loop {
         match op().await {
             Ok(v) => {
                 if backoff.failing() {
                     crate::metrics::redis_reconnect();
-                    outage::recovered(what);
+                    streak.succeeded(what);
                 }
                 return v;
             }
             Err(e) => {
                 crate::metrics::redis_error();
-                outage::failed(what, &e);
+                streak.failed(what, &e);
                 tokio::time::sleep(backoff.next_delay()).await;
             }
         }
@@ -507,9 +508,10 @@ where
 
 /// Process-wide outage state, so an outage is logged once for the whole process: a warning
 /// when the first task sees Redis fail, an info line when a task that had failed gets through
-/// again — not once per task or per attempt. Failures within [`outage::GRACE`] after a
-/// recovery (connections that notice the restart late) belong to the same outage and are only
-/// logged again if they go on past the grace period.
+/// again — not once per task or per attempt. A failure still belongs to the outage already
+/// logged when it comes within [`outage::GRACE`] after the recovery (a connection that notices
+/// the restart late), or from a task whose own run of failures began before the recovery (it
+/// was backing off while another task got through first).
 pub mod outage {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
@@ -540,11 +542,34 @@ pub mod outage {
         STATE.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reports a failed Redis step; logs the first failure of an outage.
-    pub fn failed(what: &str, e: &dyn std::fmt::Display) {
+    /// One task's run of failures: reports them and its recovery to the process-wide state.
+    #[derive(Debug, Default)]
+    pub struct Streak {
+        /// When the current run of failures began (`None` while succeeding).
+        since: Option<Instant>,
+    }
+
+    impl Streak {
+        /// Reports a failure of this task.
+        pub fn failed(&mut self, what: &str, e: &dyn std::fmt::Display) {
+            let since = *self.since.get_or_insert_with(Instant::now);
+            report_failure(what, e, since);
+        }
+
+        /// Reports a success of this task; the end of the outage is logged if it was.
+        pub fn succeeded(&mut self, what: &str) {
+            if self.since.take().is_some() {
+                recovered(what);
+            }
+        }
+    }
+
+    /// Reports a failed Redis step of a task failing since `since`; logs the first failure of
+    /// an outage.
+    fn report_failure(what: &str, e: &dyn std::fmt::Display, since: Instant) {
         let mut s = state();
         s.down = true;
-        let aftershock = s.recovered_at.is_some_and(|t| t.elapsed() < GRACE);
+        let aftershock = same_outage(s.recovered_at, since, Instant::now());
         if !s.logged && !aftershock {
             s.logged = true;
             OUTAGES.fetch_add(1, Ordering::SeqCst);
@@ -556,8 +581,14 @@ pub mod outage {
         }
     }
 
+    /// Whether a failure at `now`, of a task failing since `since`, belongs to the outage whose
+    /// recovery was logged at `recovered_at`.
+    fn same_outage(recovered_at: Option<Instant>, since: Instant, now: Instant) -> bool {
+        recovered_at.is_some_and(|t| since < t || now.saturating_duration_since(t) < GRACE)
+    }
+
     /// Reports that a step which had failed succeeded; logs the end of the outage once.
-    pub fn recovered(what: &str) {
+    fn recovered(what: &str) {
         let mut s = state();
         s.down = false;
         if s.logged {
@@ -576,5 +607,25 @@ pub mod outage {
     /// Outages logged since the process started.
     pub fn count() -> u64 {
         OUTAGES.load(Ordering::SeqCst)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn late_failures_of_the_same_outage() {
+            let t = Instant::now();
+            let s = Duration::from_secs(1);
+            // Nothing recovered yet: a new outage.
+            assert!(!same_outage(None, t, t));
+            // Within the grace period after the recovery.
+            assert!(same_outage(Some(t), t + s / 2, t + s / 2));
+            // Long after, but the task has been failing since before the recovery (it was
+            // backing off while another task got through first).
+            assert!(same_outage(Some(t + s), t, t + 10 * s));
+            // Long after, from a task that had succeeded since: a new outage.
+            assert!(!same_outage(Some(t), t + 5 * s, t + 5 * s));
+        }
     }
 }

@@ -59,6 +59,7 @@ impl Heartbeat {
         let mut backoff = Backoff::new(self.interval.min(Duration::from_secs(5)));
         let mut wait = self.interval;
         let mut failures = 0u32;
+        let mut streak = outage::Streak::default();
         let mut stop = self.stop.clone();
         loop {
             tokio::select! {
@@ -71,9 +72,7 @@ impl Heartbeat {
             };
             match result {
                 Ok(()) => {
-                    if failures >= 2 {
-                        outage::recovered("heartbeat");
-                    }
+                    streak.succeeded("heartbeat");
                     failures = 0;
                     backoff = Backoff::new(self.interval.min(Duration::from_secs(5)));
                     wait = self.interval;
@@ -83,7 +82,7 @@ impl Heartbeat {
                     // connection noticing late; it is only an outage if the retry fails too.
                     failures += 1;
                     if failures >= 2 {
-                        outage::failed("heartbeat", &e);
+                        streak.failed("heartbeat", &e);
                     }
                     // Try again soon rather than a whole interval later: the heartbeat is what
                     // keeps pruners (Ruby's and ours) away from these slots.

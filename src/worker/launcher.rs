@@ -301,7 +301,7 @@ async fn prune_periodically(
     mut con: crate::conn::Conn,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut failing = false;
+    let mut streak = crate::conn::outage::Streak::default();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(prune::PERIOD) => {}
@@ -315,15 +315,8 @@ async fn prune_periodically(
             result = pruner.run_once(&mut con).await;
         }
         match result {
-            Ok(_) if failing => {
-                failing = false;
-                crate::conn::outage::recovered("prune");
-            }
-            Ok(_) => {}
-            Err(e) => {
-                failing = true;
-                crate::conn::outage::failed("prune", &e);
-            }
+            Ok(_) => streak.succeeded("prune"),
+            Err(e) => streak.failed("prune", &e),
         }
     }
 }
