@@ -13,43 +13,24 @@ use std::time::Instant;
 static SCRIPT: &str = include_str!("ceiling.lua");
 static BATCH_SCRIPT: &str = include_str!("ceiling_batch.lua");
 
-/// Drains `n` pre-filled Noop jobs with `c` connections; returns jobs/s.
-pub fn run(url: &str, ns: &str, queue: &str, n: usize, c: usize) -> Result<f64> {
+/// One client thread's loop: given its connection, drains until the queue is empty.
+type Drainer = Box<dyn FnOnce(&mut redis::Connection) -> Result<()> + Send>;
+
+/// Fills the queue with `n` Noop jobs, starts one thread per drainer (each with its own
+/// connection), times them from a common start to the last one's end, checks that all `n`
+/// jobs were counted and returns jobs/s.
+fn drain(url: &str, ns: &str, queue: &str, n: usize, drainers: Vec<Drainer>) -> Result<f64> {
     let client = redis::Client::open(url)?;
     let mut con = client.get_connection()?;
     measure::fill(&mut con, ns, queue, n)?;
-    let barrier = Arc::new(Barrier::new(c + 1));
+    let barrier = Arc::new(Barrier::new(drainers.len() + 1));
     let mut handles = Vec::new();
-    for k in 0..c {
+    for d in drainers {
         let mut con = client.get_connection()?;
         let barrier = barrier.clone();
-        let id = format!("ceiling:{}-{k}:{queue}", std::process::id());
-        let keys = [
-            format!("{ns}:worker:{id}"),
-            format!("{ns}:stat:processed"),
-            format!("{ns}:stat:processed:{id}"),
-            format!("{ns}:pause-all-workers"),
-            format!("{ns}:queue:{queue}"),
-        ];
-        let queue_json = format!("\"{queue}\"");
         handles.push(std::thread::spawn(move || -> Result<()> {
-            let script = redis::Script::new(SCRIPT);
             barrier.wait();
-            let mut prev: Option<Vec<u8>> = None;
-            loop {
-                let mut inv = script.prepare_invoke();
-                for k in &keys {
-                    inv.key(k);
-                }
-                inv.arg(prev.as_deref().unwrap_or(b""))
-                    .arg("2026-01-01T00:00:00.000+0000")
-                    .arg(&queue_json);
-                let next: Option<Vec<u8>> = inv.invoke(&mut con)?;
-                match next {
-                    Some(r) => prev = Some(r),
-                    None => return Ok(()),
-                }
-            }
+            d(&mut con)
         }));
     }
     barrier.wait();
@@ -68,6 +49,54 @@ pub fn run(url: &str, ns: &str, queue: &str, n: usize, c: usize) -> Result<f64> 
         bail!("ceiling: {done} of {n} jobs counted");
     }
     Ok(n as f64 / secs)
+}
+
+/// A worker id for thread `t`, id `k`.
+fn id(t: usize, k: usize, queue: &str) -> String {
+    format!("ceiling:{}-{t}.{k}:{queue}", std::process::id())
+}
+
+/// `ceiling.lua`'s keys for worker `id`.
+fn keys(ns: &str, queue: &str, id: &str) -> [String; 5] {
+    [
+        format!("{ns}:worker:{id}"),
+        format!("{ns}:stat:processed"),
+        format!("{ns}:stat:processed:{id}"),
+        format!("{ns}:pause-all-workers"),
+        format!("{ns}:queue:{queue}"),
+    ]
+}
+
+/// The `run_at` every ceiling record carries.
+const RUN_AT: &str = "2026-01-01T00:00:00.000+0000";
+
+/// Drains `n` pre-filled Noop jobs with `c` connections; returns jobs/s.
+pub fn run(url: &str, ns: &str, queue: &str, n: usize, c: usize) -> Result<f64> {
+    let queue_json = format!("\"{queue}\"");
+    let drainers = (0..c)
+        .map(|t| {
+            let keys = keys(ns, queue, &id(t, 0, queue));
+            let queue_json = queue_json.clone();
+            Box::new(move |con: &mut redis::Connection| -> Result<()> {
+                let script = redis::Script::new(SCRIPT);
+                let mut prev: Option<Vec<u8>> = None;
+                loop {
+                    let mut inv = script.prepare_invoke();
+                    for k in &keys {
+                        inv.key(k);
+                    }
+                    inv.arg(prev.as_deref().unwrap_or(b""))
+                        .arg(RUN_AT)
+                        .arg(&queue_json);
+                    match inv.invoke::<Option<Vec<u8>>>(con)? {
+                        Some(r) => prev = Some(r),
+                        None => return Ok(()),
+                    }
+                }
+            }) as Drainer
+        })
+        .collect();
+    drain(url, ns, queue, n, drainers)
 }
 
 /// Drains `n` pre-filled Noop jobs with `threads` connections, each pipelining the calls of
@@ -80,78 +109,47 @@ pub fn run_pipelined(
     threads: usize,
     depth: usize,
 ) -> Result<f64> {
-    let client = redis::Client::open(url)?;
-    let mut con = client.get_connection()?;
-    let script = redis::Script::new(SCRIPT);
-    let _: String = redis::cmd("SCRIPT")
+    let mut con = redis::Client::open(url)?.get_connection()?;
+    let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(SCRIPT)
         .query(&mut con)?;
-    let sha = script.get_hash().to_string();
-    measure::fill(&mut con, ns, queue, n)?;
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let mut con = client.get_connection()?;
-        let barrier = barrier.clone();
-        let sha = sha.clone();
-        let slots: Vec<[String; 5]> = (0..depth)
-            .map(|k| {
-                let id = format!("ceiling:{}-{t}.{k}:{queue}", std::process::id());
-                [
-                    format!("{ns}:worker:{id}"),
-                    format!("{ns}:stat:processed"),
-                    format!("{ns}:stat:processed:{id}"),
-                    format!("{ns}:pause-all-workers"),
-                    format!("{ns}:queue:{queue}"),
-                ]
-            })
-            .collect();
-        let queue_json = format!("\"{queue}\"");
-        handles.push(std::thread::spawn(move || -> Result<()> {
-            let mut prev: Vec<Option<Vec<u8>>> = vec![None; slots.len()];
-            let mut active: Vec<usize> = (0..slots.len()).collect();
-            barrier.wait();
-            while !active.is_empty() {
-                let mut p = redis::pipe();
-                for &i in &active {
-                    let c = p.cmd("EVALSHA").arg(&sha).arg(5);
-                    for k in &slots[i] {
-                        c.arg(k);
+    let queue_json = format!("\"{queue}\"");
+    let drainers = (0..threads)
+        .map(|t| {
+            let slots: Vec<[String; 5]> = (0..depth)
+                .map(|k| keys(ns, queue, &id(t, k, queue)))
+                .collect();
+            let (sha, queue_json) = (sha.clone(), queue_json.clone());
+            Box::new(move |con: &mut redis::Connection| -> Result<()> {
+                let mut prev: Vec<Option<Vec<u8>>> = vec![None; slots.len()];
+                let mut active: Vec<usize> = (0..slots.len()).collect();
+                while !active.is_empty() {
+                    let mut p = redis::pipe();
+                    for &i in &active {
+                        let c = p.cmd("EVALSHA").arg(&sha).arg(5);
+                        for k in &slots[i] {
+                            c.arg(k);
+                        }
+                        c.arg(prev[i].as_deref().unwrap_or(b""))
+                            .arg(RUN_AT)
+                            .arg(&queue_json);
                     }
-                    c.arg(prev[i].as_deref().unwrap_or(b""))
-                        .arg("2026-01-01T00:00:00.000+0000")
-                        .arg(&queue_json);
-                }
-                let replies: Vec<Option<Vec<u8>>> = p.query(&mut con)?;
-                let mut still = Vec::with_capacity(active.len());
-                for (&i, r) in active.iter().zip(replies) {
-                    if r.is_some() {
-                        still.push(i);
+                    let replies: Vec<Option<Vec<u8>>> = p.query(con)?;
+                    let mut still = Vec::with_capacity(active.len());
+                    for (&i, r) in active.iter().zip(replies) {
+                        if r.is_some() {
+                            still.push(i);
+                        }
+                        prev[i] = r;
                     }
-                    prev[i] = r;
+                    active = still;
                 }
-                active = still;
-            }
-            Ok(())
-        }));
-    }
-    barrier.wait();
-    let t = Instant::now();
-    for h in handles {
-        match h.join() {
-            Ok(r) => r?,
-            Err(_) => bail!("ceiling thread panicked"),
-        }
-    }
-    let secs = t.elapsed().as_secs_f64();
-    let done: u64 = redis::cmd("GET")
-        .arg(format!("{ns}:stat:processed"))
-        .query(&mut con)?;
-    if done != n as u64 {
-        bail!("ceiling: {done} of {n} jobs counted");
-    }
-    Ok(n as f64 / secs)
+                Ok(())
+            }) as Drainer
+        })
+        .collect();
+    drain(url, ns, queue, n, drainers)
 }
 
 /// Drains `n` pre-filled Noop jobs with `threads` connections, each sending the transitions of
@@ -164,73 +162,50 @@ pub fn run_batched(
     threads: usize,
     depth: usize,
 ) -> Result<f64> {
-    let client = redis::Client::open(url)?;
-    let mut con = client.get_connection()?;
-    measure::fill(&mut con, ns, queue, n)?;
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let mut con = client.get_connection()?;
-        let barrier = barrier.clone();
-        let ids: Vec<[String; 2]> = (0..depth)
-            .map(|k| {
-                let id = format!("ceiling:{}-{t}.{k}:{queue}", std::process::id());
-                [
-                    format!("{ns}:worker:{id}"),
-                    format!("{ns}:stat:processed:{id}"),
-                ]
-            })
-            .collect();
-        let shared = [
-            format!("{ns}:stat:processed"),
-            format!("{ns}:pause-all-workers"),
-            format!("{ns}:queue:{queue}"),
-        ];
-        let queue_json = format!("\"{queue}\"");
-        handles.push(std::thread::spawn(move || -> Result<()> {
-            let script = redis::Script::new(BATCH_SCRIPT);
-            let mut prev: Vec<Vec<u8>> = vec![Vec::new(); ids.len()];
-            let mut active: Vec<usize> = (0..ids.len()).collect();
-            barrier.wait();
-            while !active.is_empty() {
-                let mut inv = script.prepare_invoke();
-                for k in &shared {
-                    inv.key(k);
-                }
-                for &i in &active {
-                    inv.key(&ids[i][0]).key(&ids[i][1]);
-                }
-                inv.arg("2026-01-01T00:00:00.000+0000").arg(&queue_json);
-                for &i in &active {
-                    inv.arg(prev[i].as_slice());
-                }
-                let replies: Vec<Vec<u8>> = inv.invoke(&mut con)?;
-                let mut still = Vec::with_capacity(active.len());
-                for (&i, r) in active.iter().zip(replies) {
-                    if !r.is_empty() {
-                        still.push(i);
+    let queue_json = format!("\"{queue}\"");
+    let shared = [
+        format!("{ns}:stat:processed"),
+        format!("{ns}:pause-all-workers"),
+        format!("{ns}:queue:{queue}"),
+    ];
+    let drainers = (0..threads)
+        .map(|t| {
+            let ids: Vec<[String; 2]> = (0..depth)
+                .map(|k| {
+                    let [worker, _, processed, _, _] = keys(ns, queue, &id(t, k, queue));
+                    [worker, processed]
+                })
+                .collect();
+            let (shared, queue_json) = (shared.clone(), queue_json.clone());
+            Box::new(move |con: &mut redis::Connection| -> Result<()> {
+                let script = redis::Script::new(BATCH_SCRIPT);
+                let mut prev: Vec<Vec<u8>> = vec![Vec::new(); ids.len()];
+                let mut active: Vec<usize> = (0..ids.len()).collect();
+                while !active.is_empty() {
+                    let mut inv = script.prepare_invoke();
+                    for k in &shared {
+                        inv.key(k);
                     }
-                    prev[i] = r;
+                    for &i in &active {
+                        inv.key(&ids[i][0]).key(&ids[i][1]);
+                    }
+                    inv.arg(RUN_AT).arg(&queue_json);
+                    for &i in &active {
+                        inv.arg(prev[i].as_slice());
+                    }
+                    let replies: Vec<Vec<u8>> = inv.invoke(con)?;
+                    let mut still = Vec::with_capacity(active.len());
+                    for (&i, r) in active.iter().zip(replies) {
+                        if !r.is_empty() {
+                            still.push(i);
+                        }
+                        prev[i] = r;
+                    }
+                    active = still;
                 }
-                active = still;
-            }
-            Ok(())
-        }));
-    }
-    barrier.wait();
-    let t = Instant::now();
-    for h in handles {
-        match h.join() {
-            Ok(r) => r?,
-            Err(_) => bail!("ceiling thread panicked"),
-        }
-    }
-    let secs = t.elapsed().as_secs_f64();
-    let done: u64 = redis::cmd("GET")
-        .arg(format!("{ns}:stat:processed"))
-        .query(&mut con)?;
-    if done != n as u64 {
-        bail!("ceiling: {done} of {n} jobs counted");
-    }
-    Ok(n as f64 / secs)
+                Ok(())
+            }) as Drainer
+        })
+        .collect();
+    drain(url, ns, queue, n, drainers)
 }
