@@ -135,15 +135,7 @@ async fn gives_up_after_the_limit_with_the_attempt_count() {
         .await
         .unwrap();
     let w = start(&ns, registry, false).await;
-    let entry = support::eventually(5, "the final failure", || async {
-        let v: Vec<String> = support::con()
-            .await
-            .lrange(keys.failed(), 0, -1)
-            .await
-            .unwrap();
-        v.first().cloned()
-    })
-    .await;
+    let entry = first_failure(&keys, "the final failure").await;
     stop(w).await;
     assert_eq!(runs.load(Ordering::SeqCst), 3, "one run + two retries");
     let e: Value = serde_json::from_str(&entry).unwrap();
@@ -174,15 +166,7 @@ async fn exceptions_named_in_give_up_on_are_not_retried() {
     let c = Client::connect(&support::url(), &ns).await.unwrap();
     c.enqueue_to("q", "Strict", &[json!("nope")]).await.unwrap();
     let w = start(&ns, registry, false).await;
-    let entry = support::eventually(5, "the failure", || async {
-        let v: Vec<String> = support::con()
-            .await
-            .lrange(keys.failed(), 0, -1)
-            .await
-            .unwrap();
-        v.first().cloned()
-    })
-    .await;
+    let entry = first_failure(&keys, "the failure").await;
     stop(w).await;
     let e: Value = serde_json::from_str(&entry).unwrap();
     assert_eq!(e["exception"], "Resq::InvalidArgs");
@@ -287,4 +271,17 @@ async fn a_resent_retry_completion_is_applied_once() {
             .as_deref(),
         Some("0")
     );
+}
+
+/// Waits (up to 5 s) for the first entry of `<ns>:failed` and returns it.
+async fn first_failure(keys: &Keys, what: &str) -> String {
+    support::eventually(5, what, || async {
+        let v: Vec<String> = support::con()
+            .await
+            .lrange(keys.failed(), 0, 0)
+            .await
+            .unwrap();
+        v.first().cloned()
+    })
+    .await
 }
