@@ -20,12 +20,6 @@ use support::failover::{self, KILL_AT, TOTAL, UPFRONT};
 use support::topology::{self, Cluster, Node};
 use support::{wait_until, WorkerProc};
 
-fn get_i64(node: &Node, key: &str) -> Option<i64> {
-    let mut c = node.try_con()?;
-    let v: Option<i64> = c.get(key).ok()?;
-    Some(v.unwrap_or(0))
-}
-
 fn available() -> bool {
     topology::require("redis-server", "redis-server")
         && topology::require("redis-cli", "redis-tools")
@@ -173,10 +167,7 @@ fn slot_owner_failover_mid_run_is_followed_and_every_job_is_accounted_for() {
     let mut w = WorkerProc::start(&url, &ns, 4, &[("HEARTBEAT_INTERVAL", "1")]);
     let started = Instant::now();
     let (producer, produced) = failover::produce(&url, &ns, &[]);
-    let stat = format!("{ns}:stat:processed");
-    wait_until(120, "2,500 jobs processed before the kill", || {
-        get_i64(owner, &stat).filter(|p| *p >= KILL_AT)
-    });
+    failover::wait_kill_point(owner, &ns);
     let rate = KILL_AT as f64 / started.elapsed().as_secs_f64();
 
     let killed_at = Instant::now();
@@ -185,12 +176,7 @@ fn slot_owner_failover_mid_run_is_followed_and_every_job_is_accounted_for() {
         let n = cluster.owner(&ns)?;
         (n.port != owner.port).then(|| (killed_at.elapsed(), n))
     });
-    let at_promotion = get_i64(new_owner, &stat).unwrap_or(0);
-    let first_job = wait_until(60, "the first job processed on the new owner", || {
-        get_i64(new_owner, &stat)
-            .filter(|p| *p > at_promotion)
-            .map(|_| killed_at.elapsed())
-    });
+    let first_job = failover::first_job_after(new_owner, &ns, killed_at);
     assert!(
         w.running(),
         "worker exited during the failover:\n{}",
@@ -199,28 +185,13 @@ fn slot_owner_failover_mid_run_is_followed_and_every_job_is_accounted_for() {
     producer.join().expect("producer");
 
     let ids = w.ids.clone();
-    wait_until(120, "the queue to drain on the new owner", || {
-        let mut c = new_owner.try_con()?;
-        let left: usize = c.llen(format!("{ns}:queue:default")).ok()?;
-        let busy = ids
-            .iter()
-            .filter(|id| {
-                c.exists::<_, bool>(format!("{ns}:worker:{id}"))
-                    .unwrap_or(true)
-            })
-            .count();
-        (left == 0 && busy == 0).then_some(())
-    });
+    failover::wait_drained(new_owner, &ns, &ids);
     // The idle watcher followed the slot: it blocks on the new owner.
     wait_until(15, "a watcher blocked on the new owner", || {
         has_blocked_watcher(new_owner).then_some(())
     });
 
-    w.signal("QUIT");
-    let status = w.wait_exit(30);
-    let log = w.stderr();
-    assert!(status.success(), "worker exited with {status}:\n{log}");
-    assert!(!log.contains("panicked"), "the worker panicked:\n{log}");
+    failover::quit_cleanly(&mut w);
 
     let a = {
         let p = produced.lock().expect("lock");

@@ -18,17 +18,10 @@
 
 mod support;
 
-use redis::Commands;
 use std::time::Instant;
 use support::failover::{self, Audit, KILL_AT, TOTAL, UPFRONT};
-use support::topology::{self, Node, SentinelSet};
+use support::topology::{self, SentinelSet};
 use support::{wait_until, WorkerProc};
-
-fn get_i64(node: &Node, key: &str) -> Option<i64> {
-    let mut c = node.try_con()?;
-    let v: Option<i64> = c.get(key).ok()?;
-    Some(v.unwrap_or(0))
-}
 
 /// One failover run with `replicas` replicas, `RESQ_WAIT_REPLICAS=1` when `wait`; `None` when
 /// `redis-sentinel` is not installed.
@@ -66,10 +59,7 @@ fn failover_run(label: &str, replicas: usize, wait: bool) -> Option<Audit> {
     let started = Instant::now();
     let (producer, produced) = failover::produce(&url, &ns, wait_env);
 
-    let stat = format!("{ns}:stat:processed");
-    wait_until(120, "2,500 jobs processed before the kill", || {
-        get_i64(&set.master, &stat).filter(|p| *p >= KILL_AT)
-    });
+    failover::wait_kill_point(&set.master, &ns);
     let rate = KILL_AT as f64 / started.elapsed().as_secs_f64();
 
     let killed_at = Instant::now();
@@ -80,12 +70,7 @@ fn failover_run(label: &str, replicas: usize, wait: bool) -> Option<Audit> {
             (role == "master").then(|| (killed_at.elapsed(), r))
         })
     });
-    let at_promotion = get_i64(new_master, &stat).unwrap_or(0);
-    let first_job = wait_until(60, "the first job processed on the new master", || {
-        get_i64(new_master, &stat)
-            .filter(|p| *p > at_promotion)
-            .map(|_| killed_at.elapsed())
-    });
+    let first_job = failover::first_job_after(new_master, &ns, killed_at);
     assert!(
         w.running(),
         "worker exited during the failover:\n{}",
@@ -97,18 +82,7 @@ fn failover_run(label: &str, replicas: usize, wait: bool) -> Option<Audit> {
     });
 
     let ids = w.ids.clone();
-    wait_until(120, "the queue to drain on the new master", || {
-        let mut c = new_master.try_con()?;
-        let left: usize = c.llen(format!("{ns}:queue:default")).ok()?;
-        let busy = ids
-            .iter()
-            .filter(|id| {
-                c.exists::<_, bool>(format!("{ns}:worker:{id}"))
-                    .unwrap_or(true)
-            })
-            .count();
-        (left == 0 && busy == 0).then_some(())
-    });
+    failover::wait_drained(new_master, &ns, &ids);
 
     // Every CLI command goes through the same endpoint: `resq info` on the Sentinel URL.
     let info = std::process::Command::new(support::resq_bin())
@@ -121,11 +95,7 @@ fn failover_run(label: &str, replicas: usize, wait: bool) -> Option<Audit> {
         String::from_utf8_lossy(&info.stderr)
     );
 
-    w.signal("QUIT");
-    let status = w.wait_exit(30);
-    let log = w.stderr();
-    assert!(status.success(), "worker exited with {status}:\n{log}");
-    assert!(!log.contains("panicked"), "the worker panicked:\n{log}");
+    let log = failover::quit_cleanly(&mut w);
     assert!(
         log.contains("sentinel: the master moved"),
         "the worker never said it moved to the new master:\n{log}"

@@ -14,10 +14,12 @@
 //! * nothing may be found twice except as a consequence of such a lost write (a reserve the
 //!   replica never saw runs that job again).
 
+use super::topology::Node;
+use super::{wait_until, WorkerProc};
 use redis::Commands;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Jobs in a run.
 pub const TOTAL: usize = 5000;
@@ -230,4 +232,55 @@ pub fn audit(con: &mut redis::Connection, ns: &str, produced: &Produced) -> Audi
         ));
     }
     a
+}
+
+/// `<ns>:stat:processed` on `node` (0 when absent); `None` while the node does not answer.
+pub fn processed(node: &Node, ns: &str) -> Option<i64> {
+    let mut c = node.try_con()?;
+    let v: Option<i64> = c.get(format!("{ns}:stat:processed")).ok()?;
+    Some(v.unwrap_or(0))
+}
+
+/// Waits until `KILL_AT` jobs were processed on `node`, the master about to be killed.
+pub fn wait_kill_point(node: &Node, ns: &str) {
+    wait_until(120, "2,500 jobs processed before the kill", || {
+        processed(node, ns).filter(|p| *p >= KILL_AT)
+    });
+}
+
+/// Waits for the first job processed on `node`, the promoted replica; returns the time since
+/// `killed_at`.
+pub fn first_job_after(node: &Node, ns: &str, killed_at: Instant) -> Duration {
+    let at_promotion = processed(node, ns).unwrap_or(0);
+    wait_until(60, "the first job processed after the promotion", || {
+        processed(node, ns)
+            .filter(|p| *p > at_promotion)
+            .map(|_| killed_at.elapsed())
+    })
+}
+
+/// Waits until the queue on `node` is empty and none of `ids` holds a job.
+pub fn wait_drained(node: &Node, ns: &str, ids: &[String]) {
+    wait_until(120, "the queue to drain after the failover", || {
+        let mut c = node.try_con()?;
+        let left: usize = c.llen(format!("{ns}:queue:default")).ok()?;
+        let busy = ids
+            .iter()
+            .filter(|id| {
+                c.exists::<_, bool>(format!("{ns}:worker:{id}"))
+                    .unwrap_or(true)
+            })
+            .count();
+        (left == 0 && busy == 0).then_some(())
+    });
+}
+
+/// Sends QUIT and checks the worker exits cleanly and never panicked; returns its log.
+pub fn quit_cleanly(w: &mut WorkerProc) -> String {
+    w.signal("QUIT");
+    let status = w.wait_exit(30);
+    let log = w.stderr();
+    assert!(status.success(), "worker exited with {status}:\n{log}");
+    assert!(!log.contains("panicked"), "the worker panicked:\n{log}");
+    log
 }
