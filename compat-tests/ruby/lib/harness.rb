@@ -24,7 +24,7 @@ module Harness
 
   def env!(name)
     v = ENV[name]
-    raise Broken, "#{name} is not set (run through compat-tests/ruby/run.sh)" if v.nil? || v.empty?
+    raise Broken, "#{name} is not set (run through the peer's compat-tests/*/run.sh)" if v.nil? || v.empty?
     v
   end
 
@@ -44,8 +44,8 @@ module Harness
 
   # Namespaces never contain "resque-<digit>": Resque's pid filter greps `ps` output for
   # that, and our worker's command line must not match it by accident.
-  def fresh_namespace(scenario)
-    "rbcompat_#{scenario}_#{Process.pid}_#{SecureRandom.hex(3)}"
+  def fresh_namespace(scenario, prefix: 'rbcompat')
+    "#{prefix}_#{scenario}_#{Process.pid}_#{SecureRandom.hex(3)}"
   end
 
   # Deletes every key of the namespace (and nothing else), unless KEEP_KEYS is set for
@@ -77,7 +77,8 @@ module Harness
   class Checks
     attr_reader :count, :failures, :notes
 
-    def initialize(scenario)
+    def initialize(scenario, peer: PEER)
+      @peer = peer
       @scenario = scenario
       @count = 0
       @failures = []
@@ -120,18 +121,20 @@ module Harness
       detail = @failures.empty? ? @notes.join('; ') : (@failures.first(4) + (@notes.empty? ? [] : ["notes: #{@notes.join('; ')}"])).join(' | ')
       detail += " (+#{@failures.size - 4} more)" if @failures.size > 4
       detail = 'ok' if detail.empty?
-      "RESULT #{PEER} #{@scenario} #{status} #{@count} #{detail.gsub(/\s+/, ' ')}"
+      "RESULT #{@peer} #{@scenario} #{status} #{@count} #{detail.gsub(/\s+/, ' ')}"
     end
   end
 
   # Runs one scenario body with a fresh namespace and prints exactly one RESULT line.
   # Exceptions escaping the body are reported as FAIL (resq made a Ruby read blow up),
   # except Harness::Broken, which propagates so run.sh exits non-zero.
-  def scenario(name)
-    ns = fresh_namespace(name)
+  # `peer` and `prefix` (of the namespace and the log directory) let another Ruby-based peer
+  # (compat-tests/activejob) run its scenarios through the same plumbing.
+  def scenario(name, peer: PEER, prefix: 'rbcompat')
+    ns = fresh_namespace(name, prefix: prefix)
     raw, redis = connect(ns)
-    checks = Checks.new(name)
-    log_dir = Dir.mktmpdir("rbcompat-#{name}-")
+    checks = Checks.new(name, peer: peer)
+    log_dir = Dir.mktmpdir("#{prefix}-#{name}-")
     begin
       yield(checks, redis, raw, ns, log_dir)
     rescue Broken
@@ -160,22 +163,24 @@ end
 class CompatWorker
   attr_reader :pid, :ids, :log_path
 
-  def initialize(namespace:, queues:, concurrency:, log_dir:, env: {})
+  # `bin` is the example to run (default: COMPAT_WORKER_BIN); `name` names its log file.
+  def initialize(namespace:, queues:, concurrency:, log_dir:, env: {}, bin: nil, name: 'compat_worker')
     @env = {
       'REDIS_URL' => Harness.redis_url, 'RESQUE_NAMESPACE' => namespace,
       'QUEUES' => queues, 'QUEUE' => nil, 'CONCURRENCY' => concurrency.to_s,
       'RUST_BACKTRACE' => '0'
     }.merge(env)
     @concurrency = concurrency
-    @log_path = File.join(log_dir, "compat_worker-#{SecureRandom.hex(2)}.log")
+    @bin = bin
+    @log_path = File.join(log_dir, "#{name}-#{SecureRandom.hex(2)}.log")
     @ids = []
   end
 
   # Starts the process and waits (deadline `timeout`) for its `worker <id>` lines.
   # Returns the ids; raises Harness::Broken if the binary cannot be started.
   def start(timeout: 15)
-    bin = Harness.worker_bin
-    raise Harness::Broken, "COMPAT_WORKER_BIN #{bin} is not executable" unless File.executable?(bin)
+    bin = @bin || Harness.worker_bin
+    raise Harness::Broken, "#{bin} is not executable" unless File.executable?(bin)
 
     @out, w = IO.pipe
     @pid = Process.spawn(@env, bin, out: w, err: [@log_path, 'w'], in: :close)
