@@ -111,11 +111,6 @@ impl Stepper {
         }
     }
 
-    /// `<ns>:worker:<id>`.
-    pub fn worker_key(&self) -> &str {
-        &self.fixed[0]
-    }
-
     /// Applies an extended completion (retry, unique lock) with its own script; returns
     /// whether it was applied by this call.
     pub async fn apply_extended<C: ConnectionLike + Send>(

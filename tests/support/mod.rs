@@ -61,7 +61,7 @@ impl RedisServer {
             panic!("redis-server is not installed: apt-get install -y redis-server");
         }
         let server = RedisServer {
-            _guard: spawn_guard(&args),
+            _guard: spawn_guard("redis-server", &args, None).0,
             port,
             dir,
             args,
@@ -90,7 +90,7 @@ impl RedisServer {
     /// Starts the server again on the same port and directory (so it reloads its AOF) and
     /// waits until it answers.
     pub fn restart(&self) {
-        let guard = spawn_guard(&self.args);
+        let (guard, _) = spawn_guard("redis-server", &self.args, None);
         self.restarts.lock().expect("restarts").push(guard);
         self.wait_ready();
     }
@@ -123,12 +123,14 @@ impl RedisServer {
     }
 }
 
-/// Starts `redis-server args` under a guard shell that prints the server's pid, waits for its
-/// stdin to close (the test binary exiting) and then kills the server.
-fn spawn_guard(args: &[String]) -> Child {
+/// Starts `program args…` under a shell guard that kills it when the test binary exits (the
+/// guard's stdin closes), its output going to `log` (or nowhere); returns the guard and the
+/// program's pid.
+pub fn spawn_guard(program: &str, args: &[String], log: Option<&std::path::Path>) -> (Child, u32) {
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let out = log.map_or_else(|| "/dev/null".to_string(), |l| format!("'{}'", l.display()));
     let script = format!(
-        "redis-server {} >/dev/null 2>&1 & pid=$!; echo $pid; cat >/dev/null; kill $pid 2>/dev/null; wait $pid",
+        "{program} {} >{out} 2>&1 & pid=$!; echo $pid; cat >/dev/null; kill $pid 2>/dev/null; wait $pid",
         quoted.join(" ")
     );
     let mut guard = Command::new("sh")
@@ -137,12 +139,13 @@ fn spawn_guard(args: &[String]) -> Child {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("start redis-server guard");
+        .unwrap_or_else(|e| panic!("start {program} guard: {e}"));
     let mut line = String::new();
     std::io::BufReader::new(guard.stdout.take().expect("stdout"))
         .read_line(&mut line)
-        .expect("redis pid");
-    guard
+        .expect("pid");
+    let pid = line.trim().parse().expect("pid number");
+    (guard, pid)
 }
 
 /// A free loopback port.

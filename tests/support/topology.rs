@@ -3,7 +3,6 @@
 //! each on free loopback ports in a temp dir, every process under the same guard as
 //! [`super::RedisServer`] (killed when the test binary exits).
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -51,25 +50,8 @@ pub struct Node {
 impl Node {
     /// Starts `program args…` under a guard (no readiness wait).
     pub fn spawn(program: &str, args: &[String], port: u16, dir: &Path) -> Node {
-        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let log = dir.join(format!("{program}-{port}.log"));
-        let script = format!(
-            "{program} {} >'{}' 2>&1 & pid=$!; echo $pid; cat >/dev/null; kill $pid 2>/dev/null; wait $pid",
-            quoted.join(" "),
-            log.display()
-        );
-        let mut guard = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start guard");
-        let mut line = String::new();
-        std::io::BufReader::new(guard.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("pid");
-        let pid = line.trim().parse().expect("pid number");
+        let (guard, pid) = super::spawn_guard(program, args, Some(&log));
         Node {
             _guard: guard,
             pid,
