@@ -513,7 +513,6 @@ where
 /// the restart late), or from a task whose own run of failures began before the recovery (it
 /// was backing off while another task got through first).
 pub mod outage {
-    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
@@ -522,8 +521,6 @@ pub mod outage {
 
     /// The shared state.
     struct State {
-        /// The last report was a failure.
-        down: bool,
         /// A warning was logged for the current outage and no recovery logged since.
         logged: bool,
         /// When the last logged outage ended.
@@ -531,12 +528,9 @@ pub mod outage {
     }
 
     static STATE: Mutex<State> = Mutex::new(State {
-        down: false,
         logged: false,
         recovered_at: None,
     });
-    /// Outages logged so far (for tests and metrics).
-    static OUTAGES: AtomicU64 = AtomicU64::new(0);
 
     fn state() -> std::sync::MutexGuard<'static, State> {
         STATE.lock().unwrap_or_else(|p| p.into_inner())
@@ -568,11 +562,9 @@ pub mod outage {
     /// an outage.
     fn report_failure(what: &str, e: &dyn std::fmt::Display, since: Instant) {
         let mut s = state();
-        s.down = true;
         let aftershock = same_outage(s.recovered_at, since, Instant::now());
         if !s.logged && !aftershock {
             s.logged = true;
-            OUTAGES.fetch_add(1, Ordering::SeqCst);
             drop(s);
             tracing::warn!(step = what, error = %e, "redis unreachable; retrying with back-off");
         } else {
@@ -590,23 +582,12 @@ pub mod outage {
     /// Reports that a step which had failed succeeded; logs the end of the outage once.
     fn recovered(what: &str) {
         let mut s = state();
-        s.down = false;
         if s.logged {
             s.logged = false;
             s.recovered_at = Some(Instant::now());
             drop(s);
             tracing::info!(step = what, "redis reachable again");
         }
-    }
-
-    /// Whether the last report was a failure.
-    pub fn is_down() -> bool {
-        state().down
-    }
-
-    /// Outages logged since the process started.
-    pub fn count() -> u64 {
-        OUTAGES.load(Ordering::SeqCst)
     }
 
     #[cfg(test)]
