@@ -58,6 +58,10 @@ pub struct Config {
     pub scheduler: bool,
     /// `RESQ_SCHEDULER_INTERVAL`: how often the scheduler looks for due jobs. Default: 1 s.
     pub scheduler_interval: Duration,
+    /// `RESQ_MAX_PAYLOAD`: the largest payload a slot takes, in bytes; a larger one becomes a
+    /// `Resq::PayloadTooLarge` failure entry stating its size (not its bytes). Default: Redis's
+    /// own largest string, 512 MiB.
+    pub max_payload: u64,
 }
 
 impl std::fmt::Debug for Config {
@@ -80,6 +84,7 @@ impl std::fmt::Debug for Config {
             .field("jesque_delayed_queues", &self.jesque_delayed_queues)
             .field("scheduler", &self.scheduler)
             .field("scheduler_interval", &self.scheduler_interval)
+            .field("max_payload", &self.max_payload)
             .finish()
     }
 }
@@ -105,6 +110,7 @@ impl Default for Config {
             jesque_delayed_queues: Vec::new(),
             scheduler: false,
             scheduler_interval: Duration::from_secs(1),
+            max_payload: crate::worker::step::DEFAULT_MAX_PAYLOAD,
         }
     }
 }
@@ -175,6 +181,9 @@ impl Config {
         if let Some(v) = get("RESQ_SCHEDULER_INTERVAL") {
             c.scheduler_interval = parse_secs("RESQ_SCHEDULER_INTERVAL", &v)?;
         }
+        if let Some(v) = get("RESQ_MAX_PAYLOAD") {
+            c.max_payload = parse_bytes("RESQ_MAX_PAYLOAD", &v)?;
+        }
         Ok(c)
     }
 
@@ -235,6 +244,27 @@ pub fn parse_secs(var: &'static str, v: &str) -> Result<Duration> {
     })
 }
 
+/// A size in bytes: a whole number with an optional `k`, `m` or `g` (binary multiples).
+pub fn parse_bytes(var: &'static str, v: &str) -> Result<u64> {
+    let t = v.trim().to_ascii_lowercase();
+    let (digits, unit) = match t.strip_suffix('b').unwrap_or(&t) {
+        s if s.ends_with('k') => (&s[..s.len() - 1], 1u64 << 10),
+        s if s.ends_with('m') => (&s[..s.len() - 1], 1 << 20),
+        s if s.ends_with('g') => (&s[..s.len() - 1], 1 << 30),
+        s => (s, 1),
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Error::Config {
+            var,
+            message: format!("{v:?} is not a size in bytes (e.g. 1048576, 64m, 1g)"),
+        })
+}
+
 fn parse_bool(var: &'static str, v: &str) -> Result<bool> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" => Ok(true),
@@ -275,5 +305,15 @@ mod tests {
         assert!(e.starts_with("REDIS_URL:"), "{e}");
         let e = cfg(&[("INTERVAL", "-1")]).unwrap_err().to_string();
         assert!(e.starts_with("INTERVAL:"), "{e}");
+        let e = cfg(&[("RESQ_MAX_PAYLOAD", "big")]).unwrap_err().to_string();
+        assert!(e.starts_with("RESQ_MAX_PAYLOAD:"), "{e}");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("X", "1024").unwrap(), 1024);
+        assert_eq!(parse_bytes("X", "64m").unwrap(), 64 << 20);
+        assert_eq!(parse_bytes("X", "1GB").unwrap(), 1 << 30);
+        assert!(parse_bytes("X", "0").is_err());
     }
 }

@@ -16,6 +16,7 @@
 //! write is only acknowledged once N replicas have it (see docs/production-redis.md).
 
 pub mod cluster;
+pub mod errors;
 mod node;
 pub mod sentinel;
 pub mod tls;
@@ -76,6 +77,9 @@ enum Deploy {
 struct EndpointInner {
     /// The URL, redacted.
     shown: String,
+    /// Where connections go, for messages: `host:port`, `master <name> via sentinels h:p,…`,
+    /// `cluster h:p,…`, or the socket path.
+    label: Arc<str>,
     /// How to reach the nodes.
     deploy: Deploy,
     /// `RESQ_WAIT_REPLICAS`.
@@ -84,6 +88,9 @@ struct EndpointInner {
     master: sentinel::MasterHint,
     /// Cluster slot owners learned by any connection of this endpoint.
     routes: cluster::Routes,
+    /// A RESP3 client for the invalidation-tracking connection (one server only; Sentinel
+    /// builds one from the master it finds).
+    tracking: Option<Client>,
 }
 
 /// Where Redis is: parsed from a URL; opens connections. Cheap to clone (clones share what
@@ -124,11 +131,24 @@ impl Endpoint {
                 })
             }
         };
+        let mut tracking = None;
         let deploy = match &target.kind {
-            url::Kind::Unix => Deploy::Single(Client::open(target.raw.as_str())?),
+            url::Kind::Unix => {
+                let client = Client::open(target.raw.as_str())?;
+                let info = client.get_connection_info().clone();
+                let resp3 = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(redis::ProtocolVersion::RESP3);
+                tracking = Client::open(info.set_redis_settings(resp3)).ok();
+                Deploy::Single(client)
+            }
             url::Kind::Single => {
                 let node = node::NodeAuth::from_target(&target, certs)?;
                 let (host, port) = &target.hosts[0];
+                let mut resp3 = node.clone();
+                resp3.protocol = redis::ProtocolVersion::RESP3;
+                tracking = resp3.client(host, *port).ok();
                 Deploy::Single(node.client(host, *port)?)
             }
             url::Kind::Sentinel { master } => {
@@ -149,13 +169,35 @@ impl Endpoint {
                 })
             }
         };
+        let hosts = target
+            .hosts
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let label: Arc<str> = match &target.kind {
+            url::Kind::Single => hosts.into(),
+            url::Kind::Sentinel { master } => {
+                format!("master {master} via sentinels {hosts}").into()
+            }
+            url::Kind::Cluster => format!("cluster {hosts}").into(),
+            url::Kind::Unix => Redacted(url).to_string().into(),
+        };
+        errors::set_target(&label);
         Ok(Endpoint(Arc::new(EndpointInner {
+            label,
             shown: Redacted(url).to_string(),
             deploy,
             wait,
             master: sentinel::MasterHint::default(),
             routes: cluster::Routes::default(),
+            tracking,
         })))
+    }
+
+    /// Where connections go, for messages (`127.0.0.1:6380`; never a password).
+    pub fn label(&self) -> &str {
+        &self.0.label
     }
 
     /// The kind of deployment.
@@ -223,6 +265,8 @@ impl Endpoint {
         Ok(Conn {
             inner,
             wait: self.0.wait,
+            activity: Arc::new(Activity::new()),
+            label: self.0.label.clone(),
         })
     }
 
@@ -244,6 +288,74 @@ impl Endpoint {
             ),
         }))
     }
+}
+
+impl Endpoint {
+    /// A dedicated RESP3 connection on which Redis pushes `invalidate` messages for every key
+    /// starting with `prefix` that anyone writes (`CLIENT TRACKING ON BCAST PREFIX`), handed
+    /// to `tx`. `Ok(None)` for Redis Cluster (tracking is per node; the caller falls back).
+    pub async fn tracking(
+        &self,
+        prefix: &str,
+        tx: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> RedisResult<Option<MultiplexedConnection>> {
+        let client = match &self.0.deploy {
+            Deploy::Single(_) => match &self.0.tracking {
+                Some(c) => c.clone(),
+                None => return Ok(None),
+            },
+            Deploy::Sentinel(spec) => {
+                let mut spec = spec.clone();
+                spec.node.protocol = redis::ProtocolVersion::RESP3;
+                spec.master().await?
+            }
+            Deploy::Cluster(_) => return Ok(None),
+        };
+        let cfg = async_config(Duration::from_secs(10)).set_push_sender(tx);
+        let mut con = client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await?;
+        redis::cmd("CLIENT")
+            .arg("TRACKING")
+            .arg("ON")
+            .arg("BCAST")
+            .arg("PREFIX")
+            .arg(prefix)
+            .query_async::<()>(&mut con)
+            .await?;
+        Ok(Some(con))
+    }
+}
+
+/// The oldest Redis resq runs on: `LPOP` with a count, `BLMOVE`, `SMISMEMBER` are 6.2's.
+pub const MIN_REDIS: (u32, u32) = (6, 2);
+
+/// Checks that the server is Redis (or a compatible server reporting a `redis_version`) ≥
+/// [`MIN_REDIS`]; an older one is refused with a clear message instead of failing later in
+/// confusing ways.
+pub async fn check_server<C: ConnectionLike + Send>(con: &mut C, target: &str) -> Result<()> {
+    let info: String = redis::cmd("INFO").arg("server").query_async(con).await?;
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .map(str::trim)
+        .unwrap_or("");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) < MIN_REDIS {
+        return Err(Error::Unsupported(format!(
+            "redis {target} runs Redis {} but resq needs Redis {}.{} or newer (LPOP with a \
+             count, BLMOVE, SMISMEMBER); upgrade the server",
+            if version.is_empty() {
+                "of an unknown version"
+            } else {
+                version
+            },
+            MIN_REDIS.0,
+            MIN_REDIS.1
+        )));
+    }
+    Ok(())
 }
 
 impl fmt::Display for Endpoint {
@@ -302,12 +414,90 @@ enum ConnInner {
 }
 
 /// The shared connection; cheap to clone (clones share one socket and pipeline per node).
+///
+/// A connection the server (its `timeout`), a proxy or a NAT closed while it was idle fails the
+/// next request at once, before anything is sent; such a request — one sent after at least
+/// [`IDLE`] without traffic, failing as a dropped connection within [`QUICK`] — is sent again,
+/// once, on the reconnected connection, so a handler's command through resq's connection
+/// survives an idle close. The close is logged (at a bounded rate).
 #[derive(Clone)]
 pub struct Conn {
     /// The connection.
     inner: ConnInner,
     /// `RESQ_WAIT_REPLICAS`.
     wait: Option<Wait>,
+    /// Traffic on it, to recognise an idle close.
+    activity: Arc<Activity>,
+    /// Where it goes, for messages.
+    label: Arc<str>,
+}
+
+/// How long without traffic makes a connection idle.
+const IDLE: Duration = Duration::from_secs(1);
+/// How soon a request on an idle-closed connection fails.
+const QUICK: Duration = Duration::from_millis(250);
+
+/// Traffic on a shared connection.
+struct Activity {
+    /// When the connection was opened.
+    base: std::time::Instant,
+    /// When a request last got an answer (ms after `base`).
+    last_ok_ms: std::sync::atomic::AtomicU64,
+    /// Requests waiting for an answer.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// Bounded-rate reports of idle closes.
+    closes: std::sync::Mutex<errors::Reporter>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            base: std::time::Instant::now(),
+            last_ok_ms: Default::default(),
+            in_flight: Default::default(),
+            closes: Default::default(),
+        }
+    }
+
+    /// Whether nothing was in flight and nothing answered for [`IDLE`].
+    fn idle(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.base.elapsed().as_millis() as u64;
+        self.in_flight.load(SeqCst) == 0
+            && now.saturating_sub(self.last_ok_ms.load(SeqCst)) >= IDLE.as_millis() as u64
+    }
+
+    fn answered(&self) {
+        let now = self.base.elapsed().as_millis() as u64;
+        self.last_ok_ms
+            .store(now, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn report_close(&self, e: &RedisError) {
+        let due = self.closes.lock().unwrap_or_else(|p| p.into_inner()).due();
+        if let Some(times) = due {
+            tracing::info!(times, error = %e, "redis connection was closed while idle (server timeout, proxy or NAT); reconnected and sent the request again");
+        }
+    }
+}
+
+/// Counts a request in flight while it lives.
+struct InFlight<'a>(&'a Activity);
+
+impl<'a> InFlight<'a> {
+    fn new(a: &'a Activity) -> Self {
+        a.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(a)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Conn {
@@ -366,12 +556,44 @@ impl Wait {
     }
 }
 
+impl Conn {
+    /// Where the connection goes, for messages (`127.0.0.1:6380`).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// One request, followed by `WAIT` when configured.
+    async fn request(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self.wait {
+            None => self.inner_request(cmd).await,
+            Some(w) => self.request_and_wait(cmd, w).await,
+        }
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self.wait {
-            None => self.inner_request(cmd),
-            Some(w) => Box::pin(self.request_and_wait(cmd, w)),
-        }
+        Box::pin(async move {
+            let activity = self.activity.clone();
+            let idle = activity.idle();
+            let started = std::time::Instant::now();
+            let first = {
+                let _f = InFlight::new(&activity);
+                self.request(cmd).await
+            };
+            let result = match first {
+                Err(e) if idle && e.is_connection_dropped() && started.elapsed() < QUICK => {
+                    activity.report_close(&e);
+                    let _f = InFlight::new(&activity);
+                    self.request(cmd).await
+                }
+                other => other,
+            };
+            if result.is_ok() {
+                activity.answered();
+            }
+            result
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -479,28 +701,61 @@ impl Backoff {
 }
 
 /// Runs `op` until it succeeds, waiting with [`Backoff`] between failures. `what` names the
-/// step in logs; the process says once that Redis is unreachable and once that it is back
-/// (see [`outage`]), however many tasks retry meanwhile.
-pub async fn retry<T, F, Fut>(what: &str, mut op: F) -> T
+/// step in logs; the process says once that Redis is unreachable (or refuses writes) and once
+/// that it is back (see [`outage`]), however many tasks retry meanwhile; an error that needs a
+/// repair ([`errors::Class::Permanent`]) is reported at a bounded rate while it lasts.
+pub async fn retry<T, F, Fut>(what: &str, op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = RedisResult<T>>,
+{
+    match retry_until(what, op, std::future::pending::<()>()).await {
+        Some(v) => v,
+        None => unreachable!("a pending future never resolves"),
+    }
+}
+
+/// [`retry`] that gives up (returns `None`) when `stop` resolves, even while an attempt is in
+/// flight: nothing waits on Redis without also waiting on shutdown.
+pub async fn retry_until<T, F, Fut>(
+    what: &str,
+    mut op: F,
+    stop: impl Future<Output = ()>,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = RedisResult<T>>,
 {
     let mut backoff = Backoff::new(Duration::from_secs(5));
     let mut streak = outage::Streak::default();
+    let mut reporter = errors::Reporter::default();
+    tokio::pin!(stop);
     loop {
-        match op().await {
+        let result = tokio::select! {
+            r = op() => r,
+            _ = &mut stop => return None,
+        };
+        match result {
             Ok(v) => {
                 if backoff.failing() {
                     crate::metrics::redis_reconnect();
                     streak.succeeded(what);
                 }
-                return v;
+                return Some(v);
             }
             Err(e) => {
                 crate::metrics::redis_error();
-                streak.failed(what, &e);
-                tokio::time::sleep(backoff.next_delay()).await;
+                if errors::classify(&e) == errors::Class::Permanent {
+                    if let Some(times) = reporter.due() {
+                        tracing::error!(step = what, times, "{}", errors::describe_here(&e));
+                    }
+                } else {
+                    streak.failed_request(what, &e);
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
+                    _ = &mut stop => return None,
+                }
             }
         }
     }
@@ -550,6 +805,12 @@ pub mod outage {
             report_failure(what, e, since);
         }
 
+        /// Reports a failed Redis request of this task, described by its class.
+        pub fn failed_request(&mut self, what: &str, e: &redis::RedisError) {
+            let text = super::errors::describe_here(e);
+            self.failed(what, &text);
+        }
+
         /// Reports a success of this task; the end of the outage is logged if it was.
         pub fn succeeded(&mut self, what: &str) {
             if self.since.take().is_some() {
@@ -566,7 +827,12 @@ pub mod outage {
         if !s.logged && !aftershock {
             s.logged = true;
             drop(s);
-            tracing::warn!(step = what, error = %e, "redis unreachable; retrying with back-off");
+            let text = e.to_string();
+            if text.starts_with("Redis refuses writes") {
+                tracing::warn!(step = what, "{text}; retrying with back-off");
+            } else {
+                tracing::warn!(step = what, error = %text, "redis unreachable; retrying with back-off");
+            }
         } else {
             drop(s);
             tracing::debug!(step = what, error = %e, "redis step failed; retrying");

@@ -27,6 +27,9 @@ pub enum Error {
     /// time in the past, a queue key of the wrong type, a malformed schedule).
     #[error("rejected: {0}")]
     Rejected(String),
+    /// The Redis server cannot be used (too old).
+    #[error("{0}")]
+    Unsupported(String),
     /// An ActiveJob job cannot be read or written.
     #[error("activejob: {0}")]
     ActiveJob(#[from] crate::activejob::ActiveJobError),

@@ -225,6 +225,23 @@ impl Keys {
         format!("{}inflight:{worker}:{queue}", self.prefix)
     }
 
+    /// `<ns>:resq:claims` — SET of worker ids holding a claimed payload (pruning finds the
+    /// claims of workers that are gone through it).
+    pub fn claims(&self) -> String {
+        self.key("resq:claims")
+    }
+
+    /// `<ns>:resq:claim:<id>` — a payload the step script claimed for slot `id` to check
+    /// (`<token> <queue as JSON>\n<payload bytes>`), until it is promoted or put back.
+    pub fn claim(&self, id: &str) -> String {
+        format!("{}resq:claim:{id}", self.prefix)
+    }
+
+    /// `<ns>:resq:token:<id>` — the token of the claimed job whose record slot `id` holds.
+    pub fn claim_token(&self, id: &str) -> String {
+        format!("{}resq:token:{id}", self.prefix)
+    }
+
     /// `<ns>:compat:echo` — where the compat worker's `Echo` handler writes.
     pub fn compat_echo(&self) -> String {
         self.key("compat:echo")

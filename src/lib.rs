@@ -42,6 +42,7 @@ pub mod queues;
 pub mod registry;
 pub mod runtime;
 pub mod scheduler;
+mod scripts;
 pub mod wire;
 pub mod worker;
 

@@ -239,7 +239,7 @@ async fn a_resent_retry_completion_is_applied_once() {
     };
     let completion = resq::worker::perform::perform(
         &registry,
-        record,
+        resq::worker::perform::Reserved::Record(record),
         &Arc::from(id),
         None,
         std::future::pending::<&'static str>(),

@@ -6,7 +6,7 @@ mod support;
 use support::stop;
 
 use redis::AsyncCommands;
-use resq::worker::step::{step_batch, Completion, QueueKeys, Reply, StepItem, Stepper};
+use resq::worker::step::{step_batch, Completion, JobRef, QueueKeys, Reply, StepItem, Stepper};
 use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, Running, Worker};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -272,7 +272,9 @@ async fn the_step_is_safe_to_resend() {
     let Reply::Job(record) = first else {
         panic!("no job: {first:?}")
     };
-    let done = Completion::Success { record };
+    let done = Completion::Success {
+        job: JobRef::Record(record),
+    };
     let (_, applied) = stepper
         .step(&mut con, Some(&done), false, &queues)
         .await
@@ -321,7 +323,8 @@ async fn a_batched_step_is_each_slots_own_step() {
         ],
     )
     .await
-    .unwrap();
+    .unwrap()
+    .replies;
     let records: Vec<Vec<u8>> = r
         .iter()
         .take(2)
@@ -346,10 +349,10 @@ async fn a_batched_step_is_each_slots_own_step() {
         let _: () = con.rpush(keys.queue("q"), p).await.unwrap();
     }
     let done: &'static Completion = Box::leak(Box::new(Completion::Success {
-        record: records[0].clone(),
+        job: JobRef::Record(records[0].clone()),
     }));
     let failed: &'static Completion = Box::leak(Box::new(Completion::Failure {
-        record: records[1].clone(),
+        job: JobRef::Record(records[1].clone()),
         entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
     }));
     let r = step_batch(
@@ -362,9 +365,10 @@ async fn a_batched_step_is_each_slots_own_step() {
         ],
     )
     .await
-    .unwrap();
+    .unwrap()
+    .replies;
     assert!(
-        matches!(&r[0], (Reply::Job(rec), true) if String::from_utf8_lossy(rec).contains("[2]")),
+        matches!(&r[0], (Reply::Job(rec), true) if String::from_utf8_lossy(rec.as_slice()).contains("[2]")),
         "{r:?}"
     );
     assert_eq!(r[1], (Reply::Empty, true));
@@ -380,7 +384,8 @@ async fn a_batched_step_is_each_slots_own_step() {
         &[item(0, Some(done), true), item(1, Some(failed), false)],
     )
     .await
-    .unwrap();
+    .unwrap()
+    .replies;
     assert_eq!(again[0], (r[0].0.clone(), false));
     assert_eq!(again[1], (Reply::Empty, false));
     let get = |k: String| {

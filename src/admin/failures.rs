@@ -18,13 +18,8 @@ use super::{text, Admin};
 use crate::error::{Error, Result};
 use crate::wire::failure::FailureEntry;
 use crate::wire::{payload, time};
-use redis::Script;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use std::sync::LazyLock;
-
-static RETRY: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("failed_retry.lua")));
-static REMOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("failed_remove.lua")));
 
 /// Entries read per round trip in bulk operations.
 pub const CHUNK: usize = 500;
@@ -149,7 +144,7 @@ impl Admin {
                         continue;
                     }
                 };
-                let at: i64 = RETRY
+                let at: i64 = crate::scripts::FAILED_RETRY
                     .key(self.keys().failed())
                     .key(self.keys().queues())
                     .key(self.keys().queue(&plan.queue))
@@ -189,7 +184,7 @@ impl Admin {
                 continue;
             }
             let sentinel = format!("resq-removed-{:032x}", rand::random::<u128>());
-            let mut inv = REMOVE.key(self.keys().failed());
+            let mut inv = crate::scripts::FAILED_REMOVE.key(self.keys().failed());
             inv.arg(&sentinel);
             for row in &rows {
                 inv.arg(row.index).arg(row.raw.as_slice());

@@ -12,13 +12,8 @@
 use super::{validate, Client, FloatFormat, NewJob};
 use crate::error::{Error, Result};
 use chrono::{DateTime, Utc};
-use redis::Script;
 use serde_json::{Map, Value};
-use std::sync::LazyLock;
 use std::time::Duration;
-
-static JESQUE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/jesque_enqueue.lua")));
 
 /// A job in Jesque's form: `{"class":…,"args":…,"vars":…}` with Java's number text.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,7 +151,7 @@ impl Client {
         ms: i64,
         period_ms: i64,
     ) -> Result<i64> {
-        let r = JESQUE
+        let r = crate::scripts::JESQUE_ENQUEUE
             .key(self.keys.queue(queue))
             .key(self.keys.queue_frequency(queue))
             .key(self.keys.queues())

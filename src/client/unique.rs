@@ -14,13 +14,8 @@ use crate::keys::Keys;
 use crate::registry::unique::{UniqueMark, FIELD};
 use chrono::Utc;
 use rand::Rng;
-use redis::Script;
 use serde_json::{Map, Value};
-use std::sync::LazyLock;
 use std::time::Duration;
-
-static UNIQUE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/unique_enqueue.lua")));
 
 /// A unique key and how long its lock may outlive a dead holder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +134,7 @@ impl Client {
         ts: i64,
     ) -> Result<Enqueued> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let n: i64 = UNIQUE
+        let n: i64 = crate::scripts::UNIQUE_ENQUEUE
             .key(self.keys.unique(&unique.key))
             .key(self.keys.queues())
             .key(self.keys.queue(queue))

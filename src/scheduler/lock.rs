@@ -7,12 +7,8 @@
 
 use crate::error::Result;
 use redis::aio::ConnectionLike;
-use redis::{Script, Value};
-use std::sync::LazyLock;
+use redis::Value;
 use std::time::Duration;
-
-static POLL: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/scheduler_poll.lua")));
 
 /// Whether this process is master after a poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +48,7 @@ impl MasterLock {
         con: &mut C,
         now: i64,
     ) -> Result<(Mastery, Option<i64>)> {
-        let v: Vec<Value> = POLL
+        let v: Vec<Value> = crate::scripts::SCHEDULER_POLL
             .key(&self.key)
             .key(&self.schedule_key)
             .arg(&self.value)
@@ -75,7 +71,7 @@ impl MasterLock {
 
     /// Deletes the lock if it is still ours (on shutdown).
     pub async fn release<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<bool> {
-        let v: Vec<Value> = POLL
+        let v: Vec<Value> = crate::scripts::SCHEDULER_POLL
             .key(&self.key)
             .key(&self.schedule_key)
             .arg(&self.value)

@@ -13,11 +13,6 @@ use crate::error::Result;
 use crate::keys::Keys;
 use crate::wire::{time, Failure};
 use redis::aio::ConnectionLike;
-use redis::Script;
-use std::sync::LazyLock;
-
-static MOVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/move_delayed.lua")));
 
 /// What one batch did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +72,7 @@ impl Mover {
                 .query_async(con)
                 .await?;
             let member = Keys::delayed_bucket_member(ts);
-            let mut inv = MOVE.prepare_invoke();
+            let mut inv = crate::scripts::MOVE_DELAYED.prepare_invoke();
             inv.key(&self.lock_key)
                 .key(self.keys.delayed_schedule())
                 .key(&bucket)

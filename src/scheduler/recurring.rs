@@ -25,13 +25,9 @@ use crate::wire::time;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use redis::aio::ConnectionLike;
-use redis::Script;
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
-use std::sync::{LazyLock, Mutex};
-
-static FIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fire_schedule.lua")));
+use std::sync::Mutex;
 
 /// The recurring half of a scheduler.
 #[derive(Debug)]
@@ -217,7 +213,7 @@ impl Recurring {
         now: DateTime<Utc>,
     ) -> Result<bool> {
         let queue = job.map(|j| j.queue.as_str()).unwrap_or_default();
-        let n: i64 = FIRE
+        let n: i64 = crate::scripts::FIRE_SCHEDULE
             .key(&self.lock_key)
             .key(self.keys.schedule_next())
             .key(self.keys.last_enqueued_at())

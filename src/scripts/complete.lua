@@ -12,9 +12,9 @@
 -- KEYS[7] resque-retry counter     KEYS[8] <ns>:failure-<retry key>
 -- KEYS[9] <ns>:resq:unique:<key>   KEYS[10] <ns>:queues          KEYS[11] <ns>:queue:<retry q>
 -- KEYS[12] <ns>:delayed:<ts>       KEYS[13] <ns>:timestamps:<item>
--- KEYS[14] <ns>:delayed_queue_schedule
+-- KEYS[14] <ns>:delayed_queue_schedule   KEYS[15] <ns>:resq:token:<id>
 -- (keys a call does not use are passed as KEYS[1] and left alone)
--- ARGV[1]  the record (exact bytes)
+-- ARGV[1]  the record (exact bytes), or the token of a claimed job (ARGV[17] = 't')
 -- ARGV[2]  outcome: 'success' | 'failure' | 'retry'
 -- ARGV[3]  failure entry ('failure': pushed to <ns>:failed; 'retry': kept in KEYS[8])
 -- ARGV[4]  '1' when failures also count as processed
@@ -26,27 +26,68 @@
 -- ARGV[10] retry queue name   ARGV[11] retry payload or delayed item   ARGV[12] due epoch s
 -- ARGV[13] 'delayed:<ts>'     ARGV[14] KEYS[8] TTL in s ('0' = do not write it)
 -- ARGV[15] counter TTL in s   ARGV[16] retry delay in ms (extends the unique lock)
+-- ARGV[17] 'r' when ARGV[1] is the record, 't' when it is the claimed job's token
 -- Returns {applied, status}: {1, outcome} when applied; {0, 'stale'} when the record is not
--- there any more (already applied); {0, 'conflict'} when the counter moved (read it again).
+-- there any more (already applied); {0, 'conflict'} when the counter moved (read it again);
+-- an error reply, before any write, when a key it would write is unusable.
+--
+-- Every key the chosen ending writes is checked first (guard.lua): nothing can fail after the
+-- first write.
 
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local by_token = ARGV[17] == 't'
+local held = redis.pcall('GET', KEYS[1])
+if type(held) == 'table' then
+  return redis.error_reply(wrongtype_msg(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'string'))
+end
+if by_token then
+  local t = redis.pcall('GET', KEYS[15])
+  if not held or t ~= ARGV[1] then return {0, 'stale'} end
+elseif held ~= ARGV[1] then
   return {0, 'stale'}
 end
 if ARGV[5] ~= '-' then
-  local cur = redis.call('GET', KEYS[7])
+  local cur = redis.pcall('GET', KEYS[7])
+  if type(cur) == 'table' then
+    return redis.error_reply(wrongtype_msg(KEYS[7], redis.call('TYPE', KEYS[7])['ok'], 'string'))
+  end
   if (cur or '') ~= ARGV[5] then
     return {0, 'conflict'}
   end
 end
 
 local outcome = ARGV[2]
+local count_failed = ARGV[4] == '1'
+local e
+if outcome == 'success' then
+  e = bad_counter(KEYS[2], 1) or bad_counter(KEYS[3], 1)
+else
+  e = bad_counter(KEYS[4], 1) or bad_counter(KEYS[5], 1)
+  if not e and count_failed then e = bad_counter(KEYS[2], 1) or bad_counter(KEYS[3], 1) end
+  if not e and outcome == 'failure' then e = wrong_type(KEYS[6], 'list') end
+  if not e and outcome == 'retry' then
+    e = wrong_type(KEYS[7], 'string')
+    if not e and ARGV[9] == 'now' then
+      e = wrong_type(KEYS[10], 'set') or wrong_type(KEYS[11], 'list')
+    elseif not e then
+      e = wrong_type(KEYS[12], 'list') or wrong_type(KEYS[13], 'set') or wrong_type(KEYS[14], 'zset')
+    end
+    if not e and ARGV[14] ~= '0' then e = wrong_type(KEYS[8], 'string') end
+  end
+end
+if e then return redis.error_reply(e) end
+local lock = nil
+if ARGV[8] ~= '' then
+  lock = redis.pcall('GET', KEYS[9])
+  if type(lock) == 'table' then lock = nil end
+end
+
 if outcome == 'success' then
   redis.call('INCR', KEYS[2])
   redis.call('INCR', KEYS[3])
 else
   redis.call('INCR', KEYS[4])
   redis.call('INCR', KEYS[5])
-  if ARGV[4] == '1' then
+  if count_failed then
     redis.call('INCR', KEYS[2])
     redis.call('INCR', KEYS[3])
   end
@@ -71,7 +112,7 @@ end
 if ARGV[7] == '1' then
   redis.call('DEL', KEYS[7], KEYS[8])
 end
-if ARGV[8] ~= '' and redis.call('GET', KEYS[9]) == ARGV[8] then
+if lock and lock == ARGV[8] then
   if outcome == 'retry' then
     -- Still waiting: keep the lock, long enough to cover the delay.
     local left = redis.call('PTTL', KEYS[9])
@@ -83,4 +124,5 @@ if ARGV[8] ~= '' and redis.call('GET', KEYS[9]) == ARGV[8] then
   end
 end
 redis.call('DEL', KEYS[1])
+if by_token then redis.call('DEL', KEYS[15]) end
 return {1, outcome}

@@ -6,95 +6,231 @@
 --   finish: the record is deleted and stats counted in the same call;
 --   fail:   the failure entry is pushed in the same call as the record's removal;
 --   reserve: the job is popped and the worker record written in the same call.
--- All completions are applied first, then the reserves, each in slot order: the same final
--- state as one call per slot, with one LPOP per queue for the whole batch.
--- Safe to resend when the reply was lost: a slot's finish applies only while its record is
--- still the exact bytes it reserved, and a reserve returns the record already there instead
--- of popping a second job over it.
+-- Completions and reserves are applied in slot order, then the queues' heads go to the slots
+-- that want a job in priority order: the same final state as one call per slot, with one LPOP
+-- per queue for the whole batch.
+--
+-- Nothing here can fail after the first write (Redis keeps a failed script's earlier writes):
+-- every key a slot's transition would write is checked first (guard.lua), and a slot whose keys
+-- are unusable gets an 'error' verdict naming the key while nothing of its transition is
+-- written; the other slots go on. A popped job that would need an unusable key goes back to
+-- the head of its queue.
+--
+-- Redis never loops over a payload's bytes beyond a fixed budget: a payload larger than
+-- ARGV[7] bytes, or with more than ARGV[9] non-ASCII characters, is not checked here but
+-- *claimed* (moved to the slot's claim key, out of every queue and record) for the worker to
+-- check and promote with promote.lua; a payload over ARGV[8] bytes becomes a
+-- Resq::PayloadTooLarge failure entry with its size, not its bytes.
+--
+-- Safe to resend when the reply was lost: a slot's finish applies only while its record (or,
+-- for a claimed job, its token key) is still what it reserved, and a reserve returns the record
+-- or claim already there instead of taking a second job.
 --
 -- KEYS[1] <ns>:stat:processed   KEYS[2] <ns>:stat:failed   KEYS[3] failure list (<ns>:failed)
--- KEYS[4] <ns>:pause-all-workers
--- KEYS[5..4+nq] <ns>:queue:<q>, in priority order (nq = ARGV[4])
+-- KEYS[4] <ns>:pause-all-workers   KEYS[5] <ns>:resq:claims (ids holding a claim)
+-- KEYS[6..5+nq] <ns>:queue:<q>, in priority order (nq = ARGV[4])
 -- Jesque zset queues (only for workers told about them; worker/jesque.rs): ARGV[5] holds one
 -- flag character per queue ('1' = a zset queue, '' when none is), ARGV[6] now (epoch ms), and
--- KEYS[5+nq..4+2nq] = <queue key>:frequency. A flagged queue whose key is a zset gives its
+-- KEYS[6+nq..5+2nq] = <queue key>:frequency. A flagged queue whose key is a zset gives its
 -- lowest member scored <= now, which is removed, or, when the frequency hash has it, re-scored
 -- by its period (Jesque's jesque_pop.lua).
--- Then three keys per slot: <ns>:worker:<id>, <ns>:stat:processed:<id>, <ns>:stat:failed:<id>.
+-- Then five keys per slot: <ns>:worker:<id>, <ns>:stat:processed:<id>, <ns>:stat:failed:<id>,
+-- <ns>:resq:claim:<id> (a claimed payload: '<token> <queue as JSON>', a newline, the payload
+-- bytes), <ns>:resq:token:<id> (the token of the claimed job the record holds).
 -- ARGV[1] "1" when failures also count as processed (Ruby's semantics)
--- ARGV[2] run_at for a new record   ARGV[3] failed_at for entries of malformed payloads
--- ARGV[7..6+nq] the queue names as JSON strings, aligned with the queue keys
--- Then five arguments per slot: completion ("0" none, "1" success, "2" failure), the record
--- the completion is for (exact bytes), the failure entry JSON (completion "2"), "1" to
--- reserve after the completion, the worker id as a JSON string.
--- Returns three values per slot: tag "job" (then the record), "none" or "paused"; applied (1
--- when the completion was applied now, 0 when not: already applied); the record or ''.
+-- ARGV[2] run_at for a new record   ARGV[3] failed_at for entries written here
+-- ARGV[7] largest payload checked here (bytes)   ARGV[8] largest payload accepted (bytes)
+-- ARGV[9] most non-ASCII characters checked here   ARGV[10] claim token prefix (unique per call)
+-- ARGV[11..10+nq] the queue names as JSON strings, aligned with the queue keys
+-- Then five arguments per slot: completion ('0' none; 'sr' / 'fr' success / failure of the job
+-- whose record is the next argument; 'st' / 'ft' the same for a claimed job whose token is the
+-- next argument), the record or token, the failure entry JSON (failures), "1" to reserve after
+-- the completion, the worker id as a JSON string.
+-- Returns three values per slot: a tag, applied (1 when the completion was applied now, 0 when
+-- not: already applied, or refused), and data:
+--   'job' + the record; 'claim' + '<token> <queue as JSON>' (the claim's header), a newline and
+--   the payload's size in bytes; 'none'; 'paused';
+--   'error' + what is wrong (the slot's transition was not applied).
+-- Then one string with a character per queue: '0' when the call found it empty, '1' otherwise.
 
 local count_failed = ARGV[1] == '1'
 local nq = tonumber(ARGV[4])
 local flags = ARGV[5]
 local jesque = flags ~= ''
-local kq = 4 + nq
+local kq = 5 + nq
 if jesque then kq = kq + nq end
-local aq = 6 + nq
+local aq = 10 + nq
+local small = tonumber(ARGV[7])
+local max_payload = tonumber(ARGV[8])
+local char_budget = tonumber(ARGV[9])
+local slots = (#KEYS - kq) / 5
 local processed, failed = 0, 0
+local find = string.find
 
--- Whether s is UTF-8, scanning ASCII runs and whole sequences with anchored patterns
--- (a byte-at-a-time loop would block Redis far longer on large payloads).
-local function utf8_valid(s)
-  if not string.find(s, '[\128-\255]') then return true end
-  local i, n = 1, #s
-  while i <= n do
-    local _, e = string.find(s, '^[%z\1-\127]+', i)
-    if e then
-      i = e + 1
-    elseif string.find(s, '^[\194-\223][\128-\191]', i) then
+local function wkey(s) return KEYS[kq + 5 * s - 4] end
+local function pkey(s) return KEYS[kq + 5 * s - 3] end
+local function fkey(s) return KEYS[kq + 5 * s - 2] end
+local function ckey(s) return KEYS[kq + 5 * s - 1] end
+local function tkey(s) return KEYS[kq + 5 * s] end
+local function arg(s, i) return ARGV[aq + 5 * (s - 1) + i] end
+
+-- Checks of the shared keys, made at most once per call (false = fine).
+local shared = {}
+local function shared_err(name)
+  if shared[name] == nil then
+    local e
+    if name == 'processed' then e = bad_counter(KEYS[1], 2 * slots + 200)
+    elseif name == 'failed' then e = bad_counter(KEYS[2], 2 * slots + 200)
+    elseif name == 'list' then e = wrong_type(KEYS[3], 'list')
+    else e = wrong_type(KEYS[5], 'set') end
+    shared[name] = e or false
+  end
+  return shared[name] or nil
+end
+
+-- What stops slot s from counting a success / recording a failure (nil: nothing), cached.
+local ok_success, ok_failure = {}, {}
+local function success_err(s)
+  if ok_success[s] == nil then
+    ok_success[s] = shared_err('processed') or bad_counter(pkey(s), 200) or false
+  end
+  return ok_success[s] or nil
+end
+local function failure_err(s)
+  if ok_failure[s] == nil then
+    local e = shared_err('list') or shared_err('failed') or bad_counter(fkey(s), 200)
+    if not e and count_failed then e = success_err(s) end
+    ok_failure[s] = e or false
+  end
+  return ok_failure[s] or nil
+end
+
+-- Counts a success of slot s (checked with success_err first).
+local function count_success(s)
+  processed = processed + 1
+  redis.call('INCR', pkey(s))
+end
+
+-- Records a failure of slot s (checked with failure_err first).
+local function record_failure(s, entry)
+  redis.call('RPUSH', KEYS[3], entry)
+  failed = failed + 1
+  redis.call('INCR', fkey(s))
+  if count_failed then count_success(s) end
+end
+
+-- A string GET that reports a wrong type instead of raising: value (or false), error text.
+local function get_string(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    return nil, wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string')
+  end
+  return v, nil
+end
+
+local tag, applied, data, gone, untoken = {}, {}, {}, {}, {}
+local wanting = {}
+
+-- 1. Completions, in slot order; slots that want a job and hold none are noted. A finished
+-- slot's record is removed at the end of the call unless a new record replaces it.
+for s = 1, slots do
+  local code = arg(s, 1)
+  local reserve = arg(s, 4) == '1'
+  tag[s], applied[s], data[s] = 'none', 0, ''
+  local err, held = nil, nil
+  if code ~= '0' or reserve then held, err = get_string(wkey(s)) end
+  if not err and code ~= '0' then
+    local mine
+    if code == 'sr' or code == 'fr' then
+      mine = held == arg(s, 2)
+    else
+      -- A claimed job's record is too large to send back for comparison: its token key says
+      -- the record is still the one this slot promoted.
+      local t
+      t, err = get_string(tkey(s))
+      mine = held and t == arg(s, 2)
+    end
+    if mine and not err then
+      local success = code == 'sr' or code == 'st'
+      if success then err = success_err(s) else err = failure_err(s) end
+      if not err then
+        if success then count_success(s) else record_failure(s, arg(s, 3)) end
+        applied[s], gone[s], held = 1, true, false
+        if code == 'st' or code == 'ft' then untoken[s] = true end
+      end
+    end
+  end
+  if err then
+    tag[s], data[s] = 'error', err
+  elseif reserve then
+    if held then
+      tag[s], data[s] = 'job', held
+    else
+      -- A claim already taken (the reply of the call that took it was lost) comes back.
+      local head, cerr = redis.pcall('GETRANGE', ckey(s), 0, 1023), nil
+      if type(head) == 'table' then
+        cerr = wrongtype_msg(ckey(s), redis.call('TYPE', ckey(s))['ok'], 'string')
+      end
+      local hdr = head ~= '' and not cerr and string.match(head, '^([^\n]*)\n')
+      if head ~= '' and not cerr and not hdr then
+        cerr = 'BADCLAIM ' .. ckey(s) .. ' does not start with a claim header'
+      end
+      if cerr then
+        tag[s], data[s] = 'error', cerr
+      elseif hdr then
+        tag[s], data[s] = 'claim', hdr .. '\n' .. (redis.call('STRLEN', ckey(s)) - #hdr - 1)
+      else
+        wanting[#wanting + 1] = s
+      end
+    end
+  end
+end
+
+-- 2. Reserves: the slots that want a job take the queues' heads in priority order, in slot
+-- order (as if each had popped in turn). A payload that is not a job becomes a failure entry of
+-- the slot it would have gone to, which then takes the next one; up to 100 per call, after
+-- which the remaining slots get "none" and call again when their queue's watcher wakes them.
+local qflags = {}
+for q = 1, nq do qflags[q] = '1' end
+if #wanting > 0 then
+  local p = redis.pcall('GET', KEYS[4])
+  if type(p) == 'string' and string.lower(string.match(p, '^%s*(.-)%s*$')) == 'true' then
+    for _, s in ipairs(wanting) do tag[s] = 'paused' end
+    wanting = {}
+  end
+end
+local next_slot, budget, stopped = 1, 100, false
+
+-- Whether s is valid UTF-8 with at most char_budget non-ASCII characters: true, or nil when it
+-- is not known within the budget (invalid, or too many to check here).
+local function utf8_within_budget(s)
+  local i, n, left = 1, #s, char_budget
+  while true do
+    local _, e = find(s, '^[^\128-\255]*', i)
+    i = e + 1
+    if i > n then return true end
+    left = left - 1
+    if left < 0 then return nil end
+    if find(s, '^[\194-\223][\128-\191]', i) then
       i = i + 2
-    elseif string.find(s, '^\224[\160-\191][\128-\191]', i)
-        or string.find(s, '^[\225-\236\238\239][\128-\191][\128-\191]', i)
-        or string.find(s, '^\237[\128-\159][\128-\191]', i) then
+    elseif find(s, '^\224[\160-\191][\128-\191]', i)
+        or find(s, '^[\225-\236\238\239][\128-\191][\128-\191]', i)
+        or find(s, '^\237[\128-\159][\128-\191]', i) then
       -- three bytes, no overlong forms (E0 80..9F) and no surrogates (ED A0..BF)
       i = i + 3
-    elseif string.find(s, '^\240[\144-\191][\128-\191][\128-\191]', i)
-        or string.find(s, '^[\241-\243][\128-\191][\128-\191][\128-\191]', i)
-        or string.find(s, '^\244[\128-\143][\128-\191][\128-\191]', i) then
+    elseif find(s, '^\240[\144-\191][\128-\191][\128-\191]', i)
+        or find(s, '^[\241-\243][\128-\191][\128-\191][\128-\191]', i)
+        or find(s, '^\244[\128-\143][\128-\191][\128-\191]', i) then
       -- four bytes, no overlong forms (F0 80..8F) and nothing above U+10FFFF (F4 90..)
       i = i + 4
     else
-      return false
+      return nil
     end
   end
-  return true
 end
 
--- Replaces bytes that are not part of a UTF-8 sequence by '?', as Resque's cleaner does.
-local function clean_utf8(s)
-  if utf8_valid(s) then return s end
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local _, e = string.find(s, '^[%z\1-\127]+', i)
-    if not e then
-      for _, len in ipairs({2, 3, 4}) do
-        if i + len - 1 <= n and utf8_valid(string.sub(s, i, i + len - 1)) then
-          e = i + len - 1
-          break
-        end
-      end
-    end
-    if e then
-      out[#out + 1] = string.sub(s, i, e)
-      i = e + 1
-    else
-      out[#out + 1] = '?'
-      i = i + 1
-    end
-  end
-  return table.concat(out)
-end
-
--- Why a payload cannot be recorded as a worker record (nil when it can).
+-- Why a (valid UTF-8) payload cannot be recorded as a worker record; nil when it can.
 local function malformed(raw)
-  if not utf8_valid(raw) then return 'payload is not valid UTF-8' end
   local ok, obj = pcall(cjson.decode, raw)
   if not ok then return 'payload is not valid JSON (' .. tostring(obj) .. ')' end
   if type(obj) ~= 'table' then return 'payload is not a JSON object' end
@@ -103,99 +239,101 @@ local function malformed(raw)
   return nil
 end
 
--- Whether pause-all-workers is set.
-local function is_paused()
-  local v = redis.call('GET', KEYS[4])
-  return v and string.lower(string.match(v, '^%s*(.-)%s*$')) == 'true' or false
+-- The failure entry of a popped item that is not a job.
+local function entry_for(s, q, exception, message)
+  return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
+    .. cjson.encode(message) .. ',"backtrace":[],"worker":' .. arg(s, 5)
+    .. ',"queue":' .. ARGV[10 + q] .. '}'
 end
 
-local slots = (#KEYS - kq) / 3
-local tag, applied, record, gone = {}, {}, {}, {}
-local wanting = {}
-
--- 1. Completions, in slot order. A finished slot's record is removed at the end of the call
--- unless a new record replaces it (the same state, one command less).
-for s = 1, slots do
-  local wkey, pkey, fkey = KEYS[kq + 3 * s - 2], KEYS[kq + 3 * s - 1], KEYS[kq + 3 * s]
-  local a = aq + 5 * (s - 1)
-  local completion = ARGV[a + 1]
-  local held = nil
-  tag[s], applied[s], record[s] = 'none', 0, ''
-  if completion ~= '0' then held = redis.call('GET', wkey) end
-  if completion ~= '0' and held == ARGV[a + 2] then
-    if completion == '1' then
-      processed = processed + 1
-      redis.call('INCR', pkey)
-    else
-      redis.call('RPUSH', KEYS[3], ARGV[a + 3])
-      failed = failed + 1
-      redis.call('INCR', fkey)
-      if count_failed then
-        processed = processed + 1
-        redis.call('INCR', pkey)
-      end
-    end
-    applied[s], gone[s], held = 1, true, false
-  end
-  if ARGV[a + 4] == '1' then
-    if held == nil then held = redis.call('GET', wkey) end
-    if held then
-      tag[s], record[s] = 'job', held
-    else
-      wanting[#wanting + 1] = s
-    end
-  end
-end
-
--- 2. Reserves: the slots that want a job take the queues' heads in priority order, in slot
--- order (as if each had popped in turn). A malformed payload becomes a failure entry of the
--- slot it would have gone to, which then takes the next one; up to 100 per call, after which
--- the remaining slots get "none" and call again when their queue's watcher wakes them.
-if #wanting > 0 and is_paused() then
-  for _, s in ipairs(wanting) do tag[s] = 'paused' end
-  wanting = {}
-end
-local next_slot, budget = 1, 100
-
--- Gives raw (popped from queue q) to the next wanting slot, or records it as malformed.
+-- Gives raw (popped from queue q) to the next wanting slot: its record, its claim, or a failure
+-- entry. Returns an error text (and writes nothing) when the slot's keys cannot take it.
 local function take(raw, q)
   local s = wanting[next_slot]
-  local why = malformed(raw)
-  if not why then
-    local r = '{"queue":' .. ARGV[6 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
-    redis.call('SET', KEYS[kq + 3 * s - 2], r)
-    tag[s], record[s], gone[s] = 'job', r, nil
+  local n = #raw
+  local mode, why = 'job', nil
+  if n > max_payload then
+    mode = 'toolarge'
+  elseif n > small or not utf8_within_budget(raw) then
+    mode = 'claim'
+  else
+    why = malformed(raw)
+    if why then mode = 'malformed' end
+  end
+  if mode == 'job' then
+    local r = '{"queue":' .. ARGV[10 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
+    redis.call('SET', wkey(s), r)
+    tag[s], data[s], gone[s] = 'job', r, nil
     next_slot = next_slot + 1
-    return
+  elseif mode == 'claim' then
+    local e = wrong_type(ckey(s), 'string') or shared_err('claims')
+    if e then return e end
+    local hdr = ARGV[10] .. '.' .. s .. ' ' .. ARGV[10 + q]
+    redis.call('SET', ckey(s), hdr .. '\n' .. raw)
+    redis.call('SADD', KEYS[5], cjson.decode(arg(s, 5)))
+    tag[s], data[s] = 'claim', hdr .. '\n' .. n
+    next_slot = next_slot + 1
+  else
+    local e = failure_err(s)
+    if e then return e end
+    local entry
+    if mode == 'toolarge' then
+      entry = entry_for(s, q, 'Resq::PayloadTooLarge', 'payload of ' .. n .. ' bytes exceeds the '
+        .. max_payload .. '-byte limit (RESQ_MAX_PAYLOAD); it starts: '
+        .. string.match(string.sub(raw, 1, 200), '^[^\128-\255]*'))
+    else
+      entry = entry_for(s, q, 'Resq::MalformedPayload', why .. ': ' .. raw)
+    end
+    record_failure(s, entry)
+    budget = budget - 1
   end
-  budget = budget - 1
-  local a = aq + 5 * (s - 1)
-  local entry = '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"Resq::MalformedPayload","error":'
-    .. cjson.encode(why .. ': ' .. clean_utf8(raw)) .. ',"backtrace":[],"worker":' .. ARGV[a + 5]
-    .. ',"queue":' .. ARGV[6 + q] .. '}'
-  redis.call('RPUSH', KEYS[3], entry)
-  failed = failed + 1
-  redis.call('INCR', KEYS[kq + 3 * s])
-  if count_failed then
-    processed = processed + 1
-    redis.call('INCR', KEYS[kq + 3 * s - 1])
-  end
+  return nil
 end
 
 local function want() return #wanting - next_slot + 1 end
 
+-- Stops reserving: slot s gets the error, and what was popped but not taken goes back to the
+-- head of its queue in its order.
+local function stop(s, e, key, raws, from)
+  tag[s], data[s] = 'error', e
+  if raws then
+    for j = #raws, from, -1 do redis.call('LPUSH', key, raws[j]) end
+  end
+  stopped = true
+end
+
 for q = 1, nq do
-  local key = KEYS[4 + q]
-  while want() > 0 and budget > 0 do
+  local key = KEYS[5 + q]
+  while want() > 0 and budget > 0 and not stopped do
     -- A list gives up to the number still wanted in one LPOP; a key of another type is
     -- skipped (pcall), unless it is a flagged Jesque zset queue, which gives its due member.
     local n = math.min(want(), budget)
     local raws = redis.pcall('LPOP', key, n)
     if type(raws) == 'table' and raws.err then
+      qflags[q] = '0'
       if not (jesque and string.sub(flags, q, q) == '1') then break end
       local due = redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[6], 'LIMIT', 0, 1)[1]
       if not due then break end
-      local period = redis.call('HGET', KEYS[4 + nq + q], due)
+      qflags[q] = '1'
+      local period = redis.pcall('HGET', KEYS[5 + nq + q], due)
+      if type(period) == 'table' then
+        stop(wanting[next_slot], wrongtype_msg(KEYS[5 + nq + q], redis.call('TYPE', KEYS[5 + nq + q])['ok'], 'hash'))
+        break
+      end
+      -- Checked before the member leaves its zset, so a refusal leaves it where it was.
+      local s = wanting[next_slot]
+      local e
+      if #due > max_payload then
+        e = failure_err(s)
+      elseif #due > small or not utf8_within_budget(due) then
+        e = wrong_type(ckey(s), 'string') or shared_err('claims')
+      elseif malformed(due) then
+        e = failure_err(s)
+      end
+      if e then
+        stop(s, e)
+        break
+      end
       if period then
         redis.call('ZINCRBY', key, period, due)
       else
@@ -203,23 +341,35 @@ for q = 1, nq do
       end
       take(due, q)
     elseif type(raws) == 'table' then
-      for _, raw in ipairs(raws) do take(raw, q) end
-      if #raws < n then break end
+      for i, raw in ipairs(raws) do
+        local s = wanting[next_slot]
+        local e = take(raw, q)
+        if e then
+          stop(s, e, key, raws, i)
+          break
+        end
+      end
+      if #raws < n then qflags[q] = '0' end
+      if #raws < n or stopped then break end
     else
+      qflags[q] = '0'
       break
     end
   end
+  if stopped then break end
 end
 
--- 3. Records of finished slots that got no new job; the shared counters, once per call (the
--- same totals as one INCR per job).
+-- 3. Records of finished slots that got no new job (and their claimed jobs' tokens); the
+-- shared counters, once per call (the same totals as one INCR per job).
 local out = {}
 for s = 1, slots do
-  if gone[s] then redis.call('DEL', KEYS[kq + 3 * s - 2]) end
+  if gone[s] then redis.call('DEL', wkey(s)) end
+  if untoken[s] then redis.call('DEL', tkey(s)) end
   out[#out + 1] = tag[s]
   out[#out + 1] = applied[s]
-  out[#out + 1] = record[s]
+  out[#out + 1] = data[s]
 end
 if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
+out[#out + 1] = table.concat(qflags)
 return out

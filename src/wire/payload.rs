@@ -30,17 +30,19 @@ pub enum PayloadError {
 }
 
 /// A decoded job payload, with its raw bytes.
+///
+/// Holds the payload once as text (the exact bytes, kept a second time only when they have
+/// whitespace around the JSON value) and once decoded: a large payload costs about twice its
+/// size in memory, not several times.
 #[derive(Debug, Clone)]
 pub struct Payload {
-    /// The payload's exact text as it was in Redis (surrounding whitespace included).
-    text: String,
-    /// The same as one JSON value (surrounding whitespace trimmed).
+    /// The payload as one JSON value (surrounding whitespace trimmed).
     raw: Box<RawValue>,
+    /// The exact text as it was in Redis, when it differs from `raw` (surrounding whitespace).
+    padded: Option<String>,
     /// The class name the job is dispatched by.
     class: String,
-    /// Positional arguments (`[]` when missing or null).
-    args: Vec<Value>,
-    /// The whole payload object (extra fields, Jesque `vars`, key order kept).
+    /// The whole payload object (extra fields, Jesque `vars`, key order kept; `args` inside).
     object: Map<String, Value>,
 }
 
@@ -51,12 +53,24 @@ impl Payload {
         Self::from_text(text)
     }
 
+    /// Decodes payload bytes it takes ownership of (no copy of a large payload's text).
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, PayloadError> {
+        let text = String::from_utf8(bytes).map_err(|_| PayloadError::Utf8)?;
+        Self::from_string(text)
+    }
+
     /// Decodes payload text, keeping it exactly (whitespace around the value included).
     pub fn from_text(text: &str) -> Result<Self, PayloadError> {
-        let raw = RawValue::from_string(text.to_string())
-            .map_err(|e| PayloadError::Json(e.to_string()))?;
+        Self::from_string(text.to_string())
+    }
+
+    /// [`Payload::from_text`] for text it takes ownership of.
+    pub fn from_string(text: String) -> Result<Self, PayloadError> {
+        let trimmed = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+        let padded = (trimmed.len() != text.len()).then(|| text.clone());
+        let raw = RawValue::from_string(text).map_err(|e| PayloadError::Json(e.to_string()))?;
         let mut p = Self::from_raw(raw)?;
-        p.text = text.to_string();
+        p.padded = padded;
         Ok(p)
     }
 
@@ -71,16 +85,14 @@ impl Payload {
             Some(Value::String(c)) if !c.is_empty() => c.clone(),
             _ => return Err(PayloadError::NoClass),
         };
-        let args = match object.get("args") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) => a.clone(),
+        match object.get("args") {
+            None | Some(Value::Null) | Some(Value::Array(_)) => {}
             Some(other) => return Err(PayloadError::ArgsNotArray(type_name(other))),
-        };
+        }
         Ok(Payload {
-            text: raw.get().to_string(),
             raw,
+            padded: None,
             class,
-            args,
             object,
         })
     }
@@ -90,9 +102,12 @@ impl Payload {
         &self.class
     }
 
-    /// Positional arguments.
+    /// Positional arguments (`[]` when missing or null).
     pub fn args(&self) -> &[Value] {
-        &self.args
+        match self.object.get("args") {
+            Some(Value::Array(a)) => a,
+            _ => &[],
+        }
     }
 
     /// Jesque's named arguments, when present and not null.
@@ -112,7 +127,7 @@ impl Payload {
 
     /// The payload's exact text, byte for byte as reserved.
     pub fn text(&self) -> &str {
-        &self.text
+        self.padded.as_deref().unwrap_or(self.raw.get())
     }
 }
 

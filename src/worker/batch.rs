@@ -10,11 +10,20 @@
 //! reads, writes and wake-ups; each slot's transition stays exactly what it was (its own
 //! conditions, its own reply), and the whole call is atomic.
 //!
-//! A call that fails (Redis away) is resent as a whole until it succeeds, which the script
-//! makes safe per slot (see `step.lua`).
+//! A lane sends each call once: when it fails, every slot of the batch gets the error and
+//! decides for itself what to do (retry with back-off, or give up at shutdown), so a failing
+//! call never holds a lane, and a slot's refusal (a key of its own that is unusable) is its own
+//! reply, not the batch's.
+//!
+//! The queues a call polls are those the process's wake-up state ([`super::fetch::Fetch`]) does
+//! not know to be empty: with 1,000 queues of which one has jobs, a reserve costs one `LPOP`,
+//! not a thousand. A batch of reserves only, all of whose queues are known empty, is answered
+//! "nothing" without a call.
 
+use super::fetch::Fetch;
 use super::step::{step_batch, Completion, QueueKeys, Reply, StepItem, Stepper};
 use crate::conn::Conn;
+use redis::RedisResult;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
@@ -29,8 +38,10 @@ struct Request {
     stepper: Arc<Stepper>,
     completion: Option<Completion>,
     reserve: bool,
+    /// Poll every queue, whatever the wake-up state says (the periodic fallback).
+    full: bool,
     queues: Arc<QueueKeys>,
-    reply: oneshot::Sender<Reply>,
+    reply: oneshot::Sender<RedisResult<(Reply, bool)>>,
 }
 
 /// The process's step sender; cheap to clone, one per slot.
@@ -39,44 +50,59 @@ pub struct Batcher {
     tx: mpsc::UnboundedSender<Request>,
 }
 
+/// One slot's step, as handed to [`Batcher::step`].
+pub struct StepRequest<'a> {
+    /// The slot's stepper.
+    pub stepper: &'a Arc<Stepper>,
+    /// How its previous job ended (an extended completion must have been applied already).
+    pub completion: Option<&'a Completion>,
+    /// Whether to reserve a next job.
+    pub reserve: bool,
+    /// Poll every queue of `queues`, not only those not known to be empty.
+    pub full: bool,
+    /// The slot's queues.
+    pub queues: Arc<QueueKeys>,
+}
+
 impl Batcher {
-    /// Starts `lanes` lanes sending steps over `con`. They stop once every [`Batcher`] clone
-    /// is dropped and the waiting steps are sent.
-    pub fn start(con: Conn, lanes: usize) -> Batcher {
+    /// Starts `lanes` lanes sending steps over `con`, polling queues as `fetch` says. They stop
+    /// once every [`Batcher`] clone is dropped and the waiting steps are sent.
+    pub fn start(con: Conn, lanes: usize, fetch: Arc<Fetch>) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..lanes.max(1) {
-            tokio::spawn(lane(con.clone(), rx.clone()));
+            tokio::spawn(lane(con.clone(), rx.clone(), fetch.clone()));
         }
         Batcher { tx }
     }
 
-    /// Sends one slot's step (an extended completion must have been applied already) and
-    /// waits for its reply; retried until Redis answers.
-    pub async fn step(
-        &self,
-        stepper: &Arc<Stepper>,
-        completion: Option<Completion>,
-        reserve: bool,
-        queues: Arc<QueueKeys>,
-    ) -> Reply {
+    /// Sends one slot's step and waits for its reply: the reply and whether the completion was
+    /// applied by this call, or the error of the call (sent once; the slot decides whether and
+    /// when to send it again, which the script makes safe).
+    pub async fn step(&self, req: StepRequest<'_>) -> RedisResult<(Reply, bool)> {
         let (reply, rx) = oneshot::channel();
         let req = Request {
-            stepper: stepper.clone(),
-            completion,
-            reserve,
-            queues,
+            stepper: req.stepper.clone(),
+            completion: req.completion.cloned(),
+            reserve: req.reserve,
+            full: req.full,
+            queues: req.queues,
             reply,
         };
-        // Lanes end only once every sender is gone, so this send fails only while the runtime
-        // itself is shutting down; the slot then sees no job.
-        let _ = self.tx.send(req);
-        rx.await.unwrap_or(Reply::Empty)
+        if self.tx.send(req).is_err() {
+            return Err(gone());
+        }
+        rx.await.unwrap_or_else(|_| Err(gone()))
     }
 }
 
+/// The error of a step whose lane is gone (only while the runtime shuts down).
+fn gone() -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Client, "step sender stopped"))
+}
+
 /// One lane: gathers waiting steps, sends them as one call, answers each.
-async fn lane(con: Conn, rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>) {
+async fn lane(con: Conn, rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>, fetch: Arc<Fetch>) {
     let mut carry: Option<Request> = None;
     loop {
         let mut batch = Vec::new();
@@ -102,26 +128,49 @@ async fn lane(con: Conn, rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>) {
                 }
             }
         }
-        let replies = crate::conn::retry("step", || {
-            let mut con = con.clone();
-            let batch = &batch;
-            async move {
-                let items: Vec<StepItem<'_>> = batch
-                    .iter()
-                    .map(|r| StepItem {
-                        stepper: &r.stepper,
-                        completion: r.completion.as_ref(),
-                        reserve: r.reserve,
-                    })
-                    .collect();
-                step_batch(&mut con, &batch[0].queues, &items).await
+        let reserving = batch.iter().any(|r| r.reserve);
+        let full = batch.iter().any(|r| r.full);
+        let pick = fetch.pick(&batch[0].queues, reserving, full);
+        if pick.nothing_to_do(&batch) {
+            for req in batch {
+                let _ = req.reply.send(Ok((Reply::Empty, false)));
             }
-        })
-        .await;
-        for (req, (reply, _)) in batch.into_iter().zip(replies) {
-            // A slot that stopped waiting (its task was cancelled) simply misses its reply;
-            // its record stays in Redis for the pruner, as after a crash.
-            let _ = req.reply.send(reply);
+            continue;
         }
+        let result = {
+            let items: Vec<StepItem<'_>> = batch
+                .iter()
+                .map(|r| StepItem {
+                    stepper: &r.stepper,
+                    completion: r.completion.as_ref(),
+                    reserve: r.reserve,
+                })
+                .collect();
+            let mut con = con.clone();
+            step_batch(&mut con, &pick.queues, &items).await
+        };
+        match result {
+            Ok(out) => {
+                fetch.found_empty(&pick, &out.found_empty);
+                for (req, reply) in batch.into_iter().zip(out.replies) {
+                    // A slot that stopped waiting (its task was cancelled) simply misses its
+                    // reply; its record stays in Redis for the pruner, as after a crash.
+                    let _ = req.reply.send(Ok(reply));
+                }
+            }
+            Err(e) => {
+                for req in batch {
+                    let _ = req.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl super::fetch::Pick {
+    /// Whether the batch can be answered "nothing" without a call: no completion to write and
+    /// no queue that may hold a job.
+    fn nothing_to_do(&self, batch: &[Request]) -> bool {
+        self.queues.queues.is_empty() && batch.iter().all(|r| r.completion.is_none())
     }
 }

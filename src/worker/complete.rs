@@ -8,7 +8,7 @@
 //! more round trip than others).
 
 use super::perform::failure_entry;
-use super::step::Completion;
+use super::step::{Completion, JobRef, Stepper};
 use crate::client::{encode, FloatFormat};
 use crate::keys::Keys;
 use crate::registry::retry::{retry_identifier, RetryPolicy};
@@ -16,19 +16,16 @@ use crate::registry::unique::UniqueMark;
 use crate::registry::{JobError, Registry};
 use crate::wire::Payload;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script, Value as RedisValue};
+use redis::{RedisResult, Value as RedisValue};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use std::sync::{Arc, LazyLock};
-
-static COMPLETE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/complete.lua")));
+use std::sync::Arc;
 
 /// A completion with extras.
 #[derive(Debug, Clone)]
 pub struct Extended {
-    /// The record text the job ran under.
-    pub record: Vec<u8>,
+    /// The job it completes.
+    pub job: JobRef,
     /// How it ended.
     pub outcome: Outcome,
     /// The unique job's lock to release (or keep, on a retry).
@@ -76,17 +73,17 @@ pub struct RetryPlan {
 }
 
 /// The completion of a job that succeeded.
-pub fn success(registry: &Registry, payload: &Payload, record: Vec<u8>) -> Completion {
+pub fn success(registry: &Registry, payload: &Payload, job: JobRef) -> Completion {
     let unique = UniqueMark::from_payload(payload);
     let retry_key = registry
         .get(payload.class())
         .and_then(|e| e.retry.as_ref())
         .map(|_| retry_key(payload));
     if unique.is_none() && retry_key.is_none() {
-        return Completion::Success { record };
+        return Completion::Success { job };
     }
     Completion::Extended(Box::new(Extended {
-        record,
+        job,
         outcome: Outcome::Success { retry_key },
         unique,
     }))
@@ -98,7 +95,7 @@ pub fn failure(
     payload: &Payload,
     from_queue: &str,
     worker: &Arc<str>,
-    record: Vec<u8>,
+    job: JobRef,
     entry: String,
     err: JobError,
 ) -> Completion {
@@ -106,7 +103,7 @@ pub fn failure(
     // For a Rails ActiveJob wrapper, the policy of the handler dispatch picks (by job_class).
     let policy = crate::activejob::entry_for(registry, payload).and_then(|e| e.retry.clone());
     if unique.is_none() && policy.is_none() {
-        return Completion::Failure { record, entry };
+        return Completion::Failure { job, entry };
     }
     let retry = policy.map(|policy| {
         let queue = policy
@@ -133,7 +130,7 @@ pub fn failure(
         })
     });
     Completion::Extended(Box::new(Extended {
-        record,
+        job,
         outcome: Outcome::Failure { entry, retry },
         unique,
     }))
@@ -144,20 +141,17 @@ fn retry_key(payload: &Payload) -> String {
     Keys::resque_retry_logical(payload.class(), retry_identifier(payload.args()).as_deref())
 }
 
-/// Applies `ext` for the slot whose fixed step keys are `fixed` (`[record, processed,
-/// processed:<id>, failed stat, failed:<id>, failed list, pause]`). Returns whether it was
-/// applied now (false: it had been already).
+/// Applies `ext` for the slot of `stepper`. Returns whether it was applied now (false: it had
+/// been already).
 pub async fn apply<C: ConnectionLike + Send>(
     con: &mut C,
-    keys: &Keys,
-    fixed: &[String; 7],
-    count_failed: bool,
+    stepper: &Stepper,
     ext: &Extended,
 ) -> RedisResult<bool> {
     // A counter that keeps moving under us means another copy of the same job fails at the
     // same moment; a few rounds settle it, and the last one does not check.
     for round in 0..5 {
-        let (applied, status) = attempt(con, keys, fixed, count_failed, ext, round < 4).await?;
+        let (applied, status) = attempt(con, stepper, ext, round < 4).await?;
         if status != "conflict" {
             return Ok(applied);
         }
@@ -168,18 +162,27 @@ pub async fn apply<C: ConnectionLike + Send>(
 /// One try; `cas` checks the counter was not changed since it was read.
 async fn attempt<C: ConnectionLike + Send>(
     con: &mut C,
-    keys: &Keys,
-    fixed: &[String; 7],
-    count_failed: bool,
+    stepper: &Stepper,
     ext: &Extended,
     cas: bool,
 ) -> RedisResult<(bool, String)> {
-    let unused = fixed[0].clone();
-    let mut k: Vec<String> = fixed[..6].to_vec();
+    let keys = stepper.keys();
+    let id = stepper.id();
+    let count_failed = stepper.count_failed();
+    let unused = keys.worker(id);
+    let mut k: Vec<String> = vec![
+        keys.worker(id),
+        keys.stat_processed(),
+        keys.stat_processed_by(id),
+        keys.stat_failed(),
+        keys.stat_failed_by(id),
+        keys.failed(),
+    ];
     k.resize(14, unused.clone());
+    k.push(keys.claim_token(id));
     // ARGV[2..=16] after the record; defaults are "nothing to do".
     // `a[n]` is ARGV[n] (ARGV[1], the record, is sent as bytes); defaults do nothing.
-    let mut a: Vec<String> = vec![String::new(); 17];
+    let mut a: Vec<String> = vec![String::new(); 18];
     a[4] = if count_failed { "1" } else { "0" }.into();
     a[5] = "-".into();
     a[7] = "0".into();
@@ -260,11 +263,16 @@ async fn attempt<C: ConnectionLike + Send>(
             }
         }
     }
-    let mut inv = COMPLETE.prepare_invoke();
+    let (mode, ident): (&str, &[u8]) = match &ext.job {
+        JobRef::Record(r) => ("r", r),
+        JobRef::Token(t) => ("t", t.as_bytes()),
+    };
+    a[17] = mode.into();
+    let mut inv = crate::scripts::COMPLETE.prepare_invoke();
     for key in &k {
         inv.key(key);
     }
-    inv.arg(ext.record.as_slice());
+    inv.arg(ident);
     for arg in &a[2..] {
         inv.arg(arg.as_str());
     }

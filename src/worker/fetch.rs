@@ -1,30 +1,57 @@
-//! Wake-ups: how idle slots learn that a job is waiting, without polling.
+//! Wake-ups: how idle slots learn that a job is waiting, without polling, whatever the number of
+//! queues.
 //!
-//! Slots never poll on a timer. A slot whose reserve finds nothing parks here. For each queue
-//! it polls (up to [`MAX_WATCHED`]), a watcher task holds a blocking `BLMOVE q q LEFT LEFT` on
-//! a connection of its own while any slot is parked: that command returns the moment the list
-//! is non-empty and moves its head element back onto its head, so it never changes the queue.
-//! The watcher then wakes one parked slot, which runs the reserve script. Idle cost: one
-//! command per queue per `INTERVAL` (the blocking timeout); pick-up: one round trip.
+//! Slots never poll on a timer for work. A slot whose reserve finds nothing parks here, and is
+//! woken by one of:
 //!
-//! The same task refreshes a wildcard queue list from `<ns>:queues` every `INTERVAL` and, while
-//! `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
+//! * **invalidations** ([`super::tracking`]): one connection per process asks Redis for
+//!   `CLIENT TRACKING ON BCAST PREFIX <ns>:queue:`, so Redis pushes the name of every queue key
+//!   any client writes (a Ruby `RPUSH`, a scheduler's move). A write to one of our queues wakes
+//!   a parked slot at once, whichever of 1,000 queues it is; idle, nothing is sent;
+//! * **watchers**, the fallback when tracking is unavailable (Redis Cluster, an ACL without
+//!   `CLIENT`, a proxy without RESP3): a blocking `BLMOVE q q LEFT LEFT` per queue on a
+//!   connection of its own, for the first [`MAX_WATCHED`] queues;
+//! * **the periodic reserve**: every `INTERVAL`, while any slot is parked, one slot reserves
+//!   from every queue whatever the wake-ups said — so a lost connection, a watcher that cannot
+//!   reconnect (Redis at `maxclients`) or a missed message never leaves a job waiting longer
+//!   than `INTERVAL`, as with Ruby's own polling.
+//!
+//! The same state makes reserves cheap with many queues: the step script reports which queues
+//! it found empty, and while tracking is on, a queue found empty stays out of the next reserves
+//! until an invalidation for it arrives ([`Fetch::pick`]). Priority order is unchanged: the
+//! queues left out are known to be empty.
+//!
+//! The supervisor task ([`Fetch::run`]) also refreshes a wildcard queue list from
+//! `<ns>:queues` every `INTERVAL` (at once when a write to an unknown queue matching it is
+//! seen) and, while `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
 
 use super::step::QueueKeys;
 use crate::conn::Backoff;
 use crate::conn::Conn;
 use crate::keys::Keys;
 use crate::queues::QueueList;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 
-/// Queues watched with a blocking command; further queues are polled every `INTERVAL`.
+/// Queues watched with a blocking command when tracking is unavailable.
 pub const MAX_WATCHED: usize = 32;
 
-/// Shared by the slots and the watcher tasks of one process.
+/// What is known of one queue key.
+#[derive(Debug, Default, Clone, Copy)]
+struct QueueState {
+    /// Invalidations seen for it.
+    gen: u64,
+    /// The `gen` at which a reserve found it empty (empty since, while equal to `gen`).
+    empty_at: Option<u64>,
+    /// Whether it is one of the queues this process reserves from now.
+    ours: bool,
+}
+
+/// Shared by the slots, the step lanes and the wake-up tasks of one process.
 pub struct Fetch {
     /// Key names.
     keys: Keys,
@@ -50,6 +77,25 @@ pub struct Fetch {
     interval: Duration,
     /// Queues to run as Jesque zset queues (see [`super::jesque`]).
     jesque: Vec<String>,
+    /// Per queue key: invalidations and emptiness.
+    state: Mutex<HashMap<String, QueueState>>,
+    /// Whether invalidations are being received (only then may a queue be known empty).
+    tracking: AtomicBool,
+    /// The next woken slot reserves from every queue (the periodic fallback).
+    full_due: AtomicBool,
+    /// Asks the supervisor to refresh a wildcard list now.
+    refresh: Notify,
+}
+
+/// The queues one step call polls (see [`Fetch::pick`]).
+#[derive(Debug)]
+pub struct Pick {
+    /// The queues, in priority order.
+    pub queues: Arc<QueueKeys>,
+    /// Their keys and invalidation counts when picked, to record what the call finds empty.
+    seen: Vec<(String, u64)>,
+    /// Whether emptiness may be recorded (tracking was on when picked).
+    tracked: bool,
 }
 
 /// Decrements the parked count when a parked slot leaves, however it leaves.
@@ -62,18 +108,8 @@ impl Drop for Parked<'_> {
 }
 
 impl Fetch {
-    /// Resolves the queue list once and returns the shared state.
-    pub async fn new(
-        keys: Keys,
-        list: QueueList,
-        interval: Duration,
-        con: &mut Conn,
-    ) -> redis::RedisResult<Arc<Self>> {
-        Self::with_jesque(keys, list, Vec::new(), interval, con).await
-    }
-
     /// [`Fetch::new`] for a worker that runs the queues named in `jesque` as Jesque zset
-    /// queues.
+    /// queues; resolves the queue list once.
     pub async fn with_jesque(
         keys: Keys,
         list: QueueList,
@@ -82,8 +118,9 @@ impl Fetch {
         con: &mut Conn,
     ) -> redis::RedisResult<Arc<Self>> {
         let names = resolve(&keys, &list, con).await?;
-        let resolved = watch::channel(Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque))).0;
-        Ok(Arc::new(Fetch {
+        let first = Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque));
+        let resolved = watch::channel(first.clone()).0;
+        let fetch = Arc::new(Fetch {
             keys,
             list,
             resolved,
@@ -96,7 +133,34 @@ impl Fetch {
             local_paused: watch::channel(false).0,
             interval,
             jesque,
-        }))
+            state: Mutex::new(HashMap::new()),
+            tracking: AtomicBool::new(false),
+            full_due: AtomicBool::new(false),
+            refresh: Notify::new(),
+        });
+        fetch.mark_ours(&first);
+        Ok(fetch)
+    }
+
+    /// Marks the keys of `queues` as this process's queues (and no others).
+    fn mark_ours(&self, queues: &QueueKeys) {
+        let mut states = self.states();
+        for st in states.values_mut() {
+            st.ours = false;
+        }
+        for (_, key, _) in &queues.queues {
+            states.entry(key.clone()).or_default().ours = true;
+        }
+    }
+
+    /// Resolves the queue list once and returns the shared state.
+    pub async fn new(
+        keys: Keys,
+        list: QueueList,
+        interval: Duration,
+        con: &mut Conn,
+    ) -> redis::RedisResult<Arc<Self>> {
+        Self::with_jesque(keys, list, Vec::new(), interval, con).await
     }
 
     /// The queues to reserve from now.
@@ -104,12 +168,18 @@ impl Fetch {
         self.resolved.borrow().clone()
     }
 
-    /// Parks a slot until a watcher says a job may be waiting.
+    /// Parks a slot until a wake-up says a job may be waiting.
     pub async fn park(&self) {
         self.idle.fetch_add(1, Ordering::SeqCst);
         let _parked = Parked(&self.idle);
         self.idle_changed.notify_waiters();
         self.work.notified().await;
+    }
+
+    /// Whether the slot just woken must reserve from every queue (the periodic fallback);
+    /// true for one slot per period.
+    pub fn take_full(&self) -> bool {
+        self.full_due.swap(false, Ordering::SeqCst)
     }
 
     /// Reserve attempts made so far by all slots.
@@ -157,6 +227,116 @@ impl Fetch {
         *self.remote_paused.borrow() || *self.local_paused.borrow()
     }
 
+    fn states(&self) -> std::sync::MutexGuard<'_, HashMap<String, QueueState>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The queues of `all` a step call should poll: none when no slot of it reserves; all of
+    /// them for the periodic fallback (`full`) or while tracking is off; otherwise those not
+    /// known to be empty (Jesque zset queues always: their jobs become due without a write).
+    pub fn pick(&self, all: &Arc<QueueKeys>, reserving: bool, full: bool) -> Pick {
+        let tracked = self.tracking.load(Ordering::SeqCst);
+        if !reserving {
+            return Pick {
+                queues: Arc::new(QueueKeys::default()),
+                seen: Vec::new(),
+                tracked: false,
+            };
+        }
+        let states = self.states();
+        let mut picked = Vec::with_capacity(all.queues.len());
+        let mut seen = Vec::with_capacity(all.queues.len());
+        for (i, (_, key, _)) in all.queues.iter().enumerate() {
+            let st = states.get(key).copied().unwrap_or_default();
+            let known_empty = tracked && st.empty_at == Some(st.gen);
+            if full || !known_empty || all.jesque.is_zset_index(i) {
+                picked.push(i);
+                seen.push((key.clone(), st.gen));
+            }
+        }
+        drop(states);
+        let queues = if picked.len() == all.queues.len() {
+            all.clone()
+        } else {
+            Arc::new(all.subset(&picked))
+        };
+        Pick {
+            queues,
+            seen,
+            tracked,
+        }
+    }
+
+    /// Records what a step call found: a queue found empty stays out of reserves until an
+    /// invalidation for it arrives (if none arrived since it was picked). When a queue still
+    /// had jobs after the call, one more parked slot is woken, so a burst fans out to every
+    /// idle slot without waiting for a wake-up per job.
+    pub fn found_empty(&self, pick: &Pick, flags: &[bool]) {
+        let mut more = false;
+        if pick.tracked {
+            let mut states = self.states();
+            for ((key, gen), &empty) in pick.seen.iter().zip(flags) {
+                if empty {
+                    states.entry(key.clone()).or_default().empty_at = Some(*gen);
+                } else {
+                    more = true;
+                }
+            }
+        } else {
+            more = flags.iter().any(|&e| !e);
+        }
+        if more && !flags.is_empty() && self.idle.load(Ordering::SeqCst) > 0 {
+            self.work.notify_one();
+        }
+    }
+
+    /// An invalidation for `key` (or, with `None`, for every key: the server flushed, or the
+    /// tracking connection was just (re)established and anything may have been missed).
+    pub fn invalidated(&self, key: Option<&str>) {
+        let mut states = self.states();
+        match key {
+            Some(k) => {
+                // Only this process's queues are kept (the map stays as small as the list).
+                let ours = match states.get_mut(k) {
+                    Some(st) => {
+                        st.gen += 1;
+                        st.ours
+                    }
+                    None => false,
+                };
+                drop(states);
+                if ours {
+                    self.work.notify_one();
+                } else if self.list.is_dynamic() && self.matches_list(k) {
+                    self.refresh.notify_one();
+                }
+            }
+            None => {
+                for st in states.values_mut() {
+                    st.gen += 1;
+                }
+                drop(states);
+                self.work.notify_one();
+            }
+        }
+    }
+
+    /// Whether the queue key `key` names a queue the wildcard list would take.
+    fn matches_list(&self, key: &str) -> bool {
+        let Some(name) = key.strip_prefix(&self.keys.queue("")) else {
+            return false;
+        };
+        !self.list.resolve(&[name.to_string()]).is_empty()
+    }
+
+    /// Turns invalidation-driven reserves on or off (off: every reserve polls every queue).
+    pub fn set_tracking(&self, on: bool) {
+        if on {
+            self.invalidated(None);
+        }
+        self.tracking.store(on, Ordering::SeqCst);
+    }
+
     async fn until_someone_parked(&self) {
         loop {
             let n = self.idle_changed.notified();
@@ -187,44 +367,46 @@ impl Fetch {
         let _ = tokio::time::timeout(self.interval, wait).await;
     }
 
-    /// Runs the watchers, the wildcard refresh and the pause check until `stop` turns true.
+    /// Runs the wake-up tasks (tracking, or watchers while tracking is off), the periodic
+    /// reserve, the wildcard refresh and the pause check until `stop` turns true.
     pub async fn run(
         self: Arc<Self>,
         endpoint: crate::conn::Endpoint,
         mut con: Conn,
         mut stop: watch::Receiver<bool>,
     ) {
+        let tracker = tokio::spawn(super::tracking::run(
+            self.clone(),
+            endpoint.clone(),
+            self.keys.queue(""),
+            stop.clone(),
+        ));
         let mut watchers = JoinSet::new();
         let mut watched: Vec<String> = Vec::new();
         let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut refresh_now = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
+                _ = self.refresh.notified() => refresh_now = true,
                 _ = stop.wait_for(|s| *s) => break,
             }
             if self.list.is_dynamic() {
-                match resolve(&self.keys, &self.list, &mut con).await {
-                    Ok(names) => {
-                        let next =
-                            Arc::new(QueueKeys::with_jesque(&self.keys, &names, &self.jesque));
-                        self.resolved.send_if_modified(|cur| {
-                            let changed = **cur != *next;
-                            if changed {
-                                *cur = next.clone();
-                            }
-                            changed
-                        });
-                    }
-                    Err(e) => tracing::debug!(error = %e, "could not refresh the queue list"),
-                }
+                self.refresh_list(&mut con).await;
+            }
+            if std::mem::take(&mut refresh_now) {
+                continue;
             }
             let current = self.queues();
+            let tracking = self.tracking.load(Ordering::SeqCst);
             let want: Vec<String> = current
                 .queues
                 .iter()
+                .enumerate()
+                .filter(|(i, _)| !tracking || current.jesque.is_zset_index(*i))
                 .take(MAX_WATCHED)
-                .map(|(_, k, _)| k.clone())
+                .map(|(_, (_, k, _))| k.clone())
                 .collect();
             if want != watched {
                 watchers.abort_all();
@@ -233,8 +415,9 @@ impl Fetch {
                 }
                 watched = want;
             }
-            if current.queues.len() > MAX_WATCHED && self.idle.load(Ordering::SeqCst) > 0 {
-                // Queues beyond the watched ones are polled at INTERVAL, as Ruby polls all.
+            if self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
+                // The periodic reserve: whatever the wake-ups missed is found within INTERVAL.
+                self.full_due.store(true, Ordering::SeqCst);
                 self.work.notify_one();
             }
             if *self.remote_paused.borrow() {
@@ -252,18 +435,44 @@ impl Fetch {
             }
         }
         watchers.abort_all();
+        tracker.abort();
+    }
+
+    /// Re-reads a wildcard list from `<ns>:queues`.
+    async fn refresh_list(&self, con: &mut Conn) {
+        match resolve(&self.keys, &self.list, con).await {
+            Ok(names) => {
+                let next = Arc::new(QueueKeys::with_jesque(&self.keys, &names, &self.jesque));
+                let changed = self.resolved.send_if_modified(|cur| {
+                    let changed = **cur != *next;
+                    if changed {
+                        *cur = next.clone();
+                    }
+                    changed
+                });
+                if changed {
+                    self.mark_ours(&next);
+                    self.work.notify_one();
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "could not refresh the queue list"),
+        }
     }
 
     async fn watch_queue(self: Arc<Self>, endpoint: crate::conn::Endpoint, key: String) {
         let block = self.interval.max(Duration::from_secs(1));
         let mut con = None;
         let mut backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
+        let mut lost = crate::conn::errors::Reporter::default();
         loop {
             self.until_someone_parked().await;
             if con.is_none() {
                 match endpoint.blocking(block).await {
                     Ok(c) => con = Some(c),
-                    Err(_) => {
+                    Err(e) => {
+                        if let Some(times) = lost.due() {
+                            tracing::warn!(queue_key = %key, times, "queue watcher cannot connect ({}); idle slots reserve every INTERVAL meanwhile", crate::conn::errors::describe(&e, endpoint.label()));
+                        }
                         tokio::time::sleep(backoff.next_delay()).await;
                         continue;
                     }
@@ -304,17 +513,24 @@ impl Fetch {
             match r {
                 Ok(Some(_)) => {
                     backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
+                    lost.reset();
                     self.work.notify_one();
                     self.until_attempt_after(seen).await;
                 }
                 // Redis answered: a later outage starts its back-off from the bottom again.
-                Ok(None) => backoff = Backoff::new(self.interval.max(Duration::from_secs(1))),
+                Ok(None) => {
+                    backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
+                    lost.reset();
+                }
                 Err(e) if e.code() == Some("WRONGTYPE") => {
                     // Not a list (a Jesque zset queue): never block on it; the reserve script
                     // skips it too.
                     tokio::time::sleep(self.interval).await;
                 }
-                Err(_) => {
+                Err(e) => {
+                    if let Some(times) = lost.due() {
+                        tracing::warn!(queue_key = %key, times, "queue watcher lost its connection ({}); reconnecting", crate::conn::errors::describe(&e, endpoint.label()));
+                    }
                     con = None;
                     tokio::time::sleep(backoff.next_delay()).await;
                     // Jobs may have arrived while the connection was down.

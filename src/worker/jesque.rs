@@ -67,6 +67,35 @@ impl JesqueQueues {
         self.zset_keys.iter().any(|k| k == key)
     }
 
+    /// Whether the queue at `index` is a zset queue.
+    pub fn is_zset_index(&self, index: usize) -> bool {
+        self.flags.as_bytes().get(index) == Some(&b'1')
+    }
+
+    /// The same marks for the queues at `picked` (indexes, in order).
+    pub fn subset(&self, picked: &[usize]) -> Self {
+        if !picked.iter().any(|&i| self.is_zset_index(i)) {
+            return Self::default();
+        }
+        let frequency: Vec<String> = picked.iter().map(|&i| self.frequency[i].clone()).collect();
+        JesqueQueues {
+            flags: picked
+                .iter()
+                .map(|&i| if self.is_zset_index(i) { '1' } else { '0' })
+                .collect(),
+            zset_keys: picked
+                .iter()
+                .filter(|&&i| self.is_zset_index(i))
+                .filter_map(|&i| {
+                    self.frequency[i]
+                        .strip_suffix(":frequency")
+                        .map(str::to_string)
+                })
+                .collect(),
+            frequency,
+        }
+    }
+
     /// Adds the frequency keys of a step invocation (nothing for list-only workers).
     pub fn append_keys(&self, inv: &mut ScriptInvocation<'_>) {
         for k in &self.frequency {

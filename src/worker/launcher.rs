@@ -187,6 +187,7 @@ impl Worker {
         let keys = Keys::new(cfg.namespace.clone());
         let endpoint = crate::conn::Endpoint::open(&cfg.redis_url)?;
         let mut con = endpoint.connect().await?;
+        crate::conn::check_server(&mut con, endpoint.label()).await?;
         if let Some(addr) = cfg.metrics_addr {
             // Bound before registering, so a bad address fails before anything is written.
             let admin = crate::admin::Admin::new(con.clone(), keys.clone());
@@ -251,15 +252,18 @@ impl Worker {
         };
         let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
         let (abort_jobs, abort_rx) = watch::channel(0u64);
-        let steps = Batcher::start(con.clone(), super::batch::LANES.min(states.len()));
+        let steps = Batcher::start(
+            con.clone(),
+            super::batch::LANES.min(states.len()),
+            fetch.clone(),
+        );
         let mut slots = JoinSet::new();
         for state in &states {
             let slot = Slot {
-                stepper: Arc::new(Stepper::new(
-                    &keys,
-                    &state.id,
-                    cfg.count_failed_as_processed,
-                )),
+                stepper: Arc::new(
+                    Stepper::new(&keys, &state.id, cfg.count_failed_as_processed)
+                        .with_max_payload(cfg.max_payload),
+                ),
                 steps: steps.clone(),
                 state: state.clone(),
                 con: con.clone(),
@@ -270,6 +274,7 @@ impl Worker {
                 abort_jobs: abort_rx.clone(),
                 at_least_once: cfg.at_least_once,
                 keys: keys.clone(),
+                term_timeout: cfg.term_timeout,
             };
             slots.spawn(slot.run());
         }
@@ -450,12 +455,15 @@ impl Running {
         this.wait().await
     }
 
-    /// Waits for every slot to end (call [`Running::stop`] first), then unregisters.
+    /// Waits for every slot to end (call [`Running::stop`] first), then unregisters (for at
+    /// most [`UNREGISTER_PATIENCE`]: when Redis does not answer, the ids are left for pruning
+    /// and the log says so).
     pub async fn wait(mut self) -> Result<()> {
         while self.slots.join_next().await.is_some() {}
         let _ = self.stop.send(true);
         if let Some(t) = self.scheduler_task.take() {
-            let _ = t.await;
+            // The scheduler releases its lock on stop; it never holds the exit longer than this.
+            let _ = tokio::time::timeout(UNREGISTER_PATIENCE, t).await;
         }
         self.fetch_task.abort();
         if let Some(t) = self.prune_task.take() {
@@ -467,16 +475,33 @@ impl Running {
         let ids = self.ids.clone();
         let keys = self.keys.clone();
         let con = self.con.clone();
-        crate::conn::retry("unregister", || {
-            let mut con = con.clone();
-            let (keys, ids) = (&keys, &ids);
-            async move { lifecycle::unregister(&mut con, keys, ids).await }
-        })
+        let done = crate::conn::retry_until(
+            "unregister",
+            || {
+                let mut con = con.clone();
+                let (keys, ids) = (&keys, &ids);
+                async move { lifecycle::unregister(&mut con, keys, ids).await }
+            },
+            tokio::time::sleep(UNREGISTER_PATIENCE),
+        )
         .await;
-        tracing::info!(slots = self.ids.len(), "worker unregistered");
+        match done {
+            Some(()) => tracing::info!(slots = self.ids.len(), "worker unregistered"),
+            None => tracing::warn!(
+                ids = ?self.ids,
+                "could not unregister: Redis did not answer; these worker ids (and any record \
+                 they hold) are left for pruning, which removes them once their heartbeats \
+                 expire ({} s)",
+                crate::worker::prune::DEFAULT_PRUNE_AFTER_SECS
+            ),
+        }
         Ok(())
     }
 }
+
+/// How long exiting waits for Redis to unregister the slots (and for the scheduler to release
+/// its lock) before leaving them for pruning.
+pub const UNREGISTER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The signal streams a worker process obeys.
 struct Signals {

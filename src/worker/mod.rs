@@ -4,7 +4,8 @@
 //! * [`slot`] — one worker: reserve → perform → finish/fail, in a loop.
 //! * [`step`] — the one Lua script that finishes a job and reserves the next.
 //! * [`batch`] — sends the steps of all slots ready at the same moment as one call.
-//! * [`fetch`] — wake-ups: blocking waits on the queues so idle slots pick up jobs at once.
+//! * [`fetch`] — wake-ups: idle slots pick up jobs at once, on any of 1,000 queues, without
+//!   polling.
 //! * [`perform`] — runs a handler with panic capture and time limit.
 //! * [`lifecycle`] — register / unregister.
 //! * [`heartbeat`] — the heartbeat thread.
@@ -13,8 +14,12 @@
 //! * [`shutdown`] — the shutdown phases slots obey.
 //! * [`complete`] — endings with a retry or a unique lock (one more atomic script).
 //! * [`jesque`] — Jesque delayed/recurring zset queues, for workers told about them.
+//! * [`claim`] — payloads too large (or unusual) to check inside Redis: claimed, checked by the
+//!   worker, promoted.
+//! * [`tracking`] — invalidation messages that wake idle slots whatever the number of queues.
 
 pub mod batch;
+pub mod claim;
 pub mod complete;
 pub mod fetch;
 pub mod heartbeat;
@@ -27,6 +32,7 @@ pub mod requeue;
 pub mod shutdown;
 pub mod slot;
 pub mod step;
+pub mod tracking;
 
 pub use launcher::{Running, Worker, WorkerBuilder};
 pub use shutdown::Phase;

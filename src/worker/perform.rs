@@ -1,7 +1,7 @@
 //! Running one reserved job: decode, dispatch by class, time limit, panic capture, and the
 //! completion (success, or the failure entry) that the next step writes.
 
-use super::step::Completion;
+use super::step::{Completion, JobRef};
 use crate::activejob;
 use crate::registry::{panic, JobContext, JobError, Registry};
 use crate::wire::{time, Failure, Payload, WorkerRecord};
@@ -14,18 +14,97 @@ pub const TIMEOUT_EXCEPTION: &str = "Resq::JobTimeout";
 /// Exception name of a job interrupted by TERM/INT (Ruby's, so dashboards group them).
 pub const TERM_EXCEPTION: &str = "Resque::TermException";
 
-/// Runs the job whose record is `record`, and says how it ended.
+/// A job a slot holds, ready to run.
+#[derive(Debug)]
+pub enum Reserved {
+    /// Reserved and checked by the step script: its worker record's exact bytes.
+    Record(Vec<u8>),
+    /// Claimed, checked by the worker and promoted (see [`super::claim`]).
+    Claimed {
+        /// The decoded payload.
+        payload: Payload,
+        /// The queue it came from.
+        queue: String,
+        /// The claim's token, which names the job in its completion.
+        token: String,
+    },
+}
+
+/// Runs `job` and says how it ended.
 ///
 /// `abort` resolves, with the name of the signal that asked for it (`SIGTERM`, `SIGUSR1`), when
 /// the job must be interrupted; the job is then dropped and recorded as a
 /// `Resque::TermException` failure whose message is that name.
 pub async fn perform(
     registry: &Registry,
-    record: Vec<u8>,
+    job: Reserved,
     worker: &Arc<str>,
     default_timeout: Option<Duration>,
     abort: impl Future<Output = &'static str>,
 ) -> Completion {
+    let (payload, queue, job) = match job {
+        Reserved::Claimed {
+            payload,
+            queue,
+            token,
+        } => (Arc::new(payload), queue, JobRef::Token(token)),
+        Reserved::Record(record) => match decode_record(record, worker) {
+            Ok((payload, queue, record)) => (payload, queue, JobRef::Record(record)),
+            Err(failed) => return failed,
+        },
+    };
+    let rec_queue = queue;
+    // One span per job: class, queue, worker, then duration and outcome once it ends.
+    let span = tracing::info_span!(
+        "job",
+        class = payload.class(),
+        queue = %rec_queue,
+        worker = %worker,
+        duration_s = tracing::field::Empty,
+        outcome = tracing::field::Empty
+    );
+    let _busy = crate::metrics::job_started();
+    let started = Instant::now();
+    let result = tracing::Instrument::instrument(
+        run(
+            registry,
+            &payload,
+            &rec_queue,
+            worker,
+            default_timeout,
+            abort,
+        ),
+        span.clone(),
+    )
+    .await;
+    let secs = started.elapsed().as_secs_f64();
+    let class = activejob::job_class_of(&payload).unwrap_or(payload.class());
+    crate::metrics::job_finished(&rec_queue, class, result.is_ok(), secs);
+    match result {
+        Ok(()) => {
+            span.record("duration_s", secs).record("outcome", "success");
+            // Debug, not info: a line per successful job costs more CPU than the job's whole
+            // Redis step (docs/performance.md); Ruby logs per job only when VERBOSE.
+            span.in_scope(|| tracing::debug!(duration_s = secs, outcome = "success", "job done"));
+            super::complete::success(registry, &payload, job)
+        }
+        Err(err) => {
+            span.record("duration_s", secs).record("outcome", "failure");
+            span.in_scope(|| {
+                tracing::warn!(duration_s = secs, outcome = "failure", exception = %err.exception, error = %err.message, "job failed")
+            });
+            let entry = failure_entry(Some(payload.text()), &rec_queue, worker, &err);
+            super::complete::failure(registry, &payload, &rec_queue, worker, job, entry, err)
+        }
+    }
+}
+
+/// The payload and queue of a record the step script wrote, or the failure completion of a
+/// record that cannot be read after all.
+fn decode_record(
+    record: Vec<u8>,
+    worker: &Arc<str>,
+) -> Result<(Arc<Payload>, String, Vec<u8>), Completion> {
     let parsed = std::str::from_utf8(&record)
         .ok()
         .and_then(|t| WorkerRecord::parse(t).ok());
@@ -40,10 +119,13 @@ pub async fn perform(
         );
         tracing::warn!(queue = %queue, worker = %worker, "malformed payload");
         let entry = failure_entry(None, &queue, worker, &err);
-        return Completion::Failure { record, entry };
+        return Err(Completion::Failure {
+            job: JobRef::Record(record),
+            entry,
+        });
     };
-    let payload = match Payload::from_text(&rec.payload_text) {
-        Ok(p) => Arc::new(p),
+    match Payload::from_text(&rec.payload_text) {
+        Ok(p) => Ok((Arc::new(p), rec.queue, record)),
         Err(e) => {
             let err = JobError::new(
                 "Resq::MalformedPayload",
@@ -51,50 +133,10 @@ pub async fn perform(
             );
             tracing::warn!(queue = %rec.queue, worker = %worker, error = %err, "malformed payload");
             let entry = failure_entry(None, &rec.queue, worker, &err);
-            return Completion::Failure { record, entry };
-        }
-    };
-    // One span per job: class, queue, worker, then duration and outcome once it ends.
-    let span = tracing::info_span!(
-        "job",
-        class = payload.class(),
-        queue = %rec.queue,
-        worker = %worker,
-        duration_s = tracing::field::Empty,
-        outcome = tracing::field::Empty
-    );
-    let _busy = crate::metrics::job_started();
-    let started = Instant::now();
-    let result = tracing::Instrument::instrument(
-        run(
-            registry,
-            &payload,
-            &rec.queue,
-            worker,
-            default_timeout,
-            abort,
-        ),
-        span.clone(),
-    )
-    .await;
-    let secs = started.elapsed().as_secs_f64();
-    let class = activejob::job_class_of(&payload).unwrap_or(payload.class());
-    crate::metrics::job_finished(&rec.queue, class, result.is_ok(), secs);
-    match result {
-        Ok(()) => {
-            span.record("duration_s", secs).record("outcome", "success");
-            // Debug, not info: a line per successful job costs more CPU than the job's whole
-            // Redis step (docs/performance.md); Ruby logs per job only when VERBOSE.
-            span.in_scope(|| tracing::debug!(duration_s = secs, outcome = "success", "job done"));
-            super::complete::success(registry, &payload, record)
-        }
-        Err(err) => {
-            span.record("duration_s", secs).record("outcome", "failure");
-            span.in_scope(|| {
-                tracing::warn!(duration_s = secs, outcome = "failure", exception = %err.exception, error = %err.message, "job failed")
-            });
-            let entry = failure_entry(Some(payload.text()), &rec.queue, worker, &err);
-            super::complete::failure(registry, &payload, &rec.queue, worker, record, entry, err)
+            Err(Completion::Failure {
+                job: JobRef::Record(record),
+                entry,
+            })
         }
     }
 }

@@ -34,19 +34,17 @@ use crate::keys::Keys;
 use crate::wire::{time, Failure};
 use chrono::{DateTime, FixedOffset, Utc};
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
+use redis::RedisResult;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::LazyLock;
 use std::time::Duration;
-
-static PRUNE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/prune.lua")));
 
 /// How often a running process tries to prune (the lock's TTL: at most one round a minute
 /// happens in a namespace anyway).
 pub const PERIOD: Duration = Duration::from_secs(60);
+/// Ruby's `prune_interval`: a heartbeat older than this gets its worker pruned.
+pub const DEFAULT_PRUNE_AFTER_SECS: u64 = 300;
 /// TTL of Ruby's prune lock (Ruby uses its heartbeat interval, 60 s by default).
 pub const LOCK_TTL_SECS: u64 = 60;
 /// Exception of a job whose worker's heartbeat expired (Ruby's loop 1).
@@ -266,7 +264,7 @@ impl Pruner {
                 }
             }
         };
-        let applied: i64 = PRUNE
+        let applied: i64 = crate::scripts::PRUNE
             .key(self.keys.workers())
             .key(self.keys.worker(id))
             .key(self.keys.worker_started(id))

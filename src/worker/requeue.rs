@@ -7,11 +7,7 @@
 use crate::keys::Keys;
 use crate::wire::WorkerRecord;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
-use std::sync::LazyLock;
-
-static REQUEUE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/requeue.lua")));
+use redis::RedisResult;
 
 /// The job a worker record holds: its queue and its payload's exact bytes.
 #[derive(Debug)]
@@ -48,7 +44,7 @@ pub async fn requeue<C: ConnectionLike + Send>(
     record: &[u8],
     job: &HeldJob,
 ) -> RedisResult<bool> {
-    let n: i64 = REQUEUE
+    let n: i64 = crate::scripts::REQUEUE
         .key(keys.worker(id))
         .key(keys.queue(&job.queue))
         .key(keys.queues())

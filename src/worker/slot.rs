@@ -1,35 +1,62 @@
 //! One slot: a Resque worker of its own, looping
 //!
 //! 1. step: finish (or fail) the previous job and reserve the next — one script, one round trip;
-//! 2. if a job came back, perform it and keep its completion for the next step;
-//! 3. if nothing came back, park until a watcher sees a job;
+//! 2. if a job came back, perform it and keep its completion for the next step; if a payload
+//!    was claimed (too large or unusual to check inside Redis), read, check and promote it
+//!    first ([`super::claim`]);
+//! 3. if nothing came back, park until a wake-up says a job may be waiting (at most
+//!    `INTERVAL`: the periodic fallback reserve);
 //! 4. if `pause-all-workers` is set (or USR2), wait until resumed;
 //! 5. on shutdown, send the last completion without reserving, and stop.
 //!
-//! A job is aborted when the process reaches [`Phase::Abort`] (TERM/INT after the term
-//! timeout) or on USR1; it is then recorded as a `Resque::TermException` failure, or, with
-//! `at_least_once`, put back at the head of its queue.
+//! When a step fails, the completion is kept and the step sent again later, which the script
+//! makes safe. How much later depends on why ([`crate::conn::errors`]): an outage or `OOM` is
+//! retried with back-off and logged once for the process; a refusal of this slot's own
+//! transition (a key it needs is of the wrong type) is reported with what to repair every
+//! [`crate::conn::errors::REPORT_EVERY`] while it lasts, and the other slots go on. Nothing
+//! waits on Redis without also waiting on shutdown: once the process aborts (TERM/INT after
+//! `RESQUE_TERM_TIMEOUT`, or a second one), or `RESQUE_TERM_TIMEOUT` after QUIT, a slot that
+//! still cannot write its completion gives up and says which record it leaves for pruning
+//! (the job is still in Redis: pruning records it, or requeues it under at-least-once).
+//!
+//! A job is aborted when the process reaches [`Phase::Abort`] or on USR1; it is then recorded
+//! as a `Resque::TermException` failure, or, with `at_least_once`, put back at the head of its
+//! queue.
 
-use super::batch::Batcher;
+use super::batch::{Batcher, StepRequest};
+use super::claim::{self, Promoted};
 use super::fetch::Fetch;
-use super::perform::perform;
+use super::perform::{perform, Reserved};
 use super::requeue::{self, HeldJob};
 use super::shutdown::{self, Phase};
-use super::step::{Completion, Reply, Stepper};
-use crate::conn::Conn;
+use super::step::{Claim, Completion, Reply, Stepper};
+use crate::conn::errors::{self, Class, Reporter};
+use crate::conn::{Backoff, Conn};
 use crate::keys::Keys;
 use crate::registry::Registry;
+use redis::RedisError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Mutex};
+use tokio::time::Instant;
+
+/// How long, after the process aborts, a slot keeps trying to write its last completion.
+pub const ABORT_GRACE: Duration = Duration::from_secs(2);
+
+/// Longest back-off between attempts while a slot's transition is refused.
+const REFUSED_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Longest back-off between attempts during an outage.
+const OUTAGE_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What other tasks may see of a slot.
 #[derive(Debug)]
 pub struct SlotState {
     /// The slot's worker id.
     pub id: Arc<str>,
-    /// The record of the job it runs, while it runs one. Locked across each step so the
+    /// The record of the job it runs, while it runs one reserved by the step script (a
+    /// claimed job's record is too large to keep a copy of). Locked across each step so the
     /// heartbeat's self-heal never rewrites a record the step just removed.
     pub record: Mutex<Option<Vec<u8>>>,
 }
@@ -58,12 +85,80 @@ pub struct Slot {
     pub at_least_once: bool,
     /// Key names (for requeueing).
     pub keys: Keys,
+    /// `RESQUE_TERM_TIMEOUT`: how long after QUIT a completion Redis refuses is retried.
+    pub term_timeout: Duration,
+}
+
+/// Why a Redis step of this slot did not go through.
+#[derive(Debug, Clone)]
+enum Problem {
+    /// The call failed (the connection, the server, or an error reply).
+    Call(RedisError),
+    /// The step script refused this slot's transition: the text says which key is unusable.
+    Refused(String),
+}
+
+impl Problem {
+    fn class(&self) -> Class {
+        match self {
+            Problem::Call(e) => errors::classify(e),
+            Problem::Refused(_) => Class::Permanent,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Problem::Call(e) => errors::describe_here(e),
+            Problem::Refused(text) => {
+                let code = text.split(' ').next().unwrap_or("ERR").to_string();
+                errors::describe(
+                    &redis::make_extension_error(
+                        code.clone(),
+                        Some(text[code.len()..].trim_start().to_string()),
+                    ),
+                    "",
+                )
+            }
+        }
+    }
+}
+
+/// A slot's run of failed attempts at one step: back-off, reporting, and when to give up.
+struct Trouble {
+    /// Back-off between attempts during an outage.
+    backoff: Backoff,
+    /// Back-off between attempts while a transition is refused.
+    slow: Backoff,
+    /// Bounded-rate reports of a refusal.
+    reporter: Reporter,
+    /// The process-wide outage log.
+    streak: crate::conn::outage::Streak,
+    /// When to give up after QUIT (set at the first failure once QUIT was seen).
+    quit_deadline: Option<Instant>,
+    /// When to give up after the process aborted.
+    abort_deadline: Option<Instant>,
+}
+
+impl Trouble {
+    fn new() -> Self {
+        Trouble {
+            backoff: Backoff::new(OUTAGE_BACKOFF),
+            slow: Backoff::new(REFUSED_BACKOFF),
+            reporter: Reporter::default(),
+            streak: Default::default(),
+            quit_deadline: None,
+            abort_deadline: None,
+        }
+    }
 }
 
 impl Slot {
-    /// Runs until shutdown; returns once the slot's last job is recorded.
+    /// Runs until shutdown; returns once the slot's last job is recorded (or left, recorded in
+    /// the log, for pruning).
     pub async fn run(mut self) {
         let mut pending: Option<Completion> = None;
+        let mut trouble = Trouble::new();
+        let mut full = false;
         loop {
             let phase = *self.shutdown.borrow();
             let take = phase == Phase::Running && !self.fetch.locally_paused();
@@ -74,45 +169,139 @@ impl Slot {
                 self.wait_unpaused().await;
                 continue;
             }
-            let reply = self.step(pending.take(), take).await;
+            let reply = match self.step(&mut pending, take, full, &mut trouble).await {
+                Ok(r) => r,
+                Err(problem) => {
+                    full = true;
+                    if !self
+                        .back_off(&mut trouble, &problem, pending.as_ref())
+                        .await
+                    {
+                        self.leave_for_pruning(pending.as_ref(), &problem);
+                        return;
+                    }
+                    continue;
+                }
+            };
+            full = false;
+            self.recovered(&mut trouble);
             if !take {
                 continue;
             }
             match reply {
                 Reply::Job(record) => {
-                    let mut rx = self.shutdown.clone();
-                    let mut usr1 = self.abort_jobs.clone();
-                    usr1.borrow_and_update();
-                    let fired = AtomicBool::new(false);
-                    let abort = async {
-                        let signal = tokio::select! {
-                            _ = shutdown::reached(&mut rx, Phase::Abort) => "SIGTERM",
-                            Ok(()) = usr1.changed() => "SIGUSR1",
-                        };
-                        fired.store(true, Ordering::SeqCst);
-                        signal
-                    };
-                    let c = perform(
-                        &self.registry,
-                        record,
-                        &self.state.id,
-                        self.job_timeout,
-                        abort,
-                    )
-                    .await;
-                    pending = self.after_abort(c, fired.load(Ordering::SeqCst)).await;
+                    pending = self.run_job(Reserved::Record(record)).await;
+                }
+                Reply::Claim(c) => {
+                    pending = self.claimed(c, &mut trouble).await;
                 }
                 Reply::Empty => {
                     tokio::select! {
                         _ = self.fetch.park() => {}
                         _ = shutdown::reached(&mut self.shutdown, Phase::Quit) => {}
                     }
+                    full = self.fetch.take_full();
                 }
                 Reply::Paused => {
                     self.fetch.set_remote_paused();
                     self.wait_unpaused().await;
                 }
+                Reply::Refused(_) => {}
             }
+        }
+    }
+
+    /// Performs a job and returns its completion (none when at-least-once put it back).
+    async fn run_job(&mut self, job: Reserved) -> Option<Completion> {
+        let mut rx = self.shutdown.clone();
+        let mut usr1 = self.abort_jobs.clone();
+        usr1.borrow_and_update();
+        let fired = AtomicBool::new(false);
+        let abort = async {
+            let signal = tokio::select! {
+                _ = shutdown::reached(&mut rx, Phase::Abort) => "SIGTERM",
+                Ok(()) = usr1.changed() => "SIGUSR1",
+            };
+            fired.store(true, Ordering::SeqCst);
+            signal
+        };
+        let c = perform(&self.registry, job, &self.state.id, self.job_timeout, abort).await;
+        self.after_abort(c, fired.load(Ordering::SeqCst)).await
+    }
+
+    /// A claimed payload: read, check, promote, run. Returns the completion of the job run, if
+    /// one ran.
+    async fn claimed(&mut self, c: Claim, trouble: &mut Trouble) -> Option<Completion> {
+        let bytes = loop {
+            if *self.shutdown.borrow() != Phase::Running {
+                self.unclaim(&c).await;
+                return None;
+            }
+            let mut con = self.con.clone();
+            match claim::read(&mut con, &self.stepper, &c).await {
+                Ok(Some(b)) => break b,
+                Ok(None) => return None,
+                Err(e) => {
+                    if !self.back_off(trouble, &Problem::Call(e), None).await {
+                        return None;
+                    }
+                }
+            }
+        };
+        let verdict = claim::check(bytes);
+        let (payload, failure) = match verdict {
+            Ok(p) => (Some(p), None),
+            Err((why, bytes)) => {
+                tracing::warn!(worker = %self.state.id, queue = %c.queue, bytes = c.size, error = %why, "malformed payload");
+                let entry = claim::failure_entry(&why, &bytes, &c.queue, &self.state.id);
+                (None, Some(entry))
+            }
+        };
+        let promoted = loop {
+            if *self.shutdown.borrow() != Phase::Running {
+                self.unclaim(&c).await;
+                return None;
+            }
+            let mut con = self.con.clone();
+            match claim::promote(&mut con, &self.stepper, &c, failure.as_deref()).await {
+                Ok(p) => break p,
+                Err(e) => {
+                    if !self.back_off(trouble, &Problem::Call(e), None).await {
+                        // Still claimed: pruning puts it back in its queue.
+                        return None;
+                    }
+                }
+            }
+        };
+        self.recovered(trouble);
+        let (Promoted::Run, Some(payload)) = (promoted, payload) else {
+            return None;
+        };
+        let big = c.size >= claim::CHUNK;
+        let completion = self
+            .run_job(Reserved::Claimed {
+                payload,
+                queue: c.queue.clone(),
+                token: c.token.clone(),
+            })
+            .await;
+        if big {
+            crate::runtime::release_memory();
+        }
+        completion
+    }
+
+    /// Puts a claim that will not run back at the head of its queue (best effort: pruning
+    /// does it for claims left behind).
+    async fn unclaim(&self, c: &Claim) {
+        let mut con = self.con.clone();
+        let put_back = tokio::time::timeout(
+            ABORT_GRACE,
+            claim::unclaim(&mut con, &self.keys, &self.state.id, &c.token, &c.queue),
+        )
+        .await;
+        if !matches!(put_back, Ok(Ok(_))) {
+            tracing::warn!(worker = %self.state.id, queue = %c.queue, key = %self.keys.claim(&self.state.id), "could not put a claimed job back in its queue; pruning will");
         }
     }
 
@@ -122,17 +311,24 @@ impl Slot {
         if !aborted || !self.at_least_once {
             return Some(c);
         }
-        let record = c.record().to_vec();
+        let Some(record) = c.job().record().map(<[u8]>::to_vec) else {
+            // A claimed job's record is only in Redis: pruning requeues it.
+            return Some(c);
+        };
         let Some(job) = HeldJob::from_record(&record) else {
             return Some(c);
         };
         let mut held = self.state.record.lock().await;
-        crate::conn::retry("requeue", || {
-            let mut con = self.con.clone();
-            let (keys, id, record, job) = (&self.keys, &self.state.id, record.as_slice(), &job);
-            async move { requeue::requeue(&mut con, keys, id, record, job).await }
-        })
+        let mut con = self.con.clone();
+        let moved = tokio::time::timeout(
+            ABORT_GRACE,
+            requeue::requeue(&mut con, &self.keys, &self.state.id, &record, &job),
+        )
         .await;
+        if !matches!(moved, Ok(Ok(_))) {
+            tracing::warn!(worker = %self.state.id, key = %self.keys.worker(&self.state.id), "could not requeue the aborted job; its record is left for pruning, which requeues it");
+            return None;
+        }
         *held = None;
         drop(held);
         tracing::info!(worker = %self.state.id, queue = %job.queue, "aborted job requeued at the head of its queue (at-least-once)");
@@ -146,37 +342,193 @@ impl Slot {
         }
     }
 
-    /// One step, retried until Redis answers (resending is safe by the script's design).
-    async fn step(&self, completion: Option<Completion>, reserve: bool) -> Reply {
+    /// One step: an extended completion first (its own script), then the step script. The
+    /// completion is taken out of `pending` once applied.
+    async fn step(
+        &self,
+        pending: &mut Option<Completion>,
+        reserve: bool,
+        full: bool,
+        trouble: &mut Trouble,
+    ) -> Result<Reply, Problem> {
         let queues = self.fetch.queues();
         let mut record = self.state.record.lock().await;
-        let completion = match completion {
-            Some(Completion::Extended(ext)) => {
-                crate::conn::retry("step", || {
-                    let mut con = self.con.clone();
-                    let (stepper, ext) = (&self.stepper, &ext);
-                    async move { stepper.apply_extended(&mut con, ext).await }
-                })
-                .await;
-                None
+        let mut rx = self.shutdown.clone();
+        let quit_deadline = trouble.quit_deadline;
+        // Nothing waits on Redis without also waiting on shutdown.
+        let give_up = async {
+            let after_abort = async {
+                shutdown::reached(&mut rx, Phase::Abort).await;
+                tokio::time::sleep(ABORT_GRACE).await;
+            };
+            match quit_deadline {
+                Some(d) => tokio::select! {
+                    _ = after_abort => {}
+                    _ = tokio::time::sleep_until(d) => {}
+                },
+                None => after_abort.await,
             }
-            c => c,
         };
-        let reply = if completion.is_none() && !reserve {
-            Reply::Empty
-        } else {
-            self.steps
-                .step(&self.stepper, completion, reserve, queues)
+        let attempt = async {
+            if let Some(Completion::Extended(ext)) = pending.as_ref() {
+                let mut con = self.con.clone();
+                self.stepper
+                    .apply_extended(&mut con, ext)
+                    .await
+                    .map_err(Problem::Call)?;
+                *pending = None;
+            }
+            if pending.is_none() && !reserve {
+                return Ok(Reply::Empty);
+            }
+            let reply = self
+                .steps
+                .step(StepRequest {
+                    stepper: &self.stepper,
+                    completion: pending.as_ref(),
+                    reserve,
+                    full,
+                    queues,
+                })
                 .await
+                .map_err(Problem::Call)?;
+            match reply {
+                (Reply::Refused(text), _) => Err(Problem::Refused(text)),
+                (r, _) => {
+                    *pending = None;
+                    Ok(r)
+                }
+            }
         };
-        *record = match &reply {
-            Reply::Job(r) => Some(r.clone()),
-            _ => None,
+        let result = tokio::select! {
+            r = attempt => r,
+            _ = give_up => {
+                trouble.abort_deadline.get_or_insert_with(Instant::now);
+                Err(Problem::Call(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no answer before the shutdown deadline",
+                ))))
+            }
         };
+        if let Ok(reply) = &result {
+            *record = match reply {
+                Reply::Job(r) => Some(r.clone()),
+                _ => None,
+            };
+        }
         drop(record);
-        if reserve {
+        if reserve && result.is_ok() {
             self.fetch.attempted();
         }
-        reply
+        result
+    }
+
+    /// Waits before the next attempt after `problem`, reporting it as its class says. Returns
+    /// false when the slot must give up instead (shutdown deadlines).
+    async fn back_off(
+        &mut self,
+        trouble: &mut Trouble,
+        problem: &Problem,
+        pending: Option<&Completion>,
+    ) -> bool {
+        let phase = *self.shutdown.borrow();
+        if phase >= Phase::Quit && trouble.quit_deadline.is_none() {
+            trouble.quit_deadline = Some(Instant::now() + self.term_timeout);
+        }
+        let delay = match problem.class() {
+            Class::Transient | Class::RefusedWrite => {
+                trouble
+                    .streak
+                    .failed("step", &ProblemText(problem.describe()));
+                trouble.backoff.next_delay()
+            }
+            Class::Permanent => {
+                if let Some(times) = trouble.reporter.due() {
+                    let key = self.keys.worker(&self.state.id);
+                    let holding = match pending {
+                        Some(c) if c.succeeded() => format!("its finished job stays in {key}"),
+                        Some(_) => format!("its failed job stays in {key}"),
+                        None => "no job was taken".to_string(),
+                    };
+                    tracing::error!(
+                        worker = %self.state.id,
+                        times,
+                        "{}; {holding}; retrying every {}s at most",
+                        problem.describe(),
+                        REFUSED_BACKOFF.as_secs()
+                    );
+                }
+                trouble.slow.next_delay().max(Duration::from_millis(500))
+            }
+        };
+        crate::metrics::redis_error();
+        let wake = Instant::now() + delay;
+        let give_up = |t: &Trouble| match (t.quit_deadline, t.abort_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut abort_rx = self.shutdown.clone();
+        let mut quit_rx = self.shutdown.clone();
+        loop {
+            let deadline = give_up(trouble);
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline.map_or(wake, |d| d.min(wake))) => {
+                    if Instant::now() >= wake {
+                        return true;
+                    }
+                }
+                _ = shutdown::reached(&mut abort_rx, Phase::Abort), if trouble.abort_deadline.is_none() => {
+                    trouble.abort_deadline = Some(Instant::now() + ABORT_GRACE);
+                }
+                _ = shutdown::reached(&mut quit_rx, Phase::Quit), if trouble.quit_deadline.is_none() => {
+                    trouble.quit_deadline = Some(Instant::now() + self.term_timeout);
+                }
+            }
+        }
+    }
+
+    /// A step went through after failures: the end of an outage, or of a refusal, is said.
+    fn recovered(&self, trouble: &mut Trouble) {
+        if !trouble.backoff.failing() && !trouble.slow.failing() {
+            return;
+        }
+        if trouble.backoff.failing() {
+            crate::metrics::redis_reconnect();
+            trouble.streak.succeeded("step");
+        }
+        if trouble.reporter.active() {
+            tracing::info!(worker = %self.state.id, "the refused step went through: the key was repaired");
+        }
+        *trouble = Trouble::new();
+    }
+
+    /// Says what the slot leaves in Redis when it gives up at shutdown.
+    fn leave_for_pruning(&self, pending: Option<&Completion>, problem: &Problem) {
+        let key = self.keys.worker(&self.state.id);
+        match pending {
+            Some(c) => tracing::warn!(
+                worker = %self.state.id,
+                record = %key,
+                finished = if c.succeeded() { "success" } else { "failure" },
+                "stopping without recording the last job ({}): its record is left for pruning, \
+                 which records it as a dirty exit (or requeues it under at-least-once)",
+                problem.describe()
+            ),
+            None => {
+                tracing::warn!(worker = %self.state.id, "stopping while Redis is not answering ({})", problem.describe())
+            }
+        }
+    }
+}
+
+/// A problem's description as an error value for the outage log.
+struct ProblemText(String);
+
+impl std::fmt::Display for ProblemText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }

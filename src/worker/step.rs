@@ -1,14 +1,29 @@
 //! The step script: finish (or fail) a slot's job and reserve its next one in one call — for
 //! one slot, or for every slot of the process that is ready at the same moment (see
 //! [`super::batch`]).
+//!
+//! What the script answers per slot ([`Reply`]) is the whole of what the slot needs: a job (its
+//! record), a claim (a payload too large or too unusual to check inside Redis, see
+//! [`super::claim`]), nothing, "paused", or a refusal naming the unusable key (nothing of the
+//! slot's transition was written; its job stays where it is).
 
 use crate::keys::Keys;
 use crate::wire::record;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script, Value};
-use std::sync::{Arc, LazyLock};
+use redis::{RedisResult, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-static STEP: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../scripts/step.lua")));
+/// Largest payload the step script checks itself (bytes); larger ones are claimed and checked
+/// by the worker. Bounds how long one reserve can hold Redis (about 5 ns a byte).
+pub const CHECKED_IN_REDIS: usize = 8 * 1024;
+
+/// Most non-ASCII characters the step script checks in one payload; a payload with more is
+/// claimed and checked by the worker.
+pub const CHARS_CHECKED_IN_REDIS: usize = 32;
+
+/// Default `RESQ_MAX_PAYLOAD`: Redis's own largest string (`proto-max-bulk-len`), 512 MiB.
+pub const DEFAULT_MAX_PAYLOAD: u64 = 512 * 1024 * 1024;
 
 /// The queues a slot polls, resolved to keys and JSON-encoded names.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -37,20 +52,55 @@ impl QueueKeys {
         q.jesque = super::jesque::JesqueQueues::new(keys, names, zsets);
         q
     }
+
+    /// The queues at `picked` (indexes into `self.queues`, in order), as a list of their own.
+    pub fn subset(&self, picked: &[usize]) -> Self {
+        QueueKeys {
+            queues: picked.iter().map(|&i| self.queues[i].clone()).collect(),
+            jesque: self.jesque.subset(picked),
+        }
+    }
+}
+
+/// How a completion names the job it completes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobRef {
+    /// By the exact bytes of its worker record (what the step script wrote at reserve).
+    Record(Vec<u8>),
+    /// A claimed job, by the token its promote wrote (its record is too large to send back).
+    Token(String),
+}
+
+impl JobRef {
+    /// The completion code's second letter and the argument the script compares.
+    fn code_and_arg(&self) -> (char, &[u8]) {
+        match self {
+            JobRef::Record(r) => ('r', r),
+            JobRef::Token(t) => ('t', t.as_bytes()),
+        }
+    }
+
+    /// The record bytes, when the job is named by them.
+    pub fn record(&self) -> Option<&[u8]> {
+        match self {
+            JobRef::Record(r) => Some(r),
+            JobRef::Token(_) => None,
+        }
+    }
 }
 
 /// How the slot's previous job ended.
 #[derive(Debug, Clone)]
 pub enum Completion {
-    /// Succeeded; `record` is the exact record text it ran under.
+    /// Succeeded.
     Success {
-        /// The record text.
-        record: Vec<u8>,
+        /// The job.
+        job: JobRef,
     },
     /// Failed; `entry` is the failure entry to push.
     Failure {
-        /// The record text.
-        record: Vec<u8>,
+        /// The job.
+        job: JobRef,
         /// The failure entry JSON.
         entry: String,
     },
@@ -59,36 +109,84 @@ pub enum Completion {
 }
 
 impl Completion {
-    /// The exact record text the job ran under.
-    pub fn record(&self) -> &[u8] {
+    /// The job it completes.
+    pub fn job(&self) -> &JobRef {
         match self {
-            Completion::Success { record } | Completion::Failure { record, .. } => record,
-            Completion::Extended(e) => &e.record,
+            Completion::Success { job } | Completion::Failure { job, .. } => job,
+            Completion::Extended(e) => &e.job,
+        }
+    }
+
+    /// Whether the job ended well (for logs).
+    pub fn succeeded(&self) -> bool {
+        match self {
+            Completion::Success { .. } => true,
+            Completion::Failure { .. } => false,
+            Completion::Extended(e) => {
+                matches!(e.outcome, super::complete::Outcome::Success { .. })
+            }
         }
     }
 }
 
-/// What the script answered.
+/// A payload the step script claimed for the worker to check (see [`super::claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The claim's token.
+    pub token: String,
+    /// The queue it was popped from.
+    pub queue: String,
+    /// Length of the claim key's header (`<token> <queue as JSON>\n`).
+    pub header_len: usize,
+    /// The payload's size in bytes.
+    pub size: usize,
+}
+
+impl Claim {
+    /// Reads the step script's `<token> <queue as JSON>\n<bytes>`.
+    fn parse(data: &[u8]) -> Option<Claim> {
+        let text = std::str::from_utf8(data).ok()?;
+        let (header, size) = text.rsplit_once('\n')?;
+        let (token, queue_json) = header.split_once(' ')?;
+        Some(Claim {
+            token: token.to_string(),
+            queue: serde_json::from_str(queue_json).ok()?,
+            header_len: header.len() + 1,
+            size: size.parse().ok()?,
+        })
+    }
+}
+
+/// What the script answered for one slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     /// A job was reserved (or was already held): its record text.
     Job(Vec<u8>),
+    /// A payload was claimed for the worker to check (or was already claimed).
+    Claim(Claim),
     /// Nothing to do in any queue.
     Empty,
     /// `<ns>:pause-all-workers` is set.
     Paused,
+    /// The slot's transition was refused, nothing of it written: a key it needs is unusable.
+    Refused(String),
 }
 
 /// The fixed part of one slot's step invocation.
 #[derive(Debug, Clone)]
 pub struct Stepper {
-    /// KEYS[1..=7].
-    fixed: [String; 7],
+    /// The slot's worker id.
+    id: String,
+    /// `<ns>:worker:<id>`, `:stat:processed:<id>`, `:stat:failed:<id>`, `:resq:claim:<id>`,
+    /// `:resq:token:<id>`.
+    own: [String; 5],
     /// The worker id as a JSON string.
     worker_json: String,
     /// Ruby's processed-counts-failures semantics.
     count_failed: bool,
-    /// Key names (for extended completions).
+    /// `RESQ_MAX_PAYLOAD`: larger payloads become failure entries.
+    max_payload: u64,
+    /// Key names (shared keys, extended completions).
     keys: Keys,
 }
 
@@ -96,19 +194,40 @@ impl Stepper {
     /// A stepper for worker `id`.
     pub fn new(keys: &Keys, id: &str, count_failed: bool) -> Self {
         Stepper {
-            fixed: [
+            id: id.to_string(),
+            own: [
                 keys.worker(id),
-                keys.stat_processed(),
                 keys.stat_processed_by(id),
-                keys.stat_failed(),
                 keys.stat_failed_by(id),
-                keys.failed(),
-                keys.pause_all_workers(),
+                keys.claim(id),
+                keys.claim_token(id),
             ],
             worker_json: record::encode_queue(id),
             count_failed,
+            max_payload: DEFAULT_MAX_PAYLOAD,
             keys: keys.clone(),
         }
+    }
+
+    /// Sets the largest payload accepted (`RESQ_MAX_PAYLOAD`, bytes).
+    pub fn with_max_payload(mut self, bytes: u64) -> Self {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// The slot's worker id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Key names.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Whether failures count as processed.
+    pub fn count_failed(&self) -> bool {
+        self.count_failed
     }
 
     /// Applies an extended completion (retry, unique lock) with its own script; returns
@@ -118,7 +237,7 @@ impl Stepper {
         con: &mut C,
         ext: &super::complete::Extended,
     ) -> RedisResult<bool> {
-        super::complete::apply(con, &self.keys, &self.fixed, self.count_failed, ext).await
+        super::complete::apply(con, self, ext).await
     }
 
     /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`:
@@ -145,8 +264,8 @@ impl Stepper {
             completion,
             reserve,
         };
-        let mut replies = step_batch(con, queues, std::slice::from_ref(&item)).await?;
-        match replies.pop() {
+        let mut out = step_batch(con, queues, std::slice::from_ref(&item)).await?;
+        match out.replies.pop() {
             Some((r, applied)) => Ok((r, applied || extended_applied)),
             None => Err(bad_reply()),
         }
@@ -165,6 +284,18 @@ pub struct StepItem<'a> {
     pub reserve: bool,
 }
 
+/// What one step call answered.
+#[derive(Debug, Clone)]
+pub struct StepOutcome {
+    /// Per slot, in order: the reply and whether its completion was applied by this call.
+    pub replies: Vec<(Reply, bool)>,
+    /// Per queue of the call, in order: whether the call found it empty.
+    pub found_empty: Vec<bool>,
+}
+
+/// Numbers the claims of this process's calls.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
 /// Runs the step script once for `items` (slots of one process, polling `queues`), each one's
 /// completion applied and next job reserved in order; replies in the same order. An empty
 /// `items` sends nothing.
@@ -172,36 +303,52 @@ pub async fn step_batch<C: ConnectionLike + Send>(
     con: &mut C,
     queues: &QueueKeys,
     items: &[StepItem<'_>],
-) -> RedisResult<Vec<(Reply, bool)>> {
+) -> RedisResult<StepOutcome> {
     let Some(first) = items.first() else {
-        return Ok(Vec::new());
+        return Ok(StepOutcome {
+            replies: Vec::new(),
+            found_empty: Vec::new(),
+        });
     };
     let shared = first.stepper;
+    let keys = &shared.keys;
     let now = chrono::Utc::now();
-    let mut inv = STEP.prepare_invoke();
-    inv.key(&shared.fixed[1])
-        .key(&shared.fixed[3])
-        .key(&shared.fixed[5])
-        .key(&shared.fixed[6]);
+    let mut inv = crate::scripts::STEP.prepare_invoke();
+    inv.key(keys.stat_processed())
+        .key(keys.stat_failed())
+        .key(keys.failed())
+        .key(keys.pause_all_workers())
+        .key(keys.claims());
     for (_, key, _) in &queues.queues {
         inv.key(key);
     }
     queues.jesque.append_keys(&mut inv);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
     inv.arg(if shared.count_failed { "1" } else { "0" })
         .arg(crate::wire::time::run_at(now))
         .arg(crate::wire::time::failed_at(now))
         .arg(queues.queues.len());
     queues.jesque.append_args(&mut inv, now);
+    inv.arg(CHECKED_IN_REDIS)
+        .arg(shared.max_payload)
+        .arg(CHARS_CHECKED_IN_REDIS)
+        .arg(format!("{:x}.{call:x}", std::process::id()));
     for (_, _, json) in &queues.queues {
         inv.arg(json.as_str());
     }
     for item in items {
         let s = item.stepper;
-        inv.key(&s.fixed[0]).key(&s.fixed[2]).key(&s.fixed[4]);
+        for k in &s.own {
+            inv.key(k);
+        }
         match item.completion {
-            Some(Completion::Success { record }) => inv.arg("1").arg(record.as_slice()).arg(""),
-            Some(Completion::Failure { record, entry }) => {
-                inv.arg("2").arg(record.as_slice()).arg(entry.as_str())
+            Some(Completion::Success { job }) => {
+                let (c, a) = job.code_and_arg();
+                inv.arg(format!("s{c}")).arg(a).arg("")
+            }
+            Some(Completion::Failure { job, entry }) => {
+                let (c, a) = job.code_and_arg();
+                inv.arg(format!("f{c}")).arg(a).arg(entry.as_str())
             }
             None | Some(Completion::Extended(_)) => inv.arg("0").arg("").arg(""),
         };
@@ -209,10 +356,21 @@ pub async fn step_batch<C: ConnectionLike + Send>(
             .arg(s.worker_json.as_str());
     }
     let v: Vec<Value> = inv.invoke_async(con).await?;
-    if v.len() != 3 * items.len() {
+    if v.len() != 3 * items.len() + 1 {
         return Err(bad_reply());
     }
-    v.chunks_exact(3).map(parse_reply).collect()
+    let replies = v[..3 * items.len()]
+        .chunks_exact(3)
+        .map(parse_reply)
+        .collect::<RedisResult<Vec<_>>>()?;
+    let found_empty = match v.last() {
+        Some(Value::BulkString(flags)) => flags.iter().map(|&f| f == b'0').collect(),
+        _ => return Err(bad_reply()),
+    };
+    Ok(StepOutcome {
+        replies,
+        found_empty,
+    })
 }
 
 fn bad_reply() -> redis::RedisError {
@@ -221,14 +379,33 @@ fn bad_reply() -> redis::RedisError {
 
 fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
     let applied = matches!(v.get(1), Some(Value::Int(1)));
+    let data = match v.get(2) {
+        Some(Value::BulkString(d)) => d.as_slice(),
+        _ => return Err(bad_reply()),
+    };
     let reply = match v.first() {
-        Some(Value::BulkString(tag)) if tag == b"job" => match v.get(2) {
-            Some(Value::BulkString(r)) => Reply::Job(r.clone()),
-            _ => return Err(bad_reply()),
+        Some(Value::BulkString(tag)) => match tag.as_slice() {
+            b"job" => Reply::Job(data.to_vec()),
+            b"claim" => Reply::Claim(Claim::parse(data).ok_or_else(bad_reply)?),
+            b"paused" => Reply::Paused,
+            b"error" => Reply::Refused(String::from_utf8_lossy(data).into_owned()),
+            _ => Reply::Empty,
         },
-        Some(Value::BulkString(tag)) if tag == b"paused" => Reply::Paused,
-        Some(Value::BulkString(_)) => Reply::Empty,
         _ => return Err(bad_reply()),
     };
     Ok((reply, applied))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_claim() {
+        let c = Claim::parse(b"1f.2.3 \"q:a\"\n123").unwrap();
+        assert_eq!(c.token, "1f.2.3");
+        assert_eq!(c.queue, "q:a");
+        assert_eq!(c.header_len, "1f.2.3 \"q:a\"\n".len());
+        assert_eq!(c.size, 123);
+    }
 }

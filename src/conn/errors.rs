@@ -1,0 +1,274 @@
+//! What a Redis error means for the step that got it, and how to say so.
+//!
+//! Every failed Redis step is put in one of three classes and acted on by class:
+//!
+//! * [`Class::Transient`] — the connection or the server is away or not ready (I/O errors,
+//!   timeouts, `LOADING`, `BUSY`, `MASTERDOWN`, `READONLY` while a failover promotes a replica,
+//!   `TRYAGAIN`, `CLUSTERDOWN`, `maxclients` reached): retry with back-off, logged once per
+//!   outage;
+//! * [`Class::RefusedWrite`] — `OOM`: Redis is up but refuses writes until memory is freed:
+//!   retry with back-off, and say so (not "unreachable");
+//! * [`Class::Permanent`] — retrying cannot help until someone repairs something: a key of the
+//!   wrong type (`WRONGTYPE`, or resq's own checks' `NOTINTEGER` / `BADCLAIM`), a script error,
+//!   a missing permission (`NOPERM`), refused credentials. The job stays where it is in Redis,
+//!   the error is reported with what to repair at a bounded rate ([`Reporter`]), the other slots
+//!   go on, and shutdown is never held by it.
+//!
+//! [`describe`] says what is wrong in words an operator can act on: `WRONGTYPE at
+//! resque:failed: it is a string, not a list`, `Redis refuses writes (OOM)`, `redis
+//! 127.0.0.1:6380: connection refused`.
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+use std::time::{Duration, Instant};
+
+/// How a failed Redis step is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Retry with back-off: the server or the connection will come back by itself.
+    Transient,
+    /// Redis refuses writes (`OOM`): retry with back-off until memory is freed.
+    RefusedWrite,
+    /// Needs a repair: report it at a bounded rate, keep the job where it is.
+    Permanent,
+}
+
+/// The class of `e`.
+pub fn classify(e: &RedisError) -> Class {
+    if let Some(code) = e.code() {
+        match code {
+            "OOM" => return Class::RefusedWrite,
+            "BUSY" | "LOADING" | "MASTERDOWN" | "READONLY" | "TRYAGAIN" | "CLUSTERDOWN"
+            | "MOVED" | "ASK" | "UNBLOCKED" | "NOSCRIPT" | "NOREPLICAS" | "BUSYKEY" => {
+                return Class::Transient
+            }
+            "WRONGTYPE" | "NOPERM" | "NOAUTH" | "WRONGPASS" | "NOTINTEGER" | "BADCLAIM"
+            | "EXECABORT" | "CROSSSLOT" => return Class::Permanent,
+            _ => {}
+        }
+    }
+    if max_clients(e) {
+        return Class::Transient;
+    }
+    match e.kind() {
+        ErrorKind::Io
+        | ErrorKind::ClusterConnectionNotFound
+        | ErrorKind::MasterNameNotFoundBySentinel
+        | ErrorKind::NoValidReplicasFoundBySentinel
+        | ErrorKind::Server(ServerErrorKind::BusyLoading)
+        | ErrorKind::Server(ServerErrorKind::TryAgain)
+        | ErrorKind::Server(ServerErrorKind::ClusterDown)
+        | ErrorKind::Server(ServerErrorKind::MasterDown)
+        | ErrorKind::Server(ServerErrorKind::ReadOnly)
+        | ErrorKind::Server(ServerErrorKind::Moved)
+        | ErrorKind::Server(ServerErrorKind::Ask)
+        | ErrorKind::Server(ServerErrorKind::NoScript) => Class::Transient,
+        // resq's own client-side refusals: `WAIT` not acknowledged by enough replicas.
+        ErrorKind::Client if e.to_string().contains("replicas") => Class::Transient,
+        _ if e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() => {
+            Class::Transient
+        }
+        _ => Class::Permanent,
+    }
+}
+
+/// Whether `e` is the server's "max number of clients reached".
+fn max_clients(e: &RedisError) -> bool {
+    e.to_string().contains("max number of clients")
+}
+
+/// Where the process's connections go, for messages that do not know their connection (set
+/// when an endpoint is opened).
+static TARGET: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// Records where connections go (`127.0.0.1:6380`) for [`describe_here`].
+pub(crate) fn set_target(label: &str) {
+    *TARGET.lock().unwrap_or_else(|p| p.into_inner()) = label.to_string();
+}
+
+/// [`describe`] with the target of the process's endpoint.
+pub fn describe_here(e: &RedisError) -> String {
+    let target = TARGET.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    describe(e, if target.is_empty() { "server" } else { &target })
+}
+
+/// What is wrong, for a log line: the class in words, the key or target, and the server's text.
+/// `target` is where the connection goes (`host:port`).
+pub fn describe(e: &RedisError, target: &str) -> String {
+    let text = e.to_string();
+    match e.code() {
+        Some("OOM") => return format!("Redis refuses writes (OOM): {}", detail(e)),
+        Some("WRONGTYPE" | "NOTINTEGER" | "BADCLAIM") => return key_problem(e),
+        Some("BUSY") => {
+            return format!(
+                "Redis is busy running a script (BUSY), retrying: {}",
+                detail(e)
+            )
+        }
+        Some("LOADING") => return "Redis is loading its dataset (LOADING), retrying".into(),
+        Some("READONLY") => {
+            return "connected to a replica (READONLY: a failover in progress?), retrying".into()
+        }
+        Some("MASTERDOWN") => return "the replica lost its master (MASTERDOWN), retrying".into(),
+        Some("NOPERM") => {
+            return format!(
+                "the ACL user lacks a permission resq needs (NOPERM): {}",
+                detail(e)
+            )
+        }
+        _ => {}
+    }
+    if max_clients(e) {
+        return format!("redis {target}: maxclients reached, connection refused by the server");
+    }
+    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+        let cause = io_cause(e).unwrap_or(text);
+        return format!("redis {target}: {cause}");
+    }
+    text
+}
+
+/// The server's text after the error code.
+fn detail(e: &RedisError) -> String {
+    e.detail()
+        .map(str::to_string)
+        .unwrap_or_else(|| e.to_string())
+}
+
+/// A key of the wrong type (or holding what resq's checks refuse), as `<CODE> at <key>: what it
+/// is; how to repair`.
+fn key_problem(e: &RedisError) -> String {
+    let code = e.code().unwrap_or("WRONGTYPE");
+    let detail = detail(e);
+    // resq's checks write "<key> is a <type>, not a <want>" / "<key> holds …".
+    let (key, rest) = match detail.split_once(' ') {
+        Some((k, r)) if !k.is_empty() && (r.starts_with("is ") || r.starts_with("holds ")) => {
+            (k.to_string(), r.to_string())
+        }
+        _ => return format!("{code}: {detail}"),
+    };
+    format!(
+        "{code} at {key}: it {rest} (inspect it with `TYPE {key}`, then RENAME it aside or DEL \
+         it)"
+    )
+}
+
+/// The innermost I/O error message (`connection refused`), without repeated causes.
+fn io_cause(e: &RedisError) -> Option<String> {
+    let mut cause: &dyn std::error::Error = std::error::Error::source(e)?;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    let s = cause.to_string();
+    // std's "Connection refused (os error 111)" → "connection refused".
+    let s = match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    };
+    let mut chars = s.chars();
+    Some(match chars.next() {
+        Some(c) => c.to_lowercase().collect::<String>() + chars.as_str(),
+        None => s,
+    })
+}
+
+/// How often a lasting permanent error is reported again.
+pub const REPORT_EVERY: Duration = Duration::from_secs(30);
+
+/// Reports a lasting error at a bounded rate: the first occurrence at once, then at most once
+/// per [`REPORT_EVERY`] with how many times it happened meanwhile, so an error that lasts is
+/// never reported once and then silent, and never floods the log.
+#[derive(Debug, Default)]
+pub struct Reporter {
+    /// When the last report was logged.
+    last: Option<Instant>,
+    /// Occurrences since then.
+    since: u64,
+}
+
+impl Reporter {
+    /// Counts one occurrence; returns how many happened since the last report (this one
+    /// included) when a report is due now, `None` when it is not.
+    pub fn due(&mut self) -> Option<u64> {
+        self.since += 1;
+        let now = Instant::now();
+        match self.last {
+            Some(t) if now.duration_since(t) < REPORT_EVERY => None,
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.since))
+            }
+        }
+    }
+
+    /// Forgets the error (it was repaired): the next occurrence is reported at once.
+    pub fn reset(&mut self) {
+        *self = Reporter::default();
+    }
+
+    /// Whether an error is being reported.
+    pub fn active(&self) -> bool {
+        self.last.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(code: &str, detail: &str) -> RedisError {
+        redis::make_extension_error(code.to_string(), Some(detail.to_string()))
+    }
+
+    #[test]
+    fn classes() {
+        assert_eq!(
+            classify(&server("OOM", "command not allowed")),
+            Class::RefusedWrite
+        );
+        assert_eq!(classify(&server("BUSY", "script")), Class::Transient);
+        assert_eq!(classify(&server("LOADING", "x")), Class::Transient);
+        assert_eq!(
+            classify(&server("WRONGTYPE", "k is a string, not a list")),
+            Class::Permanent
+        );
+        assert_eq!(classify(&server("NOPERM", "no")), Class::Permanent);
+        assert_eq!(
+            classify(&server("ERR", "Error running script")),
+            Class::Permanent
+        );
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(classify(&io), Class::Transient);
+    }
+
+    #[test]
+    fn descriptions_name_the_key_and_the_class() {
+        let d = describe(
+            &server("WRONGTYPE", "resque:failed is a string, not a list"),
+            "x",
+        );
+        assert!(
+            d.starts_with("WRONGTYPE at resque:failed: it is a string, not a list"),
+            "{d}"
+        );
+        let d = describe(
+            &server("OOM", "command not allowed when used memory > 'maxmemory'."),
+            "x",
+        );
+        assert!(d.starts_with("Redis refuses writes (OOM)"), "{d}");
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(
+            describe(&io, "127.0.0.1:6380"),
+            "redis 127.0.0.1:6380: connection refused"
+        );
+    }
+
+    #[test]
+    fn reports_at_a_bounded_rate() {
+        let mut r = Reporter::default();
+        assert_eq!(r.due(), Some(1));
+        assert_eq!(r.due(), None);
+        assert_eq!(r.due(), None);
+        r.last = Some(Instant::now() - REPORT_EVERY);
+        assert_eq!(r.due(), Some(3));
+    }
+}

@@ -1,0 +1,67 @@
+//! Every Lua script resq runs, in one place.
+//!
+//! Each script is a `.lua` file of this folder whose header names its KEYS and ARGV. Each is
+//! loaded with the checks of `guard.lua` prepended, and every one follows the rule those checks
+//! serve: **nothing can fail after the first write** (Redis keeps the writes a script made
+//! before an error, so a script that raised half-way would leave half a transition). A script
+//! checks the type of every key it will write and every counter it will increment first, and
+//! answers an error reply, before writing anything, when one is unusable; or, where one call
+//! carries several independent transitions (the step script), gives the unusable one an
+//! `error` verdict of its own and writes nothing of it.
+//!
+//! `redis::Script` sends `EVALSHA` and loads the script when the server does not know it yet.
+
+use redis::Script;
+use std::sync::LazyLock;
+
+/// The checks every script may use before its first write.
+const GUARD: &str = include_str!("guard.lua");
+
+/// A script with the guard prepended.
+fn guarded(body: &str) -> Script {
+    Script::new(&format!("{GUARD}\n{body}"))
+}
+
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $name:ident = $file:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub(crate) static $name: LazyLock<Script> =
+                LazyLock::new(|| guarded(include_str!($file)));
+        )*
+
+        /// Every script's name and source (without the guard), for tests that run each one
+        /// against keys of every wrong type.
+        #[allow(dead_code)]
+        pub(crate) const ALL: &[(&str, &str)] = &[$((stringify!($name), include_str!($file))),*];
+    };
+}
+
+scripts! {
+    /// Finish / fail each slot's job and reserve its next one (worker/step.rs).
+    STEP = "step.lua";
+    /// A claimed payload becomes its slot's record, or a failure entry (worker/claim.rs).
+    PROMOTE = "promote.lua";
+    /// A claimed payload goes back to the head of its queue (worker/claim.rs, pruning).
+    UNCLAIM = "unclaim.lua";
+    /// Endings with a retry or a unique lock (worker/complete.rs).
+    COMPLETE = "complete.lua";
+    /// An interrupted job back to the head of its queue (worker/requeue.rs).
+    REQUEUE = "requeue.lua";
+    /// Unregister a dead worker and record its job (worker/prune.rs).
+    PRUNE = "prune.lua";
+    /// Move due resque-scheduler items to their queues (scheduler/mover.rs).
+    MOVE_DELAYED = "move_delayed.lua";
+    /// Fire a recurring schedule once (scheduler/recurring.rs).
+    FIRE_SCHEDULE = "fire_schedule.lua";
+    /// The scheduler's master lock (scheduler/lock.rs).
+    SCHEDULER_POLL = "scheduler_poll.lua";
+    /// Enqueue under a unique lock (client/unique.rs).
+    UNIQUE_ENQUEUE = "unique_enqueue.lua";
+    /// Jesque delayed and recurring enqueue and removal (client/jesque.rs).
+    JESQUE_ENQUEUE = "jesque_enqueue.lua";
+    /// Retry one failure entry, Ruby's way (admin/failures.rs).
+    FAILED_RETRY = "failed_retry.lua";
+    /// Remove failure entries, Ruby's way (admin/failures.rs).
+    FAILED_REMOVE = "failed_remove.lua";
+}

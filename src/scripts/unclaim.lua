@@ -1,0 +1,38 @@
+-- unclaim.lua: put a claimed payload (see step.lua) back at the head of its queue, byte for
+-- byte, and drop the claim, atomically. Used by a slot that stops before running its claimed
+-- job, and by pruning for the claims of dead or unregistered workers: a claimed job never
+-- started, so it goes back whatever the at-least-once setting.
+--
+-- KEYS[1] <ns>:resq:claim:<id>   KEYS[2] <ns>:resq:claims   KEYS[3] <ns>:queues
+-- KEYS[4] <ns>:queue:<q>, the queue named in the claim's header
+-- ARGV[1] the claim's token ('' = whatever claim is there)   ARGV[2] the worker id
+-- ARGV[3] the queue name (must be the one in the header)
+-- Returns 1 when the payload went back now, 0 when there was nothing (or another token) to
+-- put back; an error reply, before any write, when a key is unusable.
+
+local head = redis.pcall('GETRANGE', KEYS[1], 0, 1023)
+if type(head) == 'table' then
+  return redis.error_reply(wrongtype_msg(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'string'))
+end
+local hdr = string.match(head, '^([^\n]*)\n')
+if not hdr then
+  if head ~= '' then
+    return redis.error_reply('BADCLAIM ' .. KEYS[1] .. ' does not start with a claim header')
+  end
+  redis.call('SREM', KEYS[2], ARGV[2])
+  return 0
+end
+local token, qjson = string.match(hdr, '^(%S+) (.*)$')
+if ARGV[1] ~= '' and token ~= ARGV[1] then return 0 end
+local ok, queue = pcall(cjson.decode, qjson or '')
+if not ok or queue ~= ARGV[3] then
+  return redis.error_reply('BADCLAIM ' .. KEYS[1] .. ' names another queue than ' .. ARGV[3])
+end
+local e = wrong_type(KEYS[4], 'list') or wrong_type(KEYS[3], 'set') or wrong_type(KEYS[2], 'set')
+if e then return redis.error_reply(e) end
+local claim = redis.call('GET', KEYS[1])
+redis.call('LPUSH', KEYS[4], string.sub(claim, #hdr + 2))
+redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[2])
+return 1
