@@ -592,7 +592,15 @@ impl ConnectionLike for Conn {
             if result.is_ok() {
                 activity.answered();
             }
-            result
+            match result {
+                // redis-rs hands an error reply back as a value; the typed query turns it
+                // into an error later.
+                Ok(Value::ServerError(se)) if se.code() == "WRONGTYPE" => {
+                    Err(errors::name_the_key(RedisError::from(se), cmd))
+                }
+                Err(e) => Err(errors::name_the_key(e, cmd)),
+                ok => ok,
+            }
         })
     }
 

@@ -43,6 +43,8 @@ pub mod registry;
 pub mod runtime;
 pub mod scheduler;
 mod scripts;
+#[cfg(test)]
+mod testing;
 pub mod wire;
 pub mod worker;
 

@@ -78,15 +78,11 @@ impl Client {
 
     /// Files an already-encoded item due at `ts`.
     pub async fn delayed_push_raw(&self, ts: i64, item: &str) -> Result<()> {
-        let _: () = redis::pipe()
-            .atomic()
-            .rpush(self.keys.delayed_bucket(ts), item)
-            .ignore()
-            .sadd(self.keys.timestamps(item), Keys::delayed_bucket_member(ts))
-            .ignore()
-            .zadd(self.keys.delayed_schedule(), ts, ts)
-            .ignore()
-            .query_async(&mut self.con())
+        crate::scripts::Checked::new()
+            .rpush(&self.keys.delayed_bucket(ts), item)
+            .sadd(&self.keys.timestamps(item), Keys::delayed_bucket_member(ts))
+            .zadd(&self.keys.delayed_schedule(), ts, ts)
+            .run(&mut self.con())
             .await?;
         Ok(())
     }
@@ -108,17 +104,27 @@ impl Client {
         if members.is_empty() {
             return Ok(0);
         }
-        let mut pipe = redis::pipe();
-        pipe.atomic();
+        let mut w = crate::scripts::Checked::new();
+        let mut lrems = Vec::new();
         for m in &members {
             // A member that is not `delayed:<int>` names no bucket; it is only dropped.
+            lrems.push(member_ts(m).is_some());
             if let Some(ts) = member_ts(m) {
-                pipe.lrem(self.keys.delayed_bucket(ts), 0, item);
+                w.lrem(&self.keys.delayed_bucket(ts), 0, item);
             }
-            pipe.srem(&ts_key, m).ignore();
+            w.srem(&ts_key, m.as_str());
         }
-        let removed: Vec<u64> = pipe.query_async(&mut con).await?;
-        Ok(removed.iter().sum())
+        let replies: Vec<u64> = w.query(&mut con).await?;
+        // Replies alternate LREM (when there was a bucket) and SREM.
+        let mut removed = 0;
+        let mut r = replies.iter();
+        for has_bucket in lrems {
+            if has_bucket {
+                removed += r.next().copied().unwrap_or(0);
+            }
+            r.next();
+        }
+        Ok(removed)
     }
 
     /// Timestamps (epoch seconds) of the delayed set from index `start`, earliest first

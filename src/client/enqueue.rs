@@ -3,6 +3,7 @@
 
 use super::{encode, validate, Client, FloatFormat};
 use crate::error::Result;
+use crate::scripts::Checked;
 use serde_json::{Map, Value};
 
 /// One job to enqueue, in Resque's or Jesque's form.
@@ -132,13 +133,12 @@ impl Client {
         if by_queue.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        pipe.atomic();
+        let mut w = Checked::new();
         for (q, list) in &by_queue {
-            pipe.sadd(self.keys.queues(), *q).ignore();
-            pipe.rpush(self.keys.queue(q), list).ignore();
+            w.sadd(&self.keys.queues(), *q);
+            w.rpush(&self.keys.queue(q), list);
         }
-        let _: () = pipe.query_async(&mut self.con()).await?;
+        w.run(&mut self.con()).await?;
         Ok(())
     }
 
@@ -152,16 +152,16 @@ impl Client {
         self.push(queue, json, true).await
     }
 
-    /// `SADD <ns>:queues` + `RPUSH` (or `LPUSH` when `front`) in one MULTI.
+    /// `SADD <ns>:queues` + `RPUSH` (or `LPUSH` when `front`) as one checked step.
     async fn push(&self, queue: &str, json: &str, front: bool) -> Result<()> {
-        let mut p = redis::pipe();
-        p.atomic().sadd(self.keys.queues(), queue).ignore();
+        let mut w = Checked::new();
+        w.sadd(&self.keys.queues(), queue);
         if front {
-            p.lpush(self.keys.queue(queue), json).ignore();
+            w.lpush(&self.keys.queue(queue), json);
         } else {
-            p.rpush(self.keys.queue(queue), json).ignore();
+            w.rpush(&self.keys.queue(queue), json);
         }
-        let _: () = p.query_async(&mut self.con()).await?;
+        w.run(&mut self.con()).await?;
         Ok(())
     }
 }

@@ -39,13 +39,10 @@ impl Client {
 
     /// Deletes `queue` and its jobs (`Resque.remove_queue`: `SREM queues` + `DEL`, one MULTI).
     pub async fn remove_queue(&self, queue: &str) -> Result<()> {
-        let _: () = redis::pipe()
-            .atomic()
-            .srem(self.keys.queues(), queue)
-            .ignore()
-            .del(self.keys.queue(queue))
-            .ignore()
-            .query_async(&mut self.con())
+        crate::scripts::Checked::new()
+            .srem(&self.keys.queues(), queue)
+            .del(&self.keys.queue(queue))
+            .run(&mut self.con())
             .await?;
         Ok(())
     }

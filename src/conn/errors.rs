@@ -91,6 +91,33 @@ pub fn describe_here(e: &RedisError) -> String {
     describe(e, if target.is_empty() { "server" } else { &target })
 }
 
+/// Redis's own `WRONGTYPE` reply does not say which key: for a plain command (its key is its
+/// first argument) the error is given the key's name, so every report can say `WRONGTYPE at
+/// <key>`. Scripts' errors already name their keys.
+pub fn name_the_key(e: RedisError, cmd: &redis::Cmd) -> RedisError {
+    if e.code() != Some("WRONGTYPE") || !detail(&e).starts_with("Operation against") {
+        return e;
+    }
+    let mut args = cmd.args_iter().filter_map(|a| match a {
+        redis::Arg::Simple(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    });
+    let (Some(name), Some(key)) = (args.next(), args.next()) else {
+        return e;
+    };
+    let name = name.to_ascii_uppercase();
+    if matches!(
+        name.as_str(),
+        "EVAL" | "EVALSHA" | "FCALL" | "EVAL_RO" | "EVALSHA_RO"
+    ) {
+        return e;
+    }
+    redis::make_extension_error(
+        "WRONGTYPE".into(),
+        Some(format!("{key} holds the wrong kind of value for {name}")),
+    )
+}
+
 /// What is wrong, for a log line: the class in words, the key or target, and the server's text.
 /// `target` is where the connection goes (`host:port`).
 pub fn describe(e: &RedisError, target: &str) -> String {

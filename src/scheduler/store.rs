@@ -110,27 +110,21 @@ pub async fn add(
         )));
     }
     let text = Value::Object(config.clone()).to_string();
-    let _: () = redis::pipe()
-        .atomic()
-        .hset(keys.persistent_schedules(), name, text)
-        .ignore()
-        .sadd(keys.schedules_changed(), name)
-        .ignore()
-        .query_async(con)
+    crate::scripts::Checked::new()
+        .hset(&keys.persistent_schedules(), name, text.as_str())
+        .sadd(&keys.schedules_changed(), name)
+        .run(con)
         .await?;
     Ok(())
 }
 
 /// Removes schedule `name` (and resq's token for it); whether it existed.
 pub async fn remove(con: &mut Conn, keys: &Keys, name: &str) -> Result<bool> {
-    let (n,): (u64,) = redis::pipe()
-        .atomic()
-        .hdel(keys.persistent_schedules(), name)
-        .sadd(keys.schedules_changed(), name)
-        .ignore()
-        .hdel(keys.schedule_next(), name)
-        .ignore()
-        .query_async(con)
+    let (n, _, _): (u64, u64, u64) = crate::scripts::Checked::new()
+        .hdel(&keys.persistent_schedules(), name)
+        .sadd(&keys.schedules_changed(), name)
+        .hdel(&keys.schedule_next(), name)
+        .query(con)
         .await?;
     Ok(n > 0)
 }

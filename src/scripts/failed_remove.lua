@@ -8,7 +8,10 @@
 -- KEYS[1] the failure list
 -- ARGV[1] the sentinel   ARGV[2..] pairs: index seen, entry bytes seen
 -- Returns the number of entries removed.
+-- An error reply, before any write, when a key it would write is unusable.
 
+local e = wrong_type(KEYS[1], 'list')
+if e then return redis.error_reply(e) end
 local marked = 0
 for j = 2, #ARGV, 2 do
   local i = tonumber(ARGV[j])

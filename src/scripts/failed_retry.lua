@@ -9,7 +9,10 @@
 -- ARGV[1] index seen         ARGV[2] entry bytes seen   ARGV[3] entry with retried_at
 -- ARGV[4] queue name         ARGV[5] the job to push ({"class","args"})
 -- Returns the index rewritten, or -1 when the entry is gone.
+-- An error reply, before any write, when a key it would write is unusable.
 
+local e = wrong_type(KEYS[1], 'list') or wrong_type(KEYS[2], 'set') or wrong_type(KEYS[3], 'list')
+if e then return redis.error_reply(e) end
 local i = tonumber(ARGV[1])
 if redis.call('LINDEX', KEYS[1], i) ~= ARGV[2] then
   local pos = redis.call('LPOS', KEYS[1], ARGV[2])

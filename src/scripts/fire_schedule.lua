@@ -11,11 +11,18 @@
 -- ARGV[1] lock value   ARGV[2] schedule name   ARGV[3] token read ('' = none)   ARGV[4] new token
 -- ARGV[5] mode: 'fire' (enqueue + last_enqueued_at) or 'advance' (token only)
 -- ARGV[6] last_enqueued_at text   ARGV[7] queue name   ARGV[8] job payload
--- Returns 1 when applied, 0 when not master or the token moved.
+-- Returns 1 when applied, 0 when not master or the token moved; an error reply, before any
+-- write, when a key it would write is unusable.
 
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local lock = redis.pcall('GET', KEYS[1])
+if type(lock) == 'table' or lock ~= ARGV[1] then
   return 0
 end
+local e = wrong_type(KEYS[2], 'hash')
+if not e and ARGV[5] == 'fire' then
+  e = wrong_type(KEYS[4], 'set') or wrong_type(KEYS[5], 'list') or wrong_type(KEYS[3], 'hash')
+end
+if e then return redis.error_reply(e) end
 if (redis.call('HGET', KEYS[2], ARGV[2]) or '') ~= ARGV[3] then
   return 0
 end

@@ -25,6 +25,10 @@ if mode == 'recurring' or mode == 'remove_recurring' then
   err = usable(KEYS[2], 'hash')
   if err then return err end
 end
+if mode == 'delayed' then
+  err = usable(KEYS[3], 'set')
+  if err then return err end
+end
 
 if mode == 'delayed' then
   local n = redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])

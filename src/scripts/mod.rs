@@ -11,6 +11,10 @@
 //!
 //! `redis::Script` sends `EVALSHA` and loads the script when the server does not know it yet.
 
+mod checked;
+
+pub(crate) use checked::Checked;
+
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -64,4 +68,9 @@ scripts! {
     FAILED_RETRY = "failed_retry.lua";
     /// Remove failure entries, Ruby's way (admin/failures.rs).
     FAILED_REMOVE = "failed_remove.lua";
+    /// Several writes as one step, every key's type checked first ([`Checked`]).
+    CHECKED_WRITE = "checked_write.lua";
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,11 +13,15 @@
 -- then per item i: ARGV[4+3i-2] the item (exact bytes), ARGV[4+3i-1] queue name ('' when the
 -- item cannot be enqueued), ARGV[4+3i] the job payload, or the failure entry when the queue
 -- name is ''
--- Returns n when moved; -1 when the lock is not ours; -2 when the bucket changed (read again).
+-- Returns n when moved; -1 when the lock is not ours; -2 when the bucket changed (read again);
+-- an error reply, before any write, when a key it would write is unusable.
 
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local lock = redis.pcall('GET', KEYS[1])
+if type(lock) == 'table' or lock ~= ARGV[1] then
   return -1
 end
+local e = wrong_type(KEYS[3], 'list') or wrong_type(KEYS[2], 'zset')
+if e then return redis.error_reply(e) end
 local n = tonumber(ARGV[4])
 if n > 0 then
   local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
@@ -28,6 +32,15 @@ if n > 0 then
     if head[i] ~= ARGV[4 + 3 * i - 2] then
       return -2
     end
+  end
+  for i = 1, n do
+    e = wrong_type(KEYS[5 + 2 * i - 1], 'set')
+    if not e and ARGV[4 + 3 * i - 1] ~= '' then
+      e = wrong_type(KEYS[4], 'set') or wrong_type(KEYS[5 + 2 * i], 'list')
+    elseif not e then
+      e = wrong_type(KEYS[5], 'list')
+    end
+    if e then return redis.error_reply(e) end
   end
   for i = 1, n do
     redis.call('SREM', KEYS[5 + 2 * i - 1], ARGV[3])

@@ -10,6 +10,7 @@
 -- KEYS[1] <ns>:workers              KEYS[2] <ns>:worker:<id>        KEYS[3] <ns>:worker:<id>:started
 -- KEYS[4] <ns>:workers:heartbeat    KEYS[5] <ns>:stat:processed:<id> KEYS[6] <ns>:stat:failed:<id>
 -- KEYS[7] failure list (<ns>:failed) KEYS[8] <ns>:queue:<q> of the job  KEYS[9] <ns>:queues
+-- KEYS[10] <ns>:resq:token:<id> (a claimed job's token, removed with the record)
 -- ARGV[1] the worker id
 -- ARGV[2] the heartbeat value judged ("" when the field was absent)
 -- ARGV[3] the worker record judged ("" when there was none)
@@ -17,16 +18,27 @@
 -- ARGV[5] the failure entry JSON
 -- ARGV[6] the job's payload bytes, as they are inside the record
 -- ARGV[7] the queue name (for SADD <ns>:queues, as every enqueue does)
--- Returns 1 when the id was pruned now, 0 when its state changed and nothing was written.
+-- Returns 1 when the id was pruned now, 0 when its state changed and nothing was written; an
+-- error reply, before any write, when a key it would write is unusable.
 
-local hb = redis.call('HGET', KEYS[4], ARGV[1])
+local hb = redis.pcall('HGET', KEYS[4], ARGV[1])
+if type(hb) == 'table' then
+  return redis.error_reply(wrongtype_msg(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'hash'))
+end
 if (hb or '') ~= ARGV[2] then
   return 0
 end
-local record = redis.call('GET', KEYS[2])
+local record = redis.pcall('GET', KEYS[2])
+if type(record) == 'table' then
+  return redis.error_reply(wrongtype_msg(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'string'))
+end
 if (record or '') ~= ARGV[3] then
   return 0
 end
+local e = wrong_type(KEYS[1], 'set')
+if not e and ARGV[4] == 'requeue' then e = wrong_type(KEYS[8], 'list') or wrong_type(KEYS[9], 'set') end
+if not e and ARGV[4] == 'fail' then e = wrong_type(KEYS[7], 'list') end
+if e then return redis.error_reply(e) end
 
 if ARGV[4] == 'requeue' then
   redis.call('LPUSH', KEYS[8], ARGV[6])
@@ -36,6 +48,6 @@ elseif ARGV[4] == 'fail' then
 end
 
 redis.call('SREM', KEYS[1], ARGV[1])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[10])
 redis.call('HDEL', KEYS[4], ARGV[1])
 return 1

@@ -8,11 +8,15 @@
 -- ARGV[1] the record (exact bytes)
 -- ARGV[2] the job's payload bytes, as they are inside the record
 -- ARGV[3] the queue name
--- Returns 1 when the job was requeued now, 0 when the record had already changed.
+-- Returns 1 when the job was requeued now, 0 when the record had already changed; an error
+-- reply, before any write, when a key it would write is unusable.
 
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local held = redis.pcall('GET', KEYS[1])
+if type(held) == 'table' or held ~= ARGV[1] then
   return 0
 end
+local e = wrong_type(KEYS[2], 'list') or wrong_type(KEYS[3], 'set')
+if e then return redis.error_reply(e) end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[3])
 redis.call('DEL', KEYS[1])

@@ -8,15 +8,18 @@
 -- Returns {master, ts}: master 1 = just acquired, 2 = kept, 0 = someone else holds it;
 -- ts = the earliest timestamp <= now in the schedule zset, or '' (none, or not master).
 -- For 'release': {1, ''} when the lock was ours and is deleted, {0, ''} otherwise.
+-- An error reply, before any write, when a key it would write is unusable.
 
 if ARGV[4] == 'release' then
-  if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if redis.pcall('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])
     return {1, ''}
   end
   return {0, ''}
 end
 
+local e = wrong_type(KEYS[1], 'string') or wrong_type(KEYS[2], 'zset')
+if e then return redis.error_reply(e) end
 local master = 0
 if redis.call('SETNX', KEYS[1], ARGV[1]) == 1 then
   redis.call('EXPIRE', KEYS[1], ARGV[2])

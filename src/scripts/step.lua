@@ -50,7 +50,8 @@
 -- not: already applied, or refused), and data:
 --   'job' + the record; 'claim' + '<token> <queue as JSON>' (the claim's header), a newline and
 --   the payload's size in bytes; 'none'; 'paused';
---   'error' + what is wrong (the slot's transition was not applied).
+--   'error' + what is wrong: the slot's reserve was refused, and so was its completion unless
+--   applied is 1 (a completion and a reserve are each all or nothing).
 -- Then one string with a character per queue: '0' when the call found it empty, '1' otherwise.
 
 local count_failed = ARGV[1] == '1'

@@ -11,11 +11,19 @@
 -- ARGV[4] queue name  ARGV[5] payload (or, for 'delayed', the resque-scheduler item)
 -- ARGV[6] due epoch seconds ('delayed')   ARGV[7] 'delayed:<ts>' ('delayed')
 -- Returns 1 when enqueued, 0 when a job with the key already waits or runs.
+-- An error reply, before any write, when a key it would write is unusable.
 
+local mode = ARGV[3]
+local e = wrong_type(KEYS[1], 'string')
+if not e and mode == 'delayed' then
+  e = wrong_type(KEYS[4], 'list') or wrong_type(KEYS[5], 'set') or wrong_type(KEYS[6], 'zset')
+elseif not e then
+  e = wrong_type(KEYS[2], 'set') or wrong_type(KEYS[3], 'list')
+end
+if e then return redis.error_reply(e) end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 0
 end
-local mode = ARGV[3]
 if mode == 'delayed' then
   redis.call('RPUSH', KEYS[4], ARGV[5])
   redis.call('SADD', KEYS[5], ARGV[7])

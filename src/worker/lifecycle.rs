@@ -2,9 +2,11 @@
 //!
 //! Register: `SADD <ns>:workers <id>`, `SET <ns>:worker:<id>:started <Time#to_s>` and a first
 //! heartbeat from Redis `TIME`. Unregister: `SREM` the id, `DEL` its record, `:started` and
-//! per-worker stats, `HDEL` its heartbeat. Each is one MULTI for all slots.
+//! per-worker stats, `HDEL` its heartbeat. Each is one atomic step for all slots, every key's
+//! type checked before anything is written ([`Checked`]).
 
 use crate::keys::Keys;
+use crate::scripts::Checked;
 use crate::wire::time;
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionLike;
@@ -27,15 +29,13 @@ pub async fn register<C: ConnectionLike + Send>(
 ) -> RedisResult<()> {
     let now = redis_time(con).await?;
     let hb = time::heartbeat(now);
-    let mut p = redis::pipe();
-    p.atomic();
-    p.sadd(keys.workers(), ids).ignore();
+    let mut w = Checked::new();
+    w.sadd(&keys.workers(), ids);
     for id in ids {
-        p.set(keys.worker_started(id), time::started(started))
-            .ignore();
-        p.hset(keys.heartbeats(), id, &hb).ignore();
+        w.set(&keys.worker_started(id), time::started(started));
+        w.hset(&keys.heartbeats(), id.as_str(), hb.as_str());
     }
-    p.query_async(con).await
+    w.run(con).await
 }
 
 /// Re-registers ids someone else removed (a pruner), keeping their original start time.
@@ -54,18 +54,15 @@ pub async fn unregister<C: ConnectionLike + Send>(
     keys: &Keys,
     ids: &[String],
 ) -> RedisResult<()> {
-    let mut p = redis::pipe();
-    p.atomic();
-    p.srem(keys.workers(), ids).ignore();
+    let mut w = Checked::new();
+    w.srem(&keys.workers(), ids);
     for id in ids {
-        p.del(&[
-            keys.worker(id),
-            keys.worker_started(id),
-            keys.stat_processed_by(id),
-            keys.stat_failed_by(id),
-        ])
-        .ignore();
+        w.del(&keys.worker(id))
+            .del(&keys.worker_started(id))
+            .del(&keys.stat_processed_by(id))
+            .del(&keys.stat_failed_by(id))
+            .del(&keys.claim_token(id));
     }
-    p.hdel(keys.heartbeats(), ids).ignore();
-    p.query_async(con).await
+    w.hdel(&keys.heartbeats(), ids);
+    w.run(con).await
 }

@@ -94,6 +94,25 @@ pub struct Report {
     pub skipped: Vec<(String, String)>,
 }
 
+impl Report {
+    /// Takes the outcome of one id's step: an error that needs a repair (a key of the wrong
+    /// type) is reported and the round goes on with the other ids; an outage ends the round.
+    fn settle(&mut self, id: &str, r: RedisResult<()>) -> RedisResult<()> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(e)
+                if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
+            {
+                let why = crate::conn::errors::describe_here(&e);
+                tracing::error!(worker = %id, "cannot prune: {why}");
+                self.skip(id, &why);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// A pruner for one process.
 #[derive(Debug, Clone)]
 pub struct Pruner {
@@ -172,8 +191,10 @@ impl Pruner {
                 report.skip(id, "id of this process");
                 continue;
             }
-            self.prune_one(con, id, Some(hb), Reason::Expired, &mut report)
-                .await?;
+            let r = self
+                .prune_one(con, id, Some(hb), Reason::Expired, &mut report)
+                .await;
+            report.settle(id, r)?;
         }
         let members: BTreeSet<String> = redis::cmd("SMEMBERS")
             .arg(self.keys.workers())
@@ -182,11 +203,67 @@ impl Pruner {
         for id in members.difference(&handled) {
             if self.is_dead_local(id) {
                 let hb = beats.get(id).map(String::as_str);
-                self.prune_one(con, id, hb, Reason::DeadLocal, &mut report)
-                    .await?;
+                let r = self
+                    .prune_one(con, id, hb, Reason::DeadLocal, &mut report)
+                    .await;
+                report.settle(id, r)?;
             }
         }
+        self.return_orphan_claims(con, &mut report).await?;
         Ok(report)
+    }
+
+    /// Puts back the claimed payloads (see [`super::claim`]) of worker ids no longer
+    /// registered: pruned just now, unregistered by Ruby's pruner, or left by a process that
+    /// could not unregister. A claimed job never started, so it goes back to the head of its
+    /// queue whatever the at-least-once setting.
+    async fn return_orphan_claims<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        report: &mut Report,
+    ) -> RedisResult<()> {
+        let listed: RedisResult<Vec<String>> = redis::cmd("SMEMBERS")
+            .arg(self.keys.claims())
+            .query_async(con)
+            .await;
+        let claims = match listed {
+            Ok(c) => c,
+            Err(e) => {
+                report.settle(&self.keys.claims(), Err(e))?;
+                return Ok(());
+            }
+        };
+        if claims.is_empty() {
+            return Ok(());
+        }
+        let registered: Vec<bool> = redis::cmd("SMISMEMBER")
+            .arg(self.keys.workers())
+            .arg(&claims)
+            .query_async(con)
+            .await?;
+        for (id, here) in claims.iter().zip(registered) {
+            if here || self.is_own(id) {
+                continue;
+            }
+            let r = async {
+                let Some(queue) = super::claim::claimed_queue(con, &self.keys, id).await? else {
+                    // An empty entry: drop it from the set (the script does when nothing is
+                    // claimed).
+                    super::claim::unclaim(con, &self.keys, id, "", "").await?;
+                    return Ok(false);
+                };
+                super::claim::unclaim(con, &self.keys, id, "", &queue).await
+            }
+            .await;
+            match r {
+                Ok(true) => {
+                    tracing::info!(worker = %id, "put a dead worker's claimed job back at the head of its queue");
+                }
+                Ok(false) => {}
+                Err(e) => report.settle(id, Err(e))?,
+            }
+        }
+        Ok(())
     }
 
     /// Whether `id` is one of this process's own slots.
@@ -274,6 +351,7 @@ impl Pruner {
             .key(self.keys.failed())
             .key(self.keys.queue(&queue))
             .key(self.keys.queues())
+            .key(self.keys.claim_token(id))
             .arg(id)
             .arg(heartbeat.unwrap_or(""))
             .arg(record.as_deref().unwrap_or(b""))

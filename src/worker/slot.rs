@@ -393,7 +393,13 @@ impl Slot {
                 .await
                 .map_err(Problem::Call)?;
             match reply {
-                (Reply::Refused(text), _) => Err(Problem::Refused(text)),
+                // The completion may have gone through while the reserve was refused.
+                (Reply::Refused(text), applied) => {
+                    if applied {
+                        *pending = None;
+                    }
+                    Err(Problem::Refused(text))
+                }
                 (r, _) => {
                     *pending = None;
                     Ok(r)

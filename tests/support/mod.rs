@@ -10,6 +10,10 @@ pub mod audit;
 pub mod failover;
 pub mod topology;
 
+#[path = "../../src/testing/server.rs"]
+mod server;
+pub use server::{free_port, spawn_guard};
+
 use redis::aio::MultiplexedConnection;
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -121,39 +125,6 @@ impl RedisServer {
         }
         panic!("redis-server on port {} did not start", self.port);
     }
-}
-
-/// Starts `program args…` under a shell guard that kills it when the test binary exits (the
-/// guard's stdin closes), its output going to `log` (or nowhere); returns the guard and the
-/// program's pid.
-pub fn spawn_guard(program: &str, args: &[String], log: Option<&std::path::Path>) -> (Child, u32) {
-    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
-    let out = log.map_or_else(|| "/dev/null".to_string(), |l| format!("'{}'", l.display()));
-    let script = format!(
-        "{program} {} >{out} 2>&1 & pid=$!; echo $pid; cat >/dev/null; kill $pid 2>/dev/null; wait $pid",
-        quoted.join(" ")
-    );
-    let mut guard = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {program} guard: {e}"));
-    let mut line = String::new();
-    std::io::BufReader::new(guard.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("pid");
-    let pid = line.trim().parse().expect("pid number");
-    (guard, pid)
-}
-
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 /// The shared server of this test binary.

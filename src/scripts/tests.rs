@@ -1,0 +1,1012 @@
+//! Every script, with each key it touches set to every wrong type: it either refuses before
+//! writing anything (the whole namespace is unchanged, and the error names the key), or it
+//! goes through with every job in exactly one place and every counter it may count exact.
+//!
+//! Each scenario prepares a realistic state, runs one script through the crate's own code
+//! path, and is repeated once untouched (it must go through) and once per (key, wrong value).
+
+use crate::conn::Conn;
+use crate::keys::Keys;
+use crate::testing;
+use futures::future::BoxFuture;
+use redis::AsyncCommands;
+use std::collections::BTreeMap;
+
+/// A wrong value a key can be set to.
+#[derive(Debug, Clone, Copy)]
+enum Bad {
+    /// A string that is not an integer.
+    Text,
+    /// An integer one increment from overflowing.
+    Huge,
+    List,
+    Set,
+    Zset,
+    Hash,
+}
+
+/// What a key normally holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Str,
+    Counter,
+    List,
+    Set,
+    Zset,
+    Hash,
+}
+
+impl Kind {
+    /// The wrong values for a key of this kind.
+    fn bad(self) -> Vec<Bad> {
+        let all = [Bad::Text, Bad::List, Bad::Set, Bad::Zset, Bad::Hash];
+        let mut v: Vec<Bad> = all
+            .into_iter()
+            .filter(|b| {
+                !matches!(
+                    (self, b),
+                    (Kind::Str, Bad::Text)
+                        | (Kind::List, Bad::List)
+                        | (Kind::Set, Bad::Set)
+                        | (Kind::Zset, Bad::Zset)
+                        | (Kind::Hash, Bad::Hash)
+                )
+            })
+            .collect();
+        if self == Kind::Counter {
+            v.push(Bad::Huge);
+        }
+        v
+    }
+}
+
+async fn corrupt(con: &mut Conn, key: &str, bad: Bad) {
+    let _: () = con.del(key).await.unwrap();
+    let _: () = match bad {
+        Bad::Text => con.set(key, "not-a-number").await.unwrap(),
+        Bad::Huge => con.set(key, "9223372036854775807").await.unwrap(),
+        Bad::List => con.rpush(key, "x").await.unwrap(),
+        Bad::Set => con.sadd(key, "x").await.unwrap(),
+        Bad::Zset => con.zadd(key, "x", 1).await.unwrap(),
+        Bad::Hash => con.hset(key, "x", "y").await.unwrap(),
+    };
+}
+
+/// Every key of the namespace with its type and content (lists in order, sets sorted).
+async fn snapshot(con: &mut Conn, ns: &str) -> BTreeMap<String, String> {
+    let keys: Vec<String> = con.keys(format!("{ns}:*")).await.unwrap();
+    let mut out = BTreeMap::new();
+    for k in keys {
+        let t: String = redis::cmd("TYPE").arg(&k).query_async(con).await.unwrap();
+        let v = match t.as_str() {
+            "string" => {
+                let v: Vec<u8> = con.get(&k).await.unwrap();
+                String::from_utf8_lossy(&v).into_owned()
+            }
+            "list" => {
+                let v: Vec<Vec<u8>> = con.lrange(&k, 0, -1).await.unwrap();
+                format!(
+                    "{:?}",
+                    v.iter()
+                        .map(|b| String::from_utf8_lossy(b))
+                        .collect::<Vec<_>>()
+                )
+            }
+            "set" => {
+                let mut v: Vec<String> = con.smembers(&k).await.unwrap();
+                v.sort();
+                format!("{v:?}")
+            }
+            "zset" => {
+                let v: Vec<(String, f64)> = con.zrange_withscores(&k, 0, -1).await.unwrap();
+                format!("{v:?}")
+            }
+            _ => {
+                let v: BTreeMap<String, String> = con.hgetall(&k).await.unwrap();
+                format!("{v:?}")
+            }
+        };
+        out.insert(k, format!("{t}:{v}"));
+    }
+    // Ruby's prune lock is a step of its own (taken before the round, expiring by itself).
+    out.retain(|k, _| !k.ends_with(":pruning_dead_workers_in_progress"));
+    out
+}
+
+/// How many values of a snapshot mention `marker`.
+fn count(snap: &BTreeMap<String, String>, marker: &str) -> usize {
+    snap.values().map(|v| v.matches(marker).count()).sum()
+}
+
+/// How the script answered.
+#[derive(Debug)]
+enum Answer {
+    /// It went through (the caller's check decides whether the result is right).
+    Done(String),
+    /// It refused (an error, or a per-slot refusal) and must have written nothing.
+    Refused(String),
+}
+
+/// One scenario: a state, a script run, the keys it touches, and what a run that went through
+/// must leave.
+struct Scenario {
+    name: &'static str,
+    /// Writes the state (the namespace is fresh).
+    setup: Box<dyn Fn(Conn, Keys) -> BoxFuture<'static, ()> + Send + Sync>,
+    /// Runs the script.
+    run: Box<dyn Fn(Conn, Keys) -> BoxFuture<'static, Answer> + Send + Sync>,
+    /// The keys (and what they hold) to corrupt, one at a time.
+    keys: Box<dyn Fn(&Keys) -> Vec<(String, Kind)> + Send + Sync>,
+    /// Checks a run that went through: (before, after, corrupted key or none).
+    check: Box<
+        dyn Fn(&BTreeMap<String, String>, &BTreeMap<String, String>, Option<&str>) + Send + Sync,
+    >,
+}
+
+async fn play(s: &Scenario) {
+    let mut con = testing::con().await;
+    let mut cases: Vec<Option<(String, Bad)>> = vec![None];
+    let probe = Keys::new("probe");
+    for (key, kind) in (s.keys)(&probe) {
+        for bad in kind.bad() {
+            cases.push(Some((key.clone(), bad)));
+        }
+    }
+    for case in cases {
+        let ns = testing::namespace(s.name);
+        let keys = Keys::new(&ns);
+        (s.setup)(con.clone(), keys.clone()).await;
+        let target = case.as_ref().map(|(probe_key, bad)| {
+            let key = format!("{ns}:{}", probe_key.strip_prefix("probe:").unwrap());
+            (key, *bad)
+        });
+        if let Some((key, bad)) = &target {
+            corrupt(&mut con, key, *bad).await;
+        }
+        let before = snapshot(&mut con, &ns).await;
+        let answer = (s.run)(con.clone(), keys.clone()).await;
+        let after = snapshot(&mut con, &ns).await;
+        let label = format!("{} with {:?}", s.name, target);
+        match answer {
+            Answer::Refused(why) => {
+                assert!(
+                    target.is_some(),
+                    "{label}: refused an untouched state: {why}"
+                );
+                assert_eq!(before, after, "{label}: refused ({why}) but wrote");
+                let key = &target.as_ref().unwrap().0;
+                assert!(
+                    why.contains(key.as_str()),
+                    "{label}: the refusal does not name the key: {why}"
+                );
+            }
+            Answer::Done(what) => {
+                let key = target.as_ref().map(|(k, _)| k.as_str());
+                (s.check)(&before, &after, key);
+                let _ = what;
+            }
+        }
+    }
+}
+
+fn refused(e: redis::RedisError) -> Answer {
+    Answer::Refused(e.to_string())
+}
+
+/// The counter delta between snapshots (a key absent counts 0; a corrupted one is skipped).
+fn delta(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+    key: &str,
+) -> Option<i64> {
+    let read = |m: &BTreeMap<String, String>| -> Option<i64> {
+        match m.get(key) {
+            None => Some(0),
+            Some(v) => v.strip_prefix("string:").and_then(|n| n.parse().ok()),
+        }
+    };
+    Some(read(after)? - read(before)?)
+}
+
+fn assert_delta(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+    key: &str,
+    want: i64,
+    label: &str,
+) {
+    if let Some(d) = delta(before, after, key) {
+        assert_eq!(d, want, "{label}: {key} moved by {d}, not {want}");
+    }
+}
+
+const ID: &str = "h~resq:1-0:q";
+
+mod step_scenarios {
+    use super::*;
+    use crate::worker::step::{
+        step_batch, Completion, JobRef, QueueKeys, Reply, StepItem, Stepper,
+    };
+    use std::sync::Arc;
+
+    fn step_keys(k: &Keys) -> Vec<(String, Kind)> {
+        vec![
+            (k.stat_processed(), Kind::Counter),
+            (k.stat_failed(), Kind::Counter),
+            (k.failed(), Kind::List),
+            (k.pause_all_workers(), Kind::Str),
+            (k.claims(), Kind::Set),
+            (k.queue("q"), Kind::List),
+            (k.worker(ID), Kind::Str),
+            (k.stat_processed_by(ID), Kind::Counter),
+            (k.stat_failed_by(ID), Kind::Counter),
+            (k.claim(ID), Kind::Str),
+            (k.claim_token(ID), Kind::Str),
+        ]
+    }
+
+    fn record(queue: &str, payload: &str) -> String {
+        format!(
+            r#"{{"queue":"{queue}","run_at":"2026-11-24T00:00:00.000+0000","payload":{payload}}}"#
+        )
+    }
+
+    async fn step(con: Conn, keys: Keys, completion: Option<Completion>) -> Answer {
+        let mut con = con;
+        let stepper = Stepper::new(&keys, ID, true);
+        let queues = QueueKeys::new(&keys, &["q".to_string()]);
+        let item = StepItem {
+            stepper: &stepper,
+            completion: completion.as_ref(),
+            reserve: true,
+        };
+        match step_batch(&mut con, &queues, &[item]).await {
+            Err(e) => refused(e),
+            Ok(mut out) => match out.replies.pop() {
+                // A refused reserve after an applied completion: the completion is checked.
+                Some((Reply::Refused(why), true)) => Answer::Done(why),
+                Some((Reply::Refused(why), false)) => Answer::Refused(why),
+                Some((r, applied)) => Answer::Done(format!("{r:?} {applied}")),
+                None => panic!("no reply"),
+            },
+        }
+    }
+
+    fn job(marker: &str) -> String {
+        format!(r#"{{"class":"A","args":["{marker}"]}}"#)
+    }
+
+    pub fn reserve() -> Scenario {
+        Scenario {
+            name: "step-reserve",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con.rpush(keys.queue("q"), job("m-1")).await.unwrap();
+                })
+            }),
+            run: Box::new(|con, keys| Box::pin(step(con, keys, None))),
+            keys: Box::new(step_keys),
+            check: Box::new(|before, after, _| {
+                // The job is where it was, or in the worker record: never twice, never gone.
+                assert_eq!(count(before, "m-1"), count(after, "m-1"));
+            }),
+        }
+    }
+
+    fn finish(failure: bool) -> Scenario {
+        Scenario {
+            name: if failure { "step-fail" } else { "step-finish" },
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con
+                        .set(keys.worker(ID), record("q", &job("m-1")))
+                        .await
+                        .unwrap();
+                    let _: () = con.rpush(keys.queue("q"), job("m-2")).await.unwrap();
+                })
+            }),
+            run: Box::new(move |con, keys| {
+                let job = JobRef::Record(record("q", &job("m-1")).into_bytes());
+                let completion = if failure {
+                    Completion::Failure {
+                        job,
+                        entry: r#"{"failed_at":"x","payload":{"class":"A","args":["m-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
+                    }
+                } else {
+                    Completion::Success { job }
+                };
+                Box::pin(step(con, keys, Some(completion)))
+            }),
+            keys: Box::new(step_keys),
+            check: Box::new(move |before, after, corrupted| {
+                let label = format!("finish(failure={failure}) with {corrupted:?}");
+                let ns = before
+                    .keys()
+                    .chain(after.keys())
+                    .next()
+                    .and_then(|k| k.split(':').next())
+                    .unwrap_or("")
+                    .to_string();
+                let k = Keys::new(ns);
+                // The finished job: gone (success) or once in the failure list.
+                assert_eq!(count(after, "m-1"), usize::from(failure), "{label}");
+                // The next job: in exactly one place.
+                assert_eq!(count(before, "m-2"), count(after, "m-2"), "{label}");
+                assert_delta(before, after, &k.stat_processed(), 1, &label);
+                assert_delta(before, after, &k.stat_processed_by(ID), 1, &label);
+                assert_delta(before, after, &k.stat_failed(), i64::from(failure), &label);
+                assert_delta(
+                    before,
+                    after,
+                    &k.stat_failed_by(ID),
+                    i64::from(failure),
+                    &label,
+                );
+            }),
+        }
+    }
+
+    pub fn finish_success() -> Scenario {
+        finish(false)
+    }
+
+    pub fn finish_failure() -> Scenario {
+        finish(true)
+    }
+
+    pub fn malformed() -> Scenario {
+        Scenario {
+            name: "step-malformed",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con.rpush(keys.queue("q"), "not json m-3").await.unwrap();
+                    let _: () = con.rpush(keys.queue("q"), job("m-4")).await.unwrap();
+                })
+            }),
+            run: Box::new(|con, keys| Box::pin(step(con, keys, None))),
+            keys: Box::new(step_keys),
+            check: Box::new(|before, after, corrupted| {
+                let label = format!("malformed with {corrupted:?}");
+                assert_eq!(count(before, "m-3"), count(after, "m-3"), "{label}");
+                assert_eq!(count(before, "m-4"), count(after, "m-4"), "{label}");
+            }),
+        }
+    }
+
+    pub fn large() -> Scenario {
+        Scenario {
+            name: "step-large",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let big = format!(r#"{{"class":"A","args":["m-5","{}"]}}"#, "x".repeat(9000));
+                    let _: () = con.rpush(keys.queue("q"), big).await.unwrap();
+                })
+            }),
+            run: Box::new(|con, keys| Box::pin(step(con, keys, None))),
+            keys: Box::new(step_keys),
+            check: Box::new(|before, after, corrupted| {
+                assert_eq!(
+                    count(before, "m-5"),
+                    count(after, "m-5"),
+                    "large with {corrupted:?}"
+                );
+            }),
+        }
+    }
+
+    pub fn token_finish() -> Scenario {
+        Scenario {
+            name: "step-token",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con
+                        .set(keys.worker(ID), record("q", &job("m-6")))
+                        .await
+                        .unwrap();
+                    let _: () = con.set(keys.claim_token(ID), "t.1").await.unwrap();
+                })
+            }),
+            run: Box::new(|con, keys| {
+                let c = Completion::Success {
+                    job: JobRef::Token("t.1".into()),
+                };
+                Box::pin(step(con, keys, Some(c)))
+            }),
+            keys: Box::new(step_keys),
+            check: Box::new(|_, after, corrupted| {
+                assert_eq!(count(after, "m-6"), 0, "token finish with {corrupted:?}");
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_slot_holds_no_other_slot_back() {
+        let mut con = testing::con().await;
+        let ns = testing::namespace("step-batch");
+        let keys = Keys::new(&ns);
+        let ids = ["h~resq:1-0:q", "h~resq:1-1:q"];
+        let steppers: Vec<Stepper> = ids.iter().map(|id| Stepper::new(&keys, id, true)).collect();
+        let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+        for m in ["b-1", "b-2", "b-3"] {
+            let _: () = con.rpush(keys.queue("q"), job(m)).await.unwrap();
+        }
+        // Slot 0's failed-job counter is a hash: its failure cannot be recorded.
+        let rec0 = record("q", &job("b-0"));
+        let _: () = con.set(keys.worker(ids[0]), &rec0).await.unwrap();
+        let _: () = con
+            .hset(keys.stat_failed_by(ids[0]), "x", "y")
+            .await
+            .unwrap();
+        let failed = Completion::Failure {
+            job: JobRef::Record(rec0.clone().into_bytes()),
+            entry: r#"{"failed_at":"x","payload":{"class":"A","args":["b-0"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
+        };
+        let items = [
+            StepItem {
+                stepper: &steppers[0],
+                completion: Some(&failed),
+                reserve: true,
+            },
+            StepItem {
+                stepper: &steppers[1],
+                completion: None,
+                reserve: true,
+            },
+        ];
+        let out = step_batch(&mut con, &queues, &items).await.unwrap();
+        match &out.replies[0] {
+            (Reply::Refused(why), false) => {
+                assert!(why.contains(&keys.stat_failed_by(ids[0])), "{why}")
+            }
+            other => panic!("slot 0 not refused: {other:?}"),
+        }
+        assert!(
+            matches!(&out.replies[1], (Reply::Job(r), _) if String::from_utf8_lossy(r).contains("b-1"))
+        );
+        // Slot 0's job is still its record; nothing counted for it.
+        let held: String = con.get(keys.worker(ids[0])).await.unwrap();
+        assert_eq!(held, rec0);
+        assert_eq!(con.llen::<_, usize>(keys.failed()).await.unwrap(), 0);
+        assert_eq!(
+            con.get::<_, Option<i64>>(keys.stat_failed()).await.unwrap(),
+            None
+        );
+        assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 2);
+    }
+}
+
+mod other_scenarios {
+    use super::*;
+
+    pub fn requeue() -> Scenario {
+        Scenario {
+            name: "requeue",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let r = r#"{"queue":"q","run_at":"x","payload":{"class":"A","args":["r-1"]}}"#;
+                    let _: () = con.set(keys.worker(ID), r).await.unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let r = r#"{"queue":"q","run_at":"x","payload":{"class":"A","args":["r-1"]}}"#;
+                    let job = crate::worker::requeue::HeldJob::from_record(r.as_bytes()).unwrap();
+                    match crate::worker::requeue::requeue(&mut con, &keys, ID, r.as_bytes(), &job)
+                        .await
+                    {
+                        Ok(b) => Answer::Done(b.to_string()),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.worker(ID), Kind::Str),
+                    (k.queue("q"), Kind::List),
+                    (k.queues(), Kind::Set),
+                ]
+            }),
+            check: Box::new(|before, after, c| {
+                assert_eq!(
+                    count(before, "r-1"),
+                    count(after, "r-1"),
+                    "requeue with {c:?}"
+                )
+            }),
+        }
+    }
+
+    pub fn enqueue() -> Scenario {
+        Scenario {
+            name: "enqueue",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let client = crate::client::Client::new(con, keys);
+                    match client
+                        .enqueue_to("q", "A", &[serde_json::json!("e-1")])
+                        .await
+                    {
+                        Ok(()) => Answer::Done(String::new()),
+                        Err(crate::Error::Redis(e)) => refused(e),
+                        Err(e) => panic!("{e}"),
+                    }
+                })
+            }),
+            keys: Box::new(|k| vec![(k.queues(), Kind::Set), (k.queue("q"), Kind::List)]),
+            check: Box::new(|_, after, c| assert_eq!(count(after, "e-1"), 1, "enqueue with {c:?}")),
+        }
+    }
+
+    pub fn register() -> Scenario {
+        Scenario {
+            name: "register",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let ids = [ID.to_string()];
+                    match crate::worker::lifecycle::register(
+                        &mut con,
+                        &keys,
+                        &ids,
+                        chrono::Utc::now(),
+                    )
+                    .await
+                    {
+                        Ok(()) => Answer::Done(String::new()),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.workers(), Kind::Set),
+                    (k.heartbeats(), Kind::Hash),
+                    (k.worker_started(ID), Kind::Str),
+                ]
+            }),
+            check: Box::new(|_, after, c| assert!(count(after, ID) >= 2, "register with {c:?}")),
+        }
+    }
+
+    pub fn failed_retry() -> Scenario {
+        Scenario {
+            name: "failed-retry",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let e = r#"{"failed_at":"2026/11/24 00:00:00 UTC","payload":{"class":"A","args":["f-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#;
+                    let _: () = con.rpush(keys.failed(), e).await.unwrap();
+                })
+            }),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let admin = crate::admin::Admin::new(con, keys);
+                    match admin
+                        .retry_failures(&crate::admin::Selector::Index(0))
+                        .await
+                    {
+                        Ok(o) if o.done == 1 => Answer::Done(String::new()),
+                        Ok(o) => Answer::Refused(o.skipped.join("; ")),
+                        Err(crate::Error::Redis(e)) => refused(e),
+                        Err(e) => Answer::Refused(e.to_string()),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.failed(), Kind::List),
+                    (k.queues(), Kind::Set),
+                    (k.queue("q"), Kind::List),
+                ]
+            }),
+            check: Box::new(|_, after, c| {
+                // The entry stays (marked retried) and the job is queued once.
+                assert_eq!(count(after, "f-1"), 2, "failed retry with {c:?}")
+            }),
+        }
+    }
+}
+
+mod more_scenarios {
+    use super::*;
+    use crate::worker::step::{Completion, JobRef, Stepper};
+    use serde_json::json;
+
+    /// The answer of a call returning the crate's `Result`.
+    fn answer<T: std::fmt::Debug>(r: crate::Result<T>) -> Answer {
+        match r {
+            Ok(v) => Answer::Done(format!("{v:?}")),
+            Err(crate::Error::Redis(e)) => refused(e),
+            Err(e) => Answer::Refused(e.to_string()),
+        }
+    }
+
+    const REC: &str = r#"{"queue":"q","run_at":"x","payload":{"class":"A","args":["c-1"]}}"#;
+
+    /// complete.lua, with a retry through the delayed set and a unique lock.
+    pub fn complete_retry() -> Scenario {
+        Scenario {
+            name: "complete-retry",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con.set(keys.worker(ID), REC).await.unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let registry = crate::Registry::new()
+                        .handler("A", |_| async { Ok(()) })
+                        .retry(
+                            "A",
+                            crate::registry::retry::RetryPolicy::fixed(
+                                std::time::Duration::from_secs(60),
+                                3,
+                            ),
+                        );
+                    let payload =
+                        crate::wire::Payload::parse(br#"{"class":"A","args":["c-1"]}"#).unwrap();
+                    let c = crate::worker::complete::failure(
+                        &registry,
+                        &payload,
+                        "q",
+                        &std::sync::Arc::from(ID),
+                        JobRef::Record(REC.as_bytes().to_vec()),
+                        "{}".into(),
+                        crate::JobError::msg("boom"),
+                    );
+                    let Completion::Extended(ext) = c else {
+                        panic!("not extended")
+                    };
+                    let stepper = Stepper::new(&keys, ID, true);
+                    match stepper.apply_extended(&mut con, &ext).await {
+                        Ok(b) => Answer::Done(b.to_string()),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                let logical = Keys::resque_retry_logical(
+                    "A",
+                    crate::registry::retry::retry_identifier(&[json!("c-1")]).as_deref(),
+                );
+                vec![
+                    (k.worker(ID), Kind::Str),
+                    (k.stat_processed(), Kind::Counter),
+                    (k.stat_failed(), Kind::Counter),
+                    (k.stat_processed_by(ID), Kind::Counter),
+                    (k.stat_failed_by(ID), Kind::Counter),
+                    (k.retry_attempts(&logical), Kind::Counter),
+                    (k.retry_failure(&logical), Kind::Str),
+                    (k.delayed_schedule(), Kind::Zset),
+                ]
+            }),
+            check: Box::new(|before, after, c| {
+                // The job left its record for the delayed set (a bucket item), or — a retry
+                // counter that cannot be read as a count of attempts — for the failure list:
+                // in one place either way.
+                let places = after
+                    .iter()
+                    .filter(|(k, v)| {
+                        (k.contains(":delayed:") || k.ends_with(":failed")) && v.contains("c-1")
+                    })
+                    .count();
+                assert_eq!(places, 1, "complete retry with {c:?}: {after:?}");
+                assert!(!after.keys().any(|k| k.contains(":worker:")), "{c:?}");
+                assert!(count(before, "c-1") >= 1);
+            }),
+        }
+    }
+
+    /// prune.lua: a dead Ruby worker's job becomes a failure entry.
+    pub fn prune() -> Scenario {
+        const DEAD: &str = "ruby-host:77:q";
+        Scenario {
+            name: "prune",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con.sadd(keys.workers(), DEAD).await.unwrap();
+                    let _: () = con.set(keys.worker(DEAD), REC).await.unwrap();
+                    let _: () = con
+                        .hset(keys.heartbeats(), DEAD, "2020-01-01T00:00:00+00:00")
+                        .await
+                        .unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let pruner = crate::worker::prune::Pruner::new(
+                        keys.clone(),
+                        &["me~resq:1-0:q".to_string()],
+                        1,
+                        std::time::Duration::from_secs(300),
+                        false,
+                    );
+                    match pruner.run_once(&mut con).await {
+                        Ok(r) if r.pruned.len() == 1 => Answer::Done(String::new()),
+                        Ok(r) if r.locked => Answer::Refused(format!("{:?}", r.skipped)),
+                        Ok(r) => Answer::Done(format!("{r:?}")),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.workers(), Kind::Set),
+                    (k.worker(DEAD), Kind::Str),
+                    (k.heartbeats(), Kind::Hash),
+                    (k.failed(), Kind::List),
+                    (k.claims(), Kind::Set),
+                ]
+            }),
+            check: Box::new(|before, after, c| {
+                let label = format!("prune with {c:?}");
+                if c.is_some_and(|k| k.ends_with(":claims")) {
+                    // The claims pass ran after the id was pruned: its refusal is only logged.
+                    assert_eq!(count(after, "c-1"), count(before, "c-1"), "{label}");
+                    return;
+                }
+                assert_eq!(count(before, "c-1"), count(after, "c-1"), "{label}");
+            }),
+        }
+    }
+
+    /// promote.lua: a claimed payload becomes the record; unclaim.lua puts one back.
+    fn claimed(name: &'static str, put_back: bool) -> Scenario {
+        const CLAIM: &str = "t.1 \"q\"\n{\"class\":\"A\",\"args\":[\"p-1\"]}";
+        Scenario {
+            name,
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con.set(keys.claim(ID), CLAIM).await.unwrap();
+                    let _: () = con.sadd(keys.claims(), ID).await.unwrap();
+                })
+            }),
+            run: Box::new(move |mut con, keys| {
+                Box::pin(async move {
+                    let r = if put_back {
+                        crate::worker::claim::unclaim(&mut con, &keys, ID, "t.1", "q")
+                            .await
+                            .map(|b| b.to_string())
+                    } else {
+                        let stepper = Stepper::new(&keys, ID, true);
+                        let claim = crate::worker::step::Claim {
+                            token: "t.1".into(),
+                            queue: "q".into(),
+                            header_len: "t.1 \"q\"\n".len(),
+                            size: 0,
+                        };
+                        crate::worker::claim::promote(&mut con, &stepper, &claim, None)
+                            .await
+                            .map(|p| format!("{p:?}"))
+                    };
+                    match r {
+                        Ok(v) => Answer::Done(v),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(move |k| {
+                let mut v = vec![(k.claim(ID), Kind::Str), (k.claims(), Kind::Set)];
+                if put_back {
+                    v.push((k.queue("q"), Kind::List));
+                    v.push((k.queues(), Kind::Set));
+                } else {
+                    v.push((k.worker(ID), Kind::Str));
+                    v.push((k.claim_token(ID), Kind::Str));
+                }
+                v
+            }),
+            check: Box::new(|before, after, c| {
+                assert_eq!(
+                    count(before, "p-1"),
+                    count(after, "p-1"),
+                    "claim with {c:?}"
+                )
+            }),
+        }
+    }
+
+    pub fn promote() -> Scenario {
+        claimed("promote", false)
+    }
+
+    pub fn unclaim() -> Scenario {
+        claimed("unclaim", true)
+    }
+
+    pub fn unique_enqueue() -> Scenario {
+        Scenario {
+            name: "unique",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let client = crate::client::Client::new(con, keys);
+                    let u = crate::client::unique::Unique::new("u-key");
+                    answer(client.enqueue_unique("q", "A", &[json!("u-1")], &u).await)
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.unique("u-key"), Kind::Str),
+                    (k.queues(), Kind::Set),
+                    (k.queue("q"), Kind::List),
+                ]
+            }),
+            check: Box::new(|_, after, c| assert_eq!(count(after, "u-1"), 1, "unique with {c:?}")),
+        }
+    }
+
+    pub fn jesque_enqueue() -> Scenario {
+        Scenario {
+            name: "jesque",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let client = crate::client::Client::new(con, keys);
+                    let job = crate::client::jesque::JesqueJob::new("A", vec![json!("j-1")]);
+                    let at = chrono::Utc::now() + chrono::Duration::seconds(60);
+                    answer(client.jesque_delayed_enqueue("q", &job, at).await)
+                })
+            }),
+            keys: Box::new(|k| vec![(k.queue("q"), Kind::Zset), (k.queues(), Kind::Set)]),
+            check: Box::new(|_, after, c| assert_eq!(count(after, "j-1"), 1, "jesque with {c:?}")),
+        }
+    }
+
+    pub fn delayed_push() -> Scenario {
+        Scenario {
+            name: "delayed",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let client = crate::client::Client::new(con, keys);
+                    answer(
+                        client
+                            .delayed_push_raw(
+                                4_000_000_000,
+                                r#"{"class":"A","args":["d-1"],"queue":"q"}"#,
+                            )
+                            .await,
+                    )
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.delayed_bucket(4_000_000_000), Kind::List),
+                    (k.delayed_schedule(), Kind::Zset),
+                ]
+            }),
+            check: Box::new(|_, after, c| assert!(count(after, "d-1") >= 1, "delayed with {c:?}")),
+        }
+    }
+
+    /// move_delayed.lua (through the mover) and the master lock poll.
+    pub fn move_delayed() -> Scenario {
+        const ITEM: &str = r#"{"class":"A","args":["v-1"],"queue":"q"}"#;
+        Scenario {
+            name: "move",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con.rpush(keys.delayed_bucket(100), ITEM).await.unwrap();
+                    let _: () = con.zadd(keys.delayed_schedule(), 100, 100).await.unwrap();
+                    let _: () = con.set(keys.scheduler_master_lock(), "me").await.unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let lock = crate::scheduler::lock::MasterLock {
+                        key: keys.scheduler_master_lock(),
+                        value: "me".into(),
+                        timeout: std::time::Duration::from_secs(60),
+                        schedule_key: keys.delayed_schedule(),
+                    };
+                    if let Err(e) = lock.poll(&mut con, 200).await {
+                        return answer::<()>(Err(e));
+                    }
+                    let mover = crate::scheduler::mover::Mover {
+                        keys: keys.clone(),
+                        lock_key: keys.scheduler_master_lock(),
+                        lock_value: "me".into(),
+                        batch: 100,
+                        float_format: Default::default(),
+                    };
+                    answer(mover.drain(&mut con, 100).await)
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.scheduler_master_lock(), Kind::Str),
+                    (k.delayed_schedule(), Kind::Zset),
+                    (k.delayed_bucket(100), Kind::List),
+                    (k.queues(), Kind::Set),
+                    (k.queue("q"), Kind::List),
+                ]
+            }),
+            check: Box::new(|before, after, c| {
+                assert_eq!(
+                    count(before, "v-1").min(1),
+                    count(after, "v-1"),
+                    "move with {c:?}"
+                )
+            }),
+        }
+    }
+
+    pub fn failed_remove() -> Scenario {
+        Scenario {
+            name: "failed-remove",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con
+                        .rpush(keys.failed(), r#"{"payload":{"class":"A","args":["x-1"]}}"#)
+                        .await
+                        .unwrap();
+                })
+            }),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let admin = crate::admin::Admin::new(con, keys);
+                    answer(
+                        admin
+                            .remove_failures(&crate::admin::Selector::Index(0))
+                            .await,
+                    )
+                })
+            }),
+            keys: Box::new(|k| vec![(k.failed(), Kind::List)]),
+            check: Box::new(|_, after, c| assert_eq!(count(after, "x-1"), 0, "remove with {c:?}")),
+        }
+    }
+
+    pub fn unregister() -> Scenario {
+        Scenario {
+            name: "unregister",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con.sadd(keys.workers(), ID).await.unwrap();
+                    let _: () = con.hset(keys.heartbeats(), ID, "x").await.unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    match crate::worker::lifecycle::unregister(&mut con, &keys, &[ID.to_string()])
+                        .await
+                    {
+                        Ok(()) => Answer::Done(String::new()),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| vec![(k.workers(), Kind::Set), (k.heartbeats(), Kind::Hash)]),
+            check: Box::new(|_, after, c| assert_eq!(count(after, ID), 0, "unregister with {c:?}")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_script_writes_when_it_refuses() {
+    for s in [
+        step_scenarios::reserve(),
+        step_scenarios::finish_success(),
+        step_scenarios::finish_failure(),
+        step_scenarios::malformed(),
+        step_scenarios::large(),
+        step_scenarios::token_finish(),
+        other_scenarios::requeue(),
+        other_scenarios::enqueue(),
+        other_scenarios::register(),
+        other_scenarios::failed_retry(),
+        more_scenarios::complete_retry(),
+        more_scenarios::prune(),
+        more_scenarios::promote(),
+        more_scenarios::unclaim(),
+        more_scenarios::unique_enqueue(),
+        more_scenarios::jesque_enqueue(),
+        more_scenarios::delayed_push(),
+        more_scenarios::move_delayed(),
+        more_scenarios::failed_remove(),
+        more_scenarios::unregister(),
+    ] {
+        play(&s).await;
+    }
+}
