@@ -91,7 +91,7 @@ impl Checked {
     }
 
     /// `HSET key field value`.
-    pub fn hset<F: ToRedisArgs + ?Sized, V: ToRedisArgs>(
+    pub fn hset<F: ToRedisArgs, V: ToRedisArgs>(
         &mut self,
         key: &str,
         field: F,

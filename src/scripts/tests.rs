@@ -127,20 +127,27 @@ enum Answer {
     Refused(String),
 }
 
+/// A namespace's keys and contents.
+type Snapshot = BTreeMap<String, String>;
+/// A scenario step that writes or runs against a namespace.
+type Step<T> = Box<dyn Fn(Conn, Keys) -> BoxFuture<'static, T> + Send + Sync>;
+/// The keys to corrupt.
+type KeyList = Box<dyn Fn(&Keys) -> Vec<(String, Kind)> + Send + Sync>;
+/// The check of a run that went through.
+type Check = Box<dyn Fn(&Snapshot, &Snapshot, Option<&str>) + Send + Sync>;
+
 /// One scenario: a state, a script run, the keys it touches, and what a run that went through
 /// must leave.
 struct Scenario {
     name: &'static str,
     /// Writes the state (the namespace is fresh).
-    setup: Box<dyn Fn(Conn, Keys) -> BoxFuture<'static, ()> + Send + Sync>,
+    setup: Step<()>,
     /// Runs the script.
-    run: Box<dyn Fn(Conn, Keys) -> BoxFuture<'static, Answer> + Send + Sync>,
+    run: Step<Answer>,
     /// The keys (and what they hold) to corrupt, one at a time.
-    keys: Box<dyn Fn(&Keys) -> Vec<(String, Kind)> + Send + Sync>,
+    keys: KeyList,
     /// Checks a run that went through: (before, after, corrupted key or none).
-    check: Box<
-        dyn Fn(&BTreeMap<String, String>, &BTreeMap<String, String>, Option<&str>) + Send + Sync,
-    >,
+    check: Check,
 }
 
 async fn play(s: &Scenario) {
