@@ -199,7 +199,7 @@ fn io_cause(e: &RedisError) -> Option<String> {
 }
 
 /// How often a lasting permanent error is reported again.
-pub const REPORT_EVERY: Duration = Duration::from_secs(30);
+pub const REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// Reports a lasting error at a bounded rate: the first occurrence at once, then at most once
 /// per [`REPORT_EVERY`] with how many times it happened meanwhile, so an error that lasts is
@@ -236,6 +236,27 @@ impl Reporter {
     pub fn active(&self) -> bool {
         self.last.is_some()
     }
+}
+
+/// Reporters shared by every task of the process, one per distinct problem: 64 slots stuck on
+/// the same broken key make one report per [`REPORT_EVERY`], not 64.
+static SHARED: std::sync::Mutex<Option<SharedReports>> = std::sync::Mutex::new(None);
+
+/// Per problem: its reporter and the tasks that met it since the last report.
+type SharedReports =
+    std::collections::HashMap<String, (Reporter, std::collections::BTreeSet<String>)>;
+
+/// Counts one occurrence of `problem` met by `who`; when a report is due, returns how many
+/// times it happened since the last report and how many distinct tasks met it.
+pub fn shared_due(problem: &str, who: &str) -> Option<(u64, usize)> {
+    let mut g = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let map = g.get_or_insert_with(Default::default);
+    let (reporter, whom) = map.entry(problem.to_string()).or_default();
+    whom.insert(who.to_string());
+    let times = reporter.due()?;
+    let n = whom.len();
+    whom.clear();
+    Some((times, n))
 }
 
 #[cfg(test)]

@@ -53,11 +53,51 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for JobError {
             backtrace.push(format!("caused by: {s}"));
             source = s.source();
         }
+        let any: &dyn std::any::Any = &e;
+        let exception = stable_name(any).unwrap_or_else(|| std::any::type_name::<E>().to_string());
         JobError {
-            exception: std::any::type_name::<E>().to_string(),
+            exception,
             message: e.to_string(),
             backtrace,
         }
+    }
+}
+
+/// A stable, readable exception name for the errors handlers meet most, instead of a Rust type
+/// path that changes with crate versions: Redis errors are named as redis-rb names them (so a
+/// dashboard groups a Rust job's `Redis::CommandError` with a Ruby job's), JSON errors as
+/// Ruby's `JSON::ParserError`, I/O errors as Ruby's `IOError`.
+fn stable_name(e: &dyn std::any::Any) -> Option<String> {
+    let redis = e.downcast_ref::<redis::RedisError>().or_else(|| {
+        e.downcast_ref::<crate::Error>().and_then(|e| match e {
+            crate::Error::Redis(r) => Some(r),
+            _ => None,
+        })
+    });
+    if let Some(r) = redis {
+        return Some(redis_exception(r).to_string());
+    }
+    if e.is::<serde_json::Error>() {
+        return Some("JSON::ParserError".into());
+    }
+    if e.is::<std::io::Error>() {
+        return Some("IOError".into());
+    }
+    None
+}
+
+/// redis-rb's exception class for a Redis error.
+pub fn redis_exception(e: &redis::RedisError) -> &'static str {
+    if e.is_connection_refusal() {
+        "Redis::CannotConnectError"
+    } else if e.is_timeout() {
+        "Redis::TimeoutError"
+    } else if e.is_io_error() || e.is_connection_dropped() {
+        "Redis::ConnectionError"
+    } else if e.code().is_some() {
+        "Redis::CommandError"
+    } else {
+        "Redis::BaseError"
     }
 }
 
@@ -75,5 +115,22 @@ mod tests {
         assert!(e.exception.ends_with("Outer"));
         assert_eq!(e.message, "outer");
         assert_eq!(e.backtrace, vec!["caused by: inner"]);
+    }
+
+    #[test]
+    fn redis_errors_have_stable_names() {
+        let e: JobError = redis::make_extension_error("WRONGTYPE".into(), Some("x".into())).into();
+        assert_eq!(e.exception, "Redis::CommandError");
+        let refused =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let e: JobError = refused.into();
+        assert_eq!(e.exception, "Redis::CannotConnectError");
+        let e: JobError = crate::Error::Redis(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::BrokenPipe,
+        )))
+        .into();
+        assert_eq!(e.exception, "Redis::ConnectionError");
+        let e: JobError = serde_json::from_str::<u8>("x").unwrap_err().into();
+        assert_eq!(e.exception, "JSON::ParserError");
     }
 }

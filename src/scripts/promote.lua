@@ -1,57 +1,36 @@
--- promote.lua: turn a slot's claimed payload (see step.lua) into its worker record, or into a
--- failure entry when the worker found it is not a job, atomically.
+-- promote.lua: turn a slot's claimed payload (see step.lua) into a failure entry, when the
+-- worker found it is not a job, atomically with dropping the claim. (A good payload is
+-- promoted to its worker record by a WATCH/MULTI of the worker's own, so its bytes never pass
+-- through a script: see worker/claim.rs.)
 --
--- The worker read the claimed payload in chunks and checked it outside Redis; promoting writes
--- the record Ruby's readers expect ({"queue","run_at","payload"} with the payload's exact bytes)
--- and the slot's token key, or pushes the failure entry the worker built, and removes the
--- claim in the same step. Safe to resend: a claim that is no longer this token's is reported as
--- 'promoted' when the token key shows this promote already happened, else 'gone' (a pruner put
--- the payload back at the head of its queue; the worker must not run it).
+-- Safe to resend: a claim that is no longer this token's is reported 'gone'.
 --
--- KEYS[1] <ns>:worker:<id>   KEYS[2] <ns>:resq:claim:<id>   KEYS[3] <ns>:resq:token:<id>
--- KEYS[4] <ns>:resq:claims   KEYS[5] failure list (<ns>:failed)
--- KEYS[6] <ns>:stat:processed   KEYS[7] <ns>:stat:processed:<id>
--- KEYS[8] <ns>:stat:failed      KEYS[9] <ns>:stat:failed:<id>
--- ARGV[1] the claim's token   ARGV[2] 'run' or 'fail'   ARGV[3] run_at for the record
--- ARGV[4] the failure entry ('fail')   ARGV[5] '1' when failures also count as processed
--- ARGV[6] the worker id
--- Returns 'promoted', 'failed' (the entry was pushed), or 'gone'; an error reply, before any
--- write, when a key is unusable.
+-- KEYS[1] <ns>:resq:claim:<id> (a list: payload, token, queue as JSON)   KEYS[2] <ns>:resq:claims
+-- KEYS[3] failure list (<ns>:failed)
+-- KEYS[4] <ns>:stat:processed   KEYS[5] <ns>:stat:processed:<id>
+-- KEYS[6] <ns>:stat:failed      KEYS[7] <ns>:stat:failed:<id>
+-- ARGV[1] the claim's token   ARGV[2] the failure entry   ARGV[3] '1' when failures also count
+-- as processed   ARGV[4] the worker id
+-- Returns 'failed' (the entry was pushed) or 'gone'; an error reply, before any write, when a
+-- key is unusable.
 
-local head = redis.pcall('GETRANGE', KEYS[2], 0, 1023)
-if type(head) == 'table' then
-  return redis.error_reply(wrongtype_msg(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'string'))
+local token = redis.pcall('LINDEX', KEYS[1], 1)
+if type(token) == 'table' then
+  return redis.error_reply(wrongtype_msg(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'list'))
 end
-local hdr = string.match(head, '^([^\n]*)\n')
-if not hdr or string.match(hdr, '^(%S+)') ~= ARGV[1] then
-  local t = redis.pcall('GET', KEYS[3])
-  if t == ARGV[1] then return 'promoted' end
-  return 'gone'
+if token ~= ARGV[1] then return 'gone' end
+local count_failed = ARGV[3] == '1'
+local e = wrong_type(KEYS[3], 'list') or wrong_type(KEYS[2], 'set')
+  or bad_counter(KEYS[6], 1) or bad_counter(KEYS[7], 1)
+if not e and count_failed then e = bad_counter(KEYS[4], 1) or bad_counter(KEYS[5], 1) end
+if e then return redis.error_reply(e) end
+redis.call('RPUSH', KEYS[3], ARGV[2])
+redis.call('INCR', KEYS[6])
+redis.call('INCR', KEYS[7])
+if count_failed then
+  redis.call('INCR', KEYS[4])
+  redis.call('INCR', KEYS[5])
 end
-local qjson = string.sub(hdr, #ARGV[1] + 2)
-local count_failed = ARGV[5] == '1'
-
-if ARGV[2] == 'run' then
-  local e = wrong_type(KEYS[1], 'string') or wrong_type(KEYS[3], 'string') or wrong_type(KEYS[4], 'set')
-  if e then return redis.error_reply(e) end
-  local claim = redis.call('GET', KEYS[2])
-  redis.call('SET', KEYS[1], '{"queue":' .. qjson .. ',"run_at":"' .. ARGV[3] .. '","payload":'
-    .. string.sub(claim, #hdr + 2) .. '}')
-  redis.call('SET', KEYS[3], ARGV[1])
-else
-  local e = wrong_type(KEYS[5], 'list') or wrong_type(KEYS[4], 'set')
-    or bad_counter(KEYS[8], 1) or bad_counter(KEYS[9], 1)
-  if not e and count_failed then e = bad_counter(KEYS[6], 1) or bad_counter(KEYS[7], 1) end
-  if e then return redis.error_reply(e) end
-  redis.call('RPUSH', KEYS[5], ARGV[4])
-  redis.call('INCR', KEYS[8])
-  redis.call('INCR', KEYS[9])
-  if count_failed then
-    redis.call('INCR', KEYS[6])
-    redis.call('INCR', KEYS[7])
-  end
-end
-redis.call('DEL', KEYS[2])
-redis.call('SREM', KEYS[4], ARGV[6])
-if ARGV[2] == 'run' then return 'promoted' end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[4])
 return 'failed'

@@ -19,8 +19,11 @@
 -- Redis never loops over a payload's bytes beyond a fixed budget: a payload larger than
 -- ARGV[7] bytes, or with more than ARGV[9] non-ASCII characters, is not checked here but
 -- *claimed* (moved to the slot's claim key, out of every queue and record) for the worker to
--- check and promote with promote.lua; a payload over ARGV[8] bytes becomes a
--- Resq::PayloadTooLarge failure entry with its size, not its bytes.
+-- check and promote (worker/claim.rs); a payload over ARGV[8] bytes becomes a
+-- Resq::PayloadTooLarge failure entry with its size, not its bytes. A large payload at the head
+-- of a queue is not even brought into the script: `MEMORY USAGE … SAMPLES 1` (the head node's
+-- size) gives it away, and it is moved to the claim key inside Redis (SORT … STORE + LTRIM),
+-- which costs what a Ruby worker's LPOP of it costs.
 --
 -- Safe to resend when the reply was lost: a slot's finish applies only while its record (or,
 -- for a claimed job, its token key) is still what it reserved, and a reserve returns the record
@@ -35,8 +38,8 @@
 -- lowest member scored <= now, which is removed, or, when the frequency hash has it, re-scored
 -- by its period (Jesque's jesque_pop.lua).
 -- Then five keys per slot: <ns>:worker:<id>, <ns>:stat:processed:<id>, <ns>:stat:failed:<id>,
--- <ns>:resq:claim:<id> (a claimed payload: '<token> <queue as JSON>', a newline, the payload
--- bytes), <ns>:resq:token:<id> (the token of the claimed job the record holds).
+-- <ns>:resq:claim:<id> (a claimed payload: a list [payload bytes, token, queue as JSON]),
+-- <ns>:resq:token:<id> (the token of the claimed job the record holds).
 -- ARGV[1] "1" when failures also count as processed (Ruby's semantics)
 -- ARGV[2] run_at for a new record   ARGV[3] failed_at for entries written here
 -- ARGV[7] largest payload checked here (bytes)   ARGV[8] largest payload accepted (bytes)
@@ -48,8 +51,8 @@
 -- the completion, the worker id as a JSON string.
 -- Returns three values per slot: a tag, applied (1 when the completion was applied now, 0 when
 -- not: already applied, or refused), and data:
---   'job' + the record; 'claim' + '<token> <queue as JSON>' (the claim's header), a newline and
---   the payload's size in bytes; 'none'; 'paused';
+--   'job' + the record; 'claim' + '<token> <queue as JSON>', a newline and the payload's size
+--   in bytes (0 when unknown); 'none'; 'paused';
 --   'error' + what is wrong: the slot's reserve was refused, and so was its completion unless
 --   applied is 1 (a completion and a reserve are each all or nothing).
 -- Then one string with a character per queue: '0' when the call found it empty, '1' otherwise.
@@ -139,17 +142,24 @@ for s = 1, slots do
   local reserve = arg(s, 4) == '1'
   tag[s], applied[s], data[s] = 'none', 0, ''
   local err, held = nil, nil
-  if code ~= '0' or reserve then held, err = get_string(wkey(s)) end
+  local by_token = code == 'st' or code == 'ft'
+  if by_token then
+    -- A claimed job's record is too large to send back for comparison, or to read here: its
+    -- token key says the record is still the one this slot promoted.
+    local t = redis.call('TYPE', wkey(s))['ok']
+    if t ~= 'none' and t ~= 'string' then err = wrongtype_msg(wkey(s), t, 'string') end
+  elseif code ~= '0' or reserve then
+    held, err = get_string(wkey(s))
+  end
   if not err and code ~= '0' then
     local mine
-    if code == 'sr' or code == 'fr' then
+    if not by_token then
       mine = held == arg(s, 2)
     else
-      -- A claimed job's record is too large to send back for comparison: its token key says
-      -- the record is still the one this slot promoted.
       local t
       t, err = get_string(tkey(s))
-      mine = held and t == arg(s, 2)
+      mine = redis.call('EXISTS', wkey(s)) == 1 and t == arg(s, 2)
+      if not mine and not err and reserve then held, err = get_string(wkey(s)) end
     end
     if mine and not err then
       local success = code == 'sr' or code == 'st'
@@ -168,18 +178,14 @@ for s = 1, slots do
       tag[s], data[s] = 'job', held
     else
       -- A claim already taken (the reply of the call that took it was lost) comes back.
-      local head, cerr = redis.pcall('GETRANGE', ckey(s), 0, 1023), nil
-      if type(head) == 'table' then
-        cerr = wrongtype_msg(ckey(s), redis.call('TYPE', ckey(s))['ok'], 'string')
-      end
-      local hdr = head ~= '' and not cerr and string.match(head, '^([^\n]*)\n')
-      if head ~= '' and not cerr and not hdr then
-        cerr = 'BADCLAIM ' .. ckey(s) .. ' does not start with a claim header'
+      local token, cerr = redis.pcall('LINDEX', ckey(s), 1), nil
+      if type(token) == 'table' then
+        cerr = wrongtype_msg(ckey(s), redis.call('TYPE', ckey(s))['ok'], 'list')
       end
       if cerr then
         tag[s], data[s] = 'error', cerr
-      elseif hdr then
-        tag[s], data[s] = 'claim', hdr .. '\n' .. (redis.call('STRLEN', ckey(s)) - #hdr - 1)
+      elseif token then
+        tag[s], data[s] = 'claim', token .. ' ' .. (redis.call('LINDEX', ckey(s), 2) or '""') .. '\n0'
       else
         wanting[#wanting + 1] = s
       end
@@ -247,6 +253,45 @@ local function entry_for(s, q, exception, message)
     .. ',"queue":' .. ARGV[10 + q] .. '}'
 end
 
+-- What stops slot s from taking a claim (its claim key must be free, the claims set usable).
+local function claim_err(s)
+  local e = wrong_type(ckey(s), 'list') or shared_err('claims')
+  if not e and redis.call('EXISTS', ckey(s)) == 1 then
+    e = 'BADCLAIM ' .. ckey(s) .. ' holds a claim already'
+  end
+  return e
+end
+
+-- Slot s holds the claim `token` of a payload of n bytes from queue q.
+local function claimed(s, token, q, n)
+  redis.call('SADD', KEYS[5], cjson.decode(arg(s, 5)))
+  tag[s], data[s] = 'claim', token .. ' ' .. ARGV[10 + q] .. '\n' .. n
+  next_slot = next_slot + 1
+end
+
+-- Whether the head of list `key` (of `len` items) may be larger than `small` bytes: MEMORY
+-- USAGE with one sample is the head node's size times the node count, and a node of small
+-- items is at most 8 KiB (the list-max-listpack-size default), so only a head node holding a
+-- large item makes it exceed len * (small + overhead).
+local function head_large(key, len)
+  local usage = redis.call('MEMORY', 'USAGE', key, 'SAMPLES', 1)
+  return usage ~= nil and usage > len * (small + 128) + 1024
+end
+
+-- Moves the head of list `key` (queue q) to slot s's claim key inside Redis, without bringing
+-- it into the script. Returns an error text (and writes nothing) when the slot cannot claim.
+local function claim_head(key, q)
+  local s = wanting[next_slot]
+  local e = claim_err(s)
+  if e then return e end
+  local token = ARGV[10] .. '.' .. s
+  redis.call('SORT', key, 'BY', 'nosort', 'LIMIT', 0, 1, 'STORE', ckey(s))
+  redis.call('LTRIM', key, 1, -1)
+  redis.call('RPUSH', ckey(s), token, ARGV[10 + q])
+  claimed(s, token, q, 0)
+  return nil
+end
+
 -- Gives raw (popped from queue q) to the next wanting slot: its record, its claim, or a failure
 -- entry. Returns an error text (and writes nothing) when the slot's keys cannot take it.
 local function take(raw, q)
@@ -267,13 +312,11 @@ local function take(raw, q)
     tag[s], data[s], gone[s] = 'job', r, nil
     next_slot = next_slot + 1
   elseif mode == 'claim' then
-    local e = wrong_type(ckey(s), 'string') or shared_err('claims')
+    local e = claim_err(s)
     if e then return e end
-    local hdr = ARGV[10] .. '.' .. s .. ' ' .. ARGV[10 + q]
-    redis.call('SET', ckey(s), hdr .. '\n' .. raw)
-    redis.call('SADD', KEYS[5], cjson.decode(arg(s, 5)))
-    tag[s], data[s] = 'claim', hdr .. '\n' .. n
-    next_slot = next_slot + 1
+    local token = ARGV[10] .. '.' .. s
+    redis.call('RPUSH', ckey(s), raw, token, ARGV[10 + q])
+    claimed(s, token, q, n)
   else
     local e = failure_err(s)
     if e then return e end
@@ -309,8 +352,22 @@ for q = 1, nq do
     -- A list gives up to the number still wanted in one LPOP; a key of another type is
     -- skipped (pcall), unless it is a flagged Jesque zset queue, which gives its due member.
     local n = math.min(want(), budget)
-    local raws = redis.pcall('LPOP', key, n)
-    if type(raws) == 'table' and raws.err then
+    local len = redis.pcall('LLEN', key)
+    if type(len) == 'number' and len > 0 and head_large(key, len) then
+      -- A large payload at the head: claimed inside Redis, then the next one.
+      local e = claim_head(key, q)
+      if e then
+        stop(wanting[next_slot], e)
+        break
+      end
+      n = 0
+    end
+    local raws = {}
+    if n > 0 then raws = redis.pcall('LPOP', key, n) end
+    if n == 0 then
+      -- Claimed above: look at the new head.
+      qflags[q] = '1'
+    elseif type(raws) == 'table' and raws.err then
       qflags[q] = '0'
       if not (jesque and string.sub(flags, q, q) == '1') then break end
       local due = redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[6], 'LIMIT', 0, 1)[1]
@@ -327,7 +384,7 @@ for q = 1, nq do
       if #due > max_payload then
         e = failure_err(s)
       elseif #due > small or not utf8_within_budget(due) then
-        e = wrong_type(ckey(s), 'string') or shared_err('claims')
+        e = claim_err(s)
       elseif malformed(due) then
         e = failure_err(s)
       end

@@ -757,34 +757,44 @@ mod more_scenarios {
         }
     }
 
-    /// promote.lua: a claimed payload becomes the record; unclaim.lua puts one back.
-    fn claimed(name: &'static str, put_back: bool) -> Scenario {
-        const CLAIM: &str = "t.1 \"q\"\n{\"class\":\"A\",\"args\":[\"p-1\"]}";
+    /// A claim is promoted to its record (WATCH/MULTI), failed (promote.lua) or put back
+    /// (unclaim.lua).
+    fn claimed(name: &'static str, how: &'static str) -> Scenario {
+        const RAW: &str = r#"{"class":"A","args":["p-1"]}"#;
         Scenario {
             name,
             setup: Box::new(|mut con, keys| {
                 Box::pin(async move {
-                    let _: () = con.set(keys.claim(ID), CLAIM).await.unwrap();
+                    let _: () = con
+                        .rpush(keys.claim(ID), &[RAW, "t.1", "\"q\""])
+                        .await
+                        .unwrap();
                     let _: () = con.sadd(keys.claims(), ID).await.unwrap();
                 })
             }),
             run: Box::new(move |mut con, keys| {
                 Box::pin(async move {
-                    let r = if put_back {
-                        crate::worker::claim::unclaim(&mut con, &keys, ID, "t.1", "q")
+                    let stepper = Stepper::new(&keys, ID, true);
+                    let claim = crate::worker::step::Claim {
+                        token: "t.1".into(),
+                        queue: "q".into(),
+                        size: RAW.len(),
+                    };
+                    let r = match how {
+                        "unclaim" => crate::worker::claim::unclaim(&mut con, &keys, ID, "t.1", "q")
                             .await
-                            .map(|b| b.to_string())
-                    } else {
-                        let stepper = Stepper::new(&keys, ID, true);
-                        let claim = crate::worker::step::Claim {
-                            token: "t.1".into(),
-                            queue: "q".into(),
-                            header_len: "t.1 \"q\"\n".len(),
-                            size: 0,
-                        };
-                        crate::worker::claim::promote(&mut con, &stepper, &claim, None)
+                            .map(|b| b.to_string()),
+                        "fail" => crate::worker::claim::fail(
+                            &mut con,
+                            &stepper,
+                            &claim,
+                            r#"{"payload":null,"error":"p-1 bad"}"#,
+                        )
+                        .await
+                        .map(|p| format!("{p:?}")),
+                        _ => crate::worker::claim::promote(&mut con, &stepper, &claim, RAW)
                             .await
-                            .map(|p| format!("{p:?}"))
+                            .map(|p| format!("{p:?}")),
                     };
                     match r {
                         Ok(v) => Answer::Done(v),
@@ -793,13 +803,22 @@ mod more_scenarios {
                 })
             }),
             keys: Box::new(move |k| {
-                let mut v = vec![(k.claim(ID), Kind::Str), (k.claims(), Kind::Set)];
-                if put_back {
-                    v.push((k.queue("q"), Kind::List));
-                    v.push((k.queues(), Kind::Set));
-                } else {
-                    v.push((k.worker(ID), Kind::Str));
-                    v.push((k.claim_token(ID), Kind::Str));
+                let mut v = vec![(k.claim(ID), Kind::List), (k.claims(), Kind::Set)];
+                match how {
+                    "unclaim" => {
+                        v.push((k.queue("q"), Kind::List));
+                        v.push((k.queues(), Kind::Set));
+                    }
+                    "fail" => {
+                        v.push((k.failed(), Kind::List));
+                        v.push((k.stat_failed(), Kind::Counter));
+                        v.push((k.stat_failed_by(ID), Kind::Counter));
+                        v.push((k.stat_processed(), Kind::Counter));
+                    }
+                    _ => {
+                        v.push((k.worker(ID), Kind::Str));
+                        v.push((k.claim_token(ID), Kind::Str));
+                    }
                 }
                 v
             }),
@@ -814,11 +833,15 @@ mod more_scenarios {
     }
 
     pub fn promote() -> Scenario {
-        claimed("promote", false)
+        claimed("promote", "run")
+    }
+
+    pub fn promote_failed() -> Scenario {
+        claimed("promote-failed", "fail")
     }
 
     pub fn unclaim() -> Scenario {
-        claimed("unclaim", true)
+        claimed("unclaim", "unclaim")
     }
 
     pub fn unique_enqueue() -> Scenario {
@@ -1006,6 +1029,7 @@ async fn no_script_writes_when_it_refuses() {
         more_scenarios::complete_retry(),
         more_scenarios::prune(),
         more_scenarios::promote(),
+        more_scenarios::promote_failed(),
         more_scenarios::unclaim(),
         more_scenarios::unique_enqueue(),
         more_scenarios::jesque_enqueue(),

@@ -3,35 +3,31 @@
 -- job, and by pruning for the claims of dead or unregistered workers: a claimed job never
 -- started, so it goes back whatever the at-least-once setting.
 --
--- KEYS[1] <ns>:resq:claim:<id>   KEYS[2] <ns>:resq:claims   KEYS[3] <ns>:queues
--- KEYS[4] <ns>:queue:<q>, the queue named in the claim's header
+-- KEYS[1] <ns>:resq:claim:<id> (a list: payload, token, queue as JSON)   KEYS[2] <ns>:resq:claims
+-- KEYS[3] <ns>:queues   KEYS[4] <ns>:queue:<q>, the queue named in the claim
 -- ARGV[1] the claim's token ('' = whatever claim is there)   ARGV[2] the worker id
--- ARGV[3] the queue name (must be the one in the header)
+-- ARGV[3] the queue name (must be the one in the claim)
 -- Returns 1 when the payload went back now, 0 when there was nothing (or another token) to
 -- put back; an error reply, before any write, when a key is unusable.
 
-local head = redis.pcall('GETRANGE', KEYS[1], 0, 1023)
-if type(head) == 'table' then
-  return redis.error_reply(wrongtype_msg(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'string'))
+local token = redis.pcall('LINDEX', KEYS[1], 1)
+if type(token) == 'table' then
+  return redis.error_reply(wrongtype_msg(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'list'))
 end
-local hdr = string.match(head, '^([^\n]*)\n')
-if not hdr then
-  if head ~= '' then
-    return redis.error_reply('BADCLAIM ' .. KEYS[1] .. ' does not start with a claim header')
-  end
+local e = wrong_type(KEYS[2], 'set')
+if e then return redis.error_reply(e) end
+if not token then
   redis.call('SREM', KEYS[2], ARGV[2])
   return 0
 end
-local token, qjson = string.match(hdr, '^(%S+) (.*)$')
 if ARGV[1] ~= '' and token ~= ARGV[1] then return 0 end
-local ok, queue = pcall(cjson.decode, qjson or '')
+local ok, queue = pcall(cjson.decode, redis.call('LINDEX', KEYS[1], 2) or '')
 if not ok or queue ~= ARGV[3] then
   return redis.error_reply('BADCLAIM ' .. KEYS[1] .. ' names another queue than ' .. ARGV[3])
 end
-local e = wrong_type(KEYS[4], 'list') or wrong_type(KEYS[3], 'set') or wrong_type(KEYS[2], 'set')
+e = wrong_type(KEYS[4], 'list') or wrong_type(KEYS[3], 'set')
 if e then return redis.error_reply(e) end
-local claim = redis.call('GET', KEYS[1])
-redis.call('LPUSH', KEYS[4], string.sub(claim, #hdr + 2))
+redis.call('LMOVE', KEYS[1], KEYS[4], 'LEFT', 'LEFT')
 redis.call('SADD', KEYS[3], ARGV[3])
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[2])

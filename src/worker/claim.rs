@@ -5,85 +5,72 @@
 //! every client of that Redis for seconds. So the step script checks a payload itself only up
 //! to [`super::step::CHECKED_IN_REDIS`] bytes and [`super::step::CHARS_CHECKED_IN_REDIS`]
 //! non-ASCII characters; any other payload it *claims*: moves it, in the same atomic step that
-//! pops it, to the slot's claim key `<ns>:resq:claim:<id>` (`<token> <queue as JSON>\n` then the
-//! payload bytes), out of every queue and every worker record, where no Ruby, Java or Node
-//! process looks. The slot then
+//! takes it from its queue, to the slot's claim key `<ns>:resq:claim:<id>` (a list: the payload,
+//! the claim's token, the queue as JSON), out of every queue and every worker record, where no
+//! Ruby, Java or Node process looks. A large payload at the head of a queue never even passes
+//! through the script (it is moved inside Redis). The slot then, on a connection of its own:
 //!
-//! 1. [`read`]s the payload in chunks of [`CHUNK`] bytes (`GETRANGE`), so neither Redis nor the
-//!    shared connection ever handles it in one piece, and the worker's peak memory stays near
-//!    the payload's size;
-//! 2. checks it ([`check`], the same rules as the script), and
-//! 3. [`promote`]s it: a good payload becomes the slot's worker record (built inside Redis from
-//!    the claim, so the bytes never travel back) plus a token key that later completions name
-//!    the job by; a bad one becomes a `Resq::MalformedPayload` failure entry. Either way in one
-//!    atomic step, so a malformed payload never becomes a record that breaks Ruby's prune or
-//!    resque-web.
+//! 1. [`read`]s the payload with a plain `LINDEX` (what a Ruby worker's `LPOP` costs Redis),
+//!    one large claim at a time per process, so memory grows with one payload, not with the
+//!    number of slots;
+//! 2. checks it ([`check`], the same rules as the script, without decoding it), and
+//! 3. [`promote`]s it: a good payload becomes the slot's worker record plus a token key that
+//!    later completions name the job by (a `WATCH`/`MULTI` on the claim key, so the bytes go
+//!    to Redis once, as a plain `SET`, never through a script); a bad one becomes a
+//!    `Resq::MalformedPayload` failure entry (`promote.lua`). Either way in one atomic step, so
+//!    a malformed payload never becomes a record that breaks Ruby's prune or resque-web.
 //!
 //! A slot that stops before promoting [`unclaim`]s: the payload goes back to the head of its
 //! queue, byte for byte. A claim left by a process that died is put back by pruning. Claimed
-//! jobs are rare (large or unusual payloads) and cost one more round trip than others.
+//! jobs are rare (large or unusual payloads) and cost two more round trips than others.
 
 use super::step::{Claim, Stepper};
 use crate::keys::Keys;
-use crate::wire::payload::{Payload, PayloadError};
+use crate::wire::payload::PayloadError;
 use redis::aio::ConnectionLike;
 use redis::RedisResult;
-
-/// Bytes read per `GETRANGE`.
-pub const CHUNK: usize = 1024 * 1024;
 
 /// Most bytes of a malformed claimed payload quoted in its failure entry.
 pub const QUOTED: usize = 64 * 1024;
 
+/// One claim read, checked and promoted at a time per process (the memory they take is a few
+/// times their size).
+pub static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+/// Payloads at least this large give their memory back to the system once run.
+pub const LARGE: usize = 1024 * 1024;
+
 /// Reads the payload of `claim` (slot `stepper`'s claim key); `None` when the claim is no
-/// longer there (a pruner put it back).
+/// longer this one (a pruner put it back).
 pub async fn read<C: ConnectionLike + Send>(
     con: &mut C,
     stepper: &Stepper,
     claim: &Claim,
 ) -> RedisResult<Option<Vec<u8>>> {
     let key = stepper.keys().claim(stepper.id());
-    let header = format!("{} ", claim.token);
-    let mut out = Vec::with_capacity(claim.size);
-    let end = claim.header_len + claim.size;
-    let mut at = 0;
-    while at < end {
-        let to = (at + CHUNK).min(end);
-        let chunk: Vec<u8> = redis::cmd("GETRANGE")
-            .arg(&key)
-            .arg(at)
-            .arg(to - 1)
-            .query_async(con)
-            .await?;
-        if at == 0 {
-            // The claim is immutable while its token stands; a different start means it is gone.
-            if !chunk.starts_with(header.as_bytes()) || chunk.len() < claim.header_len {
-                return Ok(None);
-            }
-            out.extend_from_slice(&chunk[claim.header_len..]);
-        } else {
-            out.extend_from_slice(&chunk);
-        }
-        if chunk.len() < to - at {
-            return Ok(None);
-        }
-        at = to;
+    let token: Option<String> = redis::cmd("LINDEX")
+        .arg(&key)
+        .arg(1)
+        .query_async(con)
+        .await?;
+    if token.as_deref() != Some(claim.token.as_str()) {
+        return Ok(None);
     }
-    Ok(Some(out))
+    redis::cmd("LINDEX").arg(&key).arg(0).query_async(con).await
 }
 
-/// Checks a claimed payload with the step script's rules; the bytes come back with the reason
-/// when it cannot run. A good payload is decoded without copying its text.
-pub fn check(bytes: Vec<u8>) -> Result<Payload, (PayloadError, Vec<u8>)> {
+/// Checks a claimed payload with the step script's rules without decoding it (no copy of its
+/// text, no tree of values: those come later, once it is promoted); the bytes come back with
+/// the reason when it cannot run.
+pub fn check(bytes: Vec<u8>) -> Result<String, (PayloadError, Vec<u8>)> {
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => return Err((PayloadError::Utf8, e.into_bytes())),
     };
-    // The shape first, borrowing the text, so a refusal still has the bytes to quote.
-    if let Err(why) = probe(&text) {
-        return Err((why, text.into_bytes()));
+    match probe(&text) {
+        Ok(()) => Ok(text),
+        Err(why) => Err((why, text.into_bytes())),
     }
-    Payload::from_string(text).map_err(|why| (why, Vec::new()))
 }
 
 /// What the decoder would refuse, found without decoding the payload's values.
@@ -142,20 +129,131 @@ pub enum Promoted {
     Gone,
 }
 
-/// Promotes slot `stepper`'s claim `claim`: to its worker record (`failure` = `None`) or to
-/// the failure entry given.
+/// Promotes slot `stepper`'s claim `claim` to its worker record for `payload` (the checked
+/// payload), on `con`, a connection of the slot's own (`WATCH` is per connection).
 pub async fn promote<C: ConnectionLike + Send>(
     con: &mut C,
     stepper: &Stepper,
     claim: &Claim,
-    failure: Option<&str>,
+    payload: &str,
+) -> RedisResult<Promoted> {
+    let keys = stepper.keys();
+    let id = stepper.id();
+    let (claim_key, record_key, token_key) =
+        (keys.claim(id), keys.worker(id), keys.claim_token(id));
+    let record = RecordArg {
+        queue_json: crate::wire::record::encode_queue(&claim.queue),
+        run_at: crate::wire::time::run_at(chrono::Utc::now()),
+        payload,
+    };
+    // Another writer of these keys (a pruner putting the claim back) makes EXEC fail: look
+    // again.
+    for _ in 0..10 {
+        let _: () = redis::cmd("WATCH")
+            .arg(&claim_key)
+            .arg(&record_key)
+            .arg(&token_key)
+            .arg(keys.claims())
+            .query_async(con)
+            .await?;
+        let claims_key = keys.claims();
+        let wants = [
+            ("list", &claim_key),
+            ("string", &record_key),
+            ("string", &token_key),
+            ("set", &claims_key),
+        ];
+        let types: Vec<String> = {
+            let mut p = redis::pipe();
+            for (_, k) in &wants {
+                p.cmd("TYPE").arg(*k);
+            }
+            p.query_async(con).await?
+        };
+        for ((want, key), got) in wants.iter().zip(&types) {
+            if got != "none" && got != want {
+                let _: () = redis::cmd("UNWATCH").query_async(con).await?;
+                return Err(redis::make_extension_error(
+                    "WRONGTYPE".into(),
+                    Some(format!("{key} is a {got}, not a {want}")),
+                ));
+            }
+        }
+        let token: Option<String> = redis::cmd("LINDEX")
+            .arg(&claim_key)
+            .arg(1)
+            .query_async(con)
+            .await?;
+        if token.as_deref() != Some(claim.token.as_str()) {
+            let held: Option<String> = redis::cmd("GET").arg(&token_key).query_async(con).await?;
+            let _: () = redis::cmd("UNWATCH").query_async(con).await?;
+            return Ok(if held.as_deref() == Some(claim.token.as_str()) {
+                Promoted::Run
+            } else {
+                Promoted::Gone
+            });
+        }
+        let done: Option<redis::Value> = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg(&record_key)
+            .arg(&record)
+            .ignore()
+            .set(&token_key, &claim.token)
+            .ignore()
+            .del(&claim_key)
+            .ignore()
+            .srem(keys.claims(), id)
+            .ignore()
+            .query_async(con)
+            .await?;
+        if done.is_some() {
+            return Ok(Promoted::Run);
+        }
+    }
+    Err(redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "promote: the claim kept changing",
+    )))
+}
+
+/// A worker record written straight into the command, piece by piece (the same bytes as
+/// [`crate::wire::record::encode`]), so a large payload is not copied once more to build it.
+struct RecordArg<'a> {
+    /// The queue name as JSON.
+    queue_json: String,
+    /// The record's `run_at`.
+    run_at: String,
+    /// The payload's exact text.
+    payload: &'a str,
+}
+
+impl redis::ToRedisArgs for RecordArg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        let mut w = out.writer_for_next_arg();
+        // Writing into the command's own buffer cannot fail.
+        let _ = write!(
+            w,
+            r#"{{"queue":{},"run_at":"{}","payload":"#,
+            self.queue_json, self.run_at
+        );
+        let _ = w.write_all(self.payload.as_bytes());
+        let _ = w.write_all(b"}");
+    }
+}
+
+/// Turns slot `stepper`'s claim `claim` into the failure entry `entry` (a malformed payload).
+pub async fn fail<C: ConnectionLike + Send>(
+    con: &mut C,
+    stepper: &Stepper,
+    claim: &Claim,
+    entry: &str,
 ) -> RedisResult<Promoted> {
     let keys = stepper.keys();
     let id = stepper.id();
     let status: String = crate::scripts::PROMOTE
-        .key(keys.worker(id))
         .key(keys.claim(id))
-        .key(keys.claim_token(id))
         .key(keys.claims())
         .key(keys.failed())
         .key(keys.stat_processed())
@@ -163,15 +261,12 @@ pub async fn promote<C: ConnectionLike + Send>(
         .key(keys.stat_failed())
         .key(keys.stat_failed_by(id))
         .arg(&claim.token)
-        .arg(if failure.is_some() { "fail" } else { "run" })
-        .arg(crate::wire::time::run_at(chrono::Utc::now()))
-        .arg(failure.unwrap_or(""))
+        .arg(entry)
         .arg(if stepper.count_failed() { "1" } else { "0" })
         .arg(id)
         .invoke_async(con)
         .await?;
     Ok(match status.as_str() {
-        "promoted" => Promoted::Run,
         "failed" => Promoted::Failed,
         _ => Promoted::Gone,
     })
@@ -199,22 +294,17 @@ pub async fn unclaim<C: ConnectionLike + Send>(
     Ok(n == 1)
 }
 
-/// The queue named in worker `id`'s claim header, when it holds a claim (for pruning, which
-/// finds claims by worker id).
+/// The queue named in worker `id`'s claim, when it holds one (for pruning, which finds claims
+/// by worker id).
 pub async fn claimed_queue<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     id: &str,
 ) -> RedisResult<Option<String>> {
-    let head: Vec<u8> = redis::cmd("GETRANGE")
+    let q: Option<String> = redis::cmd("LINDEX")
         .arg(keys.claim(id))
-        .arg(0)
-        .arg(1023)
+        .arg(2)
         .query_async(con)
         .await?;
-    let text = String::from_utf8_lossy(&head);
-    Ok(text
-        .split_once('\n')
-        .and_then(|(header, _)| header.split_once(' '))
-        .and_then(|(_, q)| serde_json::from_str(q).ok()))
+    Ok(q.and_then(|q| serde_json::from_str(&q).ok()))
 }

@@ -11,10 +11,13 @@
 //! * **watchers**, the fallback when tracking is unavailable (Redis Cluster, an ACL without
 //!   `CLIENT`, a proxy without RESP3): a blocking `BLMOVE q q LEFT LEFT` per queue on a
 //!   connection of its own, for the first [`MAX_WATCHED`] queues;
-//! * **the periodic reserve**: every `INTERVAL`, while any slot is parked, one slot reserves
-//!   from every queue whatever the wake-ups said — so a lost connection, a watcher that cannot
-//!   reconnect (Redis at `maxclients`) or a missed message never leaves a job waiting longer
-//!   than `INTERVAL`, as with Ruby's own polling.
+//! * **the periodic reserve**, while invalidations are not arriving: every `INTERVAL`, while
+//!   any slot is parked, one slot reserves from every queue whatever the watchers said — so a
+//!   queue beyond the watched ones, a lost connection or a watcher that cannot reconnect (Redis
+//!   at `maxclients`) never leaves a job waiting longer than `INTERVAL`, as with Ruby's own
+//!   polling. While invalidations arrive nothing can be missed (Redis delivers them while the
+//!   connection lives, and every queue is polled again when it is re-established), so an idle
+//!   process sends nothing.
 //!
 //! The same state makes reserves cheap with many queues: the step script reports which queues
 //! it found empty, and while tracking is on, a queue found empty stays out of the next reserves
@@ -85,6 +88,8 @@ pub struct Fetch {
     full_due: AtomicBool,
     /// Asks the supervisor to refresh a wildcard list now.
     refresh: Notify,
+    /// Signalled once the first tracking attempt is over (connected or refused).
+    pub(crate) tracking_tried: Notify,
 }
 
 /// The queues one step call polls (see [`Fetch::pick`]).
@@ -137,6 +142,7 @@ impl Fetch {
             tracking: AtomicBool::new(false),
             full_due: AtomicBool::new(false),
             refresh: Notify::new(),
+            tracking_tried: Notify::new(),
         });
         fetch.mark_ours(&first);
         Ok(fetch)
@@ -381,6 +387,9 @@ impl Fetch {
             self.keys.queue(""),
             stop.clone(),
         ));
+        // Watchers only once tracking has had its chance: a watcher's BLMOVE moves a job's
+        // bytes to this process and back, which tracking never does.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.tracking_tried.notified()).await;
         let mut watchers = JoinSet::new();
         let mut watched: Vec<String> = Vec::new();
         let mut tick = tokio::time::interval(self.interval);
@@ -415,8 +424,10 @@ impl Fetch {
                 }
                 watched = want;
             }
-            if self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
-                // The periodic reserve: whatever the wake-ups missed is found within INTERVAL.
+            if !tracking && self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
+                // The periodic reserve: whatever the watchers missed (a queue beyond the
+                // watched ones, a watcher that cannot connect) is found within INTERVAL. While
+                // invalidations arrive, nothing can be missed and an idle process sends nothing.
                 self.full_due.store(true, Ordering::SeqCst);
                 self.work.notify_one();
             }

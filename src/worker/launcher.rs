@@ -267,6 +267,7 @@ impl Worker {
                 steps: steps.clone(),
                 state: state.clone(),
                 con: con.clone(),
+                endpoint: endpoint.clone(),
                 fetch: fetch.clone(),
                 registry: self.registry.clone(),
                 shutdown: shutdown.subscribe(),
@@ -288,6 +289,7 @@ impl Worker {
             fetch,
             shutdown,
             slots,
+            left: Vec::new(),
             stop: stop_tx,
             heartbeat: Some(heartbeat),
             fetch_task,
@@ -341,7 +343,9 @@ pub struct Running {
     /// Shutdown phases.
     shutdown: Shutdown,
     /// Slot tasks.
-    slots: JoinSet<()>,
+    slots: JoinSet<super::slot::Stopped>,
+    /// Ids whose slots left a record for pruning (not unregistered).
+    left: Vec<Arc<str>>,
     /// Stops the heartbeat and watcher tasks.
     stop: watch::Sender<bool>,
     /// The heartbeat thread.
@@ -359,6 +363,13 @@ pub struct Running {
 }
 
 impl Running {
+    /// Notes how a slot ended.
+    fn note(&mut self, stopped: super::slot::Stopped) {
+        if let super::slot::Stopped::LeftRecord(id) = stopped {
+            self.left.push(id);
+        }
+    }
+
     /// The slots' worker ids.
     pub fn ids(&self) -> &[String] {
         &self.ids
@@ -448,7 +459,7 @@ impl Running {
                 r = this.slots.join_next() => match r {
                     None => break,
                     Some(Err(e)) => tracing::error!(error = %e, "a slot task ended abnormally"),
-                    Some(Ok(())) => {}
+                    Some(Ok(stopped)) => this.note(stopped),
                 },
             }
         }
@@ -459,7 +470,11 @@ impl Running {
     /// most [`UNREGISTER_PATIENCE`]: when Redis does not answer, the ids are left for pruning
     /// and the log says so).
     pub async fn wait(mut self) -> Result<()> {
-        while self.slots.join_next().await.is_some() {}
+        while let Some(r) = self.slots.join_next().await {
+            if let Ok(stopped) = r {
+                self.note(stopped);
+            }
+        }
         let _ = self.stop.send(true);
         if let Some(t) = self.scheduler_task.take() {
             // The scheduler releases its lock on stop; it never holds the exit longer than this.
@@ -472,7 +487,21 @@ impl Running {
         if let Some(h) = self.heartbeat.take() {
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
         }
-        let ids = self.ids.clone();
+        // A slot that could not record its last job keeps its id registered and its record in
+        // place: pruning records the job once the heartbeat expires (unregistering would
+        // delete the record, and the job with it).
+        let ids: Vec<String> = self
+            .ids
+            .iter()
+            .filter(|id| !self.left.iter().any(|l| &**l == id.as_str()))
+            .cloned()
+            .collect();
+        if !self.left.is_empty() {
+            tracing::warn!(
+                ids = ?self.left,
+                "left registered for pruning: their records hold jobs that could not be recorded"
+            );
+        }
         let keys = self.keys.clone();
         let con = self.con.clone();
         let done = crate::conn::retry_until(
@@ -486,9 +515,9 @@ impl Running {
         )
         .await;
         match done {
-            Some(()) => tracing::info!(slots = self.ids.len(), "worker unregistered"),
+            Some(()) => tracing::info!(slots = ids.len(), "worker unregistered"),
             None => tracing::warn!(
-                ids = ?self.ids,
+                ids = ?ids,
                 "could not unregister: Redis did not answer; these worker ids (and any record \
                  they hold) are left for pruning, which removes them once their heartbeats \
                  expire ({} s)",

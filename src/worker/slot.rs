@@ -44,6 +44,9 @@ use tokio::time::Instant;
 /// How long, after the process aborts, a slot keeps trying to write its last completion.
 pub const ABORT_GRACE: Duration = Duration::from_secs(2);
 
+/// How long reading or promoting a claimed payload may take on the slot's own connection.
+const CLAIM_PATIENCE: Duration = Duration::from_secs(120);
+
 /// Longest back-off between attempts while a slot's transition is refused.
 const REFUSED_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -71,6 +74,8 @@ pub struct Slot {
     pub steps: Batcher,
     /// The shared connection.
     pub con: Conn,
+    /// Where Redis is (for the slot's own connection to read a claimed payload).
+    pub endpoint: crate::conn::Endpoint,
     /// Wake-ups and the resolved queue list.
     pub fetch: Arc<Fetch>,
     /// Handlers.
@@ -87,6 +92,15 @@ pub struct Slot {
     pub keys: Keys,
     /// `RESQUE_TERM_TIMEOUT`: how long after QUIT a completion Redis refuses is retried.
     pub term_timeout: Duration,
+}
+
+/// How a slot ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// Its last job is recorded; its id can be unregistered.
+    Clean(Arc<str>),
+    /// It gave up recording its last job: the id stays registered, its record for pruning.
+    LeftRecord(Arc<str>),
 }
 
 /// Why a Redis step of this slot did not go through.
@@ -153,9 +167,9 @@ impl Trouble {
 }
 
 impl Slot {
-    /// Runs until shutdown; returns once the slot's last job is recorded (or left, recorded in
-    /// the log, for pruning).
-    pub async fn run(mut self) {
+    /// Runs until shutdown; returns once the slot's last job is recorded, or with
+    /// [`Stopped::LeftRecord`] when it gave up on recording it (the record stays for pruning).
+    pub async fn run(mut self) -> Stopped {
         let mut pending: Option<Completion> = None;
         let mut trouble = Trouble::new();
         let mut full = false;
@@ -164,7 +178,7 @@ impl Slot {
             let take = phase == Phase::Running && !self.fetch.locally_paused();
             if !take && pending.is_none() {
                 if phase != Phase::Running {
-                    return;
+                    return Stopped::Clean(self.state.id.clone());
                 }
                 self.wait_unpaused().await;
                 continue;
@@ -178,7 +192,10 @@ impl Slot {
                         .await
                     {
                         self.leave_for_pruning(pending.as_ref(), &problem);
-                        return;
+                        return match pending {
+                            Some(_) => Stopped::LeftRecord(self.state.id.clone()),
+                            None => Stopped::Clean(self.state.id.clone()),
+                        };
                     }
                     continue;
                 }
@@ -229,42 +246,17 @@ impl Slot {
         self.after_abort(c, fired.load(Ordering::SeqCst)).await
     }
 
-    /// A claimed payload: read, check, promote, run. Returns the completion of the job run, if
-    /// one ran.
+    /// A claimed payload: read, check, promote, run — on a connection of the slot's own (so
+    /// a large payload never holds up the other slots' steps on the shared one, and its read
+    /// buffer is freed with it). Returns the completion of the job run, if one ran.
     async fn claimed(&mut self, c: Claim, trouble: &mut Trouble) -> Option<Completion> {
-        let bytes = loop {
+        let outcome = loop {
             if *self.shutdown.borrow() != Phase::Running {
                 self.unclaim(&c).await;
                 return None;
             }
-            let mut con = self.con.clone();
-            match claim::read(&mut con, &self.stepper, &c).await {
-                Ok(Some(b)) => break b,
-                Ok(None) => return None,
-                Err(e) => {
-                    if !self.back_off(trouble, &Problem::Call(e), None).await {
-                        return None;
-                    }
-                }
-            }
-        };
-        let verdict = claim::check(bytes);
-        let (payload, failure) = match verdict {
-            Ok(p) => (Some(p), None),
-            Err((why, bytes)) => {
-                tracing::warn!(worker = %self.state.id, queue = %c.queue, bytes = c.size, error = %why, "malformed payload");
-                let entry = claim::failure_entry(&why, &bytes, &c.queue, &self.state.id);
-                (None, Some(entry))
-            }
-        };
-        let promoted = loop {
-            if *self.shutdown.borrow() != Phase::Running {
-                self.unclaim(&c).await;
-                return None;
-            }
-            let mut con = self.con.clone();
-            match claim::promote(&mut con, &self.stepper, &c, failure.as_deref()).await {
-                Ok(p) => break p,
+            match self.read_and_promote(&c).await {
+                Ok(o) => break o,
                 Err(e) => {
                     if !self.back_off(trouble, &Problem::Call(e), None).await {
                         // Still claimed: pruning puts it back in its queue.
@@ -274,10 +266,20 @@ impl Slot {
             }
         };
         self.recovered(trouble);
-        let (Promoted::Run, Some(payload)) = (promoted, payload) else {
-            return None;
+        let payload = match outcome {
+            None => return None,
+            Some(Ok(p)) => p,
+            Some(Err(why)) => {
+                // Promoted, yet the decoder refuses what the check passed: it fails as a job.
+                let err = crate::registry::JobError::new("Resq::MalformedPayload", why.to_string());
+                let entry = super::perform::failure_entry(None, &c.queue, &self.state.id, &err);
+                return Some(Completion::Failure {
+                    job: super::step::JobRef::Token(c.token.clone()),
+                    entry,
+                });
+            }
         };
-        let big = c.size >= claim::CHUNK;
+        let large = payload.text().len() >= claim::LARGE;
         let completion = self
             .run_job(Reserved::Claimed {
                 payload,
@@ -285,10 +287,47 @@ impl Slot {
                 token: c.token.clone(),
             })
             .await;
-        if big {
+        if large {
             crate::runtime::release_memory();
         }
         completion
+    }
+
+    /// Reads, checks and promotes a claim; the payload to run, or `None` (malformed: recorded
+    /// as a failure; or gone). The read and the promote each use a connection of their own,
+    /// dropped at once: a large reply's read buffer does not outlive it.
+    async fn read_and_promote(
+        &self,
+        c: &Claim,
+    ) -> redis::RedisResult<Option<Result<crate::wire::Payload, crate::wire::payload::PayloadError>>>
+    {
+        let _one = claim::ONE_AT_A_TIME.acquire().await;
+        let bytes = {
+            let mut con = self.endpoint.blocking(CLAIM_PATIENCE).await?;
+            match claim::read(&mut con, &self.stepper, c).await? {
+                Some(b) => b,
+                None => return Ok(None),
+            }
+        };
+        let size = bytes.len();
+        let text = match claim::check(bytes) {
+            Ok(text) => text,
+            Err((why, bytes)) => {
+                tracing::warn!(worker = %self.state.id, queue = %c.queue, bytes = size, error = %why, "malformed payload");
+                let entry = claim::failure_entry(&why, &bytes, &c.queue, &self.state.id);
+                drop(bytes);
+                let mut con = self.con.clone();
+                claim::fail(&mut con, &self.stepper, c, &entry).await?;
+                return Ok(None);
+            }
+        };
+        let mut con = self.endpoint.blocking(CLAIM_PATIENCE).await?;
+        match claim::promote(&mut con, &self.stepper, c, &text).await? {
+            Promoted::Run => {}
+            _ => return Ok(None),
+        }
+        drop(con);
+        Ok(Some(crate::wire::Payload::from_string(text)))
     }
 
     /// Puts a claim that will not run back at the head of its queue (best effort: pruning
@@ -449,18 +488,20 @@ impl Slot {
                 trouble.backoff.next_delay()
             }
             Class::Permanent => {
-                if let Some(times) = trouble.reporter.due() {
+                trouble.reporter.due();
+                let text = problem.describe();
+                if let Some((times, slots)) = errors::shared_due(&text, &self.state.id) {
                     let key = self.keys.worker(&self.state.id);
                     let holding = match pending {
-                        Some(c) if c.succeeded() => format!("its finished job stays in {key}"),
-                        Some(_) => format!("its failed job stays in {key}"),
+                        Some(c) if c.succeeded() => format!("a finished job stays in {key}"),
+                        Some(_) => format!("a failed job stays in {key}"),
                         None => "no job was taken".to_string(),
                     };
                     tracing::error!(
                         worker = %self.state.id,
                         times,
-                        "{}; {holding}; retrying every {}s at most",
-                        problem.describe(),
+                        slots,
+                        "{text}; {holding} until it is repaired; retrying every {}s at most",
                         REFUSED_BACKOFF.as_secs()
                     );
                 }
@@ -506,7 +547,7 @@ impl Slot {
             trouble.streak.succeeded("step");
         }
         if trouble.reporter.active() {
-            tracing::info!(worker = %self.state.id, "the refused step went through: the key was repaired");
+            tracing::info!(worker = %self.state.id, "the refused step went through (repaired)");
         }
         *trouble = Trouble::new();
     }

@@ -136,9 +136,7 @@ pub struct Claim {
     pub token: String,
     /// The queue it was popped from.
     pub queue: String,
-    /// Length of the claim key's header (`<token> <queue as JSON>\n`).
-    pub header_len: usize,
-    /// The payload's size in bytes.
+    /// The payload's size in bytes (0 when the step script did not look).
     pub size: usize,
 }
 
@@ -151,7 +149,6 @@ impl Claim {
         Some(Claim {
             token: token.to_string(),
             queue: serde_json::from_str(queue_json).ok()?,
-            header_len: header.len() + 1,
             size: size.parse().ok()?,
         })
     }
@@ -405,7 +402,6 @@ mod tests {
         let c = Claim::parse(b"1f.2.3 \"q:a\"\n123").unwrap();
         assert_eq!(c.token, "1f.2.3");
         assert_eq!(c.queue, "q:a");
-        assert_eq!(c.header_len, "1f.2.3 \"q:a\"\n".len());
         assert_eq!(c.size, 123);
     }
 }

@@ -26,6 +26,10 @@ use tokio::sync::{mpsc, watch};
 /// How often the tracking connection is checked while nothing arrives on it.
 const PING_EVERY: Duration = Duration::from_secs(15);
 
+/// The shortest interval between pings (a server closing idle clients sooner is not worth
+/// keeping a connection to).
+const MIN_PING: Duration = Duration::from_millis(250);
+
 /// How long to wait before asking again after the server refused tracking.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(300);
 
@@ -39,12 +43,17 @@ pub async fn run(
     let mut backoff = Backoff::new(Duration::from_secs(5));
     let mut lost = Reporter::default();
     let mut told_unavailable = false;
+    let mut ping_every = PING_EVERY;
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let connected = tokio::select! {
             c = endpoint.tracking(&prefix, tx) => c,
             _ = stop.wait_for(|s| *s) => return,
         };
+        if !matches!(connected, Ok(Some(_))) {
+            // The supervisor may now decide about watchers.
+            fetch.tracking_tried.notify_one();
+        }
         let mut con = match connected {
             Ok(Some(con)) => con,
             Ok(None) => {
@@ -75,6 +84,8 @@ pub async fn run(
             }
         };
         fetch.set_tracking(true);
+        fetch.tracking_tried.notify_one();
+        let since = std::time::Instant::now();
         if lost.active() {
             tracing::info!("invalidation tracking reconnected");
         }
@@ -83,7 +94,7 @@ pub async fn run(
         let why = loop {
             let event = tokio::select! {
                 msg = rx.recv() => Some(msg),
-                _ = tokio::time::sleep(PING_EVERY) => None,
+                _ = tokio::time::sleep(ping_every) => None,
                 _ = stop.wait_for(|s| *s) => return,
             };
             match event {
@@ -103,6 +114,12 @@ pub async fn run(
             }
         };
         fetch.set_tracking(false);
+        // A server `timeout` (or a proxy's) closes a connection that sends nothing: ping more
+        // often than it lived.
+        let lived = since.elapsed();
+        if lived < ping_every {
+            ping_every = (lived / 2).max(MIN_PING);
+        }
         if let Some(times) = lost.due() {
             tracing::warn!(times, "invalidation tracking lost its connection ({why}); falling back to watchers until it is back");
         }
