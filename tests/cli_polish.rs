@@ -8,7 +8,6 @@ mod support;
 
 use redis::AsyncCommands;
 use serde_json::Value;
-use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -280,29 +279,6 @@ fn an_empty_namespace_gets_a_hint() {
     assert!(!stderr(&out).contains("hint"), "{}", stderr(&out));
 }
 
-/// The variables of the README's configuration table.
-fn readme_variables() -> BTreeSet<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let table = readme
-        .split("## Configuration")
-        .nth(1)
-        .expect("a Configuration section");
-    table
-        .lines()
-        .skip_while(|l| !l.starts_with("| variable"))
-        .take_while(|l| l.starts_with('|'))
-        .filter_map(|l| l.split('|').nth(1))
-        .flat_map(|cell| {
-            cell.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 /// `[env: NAME…]` names in a help text.
 fn help_env_names(help: &str) -> Vec<String> {
     help.split("[env: ")
@@ -346,7 +322,7 @@ fn help_texts_agree_with_the_readme() {
     assert!(!set.contains("Hunter2-secret"), "{set}");
 
     // Every variable a command's help names is in the README's configuration table.
-    let known = readme_variables();
+    let known = support::readme_variables();
     assert!(known.contains("INTERVAL") && known.contains("REDIS_URL"));
     for cmd in [
         &["work", "--help"][..],
