@@ -201,3 +201,51 @@ fn the_readme_worker_logs_a_failing_job() {
     });
     assert!(status.success(), "exit status {status}");
 }
+
+/// A job's JSON log line holds each field once: the span's (`class`, `queue`, `worker`) under
+/// `span`, the event's (`duration_ms`, `outcome`, `exception`, `error`) under `fields`, and no
+/// list of spans repeating them.
+#[test]
+#[ignore = "needs src/worker/perform.rs to keep duration/outcome on the event only, in ms (lead, issue 13)"]
+fn a_job_log_line_carries_each_field_once() {
+    let ns = support::namespace("readme-json");
+    let mut child = Command::new(support::example_bin("readme"))
+        .env("REDIS_URL", support::url())
+        .env("RESQUE_NAMESPACE", &ns)
+        .env("QUEUES", "default")
+        .env("RESQ_LOG_FORMAT", "json")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start examples/readme");
+    let err = collect(child.stderr.take().expect("stderr"));
+    line_with(&err, &["worker started"], 20);
+    enqueue(&ns, &["Notify", "\"\""]);
+    let line = line_with(&err, &["job failed"], 20);
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+    assert!(v.get("spans").is_none(), "{line}");
+    let keys = |k: &str| -> Vec<String> {
+        v[k].as_object()
+            .unwrap_or_else(|| panic!("no {k} in {line}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let (fields, span) = (keys("fields"), keys("span"));
+    for k in &fields {
+        assert!(!span.contains(k), "{k} is in both fields and span: {line}");
+    }
+    for k in ["class", "queue", "worker"] {
+        assert!(span.contains(&k.to_string()), "span lacks {k}: {line}");
+    }
+    assert!(v["fields"]["duration_ms"].is_number(), "{line}");
+    assert_eq!(v["fields"]["outcome"], "failure", "{line}");
+    assert!(
+        !line.contains("duration_s"),
+        "durations are in milliseconds: {line}"
+    );
+}
