@@ -22,7 +22,13 @@ pub fn init(format: Format) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = match format {
-        Format::Json => builder.json().with_current_span(true).try_init(),
+        // The current span's fields once (`span`), not again in a list of every open span
+        // (`spans`): a job's line holds class, queue and worker once.
+        Format::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
         Format::Human => builder.try_init(),
     };
 }

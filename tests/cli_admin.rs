@@ -262,6 +262,7 @@ async fn work_runs_a_worker_for_the_binarys_handlers() {
             "work",
             "--queues",
             "w",
+            "--allow-no-handlers",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -274,7 +275,8 @@ async fn work_runs_a_worker_for_the_binarys_handlers() {
     })
     .await;
     ok(&ns, &["enqueue", "--queue", "w", "Anything"]);
-    // The plain `resq` binary has no handlers: the job fails as an unknown class.
+    // The plain `resq` binary has no handlers: told to run anyway, the job fails as an
+    // unknown class.
     let entry: String = support::eventually(10, "the failure entry", || async {
         support::con().await.lindex(k.failed(), 0).await.ok()?
     })

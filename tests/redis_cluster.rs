@@ -20,9 +20,10 @@ use support::failover::{self, KILL_AT, TOTAL, UPFRONT};
 use support::topology::{self, Cluster, Node};
 use support::{wait_until, WorkerProc};
 
-fn available() -> bool {
-    topology::require("redis-server", "redis-server")
-        && topology::require("redis-cli", "redis-tools")
+/// Fails the test unless the cluster's tools are installed.
+fn require_tools() {
+    topology::require("redis-server", "redis-server");
+    topology::require("redis-cli", "redis-tools");
 }
 
 /// Whether `node` has a client blocked in `BLMOVE` (a queue watcher).
@@ -39,9 +40,7 @@ fn has_blocked_watcher(node: &Node) -> bool {
 
 #[test]
 fn hash_tagged_namespace_runs_and_untagged_is_refused() {
-    if !available() {
-        return;
-    }
+    require_tools();
     let root = topology::temp_dir("cluster-basic");
     let cluster = Cluster::start(&root, 3, 0);
     let url = cluster.url(2);
@@ -145,9 +144,7 @@ fn hash_tagged_namespace_runs_and_untagged_is_refused() {
 
 #[test]
 fn slot_owner_failover_mid_run_is_followed_and_every_job_is_accounted_for() {
-    if !available() {
-        return;
-    }
+    require_tools();
     let root = topology::temp_dir("cluster-failover");
     let cluster = Cluster::start(&root, 3, 1);
     let url = cluster.url(3);

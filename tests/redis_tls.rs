@@ -198,9 +198,7 @@ async fn llen(con: &mut impl ConnectionLike, key: &str) -> usize {
 
 #[test]
 fn worker_client_and_cli_over_tls_with_an_acl_user_and_a_database() {
-    if !support::topology::require("redis-server", "redis-server") {
-        return;
-    }
+    support::topology::require("redis-server", "redis-server");
     let s = server();
     let url = s.url(3, true);
     let ns = support::namespace("tls");
@@ -265,9 +263,7 @@ fn worker_client_and_cli_over_tls_with_an_acl_user_and_a_database() {
 
 #[test]
 fn tls_files_from_the_environment() {
-    if !support::topology::require("redis-server", "redis-server") {
-        return;
-    }
+    support::topology::require("redis-server", "redis-server");
     let s = server();
     let url = s.url(4, false);
     let ns = support::namespace("tls-env");
@@ -303,9 +299,7 @@ fn tls_files_from_the_environment() {
 
 #[test]
 fn refusals_never_show_the_password() {
-    if !support::topology::require("redis-server", "redis-server") {
-        return;
-    }
+    support::topology::require("redis-server", "redis-server");
     let s = server();
     let rt = rt();
     let connect_err = |url: &str| -> String {

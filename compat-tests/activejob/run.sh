@@ -42,8 +42,13 @@ declare -A script=(
   [failures]="failures.rb"
 )
 order=(ruby_to_resq_json_gem ruby_to_resq_oj resq_to_ruby delayed scheduled failures)
-ruby -e 'require "oj"' 2>/dev/null || order=("${order[@]/ruby_to_resq_oj}")
 [ $# -gt 0 ] && order=("$@")
+# MultiJson's Oj adapter needs ruby-oj: its scenario fails the run without it (it is never
+# left out silently).
+if [[ " ${order[*]} " == *" ruby_to_resq_oj "* ]] && ! ruby -e 'require "oj"' 2>/dev/null; then
+  echo "harness: ruby-oj is not installed and scenario ruby_to_resq_oj needs it (apt-get install -y ruby-oj; .ci/run installs it)" >&2
+  exit 2
+fi
 
 # "" = Debian's gem; then every extra Rails source tree.
 IFS=':' read -r -a rails_dirs <<<"${ACTIVEJOB_RAILS_SRC:-}"

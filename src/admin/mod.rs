@@ -11,12 +11,16 @@
 //! * [`delayed`] — resque-scheduler's delayed items and Jesque's delayed zset queues.
 //! * [`pause`] — `<ns>:pause-all-workers`.
 //! * [`prune`] — dead-worker pruning, delegated to the worker's pruning module.
+//! * [`scheduler`] — whether a scheduler holds resque-scheduler's master lock.
+//! * [`presence`] — whether the namespace holds any Resque data at all.
 
 pub mod delayed;
 pub mod failures;
 pub mod pause;
+pub mod presence;
 pub mod prune;
 pub mod queues;
+pub mod scheduler;
 pub mod stats;
 pub mod workers;
 
@@ -28,6 +32,7 @@ use chrono::{DateTime, Utc};
 pub use delayed::DelayedItem;
 pub use failures::{FailureRow, Selector};
 pub use queues::{QueueInfo, QueueKind};
+pub use scheduler::SchedulerStatus;
 pub use stats::Info;
 pub use workers::{WorkerInfo, WorkerState};
 

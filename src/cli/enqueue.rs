@@ -1,9 +1,13 @@
 //! `resq enqueue`: push one job, in Resque's form (`{"class","args"}`, exactly Ruby's bytes)
-//! or Jesque's (`{"class","args","vars"}`).
+//! or Jesque's (`{"class","args","vars"}`), and print what was written where.
 
-use crate::client::Client;
+use super::output;
+use crate::client::delayed::Scheduled;
+use crate::client::{encode, Client};
 use crate::error::{Error, Result};
+use chrono::SecondsFormat;
 use clap::Args;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// `resq enqueue [--queue Q] [--jesque] [--vars JSON] CLASS [ARG_JSON …]`.
@@ -31,8 +35,46 @@ pub struct EnqueueArgs {
     pub args: Vec<String>,
 }
 
-/// Runs `resq enqueue`.
-pub async fn run(url: &str, namespace: &str, e: EnqueueArgs) -> Result<()> {
+/// What `resq enqueue` wrote, printed as its confirmation (as JSON with `--json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Enqueued {
+    /// The queue.
+    pub queue: String,
+    /// The class.
+    pub class: String,
+    /// The positional args as written (`null` for a Jesque job given only `--vars`).
+    pub args: Option<Vec<Value>>,
+    /// Jesque's named args, when given.
+    pub vars: Option<Map<String, Value>>,
+    /// `resque` (`{"class","args"}`) or `jesque` (`{"class","args","vars"}`).
+    pub form: &'static str,
+    /// Where it went: the queue list, resque-scheduler's delayed bucket or Jesque's zset queue.
+    pub key: String,
+    /// The exact bytes written.
+    pub payload: String,
+    /// When it is due (RFC 3339), for a delayed job; `None` when it was pushed now.
+    pub due_at: Option<String>,
+}
+
+/// Runs `resq enqueue` and prints what it wrote.
+pub async fn run(url: &str, namespace: &str, e: EnqueueArgs, as_json: bool) -> Result<()> {
+    let done = enqueue(url, namespace, e).await?;
+    if as_json {
+        return output::json(&done);
+    }
+    let (verb, when) = match &done.due_at {
+        Some(at) => ("scheduled", format!(" for {at}")),
+        None => ("enqueued", String::new()),
+    };
+    println!(
+        "{verb} {} on queue {}{when} ({}): {}",
+        done.class, done.queue, done.key, done.payload
+    );
+    Ok(())
+}
+
+/// Pushes the job `e` describes and says what was written.
+async fn enqueue(url: &str, namespace: &str, e: EnqueueArgs) -> Result<Enqueued> {
     let args: Vec<Value> = e
         .args
         .iter()
@@ -47,36 +89,67 @@ pub async fn run(url: &str, namespace: &str, e: EnqueueArgs) -> Result<()> {
         .map(as_typed_value)
         .collect();
     let client = Client::connect(url, namespace).await?;
+    let keys = client.keys().clone();
     let due = crate::scheduler::cli::due_time(e.in_secs.as_deref(), e.at.as_deref())?;
-    if let Some(at) = due {
-        if e.jesque || e.vars.is_some() {
-            let vars = parse_vars(e.vars.as_deref())?;
-            let job = crate::client::JesqueJob {
-                class: e.class.clone(),
-                args: (!args.is_empty() || vars.is_none()).then_some(args),
-                vars,
-            };
-            return client.jesque_delayed_enqueue(&e.queue, &job, at).await;
-        }
-        return client
-            .enqueue_at(&e.queue, at, &e.class, &args)
-            .await
-            .map(drop);
-    }
-    if e.jesque || e.vars.is_some() {
-        let vars = parse_vars(e.vars.as_deref())?;
-        let args = if args.is_empty() && vars.is_some() {
-            None
-        } else {
-            Some(args.as_slice())
-        };
-        client
-            .enqueue_jesque(&e.queue, &e.class, args, vars.as_ref())
-            .await?;
+    let jesque = e.jesque || e.vars.is_some();
+    let vars = if jesque {
+        parse_vars(e.vars.as_deref())?
     } else {
-        client.enqueue_to(&e.queue, &e.class, &args).await?;
+        None
+    };
+    let mut done = Enqueued {
+        queue: e.queue.clone(),
+        class: e.class.clone(),
+        args: Some(args.clone()),
+        vars: vars.clone(),
+        form: if jesque { "jesque" } else { "resque" },
+        key: keys.queue(&e.queue),
+        payload: String::new(),
+        due_at: None,
+    };
+    if jesque {
+        // Jesque writes `"args":null` when only named args are given.
+        let args = (!args.is_empty() || vars.is_none()).then_some(args);
+        let job = crate::client::JesqueJob {
+            class: e.class.clone(),
+            args: args.clone(),
+            vars: vars.clone(),
+        };
+        done.payload = job.encode();
+        done.args = args;
+        match due {
+            Some(at) => {
+                client.jesque_delayed_enqueue(&e.queue, &job, at).await?;
+                done.due_at = Some(at.to_rfc3339_opts(SecondsFormat::Millis, true));
+            }
+            None => {
+                client
+                    .enqueue_jesque(&e.queue, &e.class, job.args.as_deref(), vars.as_ref())
+                    .await?;
+            }
+        }
+        return Ok(done);
     }
-    Ok(())
+    done.payload = encode::resque_payload(&e.class, &args, client.float_format());
+    if let Some(at) = due {
+        if let Scheduled::Delayed(ts) = client.enqueue_at(&e.queue, at, &e.class, &args).await? {
+            // resque-scheduler's item names its queue; the bucket is `delayed:<ts>`.
+            done.payload = encode::scheduler_item(
+                &e.queue,
+                &e.class,
+                &args,
+                &Map::new(),
+                client.float_format(),
+            );
+            done.key = keys.delayed_bucket(ts);
+            // resque-scheduler files items by whole second.
+            done.due_at = chrono::DateTime::from_timestamp(ts, 0)
+                .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
+        }
+        return Ok(done);
+    }
+    client.enqueue_to(&e.queue, &e.class, &args).await?;
+    Ok(done)
 }
 
 /// `--vars`: a JSON object, its numbers read as values (see [`as_typed_value`]).

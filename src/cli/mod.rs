@@ -20,7 +20,7 @@ pub mod work;
 use crate::admin::Admin;
 use crate::error::Result;
 use crate::registry::Registry;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 use std::process::ExitCode;
 
@@ -36,7 +36,7 @@ pub struct Cli {
     #[command(flatten)]
     pub conn: ConnArgs,
     /// Print JSON instead of tables.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
     /// The command.
     #[command(subcommand)]
@@ -45,11 +45,13 @@ pub struct Cli {
 
 /// `--url` and `--namespace`, accepted before or after the command.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct ConnArgs {
-    /// Redis URL.
+    /// Redis URL (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`); its
+    /// value is never shown.
     #[arg(long = "url", env = "REDIS_URL", hide_env_values = true, default_value = crate::config::DEFAULT_REDIS_URL, global = true)]
     pub url: String,
-    /// Namespace.
+    /// Key prefix, used verbatim (`myapp:jobs` → `myapp:jobs:queue:x`).
     #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::config::DEFAULT_NAMESPACE, global = true)]
     pub namespace: String,
 }
@@ -75,9 +77,9 @@ pub enum Command {
     Delayed(show::DelayedCmd),
     /// Remove dead workers now (Ruby's rules and lock).
     Prune(show::PruneArgs),
-    /// Set <ns>:pause-all-workers: every worker stops taking jobs.
+    /// Set `<ns>:pause-all-workers`: every worker stops taking jobs.
     Pause,
-    /// Clear <ns>:pause-all-workers.
+    /// Clear `<ns>:pause-all-workers`.
     Resume,
     /// Live view of queues, workers and rates.
     Top(top::TopArgs),
@@ -102,7 +104,10 @@ where
     T: Into<OsString> + Clone,
 {
     crate::logging::init_from_env();
-    let cli = Cli::parse_from(args);
+    let cli = command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| e.exit());
     let rt = match crate::runtime::build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -119,19 +124,64 @@ where
     }
 }
 
+/// The command line's definition, its help showing an environment variable's value only when
+/// the variable is set (clap would print `[env: QUEUES=]` for an unset one) and never
+/// `REDIS_URL`'s (it may hold a password).
+pub fn command() -> clap::Command {
+    show_env_values_when_set(Cli::command())
+}
+
+/// Hides the value of every environment-backed argument whose variable is unset, here and in
+/// every subcommand.
+fn show_env_values_when_set(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let unset = a.get_env().is_some_and(|v| std::env::var_os(v).is_none());
+        if unset {
+            a.hide_env_values(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(show_env_values_when_set)
+}
+
+/// The hint printed (to stderr) when a command finds no Resque data under the namespace.
+fn empty_namespace_hint(url: &str, namespace: &str) -> String {
+    format!(
+        "hint: no Resque data under namespace {namespace:?} at {} (no queues, workers, stats, \
+         failures or schedules); is RESQUE_NAMESPACE (--namespace) right?",
+        crate::conn::Redacted(url)
+    )
+}
+
 /// Runs a parsed command.
 pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
     let Cli { conn, json, cmd } = cli;
     let (url, ns) = (conn.url.as_str(), conn.namespace.as_str());
     match cmd {
         Command::Work(w) => work::run(url, ns, w, registry).await,
-        Command::Enqueue(e) => enqueue::run(url, ns, e).await,
+        Command::Enqueue(e) => enqueue::run(url, ns, e, json).await,
         Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(url, ns, s).await,
-        Command::Schedule(s) => crate::scheduler::cli::run_schedule(url, ns, s, json).await,
+        Command::Schedule(s) => {
+            let list = matches!(s, crate::scheduler::cli::ScheduleCmd::List);
+            let admin = Admin::connect(url, ns).await?;
+            if list && !admin.has_data().await? {
+                eprintln!("{}", empty_namespace_hint(url, ns));
+            }
+            crate::scheduler::cli::run_schedule(url, ns, s, json).await?;
+            if list && !json {
+                let status = admin.scheduler_status(&lock_prefix()).await?;
+                println!("scheduler: {}", status.describe());
+            }
+            Ok(())
+        }
         cmd => {
             let admin = Admin::connect(url, ns).await?;
+            if !admin.has_data().await? {
+                eprintln!("{}", empty_namespace_hint(url, ns));
+            }
             match cmd {
-                Command::Info => show::info(&admin, json).await,
+                Command::Info => show::info(&admin, json, &lock_prefix()).await,
                 Command::Queues => show::queues(&admin, json).await,
                 Command::Workers => show::workers(&admin, json).await,
                 Command::Failed(f) => failed::run(&admin, f, json).await,
@@ -147,4 +197,10 @@ pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
             }
         }
     }
+}
+
+/// resque-scheduler's `RESQUE_SCHEDULER_MASTER_LOCK_PREFIX` (empty when unset): part of the
+/// master lock's key.
+fn lock_prefix() -> String {
+    std::env::var("RESQUE_SCHEDULER_MASTER_LOCK_PREFIX").unwrap_or_default()
 }

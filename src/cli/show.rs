@@ -7,11 +7,23 @@ use crate::error::Result;
 use clap::{Args, Subcommand};
 use std::time::Duration;
 
-/// `resq info`.
-pub async fn info(admin: &Admin, as_json: bool) -> Result<()> {
+/// `resq info`, with whether a scheduler holds the master lock (`lock_prefix`: resque-scheduler's
+/// `RESQUE_SCHEDULER_MASTER_LOCK_PREFIX`).
+pub async fn info(admin: &Admin, as_json: bool, lock_prefix: &str) -> Result<()> {
     let i = admin.info().await?;
+    let scheduler = admin.scheduler_status(lock_prefix).await?;
     if as_json {
-        return json(&i);
+        /// `info`'s fields and the scheduler's status, as one object.
+        #[derive(serde::Serialize)]
+        struct InfoOut<'a> {
+            #[serde(flatten)]
+            info: &'a crate::admin::Info,
+            scheduler: &'a crate::admin::SchedulerStatus,
+        }
+        return json(&InfoOut {
+            info: &i,
+            scheduler: &scheduler,
+        });
     }
     let rows = vec![
         ("namespace", i.namespace.clone()),
@@ -23,6 +35,7 @@ pub async fn info(admin: &Admin, as_json: bool) -> Result<()> {
         ("workers", format!("{} ({} working)", i.workers, i.working)),
         ("paused", if i.paused { "yes" } else { "no" }.to_string()),
         ("delayed timestamps", i.delayed_timestamps.to_string()),
+        ("scheduler", scheduler.describe()),
     ];
     for (k, v) in rows {
         println!("{k:<20}{v}");
@@ -179,7 +192,7 @@ pub struct PruneArgs {
     #[arg(long, env = "RESQ_PRUNE_AFTER", default_value_t = 300)]
     pub prune_after: u64,
     /// Put jobs of dead workers back on their queue instead of recording failures.
-    #[arg(long, env = "RESQ_AT_LEAST_ONCE")]
+    #[arg(long, env = "RESQ_AT_LEAST_ONCE", value_parser = clap::builder::BoolishValueParser::new())]
     pub at_least_once: bool,
 }
 

@@ -58,7 +58,8 @@ pub struct AddArgs {
     /// Free text shown by resque-web.
     #[arg(long)]
     pub description: Option<String>,
-    /// Positional args, each one JSON value (after `--` for negative numbers).
+    /// Positional args, each one JSON value (negative numbers such as `-7` are values, not flags).
+    #[arg(allow_negative_numbers = true)]
     pub args: Vec<String>,
 }
 

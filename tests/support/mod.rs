@@ -195,6 +195,30 @@ pub fn resq_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_resq"))
 }
 
+/// The variables the README's configuration table names (every backquoted name in its first
+/// column: `REDIS_TLS_CA` / `REDIS_TLS_CERT` / … count one by one).
+pub fn readme_variables() -> std::collections::BTreeSet<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).expect("README.md");
+    let table = readme
+        .split("\n## Configuration\n")
+        .nth(1)
+        .expect("a `## Configuration` section in README.md");
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with("| variable"))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Reads a fixture under `fixtures/`.
 pub fn fixture(path: &str) -> serde_json::Value {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

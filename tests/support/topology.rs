@@ -7,20 +7,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Whether `program` can be run; if not, prints why the test is skipped and how to install it.
-pub fn require(program: &str, package: &str) -> bool {
+/// Panics, naming `program` and the Debian package that has it, unless `program` can be run.
+/// A test that needs a tool fails without it (it never passes without running): the README's
+/// test command requires every such tool, and `.ci/run` installs them all.
+pub fn require(program: &str, package: &str) {
     let found = Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok();
-    if !found {
-        println!(
-            "SKIPPED: `{program}` is not installed (apt-get install -y {package}; .ci/run installs it)"
-        );
-    }
-    found
+    assert!(
+        found,
+        "`{program}` is not installed and this test needs it: apt-get install -y {package} \
+         (.ci/run installs everything the tests need)"
+    );
 }
 
 /// A fresh temp dir for one deployment.

@@ -19,7 +19,7 @@ use std::time::Duration;
 /// `resq top [--interval S] [--once [--width W --height H]]`.
 #[derive(Args, Debug, Clone)]
 pub struct TopArgs {
-    /// Seconds between refreshes.
+    /// Seconds between refreshes (with --once: between the two readings its rates come from).
     #[arg(long, default_value_t = 1.0)]
     pub interval: f64,
     /// Print one frame as text and exit (alias: --snapshot).
@@ -39,6 +39,14 @@ pub async fn run(admin: &Admin, url: &str, a: TopArgs) -> Result<()> {
         return Err(Error::Config {
             var: "--interval",
             message: "must be between 0.05 and 3600 seconds".into(),
+        });
+    }
+    if !a.once && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(Error::Config {
+            var: "top",
+            message: "stdout is not a terminal, so there is no screen to draw on; \
+                      `resq top --once` prints one frame as text"
+                .into(),
         });
     }
     let interval = Duration::from_secs_f64(a.interval);
