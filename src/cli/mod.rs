@@ -6,7 +6,7 @@
 //! or [`crate::worker`]:
 //! * [`show`] — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
 //! * [`failed`] — `failed list|show|retry|remove|clear`;
-//! * [`enqueue`] — `enqueue`; [`work`] — `work`; [`top`] — `top`;
+//! * [`enqueue`] — `enqueue`; [`work`] — `work`; [`top`] — `top`; [`web`] — `web`;
 //! * `scheduler`, `schedule list|add|remove` — in [`crate::scheduler::cli`];
 //! * [`output`] — tables, JSON and durations.
 
@@ -15,6 +15,7 @@ pub mod failed;
 pub mod output;
 pub mod show;
 pub mod top;
+pub mod web;
 pub mod work;
 
 use crate::admin::Admin;
@@ -81,6 +82,8 @@ pub enum Command {
     Resume,
     /// Live view of queues, workers and rates.
     Top(top::TopArgs),
+    /// Serve the web dashboard (queues, workers, failures, schedules, graphs).
+    Web(web::WebArgs),
     /// Run the scheduler (delayed and recurring jobs; resque-scheduler's master lock).
     Scheduler(crate::scheduler::cli::SchedulerArgs),
     /// Stored recurring schedules (resque-scheduler's persistent_schedules).
@@ -128,6 +131,7 @@ pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
         Command::Enqueue(e) => enqueue::run(url, ns, e).await,
         Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(url, ns, s).await,
         Command::Schedule(s) => crate::scheduler::cli::run_schedule(url, ns, s, json).await,
+        Command::Web(w) => web::run(url, ns, w).await,
         cmd => {
             let admin = Admin::connect(url, ns).await?;
             match cmd {
@@ -143,7 +147,8 @@ pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
                 Command::Work(_)
                 | Command::Enqueue(_)
                 | Command::Scheduler(_)
-                | Command::Schedule(_) => Ok(()),
+                | Command::Schedule(_)
+                | Command::Web(_) => Ok(()),
             }
         }
     }
