@@ -18,6 +18,8 @@ use serde_json::Value;
 pub const LOCATE_BELOW: usize = 20_000;
 /// How far above.
 pub const LOCATE_ABOVE: usize = 200;
+/// How far below its last rank a Jesque zset member is looked for.
+pub const ZSET_BELOW: usize = 2_000;
 
 /// One job in a queue.
 #[derive(Debug, Clone)]
@@ -212,6 +214,12 @@ impl Admin {
         let mut con = self.con();
         let key = self.keys().queue(name);
         let kind: String = redis::cmd("TYPE").arg(&key).query_async(&mut con).await?;
+        if !matches!(kind.as_str(), "list" | "zset" | "none") {
+            // Another type: refuse rather than delete something that is not a queue.
+            return Err(crate::error::Error::Rejected(format!(
+                "queue {name:?} is held in a {kind}, not a list or zset: left alone"
+            )));
+        }
         let mut p = redis::pipe();
         p.atomic();
         match kind.as_str() {
@@ -222,12 +230,6 @@ impl Admin {
             p.srem(self.keys().queues(), name).ignore();
         }
         p.del(&key).ignore();
-        if kind != "list" && kind != "zset" && kind != "none" {
-            // Another type: refuse rather than delete something that is not a queue.
-            return Err(crate::error::Error::Rejected(format!(
-                "queue {name:?} is held in a {kind}, not a list or zset: left alone"
-            )));
-        }
         let (n,): (u64,) = p.query_async(&mut con).await?;
         Ok(n)
     }
@@ -235,7 +237,7 @@ impl Admin {
     /// The zset member with id `id`, looked for at rank `hint` and around it.
     async fn find_member(&self, key: &str, id: &str, hint: usize) -> Result<Option<Vec<u8>>> {
         let mut con = self.con();
-        let lo = hint.saturating_sub(LOCATE_BELOW.min(2_000));
+        let lo = hint.saturating_sub(ZSET_BELOW);
         let hi = hint + LOCATE_ABOVE;
         let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
             .arg(key)

@@ -76,9 +76,9 @@ pub enum Command {
     Delayed(show::DelayedCmd),
     /// Remove dead workers now (Ruby's rules and lock).
     Prune(show::PruneArgs),
-    /// Set <ns>:pause-all-workers: every worker stops taking jobs.
+    /// Set `<ns>:pause-all-workers`: every worker stops taking jobs.
     Pause,
-    /// Clear <ns>:pause-all-workers.
+    /// Clear `<ns>:pause-all-workers`.
     Resume,
     /// Live view of queues, workers and rates.
     Top(top::TopArgs),

@@ -158,6 +158,8 @@ fn scan_note(
             @if scan.total > 0 {
                 @if filter.is_empty() {
                     "Showing #" (scan.end) "–#" (scan.start.saturating_sub(1)) ", newest first."
+                } @else if scan.scanned == 0 {
+                    "Nothing older to examine."
                 } @else {
                     "Examined " (num(scan.scanned as u64)) " entries (#" (scan.end) "–#" (scan.start.saturating_sub(1)) "), "
                     (scan.rows.len()) " matching shown."

@@ -1,13 +1,25 @@
 // resq web — the only script: live counters and the per-second graph on the overview (polls
-// the JSON endpoint named by #live's data-src), and a confirmation for forms that ask for one
-// (data-confirm). Pages work without it.
+// the JSON endpoint named by #live's data-src), a confirmation for forms that ask for one
+// (data-confirm), and short filter URLs (empty fields left out). Pages work without it.
 (function () {
   "use strict";
 
   document.addEventListener("submit", function (e) {
-    var q = e.target && e.target.getAttribute && e.target.getAttribute("data-confirm");
+    var form = e.target;
+    var q = form && form.getAttribute && form.getAttribute("data-confirm");
     if (q && !window.confirm(q)) {
       e.preventDefault();
+      return;
+    }
+    // A filter form leaves its empty fields out of the URL, so the view's address is short
+    // enough to bookmark and share.
+    if (form && form.method === "get") {
+      var inputs = form.querySelectorAll("input, select");
+      for (var i = 0; i < inputs.length; i++) {
+        if (inputs[i].name && inputs[i].value === "") {
+          inputs[i].disabled = true;
+        }
+      }
     }
   });
 
@@ -24,7 +36,12 @@
     if (!live) {
       return;
     }
-    var src = live.getAttribute("data-src");
+    // Resolved against the page without the user:password@ a browser may show in it (fetch
+    // refuses URLs with credentials; the browser still sends the ones it has for this origin).
+    var url = new URL(live.getAttribute("data-src"), window.location.href);
+    url.username = "";
+    url.password = "";
+    var src = url.href;
     var every = parseInt(live.getAttribute("data-every") || "2000", 10);
     var keep = 90;
     var prev = null;
