@@ -81,6 +81,180 @@ pub async fn seed_hostile(con: &mut redis::aio::MultiplexedConnection, ns: &str)
         .expect("seed");
 }
 
+/// Seeds namespace `ns` with a plausible fleet (for page tests and the screenshots): queues of
+/// several kinds, workers of every runtime, failures of a few classes (one retried), delayed
+/// items, stored schedules, resque-status statuses and a day of history samples.
+pub async fn seed_demo(con: &mut redis::aio::MultiplexedConnection, ns: &str) {
+    use chrono::Utc;
+    use resq::wire::time;
+    let k = resq::Keys::new(ns);
+    let now = Utc::now();
+    let mut p = redis::pipe();
+    let enq = |mins: i64| (now - chrono::Duration::minutes(mins)).timestamp();
+    for (q, n, class) in [
+        ("default", 120, "Archive"),
+        ("mailers", 35, "ActionMailer::MailDeliveryJob"),
+        ("reports", 8, "NightlyReport"),
+        ("critical", 0, "Charge"),
+    ] {
+        p.sadd(k.queues(), q);
+        for i in 0..n {
+            let job = serde_json::json!({"class": class, "args": [i, "main"],
+                "enqueued_at": enq(n as i64 - i as i64)});
+            p.rpush(k.queue(q), job.to_string());
+        }
+    }
+    p.sadd(k.queues(), "scheduled");
+    for i in 0..5 {
+        let job = serde_json::json!({"class": "Reminder", "args": [i], "vars": {}});
+        p.zadd(
+            k.queue("scheduled"),
+            job.to_string(),
+            (now.timestamp() + 3600 * i) * 1000,
+        );
+    }
+    let hb = time::heartbeat(now);
+    let run_at = time::run_at(now - chrono::Duration::seconds(42));
+    let workers = [
+        ("web-1~resq:4242-0:critical,default", true),
+        ("web-1~resq:4242-1:critical,default", false),
+        ("web-1~resq:4242-2:critical,default", true),
+        ("app-2:31337:mailers", true),
+        ("app-3:8812-0:JAVA_DYNAMIC_QUEUES,reports", false),
+    ];
+    for (id, busy) in workers {
+        p.sadd(k.workers(), id);
+        p.set(
+            k.worker_started(id),
+            time::started(now - chrono::Duration::hours(3)),
+        );
+        if !id.contains("JAVA") {
+            p.hset(k.heartbeats(), id, &hb);
+        }
+        p.set(k.stat_processed_by(id), 1234);
+        if busy {
+            let rec = serde_json::json!({"queue": "default", "run_at": run_at,
+                "payload": {"class": "Archive", "args": [77, "main"]}});
+            p.set(k.worker(id), rec.to_string());
+        }
+    }
+    let kinds = [
+        (
+            "Archive",
+            "Errno::ECONNRESET",
+            "Connection reset by peer",
+            "default",
+        ),
+        (
+            "ActionMailer::MailDeliveryJob",
+            "Net::ReadTimeout",
+            "Net::ReadTimeout with #<TCPSocket:(closed)>",
+            "mailers",
+        ),
+        (
+            "NightlyReport",
+            "ActiveRecord::Deadlocked",
+            "Mysql2::Error: Deadlock found when trying to get lock",
+            "reports",
+        ),
+        (
+            "Charge",
+            "Stripe::CardError",
+            "Your card was declined.",
+            "critical",
+        ),
+    ];
+    for i in 0..60 {
+        let (class, exc, err, q) = kinds[(i * 7 + i / 5) % kinds.len()];
+        let mut e = failure(class, &format!("[{i},\"main\"]"), exc, err, q);
+        if i == 3 {
+            e.truncate(e.len() - 1);
+            e.push_str(r#","retried_at":"2026/11/21 19:30:02 UTC"}"#);
+        }
+        p.rpush(k.failed(), e);
+    }
+    for (i, due) in [90_i64, 600, 3600, 7200, 86_400].iter().enumerate() {
+        let ts = now.timestamp() + due;
+        let item = serde_json::json!({"class": "SendReminder", "args": [i, "user@example.com"], "queue": "mailers"});
+        p.rpush(k.delayed_bucket(ts), item.to_string());
+        p.sadd(
+            k.timestamps(&item.to_string()),
+            resq::Keys::delayed_bucket_member(ts),
+        );
+        p.zadd(k.delayed_schedule(), ts, ts);
+    }
+    for (name, cfg) in [
+        (
+            "nightly_report",
+            r#"{"class":"NightlyReport","queue":"reports","args":[7],"cron":"0 3 * * *","description":"rebuild the nightly report"}"#,
+        ),
+        (
+            "cleanup",
+            r#"{"class":"Cleanup","queue":"default","args":[],"every":"1h"}"#,
+        ),
+        (
+            "digest",
+            r#"{"class":"Digest","queue":"mailers","args":["weekly"],"cron":"0 8 * * 1 Europe/Paris"}"#,
+        ),
+    ] {
+        p.hset(k.persistent_schedules(), name, cfg);
+    }
+    p.hset(
+        k.last_enqueued_at(),
+        "nightly_report",
+        "2026-11-21 03:00:00 +0000",
+    );
+    for (i, (state, num, total, msg)) in [
+        ("working", 3, 10, "importing rows"),
+        ("queued", 0, 0, ""),
+        (
+            "completed",
+            10,
+            10,
+            "Completed at 2026-11-24 04:27:27 +0000",
+        ),
+        ("failed", 1, 4, "The task failed because of an error: boom"),
+        ("killed", 2, 5, "Killed at 2026-11-24 04:38:10 +0000"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let uuid = format!(
+            "{:032x}",
+            0xba69_034b_39c0_5d28_a540_3ac1_0e27_6e79_u128 + i as u128
+        );
+        let t = now.timestamp() - 60 * i as i64;
+        let status = serde_json::json!({"time": t, "status": state, "uuid": uuid,
+            "options": {"file": format!("import-{i}.csv")}, "name": format!("ImportJob({{\"file\"=>\"import-{i}.csv\"}})"),
+            "num": num, "total": total, "message": msg});
+        p.zadd(k.resque_statuses(), &uuid, t);
+        p.set(k.resque_status(&uuid), status.to_string());
+    }
+    // A day of per-minute samples and a month of hourly ones, with a daily rhythm.
+    let (mut processed, mut failed) = (5_000_000_u64, 12_000_u64);
+    let minute_now = now.timestamp() / 60;
+    for m in (minute_now - 1440)..=minute_now {
+        let phase = (m % 1440) as f64 / 1440.0 * std::f64::consts::TAU;
+        processed += (900.0 + 600.0 * phase.sin()) as u64;
+        failed += (3.0 + 3.0 * (phase * 3.0).cos()).max(0.0) as u64;
+        p.set(
+            k.history_minute(m),
+            format!("{} {processed} {failed}", m * 60_000),
+        );
+    }
+    let hour_now = now.timestamp() / 3600;
+    let (mut hp, mut hf) = (1_000_000_u64, 5_000_u64);
+    for h in (hour_now - 24 * 30)..=hour_now {
+        let phase = (h % 24) as f64 / 24.0 * std::f64::consts::TAU;
+        hp += (54_000.0 + 36_000.0 * phase.sin()) as u64;
+        hf += (180.0 + 120.0 * (phase * 2.0).cos()) as u64;
+        p.set(k.history_hour(h), format!("{} {hp} {hf}", h * 3_600_000));
+    }
+    p.set(k.stat_processed(), processed);
+    p.set(k.stat_failed(), failed);
+    let () = p.query_async(con).await.expect("seed demo");
+}
+
 /// The router for namespace `ns` on the shared test server.
 pub async fn router(ns: &str, f: impl FnOnce(WebConfig) -> WebConfig) -> Router {
     let admin = Admin::connect(&crate::support::url(), ns)
