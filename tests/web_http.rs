@@ -764,3 +764,81 @@ async fn serving_a_public_address_needs_authentication() {
     );
     assert!(ok.is_ok());
 }
+
+#[test]
+fn the_web_command_refuses_unsafe_settings_and_serves() {
+    use std::io::{BufRead, Read, Write};
+    let ns = support::namespace("webcli");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(support::resq_bin());
+        cmd.args(["--url", &support::url(), "--namespace", &ns, "web"])
+            .args(args)
+            .env_remove("RESQ_WEB_TOKEN")
+            .env_remove("RESQ_WEB_USER")
+            .env_remove("RESQ_WEB_PASSWORD");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run resq web")
+    };
+    let out = run(&["--bind", "0.0.0.0:0"], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing") && err.contains("RESQ_WEB_TOKEN"),
+        "{err}"
+    );
+    let out = run(&[], &[("RESQ_WEB_USER", "ops")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RESQ_WEB_PASSWORD"), "{err}");
+    // On loopback with a password: it serves, asks for it, and never prints it.
+    let mut child = std::process::Command::new(support::resq_bin())
+        .args([
+            "--url",
+            &support::url(),
+            "--namespace",
+            &ns,
+            "web",
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .env("RESQ_WEB_USER", "ops")
+        .env("RESQ_WEB_PASSWORD", "pw-never-printed")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn resq web");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("first line");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let status = |auth: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            s,
+            "GET /overview HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).expect("read");
+        reply.lines().next().unwrap_or("").to_string()
+    };
+    assert!(status("").contains(" 401 "));
+    // base64("ops:pw-never-printed")
+    let ok = status("Authorization: Basic b3BzOnB3LW5ldmVyLXByaW50ZWQ=\r\n");
+    assert!(ok.contains(" 200 "), "{ok}");
+    child.kill().expect("stop resq web");
+    let out = child.wait_with_output().expect("wait");
+    let all = format!("{line}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        all.contains("auth: basic auth") && !all.contains("pw-never-printed"),
+        "{all}"
+    );
+}
