@@ -246,6 +246,32 @@ impl Keys {
     pub fn compat_echo(&self) -> String {
         self.key("compat:echo")
     }
+
+    /// `<ns>:resq:history:m:<epoch minute>` — resq's throughput sample for that minute:
+    /// `"<unix ms> <stat:processed> <stat:failed>"`, written once (`SET NX`), kept about 2 days.
+    pub fn history_minute(&self, epoch_minute: i64) -> String {
+        format!("{}resq:history:m:{epoch_minute}", self.prefix)
+    }
+
+    /// `<ns>:resq:history:h:<epoch hour>` — the same sample, once per hour, kept about 90 days.
+    pub fn history_hour(&self, epoch_hour: i64) -> String {
+        format!("{}resq:history:h:{epoch_hour}", self.prefix)
+    }
+
+    /// `<ns>:_statuses` — resque-status's ZSET of status uuids, scored by creation (epoch s).
+    pub fn resque_statuses(&self) -> String {
+        self.key("_statuses")
+    }
+
+    /// `<ns>:status:<uuid>` — resque-status's JSON status of one job.
+    pub fn resque_status(&self, uuid: &str) -> String {
+        format!("{}status:{uuid}", self.prefix)
+    }
+
+    /// `<ns>:_kill` — resque-status's SET of uuids asked to stop.
+    pub fn resque_status_kill(&self) -> String {
+        self.key("_kill")
+    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@
 //! * [`activejob`] — Rails fleets: ActiveJob-wrapped jobs run by handlers, enqueued for Rails.
 //! * [`admin`] — the read side and repairs (info, queues, workers, failures, delayed, pause,
 //!   prune); [`cli`] — the `resq` command line and `resq top`, callable with your handlers;
-//!   [`metrics`] — opt-in Prometheus endpoint with `/healthz` and `/readyz`.
+//!   [`metrics`] — opt-in Prometheus endpoint with `/healthz` and `/readyz`; [`web`] — the web
+//!   dashboard (`resq web`, or a router to nest in a service).
 
 pub mod activejob;
 pub mod admin;
@@ -45,6 +46,7 @@ pub mod scheduler;
 mod scripts;
 #[cfg(test)]
 mod testing;
+pub mod web;
 pub mod wire;
 pub mod worker;
 

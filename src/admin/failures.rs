@@ -61,7 +61,8 @@ pub struct Outcome {
 }
 
 impl FailureRow {
-    fn new(index: usize, bytes: &[u8]) -> Self {
+    /// The row for the entry `bytes` read at `index`.
+    pub fn new(index: usize, bytes: &[u8]) -> Self {
         let entry: Option<FailureEntry> = serde_json::from_slice(bytes).ok();
         let class = entry
             .as_ref()
@@ -135,33 +136,9 @@ impl Admin {
         loop {
             let rows = self.select_chunk(sel, &mut offset).await?;
             let Some(rows) = rows else { break };
-            let mut con = self.con();
-            for row in rows {
-                let plan = match retry_plan(&row, &stamp) {
-                    Ok(plan) => plan,
-                    Err(why) => {
-                        out.skipped.push(format!("#{}: {why}", row.index));
-                        continue;
-                    }
-                };
-                let at: i64 = crate::scripts::FAILED_RETRY
-                    .key(self.keys().failed())
-                    .key(self.keys().queues())
-                    .key(self.keys().queue(&plan.queue))
-                    .arg(row.index)
-                    .arg(row.raw.as_slice())
-                    .arg(plan.entry)
-                    .arg(&plan.queue)
-                    .arg(plan.job)
-                    .invoke_async(&mut con)
-                    .await?;
-                if at >= 0 {
-                    out.done += 1;
-                } else {
-                    out.skipped
-                        .push(format!("#{}: gone before it could be retried", row.index));
-                }
-            }
+            let chunk = self.retry_rows(&rows, &stamp).await?;
+            out.done += chunk.done;
+            out.skipped.extend(chunk.skipped);
             if matches!(sel, Selector::Index(_)) {
                 break;
             }
@@ -183,14 +160,7 @@ impl Admin {
             if rows.is_empty() {
                 continue;
             }
-            let sentinel = format!("resq-removed-{:032x}", rand::random::<u128>());
-            let mut inv = crate::scripts::FAILED_REMOVE.key(self.keys().failed());
-            inv.arg(&sentinel);
-            for row in &rows {
-                inv.arg(row.index).arg(row.raw.as_slice());
-            }
-            let mut con = self.con();
-            let removed: usize = inv.invoke_async(&mut con).await?;
+            let removed = self.remove_rows(&rows).await?;
             out.done += removed;
             if removed < rows.len() {
                 out.skipped.push(format!(
@@ -229,6 +199,64 @@ impl Admin {
             .query_async(&mut con)
             .await?;
         Ok(n)
+    }
+
+    /// Retries `rows` (Ruby's requeue, each entry found again by its bytes if it moved) with
+    /// `retried_at` = `stamp`: one pipeline of one script call per row.
+    pub async fn retry_rows(&self, rows: &[FailureRow], stamp: &str) -> Result<Outcome> {
+        let mut out = Outcome::default();
+        let mut pipe = redis::pipe();
+        pipe.load_script(&crate::scripts::FAILED_RETRY).ignore();
+        let mut sent = Vec::new();
+        for row in rows {
+            match retry_plan(row, stamp) {
+                Ok(plan) => {
+                    pipe.invoke_script(
+                        crate::scripts::FAILED_RETRY
+                            .key(self.keys().failed())
+                            .key(self.keys().queues())
+                            .key(self.keys().queue(&plan.queue))
+                            .arg(row.index)
+                            .arg(row.raw.as_slice())
+                            .arg(plan.entry)
+                            .arg(&plan.queue)
+                            .arg(plan.job),
+                    );
+                    sent.push(row.index);
+                }
+                Err(why) => out.skipped.push(format!("#{}: {why}", row.index)),
+            }
+        }
+        if sent.is_empty() {
+            return Ok(out);
+        }
+        let mut con = self.con();
+        let replies: Vec<i64> = pipe.query_async(&mut con).await?;
+        for (index, at) in sent.into_iter().zip(replies) {
+            if at >= 0 {
+                out.done += 1;
+            } else {
+                out.skipped
+                    .push(format!("#{index}: gone before it could be retried"));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes `rows` (Ruby's remove: sentinel + `LREM`, each entry found again by its bytes
+    /// if it moved) in one script call. Returns how many were still there and were removed.
+    pub async fn remove_rows(&self, rows: &[FailureRow]) -> Result<usize> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let sentinel = format!("resq-removed-{:032x}", rand::random::<u128>());
+        let mut inv = crate::scripts::FAILED_REMOVE.key(self.keys().failed());
+        inv.arg(&sentinel);
+        for row in rows {
+            inv.arg(row.index).arg(row.raw.as_slice());
+        }
+        let mut con = self.con();
+        Ok(inv.invoke_async(&mut con).await?)
     }
 
     async fn failure_range(&self, offset: usize, limit: usize) -> Result<Vec<Vec<u8>>> {

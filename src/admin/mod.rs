@@ -13,15 +13,33 @@
 //! * [`prune`] — dead-worker pruning, delegated to the worker's pruning module.
 //! * [`scheduler`] — whether a scheduler holds resque-scheduler's master lock.
 //! * [`presence`] — whether the namespace holds any Resque data at all.
+//!
+//! What the dashboard (`resq web`) adds on top, each bounded so a page never reads a whole list:
+//! * [`list_ids`] — stable ids of list elements (SHA1 of their bytes) and finding them again;
+//! * [`failure_scan`] — failures by id, filtered pages within a scan budget, bulk by filter,
+//!   counts by class, exception and queue;
+//! * [`queue_jobs`] — a page of one queue, delete one job by its bytes, clear or remove a queue;
+//! * [`delayed_ops`] — resque-scheduler's delayed items page by page, run now, delete; enqueue a
+//!   stored schedule now;
+//! * [`statuses`] — resque-status's statuses and its kill switch;
+//! * [`history`] — per-minute and per-hour samples of the stat totals, for graphs;
+//! * [`server_info`] — Redis `INFO`.
 
 pub mod delayed;
+pub mod delayed_ops;
+pub mod failure_scan;
 pub mod failures;
+pub mod history;
+pub mod list_ids;
 pub mod pause;
 pub mod presence;
 pub mod prune;
+pub mod queue_jobs;
 pub mod queues;
 pub mod scheduler;
+pub mod server_info;
 pub mod stats;
+pub mod statuses;
 pub mod workers;
 
 use crate::conn::{Conn, Endpoint};

@@ -6,7 +6,7 @@
 //! or [`crate::worker`]:
 //! * [`show`] — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
 //! * [`failed`] — `failed list|show|retry|remove|clear`;
-//! * [`enqueue`] — `enqueue`; [`work`] — `work`; [`top`] — `top`;
+//! * [`enqueue`] — `enqueue`; [`work`] — `work`; [`top`] — `top`; [`web`] — `web`;
 //! * `scheduler`, `schedule list|add|remove` — in [`crate::scheduler::cli`];
 //! * [`output`] — tables, JSON and durations.
 
@@ -15,6 +15,7 @@ pub mod failed;
 pub mod output;
 pub mod show;
 pub mod top;
+pub mod web;
 pub mod work;
 
 use crate::admin::Admin;
@@ -83,6 +84,8 @@ pub enum Command {
     Resume,
     /// Live view of queues, workers and rates.
     Top(top::TopArgs),
+    /// Serve the web dashboard (queues, workers, failures, schedules, graphs).
+    Web(web::WebArgs),
     /// Run the scheduler (delayed and recurring jobs; resque-scheduler's master lock).
     Scheduler(crate::scheduler::cli::SchedulerArgs),
     /// Stored recurring schedules (resque-scheduler's persistent_schedules).
@@ -175,6 +178,7 @@ pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
             }
             Ok(())
         }
+        Command::Web(w) => web::run(url, ns, w).await,
         cmd => {
             let admin = Admin::connect(url, ns).await?;
             if !admin.has_data().await? {
@@ -193,7 +197,8 @@ pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
                 Command::Work(_)
                 | Command::Enqueue(_)
                 | Command::Scheduler(_)
-                | Command::Schedule(_) => Ok(()),
+                | Command::Schedule(_)
+                | Command::Web(_) => Ok(()),
             }
         }
     }

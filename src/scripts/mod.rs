@@ -68,6 +68,8 @@ scripts! {
     FAILED_RETRY = "failed_retry.lua";
     /// Remove failure entries, Ruby's way (admin/failures.rs).
     FAILED_REMOVE = "failed_remove.lua";
+    /// Take one resque-scheduler item out of its bucket, and enqueue it (admin/delayed_ops.rs).
+    DELAYED_TAKE = "delayed_take.lua";
     /// Several writes as one step, every key's type checked first ([`Checked`]).
     CHECKED_WRITE = "checked_write.lua";
 }

@@ -1,0 +1,72 @@
+//! `resq web`: serve the dashboard ([`crate::web`]) for the namespace, until INT or TERM.
+//!
+//! Binds `127.0.0.1:5678` unless `--bind` (env `RESQ_WEB_BIND`) says otherwise; authentication
+//! comes from `RESQ_WEB_TOKEN` (bearer) and/or `RESQ_WEB_USER` + `RESQ_WEB_PASSWORD` (basic),
+//! and a non-loopback address is refused without it. Secrets are never printed.
+
+use crate::admin::Admin;
+use crate::error::{Error, Result};
+use crate::web::{self, Auth, WebConfig};
+use clap::Args;
+use std::net::SocketAddr;
+
+/// `resq web [--bind ADDR] [--read-only]`.
+#[derive(Args, Debug, Clone)]
+pub struct WebArgs {
+    /// Address to listen on (a non-loopback address needs RESQ_WEB_TOKEN or
+    /// RESQ_WEB_USER + RESQ_WEB_PASSWORD).
+    #[arg(long, env = "RESQ_WEB_BIND", default_value = "127.0.0.1:5678")]
+    pub bind: SocketAddr,
+    /// Show and accept no action (retry, remove, delete, pause…).
+    #[arg(long, env = "RESQ_WEB_READ_ONLY")]
+    pub read_only: bool,
+}
+
+/// Runs the dashboard until INT or TERM.
+pub async fn run(url: &str, namespace: &str, a: WebArgs) -> Result<()> {
+    let auth = Auth::from_env().map_err(web_error)?;
+    let admin = Admin::connect(url, namespace).await?;
+    let float_format = match std::env::var("RESQ_FLOAT_FORMAT") {
+        Ok(v) => crate::scheduler::parse_float_format(&v)?,
+        Err(_) => Default::default(),
+    };
+    let config = WebConfig::new(admin)
+        .auth(auth)
+        .read_only(a.read_only)
+        .float_format(float_format);
+    let described = config.auth.describe();
+    let server = web::serve(a.bind, config).await.map_err(web_error)?;
+    println!(
+        "resq web: http://{}/ (namespace {namespace}, auth: {described}, {})",
+        server.addr,
+        if a.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        }
+    );
+    wait_for_signal().await?;
+    server.stop();
+    Ok(())
+}
+
+fn web_error(e: web::WebError) -> Error {
+    match e {
+        web::WebError::Resq(e) => e,
+        web::WebError::Io(e) => Error::Io(e),
+        other => Error::Config {
+            var: "resq web",
+            message: other.to_string(),
+        },
+    }
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

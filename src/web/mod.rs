@@ -1,0 +1,195 @@
+//! `resq web`: the fleet's dashboard, without Ruby — an `axum` router serving server-rendered
+//! pages over the same Redis as resque-web, Jesque and node-resque (docs/web.md).
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use resq::admin::Admin;
+//! use resq::web::{self, Auth, WebConfig};
+//! let admin = Admin::connect("redis://127.0.0.1:6379", "resque").await?;
+//! let config = WebConfig::new(admin).auth(Auth::none().with_bearer("s3cret"));
+//! // Under a service's own router: every link is relative, so any mount point works.
+//! let app: axum::Router = axum::Router::new().nest("/resq", web::router(config));
+//! # Ok(()) }
+//! ```
+//!
+//! Pages, one module each: [`overview`] (counters and graphs, live by polling [`api`]),
+//! [`queues`], [`workers`], [`failed`] (+ [`failed_actions`]), [`delayed`], [`recurring`],
+//! [`jobs`], [`limits`], [`stats`]. Around them: [`guard`] (security headers, auth, methods),
+//! [`ctx`] (relative links, parameters, CSRF-checked forms), [`layout`] (the page shell; maud
+//! escapes every value), [`graph`] (SVG charts), [`assets`] (embedded CSS/JS), [`counts`]
+//! (failure counts off the request path), [`sources`] (the seams for tracked jobs, limits and
+//! per-queue pause), [`server`] (serve on an address with the history sampler), [`auth`],
+//! [`error`], [`state`]. Everything it reads or repairs goes through [`crate::admin`].
+//!
+//! Security: authentication (basic and/or bearer) on every route; `POST` only for changes,
+//! each form carrying a per-process random CSRF token; a read-only mode that shows no action
+//! and refuses every `POST`; a CSP without inline script, no framing, `nosniff`.
+
+pub mod api;
+pub mod assets;
+pub mod auth;
+pub mod counts;
+pub mod ctx;
+pub mod delayed;
+pub mod error;
+pub mod failed;
+pub mod failed_actions;
+pub mod graph;
+pub mod guard;
+pub mod jobs;
+pub mod layout;
+pub mod limits;
+pub mod overview;
+pub mod queues;
+pub mod recurring;
+pub mod server;
+pub mod sources;
+pub mod state;
+pub mod stats;
+pub mod workers;
+
+pub use auth::Auth;
+pub use error::WebError;
+pub use server::{serve, spawn_sampler, WebServer};
+pub use sources::{JobsSource, LimitsSource, QueuePauses, ResqueStatusJobs};
+
+use crate::admin::Admin;
+use crate::client::FloatFormat;
+use axum::routing::{get, post};
+use axum::Router;
+use std::sync::Arc;
+
+/// Entries a filtered failure page examines at most, by default.
+pub const SEARCH_BUDGET: usize = 20_000;
+
+/// What the dashboard serves and how.
+pub struct WebConfig {
+    /// The namespace.
+    pub admin: Admin,
+    /// Show and accept no action.
+    pub read_only: bool,
+    /// Who may use it.
+    pub auth: Auth,
+    /// Tracked jobs for the Jobs page (resque-status's by default).
+    pub jobs: Option<Arc<dyn JobsSource>>,
+    /// Limits for the Limits page (none by default).
+    pub limits: Option<Arc<dyn LimitsSource>>,
+    /// Per-queue pause (none by default).
+    pub pauses: Option<Arc<dyn QueuePauses>>,
+    /// Float text of args re-encoded when a schedule is enqueued now.
+    pub float_format: FloatFormat,
+    /// Entries a filtered failure page examines at most.
+    pub search_budget: usize,
+}
+
+impl WebConfig {
+    /// Defaults for `admin`: read-write, no authentication, resque-status jobs.
+    pub fn new(admin: Admin) -> Self {
+        WebConfig {
+            admin,
+            read_only: false,
+            auth: Auth::none(),
+            jobs: Some(Arc::new(ResqueStatusJobs)),
+            limits: None,
+            pauses: None,
+            float_format: FloatFormat::default(),
+            search_budget: SEARCH_BUDGET,
+        }
+    }
+
+    /// Read-only mode.
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+
+    /// Authentication.
+    pub fn auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// The Jobs page's source.
+    pub fn jobs(mut self, source: Arc<dyn JobsSource>) -> Self {
+        self.jobs = Some(source);
+        self
+    }
+
+    /// The Limits page's source.
+    pub fn limits(mut self, source: Arc<dyn LimitsSource>) -> Self {
+        self.limits = Some(source);
+        self
+    }
+
+    /// Per-queue pause.
+    pub fn pauses(mut self, source: Arc<dyn QueuePauses>) -> Self {
+        self.pauses = Some(source);
+        self
+    }
+
+    /// Float text for schedules enqueued now.
+    pub fn float_format(mut self, f: FloatFormat) -> Self {
+        self.float_format = f;
+        self
+    }
+
+    /// Entries a filtered failure page examines at most.
+    pub fn search_budget(mut self, n: usize) -> Self {
+        self.search_budget = n;
+        self
+    }
+}
+
+/// The dashboard's router, to serve alone or to `nest` under a path. It does not sample
+/// history in the background by itself (its live endpoint samples while someone watches);
+/// run [`spawn_sampler`] beside it, or let [`serve`] do both.
+pub fn router(config: WebConfig) -> Router {
+    let app = Arc::new(state::App::new(config));
+    Router::new()
+        .route("/", get(overview::show))
+        .route("/overview", get(overview::show))
+        .route("/pause", post(overview::pause))
+        .route("/resume", post(overview::resume))
+        .route("/api/live", get(api::live))
+        .route("/queues", get(queues::list))
+        .route("/queue", get(queues::show))
+        .route("/queue/delete", post(queues::delete))
+        .route("/queue/run", post(queues::run))
+        .route("/queue/clear", post(queues::clear))
+        .route("/queue/remove", post(queues::remove))
+        .route("/queue/pause", post(queues::pause))
+        .route("/workers", get(workers::show))
+        .route("/failed", get(failed::list))
+        .route("/failure", get(failed::show))
+        .route("/failed/retry", post(failed_actions::retry))
+        .route("/failed/remove", post(failed_actions::remove))
+        .route("/failed/bulk", post(failed_actions::bulk))
+        .route("/failed/clear", post(failed_actions::clear))
+        .route("/delayed", get(delayed::show))
+        .route("/delayed/run", post(delayed::run))
+        .route("/delayed/delete", post(delayed::delete))
+        .route("/recurring", get(recurring::show))
+        .route("/recurring/enqueue", post(recurring::enqueue))
+        .route("/recurring/delete", post(recurring::delete))
+        .route("/jobs", get(jobs::list))
+        .route("/job", get(jobs::show))
+        .route("/jobs/kill", post(jobs::kill_job))
+        .route("/limits", get(limits::show))
+        .route("/stats", get(stats::show))
+        .route("/assets/{name}", get(assets::asset))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            guard::methods,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            guard::authenticate,
+        ))
+        .layer(axum::middleware::from_fn(guard::security_headers))
+        .with_state(app)
+}
+
+async fn not_found() -> WebError {
+    WebError::NotFound("no such page".into())
+}

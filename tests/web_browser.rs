@@ -1,0 +1,559 @@
+//! The dashboard in a real browser: Debian's chromium, headless, driven through chromedriver
+//! over WebDriver (fantoccini). Every page loads with no console error (the browser log read
+//! through chromedriver, CSP violations included), a failure is retried and another removed by
+//! clicking, a search filters, authentication holds, a POST without the CSRF token is refused,
+//! and hostile bytes from Redis never run.
+//!
+//! chromium and chromedriver are required (`.ci/run` installs them): without them these tests
+//! fail, saying so. `RESQ_WEB_SCREENSHOTS=<dir>` also saves PNGs of the main pages there (how
+//! `docs/web/*.png` are made: `RESQ_WEB_SCREENSHOTS=docs/web cargo test --test web_browser`).
+
+mod support;
+mod web_common;
+
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use redis::AsyncCommands;
+use resq::admin::list_ids::element_id;
+use resq::admin::Admin;
+use resq::web::{self, Auth, WebConfig, WebServer};
+use resq::Keys;
+use serde_json::{json, Value};
+use std::process::Child;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The chromium binary (`CHROMIUM` overrides).
+fn chromium() -> String {
+    std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into())
+}
+
+/// The chromedriver binary (`CHROMEDRIVER` overrides).
+fn chromedriver_bin() -> String {
+    std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into())
+}
+
+/// One chromedriver for the test binary, on a free port, under the support guard (it dies
+/// with the tests). Panics when chromium or chromedriver is missing.
+fn chromedriver() -> &'static str {
+    static URL: OnceLock<(Child, String)> = OnceLock::new();
+    &URL.get_or_init(|| {
+        for (what, path) in [
+            ("chromium", chromium()),
+            ("chromedriver", chromedriver_bin()),
+        ] {
+            if !std::path::Path::new(&path).exists() {
+                panic!(
+                    "{what} not found at {path}: the browser tests need Debian's chromium and \
+                     chromium-driver (apt-get install -y chromium chromium-driver; .ci/run does)"
+                );
+            }
+        }
+        let port = support::free_port();
+        let (guard, _) =
+            support::spawn_guard(&chromedriver_bin(), &[format!("--port={port}")], None);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "chromedriver did not listen on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (guard, format!("http://127.0.0.1:{port}"))
+    })
+    .1
+}
+
+/// Browser sessions run one at a time: chromium is heavy on 2 cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A headless chromium session with a fresh profile, and the profile's directory.
+async fn browser() -> (Client, std::path::PathBuf) {
+    let profile = std::env::temp_dir().join(format!(
+        "resq-chromium-{}-{}",
+        std::process::id(),
+        support::free_port()
+    ));
+    let caps = json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {
+            "binary": chromium(),
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync",
+                "--window-size=1280,900",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        },
+        "goog:loggingPrefs": {"browser": "ALL"},
+    });
+    let Value::Object(caps) = caps else {
+        unreachable!()
+    };
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let client = ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(chromedriver())
+        .await
+        .unwrap_or_else(|e| panic!("cannot start chromium through chromedriver: {e}"));
+    (client, profile)
+}
+
+/// Ends the session and removes its profile.
+async fn close(c: Client, profile: std::path::PathBuf) {
+    c.close().await.expect("close the session");
+    let _ = std::fs::remove_dir_all(profile);
+}
+
+/// chromedriver's browser log (`POST /session/:id/se/log`): entries since the last read.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!("session/{}/se/log", session_id.unwrap_or("")))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        (
+            axum::http::Method::POST,
+            Some(r#"{"type":"browser"}"#.into()),
+        )
+    }
+}
+
+/// The browser log's errors since the last call.
+async fn console_errors(c: &Client) -> Vec<String> {
+    let log = c.issue_cmd(BrowserLog).await.expect("browser log");
+    log.as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .filter(|e| e["level"] == "SEVERE")
+                .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Starts the dashboard for `ns` on a free loopback port.
+async fn serve(ns: &str, auth: Auth) -> WebServer {
+    let admin = Admin::connect(&support::url(), ns).await.expect("connect");
+    web::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        WebConfig::new(admin).auth(auth),
+    )
+    .await
+    .expect("serve")
+}
+
+/// Polls `check` until true, or panics after `secs` with `what`.
+async fn until<F, Fut>(secs: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    support::eventually(secs, what, || {
+        let f = check();
+        async move { f.await.then_some(()) }
+    })
+    .await
+}
+
+/// Saves a screenshot of the current page as `<name>.png` when `RESQ_WEB_SCREENSHOTS` names a
+/// directory (and `name` is not empty).
+async fn screenshot(c: &Client, name: &str) {
+    let Ok(dir) = std::env::var("RESQ_WEB_SCREENSHOTS") else {
+        return;
+    };
+    if name.is_empty() {
+        return;
+    }
+    let png = c.screenshot().await.expect("screenshot");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(dir)
+        .join(format!("{name}.png"));
+    std::fs::create_dir_all(path.parent().expect("dir")).expect("screenshot dir");
+    std::fs::write(&path, png).expect("write screenshot");
+}
+
+/// The pages (route, screenshot name or "" for none, a text the page must show).
+const PAGES: &[(&str, &str, &str)] = &[
+    ("overview", "overview", "Largest queues"),
+    ("queues", "queues", "latency"),
+    ("queue?name=default", "queue", "Queue default"),
+    ("workers", "workers", "web-1~resq"),
+    ("failed", "failed", "entries in the failure list"),
+    ("failed?group=exception", "failed-grouped", "exception"),
+    ("delayed", "delayed", "SendReminder"),
+    ("recurring", "recurring", "nightly_report"),
+    ("jobs", "jobs", "ImportJob"),
+    ("limits", "", "Limits"),
+    ("stats", "stats", "redis_version"),
+];
+
+#[tokio::test]
+async fn every_page_loads_without_console_errors() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // This test binary has its own redis-server and no other test uses `resque`, so the
+    // screenshots show the usual namespace.
+    let ns = "resque".to_string();
+    let mut con = support::con().await;
+    web_common::seed_demo(&mut con, &ns).await;
+    let server = serve(&ns, Auth::none()).await;
+    let base = format!("http://{}/", server.addr);
+    let (c, profile) = browser().await;
+    // The log is read for real: a console error shows up in it.
+    c.goto(&format!("{base}limits")).await.unwrap();
+    c.execute("console.error('probe-1795')", vec![])
+        .await
+        .unwrap();
+    let probe = console_errors(&c).await;
+    assert!(
+        probe.iter().any(|m| m.contains("probe-1795")),
+        "the browser log does not report console errors: {probe:?}"
+    );
+    // Workers keep processing while the overview is open, so its live graph moves.
+    let k = Keys::new(ns.as_str());
+    let url = support::url();
+    let busy = tokio::spawn(async move {
+        let mut c = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        loop {
+            let _: () = redis::pipe()
+                .incr(k.stat_processed(), 700 + rand::random::<u32>() % 300)
+                .incr(k.stat_failed(), rand::random::<u32>() % 4)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    for (route, name, text) in PAGES {
+        c.goto(&format!("{base}{route}")).await.unwrap();
+        let body = c
+            .find(Locator::Css("body"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            body.contains(text),
+            "{route}: {text:?} not on the page:\n{body}"
+        );
+        if *route == "overview" {
+            // The script ran: the live counters were fetched and two rates drawn.
+            until(60, "the live graph to be drawn", || async {
+                let pts = c
+                    .find(Locator::Css("#live-chart polyline.p"))
+                    .await
+                    .unwrap()
+                    .attr("points")
+                    .await
+                    .unwrap()
+                    .unwrap_or_default();
+                // More points for a screenshot, so the graph shows a line.
+                let want = if std::env::var_os("RESQ_WEB_SCREENSHOTS").is_some() {
+                    15
+                } else {
+                    3
+                };
+                pts.split(' ').filter(|p| !p.is_empty()).count() >= want
+            })
+            .await;
+            let status = c
+                .find(Locator::Css("[data-live-status]"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            assert_eq!(status, "live");
+        }
+        if *route == "failed?group=exception" {
+            until(20, "the failure counts", || async {
+                let t = c
+                    .find(Locator::Css("body"))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                if t.contains("Counts over all") {
+                    return true;
+                }
+                c.refresh().await.unwrap();
+                false
+            })
+            .await;
+        }
+        screenshot(&c, name).await;
+        let errors = console_errors(&c).await;
+        assert!(errors.is_empty(), "{route}: console errors {errors:?}");
+    }
+    busy.abort();
+    close(c, profile).await;
+}
+
+/// Clicks the button of the `action` form (`failed/retry`…) carrying id `id`.
+async fn click_action(c: &Client, action: &str, id: &str) {
+    let xpath = format!(
+        "//form[substring(@action, string-length(@action) - {len} + 1) = '{action}']\
+         [.//input[@name='id' and @value='{id}']]//button",
+        len = action.len()
+    );
+    c.find(Locator::XPath(&xpath))
+        .await
+        .unwrap_or_else(|e| panic!("no {action} button for {id}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_failure_is_retried_and_another_removed_through_the_ui() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ns = support::namespace("brretry");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let entries: Vec<String> = (0..5)
+        .map(|i| web_common::failure(&format!("Job{i}"), &format!("[{i}]"), "E", "boom", "work"))
+        .collect();
+    let () = con.rpush(k.failed(), &entries).await.unwrap();
+    let server = serve(&ns, Auth::none()).await;
+    let base = format!("http://{}/", server.addr);
+    let (c, profile) = browser().await;
+    c.goto(&format!("{base}failed")).await.unwrap();
+    click_action(&c, "failed/retry", &element_id(entries[2].as_bytes())).await;
+    c.wait()
+        .for_element(Locator::Css("p.flash.ok"))
+        .await
+        .unwrap();
+    let flash = c
+        .find(Locator::Css("p.flash"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(flash, "Retried 1 failure.");
+    let list: Vec<String> = con.lrange(k.failed(), 0, -1).await.unwrap();
+    assert!(list[2].contains("\"retried_at\":\"") && list[2].contains("\"class\":\"Job2\""));
+    let queued: Vec<String> = con.lrange(k.queue("work"), 0, -1).await.unwrap();
+    assert_eq!(queued, vec![r#"{"class":"Job2","args":[2]}"#.to_string()]);
+    // The retried entry is marked on the page.
+    let badge = c.find(Locator::Css("span.badge.completed")).await.unwrap();
+    assert_eq!(badge.text().await.unwrap(), "retried");
+
+    click_action(&c, "failed/remove", &element_id(entries[4].as_bytes())).await;
+    c.wait()
+        .for_element(Locator::Css("p.flash.ok"))
+        .await
+        .unwrap();
+    let flash = c
+        .find(Locator::Css("p.flash"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(flash, "Removed 1 failure.");
+    let list: Vec<String> = con.lrange(k.failed(), 0, -1).await.unwrap();
+    assert_eq!(list.len(), 4);
+    assert!(!list.contains(&entries[4]));
+
+    // The same form posted without its token is refused, and changes nothing.
+    let status = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             fetch('failed/clear', {method: 'POST', headers: {'Content-Type':\
+             'application/x-www-form-urlencoded'}, body: ''})\
+             .then(r => done(r.status), e => done(String(e)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(403));
+    let n: usize = con.llen(k.failed()).await.unwrap();
+    assert_eq!(n, 4);
+    let errors = console_errors(&c).await;
+    assert!(
+        errors.iter().all(|e| e.contains("403")),
+        "only the refused POST may be logged: {errors:?}"
+    );
+    close(c, profile).await;
+}
+
+#[tokio::test]
+async fn search_filters_the_failure_list() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ns = support::namespace("brsearch");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    for i in 0..40 {
+        let err = if i % 10 == 3 { "needle in row" } else { "hay" };
+        let e = web_common::failure("Job", &format!("[{i}]"), "E", err, "q");
+        let () = con.rpush(k.failed(), e).await.unwrap();
+    }
+    let server = serve(&ns, Auth::none()).await;
+    let base = format!("http://{}/", server.addr);
+    let (c, profile) = browser().await;
+    c.goto(&format!("{base}failed")).await.unwrap();
+    let rows = c.find_all(Locator::Css("tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 25);
+    let input = c.find(Locator::Css("input[name=q]")).await.unwrap();
+    input.send_keys("NEEDLE").await.unwrap();
+    c.find(Locator::Css("form.filters button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(10, "the filtered view", || async {
+        c.current_url().await.unwrap().query() == Some("q=NEEDLE")
+    })
+    .await;
+    let rows = c.find_all(Locator::Css("tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        assert!(r.text().await.unwrap().contains("needle in row"));
+    }
+    // The view is a URL: loading it again gives the same rows.
+    c.goto(&format!("{base}failed?q=NEEDLE")).await.unwrap();
+    assert_eq!(c.find_all(Locator::Css("tbody tr")).await.unwrap().len(), 4);
+    assert!(console_errors(&c).await.is_empty());
+    close(c, profile).await;
+}
+
+#[tokio::test]
+async fn authentication_is_enforced_in_the_browser() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ns = support::namespace("brauth");
+    let mut con = support::con().await;
+    web_common::seed_demo(&mut con, &ns).await;
+    let server = serve(&ns, Auth::none().with_basic("ops", "s3cret pw")).await;
+    let (c, profile) = browser().await;
+    c.goto(&format!("http://{}/failed", server.addr))
+        .await
+        .unwrap();
+    // Headless chromium shows nothing for a basic-auth challenge; the navigation's status
+    // says what the server answered.
+    let status = c
+        .execute(
+            "const n = performance.getEntriesByType('navigation')[0];\
+             return n ? n.responseStatus : null",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(401));
+    let body = c.source().await.unwrap();
+    assert!(!body.contains("entries in the failure list"), "{body}");
+    console_errors(&c).await; // the 401 itself is logged
+    c.goto(&format!("http://ops:s3cret%20pw@{}/overview", server.addr))
+        .await
+        .unwrap();
+    // Pages, assets and the live endpoint all pass with the browser's credentials.
+    until(20, "live counters", || async {
+        c.find(Locator::Css("[data-live-status]"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            == "live"
+    })
+    .await;
+    let css = c
+        .execute(
+            "return getComputedStyle(document.querySelector('header.top')).display",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(css, json!("flex"), "the stylesheet loaded");
+    assert!(console_errors(&c).await.is_empty());
+    // The same page's requests without the browser's credentials are refused.
+    let status = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             const u = new URL('api/live', location.href); u.username = ''; u.password = '';\
+             fetch(u, {credentials: 'omit'}).then(r => done(r.status), e => done(String(e)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(401));
+    close(c, profile).await;
+}
+
+#[tokio::test]
+async fn hostile_bytes_from_redis_show_as_text_and_never_run() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ns = support::namespace("brxss");
+    let mut con = support::con().await;
+    web_common::seed_hostile(&mut con, &ns).await;
+    let server = serve(&ns, Auth::none()).await;
+    let base = format!("http://{}/", server.addr);
+    let (c, profile) = browser().await;
+    let hostile_queue = format!("queue?name={}", web::ctx::enc(web_common::QUOTE_BREAK));
+    for route in [
+        "overview",
+        "queues",
+        "queue?name=default",
+        hostile_queue.as_str(),
+        "workers",
+        "failed",
+        "delayed",
+        "recurring",
+        "jobs",
+        "job?id=ba69034b39c05d28a5403ac10e276e79",
+    ] {
+        c.goto(&format!("{base}{route}")).await.unwrap();
+        let pwned = c
+            .execute(
+                "return window.__pwned === undefined ? null : window.__pwned",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(pwned, Value::Null, "{route}: injected script ran");
+        let imgs = c.find_all(Locator::Css("img")).await.unwrap();
+        assert!(imgs.is_empty(), "{route}: an injected element was parsed");
+        let text = c
+            .find(Locator::Css("body"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let visible = [web_common::SCRIPT_CLASS, web_common::QUOTE_BREAK];
+        assert!(
+            visible.iter().any(|s| text.contains(s)),
+            "{route}: the hostile text is not shown as text:\n{text}"
+        );
+        let errors = console_errors(&c).await;
+        assert!(errors.is_empty(), "{route}: console errors {errors:?}");
+    }
+    c.goto(&format!("{base}failed")).await.unwrap();
+    let text = c
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains(web_common::SCRIPT_ERROR), "{text}");
+    screenshot(&c, "escaping").await;
+    close(c, profile).await;
+}

@@ -1,0 +1,388 @@
+//! Shared by the dashboard's HTTP and browser tests: requests through the router in-process,
+//! reading forms back out of a page, and hostile strings to seed Redis with.
+
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Method, Request, StatusCode};
+use axum::Router;
+use resq::admin::Admin;
+use resq::web::{self, WebConfig};
+use std::collections::HashMap;
+use tower::ServiceExt;
+
+/// Strings that would run script or break out of an attribute if printed unescaped.
+pub const SCRIPT_CLASS: &str = "<script>window.__pwned=1</script>";
+/// Breaks out of a quoted attribute and adds an element whose handler would run.
+pub const QUOTE_BREAK: &str = "\"'><img src=x onerror=window.__pwned=2>";
+/// An error message with a script.
+pub const SCRIPT_ERROR: &str = "<script>window.__pwned=3</script> & \"quoted\"";
+
+/// A failure entry in Ruby's shape (keys in Ruby's order).
+pub fn failure(class: &str, args: &str, exception: &str, error: &str, queue: &str) -> String {
+    let s = |v: &str| serde_json::Value::String(v.to_string()).to_string();
+    format!(
+        r#"{{"failed_at":"2026/11/21 19:26:58 UTC","payload":{{"class":{},"args":{args}}},"exception":{},"error":{},"backtrace":["/app/jobs.rb:40:in `perform'"],"worker":{},"queue":{}}}"#,
+        s(class),
+        s(exception),
+        s(error),
+        s(&format!("vm:21705:{queue}")),
+        s(queue)
+    )
+}
+
+/// Seeds namespace `ns` with hostile strings in a queue name, class names, args and error
+/// messages, a worker, a delayed item, a stored schedule and a resque-status status.
+pub async fn seed_hostile(con: &mut redis::aio::MultiplexedConnection, ns: &str) {
+    let k = resq::Keys::new(ns);
+    let args = serde_json::json!([QUOTE_BREAK, SCRIPT_CLASS]).to_string();
+    let job = serde_json::json!({"class": SCRIPT_CLASS, "args": [QUOTE_BREAK]}).to_string();
+    let item =
+        serde_json::json!({"class": SCRIPT_CLASS, "args": [QUOTE_BREAK], "queue": QUOTE_BREAK})
+            .to_string();
+    let record = serde_json::json!({"queue": QUOTE_BREAK, "run_at": "2026-11-21T19:15:33Z",
+        "payload": {"class": SCRIPT_CLASS, "args": [QUOTE_BREAK]}})
+    .to_string();
+    let worker = format!("box{QUOTE_BREAK}:123:{SCRIPT_CLASS}");
+    let status = serde_json::json!({"time": 1795495079, "status": "working",
+        "uuid": "ba69034b39c05d28a5403ac10e276e79", "options": {"x": QUOTE_BREAK},
+        "name": SCRIPT_CLASS, "num": 3, "total": 10, "message": SCRIPT_ERROR})
+    .to_string();
+    let schedule = serde_json::json!({"class": SCRIPT_CLASS, "queue": "q", "args": [QUOTE_BREAK],
+        "every": "1h", "description": SCRIPT_ERROR})
+    .to_string();
+    let _: () = redis::pipe()
+        .sadd(k.queues(), &["default", QUOTE_BREAK][..])
+        .rpush(k.queue("default"), &job)
+        .rpush(k.queue(QUOTE_BREAK), &job)
+        .rpush(
+            k.failed(),
+            failure(SCRIPT_CLASS, &args, QUOTE_BREAK, SCRIPT_ERROR, QUOTE_BREAK),
+        )
+        .rpush(
+            k.failed(),
+            failure("Plain", "[1]", "RuntimeError", "boom", "default"),
+        )
+        .set(k.stat_processed(), 10)
+        .set(k.stat_failed(), 2)
+        .sadd(k.workers(), &worker)
+        .set(k.worker(&worker), record)
+        .rpush(k.delayed_bucket(1_795_289_221), &item)
+        .zadd(k.delayed_schedule(), 1_795_289_221, 1_795_289_221)
+        .hset(k.persistent_schedules(), SCRIPT_CLASS, schedule)
+        .zadd(
+            k.resque_statuses(),
+            "ba69034b39c05d28a5403ac10e276e79",
+            1_795_495_079,
+        )
+        .set(k.resque_status("ba69034b39c05d28a5403ac10e276e79"), status)
+        .query_async(con)
+        .await
+        .expect("seed");
+}
+
+/// Seeds namespace `ns` with a plausible fleet (for page tests and the screenshots): queues of
+/// several kinds, workers of every runtime, failures of a few classes (one retried), delayed
+/// items, stored schedules, resque-status statuses and a day of history samples.
+pub async fn seed_demo(con: &mut redis::aio::MultiplexedConnection, ns: &str) {
+    use chrono::Utc;
+    use resq::wire::time;
+    let k = resq::Keys::new(ns);
+    let now = Utc::now();
+    let mut p = redis::pipe();
+    let enq = |mins: i64| (now - chrono::Duration::minutes(mins)).timestamp();
+    for (q, n, class) in [
+        ("default", 120, "Archive"),
+        ("mailers", 35, "ActionMailer::MailDeliveryJob"),
+        ("reports", 8, "NightlyReport"),
+        ("critical", 0, "Charge"),
+    ] {
+        p.sadd(k.queues(), q);
+        for i in 0..n {
+            let job = serde_json::json!({"class": class, "args": [i, "main"],
+                "enqueued_at": enq(n as i64 - i as i64)});
+            p.rpush(k.queue(q), job.to_string());
+        }
+    }
+    p.sadd(k.queues(), "scheduled");
+    for i in 0..5 {
+        let job = serde_json::json!({"class": "Reminder", "args": [i], "vars": {}});
+        p.zadd(
+            k.queue("scheduled"),
+            job.to_string(),
+            (now.timestamp() + 3600 * i) * 1000,
+        );
+    }
+    let hb = time::heartbeat(now);
+    let run_at = time::run_at(now - chrono::Duration::seconds(42));
+    let workers = [
+        ("web-1~resq:4242-0:critical,default", true),
+        ("web-1~resq:4242-1:critical,default", false),
+        ("web-1~resq:4242-2:critical,default", true),
+        ("app-2:31337:mailers", true),
+        ("app-3:8812-0:JAVA_DYNAMIC_QUEUES,reports", false),
+    ];
+    for (id, busy) in workers {
+        p.sadd(k.workers(), id);
+        p.set(
+            k.worker_started(id),
+            time::started(now - chrono::Duration::hours(3)),
+        );
+        if !id.contains("JAVA") {
+            p.hset(k.heartbeats(), id, &hb);
+        }
+        p.set(k.stat_processed_by(id), 1234);
+        if busy {
+            let rec = serde_json::json!({"queue": "default", "run_at": run_at,
+                "payload": {"class": "Archive", "args": [77, "main"]}});
+            p.set(k.worker(id), rec.to_string());
+        }
+    }
+    let kinds = [
+        (
+            "Archive",
+            "Errno::ECONNRESET",
+            "Connection reset by peer",
+            "default",
+        ),
+        (
+            "ActionMailer::MailDeliveryJob",
+            "Net::ReadTimeout",
+            "Net::ReadTimeout with #<TCPSocket:(closed)>",
+            "mailers",
+        ),
+        (
+            "NightlyReport",
+            "ActiveRecord::Deadlocked",
+            "Mysql2::Error: Deadlock found when trying to get lock",
+            "reports",
+        ),
+        (
+            "Charge",
+            "Stripe::CardError",
+            "Your card was declined.",
+            "critical",
+        ),
+    ];
+    for i in 0..60 {
+        let (class, exc, err, q) = kinds[(i * 7 + i / 5) % kinds.len()];
+        let mut e = failure(class, &format!("[{i},\"main\"]"), exc, err, q);
+        if i == 3 {
+            e.truncate(e.len() - 1);
+            e.push_str(r#","retried_at":"2026/11/21 19:30:02 UTC"}"#);
+        }
+        p.rpush(k.failed(), e);
+    }
+    for (i, due) in [90_i64, 600, 3600, 7200, 86_400].iter().enumerate() {
+        let ts = now.timestamp() + due;
+        let item = serde_json::json!({"class": "SendReminder", "args": [i, "user@example.com"], "queue": "mailers"});
+        p.rpush(k.delayed_bucket(ts), item.to_string());
+        p.sadd(
+            k.timestamps(&item.to_string()),
+            resq::Keys::delayed_bucket_member(ts),
+        );
+        p.zadd(k.delayed_schedule(), ts, ts);
+    }
+    for (name, cfg) in [
+        (
+            "nightly_report",
+            r#"{"class":"NightlyReport","queue":"reports","args":[7],"cron":"0 3 * * *","description":"rebuild the nightly report"}"#,
+        ),
+        (
+            "cleanup",
+            r#"{"class":"Cleanup","queue":"default","args":[],"every":"1h"}"#,
+        ),
+        (
+            "digest",
+            r#"{"class":"Digest","queue":"mailers","args":["weekly"],"cron":"0 8 * * 1 Europe/Paris"}"#,
+        ),
+    ] {
+        p.hset(k.persistent_schedules(), name, cfg);
+    }
+    p.hset(
+        k.last_enqueued_at(),
+        "nightly_report",
+        "2026-11-21 03:00:00 +0000",
+    );
+    for (i, (state, num, total, msg)) in [
+        ("working", 3, 10, "importing rows"),
+        ("queued", 0, 0, ""),
+        (
+            "completed",
+            10,
+            10,
+            "Completed at 2026-11-24 04:27:27 +0000",
+        ),
+        ("failed", 1, 4, "The task failed because of an error: boom"),
+        ("killed", 2, 5, "Killed at 2026-11-24 04:38:10 +0000"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let uuid = format!(
+            "{:032x}",
+            0xba69_034b_39c0_5d28_a540_3ac1_0e27_6e79_u128 + i as u128
+        );
+        let t = now.timestamp() - 60 * i as i64;
+        let status = serde_json::json!({"time": t, "status": state, "uuid": uuid,
+            "options": {"file": format!("import-{i}.csv")}, "name": format!("ImportJob({{\"file\"=>\"import-{i}.csv\"}})"),
+            "num": num, "total": total, "message": msg});
+        p.zadd(k.resque_statuses(), &uuid, t);
+        p.set(k.resque_status(&uuid), status.to_string());
+    }
+    // A day of per-minute samples and a month of hourly ones, with a daily rhythm.
+    let (mut processed, mut failed) = (5_000_000_u64, 12_000_u64);
+    let minute_now = now.timestamp() / 60;
+    for m in (minute_now - 1440)..=minute_now {
+        let phase = (m % 1440) as f64 / 1440.0 * std::f64::consts::TAU;
+        processed += (900.0 + 600.0 * phase.sin()) as u64;
+        failed += (3.0 + 3.0 * (phase * 3.0).cos()).max(0.0) as u64;
+        p.set(
+            k.history_minute(m),
+            format!("{} {processed} {failed}", m * 60_000),
+        );
+    }
+    let hour_now = now.timestamp() / 3600;
+    let (mut hp, mut hf) = (1_000_000_u64, 5_000_u64);
+    for h in (hour_now - 24 * 30)..=hour_now {
+        let phase = (h % 24) as f64 / 24.0 * std::f64::consts::TAU;
+        hp += (54_000.0 + 36_000.0 * phase.sin()) as u64;
+        hf += (180.0 + 120.0 * (phase * 2.0).cos()) as u64;
+        p.set(k.history_hour(h), format!("{} {hp} {hf}", h * 3_600_000));
+    }
+    p.set(k.stat_processed(), processed);
+    p.set(k.stat_failed(), failed);
+    let () = p.query_async(con).await.expect("seed demo");
+}
+
+/// The router for namespace `ns` on the shared test server.
+pub async fn router(ns: &str, f: impl FnOnce(WebConfig) -> WebConfig) -> Router {
+    let admin = Admin::connect(&crate::support::url(), ns)
+        .await
+        .expect("connect");
+    web::router(f(WebConfig::new(admin)))
+}
+
+/// A response, read whole.
+pub struct Reply {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body as text.
+    pub body: String,
+}
+
+impl Reply {
+    /// The `Location` header.
+    pub fn location(&self) -> &str {
+        self.headers
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// Sends `req` through `app`.
+pub async fn send(app: &Router, req: Request<Body>) -> Reply {
+    let res = app.clone().oneshot(req).await.expect("infallible");
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = axum::body::to_bytes(res.into_body(), 16 << 20)
+        .await
+        .expect("body");
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+/// `GET path`.
+pub async fn get(app: &Router, path: &str) -> Reply {
+    send(
+        app,
+        Request::get(path).body(Body::empty()).expect("request"),
+    )
+    .await
+}
+
+/// `POST path` with a form.
+pub async fn post(app: &Router, path: &str, form: &[(&str, &str)]) -> Reply {
+    let mut s = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in form {
+        s.append_pair(k, v);
+    }
+    send(
+        app,
+        Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(s.finish()))
+            .expect("request"),
+    )
+    .await
+}
+
+/// Undoes maud's attribute escaping.
+fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// Every POST form of `html` whose action ends with `action`, as its hidden fields.
+pub fn forms(html: &str, action: &str) -> Vec<HashMap<String, String>> {
+    let mut out = Vec::new();
+    for part in html.split("<form").skip(1) {
+        let Some(end) = part.find("</form>") else {
+            continue;
+        };
+        let form = &part[..end];
+        let Some(a) = attr(form, "action") else {
+            continue;
+        };
+        if !a.ends_with(action) || !form.contains("method=\"post\"") {
+            continue;
+        }
+        let mut fields = HashMap::new();
+        for input in form.split("<input").skip(1) {
+            if let (Some(n), Some(v)) = (attr(input, "name"), attr(input, "value")) {
+                fields.insert(n, v);
+            }
+        }
+        out.push(fields);
+    }
+    out
+}
+
+/// The value of attribute `name` in the first tag of `tag`.
+fn attr(tag: &str, name: &str) -> Option<String> {
+    let close = tag.find('>').unwrap_or(tag.len());
+    let head = &tag[..close];
+    let start = head.find(&format!(" {name}=\""))? + name.len() + 3;
+    let len = head[start..].find('"')?;
+    Some(unescape(&head[start..start + len]))
+}
+
+/// The CSRF token in a page's forms.
+pub fn csrf(html: &str) -> String {
+    let marker = "name=\"_csrf\" value=\"";
+    let i = html.find(marker).expect("a form with a CSRF token") + marker.len();
+    let len = html[i..].find('"').expect("token end");
+    html[i..i + len].to_string()
+}
+
+/// Asserts no hostile string appears unescaped in `html`.
+pub fn assert_escaped(html: &str, page: &str) {
+    // maud escapes `&`, `<`, `>` and `"`; a `'` alone cannot end a double-quoted attribute.
+    for bad in ["<script>window.__pwned", "<img src=x", "'><img", "\"'>"] {
+        assert!(
+            !html.contains(bad),
+            "{page}: {bad:?} appears unescaped in:\n{html}"
+        );
+    }
+}

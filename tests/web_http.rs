@@ -1,0 +1,844 @@
+//! The dashboard over plain HTTP (the router called in-process, no browser): every route's
+//! status codes and security headers, escaping of hostile bytes from Redis, authentication,
+//! CSRF, read-only mode, and that every action does to Redis what Ruby's resque-web or
+//! resque-scheduler would (golden fixtures 08, 09, 14 → 15).
+
+mod admin_common;
+mod keydump;
+mod support;
+mod web_common;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use redis::AsyncCommands;
+use resq::admin::list_ids::element_id;
+use resq::web::{Auth, WebConfig};
+use resq::Keys;
+use web_common::{assert_escaped, csrf, forms, get, post, router, send};
+
+/// Every page the dashboard serves.
+const PAGES: &[&str] = &[
+    "/",
+    "/overview",
+    "/overview?range=1h",
+    "/overview?range=90d",
+    "/queues",
+    "/queues?q=def",
+    "/queue?name=default",
+    "/workers",
+    "/workers?busy=1",
+    "/failed",
+    "/failed?q=boom",
+    "/failed?class=Plain",
+    "/failed?group=class",
+    "/failed?group=exception",
+    "/failed?group=queue",
+    "/delayed",
+    "/recurring",
+    "/jobs",
+    "/job?id=ba69034b39c05d28a5403ac10e276e79",
+    "/limits",
+    "/stats",
+];
+
+#[tokio::test]
+async fn every_page_answers_with_security_headers_and_escapes_redis_bytes() {
+    let ns = support::namespace("webpages");
+    let mut con = support::con().await;
+    web_common::seed_hostile(&mut con, &ns).await;
+    let app = router(&ns, |c| c).await;
+    let hostile_queue = format!(
+        "/queue?name={}",
+        resq::web::ctx::enc(web_common::QUOTE_BREAK)
+    );
+    let first = get(&app, "/failed").await;
+    let row = &forms(&first.body, "failed/retry")[0];
+    let detail = format!("/failure?id={}&at={}", row["id"], row["at"]);
+    for page in PAGES
+        .iter()
+        .copied()
+        .chain([hostile_queue.as_str(), detail.as_str()])
+    {
+        let r = get(&app, page).await;
+        assert_eq!(r.status, StatusCode::OK, "{page}: {}", r.body);
+        let h = |name: header::HeaderName| {
+            r.headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string()
+        };
+        let csp = h(header::CONTENT_SECURITY_POLICY);
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "{page}: {csp}"
+        );
+        assert!(csp.contains("frame-ancestors 'none'"), "{page}: {csp}");
+        assert_eq!(h(header::X_FRAME_OPTIONS), "DENY", "{page}");
+        assert_eq!(h(header::X_CONTENT_TYPE_OPTIONS), "nosniff", "{page}");
+        assert!(h(header::CONTENT_TYPE).starts_with("text/html"), "{page}");
+        assert_escaped(&r.body, page);
+        assert!(!r.body.contains("<script>"), "{page}: inline script");
+        assert!(!r.body.contains(" style=\""), "{page}: inline style (CSP)");
+    }
+    // The hostile strings are shown, as text.
+    let failed = get(&app, "/failed").await.body;
+    assert!(failed.contains("&lt;script&gt;window.__pwned=1&lt;/script&gt;"));
+    assert!(
+        failed.contains("&lt;script&gt;window.__pwned=3&lt;/script&gt; &amp; &quot;quoted&quot;"),
+        "{failed}"
+    );
+    let live = get(&app, "/api/live").await;
+    assert_eq!(live.status, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_str(&live.body).unwrap();
+    assert_eq!(v["processed"], 10);
+    assert_eq!(v["failed_entries"], 2);
+    for (asset, kind) in [
+        ("app.css", "text/css"),
+        ("app.js", "text/javascript"),
+        ("favicon.svg", "image/svg+xml"),
+    ] {
+        let r = get(&app, &format!("/assets/{asset}")).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert!(r.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with(kind));
+    }
+}
+
+#[tokio::test]
+async fn wrong_routes_methods_and_parameters_are_refused() {
+    let ns = support::namespace("webcodes");
+    let app = router(&ns, |c| c).await;
+    for (path, want) in [
+        ("/nope", StatusCode::NOT_FOUND),
+        ("/assets/nope.js", StatusCode::NOT_FOUND),
+        ("/queue", StatusCode::BAD_REQUEST),
+        ("/queue?name=q&offset=x", StatusCode::BAD_REQUEST),
+        ("/failure?id=zz", StatusCode::BAD_REQUEST),
+        ("/failure?id=0123456789abcdef", StatusCode::NOT_FOUND),
+        ("/failed?group=worker", StatusCode::BAD_REQUEST),
+        ("/failed?before=-1", StatusCode::BAD_REQUEST),
+        ("/job?id=none", StatusCode::NOT_FOUND),
+        ("/failed/retry", StatusCode::METHOD_NOT_ALLOWED),
+    ] {
+        let r = get(&app, path).await;
+        assert_eq!(r.status, want, "{path}: {}", r.body);
+        assert!(r.headers.contains_key(header::CONTENT_SECURITY_POLICY));
+    }
+    let r = send(
+        &app,
+        Request::builder()
+            .method(Method::DELETE)
+            .uri("/failed")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn authentication_is_enforced_on_every_route() {
+    let ns = support::namespace("webauth");
+    let app = router(&ns, |c| {
+        c.auth(
+            Auth::none()
+                .with_basic("ops", "s3cret")
+                .with_bearer("tok-123"),
+        )
+    })
+    .await;
+    let with = |auth: Option<&str>, path: &str| {
+        let mut b = Request::get(path);
+        if let Some(a) = auth {
+            b = b.header(header::AUTHORIZATION, a);
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    for path in ["/", "/failed", "/api/live", "/assets/app.js", "/nope"] {
+        let r = send(&app, with(None, path)).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{path}");
+        assert!(r.headers[header::WWW_AUTHENTICATE]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic"));
+        assert!(!r.body.contains("s3cret") && !r.body.contains("tok-123"));
+        // base64("ops:wrong")
+        let r = send(&app, with(Some("Basic b3BzOndyb25n"), path)).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{path}");
+        let r = send(&app, with(Some("Bearer tok-124"), path)).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    // base64("ops:s3cret")
+    let r = send(&app, with(Some("Basic b3BzOnMzY3JldA=="), "/failed")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = send(&app, with(Some("Bearer tok-123"), "/api/live")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    // A POST without credentials is refused before anything else is looked at.
+    let r = post(&app, "/failed/clear", &[("_csrf", "x")]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn every_post_needs_the_csrf_token_and_changes_nothing_without_it() {
+    let ns = support::namespace("webcsrf");
+    let mut con = support::con().await;
+    web_common::seed_hostile(&mut con, &ns).await;
+    let k = Keys::new(ns.as_str());
+    let before = keydump::dump(&mut con, &ns).await;
+    let app = router(&ns, |c| c).await;
+    let token = csrf(&get(&app, "/failed").await.body);
+    for action in [
+        "/pause",
+        "/resume",
+        "/queue/delete",
+        "/queue/run",
+        "/queue/clear",
+        "/queue/remove",
+        "/failed/retry",
+        "/failed/remove",
+        "/failed/bulk",
+        "/failed/clear",
+        "/delayed/run",
+        "/delayed/delete",
+        "/recurring/enqueue",
+        "/recurring/delete",
+        "/jobs/kill",
+    ] {
+        let fields = [("name", "default"), ("action", "remove"), ("id", "x")];
+        let r = post(&app, action, &fields).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{action} without token");
+        let mut wrong = fields.to_vec();
+        wrong.push(("_csrf", "0000"));
+        let r = post(&app, action, &wrong).await;
+        assert_eq!(
+            r.status,
+            StatusCode::FORBIDDEN,
+            "{action} with a wrong token"
+        );
+        assert!(r.body.contains("CSRF"), "{action}: {}", r.body);
+    }
+    keydump::assert_same(&keydump::dump(&mut con, &ns).await, &before);
+    // With the token, the same request goes through.
+    let r = post(
+        &app,
+        "/queue/clear",
+        &[("name", "default"), ("_csrf", &token)],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let n: u64 = con.llen(k.queue("default")).await.unwrap();
+    assert_eq!(n, 0);
+}
+
+#[tokio::test]
+async fn read_only_mode_shows_no_action_and_refuses_every_post() {
+    let ns = support::namespace("webro");
+    let mut con = support::con().await;
+    web_common::seed_hostile(&mut con, &ns).await;
+    let rw = router(&ns, |c| c).await;
+    let token = csrf(&get(&rw, "/failed").await.body);
+    let ro = router(&ns, |c| c.read_only(true)).await;
+    for page in PAGES {
+        let r = get(&ro, page).await;
+        assert_eq!(r.status, StatusCode::OK, "{page}");
+        assert!(
+            !r.body.contains("method=\"post\""),
+            "{page} offers an action"
+        );
+    }
+    let r = post(&ro, "/failed/clear", &[("_csrf", &token)]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let n: u64 = con.llen(Keys::new(ns.as_str()).failed()).await.unwrap();
+    assert_eq!(n, 2);
+}
+
+/// Replaces the value of `"retried_at":"…"` so entries compare without the volatile time.
+fn mask_retried(s: &str) -> String {
+    match s.find(r#""retried_at":""#) {
+        Some(i) => {
+            let start = i + r#""retried_at":""#.len();
+            let end = start + s[start..].find('"').unwrap_or(0);
+            format!("{}T{}", &s[..start], &s[end..])
+        }
+        None => s.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn retry_and_remove_through_the_page_match_rubys_requeue_and_remove() {
+    let mut con = support::con().await;
+    // Retry (fixture 08 = Ruby's Failure.requeue(0) on 07's list).
+    let ns = support::namespace("webretry");
+    let f = admin_common::load_fixture(
+        &mut con,
+        "resque/08_failure_requeue.json",
+        "keys_before",
+        &ns,
+    )
+    .await;
+    let k = Keys::new(ns.as_str());
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/failed").await.body;
+    let first: Vec<String> = con.lrange(k.failed(), 0, 0).await.unwrap();
+    let id = element_id(first[0].as_bytes());
+    let form = forms(&page, "failed/retry")
+        .into_iter()
+        .find(|f| f["id"] == id)
+        .expect("a retry form for entry 0");
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/failed/retry", &fields).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), "../failed?msg=retried&n=1");
+    let got: Vec<String> = con.lrange(k.failed(), 0, -1).await.unwrap();
+    let want = admin_common::fixture_list(&f, "keys", "failed");
+    assert_eq!(
+        got.iter().map(|s| mask_retried(s)).collect::<Vec<_>>(),
+        want.iter().map(|s| mask_retried(s)).collect::<Vec<_>>()
+    );
+    assert!(got[0].contains(r#""retried_at":""#) && got[0].contains(" UTC\"}"));
+    let queued: Vec<String> = con.lrange(k.queue("failing"), 0, -1).await.unwrap();
+    assert_eq!(
+        queued,
+        admin_common::fixture_list(&f, "keys", "queue:failing")
+    );
+    // The page now marks it retried.
+    assert!(get(&app, "/failed").await.body.contains("retried"));
+
+    // Remove (fixture 09 = Ruby's Failure.remove(0)).
+    let ns = support::namespace("webremove");
+    let f = admin_common::load_fixture(
+        &mut con,
+        "resque/09_failure_remove.json",
+        "keys_before",
+        &ns,
+    )
+    .await;
+    let k = Keys::new(ns.as_str());
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/failed").await.body;
+    let first: Vec<String> = con.lrange(k.failed(), 0, 0).await.unwrap();
+    let id = element_id(first[0].as_bytes());
+    let form = forms(&page, "failed/remove")
+        .into_iter()
+        .find(|f| f["id"] == id)
+        .expect("a remove form for entry 0");
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/failed/remove", &fields).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let got: Vec<String> = con.lrange(k.failed(), 0, -1).await.unwrap();
+    assert_eq!(got, admin_common::fixture_list(&f, "keys", "failed"));
+    // A second remove of the same id finds nothing and says so.
+    let r = post(&app, "/failed/remove", &fields).await;
+    assert!(r.location().ends_with("msg=gone"), "{}", r.location());
+}
+
+#[tokio::test]
+async fn actions_by_id_hit_the_right_entry_after_the_list_moved() {
+    let ns = support::namespace("webmove");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    for i in 0..40 {
+        let e = web_common::failure(&format!("C{i}"), &format!("[{i}]"), "E", "e", "q");
+        let () = con.rpush(k.failed(), e).await.unwrap();
+    }
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/failed").await.body;
+    // Entry #30 as the page showed it.
+    let form = forms(&page, "failed/retry")
+        .into_iter()
+        .find(|f| f["at"] == "30")
+        .expect("entry 30 on the first page");
+    // The list moves: five entries before it go, new failures arrive behind it.
+    for _ in 0..5 {
+        let _: Option<String> = con.lpop(k.failed(), None).await.unwrap();
+    }
+    for i in 40..45 {
+        let e = web_common::failure(&format!("C{i}"), "[0]", "E", "e", "q");
+        let () = con.rpush(k.failed(), e).await.unwrap();
+    }
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/failed/retry", &fields).await;
+    assert!(r.location().contains("msg=retried"), "{}", r.location());
+    let all: Vec<String> = con.lrange(k.failed(), 0, -1).await.unwrap();
+    let retried: Vec<&String> = all.iter().filter(|e| e.contains("retried_at")).collect();
+    assert_eq!(retried.len(), 1);
+    assert!(retried[0].contains(r#""class":"C30""#), "{}", retried[0]);
+    assert_eq!(all.iter().position(|e| e.contains("retried_at")), Some(25));
+    let queued: Vec<String> = con.lrange(k.queue("q"), 0, -1).await.unwrap();
+    assert_eq!(queued, vec![r#"{"class":"C30","args":[30]}"#.to_string()]);
+}
+
+#[tokio::test]
+async fn filters_search_and_groups_are_urls_and_bounded() {
+    let ns = support::namespace("websearch");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let mut p = redis::pipe();
+    for i in 0..300 {
+        let (class, exc, q) = match i % 3 {
+            0 => ("Mailer", "Net::ReadTimeout", "mail"),
+            1 => ("Billing::Charge", "Stripe::CardError", "billing"),
+            _ => ("Report", "RuntimeError", "reports"),
+        };
+        let err = if i == 7 { "needle café" } else { "boom" };
+        p.rpush(
+            k.failed(),
+            web_common::failure(class, &format!("[{i}]"), exc, err, q),
+        );
+    }
+    let () = p.query_async(&mut con).await.unwrap();
+    let app = router(&ns, |c| c.search_budget(120)).await;
+    // Exact class filter: only that class, newest first, 25 per page.
+    let r = get(&app, "/failed?class=Billing%3A%3ACharge").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let rows = forms(&r.body, "failed/retry");
+    assert_eq!(rows.len(), 25);
+    assert!(rows.iter().all(|f| {
+        let at: usize = f["at"].parse().unwrap();
+        at % 3 == 1
+    }));
+    assert_eq!(rows[0]["at"], "298");
+    assert!(
+        r.body.contains("before=226"),
+        "older link continues after the last match"
+    );
+    // Substring search (decoded text, case-insensitive), beyond the budget: it says where it
+    // stopped and links on.
+    let r = get(&app, "/failed?q=NEEDLE").await;
+    assert_eq!(forms(&r.body, "failed/retry").len(), 0);
+    assert!(
+        r.body.contains("Stopped at the search budget of 120"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("q=NEEDLE&amp;before=180"), "{}", r.body);
+    let r = get(&app, "/failed?q=NEEDLE&before=20").await;
+    let rows = forms(&r.body, "failed/retry");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["at"], "7");
+    let r = get(&app, "/failed?q=caf%C3%A9").await;
+    assert!(r.body.contains("Stopped at the search budget"));
+    // Groups: counts over the whole list (the first visit may still be counting).
+    let counted = support::eventually(10, "failure counts", || {
+        let app = app.clone();
+        async move {
+            let body = get(&app, "/failed?group=exception").await.body;
+            body.contains("Counts over all 300 entries").then_some(body)
+        }
+    })
+    .await;
+    assert!(counted.contains("Stripe::CardError"));
+    assert!(counted.contains("failed?exception=Stripe%3A%3ACardError"));
+}
+
+#[tokio::test]
+async fn bulk_actions_cover_the_whole_filter_while_failures_keep_arriving() {
+    let ns = support::namespace("webbulk");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let mut p = redis::pipe();
+    for i in 0..2_500 {
+        let class = if i % 2 == 0 { "Even" } else { "Odd" };
+        p.rpush(
+            k.failed(),
+            web_common::failure(class, &format!("[{i}]"), "E", "e", "q"),
+        );
+    }
+    let () = p.query_async(&mut con).await.unwrap();
+    let app = router(&ns, |c| c).await;
+    let token = csrf(&get(&app, "/failed").await.body);
+    // A worker keeps pushing failures of another class meanwhile.
+    let url = support::url();
+    let key = k.failed();
+    let pusher = tokio::spawn(async move {
+        let mut c = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        for i in 0..300 {
+            let e = web_common::failure("Late", &format!("[{i}]"), "E", "e", "q");
+            let () = c.rpush(&key, e).await.unwrap();
+            tokio::task::yield_now().await;
+        }
+    });
+    let r = post(
+        &app,
+        "/failed/bulk",
+        &[("_csrf", &token), ("action", "remove"), ("class", "Odd")],
+    )
+    .await;
+    assert_eq!(r.location(), "../failed?class=Odd&msg=removed&n=1250&s=0");
+    let r = post(
+        &app,
+        "/failed/bulk",
+        &[("_csrf", &token), ("action", "retry"), ("class", "Even")],
+    )
+    .await;
+    assert!(
+        r.location().contains("msg=retried&n=1250"),
+        "{}",
+        r.location()
+    );
+    pusher.await.unwrap();
+    let all: Vec<String> = con.lrange(k.failed(), 0, -1).await.unwrap();
+    assert_eq!(all.len(), 1_250 + 300);
+    assert!(!all.iter().any(|e| e.contains(r#""class":"Odd""#)));
+    assert_eq!(
+        all.iter().filter(|e| e.contains("retried_at")).count(),
+        1_250
+    );
+    assert!(all
+        .iter()
+        .filter(|e| e.contains(r#""class":"Late""#))
+        .all(|e| !e.contains("retried_at")));
+    let queued: u64 = con.llen(k.queue("q")).await.unwrap();
+    assert_eq!(queued, 1_250);
+}
+
+#[tokio::test]
+async fn queue_jobs_are_deleted_by_their_bytes_and_queues_cleared() {
+    let ns = support::namespace("webqueue");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let jobs: Vec<String> = (0..60)
+        .map(|i| format!(r#"{{"class":"J","args":[{i}]}}"#))
+        .collect();
+    let () = con.sadd(k.queues(), "q").await.unwrap();
+    let () = con.rpush(k.queue("q"), &jobs).await.unwrap();
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/queue?name=q&offset=25").await.body;
+    let form = forms(&page, "queue/delete")
+        .into_iter()
+        .find(|f| f["at"] == "30")
+        .expect("job 30 on page 2");
+    assert_eq!(form["id"], element_id(jobs[30].as_bytes()));
+    // Workers take ten jobs from the head meanwhile.
+    let _: Vec<String> = con
+        .lpop(k.queue("q"), std::num::NonZeroUsize::new(10))
+        .await
+        .unwrap();
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/queue/delete", &fields).await;
+    assert_eq!(r.location(), "../queue?name=q&offset=25&msg=deleted");
+    let left: Vec<String> = con.lrange(k.queue("q"), 0, -1).await.unwrap();
+    assert_eq!(left.len(), 49);
+    assert!(!left.contains(&jobs[30]));
+    let r = post(&app, "/queue/delete", &fields).await;
+    assert!(r.location().ends_with("msg=gone"));
+    // Clear keeps the queue listed; remove (resque-web's) unlists it.
+    let token = csrf(&page);
+    let r = post(&app, "/queue/clear", &[("_csrf", &token), ("name", "q")]).await;
+    assert_eq!(r.location(), "../queue?name=q&msg=cleared&n=49");
+    let listed: bool = con.sismember(k.queues(), "q").await.unwrap();
+    assert!(listed);
+    let r = post(&app, "/queue/remove", &[("_csrf", &token), ("name", "q")]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let listed: bool = con.sismember(k.queues(), "q").await.unwrap();
+    assert!(!listed);
+}
+
+#[tokio::test]
+async fn delayed_run_now_matches_resque_scheduler_and_delete_cleans_up() {
+    let ns = support::namespace("webdelayed");
+    let mut con = support::con().await;
+    let f =
+        admin_common::load_fixture(&mut con, "resque/14_scheduler_delayed.json", "keys", &ns).await;
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/delayed").await.body;
+    assert!(page.contains("Jobs::Nested") && page.contains("unicode ✓"));
+    let due_now = r#"{"class":"SimpleJob","args":["due-now"],"queue":"default"}"#;
+    let form = forms(&page, "delayed/run")
+        .into_iter()
+        .find(|f| f["id"] == element_id(due_now.as_bytes()))
+        .expect("run-now form of the due item");
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/delayed/run", &fields).await;
+    assert_eq!(r.location(), "../delayed?offset=0&msg=enqueued");
+    // Fixture 15: what resque-scheduler's handle_delayed_items left after moving that item
+    // (minus its master lock, which a web action does not take).
+    let f15 = support::fixture("resque/15_scheduler_after_handle_delayed.json");
+    let mut want = keydump::expected(&f15, "keys", &[]);
+    want.retain(|key, _| !key.contains("master_lock"));
+    let got = keydump::dump(&mut con, &ns).await;
+    keydump::assert_same(&got, &want);
+    drop(f);
+    // Delete one of the two identical {"x":1} items: the other keeps the reverse index.
+    let k = Keys::new(ns.as_str());
+    let x1 = r#"{"class":"SimpleJob","args":[{"x":1}],"queue":"default"}"#;
+    let page = get(&app, "/delayed").await.body;
+    let form = forms(&page, "delayed/delete")
+        .into_iter()
+        .find(|f| f["id"] == element_id(x1.as_bytes()))
+        .expect("delete form");
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/delayed/delete", &fields).await;
+    assert!(r.location().ends_with("msg=deleted"));
+    let bucket: Vec<String> = con
+        .lrange(k.delayed_bucket(1_795_296_426), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(bucket.len(), 2);
+    let members: Vec<String> = con.smembers(k.timestamps(x1)).await.unwrap();
+    assert_eq!(members, vec!["delayed:1795296426".to_string()]);
+    let r = post(&app, "/delayed/delete", &fields).await;
+    assert!(r.location().ends_with("msg=deleted"));
+    let exists: bool = con.exists(k.timestamps(x1)).await.unwrap();
+    assert!(!exists, "last copy gone: reverse index cleaned");
+    // The last item of a bucket takes the bucket and its timestamp with it.
+    let nested = r#"{"class":"Jobs::Nested","args":["unicode ✓",null,1.5],"queue":"default"}"#;
+    let form = forms(&get(&app, "/delayed").await.body, "delayed/delete")
+        .into_iter()
+        .find(|f| f["id"] == element_id(nested.as_bytes()))
+        .expect("delete form");
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    post(&app, "/delayed/delete", &fields).await;
+    let exists: bool = con.exists(k.delayed_bucket(1_795_296_486)).await.unwrap();
+    assert!(!exists);
+    let score: Option<f64> = con
+        .zscore(k.delayed_schedule(), 1_795_296_486)
+        .await
+        .unwrap();
+    assert_eq!(score, None);
+}
+
+#[tokio::test]
+async fn recurring_enqueue_now_and_resque_status_kill() {
+    let ns = support::namespace("webrecur");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let () = con
+        .hset(
+            k.persistent_schedules(),
+            "nightly",
+            r#"{"class":"NightlyReport","queue":"reports","args":[7],"cron":"0 3 * * *"}"#,
+        )
+        .await
+        .unwrap();
+    // fixtures resque-status 02_working: a working status and its zset member.
+    let uuid = "ba69034b39c05d28a5403ac10e276e79";
+    let () = con
+        .set(
+            k.resque_status(uuid),
+            r#"{"time":1795495079,"status":"working","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10},"name":"MyStatusJob({\"num\"=>10})","num":3,"total":10,"message":"msg"}"#,
+        )
+        .await
+        .unwrap();
+    let () = con
+        .zadd(k.resque_statuses(), uuid, 1_795_495_079)
+        .await
+        .unwrap();
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/recurring").await.body;
+    assert!(page.contains("cron 0 3 * * * (UTC)"));
+    let form = &forms(&page, "recurring/enqueue")[0];
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/recurring/enqueue", &fields).await;
+    assert_eq!(r.location(), "../recurring?msg=enqueued");
+    let queued: Vec<String> = con.lrange(k.queue("reports"), 0, -1).await.unwrap();
+    assert_eq!(
+        queued,
+        vec![r#"{"class":"NightlyReport","args":[7]}"#.to_string()]
+    );
+    let jobs = get(&app, "/jobs").await.body;
+    assert!(jobs.contains("MyStatusJob") && jobs.contains("value=\"30\""));
+    let form = &forms(&jobs, "jobs/kill")[0];
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = post(&app, "/jobs/kill", &fields).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let killed: Vec<String> = con.smembers(k.resque_status_kill()).await.unwrap();
+    assert_eq!(killed, vec![uuid.to_string()]);
+    assert!(get(&app, "/jobs").await.body.contains("kill asked"));
+}
+
+#[tokio::test]
+async fn history_samples_feed_the_overview_graph() {
+    let ns = support::namespace("webhist");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let () = con.set(k.stat_processed(), 1000).await.unwrap();
+    let admin = resq::admin::Admin::connect(&support::url(), &ns)
+        .await
+        .unwrap();
+    let mut c = admin.con();
+    let s = resq::admin::history::sample(&mut c, admin.keys())
+        .await
+        .unwrap();
+    assert_eq!(s.processed, 1000);
+    let minute = k.history_minute(s.at_ms / 60_000);
+    let hour = k.history_hour(s.at_ms / 3_600_000);
+    let (m, h): (String, String) = redis::pipe()
+        .get(&minute)
+        .get(&hour)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(m, format!("{} 1000 0", s.at_ms));
+    assert_eq!(h, m);
+    let ttl: i64 = con.ttl(&minute).await.unwrap();
+    assert!(ttl > 86_400 * 2 && ttl <= 86_400 * 2 + 3_600, "{ttl}");
+    // The first sample of a minute stays (SET NX).
+    let () = con.set(k.stat_processed(), 1060).await.unwrap();
+    resq::admin::history::sample(&mut c, admin.keys())
+        .await
+        .unwrap();
+    let again: String = con.get(&minute).await.unwrap();
+    assert_eq!(again, m);
+    // A previous minute 60 jobs behind: the graph has a point.
+    let prev = format!("{} 940 0", s.at_ms - 60_000);
+    let () = con
+        .set(k.history_minute(s.at_ms / 60_000 - 1), prev)
+        .await
+        .unwrap();
+    let samples = resq::admin::history::read(
+        &mut c,
+        admin.keys(),
+        resq::admin::history::Resolution::Minute,
+        s.at_ms,
+        60,
+    )
+    .await
+    .unwrap();
+    assert_eq!(samples.len(), 61);
+    let rates = resq::admin::history::rates(&samples, resq::admin::history::Resolution::Minute);
+    assert_eq!(rates.last().unwrap().unwrap().processed, 60.0);
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/overview?range=1h").await.body;
+    assert!(page.contains("<polyline class=\"p\" points=\""), "{page}");
+}
+
+#[tokio::test]
+async fn nested_under_a_prefix_every_link_stays_inside_it() {
+    let ns = support::namespace("webnest");
+    let mut con = support::con().await;
+    web_common::seed_hostile(&mut con, &ns).await;
+    let inner = router(&ns, |c| c).await;
+    let app = axum::Router::new().nest("/ops/resq", inner);
+    let root = get(&app, "/ops/resq").await;
+    assert_eq!(root.status, StatusCode::OK);
+    assert!(root.body.contains("href=\"resq/queues\""), "{}", root.body);
+    assert!(root.body.contains("src=\"resq/assets/app.js"));
+    assert!(root.body.contains("data-src=\"resq/api/live\""));
+    let q = get(&app, "/ops/resq/queues").await;
+    assert!(q.body.contains("href=\"./failed\""));
+    assert!(q.body.contains("href=\"./overview\""));
+    assert_eq!(
+        get(&app, "/ops/resq/assets/app.css").await.status,
+        StatusCode::OK
+    );
+    let token = csrf(&get(&app, "/ops/resq/failed").await.body);
+    let r = post(&app, "/ops/resq/pause", &[("_csrf", &token)]).await;
+    // From /ops/resq/pause, "./overview" is /ops/resq/overview.
+    assert_eq!(r.location(), "./overview?msg=paused");
+    assert_eq!(
+        get(&app, "/ops/resq/overview?msg=paused").await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn serving_a_public_address_needs_authentication() {
+    let ns = support::namespace("webbind");
+    let admin = resq::admin::Admin::connect(&support::url(), &ns)
+        .await
+        .unwrap();
+    let public: std::net::SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let err = resq::web::serve(public, WebConfig::new(admin.clone()))
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("RESQ_WEB_TOKEN"), "{err}");
+    let server = resq::web::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        WebConfig::new(admin.clone()),
+    )
+    .await
+    .unwrap();
+    assert!(server.addr.ip().is_loopback());
+    let ok = resq::web::server::check_bind(
+        public,
+        &WebConfig::new(admin).auth(Auth::none().with_bearer("t")),
+    );
+    assert!(ok.is_ok());
+}
+
+#[test]
+fn the_web_command_refuses_unsafe_settings_and_serves() {
+    use std::io::{BufRead, Read, Write};
+    let ns = support::namespace("webcli");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(support::resq_bin());
+        cmd.args(["--url", &support::url(), "--namespace", &ns, "web"])
+            .args(args)
+            .env_remove("RESQ_WEB_TOKEN")
+            .env_remove("RESQ_WEB_USER")
+            .env_remove("RESQ_WEB_PASSWORD");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run resq web")
+    };
+    let out = run(&["--bind", "0.0.0.0:0"], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing") && err.contains("RESQ_WEB_TOKEN"),
+        "{err}"
+    );
+    let out = run(&[], &[("RESQ_WEB_USER", "ops")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RESQ_WEB_PASSWORD"), "{err}");
+    // On loopback with a password: it serves, asks for it, and never prints it.
+    let mut child = std::process::Command::new(support::resq_bin())
+        .args([
+            "--url",
+            &support::url(),
+            "--namespace",
+            &ns,
+            "web",
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .env("RESQ_WEB_USER", "ops")
+        .env("RESQ_WEB_PASSWORD", "pw-never-printed")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn resq web");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("first line");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let status = |auth: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            s,
+            "GET /overview HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).expect("read");
+        reply.lines().next().unwrap_or("").to_string()
+    };
+    assert!(status("").contains(" 401 "));
+    // base64("ops:pw-never-printed")
+    let ok = status("Authorization: Basic b3BzOnB3LW5ldmVyLXByaW50ZWQ=\r\n");
+    assert!(ok.contains(" 200 "), "{ok}");
+    child.kill().expect("stop resq web");
+    let out = child.wait_with_output().expect("wait");
+    let all = format!("{line}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        all.contains("auth: basic auth") && !all.contains("pw-never-printed"),
+        "{all}"
+    );
+}
