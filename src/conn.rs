@@ -327,6 +327,14 @@ impl Endpoint {
     }
 }
 
+/// Whether a `redis_version` is at least [`MIN_REDIS`].
+fn version_ok(version: &str) -> bool {
+    let mut parts = version
+        .split('.')
+        .map(|p| p.trim().parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= MIN_REDIS
+}
+
 /// The oldest Redis resq runs on: `LPOP` with a count, `BLMOVE`, `SMISMEMBER` are 6.2's.
 pub const MIN_REDIS: (u32, u32) = (6, 2);
 
@@ -340,9 +348,7 @@ pub async fn check_server<C: ConnectionLike + Send>(con: &mut C, target: &str) -
         .find_map(|l| l.strip_prefix("redis_version:"))
         .map(str::trim)
         .unwrap_or("");
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if (major, minor) < MIN_REDIS {
+    if !version_ok(version) {
         return Err(Error::Unsupported(format!(
             "redis {target} runs Redis {} but resq needs Redis {}.{} or newer (LPOP with a \
              count, BLMOVE, SMISMEMBER); upgrade the server",
@@ -867,6 +873,16 @@ pub mod outage {
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        #[test]
+        fn server_versions() {
+            assert!(super::super::version_ok("7.0.15"));
+            assert!(super::super::version_ok("6.2.0"));
+            assert!(super::super::version_ok("10.0.1"));
+            assert!(!super::super::version_ok("6.0.16"));
+            assert!(!super::super::version_ok("5.0.7"));
+            assert!(!super::super::version_ok(""));
+        }
 
         #[test]
         fn late_failures_of_the_same_outage() {

@@ -18,7 +18,6 @@ use crate::scheduler::{job, store};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
 
-
 /// One delayed item.
 #[derive(Debug, Clone)]
 pub struct DelayedEntry {

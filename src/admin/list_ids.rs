@@ -53,7 +53,11 @@ pub async fn locate<C: ConnectionLike + Send>(
     below: usize,
     above: usize,
 ) -> Result<Option<Located>> {
-    let at: Option<Vec<u8>> = redis::cmd("LINDEX").arg(key).arg(hint).query_async(con).await?;
+    let at: Option<Vec<u8>> = redis::cmd("LINDEX")
+        .arg(key)
+        .arg(hint)
+        .query_async(con)
+        .await?;
     if let Some(bytes) = at.filter(|b| element_id(b) == id) {
         return Ok(Some(Located { index: hint, bytes }));
     }
@@ -69,7 +73,10 @@ pub async fn locate<C: ConnectionLike + Send>(
             .await?;
         if let Some(j) = items.iter().rposition(|b| element_id(b) == id) {
             let bytes = items.into_iter().nth(j).unwrap_or_default();
-            return Ok(Some(Located { index: bottom + j, bytes }));
+            return Ok(Some(Located {
+                index: bottom + j,
+                bytes,
+            }));
         }
         top = bottom;
     }
@@ -86,7 +93,10 @@ pub async fn locate<C: ConnectionLike + Send>(
         let n = items.len();
         if let Some(j) = items.iter().position(|b| element_id(b) == id) {
             let bytes = items.into_iter().nth(j).unwrap_or_default();
-            return Ok(Some(Located { index: start + j, bytes }));
+            return Ok(Some(Located {
+                index: start + j,
+                bytes,
+            }));
         }
         if n < stop - start + 1 {
             break;

@@ -1,4 +1,5 @@
-//! The heartbeat: every slot's `<ns>:workers:heartbeat` field, refreshed from Redis `TIME`.
+//! The heartbeat: every slot's `<ns>:workers:heartbeat` field, refreshed from Redis `TIME`
+//! (and, on the same tick, the stat totals' history sample for the dashboard).
 //!
 //! It runs on its own OS thread with its own runtime and connection, so job code that hogs
 //! the async threads cannot starve it. Each tick is two round trips for all slots together
@@ -103,8 +104,19 @@ impl Heartbeat {
         }
     }
 
-    /// One tick: write every heartbeat, then re-register ids that vanished.
+    /// One tick: write every heartbeat, re-register ids that vanished, and sample the stat
+    /// totals for the dashboard's history graphs ([`crate::admin::history`]; one sample per
+    /// minute and per hour for the whole namespace, whoever takes it first).
     pub async fn beat(&self, con: &mut crate::conn::Conn) -> redis::RedisResult<()> {
+        self.beat_slots(con).await?;
+        if let Err(e) = crate::admin::history::sample(con, &self.keys).await {
+            tracing::debug!(error = %e, "could not sample the stat history");
+        }
+        Ok(())
+    }
+
+    /// Writes every heartbeat, then re-registers ids that vanished.
+    async fn beat_slots(&self, con: &mut crate::conn::Conn) -> redis::RedisResult<()> {
         let now = super::lifecycle::redis_time(con).await?;
         let hb = time::heartbeat(now);
         let ids: Vec<String> = self.slots.iter().map(|s| s.id.to_string()).collect();
