@@ -10,7 +10,7 @@
 //! page per pass (default 40). Numbers go to docs/performance.md by hand; nothing is asserted
 //! but every page answering 200.
 
-use resq::admin::list_ids::element_id;
+use resq::admin::element_id;
 use resq::Keys;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -125,12 +125,12 @@ fn fill(url: &str) {
             w % 16
         );
         p.sadd(k.workers(), &id).ignore();
-        p.hset(k.heartbeats(), &id, resq::wire::time::heartbeat(now))
+        p.hset(k.heartbeats(), &id, resq::time::heartbeat(now))
             .ignore();
-        p.set(k.worker_started(&id), resq::wire::time::started(now))
+        p.set(k.worker_started(&id), resq::time::started(now))
             .ignore();
         if w % 3 == 0 {
-            let rec = serde_json::json!({"queue": "big", "run_at": resq::wire::time::run_at(now),
+            let rec = serde_json::json!({"queue": "big", "run_at": resq::time::run_at(now),
                 "payload": {"class": "Archive", "args": [w]}});
             p.set(k.worker(&id), rec.to_string()).ignore();
         }

@@ -103,18 +103,15 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     resq::logging::init_from_env();
-    let builder = WorkerBuilder::from_env()?;
-    let (url, namespace) = {
-        let c = builder.current();
-        (c.redis_url.clone(), c.namespace.clone())
-    };
-    let con = resq::conn::Endpoint::open(&url)?
+    let builder = WorkerBuilder::from_env()?.signals_at_start(true);
+    let c = builder.current();
+    let con = resq::conn::Endpoint::with_options(&c.redis_url, &c.redis)?
         .connect()
         .await
-        .with_context(|| format!("connecting to {}", resq::conn::Redacted(&url)))?;
+        .with_context(|| format!("connecting to {}", resq::conn::Redacted(&c.redis_url)))?;
     let echo = Echo {
         con,
-        key: resq::Keys::new(namespace).compat_echo(),
+        key: resq::Keys::new(c.namespace.as_str()).compat_echo(),
     };
     let running = builder.registry(registry(echo)).build()?.start().await?;
     running.announce()?;

@@ -56,13 +56,13 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     resq::logging::init_from_env();
-    let builder = WorkerBuilder::from_env()?;
-    let cfg = builder_config(&builder);
-    let con = resq::conn::Endpoint::open(&cfg.0)?
+    let builder = WorkerBuilder::from_env()?.signals_at_start(true);
+    let cfg = builder.current();
+    let con = resq::conn::Endpoint::with_options(&cfg.redis_url, &cfg.redis)?
         .connect()
         .await
-        .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.0)))?;
-    let echo = resq::Keys::new(cfg.1).compat_echo();
+        .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.redis_url)))?;
+    let echo = resq::Keys::new(cfg.namespace.as_str()).compat_echo();
     let running = builder
         .registry(registry(con, echo))
         .build()?
@@ -71,9 +71,4 @@ async fn run() -> anyhow::Result<()> {
     running.announce()?;
     running.run_until_signal().await?;
     Ok(())
-}
-
-fn builder_config(b: &WorkerBuilder) -> (String, String) {
-    let c = b.current();
-    (c.redis_url.clone(), c.namespace.clone())
 }

@@ -1,16 +1,33 @@
 //! Worker configuration: Resque's environment variables, builder methods and CLI flags all set
 //! the same [`Config`].
 
+use crate::conn::RedisOptions;
 use crate::error::{Error, Result};
 use crate::queues::QueueList;
+use crate::scheduler::SchedulerConfig;
 use std::time::Duration;
 
 /// Default Redis URL (what Ruby's redis client uses when nothing is set).
-pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub(crate) const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default namespace of every Resque-family peer.
-pub const DEFAULT_NAMESPACE: &str = "resque";
+pub(crate) const DEFAULT_NAMESPACE: &str = "resque";
 
-/// Everything a worker process needs to know. Its `Debug` output hides the URL's password.
+/// Everything a worker process needs to know: the one place every setting lives (the
+/// environment is read only by [`Config::from_env`]). Its `Debug` output hides the URL's
+/// password.
+///
+/// ```
+/// use resq::{Config, QueueList};
+/// use std::time::Duration;
+///
+/// let mut config = Config::default();
+/// config.redis_url = "rediss://redis.internal:6380/2".into();
+/// config.queues = QueueList::parse("critical,default").unwrap();
+/// config.concurrency = 8;
+/// config.term_timeout = Duration::from_secs(20);
+/// config.redis.tls_ca = Some("/etc/ssl/redis-ca.pem".into());
+/// assert!(format!("{config:?}").contains("redis.internal"));
+/// ```
 #[derive(Clone)]
 pub struct Config {
     /// `REDIS_URL`.
@@ -56,8 +73,12 @@ pub struct Config {
     /// `RESQ_SCHEDULER`: run the resque-scheduler-compatible scheduler in this process (see
     /// `scheduler`). Default: false.
     pub scheduler: bool,
-    /// `RESQ_SCHEDULER_INTERVAL`: how often the scheduler looks for due jobs. Default: 1 s.
-    pub scheduler_interval: Duration,
+    /// The scheduler's own settings (`RESQ_SCHEDULER_INTERVAL`, `LOCK_TIMEOUT`,
+    /// `RESQ_SCHEDULER_TZ`, …; see [`SchedulerConfig`]), used when `scheduler` is on. Its
+    /// URL, namespace, host name and connection options are replaced by this config's.
+    pub schedule: SchedulerConfig,
+    /// Connection settings beyond the URL: Cluster, TLS files, `WAIT` (see [`RedisOptions`]).
+    pub redis: RedisOptions,
     /// `RESQ_MAX_PAYLOAD`: the largest payload a slot takes, in bytes; a larger one becomes a
     /// `Resq::PayloadTooLarge` failure entry stating its size (not its bytes). Default: Redis's
     /// own largest string, 512 MiB.
@@ -83,7 +104,8 @@ impl std::fmt::Debug for Config {
             .field("metrics_addr", &self.metrics_addr)
             .field("jesque_delayed_queues", &self.jesque_delayed_queues)
             .field("scheduler", &self.scheduler)
-            .field("scheduler_interval", &self.scheduler_interval)
+            .field("schedule", &self.schedule)
+            .field("redis", &self.redis)
             .field("max_payload", &self.max_payload)
             .finish()
     }
@@ -109,7 +131,8 @@ impl Default for Config {
             metrics_addr: None,
             jesque_delayed_queues: Vec::new(),
             scheduler: false,
-            scheduler_interval: Duration::from_secs(1),
+            schedule: SchedulerConfig::default(),
+            redis: RedisOptions::default(),
             max_payload: crate::worker::step::DEFAULT_MAX_PAYLOAD,
         }
     }
@@ -124,9 +147,13 @@ impl Config {
 
     /// Reads settings through `get` (the environment, or a test's map).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let mut c = Config::default();
+        let mut c = Config {
+            redis: RedisOptions::from_lookup(&get)?,
+            schedule: SchedulerConfig::from_lookup(&get)?,
+            ..Config::default()
+        };
         if let Some(v) = get("REDIS_URL") {
-            c.redis_url = parse_url(&v)?;
+            c.redis_url = parse_url(&v, &c.redis)?;
         }
         if let Some(v) = get("RESQUE_NAMESPACE") {
             c.namespace = v;
@@ -178,9 +205,6 @@ impl Config {
         if let Some(v) = get("RESQ_SCHEDULER") {
             c.scheduler = parse_bool("RESQ_SCHEDULER", &v)?;
         }
-        if let Some(v) = get("RESQ_SCHEDULER_INTERVAL") {
-            c.scheduler_interval = parse_secs("RESQ_SCHEDULER_INTERVAL", &v)?;
-        }
         if let Some(v) = get("RESQ_MAX_PAYLOAD") {
             c.max_payload = parse_bytes("RESQ_MAX_PAYLOAD", &v)?;
         }
@@ -189,10 +213,11 @@ impl Config {
 
     /// Checks values that cannot be checked one at a time.
     pub fn validate(&self) -> Result<()> {
-        parse_url(&self.redis_url)?;
-        // TLS files readable, RESQ_CLUSTER/RESQ_WAIT_* well-formed, and in Cluster mode a
-        // hash-tagged namespace.
-        crate::conn::Endpoint::open(&self.redis_url)?.check_namespace(&self.namespace)?;
+        parse_url(&self.redis_url, &self.redis)?;
+        // TLS files readable, WAIT not with Cluster, and in Cluster mode a hash-tagged
+        // namespace.
+        crate::conn::Endpoint::with_options(&self.redis_url, &self.redis)?
+            .check_namespace(&self.namespace)?;
         if self.concurrency == 0 || self.concurrency > 1024 {
             return Err(Error::Config {
                 var: "CONCURRENCY",
@@ -220,8 +245,8 @@ impl Config {
 /// Checks that `v` is a Redis URL resq can use (`redis://`, `rediss://`, `redis+sentinel://`,
 /// `redis+cluster://`, unix sockets; see [`crate::conn::url`]). The error never shows the
 /// password.
-pub fn parse_url(v: &str) -> Result<String> {
-    crate::conn::check_url(v)?;
+pub(crate) fn parse_url(v: &str, options: &RedisOptions) -> Result<String> {
+    crate::conn::check_url(v, options)?;
     Ok(v.to_string())
 }
 
@@ -233,7 +258,7 @@ fn parse_count(var: &'static str, v: &str) -> Result<usize> {
 }
 
 /// Seconds as Ruby gives them (`5`, `0.1`).
-pub fn parse_secs(var: &'static str, v: &str) -> Result<Duration> {
+pub(crate) fn parse_secs(var: &'static str, v: &str) -> Result<Duration> {
     let f: f64 = v.trim().parse().map_err(|_| Error::Config {
         var,
         message: format!("{v:?} is not a number of seconds"),
@@ -245,7 +270,7 @@ pub fn parse_secs(var: &'static str, v: &str) -> Result<Duration> {
 }
 
 /// A size in bytes: a whole number with an optional `k`, `m` or `g` (binary multiples).
-pub fn parse_bytes(var: &'static str, v: &str) -> Result<u64> {
+pub(crate) fn parse_bytes(var: &'static str, v: &str) -> Result<u64> {
     let t = v.trim().to_ascii_lowercase();
     let (digits, unit) = match t.strip_suffix('b').unwrap_or(&t) {
         s if s.ends_with('k') => (&s[..s.len() - 1], 1u64 << 10),
@@ -265,10 +290,11 @@ pub fn parse_bytes(var: &'static str, v: &str) -> Result<u64> {
         })
 }
 
-fn parse_bool(var: &'static str, v: &str) -> Result<bool> {
+/// A boolean as Resque's tooling writes them (`1`/`true`/`yes`; `0`/`false`/`no`/empty).
+pub(crate) fn parse_bool(var: &'static str, v: &str) -> Result<bool> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" => Ok(true),
-        "0" | "false" | "no" => Ok(false),
+        "" | "0" | "false" | "no" => Ok(false),
         _ => Err(Error::Config {
             var,
             message: format!("{v:?} is not a boolean (true/false)"),

@@ -4,24 +4,27 @@
 //! Redis through these types, so the kind of deployment is decided here alone:
 //!
 //! * one server, plain or TLS (`redis://`, `rediss://`; ACL user, password and database in the
-//!   URL; CA and client certificate from URL options or `REDIS_TLS_*`, see [`tls`]);
+//!   URL; CA and client certificate from URL options or `REDIS_TLS_*`, see `tls`);
 //! * Sentinel (`redis+sentinel://h:p,h:p,…/<master>[/db]`): the master is looked up through the
-//!   sentinels and looked up again when it fails or is demoted ([`sentinel`]);
+//!   sentinels and looked up again when it fails or is demoted (`sentinel`);
 //! * Cluster (`redis+cluster://h:p,h:p,…`, or any `redis://` URL with `RESQ_CLUSTER=1`) with a
-//!   hash-tagged namespace ([`cluster`]).
+//!   hash-tagged namespace (`cluster`).
 //!
-//! URL forms are in [`url`]. A URL is only ever shown through [`Redacted`] (no password), and
-//! no error of this module includes one. `RESQ_WAIT_REPLICAS=N` (opt-in, not in Cluster mode)
+//! URL forms are in `url`; settings beyond the URL in [`RedisOptions`] (part of
+//! [`crate::Config`]). A URL is only ever shown through [`Redacted`] (no password), and no
+//! error of this module includes one. `RESQ_WAIT_REPLICAS=N` (opt-in, not in Cluster mode)
 //! makes the shared connection follow every request with `WAIT N <RESQ_WAIT_TIMEOUT>`, so a
 //! write is only acknowledged once N replicas have it (see docs/production-redis.md).
 
-pub mod cluster;
-pub mod errors;
+pub(crate) mod cluster;
+pub(crate) mod errors;
 mod node;
-pub mod sentinel;
-pub mod tls;
-pub mod url;
+mod options;
+pub(crate) mod sentinel;
+pub(crate) mod tls;
+pub(crate) mod url;
 
+pub use options::RedisOptions;
 pub use url::Redacted;
 
 use crate::error::{Error, Result};
@@ -99,38 +102,21 @@ struct EndpointInner {
 pub struct Endpoint(Arc<EndpointInner>);
 
 impl Endpoint {
-    /// Parses `url` and reads the TLS files and settings it needs from the environment
-    /// (`REDIS_TLS_CA`, `REDIS_TLS_CERT`, `REDIS_TLS_KEY`, `RESQ_CLUSTER`,
-    /// `RESQ_WAIT_REPLICAS`, `RESQ_WAIT_TIMEOUT`); nothing is sent yet.
+    /// Parses `url` (Cluster, TLS files and `WAIT` only as the URL itself says); nothing is
+    /// sent yet. [`Endpoint::with_options`] adds settings from a [`crate::Config`].
     pub fn open(url: &str) -> Result<Self> {
-        Self::open_with(url, |k| std::env::var(k).ok())
+        Self::with_options(url, &RedisOptions::default())
     }
 
-    /// [`Endpoint::open`] with the settings read through `env` instead of the environment.
-    pub fn open_with(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let cluster = match env("RESQ_CLUSTER") {
-            Some(v) => flag("RESQ_CLUSTER", &v)?,
-            None => false,
-        };
-        let target = url::Target::parse(url, cluster)?;
-        let certs = tls::certificates(&target, &env)?;
-        let wait = match env("RESQ_WAIT_REPLICAS").filter(|v| !v.trim().is_empty()) {
-            None => None,
-            Some(v) => {
-                let replicas: u32 = v.trim().parse().map_err(|_| Error::Config {
-                    var: "RESQ_WAIT_REPLICAS",
-                    message: format!("{v:?} is not a whole number of replicas"),
-                })?;
-                let timeout = match env("RESQ_WAIT_TIMEOUT") {
-                    Some(t) => crate::config::parse_secs("RESQ_WAIT_TIMEOUT", &t)?,
-                    None => Duration::from_secs(1),
-                };
-                (replicas > 0).then_some(Wait {
-                    replicas,
-                    timeout_ms: (timeout.as_millis() as u64).max(1),
-                })
-            }
-        };
+    /// Parses `url` with `options` (URL options win over them) and reads the TLS files they
+    /// name; nothing is sent yet.
+    pub fn with_options(url: &str, options: &RedisOptions) -> Result<Self> {
+        let target = url::Target::parse(url, options.cluster)?;
+        let certs = tls::certificates(&target, options)?;
+        let wait = (options.wait_replicas > 0).then(|| Wait {
+            replicas: options.wait_replicas,
+            timeout_ms: (options.wait_timeout.as_millis() as u64).max(1),
+        });
         let mut tracking = None;
         let deploy = match &target.kind {
             url::Kind::Unix => {
@@ -193,6 +179,18 @@ impl Endpoint {
             routes: cluster::Routes::default(),
             tracking,
         })))
+    }
+
+    /// Opens `url` with `options`, checks `namespace` suits the deployment (hash-tagged in
+    /// Cluster mode) and connects: what a client or admin handle starts with.
+    pub(crate) async fn connect_namespace(
+        url: &str,
+        namespace: &str,
+        options: &RedisOptions,
+    ) -> Result<Conn> {
+        let endpoint = Self::with_options(url, options)?;
+        endpoint.check_namespace(namespace)?;
+        endpoint.connect().await
     }
 
     /// Where connections go, for messages (`127.0.0.1:6380`; never a password).
@@ -336,12 +334,15 @@ fn version_ok(version: &str) -> bool {
 }
 
 /// The oldest Redis resq runs on: `LPOP` with a count, `BLMOVE`, `SMISMEMBER` are 6.2's.
-pub const MIN_REDIS: (u32, u32) = (6, 2);
+pub(crate) const MIN_REDIS: (u32, u32) = (6, 2);
 
 /// Checks that the server is Redis (or a compatible server reporting a `redis_version`) ≥
 /// [`MIN_REDIS`]; an older one is refused with a clear message instead of failing later in
 /// confusing ways.
-pub async fn check_server<C: ConnectionLike + Send>(con: &mut C, target: &str) -> Result<()> {
+pub(crate) async fn check_server<C: ConnectionLike + Send>(
+    con: &mut C,
+    target: &str,
+) -> Result<()> {
     let info: String = redis::cmd("INFO").arg("server").query_async(con).await?;
     let version = info
         .lines()
@@ -380,32 +381,16 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// Checks that `url` is a Redis URL resq can use (as [`Endpoint::open`], with `RESQ_CLUSTER`
-/// from the environment, without reading any file); the error names `REDIS_URL` and never
-/// shows the password.
-pub fn check_url(url: &str) -> Result<()> {
-    let cluster = match std::env::var("RESQ_CLUSTER") {
-        Ok(v) => flag("RESQ_CLUSTER", &v)?,
-        Err(_) => false,
-    };
-    url::Target::parse(url, cluster).map(|_| ())
+/// Checks that `url` is a Redis URL resq can use (as [`Endpoint::with_options`], without
+/// reading any file); the error names `REDIS_URL` and never shows the password.
+pub(crate) fn check_url(url: &str, options: &RedisOptions) -> Result<()> {
+    url::Target::parse(url, options.cluster).map(|_| ())
 }
 
 fn async_config(response: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
         .set_response_timeout(Some(response))
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
-}
-
-fn flag(var: &'static str, v: &str) -> Result<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" => Ok(true),
-        "" | "0" | "false" | "no" => Ok(false),
-        _ => Err(Error::Config {
-            var,
-            message: format!("{v:?} is not a boolean (true/false)"),
-        }),
-    }
 }
 
 /// The connection behind a [`Conn`].
@@ -423,7 +408,7 @@ enum ConnInner {
 ///
 /// A connection the server (its `timeout`), a proxy or a NAT closed while it was idle fails the
 /// next request at once, before anything is sent; such a request — one sent after at least
-/// [`IDLE`] without traffic, failing as a dropped connection within [`QUICK`] — is sent again,
+/// `IDLE` without traffic, failing as a dropped connection within `QUICK` — is sent again,
 /// once, on the reconnected connection, so a handler's command through resq's connection
 /// survives an idle close. The close is logged (at a bounded rate).
 #[derive(Clone)]
@@ -686,7 +671,7 @@ impl ConnectionLike for Blocking {
 
 /// Capped exponential back-off with full jitter: 50 ms doubling to `cap`.
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// Attempts made so far.
     attempt: u32,
     /// Longest wait.
@@ -695,12 +680,12 @@ pub struct Backoff {
 
 impl Backoff {
     /// A fresh back-off capped at `cap`.
-    pub fn new(cap: Duration) -> Self {
+    pub(crate) fn new(cap: Duration) -> Self {
         Backoff { attempt: 0, cap }
     }
 
     /// The next wait.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let base = Duration::from_millis(50).saturating_mul(1u32 << self.attempt.min(16));
         self.attempt += 1;
         let max = base.min(self.cap);
@@ -709,29 +694,18 @@ impl Backoff {
     }
 
     /// Whether any attempt failed since the last reset.
-    pub fn failing(&self) -> bool {
+    pub(crate) fn failing(&self) -> bool {
         self.attempt > 0
     }
 }
 
-/// Runs `op` until it succeeds, waiting with [`Backoff`] between failures. `what` names the
-/// step in logs; the process says once that Redis is unreachable (or refuses writes) and once
-/// that it is back (see [`outage`]), however many tasks retry meanwhile; an error that needs a
-/// repair ([`errors::Class::Permanent`]) is reported at a bounded rate while it lasts.
-pub async fn retry<T, F, Fut>(what: &str, op: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = RedisResult<T>>,
-{
-    match retry_until(what, op, std::future::pending::<()>()).await {
-        Some(v) => v,
-        None => unreachable!("a pending future never resolves"),
-    }
-}
-
-/// [`retry`] that gives up (returns `None`) when `stop` resolves, even while an attempt is in
-/// flight: nothing waits on Redis without also waiting on shutdown.
-pub async fn retry_until<T, F, Fut>(
+/// Runs `op` until it succeeds, waiting with [`Backoff`] between failures, or gives up
+/// (returns `None`) when `stop` resolves, even while an attempt is in flight: nothing waits on
+/// Redis without also waiting on shutdown. `what` names the step in logs; the process says once
+/// that Redis is unreachable (or refuses writes) and once that it is back (see `outage`),
+/// however many tasks retry meanwhile; an error that needs a repair
+/// (`errors::Class::Permanent`) is reported at a bounded rate while it lasts.
+pub(crate) async fn retry_until<T, F, Fut>(
     what: &str,
     mut op: F,
     stop: impl Future<Output = ()>,
@@ -781,12 +755,12 @@ where
 /// logged when it comes within [`outage::GRACE`] after the recovery (a connection that notices
 /// the restart late), or from a task whose own run of failures began before the recovery (it
 /// was backing off while another task got through first).
-pub mod outage {
+pub(crate) mod outage {
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
     /// How long after a recovery a new failure still counts as the same outage.
-    pub const GRACE: Duration = Duration::from_secs(1);
+    pub(crate) const GRACE: Duration = Duration::from_secs(1);
 
     /// The shared state.
     struct State {
@@ -807,26 +781,26 @@ pub mod outage {
 
     /// One task's run of failures: reports them and its recovery to the process-wide state.
     #[derive(Debug, Default)]
-    pub struct Streak {
+    pub(crate) struct Streak {
         /// When the current run of failures began (`None` while succeeding).
         since: Option<Instant>,
     }
 
     impl Streak {
         /// Reports a failure of this task.
-        pub fn failed(&mut self, what: &str, e: &dyn std::fmt::Display) {
+        pub(crate) fn failed(&mut self, what: &str, e: &dyn std::fmt::Display) {
             let since = *self.since.get_or_insert_with(Instant::now);
             report_failure(what, e, since);
         }
 
         /// Reports a failed Redis request of this task, described by its class.
-        pub fn failed_request(&mut self, what: &str, e: &redis::RedisError) {
+        pub(crate) fn failed_request(&mut self, what: &str, e: &redis::RedisError) {
             let text = super::errors::describe_here(e);
             self.failed(what, &text);
         }
 
         /// Reports a success of this task; the end of the outage is logged if it was.
-        pub fn succeeded(&mut self, what: &str) {
+        pub(crate) fn succeeded(&mut self, what: &str) {
             if self.since.take().is_some() {
                 recovered(what);
             }

@@ -11,8 +11,9 @@ pub enum Error {
         /// What is wrong and what to do.
         message: String,
     },
-    /// Redis refused a command or the connection failed.
-    #[error("redis: {0}")]
+    /// Redis refused a command or the connection failed. Shown once, in words, naming the
+    /// server or the key (`redis 127.0.0.1:6380: connection refused`, `WRONGTYPE at <key>: …`).
+    #[error("{}", crate::conn::errors::display(.0))]
     Redis(#[from] redis::RedisError),
     /// A value read from Redis is not what the wire format says it must be.
     #[error("unexpected reply from redis: {0}")]

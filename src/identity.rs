@@ -10,11 +10,11 @@
 use std::fmt;
 
 /// The suffix that marks a resq host field.
-pub const HOST_SUFFIX: &str = "~resq";
+pub(crate) const HOST_SUFFIX: &str = "~resq";
 
 /// One slot's worker id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct WorkerId {
+pub(crate) struct WorkerId {
     /// The full id string as registered in `<ns>:workers`.
     id: String,
 }
@@ -22,7 +22,7 @@ pub struct WorkerId {
 impl WorkerId {
     /// The id of slot `slot` of process `pid` on `host`, polling `queues` (as configured,
     /// skip entries left out).
-    pub fn for_slot(host: &str, pid: u32, slot: usize, queues: &[String]) -> Self {
+    pub(crate) fn for_slot(host: &str, pid: u32, slot: usize, queues: &[String]) -> Self {
         WorkerId {
             id: format!(
                 "{}{HOST_SUFFIX}:{pid}-{slot}:{}",
@@ -33,7 +33,7 @@ impl WorkerId {
     }
 
     /// The id text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.id
     }
 }
@@ -47,7 +47,7 @@ impl fmt::Display for WorkerId {
 /// The parts of any Resque-family worker id, split the way Ruby's `Worker.find` does
 /// (at most three fields on `:`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParsedId {
+pub(crate) struct ParsedId {
     /// Host field (`vm`, `vm~resq`).
     pub host: String,
     /// Pid field (`1234`, `1234-0` for Jesque/goworker/resq slots).
@@ -58,7 +58,7 @@ pub struct ParsedId {
 
 /// Splits `id` as Ruby's `Worker.find` does; `None` when Ruby would fail on it (fewer than three
 /// fields or an empty queue field).
-pub fn parse(id: &str) -> Option<ParsedId> {
+pub(crate) fn parse(id: &str) -> Option<ParsedId> {
     let mut parts = id.splitn(3, ':');
     let host = parts.next()?.to_string();
     let pid = parts.next()?.to_string();
@@ -70,7 +70,7 @@ pub fn parse(id: &str) -> Option<ParsedId> {
 }
 
 /// The machine's host name, as Ruby's `Socket.gethostname` reports it.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     hostname::get()
         .ok()
         .and_then(|h| h.into_string().ok())

@@ -1,8 +1,35 @@
 //! # resq — Resque's wire format, run by Rust
 //!
 //! resq runs Rust handlers as workers in a Resque fleet: the keys, JSON and time formats it
-//! writes are the ones Ruby Resque (and resque-web), Jesque and node-resque read, so a resq
-//! process can take a queue from a Ruby worker and nobody can tell from Redis but by its speed.
+//! writes are the ones Ruby Resque (and resque-web), resque-scheduler, Jesque and node-resque
+//! read, so a resq process can take a queue from a Ruby worker and nobody can tell from Redis
+//! but by its speed.
+//!
+//! ```no_run
+//! use resq::{Job, JobContext, JobResult, Registry, WorkerBuilder};
+//!
+//! struct Archive;
+//! impl Job for Archive {
+//!     const CLASS: &'static str = "Archive"; // the class name producers use
+//!     type Args = (u64, String); // positional args, decoded with serde
+//!     async fn perform(&self, (id, branch): Self::Args, _ctx: JobContext) -> JobResult {
+//!         println!("archiving {id} on {branch}");
+//!         Ok(())
+//!     }
+//! }
+//!
+//! fn main() -> resq::Result<()> {
+//!     resq::logging::init_from_env();
+//!     resq::runtime::build()?.block_on(async {
+//!         let running = WorkerBuilder::from_env()? // REDIS_URL, QUEUES, CONCURRENCY, …
+//!             .registry(Registry::new().job(Archive))
+//!             .build()?
+//!             .start()
+//!             .await?;
+//!         running.run_until_signal().await // QUIT/TERM/INT/USR1/USR2/CONT as in Resque
+//!     })
+//! }
+//! ```
 //!
 //! A job's path, each arrow one atomic Redis step:
 //!
@@ -13,46 +40,70 @@
 //! ```
 //! (finish of one job and reserve of the next are one script call: one round trip per job).
 //!
-//! The map:
-//! * [`keys`] — every Redis key name; [`wire`] — payloads, worker records, failure entries and
-//!   every time format; [`identity`] — worker ids; [`queues`] — Ruby's queue-list semantics;
-//! * [`registry`] — class name → handler (async, typed with serde, or blocking);
-//! * [`worker`] — the runtime (slots, reserve, perform, heartbeat, signals, shutdown);
-//! * [`client`] — enqueueing (now, delayed, Jesque zsets, unique); [`scheduler`] — delayed and
-//!   recurring jobs onto their queues, under resque-scheduler's master lock;
-//! * [`config`] — settings from env, builder or flags;
-//! * [`conn`] — Redis connections and the retry policy; [`error`] — the library's errors.
-//! * [`activejob`] — Rails fleets: ActiveJob-wrapped jobs run by handlers, enqueued for Rails.
-//! * [`admin`] — the read side and repairs (info, queues, workers, failures, delayed, pause,
-//!   prune); [`cli`] — the `resq` command line and `resq top`, callable with your handlers;
-//!   [`metrics`] — opt-in Prometheus endpoint with `/healthz` and `/readyz`; [`web`] — the web
-//!   dashboard (`resq web`, or a router to nest in a service).
+//! ## What is here
+//! * Running jobs: [`Registry`] (class name → handler: a [`Job`], an async fn over a
+//!   [`JobContext`], or a blocking fn), [`WorkerBuilder`] → [`Worker`] → [`Running`], all
+//!   settings in one [`Config`] (Resque's environment variables, or set by hand);
+//! * [`middleware`] — layers around every job and every enqueue, and Resque's hooks;
+//! * [`client`] — enqueueing: typed ([`Client::enqueue`]), by class name, delayed, Jesque,
+//!   unique; [`scheduler`] — resque-scheduler's delayed and recurring jobs;
+//! * [`admin`] — the read side and repairs (what resque-web and `resq` show and do);
+//! * [`activejob`] — Rails fleets: ActiveJob jobs run by Rust handlers, and enqueued for Rails;
+//! * [`conn`] — where Redis is: one server, TLS, Sentinel, Cluster ([`conn::RedisOptions`]);
+//! * [`logging`], [`runtime`] — the recommended tracing setup and tokio runtime;
+//! * [`web`] — the dashboard as an axum router; [`cli`] — the `resq` command line, callable
+//!   from your own binary with your handlers.
+//!
+//! ## Cargo features
+//! All on by default; `default-features = false` leaves the worker, client, scheduler and
+//! admin.
+//! * `tls` — `rediss://` (rustls; no system OpenSSL);
+//! * `metrics` — the Prometheus endpoint with `/healthz` and `/readyz` (`METRICS_ADDR`);
+//! * `web` — [`web::router`], the dashboard;
+//! * `cli` — [`cli::run`]; `top` — `resq top` (implies `cli`).
+//!
+//! ## Side effects
+//! The library installs no signal handler until [`Running::run_until_signal`] (or
+//! [`WorkerBuilder::signals_at_start`]), serves nothing unless a metrics address is set (the
+//! listener lives and dies with the worker), and reads the environment only in the `from_env`
+//! constructors. It chains one panic hook that records where a *job's* panic happened; panics
+//! elsewhere reach the previous hook unchanged.
+
+#![warn(unreachable_pub, unnameable_types)]
 
 pub mod activejob;
 pub mod admin;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
-pub mod config;
+mod config;
 pub mod conn;
-pub mod error;
-pub mod identity;
-pub mod keys;
+mod error;
+#[cfg(any(feature = "cli", feature = "web"))]
+mod human;
+mod identity;
+mod keys;
 pub mod logging;
-pub mod metrics;
-pub mod queues;
-pub mod registry;
+mod metrics;
+pub mod middleware;
+mod queues;
+mod registry;
 pub mod runtime;
 pub mod scheduler;
 mod scripts;
 #[cfg(test)]
 mod testing;
+#[cfg(feature = "web")]
 pub mod web;
-pub mod wire;
-pub mod worker;
+mod wire;
+mod worker;
 
 pub use client::Client;
 pub use config::Config;
 pub use error::{Error, Result};
 pub use keys::Keys;
-pub use registry::{Job, JobContext, JobError, JobResult, Registry};
+pub use queues::QueueList;
+pub use registry::{Delays, Job, JobContext, JobError, JobResult, Registry, RetryPolicy};
+pub use wire::payload::{Payload, PayloadError};
+pub use wire::time;
 pub use worker::{Phase, Running, Worker, WorkerBuilder};

@@ -93,7 +93,7 @@ impl QueueList {
 }
 
 /// Ruby's `File.fnmatch?(pattern, text)` with no flags.
-pub fn fnmatch(pattern: &str, text: &str) -> bool {
+pub(crate) fn fnmatch(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     fnmatch_at(&p, &t, 0, 0)

@@ -26,7 +26,7 @@ pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
 /// Gives freed memory back to the operating system after a large job (a claimed payload of
 /// megabytes): glibc's allocator keeps freed heap pages for reuse, so without this a worker that
 /// once ran a 100 MB job would keep hundreds of megabytes resident for good. A no-op elsewhere.
-pub fn release_memory() {
+pub(crate) fn release_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: malloc_trim only walks glibc's own arenas; it takes no pointers from us.

@@ -11,7 +11,7 @@ mod support;
 
 use chrono::{DateTime, FixedOffset, NaiveDate, TimeZone, Utc};
 use resq::activejob::{ActiveJob, Arg, DurationUnit, Key, Rails, WRAPPER_CLASS};
-use resq::wire::Payload;
+use resq::Payload;
 use serde_json::{json, Map, Number, Value};
 
 const FIXTURES: [(&str, Rails); 4] = [

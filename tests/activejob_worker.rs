@@ -327,7 +327,7 @@ async fn delayed_jobs_use_resque_schedulers_layout() {
     assert_eq!(item["args"][0]["job_id"], json!(done.job_id));
     let scheduled = item["args"][0]["scheduled_at"].as_str().unwrap();
     assert_eq!(
-        resq::wire::time::parse_any(scheduled).map(|t| t.timestamp()),
+        resq::time::parse_any(scheduled).map(|t| t.timestamp()),
         Some(ts)
     );
 

@@ -54,7 +54,7 @@ async fn retry_matches_rubys_requeue_byte_for_byte() {
         serde_json::from_str(&list(&mut con, &k.failed()).await[0]).unwrap();
     let retried = first["retried_at"].as_str().unwrap();
     assert!(
-        resq::wire::time::parse_any(retried).is_some() && retried.ends_with(" UTC"),
+        resq::time::parse_any(retried).is_some() && retried.ends_with(" UTC"),
         "{retried}"
     );
     assert_eq!(

@@ -5,7 +5,7 @@ mod admin_common;
 mod support;
 
 use redis::AsyncCommands;
-use resq::admin::{delayed::DelayedSource, Admin, QueueKind};
+use resq::admin::{Admin, DelayedSource, QueueKind};
 
 #[tokio::test]
 async fn list_and_jesque_zset_queues_with_ages() {

@@ -114,7 +114,7 @@ async fn enqueue_writes_ruby_bytes_for_both_json_adapters() {
 async fn enqueue_uses_the_default_queue_and_rejects_what_ruby_rejects() {
     let ns = support::namespace("enqdef");
     let c = client(&ns).await.with_default_queue("mail");
-    c.enqueue("Mailer", &[json!(1)]).await.unwrap();
+    c.enqueue_class("Mailer", &[json!(1)]).await.unwrap();
     assert_eq!(
         c.peek("mail", 0, 10).await.unwrap(),
         [r#"{"class":"Mailer","args":[1]}"#]

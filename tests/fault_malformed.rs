@@ -93,7 +93,7 @@ fn every_malformed_payload_yields_exactly_one_failure_and_the_worker_stays_up() 
             entry["error"].as_str().is_some_and(|e| !e.is_empty()),
             "{file}"
         );
-        serde_json::from_str::<resq::wire::failure::FailureEntry>(&raw)
+        serde_json::from_str::<resq::admin::FailureEntry>(&raw)
             .unwrap_or_else(|e| panic!("{file}: resq's own reader rejects the entry: {e}"));
         assert!(w.running(), "the worker died on {file}:\n{}", w.stderr());
         seen.push(format!("{file} -> {expected}"));

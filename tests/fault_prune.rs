@@ -7,9 +7,7 @@
 mod support;
 
 use redis::AsyncCommands;
-use resq::identity;
-use resq::worker::prune::{Fate, Pruner, Reason};
-use resq::Keys;
+use resq::admin::{Admin, PruneOutcome};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -21,12 +19,30 @@ async fn redis_now(con: &mut redis::aio::MultiplexedConnection) -> i64 {
 }
 
 fn iso(secs: i64) -> String {
-    resq::wire::time::heartbeat(chrono::DateTime::from_timestamp(secs, 0).unwrap())
+    resq::time::heartbeat(chrono::DateTime::from_timestamp(secs, 0).unwrap())
 }
 
+/// This machine's host name, as worker ids carry it.
+fn hostname() -> String {
+    hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The host field of this host's resq ids (`<host>~resq`, the host made URL-safe).
 fn own_host_field() -> String {
-    let id = identity::WorkerId::for_slot(&identity::hostname(), 1, 0, &["q".into()]);
-    identity::parse(id.as_str()).unwrap().host
+    let host: String = hostname()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{host}~resq")
 }
 
 /// A pid that is not running (pids are below 2^22 on Linux).
@@ -73,19 +89,14 @@ impl Plant<'_> {
     }
 }
 
-fn pruner(ns: &str, at_least_once: bool) -> Pruner {
-    let ids = vec![format!(
-        "{}:{}-0:default",
-        own_host_field(),
-        std::process::id()
-    )];
-    Pruner::new(
-        Keys::new(ns),
-        &ids,
-        std::process::id(),
-        FIVE_MIN,
-        at_least_once,
-    )
+/// One pruning round as this process, through the admin API (the CLI's `resq prune`).
+async fn prune(ns: &str, at_least_once: bool) -> PruneOutcome {
+    Admin::connect(&support::url(), ns)
+        .await
+        .unwrap()
+        .prune(FIVE_MIN, at_least_once)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -93,7 +104,7 @@ async fn prunes_only_what_ruby_would_and_writes_rubys_failures() {
     let mut con = support::con().await;
     let ns = support::namespace("prune-rules");
     let now = redis_now(&mut con).await;
-    let host = identity::hostname();
+    let host = hostname();
     let me = own_host_field();
     let job = r#"{"queue":"default","run_at":"2026-11-21T19:15:33.678+0000","payload":{"class":"SleepJob","args":[5],"x":1.0}}"#;
     let expired = iso(now - 400);
@@ -191,7 +202,7 @@ async fn prunes_only_what_ruby_would_and_writes_rubys_failures() {
     plant.heartbeat("ghost:999:default", &expired).await;
     plant.heartbeat("vm:12346", &expired).await;
 
-    let report = pruner(&ns, false).run_once(&mut con).await.unwrap();
+    let report = prune(&ns, false).await;
     assert!(report.locked);
     let members: Vec<String> = con.smembers(format!("{ns}:workers")).await.unwrap();
     for (id, _, _, pruned) in &cases {
@@ -250,21 +261,13 @@ async fn prunes_only_what_ruby_would_and_writes_rubys_failures() {
     // Ruby's failure path does not count stat:failed.
     let stat: Option<i64> = con.get(format!("{ns}:stat:failed")).await.unwrap();
     assert_eq!(stat, None);
-    let reasons: Vec<(String, Reason, Fate)> = report
+    let reasons: Vec<(String, &str, &str)> = report
         .pruned
         .iter()
-        .map(|p| (p.id.clone(), p.reason, p.fate))
+        .map(|p| (p.id.clone(), p.reason, p.job))
         .collect();
-    assert!(reasons.contains(&(
-        "otherhost:1235-2:default".into(),
-        Reason::Expired,
-        Fate::Failed
-    )));
-    assert!(reasons.contains(&(
-        format!("{me}:{DEAD_PID}-0:default"),
-        Reason::DeadLocal,
-        Fate::Failed
-    )));
+    assert!(reasons.contains(&("otherhost:1235-2:default".into(), "expired", "failed")));
+    assert!(reasons.contains(&(format!("{me}:{DEAD_PID}-0:default"), "dead_local", "failed")));
     assert!(report.skipped.iter().any(|(id, _)| id == "vm:12346"));
     assert!(report
         .skipped
@@ -286,18 +289,18 @@ async fn the_lock_is_rubys_and_is_respected() {
         .await;
     let lock = format!("{ns}:pruning_dead_workers_in_progress");
     let _: () = con.set(&lock, "vm:4242:default").await.unwrap();
-    let report = pruner(&ns, false).run_once(&mut con).await.unwrap();
+    let report = prune(&ns, false).await;
     assert!(!report.locked);
     let n: usize = con.scard(format!("{ns}:workers")).await.unwrap();
     assert_eq!(n, 1, "pruned while another pruner held the lock");
     let _: () = con.del(&lock).await.unwrap();
-    let report = pruner(&ns, false).run_once(&mut con).await.unwrap();
+    let report = prune(&ns, false).await;
     assert!(report.locked);
     let n: usize = con.scard(format!("{ns}:workers")).await.unwrap();
     assert_eq!(n, 0);
     // Ruby's shape: value = the pruner's id, TTL 60 s.
     let owner: String = con.get(&lock).await.unwrap();
-    assert!(identity::parse(&owner).is_some(), "{owner}");
+    assert!(owner.splitn(3, ':').count() == 3, "{owner}");
     let ttl: i64 = con.ttl(&lock).await.unwrap();
     assert!((55..=60).contains(&ttl), "ttl {ttl}");
 }
@@ -321,9 +324,9 @@ async fn at_least_once_puts_a_dead_workers_job_back_at_the_head_byte_for_byte() 
     plant
         .worker("otherhost:5-1:q:1", Some(&iso(now - 400)), Some(&record))
         .await;
-    let report = pruner(&ns, true).run_once(&mut con).await.unwrap();
+    let report = prune(&ns, true).await;
     assert_eq!(report.pruned.len(), 1);
-    assert_eq!(report.pruned[0].fate, Fate::Requeued);
+    assert_eq!(report.pruned[0].job, "requeued");
     let q: Vec<String> = con.lrange(format!("{ns}:queue:q:1"), 0, -1).await.unwrap();
     assert_eq!(
         q,

@@ -222,7 +222,10 @@ fn a_ruby_startup_prune_removes_no_live_resq_slot() {
         .expect("url")
         .get_connection()
         .expect("connect");
-    let host = resq::identity::hostname();
+    let host = hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_string());
     let mut a = WorkerProc::start(&url, &ns, 3, &[("QUEUES", "default")]);
     let mut b = WorkerProc::start(&url, &ns, 2, &[("QUEUES", "default,other")]);
     // Make some slots busy: four long jobs across the five slots.
@@ -252,7 +255,7 @@ fn a_ruby_startup_prune_removes_no_live_resq_slot() {
     let dead_local = format!("{host}:4194301:default");
     let expired_foreign = "otherhost:12:default".to_string();
     let (now, _): (i64, i64) = redis::cmd("TIME").query(&mut con).expect("time");
-    let old = resq::wire::time::heartbeat(chrono::DateTime::from_timestamp(now - 400, 0).unwrap());
+    let old = resq::time::heartbeat(chrono::DateTime::from_timestamp(now - 400, 0).unwrap());
     let _: () = con
         .sadd(format!("{ns}:workers"), &[&dead_local, &expired_foreign])
         .expect("sadd");

@@ -206,7 +206,6 @@ fn the_readme_worker_logs_a_failing_job() {
 /// `span`, the event's (`duration_ms`, `outcome`, `exception`, `error`) under `fields`, and no
 /// list of spans repeating them.
 #[test]
-#[ignore = "needs src/worker/perform.rs to keep duration/outcome on the event only, in ms (lead, issue 13)"]
 fn a_job_log_line_carries_each_field_once() {
     let ns = support::namespace("readme-json");
     let mut child = Command::new(support::example_bin("readme"))

@@ -83,10 +83,11 @@ fn hash_tagged_namespace_runs_and_untagged_is_refused() {
     let mut w = WorkerProc::start(&plain_url, &ns, 3, &[("RESQ_CLUSTER", "1")]);
     let owner = cluster.owner(&ns).expect("slot owner");
     rt.block_on(async {
-        let endpoint = resq::conn::Endpoint::open_with(&plain_url, |k| {
+        let options = resq::conn::RedisOptions::from_lookup(|k| {
             (k == "RESQ_CLUSTER").then(|| "1".to_string())
         })
-        .expect("endpoint");
+        .expect("options");
+        let endpoint = resq::conn::Endpoint::with_options(&plain_url, &options).expect("endpoint");
         assert_eq!(endpoint.deployment(), resq::conn::Deployment::Cluster);
         let client = resq::Client::new(
             endpoint.connect().await.expect("connect"),

@@ -270,10 +270,11 @@ fn tls_files_from_the_environment() {
     let env = s.env();
     let rt = rt();
     // In-process, through the same lookup the environment would give.
-    let endpoint = resq::conn::Endpoint::open_with(&url, |k| {
+    let options = resq::conn::RedisOptions::from_lookup(|k| {
         env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
     })
-    .expect("endpoint");
+    .expect("options");
+    let endpoint = resq::conn::Endpoint::with_options(&url, &options).expect("endpoint");
     let mut con = rt
         .block_on(endpoint.connect())
         .expect("connect with REDIS_TLS_*");

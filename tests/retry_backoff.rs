@@ -8,8 +8,7 @@ mod support;
 use support::stop;
 
 use redis::AsyncCommands;
-use resq::registry::retry::RetryPolicy;
-use resq::worker::step::{QueueKeys, Reply, Stepper};
+use resq::RetryPolicy;
 use resq::{Client, JobContext, JobError, Keys, Registry, Running};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -208,69 +207,6 @@ async fn geometric_delays_with_jitter_land_in_range() {
     // No args: resque-retry's key has no digest part.
     let rk = Keys::resque_retry_logical("Slow", None);
     assert_eq!(get(&keys.retry_attempts(&rk)).await.as_deref(), Some("0"));
-}
-
-#[tokio::test]
-async fn a_resent_retry_completion_is_applied_once() {
-    let ns = support::namespace("resend");
-    let keys = Keys::new(&ns);
-    let mut con = resq::conn::Endpoint::open(&support::url())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let (registry, _) = flaky(
-        "R",
-        usize::MAX,
-        RetryPolicy::fixed(Duration::from_secs(30), 3),
-    );
-    let id = "host~resq:1-0:q";
-    let stepper = Stepper::new(&keys, id, true);
-    let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
-    Client::connect(&support::url(), &ns)
-        .await
-        .unwrap()
-        .enqueue_to("q", "R", &[json!(7)])
-        .await
-        .unwrap();
-    let (reply, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
-    let Reply::Job(record) = reply else {
-        panic!("no job")
-    };
-    let completion = resq::worker::perform::perform(
-        &registry,
-        resq::worker::perform::Reserved::Record(record),
-        &Arc::from(id),
-        None,
-        std::future::pending::<&'static str>(),
-    )
-    .await;
-    // The reply is "lost": the same step is sent twice.
-    let (_, first) = stepper
-        .step(&mut con, Some(&completion), false, &queues)
-        .await
-        .unwrap();
-    let (_, second) = stepper
-        .step(&mut con, Some(&completion), false, &queues)
-        .await
-        .unwrap();
-    assert!(first && !second);
-    let mut raw = support::con().await;
-    let sched: Vec<i64> = raw.zrange(keys.delayed_schedule(), 0, -1).await.unwrap();
-    assert_eq!(sched.len(), 1);
-    let items: Vec<String> = raw
-        .lrange(keys.delayed_bucket(sched[0]), 0, -1)
-        .await
-        .unwrap();
-    assert_eq!(items, [r#"{"class":"R","args":[7],"queue":"q"}"#]);
-    assert_eq!(get(&keys.stat_failed()).await.as_deref(), Some("1"));
-    assert_eq!(get(&keys.worker(id)).await, None);
-    assert_eq!(
-        get(&keys.retry_attempts(&retry_key("R", "7")))
-            .await
-            .as_deref(),
-        Some("0")
-    );
 }
 
 /// Waits (up to 5 s) for the first entry of `<ns>:failed` and returns it.

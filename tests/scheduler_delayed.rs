@@ -9,7 +9,7 @@ use support::scheduler;
 
 use chrono::Utc;
 use redis::AsyncCommands;
-use resq::client::delayed::Scheduled;
+use resq::client::Scheduled;
 use resq::{Client, Keys};
 use serde_json::{json, Value};
 use std::collections::HashMap;

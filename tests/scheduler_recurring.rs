@@ -76,7 +76,7 @@ async fn every_second_fires_once_per_occurrence_across_processes() {
     assert!(jobs.iter().all(|j| j == r#"{"class":"Tick","args":[1]}"#));
     let last: Option<String> = raw.hget(keys.last_enqueued_at(), "tick").await.unwrap();
     let last = last.expect("last_enqueued_at written");
-    assert!(resq::wire::time::parse_any(&last).is_some(), "{last}");
+    assert!(resq::time::parse_any(&last).is_some(), "{last}");
     assert!(last.ends_with(" +0000"), "Time#to_s in UTC: {last}");
 }
 

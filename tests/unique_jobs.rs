@@ -8,7 +8,7 @@ use support::stop;
 
 use redis::AsyncCommands;
 use resq::client::{Enqueued, Unique};
-use resq::registry::retry::RetryPolicy;
+use resq::RetryPolicy;
 use resq::{Client, JobContext, JobError, Keys, Registry, Running};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};

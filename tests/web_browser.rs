@@ -14,7 +14,7 @@ mod web_common;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use redis::AsyncCommands;
-use resq::admin::list_ids::element_id;
+use resq::admin::element_id;
 use resq::admin::Admin;
 use resq::web::{self, Auth, WebConfig, WebServer};
 use resq::Keys;
@@ -506,7 +506,7 @@ async fn hostile_bytes_from_redis_show_as_text_and_never_run() {
     let server = serve(&ns, Auth::none()).await;
     let base = format!("http://{}/", server.addr);
     let (c, profile) = browser().await;
-    let hostile_queue = format!("queue?name={}", web::ctx::enc(web_common::QUOTE_BREAK));
+    let hostile_queue = format!("queue?name={}", web_common::enc(web_common::QUOTE_BREAK));
     for route in [
         "overview",
         "queues",

@@ -11,7 +11,7 @@ mod web_common;
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use redis::AsyncCommands;
-use resq::admin::list_ids::element_id;
+use resq::admin::element_id;
 use resq::web::{Auth, WebConfig};
 use resq::Keys;
 use web_common::{assert_escaped, csrf, forms, get, post, router, send};
@@ -47,10 +47,7 @@ async fn every_page_answers_with_security_headers_and_escapes_redis_bytes() {
     let mut con = support::con().await;
     web_common::seed_hostile(&mut con, &ns).await;
     let app = router(&ns, |c| c).await;
-    let hostile_queue = format!(
-        "/queue?name={}",
-        resq::web::ctx::enc(web_common::QUOTE_BREAK)
-    );
+    let hostile_queue = format!("/queue?name={}", web_common::enc(web_common::QUOTE_BREAK));
     let first = get(&app, "/failed").await;
     let row = &forms(&first.body, "failed/retry")[0];
     let detail = format!("/failure?id={}&at={}", row["id"], row["at"]);
@@ -758,7 +755,7 @@ async fn serving_a_public_address_needs_authentication() {
     .await
     .unwrap();
     assert!(server.addr.ip().is_loopback());
-    let ok = resq::web::server::check_bind(
+    let ok = resq::web::check_bind(
         public,
         &WebConfig::new(admin).auth(Auth::none().with_bearer("t")),
     );

@@ -381,7 +381,7 @@ impl Arg {
 }
 
 /// Serializes a whole arguments list.
-pub fn serialize_all(args: &[Arg], rails: Rails) -> Result<Vec<Value>, ActiveJobError> {
+pub(crate) fn serialize_all(args: &[Arg], rails: Rails) -> Result<Vec<Value>, ActiveJobError> {
     args.iter().map(|a| a.serialize(rails)).collect()
 }
 

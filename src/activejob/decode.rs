@@ -48,7 +48,7 @@ pub struct Decoded {
 }
 
 /// Decodes a serialized `arguments` array.
-pub fn decode(arguments: &[Value]) -> Decoded {
+pub(crate) fn decode(arguments: &[Value]) -> Decoded {
     let mut unknown = Vec::new();
     let args = arguments
         .iter()

@@ -30,7 +30,8 @@ pub fn job_class_of(payload: &Payload) -> Option<&str> {
 /// The registry entry the worker runs `payload` with: the one under its class, else for a
 /// wrapper payload the one under its `job_class` (the rule [`route`] applies), so per-handler
 /// options (time limit, retry policy) are looked up the same way.
-pub fn entry_for<'r>(registry: &'r Registry, payload: &Payload) -> Option<&'r Entry> {
+#[cfg(test)]
+fn entry_for<'r>(registry: &'r Registry, payload: &Payload) -> Option<&'r Arc<Entry>> {
     registry
         .get(payload.class())
         .or_else(|| job_class_of(payload).and_then(|c| registry.get(c)))
@@ -41,7 +42,10 @@ pub fn entry_for<'r>(registry: &'r Registry, payload: &Payload) -> Option<&'r En
 ///
 /// Errors: `Resq::MalformedPayload` when `args[0]` is not a serialized job,
 /// `Resq::UnknownJobClass` when no handler has the job's class name.
-pub fn route(registry: &Registry, ctx: JobContext) -> Result<(&Entry, JobContext), JobError> {
+pub(crate) fn route(
+    registry: &Registry,
+    ctx: JobContext,
+) -> Result<(Arc<Entry>, JobContext), JobError> {
     let job = ActiveJob::from_payload(ctx.payload())
         .map_err(|e| JobError::new("Resq::MalformedPayload", e.to_string()))?;
     let Some(entry) = registry.get(job.job_class()) else {
@@ -60,7 +64,7 @@ pub fn route(registry: &Registry, ctx: JobContext) -> Result<(&Entry, JobContext
             "ActiveJob arguments kept as serialized: no built-in serializer matches them"
         );
     }
-    Ok((entry, ctx.with_activejob(Arc::new(job))))
+    Ok((entry.clone(), ctx.with_activejob(Arc::new(job))))
 }
 
 #[cfg(test)]

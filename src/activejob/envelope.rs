@@ -125,7 +125,7 @@ impl ActiveJob {
         &self.meta.job_class
     }
 
-    /// The arguments decoded into plain JSON (see [`super::decode`]).
+    /// The arguments decoded into plain JSON (see `super::decode`).
     pub fn arguments(&self) -> &[Value] {
         &self.decoded.args
     }

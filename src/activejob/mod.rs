@@ -9,31 +9,32 @@
 //! re-encoded: the worker record and any failure entry hold the wrapper bytes as reserved, so
 //! a Rails-side retry from resque-web works.
 //!
-//! * [`tags`] — the reserved keys and serializer names;
-//! * [`decode`] — serialized arguments → plain JSON;
-//! * [`envelope`] — the serialized job read from a wrapper payload ([`ActiveJob`], [`Metadata`]);
-//! * [`dispatch`] — routing a wrapper payload to its handler;
-//! * [`arg`] — Rust values → serialized arguments ([`Arg`]);
-//! * [`job`] — a new job's `serialize` hash and payloads ([`NewJob`]);
-//! * [`enqueue`] — pushing it, now or delayed ([`ActiveJobClient`]);
-//! * [`rails`] — the Rails version a job is written for ([`Rails`]).
+//! * `tags` — the reserved keys and serializer names;
+//! * `decode` — serialized arguments → plain JSON;
+//! * `envelope` — the serialized job read from a wrapper payload ([`ActiveJob`], [`Metadata`]);
+//! * `dispatch` — routing a wrapper payload to its handler;
+//! * `arg` — Rust values → serialized arguments ([`Arg`]);
+//! * `job` — a new job's `serialize` hash and payloads ([`NewJob`]);
+//! * `enqueue` — pushing it, now or delayed ([`ActiveJobClient`]);
+//! * `rails` — the Rails version a job is written for ([`Rails`]).
 
-pub mod arg;
-pub mod decode;
-pub mod dispatch;
-pub mod enqueue;
-pub mod envelope;
+pub(crate) mod arg;
+pub(crate) mod decode;
+pub(crate) mod dispatch;
+pub(crate) mod enqueue;
+pub(crate) mod envelope;
 mod error;
-pub mod job;
-pub mod rails;
-pub mod tags;
+pub(crate) mod job;
+pub(crate) mod rails;
+pub(crate) mod tags;
 
 pub use arg::{Arg, DurationUnit, Key};
 pub use decode::{Decoded, Unknown};
-pub use dispatch::{entry_for, is_wrapper, job_class_of, route};
+pub(crate) use dispatch::route;
+pub use dispatch::{is_wrapper, job_class_of};
 pub use enqueue::{ActiveJobClient, Enqueued};
 pub use envelope::{ActiveJob, Metadata};
 pub use error::ActiveJobError;
 pub use job::{NewJob, Serialized};
-pub use rails::Rails;
+pub use rails::{Rails, UnknownRails};
 pub use tags::WRAPPER_CLASS;

@@ -6,18 +6,18 @@
 pub const WRAPPER_CLASS: &str = "ActiveJob::QueueAdapters::ResqueAdapter::JobWrapper";
 
 /// `{"_aj_globalid": "gid://app/Model/id"}` — a GlobalID-identified object (a record).
-pub const GLOBALID_KEY: &str = "_aj_globalid";
+pub(crate) const GLOBALID_KEY: &str = "_aj_globalid";
 /// Hash marker listing which keys were Ruby symbols.
-pub const SYMBOL_KEYS_KEY: &str = "_aj_symbol_keys";
+pub(crate) const SYMBOL_KEYS_KEY: &str = "_aj_symbol_keys";
 /// Hash marker of Ruby keyword arguments (`ruby2_keywords` hash), listing the symbol keys.
-pub const RUBY2_KEYWORDS_KEY: &str = "_aj_ruby2_keywords";
+pub(crate) const RUBY2_KEYWORDS_KEY: &str = "_aj_ruby2_keywords";
 /// Hash marker of an `ActiveSupport::HashWithIndifferentAccess` (value `true`).
-pub const WITH_INDIFFERENT_ACCESS_KEY: &str = "_aj_hash_with_indifferent_access";
+pub(crate) const WITH_INDIFFERENT_ACCESS_KEY: &str = "_aj_hash_with_indifferent_access";
 /// Key naming the serializer class of a custom-serialized object.
-pub const OBJECT_SERIALIZER_KEY: &str = "_aj_serialized";
+pub(crate) const OBJECT_SERIALIZER_KEY: &str = "_aj_serialized";
 
 /// Every key ActiveJob refuses in a user hash.
-pub const RESERVED_KEYS: [&str; 5] = [
+pub(crate) const RESERVED_KEYS: [&str; 5] = [
     GLOBALID_KEY,
     SYMBOL_KEYS_KEY,
     RUBY2_KEYWORDS_KEY,
@@ -26,21 +26,21 @@ pub const RESERVED_KEYS: [&str; 5] = [
 ];
 
 /// `Symbol` → `"value"`: the symbol's name.
-pub const SYMBOL: &str = "ActiveJob::Serializers::SymbolSerializer";
+pub(crate) const SYMBOL: &str = "ActiveJob::Serializers::SymbolSerializer";
 /// `Time` → `"value"`: `iso8601(9)`.
-pub const TIME: &str = "ActiveJob::Serializers::TimeSerializer";
+pub(crate) const TIME: &str = "ActiveJob::Serializers::TimeSerializer";
 /// `DateTime` → `"value"`: `iso8601(9)`.
-pub const DATE_TIME: &str = "ActiveJob::Serializers::DateTimeSerializer";
+pub(crate) const DATE_TIME: &str = "ActiveJob::Serializers::DateTimeSerializer";
 /// `ActiveSupport::TimeWithZone` → `"value"`: `iso8601(9)`; 7.1+ adds `"time_zone"` (tzinfo name).
-pub const TIME_WITH_ZONE: &str = "ActiveJob::Serializers::TimeWithZoneSerializer";
+pub(crate) const TIME_WITH_ZONE: &str = "ActiveJob::Serializers::TimeWithZoneSerializer";
 /// `Date` → `"value"`: `iso8601` (`YYYY-MM-DD`).
-pub const DATE: &str = "ActiveJob::Serializers::DateSerializer";
+pub(crate) const DATE: &str = "ActiveJob::Serializers::DateSerializer";
 /// `ActiveSupport::Duration` → `"value"` (seconds) and `"parts"` (`[[unit symbol, n], …]`).
-pub const DURATION: &str = "ActiveJob::Serializers::DurationSerializer";
+pub(crate) const DURATION: &str = "ActiveJob::Serializers::DurationSerializer";
 /// `Module`/`Class` → `"value"`: the constant's name.
-pub const MODULE: &str = "ActiveJob::Serializers::ModuleSerializer";
+pub(crate) const MODULE: &str = "ActiveJob::Serializers::ModuleSerializer";
 /// `Range` (Rails 7.0+) → `"begin"`, `"end"` (serialized arguments), `"exclude_end"`.
-pub const RANGE: &str = "ActiveJob::Serializers::RangeSerializer";
+pub(crate) const RANGE: &str = "ActiveJob::Serializers::RangeSerializer";
 /// `BigDecimal` (Rails 7.1+; before, a BigDecimal is written as a plain JSON string) →
 /// `"value"`: `to_s`.
-pub const BIG_DECIMAL: &str = "ActiveJob::Serializers::BigDecimalSerializer";
+pub(crate) const BIG_DECIMAL: &str = "ActiveJob::Serializers::BigDecimalSerializer";

@@ -14,7 +14,7 @@
 //! never make an action touch the wrong entry.
 
 use super::failures::{FailureRow, Outcome};
-use super::list_ids::{self, element_id};
+use super::list_ids;
 use super::Admin;
 use crate::error::Result;
 use crate::wire::time;
@@ -25,18 +25,18 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Entries read per `LRANGE` by scans and bulk operations.
-pub const SCAN_CHUNK: usize = 1_000;
+pub(crate) const SCAN_CHUNK: usize = 1_000;
 /// How far below its last index an entry is looked for when acted on by id.
-pub const LOCATE_BELOW: usize = 20_000;
+pub(crate) const LOCATE_BELOW: usize = 20_000;
 /// How far above its last index an entry is looked for.
-pub const LOCATE_ABOVE: usize = 200;
+pub(crate) const LOCATE_ABOVE: usize = 200;
 /// Distinct values kept per dimension by [`Admin::count_failures`]; the rest is counted
 /// under [`OTHER`].
-pub const MAX_GROUPS: usize = 500;
+pub(crate) const MAX_GROUPS: usize = 500;
 /// The group holding values past [`MAX_GROUPS`].
-pub const OTHER: &str = "(other values)";
+pub(crate) const OTHER: &str = "(other values)";
 /// The group of entries without the field.
-pub const NONE: &str = "(none)";
+pub(crate) const NONE: &str = "(none)";
 
 /// Which entries a view or a bulk action covers. Every part set must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -453,8 +453,9 @@ impl Admin {
 }
 
 /// The id of a failure row (see [`list_ids`]).
-pub fn row_id(row: &FailureRow) -> String {
-    element_id(&row.raw)
+#[cfg(feature = "web")]
+pub(crate) fn row_id(row: &FailureRow) -> String {
+    list_ids::element_id(&row.raw)
 }
 
 fn bump(map: &mut HashMap<String, usize>, value: Option<&str>) {

@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Entries read per round trip in bulk operations.
-pub const CHUNK: usize = 500;
+pub(crate) const CHUNK: usize = 500;
 
 /// Which entries an operation applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use redis::aio::ConnectionLike;
 const CHUNK: usize = 256;
 
 /// Hex digits in an id.
-pub const ID_LEN: usize = 16;
+pub(crate) const ID_LEN: usize = 16;
 
 /// The id of an element: the first 16 hex digits of the SHA1 of its bytes.
 pub fn element_id(bytes: &[u8]) -> String {
@@ -23,13 +23,14 @@ pub fn element_id(bytes: &[u8]) -> String {
 }
 
 /// Whether `s` has an id's shape (16 lowercase hex digits).
-pub fn is_id(s: &str) -> bool {
+#[cfg(any(test, feature = "web"))]
+pub(crate) fn is_id(s: &str) -> bool {
     s.len() == ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// An element found by its id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Located {
+pub(crate) struct Located {
     /// Its index when found.
     pub index: usize,
     /// Its bytes.
@@ -45,7 +46,7 @@ pub struct Located {
 /// with `LRANGE` and hashed here, never inside Redis: Redis does no work over the elements'
 /// bytes beyond sending them. The index found is a hint too: every change by id goes through a
 /// script that checks the bytes at the index and finds them again by their bytes if they moved.
-pub async fn locate<C: ConnectionLike + Send>(
+pub(crate) async fn locate<C: ConnectionLike + Send>(
     con: &mut C,
     key: &str,
     id: &str,

@@ -4,57 +4,81 @@
 //! text through [`crate::wire::time::parse_any`], and one unreadable record never fails a
 //! listing: it is shown with what could be read and a note saying what could not.
 //!
-//! * [`stats`] — `info`: counters and totals.
-//! * [`queues`] — queue sizes and the age of the oldest job where it is knowable.
-//! * [`workers`] — registered workers, their jobs, start times and heartbeats.
-//! * [`failures`] — the failure list: list, show, retry, remove, clear (Ruby's semantics).
-//! * [`delayed`] — resque-scheduler's delayed items and Jesque's delayed zset queues.
-//! * [`pause`] — `<ns>:pause-all-workers`.
-//! * [`prune`] — dead-worker pruning, delegated to the worker's pruning module.
-//! * [`scheduler`] — whether a scheduler holds resque-scheduler's master lock.
-//! * [`presence`] — whether the namespace holds any Resque data at all.
+//! * `stats` — `info`: counters and totals.
+//! * `queues` — queue sizes and the age of the oldest job where it is knowable.
+//! * `workers` — registered workers, their jobs, start times and heartbeats.
+//! * `failures` — the failure list: list, show, retry, remove, clear (Ruby's semantics).
+//! * `delayed` — resque-scheduler's delayed items and Jesque's delayed zset queues.
+//! * `pause` — `<ns>:pause-all-workers`.
+//! * `prune` — dead-worker pruning, delegated to the worker's pruning module.
+//! * `scheduler` — whether a scheduler holds resque-scheduler's master lock.
+//! * `presence` — whether the namespace holds any Resque data at all.
 //!
 //! What the dashboard (`resq web`) adds on top, each bounded so a page never reads a whole list:
-//! * [`list_ids`] — stable ids of list elements (SHA1 of their bytes) and finding them again;
-//! * [`failure_scan`] — failures by id, filtered pages within a scan budget, bulk by filter,
+//! * `list_ids` — stable ids of list elements (SHA1 of their bytes) and finding them again;
+//! * `failure_scan` — failures by id, filtered pages within a scan budget, bulk by filter,
 //!   counts by class, exception and queue;
-//! * [`queue_jobs`] — a page of one queue, delete one job by its bytes, clear or remove a queue;
-//! * [`delayed_ops`] — resque-scheduler's delayed items page by page, run now, delete; enqueue a
+//! * `queue_jobs` — a page of one queue, delete one job by its bytes, clear or remove a queue;
+//! * `delayed_ops` — resque-scheduler's delayed items page by page, run now, delete; enqueue a
 //!   stored schedule now;
-//! * [`statuses`] — resque-status's statuses and its kill switch;
+//! * `statuses` — resque-status's statuses and its kill switch;
 //! * [`history`] — per-minute and per-hour samples of the stat totals, for graphs;
-//! * [`server_info`] — Redis `INFO`.
+//! * `server_info` — Redis `INFO`.
 
-pub mod delayed;
-pub mod delayed_ops;
-pub mod failure_scan;
-pub mod failures;
+pub(crate) mod delayed;
+pub(crate) mod delayed_ops;
+pub(crate) mod failure_scan;
+pub(crate) mod failures;
 pub mod history;
-pub mod list_ids;
-pub mod pause;
-pub mod presence;
-pub mod prune;
-pub mod queue_jobs;
-pub mod queues;
-pub mod scheduler;
-pub mod server_info;
-pub mod stats;
-pub mod statuses;
-pub mod workers;
+pub(crate) mod list_ids;
+pub(crate) mod pause;
+pub(crate) mod presence;
+pub(crate) mod prune;
+pub(crate) mod queue_jobs;
+pub(crate) mod queues;
+pub(crate) mod scheduler;
+pub(crate) mod server_info;
+pub(crate) mod stats;
+pub(crate) mod statuses;
+pub(crate) mod workers;
 
-use crate::conn::{Conn, Endpoint};
+use crate::conn::{Conn, Endpoint, RedisOptions};
 use crate::error::Result;
 use crate::keys::Keys;
 use chrono::{DateTime, Utc};
 
-pub use delayed::DelayedItem;
-pub use failures::{FailureRow, Selector};
+pub use crate::wire::failure::FailureEntry;
+pub use delayed::{DelayedItem, DelayedSource};
+pub use delayed_ops::{DelayedAction, DelayedBucket, DelayedEntry, DelayedPage, Taken};
+pub use failure_scan::{ById, FailureCounts, FailureFilter, ScanPage};
+pub use failures::{FailureRow, Outcome, Selector};
+pub use list_ids::element_id;
+pub use prune::{PruneOutcome, PrunedWorker};
+pub use queue_jobs::{Deleted, QueuePage, QueuedJob};
 pub use queues::{QueueInfo, QueueKind};
 pub use scheduler::SchedulerStatus;
 pub use stats::Info;
-pub use workers::{WorkerInfo, WorkerState};
+pub use statuses::{StatusPage, StatusRow};
+pub use workers::{CurrentJob, WorkerInfo, WorkerState};
 
-/// A connection to one namespace, for reading and repairing it.
+/// A connection to one namespace, for reading and repairing it: what resque-web and the `resq`
+/// CLI show and do, as a library.
+///
+/// ```no_run
+/// # async fn demo() -> resq::Result<()> {
+/// use resq::admin::{Admin, Selector};
+///
+/// let admin = Admin::connect("redis://127.0.0.1:6379", "resque").await?;
+/// let info = admin.info().await?;
+/// println!("{} pending, {} failed", info.pending, info.failed);
+/// for q in admin.queues().await? {
+///     println!("{}: {}", q.name, q.size);
+/// }
+/// // Requeue every failure, as resque-web's "Retry all" does.
+/// admin.retry_failures(&Selector::All).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Admin {
     /// The shared connection.
@@ -64,11 +88,19 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// Connects to `url` for `namespace`.
+    /// Connects to `url` for `namespace` (connection settings only from the URL).
     pub async fn connect(url: &str, namespace: &str) -> Result<Self> {
-        let endpoint = Endpoint::open(url)?;
-        endpoint.check_namespace(namespace)?;
-        let con = endpoint.connect().await?;
+        Self::connect_with(url, namespace, &RedisOptions::default()).await
+    }
+
+    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
+    pub async fn from_config(config: &crate::Config) -> Result<Self> {
+        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
+    }
+
+    /// [`Admin::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).
+    pub async fn connect_with(url: &str, namespace: &str, options: &RedisOptions) -> Result<Self> {
+        let con = Endpoint::connect_namespace(url, namespace, options).await?;
         Ok(Admin::new(con, Keys::new(namespace)))
     }
 
@@ -95,7 +127,7 @@ impl Admin {
 }
 
 /// Seconds from `then` to `now` (negative when `then` is in the future).
-pub fn secs_between(then: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
+pub(crate) fn secs_between(then: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
     (now - then).num_milliseconds() as f64 / 1000.0
 }
 

@@ -31,7 +31,7 @@ impl Admin {
 }
 
 /// Ruby's test: the value, stripped and lower-cased, is `true`.
-pub fn is_true(value: &[u8]) -> bool {
+pub(crate) fn is_true(value: &[u8]) -> bool {
     String::from_utf8_lossy(value)
         .trim()
         .eq_ignore_ascii_case("true")

@@ -15,11 +15,11 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
 
 /// How far below its last index a queued job is looked for (workers pop from the head).
-pub const LOCATE_BELOW: usize = 20_000;
+pub(crate) const LOCATE_BELOW: usize = 20_000;
 /// How far above.
-pub const LOCATE_ABOVE: usize = 200;
+pub(crate) const LOCATE_ABOVE: usize = 200;
 /// How far below its last rank a Jesque zset member is looked for.
-pub const ZSET_BELOW: usize = 2_000;
+pub(crate) const ZSET_BELOW: usize = 2_000;
 
 /// One job in a queue.
 #[derive(Debug, Clone)]

@@ -140,7 +140,7 @@ impl Admin {
 
 /// When a payload says it was enqueued: top-level `enqueued_at` or ActiveJob's
 /// `args[0].enqueued_at`.
-pub fn enqueued_at(payload: &Value) -> Option<DateTime<Utc>> {
+pub(crate) fn enqueued_at(payload: &Value) -> Option<DateTime<Utc>> {
     let direct = payload.get("enqueued_at");
     let activejob = payload
         .get("args")

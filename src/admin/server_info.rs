@@ -4,7 +4,7 @@ use super::Admin;
 use crate::error::Result;
 
 /// One `# Section` of `INFO`: its name and `field:value` lines in order.
-pub type InfoSection = (String, Vec<(String, String)>);
+pub(crate) type InfoSection = (String, Vec<(String, String)>);
 
 impl Admin {
     /// `INFO` of the server the shared connection talks to.
@@ -17,7 +17,7 @@ impl Admin {
 
 /// Parses `INFO` text: `# Name` starts a section, `field:value` lines fill it, anything else
 /// is skipped.
-pub fn parse_info(text: &str) -> Vec<InfoSection> {
+pub(crate) fn parse_info(text: &str) -> Vec<InfoSection> {
     let mut out: Vec<InfoSection> = Vec::new();
     for line in text.lines().map(str::trim) {
         if let Some(name) = line.strip_prefix('#') {

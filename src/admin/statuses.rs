@@ -124,7 +124,7 @@ impl Admin {
 }
 
 /// A status row from its stored JSON (`None`: key gone).
-pub fn read(uuid: String, json: Option<&str>) -> StatusRow {
+pub(crate) fn read(uuid: String, json: Option<&str>) -> StatusRow {
     let mut obj = json
         .and_then(|j| serde_json::from_str::<Value>(j).ok())
         .and_then(|v| match v {

@@ -135,7 +135,7 @@ impl Admin {
 
 /// The raw values read for one id.
 #[derive(Debug, Default, Clone)]
-pub struct RawWorker {
+pub(crate) struct RawWorker {
     /// `<ns>:worker:<id>`.
     pub record: Option<String>,
     /// `<ns>:worker:<id>:started`.
@@ -159,7 +159,7 @@ fn short_name(id: &str) -> String {
 }
 
 /// Builds a [`WorkerInfo`] from what was read; never fails.
-pub fn describe(id: &str, raw: RawWorker, now: DateTime<Utc>) -> WorkerInfo {
+pub(crate) fn describe(id: &str, raw: RawWorker, now: DateTime<Utc>) -> WorkerInfo {
     let mut notes = Vec::new();
     let (host, pid, mut queues) = match identity::parse(id) {
         Some(p) => (p.host, p.pid, p.queues),

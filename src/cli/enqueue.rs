@@ -3,7 +3,7 @@
 
 use super::output;
 use crate::client::delayed::Scheduled;
-use crate::client::{encode, Client};
+use crate::client::encode;
 use crate::error::{Error, Result};
 use chrono::SecondsFormat;
 use clap::Args;
@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 /// `resq enqueue [--queue Q] [--jesque] [--vars JSON] CLASS [ARG_JSON …]`.
 #[derive(Args, Debug, Clone)]
-pub struct EnqueueArgs {
+pub(crate) struct EnqueueArgs {
     /// Queue.
     #[arg(long, default_value = "default")]
     pub queue: String,
@@ -37,7 +37,7 @@ pub struct EnqueueArgs {
 
 /// What `resq enqueue` wrote, printed as its confirmation (as JSON with `--json`).
 #[derive(Debug, Clone, Serialize)]
-pub struct Enqueued {
+pub(crate) struct Enqueued {
     /// The queue.
     pub queue: String,
     /// The class.
@@ -57,8 +57,8 @@ pub struct Enqueued {
 }
 
 /// Runs `resq enqueue` and prints what it wrote.
-pub async fn run(url: &str, namespace: &str, e: EnqueueArgs, as_json: bool) -> Result<()> {
-    let done = enqueue(url, namespace, e).await?;
+pub(crate) async fn run(target: &super::Target, e: EnqueueArgs, as_json: bool) -> Result<()> {
+    let done = enqueue(target, e).await?;
     if as_json {
         return output::json(&done);
     }
@@ -74,7 +74,7 @@ pub async fn run(url: &str, namespace: &str, e: EnqueueArgs, as_json: bool) -> R
 }
 
 /// Pushes the job `e` describes and says what was written.
-async fn enqueue(url: &str, namespace: &str, e: EnqueueArgs) -> Result<Enqueued> {
+async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
     let args: Vec<Value> = e
         .args
         .iter()
@@ -88,7 +88,7 @@ async fn enqueue(url: &str, namespace: &str, e: EnqueueArgs) -> Result<Enqueued>
         .into_iter()
         .map(as_typed_value)
         .collect();
-    let client = Client::connect(url, namespace).await?;
+    let client = target.client().await?;
     let keys = client.keys().clone();
     let due = crate::scheduler::cli::due_time(e.in_secs.as_deref(), e.at.as_deref())?;
     let jesque = e.jesque || e.vars.is_some();

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 /// `resq failed …`.
 #[derive(Subcommand, Debug, Clone)]
-pub enum FailedCmd {
+pub(crate) enum FailedCmd {
     /// Entries of the failure list, oldest first.
     List {
         /// Only entries of this class.
@@ -37,7 +37,7 @@ pub enum FailedCmd {
 
 /// Which entries: an index, `--class C`, `--retried` (remove only) or `--all`.
 #[derive(Args, Debug, Clone)]
-pub struct Which {
+pub(crate) struct Which {
     /// The entry at this index.
     #[arg(required_unless_present_any = ["class", "all", "retried"], conflicts_with_all = ["class", "all", "retried"])]
     pub index: Option<usize>,
@@ -64,7 +64,7 @@ impl Which {
 }
 
 /// Runs `resq failed …`.
-pub async fn run(admin: &Admin, cmd: FailedCmd, as_json: bool) -> Result<()> {
+pub(crate) async fn run(admin: &Admin, cmd: FailedCmd, as_json: bool) -> Result<()> {
     match cmd {
         FailedCmd::List {
             class,

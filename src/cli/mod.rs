@@ -3,22 +3,25 @@
 //!
 //! Global flags: `--url` (`REDIS_URL`), `--namespace` (`RESQUE_NAMESPACE`), `--json`.
 //! One module per command group; each is a thin layer over [`crate::admin`], [`crate::client`]
-//! or [`crate::worker`]:
-//! * [`show`] — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
-//! * [`failed`] — `failed list|show|retry|remove|clear`;
-//! * [`enqueue`] — `enqueue`; [`work`] — `work`; [`top`] — `top`; [`web`] — `web`;
-//! * `scheduler`, `schedule list|add|remove` — in [`crate::scheduler::cli`];
-//! * [`output`] — tables, JSON and durations.
+//! or `crate::worker`:
+//! * `show` — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
+//! * `failed` — `failed list|show|retry|remove|clear`;
+//! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
+//! * `scheduler`, `schedule list|add|remove` — in `crate::scheduler::cli`;
+//! * `output` — tables, JSON and durations.
 
-pub mod enqueue;
-pub mod failed;
-pub mod output;
-pub mod show;
-pub mod top;
-pub mod web;
-pub mod work;
+pub(crate) mod enqueue;
+pub(crate) mod failed;
+pub(crate) mod output;
+pub(crate) mod show;
+#[cfg(feature = "top")]
+pub(crate) mod top;
+#[cfg(feature = "web")]
+pub(crate) mod web;
+pub(crate) mod work;
 
 use crate::admin::Admin;
+use crate::conn::RedisOptions;
 use crate::error::Result;
 use crate::registry::Registry;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -32,7 +35,7 @@ use std::process::ExitCode;
     version,
     about = "Resque-compatible worker runtime and tools"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Where and which namespace.
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -47,7 +50,7 @@ pub struct Cli {
 /// `--url` and `--namespace`, accepted before or after the command.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Global options")]
-pub struct ConnArgs {
+pub(crate) struct ConnArgs {
     /// Redis URL (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`); its
     /// value is never shown.
     #[arg(long = "url", env = "REDIS_URL", hide_env_values = true, default_value = crate::config::DEFAULT_REDIS_URL, global = true)]
@@ -59,7 +62,7 @@ pub struct ConnArgs {
 
 /// Every command.
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a worker process for this binary's handlers.
     Work(work::WorkArgs),
     /// Enqueue a job.
@@ -83,8 +86,10 @@ pub enum Command {
     /// Clear `<ns>:pause-all-workers`.
     Resume,
     /// Live view of queues, workers and rates.
+    #[cfg(feature = "top")]
     Top(top::TopArgs),
     /// Serve the web dashboard (queues, workers, failures, schedules, graphs).
+    #[cfg(feature = "web")]
     Web(web::WebArgs),
     /// Run the scheduler (delayed and recurring jobs; resque-scheduler's master lock).
     Scheduler(crate::scheduler::cli::SchedulerArgs),
@@ -157,30 +162,64 @@ fn empty_namespace_hint(url: &str, namespace: &str) -> String {
     )
 }
 
+/// Where a command works: `--url`, `--namespace`, and the connection settings beyond the URL
+/// from the environment (`REDIS_TLS_*`, `RESQ_CLUSTER`, `RESQ_WAIT_*`).
+pub(crate) struct Target {
+    /// The Redis URL.
+    pub url: String,
+    /// The namespace.
+    pub namespace: String,
+    /// Connection settings beyond the URL.
+    pub redis: RedisOptions,
+}
+
+impl Target {
+    /// An admin handle on the target.
+    pub(crate) async fn admin(&self) -> Result<Admin> {
+        Admin::connect_with(&self.url, &self.namespace, &self.redis).await
+    }
+
+    /// A client on the target.
+    pub(crate) async fn client(&self) -> Result<crate::Client> {
+        crate::Client::connect_with(&self.url, &self.namespace, &self.redis).await
+    }
+
+    /// A connection to the target's Redis.
+    pub(crate) async fn con(&self) -> Result<crate::conn::Conn> {
+        crate::conn::Endpoint::connect_namespace(&self.url, &self.namespace, &self.redis).await
+    }
+}
+
 /// Runs a parsed command.
-pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
+pub(crate) async fn execute(cli: Cli, registry: Registry) -> Result<()> {
     let Cli { conn, json, cmd } = cli;
     let (url, ns) = (conn.url.as_str(), conn.namespace.as_str());
+    let target = Target {
+        url: conn.url.clone(),
+        namespace: conn.namespace.clone(),
+        redis: RedisOptions::from_env()?,
+    };
     match cmd {
         Command::Work(w) => work::run(url, ns, w, registry).await,
-        Command::Enqueue(e) => enqueue::run(url, ns, e, json).await,
-        Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(url, ns, s).await,
+        Command::Enqueue(e) => enqueue::run(&target, e, json).await,
+        Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(&target, s).await,
         Command::Schedule(s) => {
             let list = matches!(s, crate::scheduler::cli::ScheduleCmd::List);
-            let admin = Admin::connect(url, ns).await?;
+            let admin = target.admin().await?;
             if list && !admin.has_data().await? {
                 eprintln!("{}", empty_namespace_hint(url, ns));
             }
-            crate::scheduler::cli::run_schedule(url, ns, s, json).await?;
+            crate::scheduler::cli::run_schedule(&target, s, json).await?;
             if list && !json {
                 let status = admin.scheduler_status(&lock_prefix()).await?;
                 println!("scheduler: {}", status.describe());
             }
             Ok(())
         }
-        Command::Web(w) => web::run(url, ns, w).await,
+        #[cfg(feature = "web")]
+        Command::Web(w) => web::run(&target, w).await,
         cmd => {
-            let admin = Admin::connect(url, ns).await?;
+            let admin = target.admin().await?;
             if !admin.has_data().await? {
                 eprintln!("{}", empty_namespace_hint(url, ns));
             }
@@ -193,12 +232,14 @@ pub async fn execute(cli: Cli, registry: Registry) -> Result<()> {
                 Command::Prune(p) => show::prune(&admin, p, json).await,
                 Command::Pause => show::pause(&admin, true, json).await,
                 Command::Resume => show::pause(&admin, false, json).await,
+                #[cfg(feature = "top")]
                 Command::Top(t) => top::run(&admin, url, t).await,
                 Command::Work(_)
                 | Command::Enqueue(_)
                 | Command::Scheduler(_)
-                | Command::Schedule(_)
-                | Command::Web(_) => Ok(()),
+                | Command::Schedule(_) => Ok(()),
+                #[cfg(feature = "web")]
+                Command::Web(_) => Ok(()),
             }
         }
     }

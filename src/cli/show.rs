@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// `resq info`, with whether a scheduler holds the master lock (`lock_prefix`: resque-scheduler's
 /// `RESQUE_SCHEDULER_MASTER_LOCK_PREFIX`).
-pub async fn info(admin: &Admin, as_json: bool, lock_prefix: &str) -> Result<()> {
+pub(crate) async fn info(admin: &Admin, as_json: bool, lock_prefix: &str) -> Result<()> {
     let i = admin.info().await?;
     let scheduler = admin.scheduler_status(lock_prefix).await?;
     if as_json {
@@ -44,7 +44,7 @@ pub async fn info(admin: &Admin, as_json: bool, lock_prefix: &str) -> Result<()>
 }
 
 /// `resq queues`.
-pub async fn queues(admin: &Admin, as_json: bool) -> Result<()> {
+pub(crate) async fn queues(admin: &Admin, as_json: bool) -> Result<()> {
     let qs = admin.queues().await?;
     if as_json {
         return json(&qs);
@@ -77,7 +77,7 @@ pub async fn queues(admin: &Admin, as_json: bool) -> Result<()> {
 }
 
 /// `resq workers`.
-pub async fn workers(admin: &Admin, as_json: bool) -> Result<()> {
+pub(crate) async fn workers(admin: &Admin, as_json: bool) -> Result<()> {
     let ws = admin.workers().await?;
     if as_json {
         return json(&ws);
@@ -141,7 +141,7 @@ pub async fn workers(admin: &Admin, as_json: bool) -> Result<()> {
 
 /// `resq delayed …`.
 #[derive(Subcommand, Debug, Clone)]
-pub enum DelayedCmd {
+pub(crate) enum DelayedCmd {
     /// Delayed items (resque-scheduler buckets and Jesque delayed queues), earliest first.
     List {
         /// At most this many items.
@@ -151,7 +151,7 @@ pub enum DelayedCmd {
 }
 
 /// Runs `resq delayed …`.
-pub async fn delayed(admin: &Admin, cmd: DelayedCmd, as_json: bool) -> Result<()> {
+pub(crate) async fn delayed(admin: &Admin, cmd: DelayedCmd, as_json: bool) -> Result<()> {
     let DelayedCmd::List { limit } = cmd;
     let items = admin.delayed(limit).await?;
     if as_json {
@@ -187,7 +187,7 @@ pub async fn delayed(admin: &Admin, cmd: DelayedCmd, as_json: bool) -> Result<()
 
 /// `resq prune [--prune-after S] [--at-least-once]`.
 #[derive(Args, Debug, Clone)]
-pub struct PruneArgs {
+pub(crate) struct PruneArgs {
     /// Heartbeat age after which a worker is dead (Ruby's prune_interval; at least 300).
     #[arg(long, env = "RESQ_PRUNE_AFTER", default_value_t = 300)]
     pub prune_after: u64,
@@ -197,7 +197,7 @@ pub struct PruneArgs {
 }
 
 /// Runs `resq prune`.
-pub async fn prune(admin: &Admin, a: PruneArgs, as_json: bool) -> Result<()> {
+pub(crate) async fn prune(admin: &Admin, a: PruneArgs, as_json: bool) -> Result<()> {
     let out = admin
         .prune(Duration::from_secs(a.prune_after), a.at_least_once)
         .await?;
@@ -221,7 +221,7 @@ pub async fn prune(admin: &Admin, a: PruneArgs, as_json: bool) -> Result<()> {
 }
 
 /// `resq pause` / `resq resume`.
-pub async fn pause(admin: &Admin, paused: bool, as_json: bool) -> Result<()> {
+pub(crate) async fn pause(admin: &Admin, paused: bool, as_json: bool) -> Result<()> {
     if paused {
         admin.pause().await?;
     } else {

@@ -4,7 +4,6 @@
 //! comes from `RESQ_WEB_TOKEN` (bearer) and/or `RESQ_WEB_USER` + `RESQ_WEB_PASSWORD` (basic),
 //! and a non-loopback address is refused without it. Secrets are never printed.
 
-use crate::admin::Admin;
 use crate::error::{Error, Result};
 use crate::web::{self, Auth, WebConfig};
 use clap::Args;
@@ -12,7 +11,7 @@ use std::net::SocketAddr;
 
 /// `resq web [--bind ADDR] [--read-only]`.
 #[derive(Args, Debug, Clone)]
-pub struct WebArgs {
+pub(crate) struct WebArgs {
     /// Address to listen on (a non-loopback address needs RESQ_WEB_TOKEN or
     /// RESQ_WEB_USER + RESQ_WEB_PASSWORD).
     #[arg(long, env = "RESQ_WEB_BIND", default_value = "127.0.0.1:5678")]
@@ -23,9 +22,10 @@ pub struct WebArgs {
 }
 
 /// Runs the dashboard until INT or TERM.
-pub async fn run(url: &str, namespace: &str, a: WebArgs) -> Result<()> {
+pub(crate) async fn run(target: &super::Target, a: WebArgs) -> Result<()> {
     let auth = Auth::from_env().map_err(web_error)?;
-    let admin = Admin::connect(url, namespace).await?;
+    let admin = target.admin().await?;
+    let namespace = &target.namespace;
     let float_format = match std::env::var("RESQ_FLOAT_FORMAT") {
         Ok(v) => crate::scheduler::parse_float_format(&v)?,
         Err(_) => Default::default(),

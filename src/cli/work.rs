@@ -17,7 +17,7 @@ use clap::Args;
 /// The values are kept as text: [`Config::from_lookup`] checks them, so an error names the
 /// variable as it does for the environment.
 #[derive(Args, Debug, Clone, Default)]
-pub struct WorkArgs {
+pub(crate) struct WorkArgs {
     /// Queues in priority order, Ruby syntax (`a,b`, `*`, `high_*`, `!skip`); QUEUE is read
     /// too; default: default.
     #[arg(long, env = "QUEUES")]
@@ -40,12 +40,12 @@ pub struct WorkArgs {
 
 impl WorkArgs {
     /// The worker's configuration: these flags, then the environment, over the defaults.
-    pub fn config(&self, url: &str, namespace: &str) -> Result<Config> {
+    pub(crate) fn config(&self, url: &str, namespace: &str) -> Result<Config> {
         self.config_with(url, namespace, |k| std::env::var(k).ok())
     }
 
     /// [`WorkArgs::config`] with `env` standing in for the environment.
-    pub fn config_with(
+    pub(crate) fn config_with(
         &self,
         url: &str,
         namespace: &str,
@@ -67,7 +67,7 @@ impl WorkArgs {
 ///
 /// Refuses to start when `registry` has no handlers, unless `--allow-no-handlers`: such a
 /// worker would take every job of its queues and fail each one as an unknown class.
-pub async fn run(url: &str, namespace: &str, w: WorkArgs, registry: Registry) -> Result<()> {
+pub(crate) async fn run(url: &str, namespace: &str, w: WorkArgs, registry: Registry) -> Result<()> {
     let cfg = w.config(url, namespace)?;
     if registry.classes().is_empty() {
         if !w.allow_no_handlers {
@@ -87,6 +87,7 @@ pub async fn run(url: &str, namespace: &str, w: WorkArgs, registry: Registry) ->
     }
     let running = Worker::builder()
         .config(cfg)
+        .signals_at_start(true)
         .registry(registry)
         .build()?
         .start()

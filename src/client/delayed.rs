@@ -24,10 +24,12 @@ pub enum Scheduled {
     Delayed(i64),
     /// The time had come: enqueued on the queue at once.
     Now,
+    /// An enqueue middleware dropped it.
+    Dropped,
 }
 
 /// Epoch seconds of `at`, truncated as Ruby's `Time#to_i`.
-pub fn epoch_secs(at: DateTime<Utc>) -> i64 {
+pub(crate) fn epoch_secs(at: DateTime<Utc>) -> i64 {
     at.timestamp()
 }
 
@@ -42,13 +44,28 @@ impl Client {
         args: &[Value],
     ) -> Result<Scheduled> {
         validate(queue, class)?;
-        let ts = epoch_secs(at);
-        if ts <= epoch_secs(Utc::now()) {
-            self.enqueue_to(queue, class, args).await?;
-            return Ok(Scheduled::Now);
+        let due = std::sync::Mutex::new(None);
+        let job = crate::middleware::Outgoing {
+            queue: queue.to_string(),
+            class: class.to_string(),
+            args: args.to_vec(),
+            extra: Map::new(),
+            at: Some(at),
+        };
+        // What the chain finally wrote decides the answer (a layer may move the due time).
+        let written = self
+            .dispatch_seen(job, |j| {
+                *due.lock().unwrap_or_else(|p| p.into_inner()) = j.at.map(epoch_secs)
+            })
+            .await?;
+        if !written {
+            return Ok(Scheduled::Dropped);
         }
-        self.delayed_push(ts, queue, class, args).await?;
-        Ok(Scheduled::Delayed(ts))
+        let ts = due.into_inner().unwrap_or_else(|p| p.into_inner());
+        Ok(match ts {
+            Some(ts) if ts > epoch_secs(Utc::now()) => Scheduled::Delayed(ts),
+            _ => Scheduled::Now,
+        })
     }
 
     /// `Resque.enqueue_in_with_queue(queue, delay, class, *args)`.

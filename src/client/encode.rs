@@ -50,7 +50,7 @@ fn from_rust_f64(text: &str, x: f64) -> bool {
 }
 
 /// Compact JSON of `v` with floats in `format`.
-pub fn to_json<T: Serialize + ?Sized>(v: &T, format: FloatFormat) -> String {
+pub(crate) fn to_json<T: Serialize + ?Sized>(v: &T, format: FloatFormat) -> String {
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, FloatText(format));
     // Values, maps and strings always serialize; a failure would leave `out` partial, so
@@ -69,12 +69,12 @@ struct ResqueForm<'a> {
 }
 
 /// Ruby Resque's payload `{"class":…,"args":[…]}` with Ruby float text.
-pub fn resque_payload(class: &str, args: &[Value], format: FloatFormat) -> String {
+pub(crate) fn resque_payload(class: &str, args: &[Value], format: FloatFormat) -> String {
     resque_payload_with(class, args, &Map::new(), format)
 }
 
 /// A payload with extra top-level fields after `class` and `args` (resq's unique-job fields).
-pub fn resque_payload_with(
+pub(crate) fn resque_payload_with(
     class: &str,
     args: &[Value],
     extra: &Map<String, Value>,
@@ -84,7 +84,7 @@ pub fn resque_payload_with(
 }
 
 /// Jesque's payload `{"class":…,"args":…,"vars":…}` (nulls written out) with Java float text.
-pub fn jesque_payload(
+pub(crate) fn jesque_payload(
     class: &str,
     args: Option<&[Value]>,
     vars: Option<&Map<String, Value>>,
@@ -111,7 +111,7 @@ struct SchedulerItem<'a> {
 
 /// The delayed item resque-scheduler's `enqueue_at_with_queue` writes (and
 /// `remove_delayed_in_queue` matches byte for byte).
-pub fn scheduler_item(
+pub(crate) fn scheduler_item(
     queue: &str,
     class: &str,
     args: &[Value],

@@ -3,7 +3,10 @@
 
 use super::{encode, validate, Client, FloatFormat};
 use crate::error::Result;
+use crate::middleware::enqueue::{EnqueueNext, Outgoing};
+use crate::registry::Job;
 use crate::scripts::Checked;
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 /// One job to enqueue, in Resque's or Jesque's form.
@@ -65,20 +68,97 @@ impl NewJob {
 }
 
 impl Client {
+    /// Enqueues a typed job onto its queue ([`Job::QUEUE`], else the client's default queue):
+    /// `client.enqueue::<Archive>((42, "main".into()))`. Its args must serialize to a JSON
+    /// array (a tuple, a `Vec`). Returns whether it was written (a middleware may drop it).
+    pub async fn enqueue<J: Job>(&self, args: J::Args) -> Result<bool>
+    where
+        J::Args: serde::Serialize,
+    {
+        let args = match serde_json::to_value(&args)? {
+            Value::Array(a) => a,
+            other => {
+                return Err(crate::Error::Rejected(format!(
+                    "{}: args must serialize to a JSON array (a tuple or a Vec), not {other}",
+                    J::CLASS
+                )))
+            }
+        };
+        let queue = J::QUEUE.unwrap_or(&self.default_queue).to_string();
+        self.dispatch(Outgoing {
+            queue,
+            class: J::CLASS.to_string(),
+            args,
+            extra: Map::new(),
+            at: None,
+        })
+        .await
+    }
+
     /// Enqueues `class` with `args` onto the default queue (see
     /// [`Client::with_default_queue`]), as `Resque.enqueue` does with the class's queue.
-    pub async fn enqueue(&self, class: &str, args: &[Value]) -> Result<()> {
+    pub async fn enqueue_class(&self, class: &str, args: &[Value]) -> Result<bool> {
         let q = self.default_queue.clone();
         self.enqueue_to(&q, class, args).await
     }
 
     /// Enqueues `class` with positional `args` onto `queue`, as `Resque.enqueue_to` does:
     /// `{"class":…,"args":[…]}` byte-identical to Ruby's, so `Resque::Job.destroy(queue,
-    /// class, *args)` and `Resque.dequeue` remove it.
-    pub async fn enqueue_to(&self, queue: &str, class: &str, args: &[Value]) -> Result<()> {
-        validate(queue, class)?;
-        let json = encode::resque_payload(class, args, self.float_format);
-        self.push_raw(queue, &json).await
+    /// class, *args)` and `Resque.dequeue` remove it. Returns whether it was written (a
+    /// middleware may drop it).
+    pub async fn enqueue_to(&self, queue: &str, class: &str, args: &[Value]) -> Result<bool> {
+        self.dispatch(Outgoing {
+            queue: queue.to_string(),
+            class: class.to_string(),
+            args: args.to_vec(),
+            extra: Map::new(),
+            at: None,
+        })
+        .await
+    }
+
+    /// Runs the enqueue middleware around the write of `job` (now, or in the delayed set when
+    /// it is due later).
+    pub(crate) async fn dispatch(&self, job: Outgoing) -> Result<bool> {
+        self.dispatch_seen(job, |_| {}).await
+    }
+
+    /// [`Client::dispatch`], showing `seen` the job as it is written (after every layer).
+    pub(crate) async fn dispatch_seen(
+        &self,
+        job: Outgoing,
+        seen: impl Fn(&Outgoing) + Send + Sync,
+    ) -> Result<bool> {
+        let seen = &seen;
+        let terminal = |job: Outgoing| -> BoxFuture<'_, Result<bool>> {
+            Box::pin(async move {
+                validate(&job.queue, &job.class)?;
+                seen(&job);
+                match job.at.map(super::delayed::epoch_secs) {
+                    Some(ts) if ts > super::delayed::epoch_secs(chrono::Utc::now()) => {
+                        let item = encode::scheduler_item(
+                            &job.queue,
+                            &job.class,
+                            &job.args,
+                            &job.extra,
+                            self.float_format,
+                        );
+                        self.delayed_push_raw(ts, &item).await?;
+                    }
+                    _ => {
+                        let json = encode::resque_payload_with(
+                            &job.class,
+                            &job.args,
+                            &job.extra,
+                            self.float_format,
+                        );
+                        self.push_raw(&job.queue, &json).await?;
+                    }
+                }
+                Ok(true)
+            })
+        };
+        EnqueueNext::new(&self.layers, &terminal).run(job).await
     }
 
     /// Enqueues at the head of `queue` (Jesque's `priorityEnqueue`: `LPUSH`), so it runs next.

@@ -1,14 +1,14 @@
 //! The producer side: everything a Rust service writes so that Ruby, Java and resq workers run
 //! it, byte-compatible with the peer that would have written it.
 //!
-//! * [`enqueue`] — Resque's `{"class","args"}` (Ruby's float text, see [`number`]), Jesque's
+//! * `enqueue` — Resque's `{"class","args"}` (Ruby's float text, see `number`), Jesque's
 //!   `{"class","args","vars"}`, priority (head of queue) and batch enqueue;
-//! * [`queues`] — listing, size, peek, removal, and `destroy`/`dequeue` with Ruby's matching;
-//! * [`delayed`] — resque-scheduler's delayed set (`enqueue_at`/`enqueue_in`,
+//! * `queues` — listing, size, peek, removal, and `destroy`/`dequeue` with Ruby's matching;
+//! * `delayed` — resque-scheduler's delayed set (`enqueue_at`/`enqueue_in`,
 //!   `remove_delayed`, peeks and sizes);
-//! * [`jesque`] — Jesque's delayed and recurring zset queues;
-//! * [`unique`] — unique jobs: a second enqueue while one waits or runs is a no-op that says so;
-//! * [`encode`] / [`number`] — the bytes.
+//! * `jesque` — Jesque's delayed and recurring zset queues;
+//! * `unique` — unique jobs: a second enqueue while one waits or runs is a no-op that says so;
+//! * `encode` / `number` — the bytes.
 //!
 //! ```no_run
 //! # async fn f() -> resq::Result<()> {
@@ -19,24 +19,38 @@
 //! # Ok(()) }
 //! ```
 
-pub mod delayed;
-pub mod encode;
-pub mod enqueue;
-pub mod jesque;
-pub mod number;
-pub mod queues;
-pub mod unique;
+pub(crate) mod delayed;
+pub(crate) mod encode;
+pub(crate) mod enqueue;
+pub(crate) mod jesque;
+pub(crate) mod number;
+pub(crate) mod queues;
+pub(crate) mod unique;
 
+pub use delayed::Scheduled;
 pub use enqueue::NewJob;
 pub use jesque::JesqueJob;
 pub use number::FloatFormat;
 pub use unique::{Enqueued, Unique};
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Endpoint, RedisOptions};
 use crate::error::{Error, Result};
 use crate::keys::Keys;
+use crate::middleware::EnqueueMiddleware;
+use std::sync::Arc;
 
 /// A producer bound to one Redis and namespace. Cheap to clone (clones share the connection).
+///
+/// ```no_run
+/// # async fn demo() -> resq::Result<()> {
+/// use resq::Client;
+/// use serde_json::json;
+///
+/// let client = Client::connect("redis://127.0.0.1:6379", "resque").await?;
+/// client.enqueue_to("default", "Archive", &[json!(42), json!("main")]).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Client {
     /// Shared connection.
@@ -45,16 +59,28 @@ pub struct Client {
     keys: Keys,
     /// How Ruby-form payloads spell floats (the Ruby JSON library of the fleet).
     float_format: FloatFormat,
-    /// Queue of [`Client::enqueue`] (Ruby takes it from the class; resq from here).
+    /// Queue of [`Client::enqueue_class`] and of typed jobs without their own (Ruby takes it
+    /// from the class; resq from here).
     default_queue: String,
+    /// Enqueue middleware, outermost first.
+    layers: Arc<Vec<Arc<dyn EnqueueMiddleware>>>,
 }
 
 impl Client {
-    /// Connects to `url` for namespace `namespace`.
+    /// Connects to `url` for namespace `namespace` (connection settings only from the URL).
     pub async fn connect(url: &str, namespace: &str) -> Result<Self> {
-        let endpoint = crate::conn::Endpoint::open(url)?;
-        endpoint.check_namespace(namespace)?;
-        Ok(Self::new(endpoint.connect().await?, Keys::new(namespace)))
+        Self::connect_with(url, namespace, &RedisOptions::default()).await
+    }
+
+    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
+    pub async fn from_config(config: &crate::Config) -> Result<Self> {
+        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
+    }
+
+    /// [`Client::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).
+    pub async fn connect_with(url: &str, namespace: &str, options: &RedisOptions) -> Result<Self> {
+        let con = Endpoint::connect_namespace(url, namespace, options).await?;
+        Ok(Self::new(con, Keys::new(namespace)))
     }
 
     /// A client over an existing connection.
@@ -64,7 +90,20 @@ impl Client {
             keys,
             float_format: FloatFormat::default(),
             default_queue: "default".to_string(),
+            layers: Arc::default(),
         }
+    }
+
+    /// Adds an enqueue middleware (see [`crate::middleware::enqueue`]); the first added is the
+    /// outermost.
+    pub fn layer(mut self, middleware: impl EnqueueMiddleware) -> Self {
+        Arc::make_mut(&mut self.layers).push(Arc::new(middleware));
+        self
+    }
+
+    /// Adds the enqueue hooks of `hooks` (`before_enqueue`, `after_enqueue`).
+    pub fn hooks(self, hooks: crate::middleware::Hooks) -> Self {
+        self.layer(hooks)
     }
 
     /// Writes Ruby-form floats as `format` does ([`FloatFormat::RubyJsonGem`] by default;

@@ -78,7 +78,7 @@ fn digits(x: f64) -> (String, i32) {
 }
 
 /// Ruby's `Float#to_s` for a finite `x`.
-pub fn ruby_to_s(x: f64) -> String {
+pub(crate) fn ruby_to_s(x: f64) -> String {
     let (d, decpt) = digits(x);
     let sign = if x.is_sign_negative() { "-" } else { "" };
     let n = d.len() as i32;
@@ -107,7 +107,7 @@ pub fn ruby_to_s(x: f64) -> String {
 }
 
 /// Oj's compat-mode float text for a finite `x`.
-pub fn oj_compat(x: f64) -> String {
+pub(crate) fn oj_compat(x: f64) -> String {
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     if x == 0.0 {
         "0.0".to_string()
@@ -119,7 +119,7 @@ pub fn oj_compat(x: f64) -> String {
 }
 
 /// Java's `Double.toString` (shortest digits) for a finite `x`.
-pub fn java_to_string(x: f64) -> String {
+pub(crate) fn java_to_string(x: f64) -> String {
     let (d, decpt) = digits(x);
     let sign = if x.is_sign_negative() { "-" } else { "" };
     let n = d.len() as i32;

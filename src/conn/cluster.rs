@@ -24,7 +24,7 @@ use super::node::NodeAuth;
 use crate::error::{Error, Result};
 
 /// The hash tag of `namespace` (what Redis hashes for every `<ns>:…` key), if it has one.
-pub fn hash_tag(namespace: &str) -> Option<&str> {
+pub(crate) fn hash_tag(namespace: &str) -> Option<&str> {
     let open = namespace.find('{')?;
     let len = namespace[open + 1..].find('}')?;
     (len > 0).then(|| &namespace[open + 1..open + 1 + len])

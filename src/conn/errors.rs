@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 /// How a failed Redis step is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     /// Retry with back-off: the server or the connection will come back by itself.
     Transient,
     /// Redis refuses writes (`OOM`): retry with back-off until memory is freed.
@@ -33,7 +33,7 @@ pub enum Class {
 }
 
 /// The class of `e`.
-pub fn classify(e: &RedisError) -> Class {
+pub(crate) fn classify(e: &RedisError) -> Class {
     if let Some(code) = e.code() {
         match code {
             "OOM" => return Class::RefusedWrite,
@@ -86,15 +86,26 @@ pub(crate) fn set_target(label: &str) {
 }
 
 /// [`describe`] with the target of the process's endpoint.
-pub fn describe_here(e: &RedisError) -> String {
+pub(crate) fn describe_here(e: &RedisError) -> String {
     let target = TARGET.lock().unwrap_or_else(|p| p.into_inner()).clone();
     describe(e, if target.is_empty() { "server" } else { &target })
+}
+
+/// A Redis error for an error message: [`describe_here`], with `redis: ` before a server reply
+/// it does not reword.
+pub(crate) fn display(e: &RedisError) -> String {
+    let described = describe_here(e);
+    if described == e.to_string() {
+        format!("redis: {described}")
+    } else {
+        described
+    }
 }
 
 /// Redis's own `WRONGTYPE` reply does not say which key: for a plain command (its key is its
 /// first argument) the error is given the key's name, so every report can say `WRONGTYPE at
 /// <key>`. Scripts' errors already name their keys.
-pub fn name_the_key(e: RedisError, cmd: &redis::Cmd) -> RedisError {
+pub(crate) fn name_the_key(e: RedisError, cmd: &redis::Cmd) -> RedisError {
     if e.code() != Some("WRONGTYPE") || !detail(&e).starts_with("Operation against") {
         return e;
     }
@@ -120,7 +131,7 @@ pub fn name_the_key(e: RedisError, cmd: &redis::Cmd) -> RedisError {
 
 /// What is wrong, for a log line: the class in words, the key or target, and the server's text.
 /// `target` is where the connection goes (`host:port`).
-pub fn describe(e: &RedisError, target: &str) -> String {
+pub(crate) fn describe(e: &RedisError, target: &str) -> String {
     let text = e.to_string();
     match e.code() {
         Some("OOM") => return format!("Redis refuses writes (OOM): {}", detail(e)),
@@ -199,13 +210,13 @@ fn io_cause(e: &RedisError) -> Option<String> {
 }
 
 /// How often a lasting permanent error is reported again.
-pub const REPORT_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// Reports a lasting error at a bounded rate: the first occurrence at once, then at most once
 /// per [`REPORT_EVERY`] with how many times it happened meanwhile, so an error that lasts is
 /// never reported once and then silent, and never floods the log.
 #[derive(Debug, Default)]
-pub struct Reporter {
+pub(crate) struct Reporter {
     /// When the last report was logged.
     last: Option<Instant>,
     /// Occurrences since then.
@@ -215,7 +226,7 @@ pub struct Reporter {
 impl Reporter {
     /// Counts one occurrence; returns how many happened since the last report (this one
     /// included) when a report is due now, `None` when it is not.
-    pub fn due(&mut self) -> Option<u64> {
+    pub(crate) fn due(&mut self) -> Option<u64> {
         self.since += 1;
         let now = Instant::now();
         match self.last {
@@ -228,12 +239,12 @@ impl Reporter {
     }
 
     /// Forgets the error (it was repaired): the next occurrence is reported at once.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         *self = Reporter::default();
     }
 
     /// Whether an error is being reported.
-    pub fn active(&self) -> bool {
+    pub(crate) fn active(&self) -> bool {
         self.last.is_some()
     }
 }
@@ -248,7 +259,7 @@ type SharedReports =
 
 /// Counts one occurrence of `problem` met by `who`; when a report is due, returns how many
 /// times it happened since the last report and how many distinct tasks met it.
-pub fn shared_due(problem: &str, who: &str) -> Option<(u64, usize)> {
+pub(crate) fn shared_due(problem: &str, who: &str) -> Option<(u64, usize)> {
     let mut g = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     let map = g.get_or_insert_with(Default::default);
     let (reporter, whom) = map.entry(problem.to_string()).or_default();

@@ -2,11 +2,12 @@
 //! deployment kind (the server of a plain URL, a master found by the sentinels, a cluster node
 //! a `MOVED` reply names).
 
+use super::tls::Certificates;
 use super::url::Target;
 use crate::error::{Error, Result};
 use redis::{
     Client, ConnectionAddr, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo, RedisResult,
-    ServerError, TlsCertificates, Value,
+    ServerError, Value,
 };
 
 /// Everything but the address.
@@ -23,12 +24,12 @@ pub(crate) struct NodeAuth {
     /// Whether to use TLS.
     pub tls: bool,
     /// CA and client certificate, when not the system's defaults.
-    pub certs: Option<TlsCertificates>,
+    pub certs: Option<Certificates>,
 }
 
 impl NodeAuth {
     /// Takes credentials, database, protocol and TLS from a parsed URL.
-    pub fn from_target(target: &Target, certs: Option<TlsCertificates>) -> Result<Self> {
+    pub(crate) fn from_target(target: &Target, certs: Option<Certificates>) -> Result<Self> {
         let protocol = match target.option("protocol") {
             None | Some("2") | Some("resp2") => ProtocolVersion::RESP2,
             Some("3") | Some("resp3") => ProtocolVersion::RESP3,
@@ -50,7 +51,7 @@ impl NodeAuth {
     }
 
     /// The settings sent on connect (`HELLO`/`AUTH`, `SELECT`).
-    pub fn redis_info(&self) -> RedisConnectionInfo {
+    pub(crate) fn redis_info(&self) -> RedisConnectionInfo {
         let mut info = RedisConnectionInfo::default()
             .set_db(self.db)
             .set_protocol(self.protocol);
@@ -64,7 +65,7 @@ impl NodeAuth {
     }
 
     /// The address of `host:port` with this TLS mode.
-    pub fn addr(&self, host: &str, port: u16) -> ConnectionAddr {
+    pub(crate) fn addr(&self, host: &str, port: u16) -> ConnectionAddr {
         if self.tls {
             ConnectionAddr::TcpTls {
                 host: host.to_string(),
@@ -78,12 +79,13 @@ impl NodeAuth {
     }
 
     /// A redis-rs client for the node at `host:port`.
-    pub fn client(&self, host: &str, port: u16) -> RedisResult<Client> {
+    pub(crate) fn client(&self, host: &str, port: u16) -> RedisResult<Client> {
         let info = self
             .addr(host, port)
             .into_connection_info()?
             .set_redis_settings(self.redis_info());
         match &self.certs {
+            #[cfg(feature = "tls")]
             Some(certs) if self.tls => Client::build_with_tls(info, certs.clone()),
             _ => Client::open(info),
         }
@@ -118,6 +120,7 @@ pub(crate) fn permanent(e: &redis::RedisError) -> bool {
         | ErrorKind::Server(ServerErrorKind::NoPerm) => true,
         // TLS failures (a certificate refused by either side, TLS spoken to a plain port) come
         // as an I/O error wrapping rustls's error.
+        #[cfg(feature = "tls")]
         ErrorKind::Io => io_error(e)
             .and_then(|io| io.get_ref())
             .is_some_and(|inner| inner.is::<rustls::Error>()),
@@ -126,6 +129,7 @@ pub(crate) fn permanent(e: &redis::RedisError) -> bool {
 }
 
 /// The I/O error inside a redis-rs error (held behind an `Arc`).
+#[cfg(feature = "tls")]
 fn io_error(e: &redis::RedisError) -> Option<&std::io::Error> {
     type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
     let cause = std::error::Error::source(e)?;

@@ -7,7 +7,7 @@
 //! longer the master: an I/O error, a timeout, a dropped connection, or `READONLY` /
 //! `MASTERDOWN` (the old master came back as a replica, or lost its link). Then the connection
 //! is dropped and the next command asks the sentinels again. The failing command's error is
-//! returned as it is; the caller's [`super::retry`] resends it, as after any outage.
+//! returned as it is; the caller's [`super::retry_until`] resends it, as after any outage.
 //!
 //! Reconnects are serialised: however many tasks fail at once, one asks the sentinels and the
 //! others reuse its connection. The master it found is published on the endpoint
@@ -21,7 +21,7 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
-    ServerError, ServerErrorKind, TlsMode, Value,
+    ServerError, ServerErrorKind, Value,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,7 +43,7 @@ pub(crate) struct Spec {
 
 impl Spec {
     /// Reads the sentinel part of a parsed URL.
-    pub fn new(target: &Target, master: &str, node: NodeAuth) -> Spec {
+    pub(crate) fn new(target: &Target, master: &str, node: NodeAuth) -> Spec {
         Spec {
             sentinels: target.hosts.clone(),
             master: master.to_string(),
@@ -75,10 +75,11 @@ impl Spec {
         if let Some(p) = &self.sentinel_password {
             b = b.set_client_to_sentinel_password(p);
         }
+        #[cfg(feature = "tls")]
         if self.node.tls {
             b = b
-                .set_client_to_redis_tls_mode(TlsMode::Secure)
-                .set_client_to_sentinel_tls_mode(TlsMode::Secure);
+                .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+                .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
             if let Some(certs) = &self.node.certs {
                 b = b
                     .set_client_to_redis_certificates(certs.clone())
@@ -89,7 +90,7 @@ impl Spec {
     }
 
     /// Asks the sentinels for the master (a one-off lookup, for blocking connections).
-    pub async fn master(&self) -> RedisResult<Client> {
+    pub(crate) async fn master(&self) -> RedisResult<Client> {
         lookup(&mut self.client()?).await
     }
 }
@@ -204,7 +205,7 @@ pub(crate) struct Failover(Arc<Shared>);
 
 impl Failover {
     /// Connects to the master the sentinels name now.
-    pub async fn connect(
+    pub(crate) async fn connect(
         spec: Spec,
         config: AsyncConnectionConfig,
         hint: MasterHint,
@@ -347,7 +348,7 @@ pub(crate) struct BlockingSentinel {
 
 impl BlockingSentinel {
     /// Asks the sentinels for the master and connects to it.
-    pub async fn connect(
+    pub(crate) async fn connect(
         spec: &Spec,
         config: &AsyncConnectionConfig,
         hint: MasterHint,

@@ -1,5 +1,5 @@
 //! TLS material for `rediss…` URLs: the CA to trust and the client certificate, read from the
-//! files the URL options or the environment name.
+//! files the URL options or [`RedisOptions`] (the `REDIS_TLS_*` variables) name.
 //!
 //! | URL option | variable | meaning |
 //! |---|---|---|
@@ -8,21 +8,59 @@
 //! | `tls_key` | `REDIS_TLS_KEY` | PEM private key of that certificate |
 //!
 //! Without any of them the system's roots are trusted and no client certificate is sent.
+//!
+//! TLS needs the `tls` feature (on by default); without it a `rediss…` URL is refused when it
+//! is parsed, naming the feature.
 
 use super::url::Target;
+use super::RedisOptions;
 use crate::error::{Error, Result};
-use redis::{ClientTlsConfig, TlsCertificates};
+#[cfg(feature = "tls")]
+use redis::ClientTlsConfig;
+#[cfg(feature = "tls")]
 use std::path::Path;
+
+/// The CA and client certificate handed to the TLS connector.
+#[cfg(feature = "tls")]
+pub(crate) type Certificates = redis::TlsCertificates;
+
+/// Without the `tls` feature there are never certificates (the type has no values).
+#[cfg(not(feature = "tls"))]
+#[derive(Clone)]
+pub(crate) enum Certificates {}
+
+/// Without the `tls` feature: a `rediss…` URL is a configuration error naming the feature.
+#[cfg(not(feature = "tls"))]
+pub(crate) fn certificates(
+    target: &Target,
+    _options: &RedisOptions,
+) -> Result<Option<Certificates>> {
+    if target.tls {
+        return Err(Error::Config {
+            var: "REDIS_URL",
+            message: "rediss:// needs resq built with its `tls` feature".into(),
+        });
+    }
+    Ok(None)
+}
 
 /// Reads the TLS files for `target` (URL options first, then `env`); `None` when the URL is not
 /// `rediss…` or names no file.
+#[cfg(feature = "tls")]
 pub(crate) fn certificates(
     target: &Target,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<TlsCertificates>> {
-    let ca = target.path_option("tls_ca", env, "REDIS_TLS_CA");
-    let cert = target.path_option("tls_cert", env, "REDIS_TLS_CERT");
-    let key = target.path_option("tls_key", env, "REDIS_TLS_KEY");
+    options: &RedisOptions,
+) -> Result<Option<Certificates>> {
+    let path = |name, given: &Option<std::path::PathBuf>| {
+        target
+            .option(name)
+            .filter(|s| !s.trim().is_empty())
+            .map(std::path::PathBuf::from)
+            .or_else(|| given.clone())
+    };
+    let ca = path("tls_ca", &options.tls_ca);
+    let cert = path("tls_cert", &options.tls_cert);
+    let key = path("tls_key", &options.tls_key);
     if !target.tls {
         if target.option("tls_ca").is_some()
             || target.option("tls_cert").is_some()
@@ -59,13 +97,14 @@ pub(crate) fn certificates(
         }
     };
     let root_cert = ca.map(|p| read("REDIS_TLS_CA", &p)).transpose()?;
-    Ok(Some(TlsCertificates {
+    Ok(Some(Certificates {
         client_tls,
         root_cert,
     }))
 }
 
 /// Reads a PEM file; the error names the setting and the path (never the contents).
+#[cfg(feature = "tls")]
 fn read(var: &'static str, path: &Path) -> Result<Vec<u8>> {
     let bytes = std::fs::read(path).map_err(|e| Error::Config {
         var,

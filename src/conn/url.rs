@@ -19,7 +19,6 @@
 
 use crate::error::{Error, Result};
 use std::fmt;
-use std::path::PathBuf;
 
 /// The deployment a URL names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +75,7 @@ const SENTINEL_PORT: u16 = 26379;
 impl Target {
     /// Parses `url`; `cluster` turns a `redis://`/`rediss://` URL into a cluster seed list
     /// (`RESQ_CLUSTER=1`). Errors name `REDIS_URL` and show the URL redacted.
-    pub fn parse(url: &str, cluster: bool) -> Result<Target> {
+    pub(crate) fn parse(url: &str, cluster: bool) -> Result<Target> {
         let bad = |why: &str| Error::Config {
             var: "REDIS_URL",
             message: format!("{} is not a usable Redis URL: {why}", Redacted(url)),
@@ -234,25 +233,11 @@ impl Target {
     }
 
     /// The query option `name`, if given.
-    pub fn option(&self, name: &str) -> Option<&str> {
+    pub(crate) fn option(&self, name: &str) -> Option<&str> {
         self.query
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
-    }
-
-    /// The query option `name` as a path, else the environment variable `var`.
-    pub fn path_option(
-        &self,
-        name: &str,
-        env: &dyn Fn(&str) -> Option<String>,
-        var: &str,
-    ) -> Option<PathBuf> {
-        self.option(name)
-            .map(str::to_string)
-            .or_else(|| env(var))
-            .filter(|s| !s.trim().is_empty())
-            .map(PathBuf::from)
     }
 }
 

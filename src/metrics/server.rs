@@ -17,56 +17,60 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Whether the worker is registered and taking jobs (`/readyz`).
-static READY: AtomicBool = AtomicBool::new(false);
-
-/// Sets what `/readyz` reports about the worker.
-pub fn set_ready(ready: bool) {
-    READY.store(ready, Ordering::SeqCst);
-}
-
 /// What the handlers share.
 struct Shared {
     /// The namespace being worked.
     admin: Admin,
+    /// Whether the worker is registered and taking jobs (`/readyz`).
+    ready: Arc<AtomicBool>,
 }
 
-/// A running listener.
-pub struct Listener {
-    /// The bound address (the real port when `:0` was asked for).
-    pub addr: SocketAddr,
+/// A running listener; it stops when dropped (with the worker that owns it).
+pub(crate) struct Listener {
     /// The server task.
     task: tokio::task::JoinHandle<()>,
+    /// What `/readyz` reports about the worker.
+    ready: Arc<AtomicBool>,
 }
 
 impl Listener {
-    /// Stops serving.
-    pub fn stop(&self) {
+    /// Sets what `/readyz` reports about the worker.
+    pub(crate) fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-/// Binds `addr`, turns metrics on, and serves until the runtime ends or [`Listener::stop`].
-pub async fn serve(addr: SocketAddr, admin: Admin) -> Result<Listener> {
-    crate::metrics::install();
+/// Binds `addr`, turns metrics on, and serves until the returned [`Listener`] is dropped.
+pub(crate) async fn serve(addr: SocketAddr, admin: Admin) -> Result<Listener> {
+    super::prom::install();
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
+    let ready = Arc::new(AtomicBool::new(false));
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(Arc::new(Shared { admin }));
+        .with_state(Arc::new(Shared {
+            admin,
+            ready: ready.clone(),
+        }));
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!(error = %e, "metrics listener stopped");
         }
     });
     tracing::info!(%addr, "metrics listening");
-    Ok(Listener { addr, task })
+    Ok(Listener { task, ready })
 }
 
 async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
-    let m = crate::metrics::install();
+    let m = super::prom::install();
     match s.admin.queues().await {
         Ok(queues) => {
             let rows: Vec<(String, i64, Option<f64>)> = queues
@@ -101,7 +105,7 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(s): State<Arc<Shared>>) -> (StatusCode, &'static str) {
-    if !READY.load(Ordering::SeqCst) {
+    if !s.ready.load(Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, "worker not running\n");
     }
     let mut con = s.admin.con();

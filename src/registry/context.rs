@@ -1,14 +1,18 @@
 //! What a handler receives: the job's args, its whole payload, where it came from.
 
+use super::Entry;
 use super::JobError;
 use crate::activejob::ActiveJob;
 use crate::wire::Payload;
+use crate::worker::complete::Extras;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-/// The job being performed.
-#[derive(Clone, Debug)]
+/// The job being performed: what a handler and every middleware get.
+#[derive(Clone)]
 pub struct JobContext {
     /// The decoded payload (raw bytes kept).
     payload: Arc<Payload>,
@@ -18,23 +22,77 @@ pub struct JobContext {
     worker: Arc<str>,
     /// The ActiveJob job, when the payload is Rails' wrapper dispatched by its `job_class`.
     activejob: Option<Arc<ActiveJob>>,
+    /// The handler resolved for the job (its options), once resolved.
+    entry: Option<Arc<Entry>>,
+    /// What the chain's layers decided for the completion.
+    extras: Arc<Mutex<Extras>>,
+    /// Values middleware hand on to later layers and the handler, one per type.
+    extensions: Arc<Mutex<Extensions>>,
+}
+
+/// Typed values attached to a job's context.
+type Extensions = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
+
+impl std::fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobContext")
+            .field("class", &self.class())
+            .field("queue", &self.queue)
+            .field("worker", &self.worker)
+            .field("args", &self.args())
+            .finish()
+    }
 }
 
 impl JobContext {
     /// A context for `payload` reserved from `queue` by `worker`.
-    pub fn new(payload: Arc<Payload>, queue: Arc<str>, worker: Arc<str>) -> Self {
+    pub(crate) fn new(payload: Arc<Payload>, queue: Arc<str>, worker: Arc<str>) -> Self {
         JobContext {
             payload,
             queue,
             worker,
             activejob: None,
+            entry: None,
+            extras: Arc::default(),
+            extensions: Arc::default(),
         }
     }
 
     /// The same context for an ActiveJob-wrapped payload dispatched by its `job_class`.
-    pub fn with_activejob(mut self, job: Arc<ActiveJob>) -> Self {
+    pub(crate) fn with_activejob(mut self, job: Arc<ActiveJob>) -> Self {
         self.activejob = Some(job);
         self
+    }
+
+    /// The same context with its resolved handler.
+    pub(crate) fn with_entry(mut self, entry: Arc<Entry>) -> Self {
+        self.entry = Some(entry);
+        self
+    }
+
+    /// The resolved handler's own time limit.
+    pub(crate) fn handler_timeout(&self) -> Option<std::time::Duration> {
+        self.entry.as_ref().and_then(|e| e.timeout)
+    }
+
+    /// Whether the resolved handler runs on the blocking pool.
+    pub(crate) fn handler_is_blocking(&self) -> bool {
+        self.entry.as_ref().is_some_and(|e| e.blocking)
+    }
+
+    /// The resolved handler's retry policy.
+    pub(crate) fn retry_policy(&self) -> Option<Arc<super::retry::RetryPolicy>> {
+        self.entry.as_ref().and_then(|e| e.retry.clone())
+    }
+
+    /// Reads or changes what the layers decided for the completion.
+    pub(crate) fn extras<T>(&self, f: impl FnOnce(&mut Extras) -> T) -> T {
+        f(&mut self.extras.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Takes what the layers decided (once the chain has run).
+    pub(crate) fn take_extras(&self) -> Extras {
+        self.extras(std::mem::take)
     }
 
     /// The ActiveJob job (metadata, decoded and serialized arguments) when the payload is
@@ -53,7 +111,7 @@ impl JobContext {
     }
 
     /// Positional arguments: the payload's, or for an ActiveJob job its arguments decoded
-    /// into plain JSON (see [`crate::activejob::decode`]).
+    /// into plain JSON (see `crate::activejob::decode`).
     pub fn args(&self) -> &[Value] {
         match &self.activejob {
             Some(job) => job.arguments(),
@@ -79,6 +137,56 @@ impl JobContext {
     /// The worker (slot) id running it.
     pub fn worker_id(&self) -> &str {
         &self.worker
+    }
+
+    /// Attaches `value` to this job for the layers inside this one and the handler (a
+    /// database transaction, a request id, a tenant), replacing an earlier value of the same
+    /// type. Every clone of the context shares them; they live as long as the job.
+    ///
+    /// ```
+    /// # use resq::middleware::{from_fn, Next};
+    /// # use resq::{JobContext, Registry};
+    /// struct Tenant(String);
+    ///
+    /// let registry = Registry::new()
+    ///     .layer(from_fn(|ctx: JobContext, next: Next<'_>| {
+    ///         ctx.insert(Tenant(ctx.queue().to_string()));
+    ///         next.run(ctx)
+    ///     }))
+    ///     .handler("Report", |ctx: JobContext| async move {
+    ///         let tenant = ctx.get::<Tenant>().map(|t| t.0.clone());
+    ///         println!("report for {tenant:?}");
+    ///         Ok(())
+    ///     });
+    /// # let _ = registry;
+    /// ```
+    pub fn insert<T: Send + Sync + 'static>(&self, value: T) {
+        self.extensions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// The value of type `T` a middleware attached with [`JobContext::insert`].
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        let found = self
+            .extensions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&TypeId::of::<T>())
+            .cloned()?;
+        found.downcast::<T>().ok()
+    }
+
+    /// Takes the value of type `T` off the job (a middleware taking back what it attached,
+    /// e.g. a transaction to commit). `None` when absent or still shared elsewhere.
+    pub fn take<T: Send + Sync + 'static>(&self) -> Option<T> {
+        let found = self
+            .extensions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&TypeId::of::<T>())?;
+        Arc::try_unwrap(found.downcast::<T>().ok()?).ok()
     }
 
     /// Decodes the positional args into `T` (a tuple, a `Vec`, or a struct that reads a

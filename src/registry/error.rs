@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// Resque's exception for a job its hooks chose not to perform.
+const DONT_PERFORM: &str = "Resque::Job::DontPerform";
+
 /// Why a job failed.
 ///
 /// Any `std::error::Error` converts into it (`?` works in handlers): the exception name is the
@@ -30,6 +33,17 @@ impl JobError {
     /// A plain message, recorded as Ruby's `RuntimeError` (what `raise "msg"` gives).
     pub fn msg(message: impl Into<String>) -> Self {
         Self::new("RuntimeError", message)
+    }
+
+    /// Resque's `DontPerform`: returned by a `before_perform` hook (or any middleware) to skip
+    /// the job, which then counts as done without running.
+    pub fn dont_perform() -> Self {
+        Self::new(DONT_PERFORM, "")
+    }
+
+    /// Whether this is [`JobError::dont_perform`].
+    pub fn is_dont_perform(&self) -> bool {
+        self.exception == DONT_PERFORM
     }
 
     /// Adds backtrace lines.
@@ -87,7 +101,7 @@ fn stable_name(e: &dyn std::any::Any) -> Option<String> {
 }
 
 /// redis-rb's exception class for a Redis error.
-pub fn redis_exception(e: &redis::RedisError) -> &'static str {
+pub(super) fn redis_exception(e: &redis::RedisError) -> &'static str {
     if e.is_connection_refusal() {
         "Redis::CannotConnectError"
     } else if e.is_timeout() {

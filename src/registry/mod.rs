@@ -5,16 +5,17 @@
 //! * typed jobs ([`Job`]): `const CLASS` and serde-decoded args;
 //! * blocking functions, run on tokio's blocking pool so they never stall the async threads.
 //!
-//! A handler's error or panic becomes a failure entry (see [`JobError`] and [`panic`]).
+//! A handler's error or panic becomes a failure entry (see [`JobError`] and [`mod@panic`]).
 
 mod context;
 mod error;
-pub mod panic;
-pub mod retry;
-pub mod unique;
+pub(crate) mod panic;
+pub(crate) mod retry;
+pub(crate) mod unique;
 
 pub use context::JobContext;
 pub use error::JobError;
+pub use retry::{Delays, RetryPolicy};
 
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
@@ -27,11 +28,11 @@ use std::time::Duration;
 pub type JobResult = Result<(), JobError>;
 
 /// A type-erased handler.
-pub type Handler = Arc<dyn Fn(JobContext) -> BoxFuture<'static, JobResult> + Send + Sync>;
+pub(crate) type Handler = Arc<dyn Fn(JobContext) -> BoxFuture<'static, JobResult> + Send + Sync>;
 
 /// A registered handler with its options.
 #[derive(Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The handler itself.
     pub handler: Handler,
     /// Per-handler time limit (overrides the worker default).
@@ -49,18 +50,50 @@ pub struct Entry {
 pub trait Job: Send + Sync + 'static {
     /// The class name producers use (`"Archive"`, `"Jobs::Resize"`).
     const CLASS: &'static str;
+    /// The queue [`crate::Client::enqueue`] puts it on (`None`: the client's default queue),
+    /// like a Ruby job class's `@queue`.
+    const QUEUE: Option<&'static str> = None;
     /// The decoded arguments.
     type Args: DeserializeOwned + Send + 'static;
     /// Runs the job.
     fn perform(&self, args: Self::Args, ctx: JobContext) -> impl Future<Output = JobResult> + Send;
 }
 
-/// The table of handlers a worker dispatches to.
+/// The table of handlers a worker dispatches to, and the middleware around them.
+///
+/// ```
+/// use resq::{JobContext, JobError, Registry, RetryPolicy};
+/// use std::time::Duration;
+///
+/// let registry = Registry::new()
+///     // An async fn over the job's JSON args.
+///     .handler("Notify", |ctx: JobContext| async move {
+///         let who: String = ctx.arg(0)?;
+///         if who.is_empty() {
+///             return Err(JobError::msg("nobody to notify")); // → <ns>:failed
+///         }
+///         Ok(())
+///     })
+///     // Blocking code runs on tokio's blocking pool.
+///     .blocking("Resize", |ctx| {
+///         let _path: String = ctx.arg(0)?;
+///         Ok(())
+///     })
+///     // Per-class options: a time limit, retries with back-off (resque-retry's keys).
+///     .timeout("Resize", Duration::from_secs(30))
+///     .retry("Notify", RetryPolicy::geometric(Duration::from_secs(5), 2.0, 5));
+/// assert_eq!(registry.classes(), ["Notify", "Resize"]);
+/// ```
 #[derive(Clone, Default)]
 pub struct Registry {
     /// Handlers by class name.
-    entries: HashMap<String, Entry>,
+    entries: HashMap<String, Arc<Entry>>,
+    /// Middleware added with [`Registry::layer`], outermost first.
+    layers: Vec<Arc<dyn crate::middleware::Middleware>>,
 }
+
+/// A job no handler takes: why, and its context back.
+pub(crate) type Refused = Box<(JobError, JobContext)>;
 
 impl Registry {
     /// An empty registry.
@@ -115,23 +148,71 @@ impl Registry {
     /// Sets a time limit for the handler registered under `class`.
     pub fn timeout(mut self, class: &str, limit: Duration) -> Self {
         if let Some(e) = self.entries.get_mut(class) {
-            e.timeout = Some(limit);
+            Arc::make_mut(e).timeout = Some(limit);
         }
         self
     }
 
     /// Retries failures of the handler registered under `class` with `policy` (see
-    /// [`retry`]).
+    /// `retry`).
     pub fn retry(mut self, class: &str, policy: retry::RetryPolicy) -> Self {
         if let Some(e) = self.entries.get_mut(class) {
-            e.retry = Some(Arc::new(policy));
+            Arc::make_mut(e).retry = Some(Arc::new(policy));
         }
         self
     }
 
-    /// The handler for `class`, if any.
-    pub fn get(&self, class: &str) -> Option<&Entry> {
+    /// Adds a middleware around every job (after those added before it: the first added is
+    /// the outermost of yours). See [`crate::middleware`] for where yours run among resq's own.
+    pub fn layer(mut self, middleware: impl crate::middleware::Middleware) -> Self {
+        self.layers.push(Arc::new(middleware));
+        self
+    }
+
+    /// Adds Resque-style hooks (a thin [`crate::middleware::Hooks`] layer).
+    pub fn hooks(self, hooks: crate::middleware::Hooks) -> Self {
+        self.layer(hooks)
+    }
+
+    /// The middleware added with [`Registry::layer`], outermost first.
+    pub(crate) fn layers(&self) -> &[Arc<dyn crate::middleware::Middleware>] {
+        &self.layers
+    }
+
+    /// The handler registered under `class`, if any.
+    pub(crate) fn get(&self, class: &str) -> Option<&Arc<Entry>> {
         self.entries.get(class)
+    }
+
+    /// Whether a handler is registered under `class`.
+    pub fn handles(&self, class: &str) -> bool {
+        self.entries.contains_key(class)
+    }
+
+    /// Finds the handler a job runs with, once: the one registered under its class, else, for
+    /// a Rails ActiveJob wrapper, the one under its `job_class` (the context then carries the
+    /// decoded ActiveJob job). The context comes back carrying the handler's options.
+    ///
+    /// Errors: `Resq::UnknownJobClass` when no handler matches, `Resq::MalformedPayload` for
+    /// a wrapper whose job cannot be read.
+    pub(crate) fn resolve(&self, ctx: JobContext) -> Result<(Arc<Entry>, JobContext), Refused> {
+        let class = ctx.payload().class().to_string();
+        if let Some(entry) = self.entries.get(&class) {
+            return Ok((entry.clone(), ctx.with_entry(entry.clone())));
+        }
+        if crate::activejob::is_wrapper(&class) {
+            return match crate::activejob::route(self, ctx.clone()) {
+                Ok((entry, ctx)) => Ok((entry.clone(), ctx.with_entry(entry))),
+                Err(e) => Err(Box::new((e, ctx))),
+            };
+        }
+        Err(Box::new((
+            JobError::new(
+                "Resq::UnknownJobClass",
+                format!("no handler registered for class {class}"),
+            ),
+            ctx,
+        )))
     }
 
     /// Registered class names, sorted.
@@ -144,12 +225,12 @@ impl Registry {
     fn insert(&mut self, class: &str, handler: Handler, blocking: bool) {
         self.entries.insert(
             class.to_string(),
-            Entry {
+            Arc::new(Entry {
                 handler,
                 timeout: None,
                 blocking,
                 retry: None,
-            },
+            }),
         );
     }
 }

@@ -22,7 +22,7 @@ thread_local! {
 static HOOK: Once = Once::new();
 
 /// Installs the hook (once per process).
-pub fn install_hook() {
+pub(crate) fn install_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
@@ -54,7 +54,7 @@ impl Drop for InJob {
 }
 
 /// Runs a blocking job body, turning a panic into a `Resq::Panic` failure.
-pub fn catch(f: impl FnOnce() -> JobResult) -> JobResult {
+pub(crate) fn catch(f: impl FnOnce() -> JobResult) -> JobResult {
     install_hook();
     let _g = InJob::enter();
     match std::panic::catch_unwind(AssertUnwindSafe(f)) {
@@ -64,7 +64,7 @@ pub fn catch(f: impl FnOnce() -> JobResult) -> JobResult {
 }
 
 /// Polls a job future, turning a panic into a `Resq::Panic` failure.
-pub async fn catch_async(fut: impl Future<Output = JobResult>) -> JobResult {
+pub(crate) async fn catch_async(fut: impl Future<Output = JobResult>) -> JobResult {
     install_hook();
     let mut fut = std::pin::pin!(AssertUnwindSafe(fut).catch_unwind());
     let out = std::future::poll_fn(|cx| {

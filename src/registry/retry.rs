@@ -157,7 +157,7 @@ impl RetryPolicy {
 
 /// resque-retry's `retry_identifier(*args)`: SHA-1 hex of `args.join('-')`, or `None` for an
 /// empty join (the key is then `resque-retry:<class>`).
-pub fn retry_identifier(args: &[Value]) -> Option<String> {
+pub(crate) fn retry_identifier(args: &[Value]) -> Option<String> {
     let joined = ruby_join(args);
     if joined.is_empty() {
         None
@@ -171,7 +171,7 @@ pub fn retry_identifier(args: &[Value]) -> Option<String> {
 }
 
 /// Ruby's `Array#join('-')` over decoded JSON args (nested arrays flattened, `nil` empty).
-pub fn ruby_join(args: &[Value]) -> String {
+pub(crate) fn ruby_join(args: &[Value]) -> String {
     let mut parts = Vec::new();
     flatten(args, &mut parts);
     parts.join("-")

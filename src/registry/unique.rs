@@ -10,11 +10,11 @@ use crate::wire::Payload;
 use serde_json::{json, Value};
 
 /// The payload field that carries the mark.
-pub const FIELD: &str = "resq_unique";
+pub(crate) const FIELD: &str = "resq_unique";
 
 /// A unique job's key and the id its lock holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UniqueMark {
+pub(crate) struct UniqueMark {
     /// The unique key the producer chose.
     pub key: String,
     /// This enqueue's id (the lock's value).
@@ -23,12 +23,12 @@ pub struct UniqueMark {
 
 impl UniqueMark {
     /// The mark of `payload`, if it is a unique job.
-    pub fn from_payload(payload: &Payload) -> Option<Self> {
+    pub(crate) fn from_payload(payload: &Payload) -> Option<Self> {
         Self::from_value(payload.object().get(FIELD)?)
     }
 
     /// Reads `{"key":…,"id":…}`.
-    pub fn from_value(v: &Value) -> Option<Self> {
+    pub(crate) fn from_value(v: &Value) -> Option<Self> {
         Some(UniqueMark {
             key: v.get("key")?.as_str()?.to_string(),
             id: v.get("id")?.as_str()?.to_string(),
@@ -36,7 +36,7 @@ impl UniqueMark {
     }
 
     /// `{"key":…,"id":…}`.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         json!({"key": self.key, "id": self.id})
     }
 }

@@ -5,7 +5,7 @@
 use super::schedule::at;
 use super::store::{self, NewSchedule};
 use super::{Scheduler, SchedulerConfig};
-use crate::cli::output;
+use crate::cli::{output, Target};
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use clap::{Args, Subcommand};
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// `resq scheduler [--interval SECS]`.
 #[derive(Args, Debug, Clone)]
-pub struct SchedulerArgs {
+pub(crate) struct SchedulerArgs {
     /// Poll period in seconds (`RESQ_SCHEDULER_INTERVAL`, default 1).
     #[arg(long, env = "RESQ_SCHEDULER_INTERVAL")]
     pub interval: Option<String>,
@@ -26,7 +26,7 @@ pub struct SchedulerArgs {
 
 /// `resq schedule …`.
 #[derive(Subcommand, Debug, Clone)]
-pub enum ScheduleCmd {
+pub(crate) enum ScheduleCmd {
     /// Stored recurring schedules, with their next and last fire.
     List,
     /// Store (or replace) a recurring schedule.
@@ -40,7 +40,7 @@ pub enum ScheduleCmd {
 
 /// `resq schedule add NAME (--cron EXPR | --every DUR) --queue Q [--class C] [ARG_JSON …]`.
 #[derive(Args, Debug, Clone)]
-pub struct AddArgs {
+pub(crate) struct AddArgs {
     /// Schedule name (also the class when --class is not given).
     pub name: String,
     /// Cron expression: 5 fields, or 6 with seconds first, then an optional zone name.
@@ -64,10 +64,11 @@ pub struct AddArgs {
 }
 
 /// Runs `resq scheduler` until a signal.
-pub async fn run_scheduler(url: &str, namespace: &str, a: SchedulerArgs) -> Result<()> {
+pub(crate) async fn run_scheduler(target: &Target, a: SchedulerArgs) -> Result<()> {
     let mut cfg = SchedulerConfig::from_env()?;
-    cfg.redis_url = crate::config::parse_url(url)?;
-    cfg.namespace = namespace.to_string();
+    cfg.redis_url = crate::config::parse_url(&target.url, &target.redis)?;
+    cfg.namespace = target.namespace.clone();
+    cfg.redis = target.redis.clone();
     if let Some(i) = &a.interval {
         cfg.interval = crate::config::parse_secs("RESQ_SCHEDULER_INTERVAL", i)?;
     }
@@ -112,9 +113,9 @@ struct Row {
 }
 
 /// Runs `resq schedule …`.
-pub async fn run_schedule(url: &str, namespace: &str, cmd: ScheduleCmd, json: bool) -> Result<()> {
-    let mut con = crate::conn::Endpoint::open(url)?.connect().await?;
-    let keys = Keys::new(namespace);
+pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) -> Result<()> {
+    let mut con = target.con().await?;
+    let keys = Keys::new(&target.namespace);
     let tz = SchedulerConfig::from_env()?.time_zone;
     match cmd {
         ScheduleCmd::List => {
@@ -221,7 +222,7 @@ pub async fn run_schedule(url: &str, namespace: &str, cmd: ScheduleCmd, json: bo
 }
 
 /// The due time of `resq enqueue --in SECS` / `--at EPOCH_SECS`.
-pub fn due_time(
+pub(crate) fn due_time(
     in_secs: Option<&str>,
     at_epoch: Option<&str>,
 ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {

@@ -35,7 +35,7 @@ const CONFIG_FIELDS: &[&str] = &[
 
 /// A job to push: its queue and payload bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueuedJob {
+pub(crate) struct QueuedJob {
     /// Queue name.
     pub queue: String,
     /// Payload (`{"class","args"}`, Ruby's encoding).
@@ -44,7 +44,7 @@ pub struct QueuedJob {
 
 /// The job for a delayed item's text (args bytes kept, extra fields carried). `Err` says why it
 /// cannot be enqueued.
-pub fn from_item(text: &str, format: FloatFormat) -> Result<QueuedJob, String> {
+pub(crate) fn from_item(text: &str, format: FloatFormat) -> Result<QueuedJob, String> {
     #[derive(Deserialize)]
     struct RawArgs<'a> {
         #[serde(borrow, default)]
@@ -90,7 +90,7 @@ fn splice_args(payload: &str, args_text: &str) -> Option<String> {
 
 /// The job for `config`; `carry_extras` keeps unknown fields (delayed items, not schedules).
 /// `Err` says why it cannot be enqueued.
-pub fn from_config(
+pub(crate) fn from_config(
     config: &Map<String, Value>,
     carry_extras: bool,
     format: FloatFormat,

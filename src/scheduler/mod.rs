@@ -3,33 +3,35 @@
 //!
 //! Every `interval` (1 s by default, so a delayed job runs within about a second of its time):
 //! 1. take or keep the master lock and find the earliest due timestamp — one script
-//!    ([`lock`]); a process that is not master does nothing else;
+//!    (`lock`); a process that is not master does nothing else;
 //! 2. move every due delayed item onto its queue, bucket by bucket, one atomic script per
-//!    batch that rechecks the lock ([`mover`]);
+//!    batch that rechecks the lock (`mover`);
 //! 3. fire due recurring schedules, one atomic script per fire that rechecks the lock and the
-//!    schedule's fire token ([`recurring`]).
+//!    schedule's fire token (`recurring`).
 //!
 //! On stop, the lock is released if still ours. Redis errors are logged and the next tick tries
 //! again. Runs in a worker process (`RESQ_SCHEDULER=1` or [`crate::WorkerBuilder::scheduler`])
-//! or alone (`resq scheduler`). Modules: [`job`] (item → job), [`schedule`] (cron/every),
+//! or alone (`resq scheduler`). Modules: `job` (item → job), `schedule` (cron/every),
 //! [`store`] (`persistent_schedules`).
 
-pub mod cli;
-pub mod job;
-pub mod lock;
-pub mod mover;
-pub mod recurring;
-pub mod schedule;
+#[cfg(feature = "cli")]
+pub(crate) mod cli;
+pub(crate) mod job;
+pub(crate) mod lock;
+pub(crate) mod mover;
+pub(crate) mod recurring;
+pub(crate) mod schedule;
 pub mod store;
 
 use crate::client::FloatFormat;
 use crate::config::Config;
 use crate::conn::Conn;
+use crate::conn::RedisOptions;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use chrono::Utc;
 use chrono_tz::Tz;
-use lock::{MasterLock, Mastery};
+pub use lock::{MasterLock, Mastery};
 use mover::Mover;
 use recurring::Recurring;
 use serde_json::{Map, Value};
@@ -63,6 +65,8 @@ pub struct SchedulerConfig {
     pub recurring: bool,
     /// Schedules given in code: name → config (a stored schedule of the same name wins).
     pub schedules: Vec<(String, Map<String, Value>)>,
+    /// Connection settings beyond the URL (Cluster, TLS files, `WAIT`).
+    pub redis: RedisOptions,
 }
 
 impl Default for SchedulerConfig {
@@ -80,19 +84,22 @@ impl Default for SchedulerConfig {
             float_format: FloatFormat::default(),
             recurring: true,
             schedules: Vec::new(),
+            redis: RedisOptions::default(),
         }
     }
 }
 
 impl SchedulerConfig {
-    /// Settings of a worker process ([`Config`]) plus the scheduler's own variables.
-    pub fn from_config(c: &Config) -> Result<Self> {
-        let mut s = Self::from_lookup(|k| std::env::var(k).ok())?;
-        s.redis_url = c.redis_url.clone();
-        s.namespace = c.namespace.clone();
-        s.interval = c.scheduler_interval;
-        s.hostname = c.hostname.clone();
-        Ok(s)
+    /// The scheduler of a worker process: [`Config::schedule`] with the worker's URL,
+    /// namespace, host name and connection options.
+    pub fn from_config(c: &Config) -> Self {
+        SchedulerConfig {
+            redis_url: c.redis_url.clone(),
+            namespace: c.namespace.clone(),
+            hostname: c.hostname.clone(),
+            redis: c.redis.clone(),
+            ..c.schedule.clone()
+        }
     }
 
     /// Reads the environment over the defaults.
@@ -102,9 +109,12 @@ impl SchedulerConfig {
 
     /// Reads settings through `get`.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let mut s = SchedulerConfig::default();
+        let mut s = SchedulerConfig {
+            redis: RedisOptions::from_lookup(&get)?,
+            ..SchedulerConfig::default()
+        };
         if let Some(v) = get("REDIS_URL") {
-            s.redis_url = crate::config::parse_url(&v)?;
+            s.redis_url = crate::config::parse_url(&v, &s.redis)?;
         }
         if let Some(v) = get("RESQUE_NAMESPACE") {
             s.namespace = v;
@@ -144,7 +154,7 @@ impl SchedulerConfig {
         Ok(s)
     }
 
-    /// Adds a schedule given in code (see [`schedule`] for the config's fields).
+    /// Adds a schedule given in code (see `schedule` for the config's fields).
     pub fn schedule(mut self, name: &str, config: Map<String, Value>) -> Self {
         self.schedules.push((name.to_string(), config));
         self
@@ -152,7 +162,7 @@ impl SchedulerConfig {
 }
 
 /// `RESQ_FLOAT_FORMAT`: `json` (the json gem, default) or `oj`.
-pub fn parse_float_format(v: &str) -> Result<FloatFormat> {
+pub(crate) fn parse_float_format(v: &str) -> Result<FloatFormat> {
     match v.trim().to_ascii_lowercase().as_str() {
         "json" | "json_gem" | "gem" => Ok(FloatFormat::RubyJsonGem),
         "oj" => Ok(FloatFormat::RubyOj),
@@ -191,7 +201,7 @@ pub struct Scheduler {
 impl Scheduler {
     /// Connects with `cfg`.
     pub async fn connect(cfg: SchedulerConfig) -> Result<Self> {
-        let con = crate::conn::Endpoint::open(&cfg.redis_url)?
+        let con = crate::conn::Endpoint::with_options(&cfg.redis_url, &cfg.redis)?
             .connect()
             .await?;
         Ok(Self::new(con, cfg))

@@ -16,7 +16,7 @@ use redis::aio::ConnectionLike;
 
 /// What one batch did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Batch {
+pub(crate) enum Batch {
     /// Moved this many items (0: the bucket was empty and is cleaned up).
     Moved(usize),
     /// The lock is not ours any more.
@@ -25,7 +25,7 @@ pub enum Batch {
 
 /// What the mover needs to know.
 #[derive(Debug, Clone)]
-pub struct Mover {
+pub(crate) struct Mover {
     /// Key names.
     pub keys: Keys,
     /// The master lock's key.
@@ -40,7 +40,7 @@ pub struct Mover {
 
 impl Mover {
     /// Moves every item of bucket `ts`; returns how many, or `None` when the lock was lost.
-    pub async fn drain<C: ConnectionLike + Send>(
+    pub(crate) async fn drain<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         ts: i64,
@@ -61,7 +61,11 @@ impl Mover {
 
     /// Moves one batch of bucket `ts`, reading it again while other writers change it (up to
     /// 50 times; then it reports nothing moved and the next tick tries again).
-    pub async fn batch<C: ConnectionLike + Send>(&self, con: &mut C, ts: i64) -> Result<Batch> {
+    pub(crate) async fn batch<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        ts: i64,
+    ) -> Result<Batch> {
         let bucket = self.keys.delayed_bucket(ts);
         for _ in 0..50 {
             let stop = isize::try_from(self.batch.max(1)).unwrap_or(isize::MAX) - 1;

@@ -31,7 +31,7 @@ use std::sync::Mutex;
 
 /// The recurring half of a scheduler.
 #[derive(Debug)]
-pub struct Recurring {
+pub(crate) struct Recurring {
     /// Key names.
     pub keys: Keys,
     /// The master lock's key.
@@ -52,7 +52,7 @@ pub struct Recurring {
 
 /// What happened to one schedule in a tick.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fired {
+pub(crate) enum Fired {
     /// The job was enqueued.
     Fired(String),
     /// The token was set or moved without enqueueing.
@@ -61,7 +61,7 @@ pub enum Fired {
 
 impl Recurring {
     /// A recurring firer for `keys` under the lock `lock_key` held with `lock_value`.
-    pub fn new(keys: Keys, lock_key: String, lock_value: String) -> Self {
+    pub(crate) fn new(keys: Keys, lock_key: String, lock_value: String) -> Self {
         Recurring {
             keys,
             lock_key,
@@ -75,7 +75,7 @@ impl Recurring {
     }
 
     /// Fires what is due at `now`; returns what it did (empty when nothing was due).
-    pub async fn tick<C: ConnectionLike + Send>(
+    pub(crate) async fn tick<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         now: DateTime<Utc>,

@@ -13,7 +13,7 @@
 //!   `description`, `custom_job_class`, `rails_env`/`env` (fires only where the scheduler's env is
 //!   in that comma/space list).
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use serde_json::{Map, Value};
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 /// When a schedule fires.
 #[derive(Debug, Clone)]
-pub enum When {
+pub(crate) enum When {
     /// A cron expression in a zone.
     Cron {
         /// The expression as written (zone name included).
@@ -44,7 +44,7 @@ pub enum When {
 
 /// One recurring schedule.
 #[derive(Debug, Clone)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     /// Its name (the hash field).
     pub name: String,
     /// The config as stored (`class` filled in from the name when missing).
@@ -55,7 +55,7 @@ pub struct Schedule {
 
 impl Schedule {
     /// Reads a stored config; `default_tz` applies to cron expressions without a zone.
-    pub fn from_config(
+    pub(crate) fn from_config(
         name: &str,
         config: &Map<String, Value>,
         default_tz: Tz,
@@ -82,7 +82,7 @@ impl Schedule {
     /// Whether the schedule fires under scheduler env `env` (resque-scheduler's
     /// `env_matches?`: a schedule with `rails_env`/`env` fires only where that list names the
     /// scheduler's env).
-    pub fn runs_in(&self, env: Option<&str>) -> bool {
+    pub(crate) fn runs_in(&self, env: Option<&str>) -> bool {
         let wanted = self
             .config
             .get("rails_env")
@@ -98,7 +98,7 @@ impl Schedule {
     }
 
     /// A short digest of when the schedule fires: a changed spec restarts its token.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         let spec = match &self.when {
             When::Cron { text, tz, .. } => format!("cron {text} {tz}"),
             When::Every { text, .. } => format!("every {text}"),
@@ -109,7 +109,7 @@ impl Schedule {
 
     /// The first due time (epoch s) for a schedule first seen at `now`: the next cron
     /// occurrence after now, or now + `first_in` (default one period).
-    pub fn first_due(&self, now: DateTime<Utc>) -> Option<i64> {
+    pub(crate) fn first_due(&self, now: DateTime<Utc>) -> Option<i64> {
         match &self.when {
             When::Cron { .. } => self.next_after(now),
             When::Every {
@@ -123,7 +123,7 @@ impl Schedule {
 
     /// The next due time after `now` for a schedule last due at `due` (epoch s): every missed
     /// occurrence is skipped, so one fire covers them all.
-    pub fn due_after(&self, due: i64, now: DateTime<Utc>) -> Option<i64> {
+    pub(crate) fn due_after(&self, due: i64, now: DateTime<Utc>) -> Option<i64> {
         match &self.when {
             When::Cron { .. } => self.next_after(now),
             When::Every { period, .. } => {
@@ -149,7 +149,8 @@ impl Schedule {
     }
 
     /// Human text of when it fires (`cron 0 3 * * * (UTC)`, `every 1h`).
-    pub fn describe_when(&self) -> String {
+    #[cfg(any(feature = "web", feature = "cli"))]
+    pub(crate) fn describe_when(&self) -> String {
         match &self.when {
             When::Cron { text, tz, .. } => format!("cron {text} ({tz})"),
             When::Every { text, .. } => format!("every {text}"),
@@ -171,7 +172,7 @@ fn is_blank(v: &Value) -> bool {
 }
 
 /// Parses a cron string with an optional trailing zone name.
-pub fn parse_cron(text: &str, default_tz: Tz) -> Result<When, String> {
+pub(crate) fn parse_cron(text: &str, default_tz: Tz) -> Result<When, String> {
     let fields: Vec<&str> = text.split_whitespace().collect();
     let (expr, tz) = match fields.last().and_then(|f| f.parse::<Tz>().ok()) {
         Some(tz) if fields.len() > 1 => (fields[..fields.len() - 1].join(" "), tz),
@@ -195,7 +196,7 @@ pub fn parse_cron(text: &str, default_tz: Tz) -> Result<When, String> {
 }
 
 /// Parses an `every` value: a duration string, or `[duration, {"first_in": duration}]`.
-pub fn parse_every(v: &Value) -> Result<When, String> {
+pub(crate) fn parse_every(v: &Value) -> Result<When, String> {
     let (text, opts) = match v {
         Value::String(s) => (s.clone(), None),
         Value::Number(n) => (n.to_string(), None),
@@ -224,7 +225,7 @@ pub fn parse_every(v: &Value) -> Result<When, String> {
 
 /// rufus-scheduler's duration text: `1h30m`, `2d`, `1w`, `45s`, `500ms`, `1.5h`, `1M` (30 days),
 /// `1y` (365 days), or a plain number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     let bad = || format!("{text:?} is not a duration (e.g. 30s, 1h30m, 2d)");
     if s.is_empty() {
@@ -262,8 +263,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// `t` (epoch s) as a UTC time, for display.
-pub fn at(t: i64) -> Option<DateTime<Utc>> {
-    Utc.timestamp_opt(t, 0).single()
+#[cfg(any(test, feature = "web", feature = "cli"))]
+pub(crate) fn at(t: i64) -> Option<DateTime<Utc>> {
+    chrono::TimeZone::timestamp_opt(&Utc, t, 0).single()
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub(crate) struct Checked {
 
 impl Checked {
     /// No writes yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -49,17 +49,17 @@ impl Checked {
     }
 
     /// `SADD key members…`.
-    pub fn sadd<T: ToRedisArgs>(&mut self, key: &str, members: T) -> &mut Self {
+    pub(crate) fn sadd<T: ToRedisArgs>(&mut self, key: &str, members: T) -> &mut Self {
         self.write("SADD", key, Self::args(members))
     }
 
     /// `SREM key members…`.
-    pub fn srem<T: ToRedisArgs>(&mut self, key: &str, members: T) -> &mut Self {
+    pub(crate) fn srem<T: ToRedisArgs>(&mut self, key: &str, members: T) -> &mut Self {
         self.write("SREM", key, Self::args(members))
     }
 
     /// `RPUSH key values…` (split into several writes when long).
-    pub fn rpush<T: ToRedisArgs>(&mut self, key: &str, values: T) -> &mut Self {
+    pub(crate) fn rpush<T: ToRedisArgs>(&mut self, key: &str, values: T) -> &mut Self {
         for chunk in Self::args(values).chunks(MAX_ARGS) {
             self.write("RPUSH", key, chunk.to_vec());
         }
@@ -67,19 +67,19 @@ impl Checked {
     }
 
     /// `LPUSH key values…`.
-    pub fn lpush<T: ToRedisArgs>(&mut self, key: &str, values: T) -> &mut Self {
+    pub(crate) fn lpush<T: ToRedisArgs>(&mut self, key: &str, values: T) -> &mut Self {
         self.write("LPUSH", key, Self::args(values))
     }
 
     /// `LREM key count value`.
-    pub fn lrem<T: ToRedisArgs>(&mut self, key: &str, count: i64, value: T) -> &mut Self {
+    pub(crate) fn lrem<T: ToRedisArgs>(&mut self, key: &str, count: i64, value: T) -> &mut Self {
         let mut a = Self::args(count);
         a.extend(Self::args(value));
         self.write("LREM", key, a)
     }
 
     /// `ZADD key score member`.
-    pub fn zadd<S: ToRedisArgs, M: ToRedisArgs>(
+    pub(crate) fn zadd<S: ToRedisArgs, M: ToRedisArgs>(
         &mut self,
         key: &str,
         score: S,
@@ -91,7 +91,7 @@ impl Checked {
     }
 
     /// `HSET key field value`.
-    pub fn hset<F: ToRedisArgs, V: ToRedisArgs>(
+    pub(crate) fn hset<F: ToRedisArgs, V: ToRedisArgs>(
         &mut self,
         key: &str,
         field: F,
@@ -103,22 +103,22 @@ impl Checked {
     }
 
     /// `HDEL key fields…`.
-    pub fn hdel<T: ToRedisArgs>(&mut self, key: &str, fields: T) -> &mut Self {
+    pub(crate) fn hdel<T: ToRedisArgs>(&mut self, key: &str, fields: T) -> &mut Self {
         self.write("HDEL", key, Self::args(fields))
     }
 
     /// `SET key value`.
-    pub fn set<T: ToRedisArgs>(&mut self, key: &str, value: T) -> &mut Self {
+    pub(crate) fn set<T: ToRedisArgs>(&mut self, key: &str, value: T) -> &mut Self {
         self.write("SET", key, Self::args(value))
     }
 
     /// `DEL key`.
-    pub fn del(&mut self, key: &str) -> &mut Self {
+    pub(crate) fn del(&mut self, key: &str) -> &mut Self {
         self.write("DEL", key, Vec::new())
     }
 
     /// Sends the writes; the replies of all writes, in order.
-    pub async fn query<T: FromRedisValue, C: ConnectionLike + Send>(
+    pub(crate) async fn query<T: FromRedisValue, C: ConnectionLike + Send>(
         &self,
         con: &mut C,
     ) -> RedisResult<T> {
@@ -137,7 +137,7 @@ impl Checked {
     }
 
     /// Sends the writes, ignoring their replies.
-    pub async fn run<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
+    pub(crate) async fn run<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         if self.writes.is_empty() {
             return Ok(());
         }

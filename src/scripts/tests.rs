@@ -283,7 +283,7 @@ mod step_scenarios {
         format!(r#"{{"class":"A","args":["{marker}"]}}"#)
     }
 
-    pub fn reserve() -> Scenario {
+    pub(super) fn reserve() -> Scenario {
         Scenario {
             name: "step-reserve",
             setup: Box::new(|mut con, keys| {
@@ -353,15 +353,15 @@ mod step_scenarios {
         }
     }
 
-    pub fn finish_success() -> Scenario {
+    pub(super) fn finish_success() -> Scenario {
         finish(false)
     }
 
-    pub fn finish_failure() -> Scenario {
+    pub(super) fn finish_failure() -> Scenario {
         finish(true)
     }
 
-    pub fn malformed() -> Scenario {
+    pub(super) fn malformed() -> Scenario {
         Scenario {
             name: "step-malformed",
             setup: Box::new(|mut con, keys| {
@@ -380,7 +380,7 @@ mod step_scenarios {
         }
     }
 
-    pub fn large() -> Scenario {
+    pub(super) fn large() -> Scenario {
         Scenario {
             name: "step-large",
             setup: Box::new(|mut con, keys| {
@@ -401,7 +401,7 @@ mod step_scenarios {
         }
     }
 
-    pub fn token_finish() -> Scenario {
+    pub(super) fn token_finish() -> Scenario {
         Scenario {
             name: "step-token",
             setup: Box::new(|mut con, keys| {
@@ -485,7 +485,7 @@ mod step_scenarios {
 mod other_scenarios {
     use super::*;
 
-    pub fn requeue() -> Scenario {
+    pub(super) fn requeue() -> Scenario {
         Scenario {
             name: "requeue",
             setup: Box::new(|mut con, keys| {
@@ -523,7 +523,7 @@ mod other_scenarios {
         }
     }
 
-    pub fn enqueue() -> Scenario {
+    pub(super) fn enqueue() -> Scenario {
         Scenario {
             name: "enqueue",
             setup: Box::new(|_, _| Box::pin(async {})),
@@ -534,7 +534,7 @@ mod other_scenarios {
                         .enqueue_to("q", "A", &[serde_json::json!("e-1")])
                         .await
                     {
-                        Ok(()) => Answer::Done(String::new()),
+                        Ok(_) => Answer::Done(String::new()),
                         Err(crate::Error::Redis(e)) => refused(e),
                         Err(e) => panic!("{e}"),
                     }
@@ -545,7 +545,7 @@ mod other_scenarios {
         }
     }
 
-    pub fn register() -> Scenario {
+    pub(super) fn register() -> Scenario {
         Scenario {
             name: "register",
             setup: Box::new(|_, _| Box::pin(async {})),
@@ -576,7 +576,7 @@ mod other_scenarios {
         }
     }
 
-    pub fn failed_retry() -> Scenario {
+    pub(super) fn failed_retry() -> Scenario {
         Scenario {
             name: "failed-retry",
             setup: Box::new(|mut con, keys| {
@@ -631,7 +631,7 @@ mod more_scenarios {
     const REC: &str = r#"{"queue":"q","run_at":"x","payload":{"class":"A","args":["c-1"]}}"#;
 
     /// complete.lua, with a retry through the delayed set and a unique lock.
-    pub fn complete_retry() -> Scenario {
+    pub(super) fn complete_retry() -> Scenario {
         Scenario {
             name: "complete-retry",
             setup: Box::new(|mut con, keys| {
@@ -642,7 +642,7 @@ mod more_scenarios {
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
                     let registry = crate::Registry::new()
-                        .handler("A", |_| async { Ok(()) })
+                        .handler("A", |_| async { Err(crate::JobError::msg("boom")) })
                         .retry(
                             "A",
                             crate::registry::retry::RetryPolicy::fixed(
@@ -650,16 +650,19 @@ mod more_scenarios {
                                 3,
                             ),
                         );
-                    let payload =
-                        crate::wire::Payload::parse(br#"{"class":"A","args":["c-1"]}"#).unwrap();
+                    let payload = std::sync::Arc::new(
+                        crate::wire::Payload::parse(br#"{"class":"A","args":["c-1"]}"#).unwrap(),
+                    );
+                    let ctx = crate::JobContext::new(payload, "q".into(), ID.into());
+                    let Ok((entry, ctx)) = registry.resolve(ctx) else {
+                        panic!("no handler")
+                    };
+                    let chain = crate::middleware::Chain::new(&[], None);
+                    let _ = chain.run(&entry.handler, ctx.clone()).await;
                     let c = crate::worker::complete::failure(
-                        &registry,
-                        &payload,
-                        "q",
-                        &std::sync::Arc::from(ID),
+                        ctx.take_extras(),
                         JobRef::Record(REC.as_bytes().to_vec()),
                         "{}".into(),
-                        crate::JobError::msg("boom"),
                     );
                     let Completion::Extended(ext) = c else {
                         panic!("not extended")
@@ -705,7 +708,7 @@ mod more_scenarios {
     }
 
     /// prune.lua: a dead Ruby worker's job becomes a failure entry.
-    pub fn prune() -> Scenario {
+    pub(super) fn prune() -> Scenario {
         const DEAD: &str = "ruby-host:77:q";
         Scenario {
             name: "prune",
@@ -832,19 +835,19 @@ mod more_scenarios {
         }
     }
 
-    pub fn promote() -> Scenario {
+    pub(super) fn promote() -> Scenario {
         claimed("promote", "run")
     }
 
-    pub fn promote_failed() -> Scenario {
+    pub(super) fn promote_failed() -> Scenario {
         claimed("promote-failed", "fail")
     }
 
-    pub fn unclaim() -> Scenario {
+    pub(super) fn unclaim() -> Scenario {
         claimed("unclaim", "unclaim")
     }
 
-    pub fn unique_enqueue() -> Scenario {
+    pub(super) fn unique_enqueue() -> Scenario {
         Scenario {
             name: "unique",
             setup: Box::new(|_, _| Box::pin(async {})),
@@ -866,7 +869,7 @@ mod more_scenarios {
         }
     }
 
-    pub fn jesque_enqueue() -> Scenario {
+    pub(super) fn jesque_enqueue() -> Scenario {
         Scenario {
             name: "jesque",
             setup: Box::new(|_, _| Box::pin(async {})),
@@ -883,7 +886,7 @@ mod more_scenarios {
         }
     }
 
-    pub fn delayed_push() -> Scenario {
+    pub(super) fn delayed_push() -> Scenario {
         Scenario {
             name: "delayed",
             setup: Box::new(|_, _| Box::pin(async {})),
@@ -911,7 +914,7 @@ mod more_scenarios {
     }
 
     /// move_delayed.lua (through the mover) and the master lock poll.
-    pub fn move_delayed() -> Scenario {
+    pub(super) fn move_delayed() -> Scenario {
         const ITEM: &str = r#"{"class":"A","args":["v-1"],"queue":"q"}"#;
         Scenario {
             name: "move",
@@ -962,7 +965,7 @@ mod more_scenarios {
         }
     }
 
-    pub fn failed_remove() -> Scenario {
+    pub(super) fn failed_remove() -> Scenario {
         Scenario {
             name: "failed-remove",
             setup: Box::new(|mut con, keys| {
@@ -988,7 +991,7 @@ mod more_scenarios {
         }
     }
 
-    pub fn unregister() -> Scenario {
+    pub(super) fn unregister() -> Scenario {
         Scenario {
             name: "unregister",
             setup: Box::new(|mut con, keys| {

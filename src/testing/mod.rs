@@ -1,11 +1,11 @@
 //! Helpers for the crate's own unit tests against a real `redis-server`.
 
-pub mod server;
+pub(crate) mod server;
 
 use std::sync::OnceLock;
 
 /// The URL of this test binary's shared `redis-server` (started on first use).
-pub fn url() -> String {
+pub(crate) fn url() -> String {
     static SERVER: OnceLock<(std::sync::Mutex<std::process::Child>, String)> = OnceLock::new();
     SERVER
         .get_or_init(|| {
@@ -17,7 +17,7 @@ pub fn url() -> String {
 }
 
 /// A fresh namespace name for one test.
-pub fn namespace(prefix: &str) -> String {
+pub(crate) fn namespace(prefix: &str) -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
     format!(
@@ -28,7 +28,7 @@ pub fn namespace(prefix: &str) -> String {
 }
 
 /// A shared connection to the test server.
-pub async fn con() -> crate::conn::Conn {
+pub(crate) async fn con() -> crate::conn::Conn {
     crate::conn::Endpoint::open(&url())
         .expect("url")
         .connect()

@@ -3,6 +3,8 @@
 //! that kills it when the test binary exits (the guard's stdin closes), so no server outlives
 //! its tests and no test kills a process it did not start.
 
+// Shared with the integration tests, where these are re-exported.
+#![allow(unreachable_pub)]
 #![allow(dead_code)]
 
 use std::io::BufRead;

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 /// `GET /api/live`.
-pub async fn live(State(app): State<Arc<App>>) -> WebResult<Response> {
+pub(crate) async fn live(State(app): State<Arc<App>>) -> WebResult<Response> {
     let k = app.admin.keys();
     let mut con = app.admin.con();
     let ((secs, micros), processed, failed, entries): (

@@ -7,14 +7,14 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 /// The stylesheet.
-pub const CSS: &str = include_str!("assets/app.css");
+pub(crate) const CSS: &str = include_str!("assets/app.css");
 /// The script.
-pub const JS: &str = include_str!("assets/app.js");
+pub(crate) const JS: &str = include_str!("assets/app.js");
 /// The icon.
-pub const ICON: &str = include_str!("assets/favicon.svg");
+pub(crate) const ICON: &str = include_str!("assets/favicon.svg");
 
 /// `GET /assets/<name>`.
-pub async fn asset(Path(name): Path<String>) -> Response {
+pub(crate) async fn asset(Path(name): Path<String>) -> Response {
     let (body, kind) = match name.as_str() {
         "app.css" => (CSS, "text/css; charset=utf-8"),
         "app.js" => (JS, "text/javascript; charset=utf-8"),

@@ -139,7 +139,7 @@ impl Auth {
 }
 
 /// Constant-time equality (the length is not secret).
-pub fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// How long a count is served without counting again.
-pub const FRESH: Duration = Duration::from_secs(30);
+pub(crate) const FRESH: Duration = Duration::from_secs(30);
 /// How long a page waits for a count under way.
-pub const WAIT: Duration = Duration::from_millis(150);
+pub(crate) const WAIT: Duration = Duration::from_millis(150);
 
 /// What a page gets.
 #[derive(Debug, Clone)]
-pub enum Counts {
+pub(crate) enum Counts {
     /// A finished count and how old it is.
     Ready(Arc<FailureCounts>, Duration),
     /// The first count is still running: entries counted so far.
@@ -39,7 +39,7 @@ struct Slot {
 }
 
 /// The cache (one per router).
-pub struct CountCache {
+pub(crate) struct CountCache {
     /// Its state.
     slot: Mutex<Slot>,
     /// Entries counted by the running count.
@@ -60,7 +60,7 @@ impl Default for CountCache {
 
 impl CountCache {
     /// The counts, starting a count when the last one is older than [`FRESH`].
-    pub async fn get(self: &Arc<Self>, admin: &Admin) -> Counts {
+    pub(crate) async fn get(self: &Arc<Self>, admin: &Admin) -> Counts {
         let mut finished = self.done.subscribe();
         let start = {
             let Ok(mut slot) = self.slot.lock() else {

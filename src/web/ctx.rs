@@ -21,7 +21,7 @@ const MAX_FORM: usize = 64 * 1024;
 
 /// The request's view of the dashboard.
 #[derive(Debug, Clone)]
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// Prefix that turns a route name (`failed`) into a link relative to this URL.
     pub base: String,
     /// The CSRF token to put in forms.
@@ -34,7 +34,7 @@ pub struct Ctx {
 
 impl Ctx {
     /// A link to route `path` (with its query string, if any).
-    pub fn link(&self, path: &str) -> String {
+    pub(crate) fn link(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 }
@@ -72,11 +72,11 @@ impl FromRequestParts<Arc<App>> for Ctx {
 
 /// Decoded `name=value` pairs (a query string or a form).
 #[derive(Debug, Clone, Default)]
-pub struct Params(Vec<(String, String)>);
+pub(crate) struct Params(Vec<(String, String)>);
 
 impl Params {
     /// Parses `application/x-www-form-urlencoded` bytes.
-    pub fn parse(bytes: &[u8]) -> Self {
+    pub(crate) fn parse(bytes: &[u8]) -> Self {
         Params(
             form_urlencoded::parse(bytes)
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -85,7 +85,7 @@ impl Params {
     }
 
     /// The first non-empty value of `name` (trimmed).
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .filter(|(k, _)| k == name)
@@ -94,13 +94,13 @@ impl Params {
     }
 
     /// `name` as text, required.
-    pub fn need(&self, name: &str) -> Result<&str, WebError> {
+    pub(crate) fn need(&self, name: &str) -> Result<&str, WebError> {
         self.get(name)
             .ok_or_else(|| WebError::BadRequest(format!("{name} is required")))
     }
 
     /// `name` as a whole number, if present; an error if present and not one.
-    pub fn number(&self, name: &str) -> Result<Option<usize>, WebError> {
+    pub(crate) fn number(&self, name: &str) -> Result<Option<usize>, WebError> {
         self.get(name)
             .map(|v| {
                 v.parse()
@@ -110,7 +110,7 @@ impl Params {
     }
 
     /// `name` as an element id (16 hex digits), required.
-    pub fn id(&self, name: &str) -> Result<&str, WebError> {
+    pub(crate) fn id(&self, name: &str) -> Result<&str, WebError> {
         let v = self.need(name)?;
         if crate::admin::list_ids::is_id(v) {
             Ok(v)
@@ -121,7 +121,7 @@ impl Params {
 
     /// A query string of the pairs whose names are in `keep` (for links and redirects that
     /// keep a view's filters), without a leading `?`.
-    pub fn keep(&self, keep: &[&str]) -> String {
+    pub(crate) fn keep(&self, keep: &[&str]) -> String {
         let mut s = form_urlencoded::Serializer::new(String::new());
         for (k, v) in &self.0 {
             if keep.contains(&k.as_str()) && !v.trim().is_empty() {
@@ -133,7 +133,7 @@ impl Params {
 }
 
 /// A query string from pairs (values encoded), without a leading `?`.
-pub fn query(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn query(pairs: &[(&str, &str)]) -> String {
     let mut s = form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {
         if !v.is_empty() {
@@ -146,7 +146,7 @@ pub fn query(pairs: &[(&str, &str)]) -> String {
 /// A form posted to the dashboard, its CSRF token checked (read-only mode is refused before,
 /// by [`super::guard::methods`]).
 #[derive(Debug)]
-pub struct CheckedForm(pub Params);
+pub(crate) struct CheckedForm(pub Params);
 
 impl FromRequest<Arc<App>> for CheckedForm {
     type Rejection = WebError;
@@ -178,18 +178,18 @@ impl FromRequest<Arc<App>> for CheckedForm {
 }
 
 /// `303 See Other` to route `path` (relative to the mount point), as a relative URL.
-pub fn see_other(ctx: &Ctx, path: &str) -> Response {
+pub(crate) fn see_other(ctx: &Ctx, path: &str) -> Response {
     let location = ctx.link(path);
     (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
 /// `v` encoded for a query string value.
-pub fn enc(v: &str) -> String {
+pub(crate) fn enc(v: &str) -> String {
     form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }
 
 /// Appends `extra` (`k=v&…`) to a query string.
-pub fn join_query(q: &str, extra: &str) -> String {
+pub(crate) fn join_query(q: &str, extra: &str) -> String {
     match (q.is_empty(), extra.is_empty()) {
         (true, _) => extra.to_string(),
         (_, true) => q.to_string(),

@@ -20,7 +20,7 @@ const PER_PAGE: usize = 20;
 const PER_BUCKET: usize = 10;
 
 /// `GET /delayed[?offset=N]`.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let offset = ctx.query.number("offset")?.unwrap_or(0);
     let p = admin.delayed_page(offset, PER_PAGE, PER_BUCKET).await?;
@@ -112,7 +112,7 @@ async fn act(app: &App, ctx: &Ctx, f: &Params, action: DelayedAction) -> WebResu
 }
 
 /// `POST /delayed/run` (`ts`, `id`, `at`): enqueues the item now.
-pub async fn run(
+pub(crate) async fn run(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -121,7 +121,7 @@ pub async fn run(
 }
 
 /// `POST /delayed/delete` (`ts`, `id`, `at`): deletes the item.
-pub async fn delete(
+pub(crate) async fn delete(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,

@@ -54,7 +54,7 @@ impl IntoResponse for WebError {
 }
 
 /// A standalone error page (no stylesheet: it may be served outside any mount point).
-pub fn error_page(status: StatusCode, message: &str) -> Html<String> {
+pub(crate) fn error_page(status: StatusCode, message: &str) -> Html<String> {
     Html(
         html! {
             (DOCTYPE)
@@ -71,4 +71,4 @@ pub fn error_page(status: StatusCode, message: &str) -> Html<String> {
 }
 
 /// Result with [`WebError`].
-pub type WebResult<T> = std::result::Result<T, WebError>;
+pub(crate) type WebResult<T> = std::result::Result<T, WebError>;

@@ -22,12 +22,12 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// Entries a page shows.
-pub const PER_PAGE: usize = 25;
+pub(crate) const PER_PAGE: usize = 25;
 /// The query parameters that make up a filter.
-pub const FILTER_KEYS: &[&str] = &["q", "class", "exception", "queue"];
+pub(crate) const FILTER_KEYS: &[&str] = &["q", "class", "exception", "queue"];
 
 /// The filter a query or form names.
-pub fn filter_of(p: &Params) -> FailureFilter {
+pub(crate) fn filter_of(p: &Params) -> FailureFilter {
     let get = |k: &str| p.get(k).map(str::to_string);
     FailureFilter {
         text: get("q"),
@@ -38,7 +38,7 @@ pub fn filter_of(p: &Params) -> FailureFilter {
 }
 
 /// `GET /failed[?q=&class=&exception=&queue=&before=&group=]`.
-pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let filter = filter_of(&ctx.query);
     let filters = ctx.query.keep(FILTER_KEYS);
@@ -274,7 +274,7 @@ fn groups(ctx: &Ctx, group: &str, counts: &Counts) -> Markup {
 }
 
 /// `GET /failure?id=…&at=…`: one entry, whole.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let id = ctx.query.id("id")?;
     let hint = ctx.query.number("at")?.unwrap_or(0);

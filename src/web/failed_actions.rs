@@ -36,7 +36,7 @@ fn message(outcome: &ById, done: &str) -> &'static str {
 }
 
 /// `POST /failed/retry`.
-pub async fn retry(
+pub(crate) async fn retry(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -48,7 +48,7 @@ pub async fn retry(
 }
 
 /// `POST /failed/remove`.
-pub async fn remove(
+pub(crate) async fn remove(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -60,7 +60,7 @@ pub async fn remove(
 }
 
 /// `POST /failed/bulk`.
-pub async fn bulk(
+pub(crate) async fn bulk(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -90,7 +90,11 @@ pub async fn bulk(
 }
 
 /// `POST /failed/clear`.
-pub async fn clear(State(app): State<Arc<App>>, ctx: Ctx, _f: CheckedForm) -> WebResult<Response> {
+pub(crate) async fn clear(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    _f: CheckedForm,
+) -> WebResult<Response> {
     let n = app.admin.clear_failures().await?;
     Ok(see_other(&ctx, &format!("failed?msg=removed&n={n}")))
 }

@@ -7,14 +7,14 @@ use crate::admin::history::Rate;
 use maud::{html, Markup};
 
 /// Points drawn per line at most.
-pub const MAX_POINTS: usize = 240;
+pub(crate) const MAX_POINTS: usize = 240;
 /// The drawing's coordinate box.
 const W: f64 = 600.0;
 const H: f64 = 100.0;
 
 /// Averages `rates` in groups so there are at most [`MAX_POINTS`]; a group with no value is a
 /// gap. Returns the points and how many steps each stands for.
-pub fn downsample(rates: &[Option<Rate>]) -> (Vec<Option<Rate>>, usize) {
+pub(crate) fn downsample(rates: &[Option<Rate>]) -> (Vec<Option<Rate>>, usize) {
     let group = rates.len().div_ceil(MAX_POINTS).max(1);
     let points = rates
         .chunks(group)
@@ -35,7 +35,7 @@ pub fn downsample(rates: &[Option<Rate>]) -> (Vec<Option<Rate>>, usize) {
 
 /// The chart of `points` (already downsampled), `unit` naming the y axis (`jobs/min`),
 /// `from` and `to` labelling the x axis.
-pub fn chart(points: &[Option<Rate>], unit: &str, from: &str, to: &str) -> Markup {
+pub(crate) fn chart(points: &[Option<Rate>], unit: &str, from: &str, to: &str) -> Markup {
     let max = points
         .iter()
         .flatten()
@@ -99,7 +99,7 @@ pub fn chart(points: &[Option<Rate>], unit: &str, from: &str, to: &str) -> Marku
 }
 
 /// The live chart (`#live-chart`), filled by the script.
-pub fn live_chart() -> Markup {
+pub(crate) fn live_chart() -> Markup {
     html! {
         div.chart {
             div.legend {

@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 /// The Content-Security-Policy: scripts, styles and fetches from this origin only, no inline
 /// script or style, no plugins, no framing, forms posted only here.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; \
      frame-ancestors 'none'";
 
 /// Adds the security headers to every response.
-pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
+pub(crate) async fn security_headers(req: Request<Body>, next: Next) -> Response {
     let mut res = next.run(req).await;
     let h = res.headers_mut();
     h.insert(
@@ -41,7 +41,11 @@ pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
 }
 
 /// Refuses requests without valid credentials (401 with a challenge).
-pub async fn authenticate(State(app): State<Arc<App>>, req: Request<Body>, next: Next) -> Response {
+pub(crate) async fn authenticate(
+    State(app): State<Arc<App>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
     if app.auth.allows(req.headers()) {
         return next.run(req).await;
     }
@@ -56,7 +60,11 @@ pub async fn authenticate(State(app): State<Arc<App>>, req: Request<Body>, next:
 }
 
 /// Only `GET`, `HEAD` and `POST`; no `POST` in read-only mode.
-pub async fn methods(State(app): State<Arc<App>>, req: Request<Body>, next: Next) -> Response {
+pub(crate) async fn methods(
+    State(app): State<Arc<App>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
     let m = req.method();
     if m == Method::GET || m == Method::HEAD {
         return next.run(req).await;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 const PER_PAGE: usize = 50;
 
 /// `GET /jobs[?offset=N]`.
-pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let Some(source) = &app.jobs else {
         let body = html! { p.muted { "No job-tracking source is configured." } };
@@ -103,7 +103,7 @@ fn row(ctx: &Ctx, j: &JobRow) -> Markup {
 }
 
 /// `GET /job?id=…`.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let source = app
         .jobs
@@ -130,7 +130,7 @@ pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<Strin
 }
 
 /// `POST /jobs/kill` (`id`).
-pub async fn kill_job(
+pub(crate) async fn kill_job(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,

@@ -6,14 +6,14 @@
 //! page writes unescaped text (there is no `PreEscaped` in the dashboard).
 
 use super::ctx::Ctx;
-use crate::cli::output;
+use crate::human as output;
 use axum::response::Html;
 use chrono::{DateTime, Utc};
 use maud::{html, Markup, DOCTYPE};
 
 /// The tabs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tab {
+pub(crate) enum Tab {
     /// Counters and graphs.
     Overview,
     /// Queues.
@@ -50,7 +50,13 @@ const TABS: &[(Tab, &str, &str)] = &[
 const V: &str = env!("CARGO_PKG_VERSION");
 
 /// A whole page.
-pub fn page(ctx: &Ctx, tab: Tab, namespace: &str, title: &str, body: Markup) -> Html<String> {
+pub(crate) fn page(
+    ctx: &Ctx,
+    tab: Tab,
+    namespace: &str,
+    title: &str,
+    body: Markup,
+) -> Html<String> {
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -87,7 +93,7 @@ pub fn page(ctx: &Ctx, tab: Tab, namespace: &str, title: &str, body: Markup) -> 
 
 /// The message a redirect after a form asked for (`?msg=…&n=…&s=…`): fixed texts only, so a
 /// crafted link cannot put words on the page.
-pub fn flash(ctx: &Ctx) -> Markup {
+pub(crate) fn flash(ctx: &Ctx) -> Markup {
     let n = ctx.query.get("n").and_then(|v| v.parse::<u64>().ok());
     let skipped = ctx.query.get("s").and_then(|v| v.parse::<u64>().ok());
     let count = |word: &str| match n {
@@ -126,7 +132,7 @@ pub fn flash(ctx: &Ctx) -> Markup {
 
 /// An action button: a POST form to route `action` with `fields`, the CSRF token and an
 /// optional confirmation question. Empty in read-only mode.
-pub fn button(
+pub(crate) fn button(
     ctx: &Ctx,
     action: &str,
     fields: &[(&str, &str)],
@@ -149,7 +155,7 @@ pub fn button(
 }
 
 /// Previous / next links for an offset-paged view of `total` items, `per` a page.
-pub fn pager(
+pub(crate) fn pager(
     ctx: &Ctx,
     route: &str,
     keep: &str,
@@ -181,12 +187,12 @@ pub fn pager(
 }
 
 /// A UTC time as `2026-11-21 19:15:33 UTC`.
-pub fn when(t: DateTime<Utc>) -> String {
+pub(crate) fn when(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 /// An age in seconds (`5m12s`), or `—` when unknown.
-pub fn age(secs: Option<f64>) -> String {
+pub(crate) fn age(secs: Option<f64>) -> String {
     match secs {
         Some(s) => output::age(Some(s)),
         None => "—".to_string(),
@@ -194,12 +200,12 @@ pub fn age(secs: Option<f64>) -> String {
 }
 
 /// `s` cut to `max` characters on one line, with `…`.
-pub fn short(s: &str, max: usize) -> String {
+pub(crate) fn short(s: &str, max: usize) -> String {
     output::short(s, max)
 }
 
 /// A number with thin thousands separators (`100 000`).
-pub fn num(n: u64) -> String {
+pub(crate) fn num(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {

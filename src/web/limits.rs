@@ -11,7 +11,7 @@ use maud::html;
 use std::sync::Arc;
 
 /// `GET /limits`.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let body = match &app.limits {
         None => html! {

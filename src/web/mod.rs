@@ -12,46 +12,48 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Pages, one module each: [`overview`] (counters and graphs, live by polling [`api`]),
-//! [`queues`], [`workers`], [`failed`] (+ [`failed_actions`]), [`delayed`], [`recurring`],
-//! [`jobs`], [`limits`], [`stats`]. Around them: [`guard`] (security headers, auth, methods),
-//! [`ctx`] (relative links, parameters, CSRF-checked forms), [`layout`] (the page shell; maud
-//! escapes every value), [`graph`] (SVG charts), [`assets`] (embedded CSS/JS), [`counts`]
-//! (failure counts off the request path), [`sources`] (the seams for tracked jobs, limits and
-//! per-queue pause), [`server`] (serve on an address with the history sampler), [`auth`],
-//! [`error`], [`state`]. Everything it reads or repairs goes through [`crate::admin`].
+//! Pages, one module each: `overview` (counters and graphs, live by polling `api`),
+//! `queues`, `workers`, `failed` (+ `failed_actions`), `delayed`, `recurring`,
+//! `jobs`, `limits`, `stats`. Around them: `guard` (security headers, auth, methods),
+//! `ctx` (relative links, parameters, CSRF-checked forms), `layout` (the page shell; maud
+//! escapes every value), `graph` (SVG charts), `assets` (embedded CSS/JS), `counts`
+//! (failure counts off the request path), `sources` (the seams for tracked jobs, limits and
+//! per-queue pause), `server` (serve on an address with the history sampler), `auth`,
+//! `error`, `state`. Everything it reads or repairs goes through [`crate::admin`].
 //!
 //! Security: authentication (basic and/or bearer) on every route; `POST` only for changes,
 //! each form carrying a per-process random CSRF token; a read-only mode that shows no action
 //! and refuses every `POST`; a CSP without inline script, no framing, `nosniff`.
 
-pub mod api;
-pub mod assets;
-pub mod auth;
-pub mod counts;
-pub mod ctx;
-pub mod delayed;
-pub mod error;
-pub mod failed;
-pub mod failed_actions;
-pub mod graph;
-pub mod guard;
-pub mod jobs;
-pub mod layout;
-pub mod limits;
-pub mod overview;
-pub mod queues;
-pub mod recurring;
-pub mod server;
-pub mod sources;
-pub mod state;
-pub mod stats;
-pub mod workers;
+pub(crate) mod api;
+pub(crate) mod assets;
+pub(crate) mod auth;
+pub(crate) mod counts;
+pub(crate) mod ctx;
+pub(crate) mod delayed;
+pub(crate) mod error;
+pub(crate) mod failed;
+pub(crate) mod failed_actions;
+pub(crate) mod graph;
+pub(crate) mod guard;
+pub(crate) mod jobs;
+pub(crate) mod layout;
+pub(crate) mod limits;
+pub(crate) mod overview;
+pub(crate) mod queues;
+pub(crate) mod recurring;
+pub(crate) mod server;
+pub(crate) mod sources;
+pub(crate) mod state;
+pub(crate) mod stats;
+pub(crate) mod workers;
 
 pub use auth::Auth;
 pub use error::WebError;
-pub use server::{serve, spawn_sampler, WebServer};
-pub use sources::{JobsSource, LimitsSource, QueuePauses, ResqueStatusJobs};
+pub use server::{check_bind, serve, spawn_sampler, WebServer};
+pub use sources::{
+    JobRow, JobsPage, JobsSource, LimitRow, LimitsSource, QueuePauses, ResqueStatusJobs,
+};
 
 use crate::admin::Admin;
 use crate::client::FloatFormat;
@@ -60,7 +62,7 @@ use axum::Router;
 use std::sync::Arc;
 
 /// Entries a filtered failure page examines at most, by default.
-pub const SEARCH_BUDGET: usize = 20_000;
+pub(crate) const SEARCH_BUDGET: usize = 20_000;
 
 /// What the dashboard serves and how.
 pub struct WebConfig {

@@ -59,7 +59,7 @@ const RANGES: &[Range] = &[
 ];
 
 /// `GET /`.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let range = RANGES
         .iter()
@@ -152,13 +152,21 @@ pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<Strin
 }
 
 /// `POST /pause`: sets `<ns>:pause-all-workers`.
-pub async fn pause(State(app): State<Arc<App>>, ctx: Ctx, _f: CheckedForm) -> WebResult<Response> {
+pub(crate) async fn pause(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    _f: CheckedForm,
+) -> WebResult<Response> {
     app.admin.pause().await?;
     Ok(see_other(&ctx, "overview?msg=paused"))
 }
 
 /// `POST /resume`: deletes `<ns>:pause-all-workers`.
-pub async fn resume(State(app): State<Arc<App>>, ctx: Ctx, _f: CheckedForm) -> WebResult<Response> {
+pub(crate) async fn resume(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    _f: CheckedForm,
+) -> WebResult<Response> {
     app.admin.resume().await?;
     Ok(see_other(&ctx, "overview?msg=resumed"))
 }

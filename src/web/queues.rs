@@ -20,7 +20,7 @@ use std::sync::Arc;
 const PER_PAGE: usize = 25;
 
 /// `GET /queues[?q=substring]`.
-pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let filter = ctx.query.get("q").map(str::to_lowercase);
     let (all, global_pause) = (admin.queues().await?, admin.is_paused().await?);
@@ -92,7 +92,7 @@ fn kind(k: &QueueKind) -> String {
 }
 
 /// `GET /queue?name=…[&offset=N]`.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let name = ctx.query.need("name")?.to_string();
     let offset = ctx.query.number("offset")?.unwrap_or(0);
@@ -188,7 +188,7 @@ fn back_to(form: &super::ctx::Params, name: &str) -> String {
 }
 
 /// `POST /queue/delete` (`name`, `id`, `at`): deletes that job by its bytes.
-pub async fn delete(
+pub(crate) async fn delete(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -208,7 +208,7 @@ pub async fn delete(
 }
 
 /// `POST /queue/run` (`name`, `id`, `at`): makes a Jesque delayed member due now.
-pub async fn run(
+pub(crate) async fn run(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -231,7 +231,7 @@ pub async fn run(
 }
 
 /// `POST /queue/clear` (`name`): deletes every job of the queue.
-pub async fn clear(
+pub(crate) async fn clear(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -245,7 +245,7 @@ pub async fn clear(
 }
 
 /// `POST /queue/remove` (`name`): resque-web's remove queue.
-pub async fn remove(
+pub(crate) async fn remove(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -255,7 +255,7 @@ pub async fn remove(
 }
 
 /// `POST /queue/pause` (`name`, `paused` = 1 or 0), when a pause source is plugged in.
-pub async fn pause(
+pub(crate) async fn pause(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,

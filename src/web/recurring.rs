@@ -18,7 +18,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// `GET /recurring`.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let stored = admin.schedules().await?;
     let fired = admin.last_enqueued().await?;
@@ -100,7 +100,7 @@ fn row(ctx: &Ctx, s: &store::StoredSchedule) -> maud::Markup {
 }
 
 /// `POST /recurring/enqueue` (`name`).
-pub async fn enqueue(
+pub(crate) async fn enqueue(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
@@ -112,7 +112,7 @@ pub async fn enqueue(
 }
 
 /// `POST /recurring/delete` (`name`).
-pub async fn delete(
+pub(crate) async fn delete(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     CheckedForm(f): CheckedForm,

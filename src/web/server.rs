@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// How often the sampler samples (the first sample of each minute is kept).
-pub const SAMPLE_EVERY: Duration = Duration::from_secs(15);
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(15);
 
 /// A running dashboard.
 pub struct WebServer {

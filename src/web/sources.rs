@@ -62,7 +62,7 @@ pub trait JobsSource: Send + Sync {
 }
 
 /// resque-status's statuses (`<ns>:_statuses`, `<ns>:status:<uuid>`, `<ns>:_kill`), read and
-/// killed as resque-status's own web tab does (see [`crate::admin::statuses`]).
+/// killed as resque-status's own web tab does (see `crate::admin::statuses`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ResqueStatusJobs;
 

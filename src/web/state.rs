@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// The router's shared state.
-pub struct App {
+pub(crate) struct App {
     /// The namespace.
     pub admin: Admin,
     /// No action is offered or accepted.
@@ -37,7 +37,7 @@ pub struct App {
 
 impl App {
     /// The state for `config`.
-    pub fn new(config: super::WebConfig) -> Self {
+    pub(crate) fn new(config: super::WebConfig) -> Self {
         App {
             admin: config.admin,
             read_only: config.read_only,
@@ -55,7 +55,7 @@ impl App {
 
     /// Whether a history sample is due at `now_ms` (at most one every 20 s from this
     /// process; the sample itself is `SET NX`, so several processes do not double it).
-    pub fn sample_due(&self, now_ms: i64) -> bool {
+    pub(crate) fn sample_due(&self, now_ms: i64) -> bool {
         let last = self.last_sample_ms.load(Ordering::Relaxed);
         now_ms - last >= 20_000
             && self

@@ -12,7 +12,7 @@ use maud::html;
 use std::sync::Arc;
 
 /// `GET /stats`.
-pub async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
+pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let info = admin.info().await?;
     let redis = admin.redis_info().await?;

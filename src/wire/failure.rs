@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// A failure entry to write.
 #[derive(Debug, Clone)]
-pub struct Failure<'a> {
+pub(crate) struct Failure<'a> {
     /// `YYYY/MM/DD HH:MM:SS UTC`.
     pub failed_at: String,
     /// The job's exact JSON text as reserved, or `None` (written `null`) when it could not
@@ -30,7 +30,7 @@ pub struct Failure<'a> {
 
 impl Failure<'_> {
     /// The entry's JSON text, keys in Ruby's order.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let s = |v: &str| serde_json::Value::String(v.to_string()).to_string();
         let backtrace = serde_json::to_string(&self.backtrace).unwrap_or_else(|_| "[]".into());
         format!(

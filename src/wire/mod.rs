@@ -5,11 +5,11 @@
 //! * [`failure`] — an entry of `<ns>:failed`.
 //! * [`time`] — every time format, written and read.
 
-pub mod failure;
-pub mod payload;
-pub mod record;
+pub(crate) mod failure;
+pub(crate) mod payload;
+pub(crate) mod record;
 pub mod time;
 
-pub use failure::Failure;
-pub use payload::{Payload, PayloadError};
-pub use record::WorkerRecord;
+pub(crate) use failure::Failure;
+pub(crate) use payload::Payload;
+pub(crate) use record::WorkerRecord;

@@ -149,27 +149,10 @@ struct ResqueForm<'a> {
     args: &'a [Value],
 }
 
-/// Jesque's payload: `{"class":…,"args":…,"vars":…}`, nulls written out.
-#[derive(Serialize)]
-struct JesqueForm<'a> {
-    class: &'a str,
-    args: Option<&'a [Value]>,
-    vars: Option<&'a Map<String, Value>>,
-}
-
 /// Encodes a job the way Ruby's `Resque.enqueue` does, so `Job.destroy` matches it by bytes.
-pub fn encode_resque(class: &str, args: &[Value]) -> String {
+pub(crate) fn encode_resque(class: &str, args: &[Value]) -> String {
     // Serializing borrowed strings and `Value`s into a String cannot fail.
     serde_json::to_string(&ResqueForm { class, args }).unwrap_or_default()
-}
-
-/// Encodes a job the way Jesque's `ObjectMapper` does (`class, args, vars`).
-pub fn encode_jesque(
-    class: &str,
-    args: Option<&[Value]>,
-    vars: Option<&Map<String, Value>>,
-) -> String {
-    serde_json::to_string(&JesqueForm { class, args, vars }).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -230,14 +213,10 @@ mod tests {
     }
 
     #[test]
-    fn writes_ruby_and_jesque_forms() {
+    fn writes_the_ruby_form() {
         assert_eq!(
             encode_resque("Jobs::X", &[json!("a/b"), json!({"k":"é"})]),
             r#"{"class":"Jobs::X","args":["a/b",{"k":"é"}]}"#
-        );
-        assert_eq!(
-            encode_jesque("X", Some(&[json!(1)]), None),
-            r#"{"class":"X","args":[1],"vars":null}"#
         );
     }
 }

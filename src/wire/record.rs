@@ -2,18 +2,17 @@
 //!
 //! resq writes `{"queue":…,"run_at":…,"payload":…}` (Ruby's key order) with the payload's raw
 //! bytes spliced in unchanged. The bytes are built in two places that must agree: the reserve
-//! script (from the queue name this module encodes) and [`WorkerRecord::encode`].
+//! script (from the queue name this module encodes) and [`head`], which the claim promotion
+//! streams into its `SET` with the payload after it.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 /// A worker record as read back from Redis.
 #[derive(Debug, Clone, Deserialize)]
-pub struct WorkerRecord {
+pub(crate) struct WorkerRecord {
     /// Queue the job came from.
     pub queue: String,
-    /// When the job started, as written.
-    pub run_at: String,
     /// The payload as one JSON value (surrounding whitespace trimmed by the JSON reader).
     pub payload: Box<RawValue>,
     /// The payload's exact text as it was in the queue, surrounding whitespace included.
@@ -24,17 +23,12 @@ pub struct WorkerRecord {
 impl WorkerRecord {
     /// Parses a record text; `payload_text` is cut from the text itself, so it is exactly the
     /// bytes the reserve script spliced in.
-    pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
+    pub(crate) fn parse(text: &str) -> Result<Self, serde_json::Error> {
         let mut r: WorkerRecord = serde_json::from_str(text)?;
         r.payload_text = exact_payload(text)
             .unwrap_or_else(|| r.payload.get())
             .to_string();
         Ok(r)
-    }
-
-    /// The record text for this job, byte-identical to what the reserve script writes.
-    pub fn encode(&self) -> String {
-        encode(&encode_queue(&self.queue), &self.run_at, &self.payload_text)
     }
 }
 
@@ -49,13 +43,19 @@ fn exact_payload(text: &str) -> Option<&str> {
 }
 
 /// A queue name as a JSON string, the form the reserve script splices into records.
-pub fn encode_queue(queue: &str) -> String {
+pub(crate) fn encode_queue(queue: &str) -> String {
     serde_json::Value::String(queue.to_string()).to_string()
 }
 
+/// A record's text up to its payload: the payload's raw bytes and a closing `}` follow.
+pub(crate) fn head(queue_json: &str, run_at: &str) -> String {
+    format!(r#"{{"queue":{queue_json},"run_at":"{run_at}","payload":"#)
+}
+
 /// Record text from an already-encoded queue name, a `run_at` and the raw payload.
-pub fn encode(queue_json: &str, run_at: &str, payload_raw: &str) -> String {
-    format!(r#"{{"queue":{queue_json},"run_at":"{run_at}","payload":{payload_raw}}}"#)
+#[cfg(test)]
+fn encode(queue_json: &str, run_at: &str, payload_raw: &str) -> String {
+    format!("{}{payload_raw}}}", head(queue_json, run_at))
 }
 
 #[cfg(test)]
@@ -72,8 +72,18 @@ mod tests {
 }"#;
         let p = WorkerRecord::parse(padded).unwrap();
         assert_eq!(p.payload_text, " {\"class\":\"A\"}\n");
-        assert_eq!(p.encode(), padded);
+        assert_eq!(
+            encode(&encode_queue(&p.queue), "t", &p.payload_text),
+            padded
+        );
         assert_eq!(r.payload.get(), r#"{ "args":[1.0e+20], "class":"A" }"#);
-        assert_eq!(r.encode(), text);
+        assert_eq!(
+            encode(
+                &encode_queue(&r.queue),
+                "2026-11-21T19:15:33.678+0000",
+                &r.payload_text
+            ),
+            text
+        );
     }
 }

@@ -28,10 +28,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 /// Most slots in one call (bounds how long one script keeps Redis busy: about 3 µs per job).
-pub const MAX_BATCH: usize = 128;
+pub(crate) const MAX_BATCH: usize = 128;
 
 /// Calls in flight at once per process (each lane sends one call at a time).
-pub const LANES: usize = 2;
+pub(crate) const LANES: usize = 2;
 
 /// One slot's step, waiting to be sent.
 struct Request {
@@ -46,12 +46,12 @@ struct Request {
 
 /// The process's step sender; cheap to clone, one per slot.
 #[derive(Clone)]
-pub struct Batcher {
+pub(crate) struct Batcher {
     tx: mpsc::UnboundedSender<Request>,
 }
 
 /// One slot's step, as handed to [`Batcher::step`].
-pub struct StepRequest<'a> {
+pub(crate) struct StepRequest<'a> {
     /// The slot's stepper.
     pub stepper: &'a Arc<Stepper>,
     /// How its previous job ended (an extended completion must have been applied already).
@@ -67,7 +67,7 @@ pub struct StepRequest<'a> {
 impl Batcher {
     /// Starts `lanes` lanes sending steps over `con`, polling queues as `fetch` says. They stop
     /// once every [`Batcher`] clone is dropped and the waiting steps are sent.
-    pub fn start(con: Conn, lanes: usize, fetch: Arc<Fetch>) -> Batcher {
+    pub(crate) fn start(con: Conn, lanes: usize, fetch: Arc<Fetch>) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..lanes.max(1) {
@@ -79,7 +79,7 @@ impl Batcher {
     /// Sends one slot's step and waits for its reply: the reply and whether the completion was
     /// applied by this call, or the error of the call (sent once; the slot decides whether and
     /// when to send it again, which the script makes safe).
-    pub async fn step(&self, req: StepRequest<'_>) -> RedisResult<(Reply, bool)> {
+    pub(crate) async fn step(&self, req: StepRequest<'_>) -> RedisResult<(Reply, bool)> {
         let (reply, rx) = oneshot::channel();
         let req = Request {
             stepper: req.stepper.clone(),

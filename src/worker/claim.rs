@@ -31,18 +31,18 @@ use redis::aio::ConnectionLike;
 use redis::RedisResult;
 
 /// Most bytes of a malformed claimed payload quoted in its failure entry.
-pub const QUOTED: usize = 64 * 1024;
+pub(crate) const QUOTED: usize = 64 * 1024;
 
 /// One claim read, checked and promoted at a time per process (the memory they take is a few
 /// times their size).
-pub static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// Payloads at least this large give their memory back to the system once run.
-pub const LARGE: usize = 1024 * 1024;
+pub(crate) const LARGE: usize = 1024 * 1024;
 
 /// Reads the payload of `claim` (slot `stepper`'s claim key); `None` when the claim is no
 /// longer this one (a pruner put it back).
-pub async fn read<C: ConnectionLike + Send>(
+pub(crate) async fn read<C: ConnectionLike + Send>(
     con: &mut C,
     stepper: &Stepper,
     claim: &Claim,
@@ -62,7 +62,7 @@ pub async fn read<C: ConnectionLike + Send>(
 /// Checks a claimed payload with the step script's rules without decoding it (no copy of its
 /// text, no tree of values: those come later, once it is promoted); the bytes come back with
 /// the reason when it cannot run.
-pub fn check(bytes: Vec<u8>) -> Result<String, (PayloadError, Vec<u8>)> {
+pub(crate) fn check(bytes: Vec<u8>) -> Result<String, (PayloadError, Vec<u8>)> {
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => return Err((PayloadError::Utf8, e.into_bytes())),
@@ -108,7 +108,7 @@ fn probe(text: &str) -> Result<(), PayloadError> {
 
 /// The failure entry of a claimed payload that is not a job: Resque's shape with `payload`
 /// null, as the step script writes it, quoting at most [`QUOTED`] bytes of it.
-pub fn failure_entry(why: &PayloadError, bytes: &[u8], queue: &str, worker: &str) -> String {
+pub(crate) fn failure_entry(why: &PayloadError, bytes: &[u8], queue: &str, worker: &str) -> String {
     let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(QUOTED)]);
     let mut message = format!("{why}: {shown}");
     if bytes.len() > QUOTED {
@@ -120,7 +120,7 @@ pub fn failure_entry(why: &PayloadError, bytes: &[u8], queue: &str, worker: &str
 
 /// What [`promote`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Promoted {
+pub(crate) enum Promoted {
     /// The record was written (now, or by an earlier call whose reply was lost).
     Run,
     /// The failure entry was pushed.
@@ -131,7 +131,7 @@ pub enum Promoted {
 
 /// Promotes slot `stepper`'s claim `claim` to its worker record for `payload` (the checked
 /// payload), on `con`, a connection of the slot's own (`WATCH` is per connection).
-pub async fn promote<C: ConnectionLike + Send>(
+pub(crate) async fn promote<C: ConnectionLike + Send>(
     con: &mut C,
     stepper: &Stepper,
     claim: &Claim,
@@ -217,8 +217,9 @@ pub async fn promote<C: ConnectionLike + Send>(
     )))
 }
 
-/// A worker record written straight into the command, piece by piece (the same bytes as
-/// [`crate::wire::record::encode`]), so a large payload is not copied once more to build it.
+/// A worker record written straight into the command, piece by piece (the record's
+/// [`crate::wire::record::head`], the payload, `}`), so a large payload is not copied once more
+/// to build it.
 struct RecordArg<'a> {
     /// The queue name as JSON.
     queue_json: String,
@@ -233,18 +234,14 @@ impl redis::ToRedisArgs for RecordArg<'_> {
         use std::io::Write;
         let mut w = out.writer_for_next_arg();
         // Writing into the command's own buffer cannot fail.
-        let _ = write!(
-            w,
-            r#"{{"queue":{},"run_at":"{}","payload":"#,
-            self.queue_json, self.run_at
-        );
+        let _ = w.write_all(crate::wire::record::head(&self.queue_json, &self.run_at).as_bytes());
         let _ = w.write_all(self.payload.as_bytes());
         let _ = w.write_all(b"}");
     }
 }
 
 /// Turns slot `stepper`'s claim `claim` into the failure entry `entry` (a malformed payload).
-pub async fn fail<C: ConnectionLike + Send>(
+pub(crate) async fn fail<C: ConnectionLike + Send>(
     con: &mut C,
     stepper: &Stepper,
     claim: &Claim,
@@ -274,7 +271,7 @@ pub async fn fail<C: ConnectionLike + Send>(
 
 /// Puts worker `id`'s claim back at the head of `queue` (`token` = `""`: whatever claim is
 /// there). Returns whether a payload went back now.
-pub async fn unclaim<C: ConnectionLike + Send>(
+pub(crate) async fn unclaim<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     id: &str,
@@ -296,7 +293,7 @@ pub async fn unclaim<C: ConnectionLike + Send>(
 
 /// The queue named in worker `id`'s claim, when it holds one (for pruning, which finds claims
 /// by worker id).
-pub async fn claimed_queue<C: ConnectionLike + Send>(
+pub(crate) async fn claimed_queue<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     id: &str,

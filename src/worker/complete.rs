@@ -1,29 +1,27 @@
 //! Endings that need more than the step script: retry with back-off (see
 //! [`crate::registry::retry`]) and unique jobs (see [`crate::registry::unique`]).
 //!
-//! [`success`] and [`failure`] turn a job's result into a [`Completion`]: the plain variants
-//! when nothing extra applies (the hot path, unchanged), [`Completion::Extended`] otherwise.
+//! [`success`] and [`failure`] turn a job's result and what the chain's layers decided
+//! ([`Extras`]: a retry plan, a lock to release) into a [`Completion`]: the plain variants when
+//! nothing extra applies (the hot path), [`Completion::Extended`] otherwise.
 //! The stepper applies an extended completion with `complete.lua` — one atomic step, like the
 //! step script's own completion — and then reserves with a plain step (so these jobs cost one
 //! more round trip than others).
 
 use super::perform::failure_entry;
 use super::step::{Completion, JobRef, Stepper};
-use crate::client::{encode, FloatFormat};
 use crate::keys::Keys;
-use crate::registry::retry::{retry_identifier, RetryPolicy};
+use crate::registry::retry::RetryPolicy;
 use crate::registry::unique::UniqueMark;
-use crate::registry::{JobError, Registry};
-use crate::wire::Payload;
+use crate::registry::JobError;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value as RedisValue};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// A completion with extras.
 #[derive(Debug, Clone)]
-pub struct Extended {
+pub(crate) struct Extended {
     /// The job it completes.
     pub job: JobRef,
     /// How it ended.
@@ -34,7 +32,7 @@ pub struct Extended {
 
 /// How an extended job ended.
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Succeeded; `retry_key` is resque-retry's logical key to clean, if the handler retries.
     Success {
         /// `resque-retry:<class>[:<digest>]`.
@@ -51,7 +49,7 @@ pub enum Outcome {
 
 /// Everything a retry needs, prepared when the job failed.
 #[derive(Debug, Clone)]
-pub struct RetryPlan {
+pub(crate) struct RetryPlan {
     /// The handler's policy.
     pub policy: Arc<RetryPolicy>,
     /// resque-retry's logical key (`resque-retry:<class>[:<digest>]`).
@@ -72,78 +70,56 @@ pub struct RetryPlan {
     pub worker: Arc<str>,
 }
 
+/// What the chain's layers decided for a job's completion (see [`crate::middleware`]): written
+/// with the completion, in the same atomic step.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Extras {
+    /// A failure to retry (the retry layer's plan).
+    pub retry: Option<Box<RetryPlan>>,
+    /// resque-retry's logical key whose attempt counter a success clears.
+    pub clear_retry: Option<String>,
+    /// The unique lock to release (or keep, when retried).
+    pub unique: Option<UniqueMark>,
+}
+
+impl Extras {
+    fn is_empty(&self) -> bool {
+        self.retry.is_none() && self.clear_retry.is_none() && self.unique.is_none()
+    }
+}
+
 /// The completion of a job that succeeded.
-pub fn success(registry: &Registry, payload: &Payload, job: JobRef) -> Completion {
-    let unique = UniqueMark::from_payload(payload);
-    let retry_key = registry
-        .get(payload.class())
-        .and_then(|e| e.retry.as_ref())
-        .map(|_| retry_key(payload));
-    if unique.is_none() && retry_key.is_none() {
+pub(crate) fn success(extras: Extras, job: JobRef) -> Completion {
+    if extras.is_empty() {
         return Completion::Success { job };
     }
     Completion::Extended(Box::new(Extended {
         job,
-        outcome: Outcome::Success { retry_key },
-        unique,
+        outcome: Outcome::Success {
+            retry_key: extras.clear_retry,
+        },
+        unique: extras.unique,
     }))
 }
 
-/// The completion of a job that failed with `err` (`entry` is its failure entry).
-pub fn failure(
-    registry: &Registry,
-    payload: &Payload,
-    from_queue: &str,
-    worker: &Arc<str>,
-    job: JobRef,
-    entry: String,
-    err: JobError,
-) -> Completion {
-    let unique = UniqueMark::from_payload(payload);
-    // For a Rails ActiveJob wrapper, the policy of the handler dispatch picks (by job_class).
-    let policy = crate::activejob::entry_for(registry, payload).and_then(|e| e.retry.clone());
-    if unique.is_none() && policy.is_none() {
+/// The completion of a job that failed (`entry` is its failure entry).
+pub(crate) fn failure(extras: Extras, job: JobRef, entry: String) -> Completion {
+    if extras.retry.is_none() && extras.unique.is_none() {
         return Completion::Failure { job, entry };
     }
-    let retry = policy.map(|policy| {
-        let queue = policy
-            .queue
-            .clone()
-            .unwrap_or_else(|| from_queue.to_string());
-        let extra: Map<String, Value> = payload
-            .object()
-            .iter()
-            .filter(|(k, _)| k.as_str() != "class" && k.as_str() != "args")
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let format = FloatFormat::RubyJsonGem;
-        Box::new(RetryPlan {
-            retry_key: retry_key(payload),
-            item: encode::scheduler_item(&queue, payload.class(), payload.args(), &extra, format),
-            payload: encode::resque_payload_with(payload.class(), payload.args(), &extra, format),
-            queue,
-            policy,
-            error: err,
-            raw: payload.raw().to_owned(),
-            from_queue: from_queue.to_string(),
-            worker: worker.clone(),
-        })
-    });
     Completion::Extended(Box::new(Extended {
         job,
-        outcome: Outcome::Failure { entry, retry },
-        unique,
+        outcome: Outcome::Failure {
+            entry,
+            retry: extras.retry,
+        },
+        unique: extras.unique,
     }))
-}
-
-/// resque-retry's logical retry key of a payload.
-fn retry_key(payload: &Payload) -> String {
-    Keys::resque_retry_logical(payload.class(), retry_identifier(payload.args()).as_deref())
 }
 
 /// Applies `ext` for the slot of `stepper`. Returns whether it was applied now (false: it had
 /// been already).
-pub async fn apply<C: ConnectionLike + Send>(
+pub(crate) async fn apply<C: ConnectionLike + Send>(
     con: &mut C,
     stepper: &Stepper,
     ext: &Extended,
@@ -248,7 +224,7 @@ async fn attempt<C: ConnectionLike + Send>(
                 k[11] = keys.delayed_bucket(ts);
                 k[12] = keys.timestamps(&plan.item);
                 k[13] = keys.delayed_schedule();
-                tracing::info!(retry_key = %plan.retry_key, attempt, delay_s = delay.as_secs(), queue = %plan.queue, "job failed; retrying");
+                tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
             } else {
                 let mut last = err.clone();
                 let runs = u64::from(attempt) + 1;

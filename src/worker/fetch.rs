@@ -41,7 +41,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 
 /// Queues watched with a blocking command when tracking is unavailable.
-pub const MAX_WATCHED: usize = 32;
+pub(crate) const MAX_WATCHED: usize = 32;
 
 /// What is known of one queue key.
 #[derive(Debug, Default, Clone, Copy)]
@@ -55,7 +55,7 @@ struct QueueState {
 }
 
 /// Shared by the slots, the step lanes and the wake-up tasks of one process.
-pub struct Fetch {
+pub(crate) struct Fetch {
     /// Key names.
     keys: Keys,
     /// The configured queue list.
@@ -94,7 +94,7 @@ pub struct Fetch {
 
 /// The queues one step call polls (see [`Fetch::pick`]).
 #[derive(Debug)]
-pub struct Pick {
+pub(crate) struct Pick {
     /// The queues, in priority order.
     pub queues: Arc<QueueKeys>,
     /// Their keys and invalidation counts when picked, to record what the call finds empty.
@@ -113,9 +113,9 @@ impl Drop for Parked<'_> {
 }
 
 impl Fetch {
-    /// [`Fetch::new`] for a worker that runs the queues named in `jesque` as Jesque zset
-    /// queues; resolves the queue list once.
-    pub async fn with_jesque(
+    /// The shared fetch state for a worker that runs `list` (the queues named in `jesque` as
+    /// Jesque zset queues); resolves the queue list once.
+    pub(crate) async fn with_jesque(
         keys: Keys,
         list: QueueList,
         jesque: Vec<String>,
@@ -159,23 +159,13 @@ impl Fetch {
         }
     }
 
-    /// Resolves the queue list once and returns the shared state.
-    pub async fn new(
-        keys: Keys,
-        list: QueueList,
-        interval: Duration,
-        con: &mut Conn,
-    ) -> redis::RedisResult<Arc<Self>> {
-        Self::with_jesque(keys, list, Vec::new(), interval, con).await
-    }
-
     /// The queues to reserve from now.
-    pub fn queues(&self) -> Arc<QueueKeys> {
+    pub(crate) fn queues(&self) -> Arc<QueueKeys> {
         self.resolved.borrow().clone()
     }
 
     /// Parks a slot until a wake-up says a job may be waiting.
-    pub async fn park(&self) {
+    pub(crate) async fn park(&self) {
         self.idle.fetch_add(1, Ordering::SeqCst);
         let _parked = Parked(&self.idle);
         self.idle_changed.notify_waiters();
@@ -184,38 +174,38 @@ impl Fetch {
 
     /// Whether the slot just woken must reserve from every queue (the periodic fallback);
     /// true for one slot per period.
-    pub fn take_full(&self) -> bool {
+    pub(crate) fn take_full(&self) -> bool {
         self.full_due.swap(false, Ordering::SeqCst)
     }
 
     /// Reserve attempts made so far by all slots.
-    pub fn attempts(&self) -> u64 {
+    pub(crate) fn attempts(&self) -> u64 {
         self.attempts.load(Ordering::SeqCst)
     }
 
     /// Called by a slot after every reserve attempt.
-    pub fn attempted(&self) {
+    pub(crate) fn attempted(&self) {
         self.attempts.fetch_add(1, Ordering::SeqCst);
         self.attempted.notify_waiters();
     }
 
     /// Records that the reserve script saw `<ns>:pause-all-workers`.
-    pub fn set_remote_paused(&self) {
+    pub(crate) fn set_remote_paused(&self) {
         self.remote_paused.send_replace(true);
     }
 
     /// Pauses or resumes this process (USR2 / CONT).
-    pub fn set_local_paused(&self, paused: bool) {
+    pub(crate) fn set_local_paused(&self, paused: bool) {
         self.local_paused.send_replace(paused);
     }
 
     /// Whether USR2 paused this process.
-    pub fn locally_paused(&self) -> bool {
+    pub(crate) fn locally_paused(&self) -> bool {
         *self.local_paused.borrow()
     }
 
     /// Waits until neither pause is in force.
-    pub async fn unpaused(&self) {
+    pub(crate) async fn unpaused(&self) {
         let mut remote = self.remote_paused.subscribe();
         let mut local = self.local_paused.subscribe();
         loop {
@@ -240,7 +230,7 @@ impl Fetch {
     /// The queues of `all` a step call should poll: none when no slot of it reserves; all of
     /// them for the periodic fallback (`full`) or while tracking is off; otherwise those not
     /// known to be empty (Jesque zset queues always: their jobs become due without a write).
-    pub fn pick(&self, all: &Arc<QueueKeys>, reserving: bool, full: bool) -> Pick {
+    pub(crate) fn pick(&self, all: &Arc<QueueKeys>, reserving: bool, full: bool) -> Pick {
         let tracked = self.tracking.load(Ordering::SeqCst);
         if !reserving {
             return Pick {
@@ -277,7 +267,7 @@ impl Fetch {
     /// invalidation for it arrives (if none arrived since it was picked). When a queue still
     /// had jobs after the call, one more parked slot is woken, so a burst fans out to every
     /// idle slot without waiting for a wake-up per job.
-    pub fn found_empty(&self, pick: &Pick, flags: &[bool]) {
+    pub(crate) fn found_empty(&self, pick: &Pick, flags: &[bool]) {
         let mut more = false;
         if pick.tracked {
             let mut states = self.states();
@@ -298,7 +288,7 @@ impl Fetch {
 
     /// An invalidation for `key` (or, with `None`, for every key: the server flushed, or the
     /// tracking connection was just (re)established and anything may have been missed).
-    pub fn invalidated(&self, key: Option<&str>) {
+    pub(crate) fn invalidated(&self, key: Option<&str>) {
         let mut states = self.states();
         match key {
             Some(k) => {
@@ -336,7 +326,7 @@ impl Fetch {
     }
 
     /// Turns invalidation-driven reserves on or off (off: every reserve polls every queue).
-    pub fn set_tracking(&self, on: bool) {
+    pub(crate) fn set_tracking(&self, on: bool) {
         if on {
             self.invalidated(None);
         }
@@ -375,7 +365,7 @@ impl Fetch {
 
     /// Runs the wake-up tasks (tracking, or watchers while tracking is off), the periodic
     /// reserve, the wildcard refresh and the pause check until `stop` turns true.
-    pub async fn run(
+    pub(crate) async fn run(
         self: Arc<Self>,
         endpoint: crate::conn::Endpoint,
         mut con: Conn,

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// What the heartbeat thread needs.
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     /// Where Redis is.
     pub endpoint: crate::conn::Endpoint,
     /// Key names.
@@ -37,7 +37,7 @@ pub struct Heartbeat {
 
 impl Heartbeat {
     /// Starts the thread; it ends when `stop` turns true.
-    pub fn spawn(self) -> std::io::Result<std::thread::JoinHandle<()>> {
+    pub(crate) fn spawn(self) -> std::io::Result<std::thread::JoinHandle<()>> {
         std::thread::Builder::new()
             .name("resq-heartbeat".into())
             .spawn(move || {
@@ -107,7 +107,7 @@ impl Heartbeat {
     /// One tick: write every heartbeat, re-register ids that vanished, and sample the stat
     /// totals for the dashboard's history graphs ([`crate::admin::history`]; one sample per
     /// minute and per hour for the whole namespace, whoever takes it first).
-    pub async fn beat(&self, con: &mut crate::conn::Conn) -> redis::RedisResult<()> {
+    pub(crate) async fn beat(&self, con: &mut crate::conn::Conn) -> redis::RedisResult<()> {
         self.beat_slots(con).await?;
         if let Err(e) = crate::admin::history::sample(con, &self.keys).await {
             tracing::debug!(error = %e, "could not sample the stat history");

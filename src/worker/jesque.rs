@@ -24,11 +24,11 @@ use redis::{RedisResult, ScriptInvocation};
 use std::time::Duration;
 
 /// Longest sleep of a zset queue's watcher.
-pub const MAX_ZSET_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const MAX_ZSET_WAIT: Duration = Duration::from_secs(1);
 
 /// Which of a slot's queues are Jesque zset queues, in the step script's layout.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct JesqueQueues {
+pub(crate) struct JesqueQueues {
     /// One character per queue, `1` for a zset queue; empty when none is.
     flags: String,
     /// `<queue key>:frequency` per queue (aligned with the queues); empty when none is.
@@ -39,7 +39,7 @@ pub struct JesqueQueues {
 
 impl JesqueQueues {
     /// Marks the queues of `names` that appear in `zsets`.
-    pub fn new(keys: &Keys, names: &[String], zsets: &[String]) -> Self {
+    pub(crate) fn new(keys: &Keys, names: &[String], zsets: &[String]) -> Self {
         if !names.iter().any(|n| zsets.contains(n)) {
             return Self::default();
         }
@@ -58,22 +58,22 @@ impl JesqueQueues {
     }
 
     /// Whether no queue is a zset queue (the step script then runs its list-only path).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.flags.is_empty()
     }
 
     /// Whether `key` is one of the zset queues' keys.
-    pub fn is_zset_key(&self, key: &str) -> bool {
+    pub(crate) fn is_zset_key(&self, key: &str) -> bool {
         self.zset_keys.iter().any(|k| k == key)
     }
 
     /// Whether the queue at `index` is a zset queue.
-    pub fn is_zset_index(&self, index: usize) -> bool {
+    pub(crate) fn is_zset_index(&self, index: usize) -> bool {
         self.flags.as_bytes().get(index) == Some(&b'1')
     }
 
     /// The same marks for the queues at `picked` (indexes, in order).
-    pub fn subset(&self, picked: &[usize]) -> Self {
+    pub(crate) fn subset(&self, picked: &[usize]) -> Self {
         if !picked.iter().any(|&i| self.is_zset_index(i)) {
             return Self::default();
         }
@@ -97,14 +97,14 @@ impl JesqueQueues {
     }
 
     /// Adds the frequency keys of a step invocation (nothing for list-only workers).
-    pub fn append_keys(&self, inv: &mut ScriptInvocation<'_>) {
+    pub(crate) fn append_keys(&self, inv: &mut ScriptInvocation<'_>) {
         for k in &self.frequency {
             inv.key(k);
         }
     }
 
     /// Adds the flags and the time of a step invocation (`''` twice for list-only workers).
-    pub fn append_args(&self, inv: &mut ScriptInvocation<'_>, now: DateTime<Utc>) {
+    pub(crate) fn append_args(&self, inv: &mut ScriptInvocation<'_>, now: DateTime<Utc>) {
         if self.is_empty() {
             inv.arg("").arg("");
         } else {
@@ -115,7 +115,7 @@ impl JesqueQueues {
 
 /// How long a watcher may sleep before the zset queue `key` has a due member: `None` when one
 /// is due now, else the time to the earliest score, capped at `cap`.
-pub async fn due_in<C: ConnectionLike + Send>(
+pub(crate) async fn due_in<C: ConnectionLike + Send>(
     con: &mut C,
     key: &str,
     now: DateTime<Utc>,

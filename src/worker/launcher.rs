@@ -38,6 +38,8 @@ pub struct WorkerBuilder {
     config: Config,
     /// Handlers.
     registry: Registry,
+    /// Whether [`Worker::start`] starts listening for signals.
+    signals_at_start: bool,
 }
 
 impl WorkerBuilder {
@@ -45,8 +47,17 @@ impl WorkerBuilder {
     pub fn from_env() -> Result<Self> {
         Ok(WorkerBuilder {
             config: Config::from_env()?,
-            registry: Registry::new(),
+            ..WorkerBuilder::default()
         })
+    }
+
+    /// Listen for QUIT, TERM, INT, USR1, USR2 and CONT from [`Worker::start`] on (as Ruby
+    /// registers its handlers at startup), so a signal sent the moment the worker ids appear is
+    /// held for [`Running::run_until_signal`] instead of getting its default action. Off by
+    /// default: the library touches no signal disposition until `run_until_signal` is called.
+    pub fn signals_at_start(mut self, on: bool) -> Self {
+        self.signals_at_start = on;
+        self
     }
 
     /// The configuration so far.
@@ -110,7 +121,7 @@ impl WorkerBuilder {
     }
 
     /// `JESQUE_DELAYED_QUEUES`: queues of the list to run as Jesque delayed/recurring zset
-    /// queues (see [`super::jesque`]).
+    /// queues (see `super::jesque`).
     pub fn jesque_delayed_queues<I, S>(mut self, queues: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -129,7 +140,7 @@ impl WorkerBuilder {
 
     /// `RESQ_SCHEDULER_INTERVAL`: the scheduler's poll period (default 1 s).
     pub fn scheduler_interval(mut self, d: std::time::Duration) -> Self {
-        self.config.scheduler_interval = d;
+        self.config.schedule.interval = d;
         self
     }
 
@@ -151,6 +162,7 @@ impl WorkerBuilder {
         Ok(Worker {
             config: self.config,
             registry: Arc::new(self.registry),
+            signals_at_start: self.signals_at_start,
         })
     }
 }
@@ -161,6 +173,8 @@ pub struct Worker {
     config: Config,
     /// Handlers.
     registry: Arc<Registry>,
+    /// Whether [`Worker::start`] starts listening for signals.
+    signals_at_start: bool,
 }
 
 impl Worker {
@@ -176,24 +190,39 @@ impl Worker {
 
     /// Connects, registers every slot and starts them.
     ///
-    /// From here on the process listens to QUIT, TERM, INT, USR1, USR2 and CONT (Ruby
-    /// registers its handlers first thing at startup too), so a signal sent the moment the ids
-    /// are announced is not lost; [`Running::run_until_signal`] obeys them. A process that
-    /// embeds a worker and never calls it handles those signals itself.
+    /// Signals are left alone unless [`WorkerBuilder::signals_at_start`] was set;
+    /// [`Running::run_until_signal`] listens for them otherwise, and a process that embeds a
+    /// worker without calling it stops it with [`Running::stop`] and [`Running::wait`].
     pub async fn start(self) -> Result<Running> {
         crate::registry::panic::install_hook();
-        let signals = Signals::install()?;
+        let signals = if self.signals_at_start {
+            Some(Signals::install()?)
+        } else {
+            None
+        };
         let cfg = self.config;
         let keys = Keys::new(cfg.namespace.clone());
-        let endpoint = crate::conn::Endpoint::open(&cfg.redis_url)?;
+        let endpoint = crate::conn::Endpoint::with_options(&cfg.redis_url, &cfg.redis)?;
         let mut con = endpoint.connect().await?;
         crate::conn::check_server(&mut con, endpoint.label()).await?;
-        if let Some(addr) = cfg.metrics_addr {
-            // Bound before registering, so a bad address fails before anything is written.
-            let admin = crate::admin::Admin::new(con.clone(), keys.clone());
-            crate::metrics::server::serve(addr, admin).await?;
-            crate::metrics::set_slots(cfg.concurrency);
-        }
+        let metrics = match cfg.metrics_addr {
+            None => None,
+            #[cfg(feature = "metrics")]
+            Some(addr) => {
+                // Bound before registering, so a bad address fails before anything is written.
+                let admin = crate::admin::Admin::new(con.clone(), keys.clone());
+                let listener = crate::metrics::server::serve(addr, admin).await?;
+                crate::metrics::set_slots(cfg.concurrency);
+                Some(listener)
+            }
+            #[cfg(not(feature = "metrics"))]
+            Some(_) => {
+                return Err(Error::Config {
+                    var: "METRICS_ADDR",
+                    message: "resq was built without its `metrics` feature".into(),
+                })
+            }
+        };
         let pid = std::process::id();
         let ids: Vec<String> = (0..cfg.concurrency)
             .map(|k| {
@@ -244,7 +273,7 @@ impl Worker {
             .then(|| tokio::spawn(prune_periodically(pruner, con.clone(), stop_rx.clone())));
         let scheduler_task = match cfg.scheduler {
             true => {
-                let sc = crate::scheduler::SchedulerConfig::from_config(&cfg)?;
+                let sc = crate::scheduler::SchedulerConfig::from_config(&cfg);
                 let sched = crate::scheduler::Scheduler::new(con.clone(), sc);
                 Some(tokio::spawn(sched.run(stop_rx.clone())))
             }
@@ -252,6 +281,10 @@ impl Worker {
         };
         let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
         let (abort_jobs, abort_rx) = watch::channel(0u64);
+        let chain = Arc::new(crate::middleware::Chain::new(
+            self.registry.layers(),
+            cfg.job_timeout,
+        ));
         let steps = Batcher::start(
             con.clone(),
             super::batch::LANES.min(states.len()),
@@ -270,8 +303,8 @@ impl Worker {
                 endpoint: endpoint.clone(),
                 fetch: fetch.clone(),
                 registry: self.registry.clone(),
+                chain: chain.clone(),
                 shutdown: shutdown.subscribe(),
-                job_timeout: cfg.job_timeout,
                 abort_jobs: abort_rx.clone(),
                 at_least_once: cfg.at_least_once,
                 keys: keys.clone(),
@@ -280,9 +313,12 @@ impl Worker {
             slots.spawn(slot.run());
         }
         tracing::info!(slots = ids.len(), queues = ?cfg.queues.entries(), namespace = %cfg.namespace, "worker started");
-        crate::metrics::server::set_ready(true);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &metrics {
+            m.set_ready(true);
+        }
         Ok(Running {
-            signals: Some(signals),
+            signals,
             ids,
             keys,
             con,
@@ -290,6 +326,7 @@ impl Worker {
             shutdown,
             slots,
             left: Vec::new(),
+            metrics,
             stop: stop_tx,
             heartbeat: Some(heartbeat),
             fetch_task,
@@ -329,8 +366,23 @@ async fn prune_periodically(
 }
 
 /// A started worker process.
+///
+/// A service that embeds a worker stops it itself instead of handing it the process's
+/// signals:
+///
+/// ```no_run
+/// # async fn demo(registry: resq::Registry) -> resq::Result<()> {
+/// use resq::{Phase, Worker};
+///
+/// let running = Worker::builder().registry(registry).build()?.start().await?;
+/// // … the service runs; on its own shutdown:
+/// running.stop(Phase::Quit); // finish running jobs, take no new ones
+/// running.wait().await?; // slots done, ids unregistered
+/// # Ok(())
+/// # }
+/// ```
 pub struct Running {
-    /// The signals listened to since start.
+    /// The signals listened to since start, when asked for.
     signals: Option<Signals>,
     /// Slot ids, in slot order.
     ids: Vec<String>,
@@ -346,6 +398,13 @@ pub struct Running {
     slots: JoinSet<super::slot::Stopped>,
     /// Ids whose slots left a record for pruning (not unregistered).
     left: Vec<Arc<str>>,
+    /// The metrics listener, when serving (it stops with the worker).
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::server::Listener>,
+    /// Never set without the `metrics` feature.
+    #[cfg(not(feature = "metrics"))]
+    #[allow(dead_code)]
+    metrics: Option<std::convert::Infallible>,
     /// Stops the heartbeat and watcher tasks.
     stop: watch::Sender<bool>,
     /// The heartbeat thread.
@@ -395,7 +454,10 @@ impl Running {
     /// Asks the process to stop: [`Phase::Quit`] lets jobs finish, [`Phase::Term`] aborts them
     /// after the term timeout, [`Phase::Abort`] at once.
     pub fn stop(&self, phase: Phase) {
-        crate::metrics::server::set_ready(false);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.set_ready(false);
+        }
         self.shutdown.advance(phase);
         if phase == Phase::Term {
             let s = self.shutdown.clone();
@@ -426,7 +488,7 @@ impl Running {
         } else {
             tracing::info!(
                 signal = name,
-                timeout_s = self.term_timeout.as_secs_f64(),
+                timeout_ms = self.term_timeout.as_millis() as u64,
                 "stopping: no new jobs; running jobs are aborted after the term timeout"
             );
             self.stop(Phase::Term);
@@ -467,7 +529,7 @@ impl Running {
     }
 
     /// Waits for every slot to end (call [`Running::stop`] first), then unregisters (for at
-    /// most [`UNREGISTER_PATIENCE`]: when Redis does not answer, the ids are left for pruning
+    /// most `UNREGISTER_PATIENCE`: when Redis does not answer, the ids are left for pruning
     /// and the log says so).
     pub async fn wait(mut self) -> Result<()> {
         while let Some(r) = self.slots.join_next().await {
@@ -530,7 +592,7 @@ impl Running {
 
 /// How long exiting waits for Redis to unregister the slots (and for the scheduler to release
 /// its lock) before leaving them for pruning.
-pub const UNREGISTER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const UNREGISTER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The signal streams a worker process obeys.
 struct Signals {

@@ -13,7 +13,9 @@ use redis::aio::ConnectionLike;
 use redis::RedisResult;
 
 /// Redis server time.
-pub async fn redis_time<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<DateTime<Utc>> {
+pub(crate) async fn redis_time<C: ConnectionLike + Send>(
+    con: &mut C,
+) -> RedisResult<DateTime<Utc>> {
     let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(con).await?;
     time::from_redis_time(secs, micros).ok_or_else(|| {
         redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "TIME out of range"))
@@ -21,7 +23,7 @@ pub async fn redis_time<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<Da
 }
 
 /// Registers `ids` as Ruby does, with `started` the local start time.
-pub async fn register<C: ConnectionLike + Send>(
+pub(crate) async fn register<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     ids: &[String],
@@ -39,7 +41,7 @@ pub async fn register<C: ConnectionLike + Send>(
 }
 
 /// Re-registers ids someone else removed (a pruner), keeping their original start time.
-pub async fn reregister<C: ConnectionLike + Send>(
+pub(crate) async fn reregister<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     ids: &[String],
@@ -49,7 +51,7 @@ pub async fn reregister<C: ConnectionLike + Send>(
 }
 
 /// Unregisters `ids` as Ruby's `unregister_worker` does.
-pub async fn unregister<C: ConnectionLike + Send>(
+pub(crate) async fn unregister<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     ids: &[String],

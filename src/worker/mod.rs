@@ -18,21 +18,24 @@
 //!   worker, promoted.
 //! * [`tracking`] — invalidation messages that wake idle slots whatever the number of queues.
 
-pub mod batch;
-pub mod claim;
-pub mod complete;
-pub mod fetch;
-pub mod heartbeat;
-pub mod jesque;
-pub mod launcher;
-pub mod lifecycle;
-pub mod perform;
-pub mod prune;
-pub mod requeue;
-pub mod shutdown;
-pub mod slot;
-pub mod step;
-pub mod tracking;
+pub(crate) mod batch;
+pub(crate) mod claim;
+pub(crate) mod complete;
+pub(crate) mod fetch;
+pub(crate) mod heartbeat;
+pub(crate) mod jesque;
+pub(crate) mod launcher;
+pub(crate) mod lifecycle;
+pub(crate) mod perform;
+pub(crate) mod prune;
+pub(crate) mod requeue;
+pub(crate) mod shutdown;
+pub(crate) mod slot;
+pub(crate) mod step;
+pub(crate) mod tracking;
 
 pub use launcher::{Running, Worker, WorkerBuilder};
 pub use shutdown::Phase;
+
+#[cfg(test)]
+mod tests;

@@ -1,22 +1,20 @@
-//! Running one reserved job: decode, dispatch by class, time limit, panic capture, and the
-//! completion (success, or the failure entry) that the next step writes.
+//! Running one reserved job: decode it, resolve its handler once, run the middleware chain
+//! around it (see [`crate::middleware`]), and turn the outcome into the completion the next
+//! step writes.
 
 use super::step::{Completion, JobRef};
-use crate::activejob;
-use crate::registry::{panic, JobContext, JobError, Registry};
+use crate::middleware::Chain;
+use crate::registry::{JobContext, JobError, Registry};
 use crate::wire::{time, Failure, Payload, WorkerRecord};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-/// Exception name of a job that ran over its time limit.
-pub const TIMEOUT_EXCEPTION: &str = "Resq::JobTimeout";
 /// Exception name of a job interrupted by TERM/INT (Ruby's, so dashboards group them).
-pub const TERM_EXCEPTION: &str = "Resque::TermException";
+pub(crate) const TERM_EXCEPTION: &str = "Resque::TermException";
 
 /// A job a slot holds, ready to run.
 #[derive(Debug)]
-pub enum Reserved {
+pub(crate) enum Reserved {
     /// Reserved and checked by the step script: its worker record's exact bytes.
     Record(Vec<u8>),
     /// Claimed, checked by the worker and promoted (see [`super::claim`]).
@@ -30,16 +28,18 @@ pub enum Reserved {
     },
 }
 
-/// Runs `job` and says how it ended.
+/// Runs `job` through the middleware `chain` and says how it ended.
 ///
-/// `abort` resolves, with the name of the signal that asked for it (`SIGTERM`, `SIGUSR1`), when
-/// the job must be interrupted; the job is then dropped and recorded as a
-/// `Resque::TermException` failure whose message is that name.
-pub async fn perform(
+/// The handler is resolved once ([`Registry::resolve`]); a job whose class has no handler runs
+/// the chain around a handler that fails with `Resq::UnknownJobClass`, so it is logged and
+/// counted like any failure. `abort` resolves, with the name of the signal that asked for it
+/// (`SIGTERM`, `SIGUSR1`), when the job must be interrupted; the job is then dropped and
+/// recorded as a `Resque::TermException` failure whose message is that name.
+pub(crate) async fn perform(
+    chain: &Chain,
     registry: &Registry,
     job: Reserved,
     worker: &Arc<str>,
-    default_timeout: Option<Duration>,
     abort: impl Future<Output = &'static str>,
 ) -> Completion {
     let (payload, queue, job) = match job {
@@ -53,50 +53,39 @@ pub async fn perform(
             Err(failed) => return failed,
         },
     };
-    let rec_queue = queue;
-    // One span per job: class, queue, worker, then duration and outcome once it ends.
-    let span = tracing::info_span!(
-        "job",
-        class = payload.class(),
-        queue = %rec_queue,
-        worker = %worker,
-        duration_s = tracing::field::Empty,
-        outcome = tracing::field::Empty
-    );
-    let _busy = crate::metrics::job_started();
-    let started = Instant::now();
-    let result = tracing::Instrument::instrument(
-        run(
-            registry,
-            &payload,
-            &rec_queue,
-            worker,
-            default_timeout,
-            abort,
-        ),
-        span.clone(),
-    )
-    .await;
-    let secs = started.elapsed().as_secs_f64();
-    let class = activejob::job_class_of(&payload).unwrap_or(payload.class());
-    crate::metrics::job_finished(&rec_queue, class, result.is_ok(), secs);
-    match result {
-        Ok(()) => {
-            span.record("duration_s", secs).record("outcome", "success");
-            // Debug, not info: a line per successful job costs more CPU than the job's whole
-            // Redis step (docs/performance.md); Ruby logs per job only when VERBOSE.
-            span.in_scope(|| tracing::debug!(duration_s = secs, outcome = "success", "job done"));
-            super::complete::success(registry, &payload, job)
+    let ctx = JobContext::new(payload.clone(), Arc::from(queue.as_str()), worker.clone());
+    let (handler, ctx) = match registry.resolve(ctx) {
+        Ok((entry, ctx)) => (entry.handler.clone(), ctx),
+        Err(refused) => {
+            let (err, ctx) = *refused;
+            (refusing(err), ctx)
         }
+    };
+    let result = tokio::select! {
+        r = chain.run(&handler, ctx.clone()) => r,
+        signal = abort => {
+            tracing::warn!(class = ctx.class(), queue = %queue, worker = %worker, signal, "job aborted");
+            Err(JobError::new(TERM_EXCEPTION, signal))
+        }
+    };
+    let extras = ctx.take_extras();
+    match result {
+        Ok(()) => super::complete::success(extras, job),
+        // Resque's DontPerform from any middleware: skipped, counts as done.
+        Err(err) if err.is_dont_perform() => super::complete::success(extras, job),
         Err(err) => {
-            span.record("duration_s", secs).record("outcome", "failure");
-            span.in_scope(|| {
-                tracing::warn!(duration_s = secs, outcome = "failure", exception = %err.exception, error = %err.message, "job failed")
-            });
-            let entry = failure_entry(Some(payload.text()), &rec_queue, worker, &err);
-            super::complete::failure(registry, &payload, &rec_queue, worker, job, entry, err)
+            let entry = failure_entry(Some(payload.text()), &queue, worker, &err);
+            super::complete::failure(extras, job, entry)
         }
     }
+}
+
+/// A handler that fails with `err` (a job whose handler could not be resolved).
+fn refusing(err: JobError) -> crate::registry::Handler {
+    Arc::new(move |_ctx| {
+        let err = err.clone();
+        Box::pin(async move { Err(err) })
+    })
 }
 
 /// The payload and queue of a record the step script wrote, or the failure completion of a
@@ -141,48 +130,6 @@ fn decode_record(
     }
 }
 
-async fn run(
-    registry: &Registry,
-    payload: &Arc<Payload>,
-    queue: &str,
-    worker: &Arc<str>,
-    default_timeout: Option<Duration>,
-    abort: impl Future<Output = &'static str>,
-) -> Result<(), JobError> {
-    let ctx = JobContext::new(payload.clone(), Arc::from(queue), worker.clone());
-    let (entry, ctx) = match registry.get(payload.class()) {
-        Some(entry) => (entry, ctx),
-        // Rails' ActiveJob wrapper: dispatch by its `job_class` (issue 8).
-        None if activejob::is_wrapper(payload.class()) => activejob::route(registry, ctx)?,
-        None => {
-            return Err(JobError::new(
-                "Resq::UnknownJobClass",
-                format!("no handler registered for class {}", payload.class()),
-            ))
-        }
-    };
-    let fut = panic::catch_async((entry.handler)(ctx));
-    let limit = entry.timeout.or(default_timeout);
-    let timed = async {
-        match limit {
-            Some(l) => tokio::time::timeout(l, fut).await.unwrap_or_else(|_| {
-                let mut msg = format!("job exceeded its time limit of {}s", l.as_secs_f64());
-                if entry.blocking {
-                    msg.push_str(
-                        " (blocking handler: it cannot be cancelled and may still be running)",
-                    );
-                }
-                Err(JobError::new(TIMEOUT_EXCEPTION, msg))
-            }),
-            None => fut.await,
-        }
-    };
-    tokio::select! {
-        r = timed => r,
-        signal = abort => Err(JobError::new(TERM_EXCEPTION, signal)),
-    }
-}
-
 /// The queue and payload text of a record built by the reserve script
 /// (`{"queue":<json>,"run_at":"…","payload":<raw>}`) that strict JSON cannot read.
 fn salvage(record: &[u8]) -> (String, String) {
@@ -205,7 +152,12 @@ fn salvage(record: &[u8]) -> (String, String) {
 }
 
 /// The failure entry for `err`; `payload` is `None` when the job could not be parsed.
-pub fn failure_entry(payload: Option<&str>, queue: &str, worker: &str, err: &JobError) -> String {
+pub(crate) fn failure_entry(
+    payload: Option<&str>,
+    queue: &str,
+    worker: &str,
+    err: &JobError,
+) -> String {
     Failure {
         failed_at: time::failed_at(chrono::Utc::now()),
         payload,

@@ -42,19 +42,19 @@ use std::time::Duration;
 
 /// How often a running process tries to prune (the lock's TTL: at most one round a minute
 /// happens in a namespace anyway).
-pub const PERIOD: Duration = Duration::from_secs(60);
+pub(crate) const PERIOD: Duration = Duration::from_secs(60);
 /// Ruby's `prune_interval`: a heartbeat older than this gets its worker pruned.
-pub const DEFAULT_PRUNE_AFTER_SECS: u64 = 300;
+pub(crate) const DEFAULT_PRUNE_AFTER_SECS: u64 = 300;
 /// TTL of Ruby's prune lock (Ruby uses its heartbeat interval, 60 s by default).
-pub const LOCK_TTL_SECS: u64 = 60;
+pub(crate) const LOCK_TTL_SECS: u64 = 60;
 /// Exception of a job whose worker's heartbeat expired (Ruby's loop 1).
-pub const EXPIRED_EXCEPTION: &str = "Resque::PruneDeadWorkerDirtyExit";
+pub(crate) const EXPIRED_EXCEPTION: &str = "Resque::PruneDeadWorkerDirtyExit";
 /// Exception of a job whose worker process is gone (Ruby's loop 2, Ruby's unregister on exit).
-pub const DIRTY_EXIT_EXCEPTION: &str = "Resque::DirtyExit";
+pub(crate) const DIRTY_EXIT_EXCEPTION: &str = "Resque::DirtyExit";
 
 /// Why an id was pruned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// Its heartbeat expired (Ruby's loop 1).
     Expired,
     /// It is a resq id of this host whose process is gone.
@@ -63,7 +63,7 @@ pub enum Reason {
 
 /// What happened to a pruned id's running job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
+pub(crate) enum Fate {
     /// It was idle.
     Idle,
     /// Its job became a failure entry.
@@ -74,7 +74,7 @@ pub enum Fate {
 
 /// One pruned id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pruned {
+pub(crate) struct Pruned {
     /// The worker id.
     pub id: String,
     /// Why.
@@ -85,7 +85,7 @@ pub struct Pruned {
 
 /// What one round did.
 #[derive(Debug, Default, Clone)]
-pub struct Report {
+pub(crate) struct Report {
     /// Whether this process held the lock (false: someone else pruned within the minute).
     pub locked: bool,
     /// Ids removed.
@@ -115,7 +115,7 @@ impl Report {
 
 /// A pruner for one process.
 #[derive(Debug, Clone)]
-pub struct Pruner {
+pub(crate) struct Pruner {
     /// Key names.
     keys: Keys,
     /// The lock's value (this process's first slot id, as Ruby writes its own id).
@@ -132,7 +132,7 @@ pub struct Pruner {
 
 impl Pruner {
     /// A pruner for the process whose slot ids are `ids` (at least one).
-    pub fn new(
+    pub(crate) fn new(
         keys: Keys,
         ids: &[String],
         pid: u32,
@@ -155,7 +155,10 @@ impl Pruner {
 
     /// One round (see the module docs). Errors are Redis errors; a round cut short by one is
     /// simply tried again next period (every step is safe to repeat).
-    pub async fn run_once<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<Report> {
+    pub(crate) async fn run_once<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+    ) -> RedisResult<Report> {
         let mut report = Report::default();
         let got: Option<String> = redis::cmd("SET")
             .arg(self.keys.pruning_lock())
@@ -471,7 +474,7 @@ fn process_alive(pid: u32) -> bool {
 /// `20261121` is a date to Ruby) and for text resq cannot read. Text without an explicit zone
 /// is taken at the latest instant any zone could mean (UTC−12), because Ruby reads it in the
 /// pruner's local zone.
-pub fn heartbeat_instant(text: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn heartbeat_instant(text: &str) -> Option<DateTime<Utc>> {
     let s = text.trim();
     if s.is_empty() || s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -505,7 +508,7 @@ fn has_explicit_zone(s: &str) -> bool {
 /// Ruby's rule: `(now - Time.parse(hb)).to_i > prune_after`, with `now` Redis `TIME` in whole
 /// seconds. `to_i` truncates toward zero, so this holds once the difference reaches
 /// `prune_after + 1` s exactly.
-pub fn expired(heartbeat: &str, now: DateTime<Utc>, prune_after: Duration) -> bool {
+pub(crate) fn expired(heartbeat: &str, now: DateTime<Utc>, prune_after: Duration) -> bool {
     let Some(t) = heartbeat_instant(heartbeat) else {
         return false;
     };

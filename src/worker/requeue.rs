@@ -11,7 +11,7 @@ use redis::RedisResult;
 
 /// The job a worker record holds: its queue and its payload's exact bytes.
 #[derive(Debug)]
-pub struct HeldJob {
+pub(crate) struct HeldJob {
     /// The queue the job came from.
     pub queue: String,
     /// The payload's bytes exactly as they sit inside the record.
@@ -21,7 +21,7 @@ pub struct HeldJob {
 impl HeldJob {
     /// Reads the queue and raw payload out of a worker record; `None` when the record is not a
     /// JSON object with a string `queue` and an object `payload`.
-    pub fn from_record(record: &[u8]) -> Option<Self> {
+    pub(crate) fn from_record(record: &[u8]) -> Option<Self> {
         let text = std::str::from_utf8(record).ok()?;
         let r = WorkerRecord::parse(text).ok()?;
         if !r.payload.get().starts_with('{') {
@@ -37,7 +37,7 @@ impl HeldJob {
 /// Moves the job of slot `id` (whose record is exactly `record`) back to the head of its queue
 /// and removes the record, atomically. Returns whether it was moved now (false: the record had
 /// already changed, e.g. this is a resend whose first reply was lost).
-pub async fn requeue<C: ConnectionLike + Send>(
+pub(crate) async fn requeue<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     id: &str,

@@ -17,7 +17,7 @@ pub enum Phase {
 
 /// The sending side, held by the launcher.
 #[derive(Clone, Debug)]
-pub struct Shutdown {
+pub(crate) struct Shutdown {
     /// Current phase.
     tx: watch::Sender<Phase>,
 }
@@ -32,7 +32,7 @@ impl Default for Shutdown {
 
 impl Shutdown {
     /// Moves to `phase` (phases only advance).
-    pub fn advance(&self, phase: Phase) {
+    pub(crate) fn advance(&self, phase: Phase) {
         self.tx.send_if_modified(|p| {
             if phase > *p {
                 *p = phase;
@@ -44,18 +44,18 @@ impl Shutdown {
     }
 
     /// A receiver for slots.
-    pub fn subscribe(&self) -> watch::Receiver<Phase> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Phase> {
         self.tx.subscribe()
     }
 
     /// The current phase.
-    pub fn phase(&self) -> Phase {
+    pub(crate) fn phase(&self) -> Phase {
         *self.tx.borrow()
     }
 }
 
 /// Waits until the phase reaches at least `phase`.
-pub async fn reached(rx: &mut watch::Receiver<Phase>, phase: Phase) {
+pub(crate) async fn reached(rx: &mut watch::Receiver<Phase>, phase: Phase) {
     // The sender lives as long as the launcher; if it is gone, treat it as reached.
     let _ = rx.wait_for(|p| *p >= phase).await;
 }

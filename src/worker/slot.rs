@@ -42,7 +42,7 @@ use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
 /// How long, after the process aborts, a slot keeps trying to write its last completion.
-pub const ABORT_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(2);
 
 /// How long reading or promoting a claimed payload may take on the slot's own connection.
 const CLAIM_PATIENCE: Duration = Duration::from_secs(120);
@@ -55,7 +55,7 @@ const OUTAGE_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What other tasks may see of a slot.
 #[derive(Debug)]
-pub struct SlotState {
+pub(crate) struct SlotState {
     /// The slot's worker id.
     pub id: Arc<str>,
     /// The record of the job it runs, while it runs one reserved by the step script (a
@@ -65,7 +65,7 @@ pub struct SlotState {
 }
 
 /// A slot's task.
-pub struct Slot {
+pub(crate) struct Slot {
     /// Shared state.
     pub state: Arc<SlotState>,
     /// The step script bound to this slot's keys.
@@ -80,10 +80,10 @@ pub struct Slot {
     pub fetch: Arc<Fetch>,
     /// Handlers.
     pub registry: Arc<Registry>,
+    /// The middleware chain around them.
+    pub chain: Arc<crate::middleware::Chain>,
     /// Shutdown phase.
     pub shutdown: watch::Receiver<Phase>,
-    /// Default job time limit.
-    pub job_timeout: Option<Duration>,
     /// Bumped by USR1: abort the running job, keep working.
     pub abort_jobs: watch::Receiver<u64>,
     /// Requeue aborted jobs instead of failing them.
@@ -96,7 +96,7 @@ pub struct Slot {
 
 /// How a slot ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stopped {
+pub(crate) enum Stopped {
     /// Its last job is recorded; its id can be unregistered.
     Clean(Arc<str>),
     /// It gave up recording its last job: the id stays registered, its record for pruning.
@@ -169,7 +169,7 @@ impl Trouble {
 impl Slot {
     /// Runs until shutdown; returns once the slot's last job is recorded, or with
     /// [`Stopped::LeftRecord`] when it gave up on recording it (the record stays for pruning).
-    pub async fn run(mut self) -> Stopped {
+    pub(crate) async fn run(mut self) -> Stopped {
         let mut pending: Option<Completion> = None;
         let mut trouble = Trouble::new();
         let mut full = false;
@@ -242,7 +242,7 @@ impl Slot {
             fired.store(true, Ordering::SeqCst);
             signal
         };
-        let c = perform(&self.registry, job, &self.state.id, self.job_timeout, abort).await;
+        let c = perform(&self.chain, &self.registry, job, &self.state.id, abort).await;
         self.after_abort(c, fired.load(Ordering::SeqCst)).await
     }
 

@@ -12,22 +12,21 @@ use crate::wire::record;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Largest payload the step script checks itself (bytes); larger ones are claimed and checked
 /// by the worker. Bounds how long one reserve can hold Redis (about 5 ns a byte).
-pub const CHECKED_IN_REDIS: usize = 8 * 1024;
+pub(crate) const CHECKED_IN_REDIS: usize = 8 * 1024;
 
 /// Most non-ASCII characters the step script checks in one payload; a payload with more is
 /// claimed and checked by the worker.
-pub const CHARS_CHECKED_IN_REDIS: usize = 32;
+pub(crate) const CHARS_CHECKED_IN_REDIS: usize = 32;
 
 /// Default `RESQ_MAX_PAYLOAD`: Redis's own largest string (`proto-max-bulk-len`), 512 MiB.
-pub const DEFAULT_MAX_PAYLOAD: u64 = 512 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_PAYLOAD: u64 = 512 * 1024 * 1024;
 
 /// The queues a slot polls, resolved to keys and JSON-encoded names.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct QueueKeys {
+pub(crate) struct QueueKeys {
     /// `(queue name, <ns>:queue:<name>, name as a JSON string)` in priority order.
     pub queues: Vec<(String, String, String)>,
     /// Jesque zset queues among them (see [`super::jesque`]); empty for list-only workers.
@@ -36,7 +35,7 @@ pub struct QueueKeys {
 
 impl QueueKeys {
     /// Resolves names to keys.
-    pub fn new(keys: &Keys, names: &[String]) -> Self {
+    pub(crate) fn new(keys: &Keys, names: &[String]) -> Self {
         QueueKeys {
             queues: names
                 .iter()
@@ -47,14 +46,14 @@ impl QueueKeys {
     }
 
     /// Resolves names to keys, marking those named in `zsets` as Jesque zset queues.
-    pub fn with_jesque(keys: &Keys, names: &[String], zsets: &[String]) -> Self {
+    pub(crate) fn with_jesque(keys: &Keys, names: &[String], zsets: &[String]) -> Self {
         let mut q = Self::new(keys, names);
         q.jesque = super::jesque::JesqueQueues::new(keys, names, zsets);
         q
     }
 
     /// The queues at `picked` (indexes into `self.queues`, in order), as a list of their own.
-    pub fn subset(&self, picked: &[usize]) -> Self {
+    pub(crate) fn subset(&self, picked: &[usize]) -> Self {
         QueueKeys {
             queues: picked.iter().map(|&i| self.queues[i].clone()).collect(),
             jesque: self.jesque.subset(picked),
@@ -64,7 +63,7 @@ impl QueueKeys {
 
 /// How a completion names the job it completes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobRef {
+pub(crate) enum JobRef {
     /// By the exact bytes of its worker record (what the step script wrote at reserve).
     Record(Vec<u8>),
     /// A claimed job, by the token its promote wrote (its record is too large to send back).
@@ -81,7 +80,7 @@ impl JobRef {
     }
 
     /// The record bytes, when the job is named by them.
-    pub fn record(&self) -> Option<&[u8]> {
+    pub(crate) fn record(&self) -> Option<&[u8]> {
         match self {
             JobRef::Record(r) => Some(r),
             JobRef::Token(_) => None,
@@ -91,7 +90,7 @@ impl JobRef {
 
 /// How the slot's previous job ended.
 #[derive(Debug, Clone)]
-pub enum Completion {
+pub(crate) enum Completion {
     /// Succeeded.
     Success {
         /// The job.
@@ -110,7 +109,7 @@ pub enum Completion {
 
 impl Completion {
     /// The job it completes.
-    pub fn job(&self) -> &JobRef {
+    pub(crate) fn job(&self) -> &JobRef {
         match self {
             Completion::Success { job } | Completion::Failure { job, .. } => job,
             Completion::Extended(e) => &e.job,
@@ -118,7 +117,7 @@ impl Completion {
     }
 
     /// Whether the job ended well (for logs).
-    pub fn succeeded(&self) -> bool {
+    pub(crate) fn succeeded(&self) -> bool {
         match self {
             Completion::Success { .. } => true,
             Completion::Failure { .. } => false,
@@ -131,7 +130,7 @@ impl Completion {
 
 /// A payload the step script claimed for the worker to check (see [`super::claim`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
+pub(crate) struct Claim {
     /// The claim's token.
     pub token: String,
     /// The queue it was popped from.
@@ -156,7 +155,7 @@ impl Claim {
 
 /// What the script answered for one slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A job was reserved (or was already held): its record text.
     Job(Vec<u8>),
     /// A payload was claimed for the worker to check (or was already claimed).
@@ -171,7 +170,7 @@ pub enum Reply {
 
 /// The fixed part of one slot's step invocation.
 #[derive(Debug, Clone)]
-pub struct Stepper {
+pub(crate) struct Stepper {
     /// The slot's worker id.
     id: String,
     /// `<ns>:worker:<id>`, `:stat:processed:<id>`, `:stat:failed:<id>`, `:resq:claim:<id>`,
@@ -189,7 +188,7 @@ pub struct Stepper {
 
 impl Stepper {
     /// A stepper for worker `id`.
-    pub fn new(keys: &Keys, id: &str, count_failed: bool) -> Self {
+    pub(crate) fn new(keys: &Keys, id: &str, count_failed: bool) -> Self {
         Stepper {
             id: id.to_string(),
             own: [
@@ -207,29 +206,29 @@ impl Stepper {
     }
 
     /// Sets the largest payload accepted (`RESQ_MAX_PAYLOAD`, bytes).
-    pub fn with_max_payload(mut self, bytes: u64) -> Self {
+    pub(crate) fn with_max_payload(mut self, bytes: u64) -> Self {
         self.max_payload = bytes;
         self
     }
 
     /// The slot's worker id.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
     /// Key names.
-    pub fn keys(&self) -> &Keys {
+    pub(crate) fn keys(&self) -> &Keys {
         &self.keys
     }
 
     /// Whether failures count as processed.
-    pub fn count_failed(&self) -> bool {
+    pub(crate) fn count_failed(&self) -> bool {
         self.count_failed
     }
 
     /// Applies an extended completion (retry, unique lock) with its own script; returns
     /// whether it was applied by this call.
-    pub async fn apply_extended<C: ConnectionLike + Send>(
+    pub(crate) async fn apply_extended<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         ext: &super::complete::Extended,
@@ -240,12 +239,13 @@ impl Stepper {
     /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`:
     /// a batch of one (see [`step_batch`]). Returns the reply and whether the completion was
     /// applied by this call.
-    pub async fn step<C: ConnectionLike + Send>(
+    #[cfg(test)]
+    pub(crate) async fn step<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         completion: Option<&Completion>,
         reserve: bool,
-        queues: &Arc<QueueKeys>,
+        queues: &std::sync::Arc<QueueKeys>,
     ) -> RedisResult<(Reply, bool)> {
         let mut completion = completion;
         let mut extended_applied = false;
@@ -271,7 +271,7 @@ impl Stepper {
 
 /// One slot's part of a step call.
 #[derive(Debug, Clone, Copy)]
-pub struct StepItem<'a> {
+pub(crate) struct StepItem<'a> {
     /// The slot's stepper.
     pub stepper: &'a Stepper,
     /// How its previous job ended (an extended completion must be applied beforehand with
@@ -283,7 +283,7 @@ pub struct StepItem<'a> {
 
 /// What one step call answered.
 #[derive(Debug, Clone)]
-pub struct StepOutcome {
+pub(crate) struct StepOutcome {
     /// Per slot, in order: the reply and whether its completion was applied by this call.
     pub replies: Vec<(Reply, bool)>,
     /// Per queue of the call, in order: whether the call found it empty.
@@ -296,7 +296,7 @@ static CALLS: AtomicU64 = AtomicU64::new(0);
 /// Runs the step script once for `items` (slots of one process, polling `queues`), each one's
 /// completion applied and next job reserved in order; replies in the same order. An empty
 /// `items` sends nothing.
-pub async fn step_batch<C: ConnectionLike + Send>(
+pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     con: &mut C,
     queues: &QueueKeys,
     items: &[StepItem<'_>],

@@ -34,7 +34,7 @@ const MIN_PING: Duration = Duration::from_millis(250);
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(300);
 
 /// Keeps the tracking connection up until `stop` turns true.
-pub async fn run(
+pub(crate) async fn run(
     fetch: Arc<Fetch>,
     endpoint: Endpoint,
     prefix: String,

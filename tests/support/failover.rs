@@ -75,7 +75,8 @@ pub fn produce(
                     .find(|(name, _)| *name == k)
                     .map(|(_, v)| v.to_string())
             };
-            let endpoint = resq::conn::Endpoint::open_with(&url, lookup).expect("endpoint");
+            let options = resq::conn::RedisOptions::from_lookup(lookup).expect("options");
+            let endpoint = resq::conn::Endpoint::with_options(&url, &options).expect("endpoint");
             endpoint.check_namespace(&ns).expect("namespace");
             let client = resq::Client::new(
                 endpoint.connect().await.expect("producer connects"),

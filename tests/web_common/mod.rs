@@ -86,7 +86,7 @@ pub async fn seed_hostile(con: &mut redis::aio::MultiplexedConnection, ns: &str)
 /// items, stored schedules, resque-status statuses and a day of history samples.
 pub async fn seed_demo(con: &mut redis::aio::MultiplexedConnection, ns: &str) {
     use chrono::Utc;
-    use resq::wire::time;
+    use resq::time;
     let k = resq::Keys::new(ns);
     let now = Utc::now();
     let mut p = redis::pipe();
@@ -385,4 +385,9 @@ pub fn assert_escaped(html: &str, page: &str) {
             "{page}: {bad:?} appears unescaped in:\n{html}"
         );
     }
+}
+
+/// `v` percent-encoded for a query string.
+pub fn enc(v: &str) -> String {
+    url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }

@@ -4,8 +4,8 @@
 //!
 //! * [`sample`] — readings and rates; [`view`] — drawing a frame.
 
-pub mod sample;
-pub mod view;
+pub(crate) mod sample;
+pub(crate) mod view;
 
 use crate::admin::Admin;
 use crate::error::{Error, Result};
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// `resq top [--interval S] [--once [--width W --height H]]`.
 #[derive(Args, Debug, Clone)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// Seconds between refreshes (with --once: between the two readings its rates come from).
     #[arg(long, default_value_t = 1.0)]
     pub interval: f64,
@@ -34,7 +34,7 @@ pub struct TopArgs {
 }
 
 /// Runs `resq top`.
-pub async fn run(admin: &Admin, url: &str, a: TopArgs) -> Result<()> {
+pub(crate) async fn run(admin: &Admin, url: &str, a: TopArgs) -> Result<()> {
     if !(0.05..=3600.0).contains(&a.interval) {
         return Err(Error::Config {
             var: "--interval",
@@ -106,7 +106,7 @@ async fn live(
 }
 
 /// One frame of `state`, `width`×`height`, as text lines (trailing spaces trimmed).
-pub fn snapshot(state: &TopState, width: u16, height: u16) -> Result<String> {
+pub(crate) fn snapshot(state: &TopState, width: u16, height: u16) -> Result<String> {
     let mut term = Terminal::new(TestBackend::new(width, height))?;
     term.draw(|f| view::draw(f, state))?;
     let buf = term.backend().buffer();

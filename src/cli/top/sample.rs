@@ -7,11 +7,11 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Readings kept for the throughput sparkline.
-pub const HISTORY: usize = 120;
+pub(crate) const HISTORY: usize = 120;
 
 /// One reading.
 #[derive(Debug, Clone)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// When it was taken (local monotonic clock, for rates).
     pub taken: Instant,
     /// Redis time.
@@ -26,7 +26,7 @@ pub struct Sample {
 
 impl Sample {
     /// Reads the namespace.
-    pub async fn take(admin: &Admin) -> Result<Sample> {
+    pub(crate) async fn take(admin: &Admin) -> Result<Sample> {
         let taken = Instant::now();
         let (now, info, queues, workers) =
             tokio::try_join!(admin.now(), admin.info(), admin.queues(), admin.workers())?;
@@ -42,7 +42,7 @@ impl Sample {
 
 /// What the view draws: the latest reading plus rates.
 #[derive(Debug, Clone)]
-pub struct TopState {
+pub(crate) struct TopState {
     /// Redis URL shown in the title (password removed).
     pub url: String,
     /// The latest reading.
@@ -57,7 +57,7 @@ pub struct TopState {
 
 impl TopState {
     /// State from a first reading.
-    pub fn new(url: &str, first: Sample) -> Self {
+    pub(crate) fn new(url: &str, first: Sample) -> Self {
         TopState {
             url: redact(url),
             last: first,
@@ -68,7 +68,7 @@ impl TopState {
     }
 
     /// Folds in a new reading.
-    pub fn update(&mut self, next: Sample) {
+    pub(crate) fn update(&mut self, next: Sample) {
         let dt = next.taken.duration_since(self.last.taken).as_secs_f64();
         if dt > 0.0 {
             let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt;

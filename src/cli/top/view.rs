@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table};
 use ratatui::Frame;
 
 /// Draws the whole screen.
-pub fn draw(f: &mut Frame, s: &TopState) {
+pub(crate) fn draw(f: &mut Frame, s: &TopState) {
     let [header, spark, body, footer] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(4),

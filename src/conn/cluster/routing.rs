@@ -10,7 +10,7 @@
 //! asked instead. While a slot is not served (its master died and no replica has taken over:
 //! `CLUSTERDOWN`, `MOVED` to the dead node) a request keeps asking every 100 ms for up to 5 s,
 //! so it completes as soon as the cluster has failed over; then, or when a connection breaks
-//! mid-request, its error is returned for the caller's [`crate::conn::retry`] to resend, as
+//! mid-request, its error is returned for the caller's `crate::conn::retry_until` to resend, as
 //! after any outage.
 
 use super::Spec;
@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 const SLOTS: u16 = 16384;
 /// How many `MOVED` replies one request follows at once; after that it follows them only
 /// every [`PAUSE`], until [`PATIENCE`] runs out.
-pub const MAX_REDIRECTS: usize = 5;
+pub(super) const MAX_REDIRECTS: usize = 5;
 
 /// The slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key without one.
 pub(crate) fn slot(key: &[u8]) -> u16 {
@@ -180,7 +180,7 @@ pub(crate) struct ClusterConn(Arc<Inner>);
 
 impl ClusterConn {
     /// Connects to a node (the last known owner, else the first seed that answers).
-    pub async fn connect(
+    pub(crate) async fn connect(
         spec: Spec,
         config: AsyncConnectionConfig,
         routes: Routes,

@@ -1,0 +1,214 @@
+//! The Prometheus registry and the hot-path hooks (compiled with the `metrics` feature).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
+
+/// Job duration buckets, seconds.
+const DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0, 300.0,
+];
+
+/// Labels of job series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct JobLabels {
+    /// Queue the job came from.
+    pub queue: String,
+    /// Its class.
+    pub class: String,
+}
+
+/// Labels of queue series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct QueueLabels {
+    /// Queue name.
+    pub queue: String,
+}
+
+/// Constructor of duration histograms.
+type HistogramNew = fn() -> Histogram;
+
+/// Every series this process exports.
+pub(super) struct Metrics {
+    /// The registry `/metrics` encodes.
+    registry: Registry,
+    /// Jobs that ended, by queue and class.
+    processed: Family<JobLabels, Counter>,
+    /// Jobs that failed, by queue and class.
+    failed: Family<JobLabels, Counter>,
+    /// Job durations.
+    duration: Family<JobLabels, Histogram, HistogramNew>,
+    /// Slots running a job now.
+    busy: Gauge,
+    /// Slots in this process.
+    slots: Gauge,
+    /// Queue sizes at the last scrape.
+    queue_depth: Family<QueueLabels, Gauge>,
+    /// Age of each queue's oldest job at the last scrape, where knowable.
+    queue_latency: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    /// Failed Redis steps.
+    redis_errors: Counter,
+    /// Redis steps that succeeded after failures.
+    redis_reconnects: Counter,
+}
+
+static METRICS: OnceLock<Metrics> = OnceLock::new();
+
+fn new_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS.iter().copied())
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("resq");
+        let m = Metrics {
+            registry: Registry::default(),
+            processed: Family::default(),
+            failed: Family::default(),
+            duration: Family::new_with_constructor(new_histogram as HistogramNew),
+            busy: Gauge::default(),
+            slots: Gauge::default(),
+            queue_depth: Family::default(),
+            queue_latency: Family::default(),
+            redis_errors: Counter::default(),
+            redis_reconnects: Counter::default(),
+        };
+        registry.register(
+            "jobs_processed",
+            "Jobs that ended (success or failure), by queue and class",
+            m.processed.clone(),
+        );
+        registry.register(
+            "jobs_failed",
+            "Jobs that failed, by queue and class",
+            m.failed.clone(),
+        );
+        registry.register(
+            "job_duration_seconds",
+            "Time spent performing jobs, by queue and class",
+            m.duration.clone(),
+        );
+        registry.register("busy_slots", "Slots running a job now", m.busy.clone());
+        registry.register("slots", "Slots in this process", m.slots.clone());
+        registry.register(
+            "queue_depth",
+            "Jobs waiting in each queue (read from Redis at scrape time)",
+            m.queue_depth.clone(),
+        );
+        registry.register(
+            "queue_latency_seconds",
+            "Age of the oldest job in each queue, where the payload tells it",
+            m.queue_latency.clone(),
+        );
+        registry.register(
+            "redis_errors",
+            "Redis steps that failed (each retried)",
+            m.redis_errors.clone(),
+        );
+        registry.register(
+            "redis_reconnects",
+            "Times Redis was reached again after failures",
+            m.redis_reconnects.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The text exposition of every series.
+    pub(super) fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Replaces the queue series with `queues` (name, depth, oldest age if known).
+    pub(super) fn set_queues(&self, queues: &[(String, i64, Option<f64>)]) {
+        self.queue_depth.clear();
+        self.queue_latency.clear();
+        for (name, depth, age) in queues {
+            let l = QueueLabels {
+                queue: name.clone(),
+            };
+            self.queue_depth.get_or_create(&l).set(*depth);
+            if let Some(age) = age {
+                self.queue_latency.get_or_create(&l).set(*age);
+            }
+        }
+    }
+}
+
+/// Turns metrics on for this process (idempotent) and returns them.
+pub(super) fn install() -> &'static Metrics {
+    METRICS.get_or_init(Metrics::new)
+}
+
+/// The metrics, when on.
+pub(super) fn get() -> Option<&'static Metrics> {
+    METRICS.get()
+}
+
+/// Sets the number of slots this process runs.
+pub(crate) fn set_slots(n: usize) {
+    if let Some(m) = get() {
+        m.slots.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+/// Marks a slot busy until the returned guard drops.
+pub(crate) fn job_started() -> Busy {
+    let on = match get() {
+        Some(m) => {
+            m.busy.inc();
+            true
+        }
+        None => false,
+    };
+    Busy(on)
+}
+
+/// A busy slot; decrements `busy_slots` when dropped.
+pub(crate) struct Busy(bool);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.0 {
+            if let Some(m) = get() {
+                m.busy.dec();
+            }
+        }
+    }
+}
+
+/// Records a job that ended after `secs`.
+pub(crate) fn job_finished(queue: &str, class: &str, ok: bool, secs: f64) {
+    let Some(m) = get() else { return };
+    let l = JobLabels {
+        queue: queue.to_string(),
+        class: class.to_string(),
+    };
+    m.processed.get_or_create(&l).inc();
+    if !ok {
+        m.failed.get_or_create(&l).inc();
+    }
+    m.duration.get_or_create(&l).observe(secs);
+}
+
+/// Records a failed Redis step.
+pub(crate) fn redis_error() {
+    if let Some(m) = get() {
+        m.redis_errors.inc();
+    }
+}
+
+/// Records that Redis was reached again after failures.
+pub(crate) fn redis_reconnect() {
+    if let Some(m) = get() {
+        m.redis_reconnects.inc();
+    }
+}

@@ -1,0 +1,163 @@
+//! Middleware: code that runs around every job, and around every enqueue.
+//!
+//! A server-side [`Middleware`] gets the job's [`JobContext`] and the rest of the chain
+//! ([`Next`]); it may act before, call `next.run(ctx)`, act after, look at the outcome and
+//! change it — or not call `next` at all, which skips the job the way Resque's `DontPerform`
+//! does (the job counts as done). A client-side [`EnqueueMiddleware`] does the same around an
+//! enqueue (see [`enqueue`]). [`Hooks`] offers Resque's job hooks (`before_perform`,
+//! `after_perform`, `on_failure`, `before_enqueue`, `after_enqueue`) on top.
+//!
+//! Everything cross-cutting that resq itself does around a job is a layer of the same chain,
+//! in this order (outermost first):
+//!
+//! 1. **panic net** — a panic anywhere in the chain (a middleware's own) becomes a failure;
+//! 2. **span** — one tracing span per job (class, queue, worker) and the outcome's log line
+//!    with `duration_ms` (`span`);
+//! 3. **metrics** — busy slots, processed/failed counts, the duration histogram (`metrics`);
+//! 4. **tracking** — a tracked job's status record (issue 14) — added by that feature;
+//! 5. **retry** — a failure of a handler with a retry policy is retried through the delayed
+//!    set with back-off, in resque-retry's keys (`retry`);
+//! 6. **unique** — a unique job's lock is released when it ends (`unique`);
+//! 7. **your middleware**, in the order added with [`crate::Registry::layer`];
+//! 8. **time limit** — the handler's (or `JOB_TIMEOUT`'s) limit (`time_limit`);
+//! 9. **panic capture** — the handler's panic becomes a `Resq::Panic` failure your
+//!    middleware sees like any error;
+//! 10. the handler.
+//!
+//! The handler is resolved **once**, before the chain, and travels in the context
+//! ([`JobContext::class`], the per-handler options): a Rails ActiveJob wrapper payload resolves
+//! to the handler registered under its `job_class`, so every layer (the retry policy, the time
+//! limit, your middleware) sees the same handler.
+//!
+//! Layers that change what the job's completion writes to Redis (retry, unique) do not write
+//! anything themselves: they attach what they decided to the context, and the worker writes it
+//! with the job's completion, in the same atomic step.
+
+pub mod enqueue;
+pub mod hooks;
+pub(crate) mod metrics;
+pub(crate) mod panics;
+pub(crate) mod retry;
+pub(crate) mod span;
+pub(crate) mod time_limit;
+pub(crate) mod unique;
+
+pub use enqueue::{EnqueueMiddleware, EnqueueNext, Outgoing};
+/// The boxed future a middleware returns (`Box::pin(async move { … })`).
+pub use futures::future::BoxFuture;
+pub use hooks::Hooks;
+
+use crate::registry::{Handler, JobContext, JobResult};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Code that runs around every job (see the [module docs](self) for where it runs).
+///
+/// ```
+/// use resq::middleware::{BoxFuture, Middleware, Next};
+/// use resq::{JobContext, JobResult};
+///
+/// /// Logs every failure with the job's class.
+/// struct ReportFailures;
+///
+/// impl Middleware for ReportFailures {
+///     fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult> {
+///         Box::pin(async move {
+///             let class = ctx.class().to_string();
+///             let outcome = next.run(ctx).await;
+///             if let Err(e) = &outcome {
+///                 eprintln!("{class} failed: {e}");
+///             }
+///             outcome
+///         })
+///     }
+/// }
+/// ```
+pub trait Middleware: Send + Sync + 'static {
+    /// Runs around the job: call `next.run(ctx)` to go on, or return without calling it to
+    /// skip the job (it then counts as done). The result is the job's outcome: return it
+    /// changed to change it (a failure's exception or message, a failure turned into a
+    /// success, or the reverse).
+    fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult>;
+}
+
+/// The rest of the chain, handed to a [`Middleware`].
+pub struct Next<'a> {
+    /// The layers still to run.
+    layers: &'a [Arc<dyn Middleware>],
+    /// The handler at the end.
+    handler: &'a Handler,
+}
+
+impl<'a> Next<'a> {
+    /// Runs the rest of the chain (and the handler) with `ctx`.
+    pub fn run(self, ctx: JobContext) -> BoxFuture<'a, JobResult> {
+        match self.layers.split_first() {
+            Some((first, rest)) => first.call(
+                ctx,
+                Next {
+                    layers: rest,
+                    handler: self.handler,
+                },
+            ),
+            None => (self.handler)(ctx),
+        }
+    }
+}
+
+/// A [`Middleware`] from a function: `from_fn(|ctx, next| Box::pin(async move { … next.run(ctx).await … }))`.
+pub fn from_fn<F>(f: F) -> impl Middleware
+where
+    F: for<'a> Fn(JobContext, Next<'a>) -> BoxFuture<'a, JobResult> + Send + Sync + 'static,
+{
+    FnMiddleware(f)
+}
+
+/// See [`from_fn`].
+struct FnMiddleware<F>(F);
+
+impl<F> Middleware for FnMiddleware<F>
+where
+    F: for<'a> Fn(JobContext, Next<'a>) -> BoxFuture<'a, JobResult> + Send + Sync + 'static,
+{
+    fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult> {
+        (self.0)(ctx, next)
+    }
+}
+
+/// The whole server-side chain of a worker: resq's layers around the user's, in the documented
+/// order. Built once per worker, shared by its slots.
+pub(crate) struct Chain {
+    /// Every layer, outermost first.
+    layers: Vec<Arc<dyn Middleware>>,
+}
+
+impl Chain {
+    /// The chain for `user` layers, with `default_timeout` for handlers without their own.
+    pub(crate) fn new(user: &[Arc<dyn Middleware>], default_timeout: Option<Duration>) -> Chain {
+        let mut layers: Vec<Arc<dyn Middleware>> = vec![
+            Arc::new(panics::PanicNet),
+            Arc::new(span::Span),
+            Arc::new(metrics::Metrics),
+            Arc::new(retry::Retry),
+            Arc::new(unique::Unique),
+        ];
+        layers.extend(user.iter().cloned());
+        layers.push(Arc::new(time_limit::TimeLimit(default_timeout)));
+        layers.push(Arc::new(panics::PanicCapture));
+        Chain { layers }
+    }
+
+    /// Runs the chain around `handler` for `ctx`.
+    pub(crate) fn run<'a>(
+        &'a self,
+        handler: &'a Handler,
+        ctx: JobContext,
+    ) -> BoxFuture<'a, JobResult> {
+        Next {
+            layers: &self.layers,
+            handler,
+        }
+        .run(ctx)
+    }
+}

@@ -1,0 +1,266 @@
+//! The step script and the extended completion, driven directly: resend safety of every
+//! transition, and a batch of several slots' steps being each slot's own step.
+
+use super::step::{step_batch, Completion, JobRef, QueueKeys, Reply, StepItem, Stepper};
+use crate::testing;
+use crate::{JobContext, JobError, Keys, Registry, RetryPolicy};
+use redis::AsyncCommands;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A registry whose `class` handler fails its first `fails` runs.
+fn flaky(class: &str, fails: usize, policy: RetryPolicy) -> Registry {
+    let left = Arc::new(std::sync::atomic::AtomicUsize::new(fails));
+    Registry::new()
+        .handler(class, move |_ctx: JobContext| {
+            let left = left.clone();
+            async move {
+                if left.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                    left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    return Err(JobError::msg("flaky"));
+                }
+                Ok(())
+            }
+        })
+        .retry(class, policy)
+}
+
+/// resque-retry's logical key of `class` with one arg `arg`.
+fn retry_key(class: &str, arg: &str) -> String {
+    Keys::resque_retry_logical(
+        class,
+        crate::registry::retry::retry_identifier(&[json!(arg.parse::<i64>().unwrap_or(0))])
+            .as_deref(),
+    )
+}
+
+/// The value of `key` on the test server.
+async fn get(key: &str) -> Option<String> {
+    testing::con().await.get(key).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_step_is_safe_to_resend() {
+    let ns = testing::namespace("resend");
+    let keys = Keys::new(&ns);
+    let mut con = testing::con().await;
+    for i in 0..2 {
+        let _: () = con
+            .rpush(keys.queue("q"), format!(r#"{{"class":"A","args":[{i}]}}"#))
+            .await
+            .unwrap();
+    }
+    let stepper = Stepper::new(&keys, "h~resq:1-0:q", true);
+    let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+    let (first, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    // The reply was "lost": sending the same reserve again returns the job already held.
+    let (again, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    assert_eq!(first, again);
+    assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 1);
+    let Reply::Job(record) = first else {
+        panic!("no job: {first:?}")
+    };
+    let done = Completion::Success {
+        job: JobRef::Record(record),
+    };
+    let (_, applied) = stepper
+        .step(&mut con, Some(&done), false, &queues)
+        .await
+        .unwrap();
+    assert!(applied);
+    let (_, applied) = stepper
+        .step(&mut con, Some(&done), false, &queues)
+        .await
+        .unwrap();
+    assert!(!applied, "a resent finish must not count twice");
+    let processed: u64 = con.get(keys.stat_processed()).await.unwrap();
+    assert_eq!(processed, 1);
+    assert!(!con
+        .exists::<_, bool>(keys.worker("h~resq:1-0:q"))
+        .await
+        .unwrap());
+}
+
+/// One call carrying several slots' steps: each slot's completion and reserve is what it
+/// would be alone (its own record, its own stats, resend safety per slot), malformed payloads
+/// on the way become failures, and the shared counters add up to one per job.
+#[tokio::test]
+async fn a_batched_step_is_each_slots_own_step() {
+    let ns = testing::namespace("batch");
+    let keys = Keys::new(&ns);
+    let mut con = testing::con().await;
+    for p in [r#"{"class":"A","args":[0]}"#, r#"{"class":"A","args":[1]}"#] {
+        let _: () = con.rpush(keys.queue("q"), p).await.unwrap();
+    }
+    let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+    let ids = ["h~resq:1-0:q", "h~resq:1-1:q", "h~resq:1-2:q"];
+    let s: Vec<Stepper> = ids.iter().map(|id| Stepper::new(&keys, id, true)).collect();
+    let item = |k: usize, completion: Option<&'static Completion>, reserve: bool| StepItem {
+        stepper: &s[k],
+        completion,
+        reserve,
+    };
+    // Three slots reserve at once; the queue has two jobs.
+    let r = step_batch(
+        &mut con,
+        &queues,
+        &[
+            item(0, None, true),
+            item(1, None, true),
+            item(2, None, true),
+        ],
+    )
+    .await
+    .unwrap()
+    .replies;
+    let records: Vec<Vec<u8>> = r
+        .iter()
+        .take(2)
+        .map(|(reply, _)| match reply {
+            Reply::Job(rec) => rec.clone(),
+            other => panic!("no job: {other:?}"),
+        })
+        .collect();
+    assert_eq!(r[2], (Reply::Empty, false));
+    for (k, rec) in records.iter().enumerate() {
+        let held: Vec<u8> = con.get(keys.worker(ids[k])).await.unwrap();
+        assert_eq!(&held, rec);
+        let text = String::from_utf8(rec.clone()).unwrap();
+        assert!(
+            text.ends_with(&format!(r#""payload":{{"class":"A","args":[{k}]}}}}"#)),
+            "{text}"
+        );
+    }
+    // Slot 0 succeeds and reserves again, slot 1 fails and stops, slot 2 reserves; a malformed
+    // payload and a good one wait in the queue.
+    for p in ["not json", r#"{"class":"A","args":[2]}"#] {
+        let _: () = con.rpush(keys.queue("q"), p).await.unwrap();
+    }
+    let done: &'static Completion = Box::leak(Box::new(Completion::Success {
+        job: JobRef::Record(records[0].clone()),
+    }));
+    let failed: &'static Completion = Box::leak(Box::new(Completion::Failure {
+        job: JobRef::Record(records[1].clone()),
+        entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
+    }));
+    let r = step_batch(
+        &mut con,
+        &queues,
+        &[
+            item(0, Some(done), true),
+            item(1, Some(failed), false),
+            item(2, None, true),
+        ],
+    )
+    .await
+    .unwrap()
+    .replies;
+    assert!(
+        matches!(&r[0], (Reply::Job(rec), true) if String::from_utf8_lossy(rec.as_slice()).contains("[2]")),
+        "{r:?}"
+    );
+    assert_eq!(r[1], (Reply::Empty, true));
+    assert_eq!(
+        r[2],
+        (Reply::Empty, false),
+        "the malformed payload is not a job"
+    );
+    // The same call resent: nothing applies twice, the held record comes back.
+    let again = step_batch(
+        &mut con,
+        &queues,
+        &[item(0, Some(done), true), item(1, Some(failed), false)],
+    )
+    .await
+    .unwrap()
+    .replies;
+    assert_eq!(again[0], (r[0].0.clone(), false));
+    assert_eq!(again[1], (Reply::Empty, false));
+    let get = |k: String| {
+        let mut c = con.clone();
+        async move { c.get::<_, Option<u64>>(k).await.unwrap().unwrap_or(0) }
+    };
+    // Processed counts failures too (Ruby's semantics): 1 success + 1 failure + 1 malformed.
+    assert_eq!(get(keys.stat_processed()).await, 3);
+    assert_eq!(get(keys.stat_failed()).await, 2);
+    // Slot 0 reserved first and met the malformed payload on its way to job 2.
+    assert_eq!(get(keys.stat_processed_by(ids[0])).await, 2);
+    assert_eq!(get(keys.stat_failed_by(ids[0])).await, 1);
+    assert_eq!(get(keys.stat_processed_by(ids[1])).await, 1);
+    assert_eq!(get(keys.stat_failed_by(ids[1])).await, 1);
+    assert_eq!(get(keys.stat_processed_by(ids[2])).await, 0);
+    let failures: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(failures.len(), 2);
+    assert!(
+        failures[1].contains("Resq::MalformedPayload"),
+        "{failures:?}"
+    );
+    assert!(
+        failures[1].contains(&format!(r#""worker":"{}""#, ids[0])),
+        "{failures:?}"
+    );
+    assert!(!con.exists::<_, bool>(keys.worker(ids[1])).await.unwrap());
+    assert!(!con.exists::<_, bool>(keys.worker(ids[2])).await.unwrap());
+    assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_resent_retry_completion_is_applied_once() {
+    let ns = testing::namespace("resend");
+    let keys = Keys::new(&ns);
+    let mut con = testing::con().await;
+    let registry = flaky(
+        "R",
+        usize::MAX,
+        RetryPolicy::fixed(Duration::from_secs(30), 3),
+    );
+    let id = "host~resq:1-0:q";
+    let stepper = Stepper::new(&keys, id, true);
+    let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+    crate::Client::connect(&testing::url(), &ns)
+        .await
+        .unwrap()
+        .enqueue_to("q", "R", &[json!(7)])
+        .await
+        .unwrap();
+    let (reply, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    let Reply::Job(record) = reply else {
+        panic!("no job")
+    };
+    let chain = crate::middleware::Chain::new(registry.layers(), None);
+    let completion = super::perform::perform(
+        &chain,
+        &registry,
+        super::perform::Reserved::Record(record),
+        &Arc::from(id),
+        std::future::pending::<&'static str>(),
+    )
+    .await;
+    // The reply is "lost": the same step is sent twice.
+    let (_, first) = stepper
+        .step(&mut con, Some(&completion), false, &queues)
+        .await
+        .unwrap();
+    let (_, second) = stepper
+        .step(&mut con, Some(&completion), false, &queues)
+        .await
+        .unwrap();
+    assert!(first && !second);
+    let mut raw = testing::con().await;
+    let sched: Vec<i64> = raw.zrange(keys.delayed_schedule(), 0, -1).await.unwrap();
+    assert_eq!(sched.len(), 1);
+    let items: Vec<String> = raw
+        .lrange(keys.delayed_bucket(sched[0]), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(items, [r#"{"class":"R","args":[7],"queue":"q"}"#]);
+    assert_eq!(get(&keys.stat_failed()).await.as_deref(), Some("1"));
+    assert_eq!(get(&keys.worker(id)).await, None);
+    assert_eq!(
+        get(&keys.retry_attempts(&retry_key("R", "7")))
+            .await
+            .as_deref(),
+        Some("0")
+    );
+}
