@@ -79,6 +79,12 @@ pub struct Config {
     pub schedule: SchedulerConfig,
     /// Connection settings beyond the URL: Cluster, TLS files, `WAIT` (see [`RedisOptions`]).
     pub redis: RedisOptions,
+    /// `RESQ_JOB_TTL`: how long a tracked job's finished record is kept ([`crate::jobs`];
+    /// a handler may set its own). Default: 24 h; 0 keeps records until purged.
+    pub job_ttl: Duration,
+    /// `RESQ_RESULT_MAX`: the largest result a tracked job may keep (bytes of JSON). Default:
+    /// 64 KiB.
+    pub result_max: usize,
     /// `RESQ_MAX_PAYLOAD`: the largest payload a slot takes, in bytes; a larger one becomes a
     /// `Resq::PayloadTooLarge` failure entry stating its size (not its bytes). Default: Redis's
     /// own largest string, 512 MiB.
@@ -106,6 +112,8 @@ impl std::fmt::Debug for Config {
             .field("scheduler", &self.scheduler)
             .field("schedule", &self.schedule)
             .field("redis", &self.redis)
+            .field("job_ttl", &self.job_ttl)
+            .field("result_max", &self.result_max)
             .field("max_payload", &self.max_payload)
             .finish()
     }
@@ -134,6 +142,8 @@ impl Default for Config {
             schedule: SchedulerConfig::default(),
             redis: RedisOptions::default(),
             max_payload: crate::worker::step::DEFAULT_MAX_PAYLOAD,
+            job_ttl: crate::jobs::DEFAULT_TTL,
+            result_max: crate::jobs::DEFAULT_RESULT_MAX,
         }
     }
 }
@@ -207,6 +217,13 @@ impl Config {
         }
         if let Some(v) = get("RESQ_MAX_PAYLOAD") {
             c.max_payload = parse_bytes("RESQ_MAX_PAYLOAD", &v)?;
+        }
+        if let Some(v) = get("RESQ_JOB_TTL") {
+            c.job_ttl = parse_secs("RESQ_JOB_TTL", &v)?;
+        }
+        if let Some(v) = get("RESQ_RESULT_MAX") {
+            c.result_max =
+                usize::try_from(parse_bytes("RESQ_RESULT_MAX", &v)?).unwrap_or(usize::MAX);
         }
         Ok(c)
     }

@@ -272,6 +272,28 @@ impl Keys {
     pub fn resque_status_kill(&self) -> String {
         self.key("_kill")
     }
+
+    /// `<ns>:resq:jobs:<state>` — resq's ZSET of tracked job ids in one state, scored by when
+    /// they entered it (epoch ms). The scripts build this name from the prefix (track.lua).
+    pub fn job_state(&self, state: &str) -> String {
+        format!("{}resq:jobs:{state}", self.prefix)
+    }
+
+    /// `<ns>:resq:jobs:expiry` — finished tracked jobs (`<id>[ <tag>…]`) by when their record
+    /// expires (epoch ms), so the indexes forget them too (track.lua).
+    pub fn job_expiry(&self) -> String {
+        format!("{}resq:jobs:expiry", self.prefix)
+    }
+
+    /// `<ns>:resq:tag:<tag>` — tracked job ids carrying a tag, by creation (epoch ms).
+    pub fn job_tag(&self, tag: &str) -> String {
+        format!("{}resq:tag:{tag}", self.prefix)
+    }
+
+    /// `<ns>:resq:jobkey:<key>` — the id of the live tracked job enqueued under a job key.
+    pub fn job_key(&self, key: &str) -> String {
+        format!("{}resq:jobkey:{key}", self.prefix)
+    }
 }
 
 #[cfg(test)]

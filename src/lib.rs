@@ -82,6 +82,7 @@ mod error;
 #[cfg(any(feature = "cli", feature = "web"))]
 mod human;
 mod identity;
+pub mod jobs;
 mod keys;
 pub mod logging;
 mod metrics;

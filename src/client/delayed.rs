@@ -51,6 +51,7 @@ impl Client {
             args: args.to_vec(),
             extra: Map::new(),
             at: Some(at),
+            track: None,
         };
         // What the chain finally wrote decides the answer (a layer may move the due time).
         let written = self

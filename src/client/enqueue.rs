@@ -91,6 +91,7 @@ impl Client {
             args,
             extra: Map::new(),
             at: None,
+            track: None,
         })
         .await
     }
@@ -113,6 +114,7 @@ impl Client {
             args: args.to_vec(),
             extra: Map::new(),
             at: None,
+            track: None,
         })
         .await
     }
@@ -129,11 +131,28 @@ impl Client {
         job: Outgoing,
         seen: impl Fn(&Outgoing) + Send + Sync,
     ) -> Result<bool> {
+        self.dispatch_tracked(job, seen, &std::sync::Mutex::new(None))
+            .await
+    }
+
+    /// [`Client::dispatch_seen`]; a tracked job's id (or, with a job key, the live job's id)
+    /// goes to `tracked`.
+    pub(crate) async fn dispatch_tracked(
+        &self,
+        job: Outgoing,
+        seen: impl Fn(&Outgoing) + Send + Sync,
+        tracked: &std::sync::Mutex<Option<crate::jobs::JobId>>,
+    ) -> Result<bool> {
         let seen = &seen;
         let terminal = |job: Outgoing| -> BoxFuture<'_, Result<bool>> {
             Box::pin(async move {
                 validate(&job.queue, &job.class)?;
                 seen(&job);
+                if job.track.is_some() {
+                    let id = self.write_tracked(job).await?;
+                    *tracked.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+                    return Ok(true);
+                }
                 match job.at.map(super::delayed::epoch_secs) {
                     Some(ts) if ts > super::delayed::epoch_secs(chrono::Utc::now()) => {
                         let item = encode::scheduler_item(

@@ -64,6 +64,9 @@ pub struct Client {
     default_queue: String,
     /// Enqueue middleware, outermost first.
     layers: Arc<Vec<Arc<dyn EnqueueMiddleware>>>,
+    /// Where Redis is, when the client connected itself (for waiting on tracked jobs without
+    /// polling).
+    endpoint: Option<Endpoint>,
 }
 
 impl Client {
@@ -79,8 +82,12 @@ impl Client {
 
     /// [`Client::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).
     pub async fn connect_with(url: &str, namespace: &str, options: &RedisOptions) -> Result<Self> {
-        let con = Endpoint::connect_namespace(url, namespace, options).await?;
-        Ok(Self::new(con, Keys::new(namespace)))
+        let endpoint = Endpoint::with_options(url, options)?;
+        endpoint.check_namespace(namespace)?;
+        let con = endpoint.connect().await?;
+        let mut client = Self::new(con, Keys::new(namespace));
+        client.endpoint = Some(endpoint);
+        Ok(client)
     }
 
     /// A client over an existing connection.
@@ -91,6 +98,7 @@ impl Client {
             float_format: FloatFormat::default(),
             default_queue: "default".to_string(),
             layers: Arc::default(),
+            endpoint: None,
         }
     }
 
@@ -121,6 +129,11 @@ impl Client {
         self
     }
 
+    /// The queue of untyped enqueues and of typed jobs without their own.
+    pub(crate) fn default_queue(&self) -> &str {
+        &self.default_queue
+    }
+
     /// The key names in use.
     pub fn keys(&self) -> &Keys {
         &self.keys
@@ -134,6 +147,11 @@ impl Client {
     /// A clone of the connection, for callers that need raw commands.
     pub fn connection(&self) -> Conn {
         self.con.clone()
+    }
+
+    /// Where Redis is, when the client connected itself.
+    pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
+        self.endpoint.as_ref()
     }
 
     /// The connection to send on (clones share one socket).

@@ -30,6 +30,9 @@ pub struct Outgoing {
     pub extra: Map<String, Value>,
     /// When it is due (`None`: now; a time not after now enqueues at once).
     pub at: Option<DateTime<Utc>>,
+    /// Tracking (an id, tags, a job key), for a job enqueued with
+    /// [`crate::Client::enqueue_tracked`]; its id is also in `extra` as `resq_id`.
+    pub track: Option<crate::jobs::Track>,
 }
 
 /// Code that runs around every enqueue (see the [module docs](self)).

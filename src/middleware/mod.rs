@@ -14,7 +14,8 @@
 //! 2. **span** — one tracing span per job (class, queue, worker) and the outcome's log line
 //!    with `duration_ms` (`span`);
 //! 3. **metrics** — busy slots, processed/failed counts, the duration histogram (`metrics`);
-//! 4. **tracking** — a tracked job's status record (issue 14) — added by that feature;
+//! 4. **tracking** — a tracked job's record ends completed (with its result), failed or
+//!    killed, written with the completion (`tracking`; see [`crate::jobs`]);
 //! 5. **retry** — a failure of a handler with a retry policy is retried through the delayed
 //!    set with back-off, in resque-retry's keys (`retry`);
 //! 6. **unique** — a unique job's lock is released when it ends (`unique`);
@@ -40,6 +41,7 @@ pub(crate) mod panics;
 pub(crate) mod retry;
 pub(crate) mod span;
 pub(crate) mod time_limit;
+pub(crate) mod tracking;
 pub(crate) mod unique;
 
 pub use enqueue::{EnqueueMiddleware, EnqueueNext, Outgoing};
@@ -139,6 +141,7 @@ impl Chain {
             Arc::new(panics::PanicNet),
             Arc::new(span::Span),
             Arc::new(metrics::Metrics),
+            Arc::new(tracking::Tracking),
             Arc::new(retry::Retry),
             Arc::new(unique::Unique),
         ];

@@ -28,6 +28,8 @@ pub struct JobContext {
     extras: Arc<Mutex<Extras>>,
     /// Values middleware hand on to later layers and the handler, one per type.
     extensions: Arc<Mutex<Extensions>>,
+    /// The tracked job being run, when it is tracked.
+    tracked: Option<Arc<crate::jobs::TrackedRun>>,
 }
 
 /// Typed values attached to a job's context.
@@ -55,6 +57,7 @@ impl JobContext {
             entry: None,
             extras: Arc::default(),
             extensions: Arc::default(),
+            tracked: None,
         }
     }
 
@@ -68,6 +71,22 @@ impl JobContext {
     pub(crate) fn with_entry(mut self, entry: Arc<Entry>) -> Self {
         self.entry = Some(entry);
         self
+    }
+
+    /// The same context for a tracked job.
+    pub(crate) fn with_tracked(mut self, run: Arc<crate::jobs::TrackedRun>) -> Self {
+        self.tracked = Some(run);
+        self
+    }
+
+    /// The tracked job being run, when it is tracked.
+    pub(crate) fn tracked(&self) -> Option<&Arc<crate::jobs::TrackedRun>> {
+        self.tracked.as_ref()
+    }
+
+    /// The resolved handler's own tracking TTL.
+    pub(crate) fn handler_track_ttl(&self) -> Option<std::time::Duration> {
+        self.entry.as_ref().and_then(|e| e.track_ttl)
     }
 
     /// The resolved handler's own time limit.
@@ -111,12 +130,89 @@ impl JobContext {
     }
 
     /// Positional arguments: the payload's, or for an ActiveJob job its arguments decoded
-    /// into plain JSON (see `crate::activejob::decode`).
+    /// into plain JSON (see `crate::activejob::decode`). For a resque-status job
+    /// ([`crate::Registry::statused`]) the id in `args[0]` is left out: `[options]`.
     pub fn args(&self) -> &[Value] {
         match &self.activejob {
             Some(job) => job.arguments(),
+            None if self.tracked.as_ref().is_some_and(|t| t.statused) => {
+                self.payload.args().get(1..).unwrap_or(&[])
+            }
             None => self.payload.args(),
         }
+    }
+
+    /// The tracked job's id ([`crate::jobs`]), when the job is tracked.
+    pub fn job_id(&self) -> Option<&crate::jobs::JobId> {
+        self.tracked.as_ref().map(|t| &t.id)
+    }
+
+    /// A resque-status job's options (its `args[1]` hash), when it is one.
+    pub fn options(&self) -> Option<&Map<String, Value>> {
+        if !self.tracked.as_ref().is_some_and(|t| t.statused) {
+            return None;
+        }
+        self.payload.args().get(1).and_then(Value::as_object)
+    }
+
+    /// Reports progress on a tracked job (resque-status's `at(num, total, message)`): its
+    /// record gets `num`, `total` and `message`. Once the job is asked to stop (cancelled while
+    /// running, resque-status's `Hash.kill`), this returns an error instead: return it (`?`)
+    /// and the job ends killed, as resque-status's jobs do. Does nothing for a job that is not
+    /// tracked.
+    pub async fn progress(&self, num: u64, total: u64, message: &str) -> Result<(), JobError> {
+        self.progress_with(
+            Some(num as f64),
+            Some(total as f64),
+            Some(message),
+            &Map::new(),
+        )
+        .await
+    }
+
+    /// [`JobContext::progress`] with any of `num`, `total`, `message`, and custom fields merged
+    /// into the record (resque-status's `at`/`tick` with a hash).
+    pub async fn progress_with(
+        &self,
+        num: Option<f64>,
+        total: Option<f64>,
+        message: Option<&str>,
+        fields: &Map<String, Value>,
+    ) -> Result<(), JobError> {
+        match &self.tracked {
+            Some(t) => t.progress(num, total, message, fields).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves once the (tracked) job is asked to stop; never for a job that is not tracked.
+    /// `select!` on it around long waits; then return [`JobContext::killed`].
+    pub async fn cancelled(&self) {
+        match &self.tracked {
+            Some(t) => t.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Whether the job has been asked to stop (as far as this process knows).
+    pub fn is_cancelled(&self) -> bool {
+        self.tracked.as_ref().is_some_and(|t| t.is_cancelled())
+    }
+
+    /// The error a job returns to end as killed after [`JobContext::cancelled`] resolved.
+    pub fn killed(&self) -> JobError {
+        crate::jobs::killed()
+    }
+
+    /// Keeps `result` as the tracked job's result (in its record's `result` field). A result
+    /// larger than `RESQ_RESULT_MAX` (64 KiB of JSON by default) is an error. Does nothing for
+    /// a job that is not tracked.
+    pub fn set_result(&self, result: &impl serde::Serialize) -> Result<(), JobError> {
+        let Some(t) = &self.tracked else {
+            return Ok(());
+        };
+        let json = crate::client::encode::to_json(result, crate::client::FloatFormat::RubyJsonGem);
+        t.set_result(json)
     }
 
     /// Jesque's named arguments (`vars`), when present.

@@ -41,6 +41,8 @@ pub(crate) struct Entry {
     pub blocking: bool,
     /// Retry with back-off on failure (see [`retry`]); none by default.
     pub retry: Option<Arc<retry::RetryPolicy>>,
+    /// How long a tracked job's finished record is kept (the worker's default otherwise).
+    pub track_ttl: Option<Duration>,
 }
 
 /// A typed job: its class name and serde-decoded arguments.
@@ -90,6 +92,8 @@ pub struct Registry {
     entries: HashMap<String, Arc<Entry>>,
     /// Middleware added with [`Registry::layer`], outermost first.
     layers: Vec<Arc<dyn crate::middleware::Middleware>>,
+    /// Classes whose jobs follow resque-status's convention (`args[0]` is the job id).
+    statused: std::collections::HashSet<String>,
 }
 
 /// A job no handler takes: why, and its context back.
@@ -143,6 +147,37 @@ impl Registry {
         });
         self.insert(J::CLASS, handler, false);
         self
+    }
+
+    /// Declares `class` a resque-status job (`include Resque::Plugins::Status` in Ruby): its
+    /// `args[0]` is the job's id and `args[1]` its options hash, and its record
+    /// `<ns>:status:<id>` is kept as resque-status keeps it (docs/jobs.md). The handler sees
+    /// the options: [`JobContext::args`] is `[options]`, [`JobContext::options`] the hash, and
+    /// [`JobContext::job_id`] the id.
+    pub fn statused(mut self, class: &str) -> Self {
+        self.statused.insert(class.to_string());
+        self
+    }
+
+    /// How long the finished records of `class`'s tracked jobs are kept (default 24 h, or
+    /// `RESQ_JOB_TTL`; zero keeps them until purged).
+    pub fn track_ttl(mut self, class: &str, ttl: Duration) -> Self {
+        if let Some(e) = self.entries.get_mut(class) {
+            Arc::make_mut(e).track_ttl = Some(ttl);
+        }
+        self
+    }
+
+    /// The statused classes (see [`Registry::statused`]), sorted.
+    pub(crate) fn statused_classes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.statused.iter().cloned().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The statused classes.
+    pub(crate) fn statused_set(&self) -> &std::collections::HashSet<String> {
+        &self.statused
     }
 
     /// Sets a time limit for the handler registered under `class`.
@@ -230,6 +265,7 @@ impl Registry {
                 timeout: None,
                 blocking,
                 retry: None,
+                track_ttl: None,
             }),
         );
     }

@@ -85,7 +85,9 @@ impl Mover {
             inv.arg(&self.lock_value)
                 .arg(ts)
                 .arg(&member)
-                .arg(items.len());
+                .arg(items.len())
+                .arg(self.keys.prefix())
+                .arg(chrono::Utc::now().timestamp_millis());
             for item in &items {
                 let (queue, body) = match job::from_item(item, self.float_format) {
                     Ok(j) => (j.queue, j.payload),
@@ -94,9 +96,13 @@ impl Mover {
                         (String::new(), self.unschedulable(item, &why))
                     }
                 };
+                let tracked = crate::jobs::id_in_payload(item).map(|id| id.to_string());
                 inv.key(self.keys.timestamps(item))
                     .key(self.keys.queue(&queue));
-                inv.arg(item.as_str()).arg(queue).arg(body);
+                inv.arg(item.as_str())
+                    .arg(queue)
+                    .arg(body)
+                    .arg(tracked.unwrap_or_default());
             }
             let r: i64 = inv.invoke_async(con).await?;
             match r {

@@ -27,7 +27,9 @@
 -- ARGV[13] 'delayed:<ts>'     ARGV[14] KEYS[8] TTL in s ('0' = do not write it)
 -- ARGV[15] counter TTL in s   ARGV[16] retry delay in ms (extends the unique lock)
 -- ARGV[17] 'r' when ARGV[1] is the record, 't' when it is the claimed job's token
--- Returns {applied, status}: {1, outcome} when applied; {0, 'stale'} when the record is not
+-- ARGV[18] the namespace prefix '<ns>:'   ARGV[19] a tracked job's end (track.lua spec; '' none)
+-- ARGV[20] now in epoch ms
+-- Returns {applied, status, tracking problem}: {1, outcome, ''} when applied; {0, 'stale'} when the record is not
 -- there any more (already applied); {0, 'conflict'} when the counter moved (read it again);
 -- an error reply, before any write, when a key it would write is unusable.
 --
@@ -125,4 +127,14 @@ if lock and lock == ARGV[8] then
 end
 redis.call('DEL', KEYS[1])
 if by_token then redis.call('DEL', KEYS[15]) end
-return {1, outcome}
+local problem = ''
+if ARGV[19] ~= '' then
+  local now_ms = tonumber(ARGV[20])
+  local prev, why = track_spec(ARGV[18], ARGV[19], now_ms)
+  if prev then
+    track_cleanup(ARGV[18], now_ms, 10)
+  elseif why ~= 'skip' then
+    problem = why
+  end
+end
+return {1, outcome, problem}

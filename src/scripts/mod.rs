@@ -21,9 +21,12 @@ use std::sync::LazyLock;
 /// The checks every script may use before its first write.
 const GUARD: &str = include_str!("guard.lua");
 
-/// A script with the guard prepended.
+/// Tracked jobs' records, edited by the scripts that move the jobs (docs/jobs.md).
+const TRACK: &str = include_str!("track.lua");
+
+/// A script with the guard and the tracking functions prepended.
 fn guarded(body: &str) -> Script {
-    Script::new(&format!("{GUARD}\n{body}"))
+    Script::new(&format!("{GUARD}\n{TRACK}\n{body}"))
 }
 
 macro_rules! scripts {
@@ -72,7 +75,35 @@ scripts! {
     DELAYED_TAKE = "delayed_take.lua";
     /// Several writes as one step, every key's type checked first ([`Checked`]).
     CHECKED_WRITE = "checked_write.lua";
+    /// A running tracked job's progress, unless it is asked to stop (jobs/running.rs).
+    TRACK_PROGRESS = "track_progress.lua";
+    /// Enqueue a tracked job with its record, tags and job key (jobs/enqueue.rs).
+    TRACK_ENQUEUE = "track_enqueue.lua";
+    /// Cancel a tracked job, or ask a running one to stop (jobs/control.rs).
+    TRACK_CANCEL = "track_cancel.lua";
+    /// A transition computed by the worker, on its own (claims, requeues; jobs/mod.rs).
+    TRACK_APPLY = "track_apply.lua";
+    /// Forget finished records: expired ones, or by state and age (jobs/control.rs).
+    TRACK_PURGE = "track_purge.lua";
+}
+
+/// Loads the scripts a worker runs on every job (`SCRIPT LOAD`), before its first step: the
+/// first reserve is then one `EVALSHA`, not `EVALSHA` → `NOSCRIPT` → `SCRIPT LOAD` → `EVALSHA`
+/// (a few milliseconds during which a signal could arrive between the decision to reserve and
+/// the reserve). Best effort: a script not loaded is loaded on first use.
+pub(crate) async fn preload<C: redis::aio::ConnectionLike + Send>(con: &mut C) {
+    for s in [
+        &*STEP,
+        &*COMPLETE,
+        &*PROMOTE,
+        &*TRACK_PROGRESS,
+        &*TRACK_APPLY,
+    ] {
+        let _ = s.load_async(con).await;
+    }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod track_tests;

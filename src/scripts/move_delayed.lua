@@ -10,9 +10,12 @@
 -- KEYS[4] <ns>:queues       KEYS[5] <ns>:failed
 -- then per item i (1..n): KEYS[5+2i-1] <ns>:timestamps:<item>, KEYS[5+2i] <ns>:queue:<q>
 -- ARGV[1] lock value   ARGV[2] ts (the zset member)   ARGV[3] 'delayed:<ts>'   ARGV[4] n
--- then per item i: ARGV[4+3i-2] the item (exact bytes), ARGV[4+3i-1] queue name ('' when the
--- item cannot be enqueued), ARGV[4+3i] the job payload, or the failure entry when the queue
--- name is ''
+-- ARGV[5] the namespace prefix '<ns>:'   ARGV[6] now in epoch ms
+-- then per item i: ARGV[6+4i-3] the item (exact bytes), ARGV[6+4i-2] queue name ('' when the
+-- item cannot be enqueued), ARGV[6+4i-1] the job payload, or the failure entry when the queue
+-- name is '', ARGV[6+4i] the id of a tracked job ('' when not tracked)
+-- A tracked job's record goes from scheduled (or retrying) to queued in the same step; one
+-- whose record says cancelled is dropped instead of being enqueued: it never runs.
 -- Returns n when moved; -1 when the lock is not ours; -2 when the bucket changed (read again);
 -- an error reply, before any write, when a key it would write is unusable.
 
@@ -29,27 +32,46 @@ if n > 0 then
     return -2
   end
   for i = 1, n do
-    if head[i] ~= ARGV[4 + 3 * i - 2] then
+    if head[i] ~= ARGV[6 + 4 * i - 3] then
       return -2
     end
   end
   for i = 1, n do
     e = wrong_type(KEYS[5 + 2 * i - 1], 'set')
-    if not e and ARGV[4 + 3 * i - 1] ~= '' then
+    if not e and ARGV[6 + 4 * i - 2] ~= '' then
       e = wrong_type(KEYS[4], 'set') or wrong_type(KEYS[5 + 2 * i], 'list')
     elseif not e then
       e = wrong_type(KEYS[5], 'list')
     end
     if e then return redis.error_reply(e) end
   end
+  local P, now_ms = ARGV[5], tonumber(ARGV[6])
+  local dropped = {}
+  for i = 1, n do
+    local tid = ARGV[6 + 4 * i]
+    if tid ~= '' then
+      local text, ms = track_read(P, tid)
+      if text and track_extra(text, ms).state == 'cancelled' then dropped[i] = true end
+    end
+  end
   for i = 1, n do
     redis.call('SREM', KEYS[5 + 2 * i - 1], ARGV[3])
-    local queue = ARGV[4 + 3 * i - 1]
-    if queue ~= '' then
+    local queue = ARGV[6 + 4 * i - 2]
+    local tid = ARGV[6 + 4 * i]
+    if dropped[i] then
+      -- Cancelled while it waited.
+    elseif queue ~= '' then
+      if tid ~= '' then
+        track(P, tid, {
+          state = 'queued', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
+          event = { event = 'moved', queue = queue },
+          extra = { queue = queue }, only_if = { scheduled = true, retrying = true },
+        })
+      end
       redis.call('SADD', KEYS[4], queue)
-      redis.call('RPUSH', KEYS[5 + 2 * i], ARGV[4 + 3 * i])
+      redis.call('RPUSH', KEYS[5 + 2 * i], ARGV[6 + 4 * i - 1])
     else
-      redis.call('RPUSH', KEYS[5], ARGV[4 + 3 * i])
+      redis.call('RPUSH', KEYS[5], ARGV[6 + 4 * i - 1])
     end
   end
   redis.call('LTRIM', KEYS[3], n, -1)

@@ -18,6 +18,8 @@
 -- ARGV[5] the failure entry JSON
 -- ARGV[6] the job's payload bytes, as they are inside the record
 -- ARGV[7] the queue name (for SADD <ns>:queues, as every enqueue does)
+-- ARGV[8] the namespace prefix '<ns>:'   ARGV[9] the job's tracked end (a track.lua spec that
+-- applies to a working record only; '' when the job is not tracked)   ARGV[10] now, epoch ms
 -- Returns 1 when the id was pruned now, 0 when its state changed and nothing was written; an
 -- error reply, before any write, when a key it would write is unusable.
 
@@ -50,4 +52,7 @@ end
 redis.call('SREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[10])
 redis.call('HDEL', KEYS[4], ARGV[1])
+if ARGV[9] and ARGV[9] ~= '' then
+  track_spec(ARGV[8], ARGV[9], tonumber(ARGV[10]))
+end
 return 1

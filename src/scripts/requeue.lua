@@ -8,6 +8,8 @@
 -- ARGV[1] the record (exact bytes)
 -- ARGV[2] the job's payload bytes, as they are inside the record
 -- ARGV[3] the queue name
+-- ARGV[4] the namespace prefix '<ns>:'   ARGV[5] the job's tracked transition back to queued
+-- (a track.lua spec; '' when the job is not tracked)   ARGV[6] now, epoch ms
 -- Returns 1 when the job was requeued now, 0 when the record had already changed; an error
 -- reply, before any write, when a key it would write is unusable.
 
@@ -20,4 +22,7 @@ if e then return redis.error_reply(e) end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[3])
 redis.call('DEL', KEYS[1])
+if ARGV[5] and ARGV[5] ~= '' then
+  track_spec(ARGV[4], ARGV[5], tonumber(ARGV[6]))
+end
 return 1

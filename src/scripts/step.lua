@@ -44,11 +44,18 @@
 -- ARGV[2] run_at for a new record   ARGV[3] failed_at for entries written here
 -- ARGV[7] largest payload checked here (bytes)   ARGV[8] largest payload accepted (bytes)
 -- ARGV[9] most non-ASCII characters checked here   ARGV[10] claim token prefix (unique per call)
--- ARGV[11..10+nq] the queue names as JSON strings, aligned with the queue keys
--- Then five arguments per slot: completion ('0' none; 'sr' / 'fr' success / failure of the job
+-- ARGV[11] the namespace prefix '<ns>:' (tracked jobs' keys, track.lua)
+-- ARGV[12] the statused classes, '\n'-separated with a '\n' at each end ('' when none)
+-- ARGV[13] now in epoch milliseconds (tracked jobs' history)
+-- ARGV[14..13+nq] the queue names as JSON strings, aligned with the queue keys
+-- Then six arguments per slot: completion ('0' none; 'sr' / 'fr' success / failure of the job
 -- whose record is the next argument; 'st' / 'ft' the same for a claimed job whose token is the
 -- next argument), the record or token, the failure entry JSON (failures), "1" to reserve after
--- the completion, the worker id as a JSON string.
+-- the completion, the worker id as a JSON string, and the tracked job's end (a track.lua spec,
+-- '' when the job is not tracked), applied with the completion.
+--
+-- A reserved job that is tracked (track.lua) is marked working in the same call, and one whose
+-- record says cancelled is dropped instead of being given to a slot: it never runs.
 -- Returns three values per slot: a tag, applied (1 when the completion was applied now, 0 when
 -- not: already applied, or refused), and data:
 --   'job' + the record; 'claim' + '<token> <queue as JSON>', a newline and the payload's size
@@ -56,6 +63,8 @@
 --   'error' + what is wrong: the slot's reserve was refused, and so was its completion unless
 --   applied is 1 (a completion and a reserve are each all or nothing).
 -- Then one string with a character per queue: '0' when the call found it empty, '1' otherwise.
+-- Then one string: the tracked jobs whose record could not be written ('<id> <why>' lines; the
+-- jobs themselves moved as usual).
 
 local count_failed = ARGV[1] == '1'
 local nq = tonumber(ARGV[4])
@@ -63,7 +72,9 @@ local flags = ARGV[5]
 local jesque = flags ~= ''
 local kq = 5 + nq
 if jesque then kq = kq + nq end
-local aq = 10 + nq
+local aq = 13 + nq
+local P, statused, now_ms = ARGV[11], ARGV[12], tonumber(ARGV[13])
+local tracking_problems, track_finals = {}, 0
 local small = tonumber(ARGV[7])
 local max_payload = tonumber(ARGV[8])
 local char_budget = tonumber(ARGV[9])
@@ -76,7 +87,7 @@ local function pkey(s) return KEYS[kq + 5 * s - 3] end
 local function fkey(s) return KEYS[kq + 5 * s - 2] end
 local function ckey(s) return KEYS[kq + 5 * s - 1] end
 local function tkey(s) return KEYS[kq + 5 * s] end
-local function arg(s, i) return ARGV[aq + 5 * (s - 1) + i] end
+local function arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
 
 -- Checks of the shared keys, made at most once per call (false = fine).
 local shared = {}
@@ -168,6 +179,14 @@ for s = 1, slots do
         if success then count_success(s) else record_failure(s, arg(s, 3)) end
         applied[s], gone[s], held = 1, true, false
         if code == 'st' or code == 'ft' then untoken[s] = true end
+        if arg(s, 6) ~= '' then
+          local prev, why = track_spec(P, arg(s, 6), now_ms)
+          if prev then
+            track_finals = track_finals + 1
+          elseif why ~= 'skip' then
+            tracking_problems[#tracking_problems + 1] = string.sub(arg(s, 6), 8, 39) .. ' ' .. why
+          end
+        end
       end
     end
   end
@@ -236,21 +255,22 @@ local function utf8_within_budget(s)
   end
 end
 
--- Why a (valid UTF-8) payload cannot be recorded as a worker record; nil when it can.
+-- Why a (valid UTF-8) payload cannot be recorded as a worker record (nil when it can), and the
+-- decoded payload.
 local function malformed(raw)
   local ok, obj = pcall(cjson.decode, raw)
   if not ok then return 'payload is not valid JSON (' .. tostring(obj) .. ')' end
   if type(obj) ~= 'table' then return 'payload is not a JSON object' end
   local class = obj['class']
   if type(class) ~= 'string' or class == '' then return 'payload has no class' end
-  return nil
+  return nil, obj
 end
 
 -- The failure entry of a popped item that is not a job.
 local function entry_for(s, q, exception, message)
   return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
     .. cjson.encode(message) .. ',"backtrace":[],"worker":' .. arg(s, 5)
-    .. ',"queue":' .. ARGV[10 + q] .. '}'
+    .. ',"queue":' .. ARGV[13 + q] .. '}'
 end
 
 -- What stops slot s from taking a claim (its claim key must be free, the claims set usable).
@@ -265,7 +285,7 @@ end
 -- Slot s holds the claim `token` of a payload of n bytes from queue q.
 local function claimed(s, token, q, n)
   redis.call('SADD', KEYS[5], cjson.decode(arg(s, 5)))
-  tag[s], data[s] = 'claim', token .. ' ' .. ARGV[10 + q] .. '\n' .. n
+  tag[s], data[s] = 'claim', token .. ' ' .. ARGV[13 + q] .. '\n' .. n
   next_slot = next_slot + 1
 end
 
@@ -287,7 +307,7 @@ local function claim_head(key, q)
   local token = ARGV[10] .. '.' .. s
   redis.call('SORT', key, 'BY', 'nosort', 'LIMIT', 0, 1, 'STORE', ckey(s))
   redis.call('LTRIM', key, 1, -1)
-  redis.call('RPUSH', ckey(s), token, ARGV[10 + q])
+  redis.call('RPUSH', ckey(s), token, ARGV[13 + q])
   claimed(s, token, q, 0)
   return nil
 end
@@ -297,17 +317,40 @@ end
 local function take(raw, q)
   local s = wanting[next_slot]
   local n = #raw
-  local mode, why = 'job', nil
+  local mode, why, obj = 'job', nil, nil
   if n > max_payload then
     mode = 'toolarge'
   elseif n > small or not utf8_within_budget(raw) then
     mode = 'claim'
   else
-    why = malformed(raw)
+    why, obj = malformed(raw)
     if why then mode = 'malformed' end
   end
   if mode == 'job' then
-    local r = '{"queue":' .. ARGV[10 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
+    local tid, is_status = nil, false
+    if obj and (statused ~= '' or find(raw, '"resq_id"', 1, true)) then
+      tid, is_status = track_id_of(obj, statused)
+    end
+    if tid then
+      local text, ms = track_read(P, tid)
+      if text and track_extra(text, ms).state == 'cancelled' then
+        -- Cancelled while it waited: dropped here, so it never runs.
+        budget = budget - 1
+        return nil
+      end
+      local worker = cjson.decode(arg(s, 5))
+      local ok, twhy = track(P, tid, {
+        state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
+        set = { { 'name', json_str(track_name(raw, obj['class'], is_status)) } },
+        event = { event = 'started', worker = worker },
+        extra = { worker = worker, started_at = now_ms, queue = cjson.decode(ARGV[13 + q]),
+          class = obj['class'] },
+        attempts_inc = true,
+        create = { options = is_status and track_arg_text(raw, 2) or nil },
+      })
+      if not ok then tracking_problems[#tracking_problems + 1] = tid .. ' ' .. twhy end
+    end
+    local r = '{"queue":' .. ARGV[13 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
     redis.call('SET', wkey(s), r)
     tag[s], data[s], gone[s] = 'job', r, nil
     next_slot = next_slot + 1
@@ -315,7 +358,7 @@ local function take(raw, q)
     local e = claim_err(s)
     if e then return e end
     local token = ARGV[10] .. '.' .. s
-    redis.call('RPUSH', ckey(s), raw, token, ARGV[10 + q])
+    redis.call('RPUSH', ckey(s), raw, token, ARGV[13 + q])
     claimed(s, token, q, n)
   else
     local e = failure_err(s)
@@ -430,4 +473,6 @@ end
 if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 out[#out + 1] = table.concat(qflags)
+if track_finals > 0 then track_cleanup(P, now_ms, 10) end
+out[#out + 1] = table.concat(tracking_problems, '\n')
 return out

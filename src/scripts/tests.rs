@@ -317,10 +317,9 @@ mod step_scenarios {
                 let completion = if failure {
                     Completion::Failure {
                         job,
-                        entry: r#"{"failed_at":"x","payload":{"class":"A","args":["m-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
-                    }
+                        entry: r#"{"failed_at":"x","payload":{"class":"A","args":["m-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None }
                 } else {
-                    Completion::Success { job }
+                    Completion::Success { job, track: None }
                 };
                 Box::pin(step(con, keys, Some(completion)))
             }),
@@ -416,6 +415,7 @@ mod step_scenarios {
             run: Box::new(|con, keys| {
                 let c = Completion::Success {
                     job: JobRef::Token("t.1".into()),
+                    track: None,
                 };
                 Box::pin(step(con, keys, Some(c)))
             }),
@@ -446,8 +446,7 @@ mod step_scenarios {
             .unwrap();
         let failed = Completion::Failure {
             job: JobRef::Record(rec0.clone().into_bytes()),
-            entry: r#"{"failed_at":"x","payload":{"class":"A","args":["b-0"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
-        };
+            entry: r#"{"failed_at":"x","payload":{"class":"A","args":["b-0"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None };
         let items = [
             StepItem {
                 stepper: &steppers[0],

@@ -128,6 +128,13 @@ async fn lane(con: Conn, rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>, fetch
                 }
             }
         }
+        // A step a slot asked for just before USR2 paused the process does not reserve: once
+        // the pause is in force, no call leaves here that could take a job.
+        if fetch.locally_paused() {
+            for r in &mut batch {
+                r.reserve = false;
+            }
+        }
         let reserving = batch.iter().any(|r| r.reserve);
         let full = batch.iter().any(|r| r.full);
         let pick = fetch.pick(&batch[0].queues, reserving, full);
@@ -152,6 +159,9 @@ async fn lane(con: Conn, rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>, fetch
         match result {
             Ok(out) => {
                 fetch.found_empty(&pick, &out.found_empty);
+                for p in &out.tracking_problems {
+                    crate::jobs::report_problem(p);
+                }
                 for (req, reply) in batch.into_iter().zip(out.replies) {
                     // A slot that stopped waiting (its task was cancelled) simply misses its
                     // reply; its record stays in Redis for the pruner, as after a crash.

@@ -28,6 +28,8 @@ pub(crate) struct Extended {
     pub outcome: Outcome,
     /// The unique job's lock to release (or keep, on a retry).
     pub unique: Option<UniqueMark>,
+    /// A tracked job's end, written with the completion.
+    pub track: Option<Box<crate::jobs::TrackEnd>>,
 }
 
 /// How an extended job ended.
@@ -80,6 +82,8 @@ pub(crate) struct Extras {
     pub clear_retry: Option<String>,
     /// The unique lock to release (or keep, when retried).
     pub unique: Option<UniqueMark>,
+    /// A tracked job's end (the tracking layer's).
+    pub track: Option<Box<crate::jobs::TrackEnd>>,
 }
 
 impl Extras {
@@ -91,7 +95,8 @@ impl Extras {
 /// The completion of a job that succeeded.
 pub(crate) fn success(extras: Extras, job: JobRef) -> Completion {
     if extras.is_empty() {
-        return Completion::Success { job };
+        let track = extras.track.map(|t| t.spec(chrono::Utc::now(), None));
+        return Completion::Success { job, track };
     }
     Completion::Extended(Box::new(Extended {
         job,
@@ -99,13 +104,15 @@ pub(crate) fn success(extras: Extras, job: JobRef) -> Completion {
             retry_key: extras.clear_retry,
         },
         unique: extras.unique,
+        track: extras.track,
     }))
 }
 
 /// The completion of a job that failed (`entry` is its failure entry).
 pub(crate) fn failure(extras: Extras, job: JobRef, entry: String) -> Completion {
     if extras.retry.is_none() && extras.unique.is_none() {
-        return Completion::Failure { job, entry };
+        let track = extras.track.map(|t| t.spec(chrono::Utc::now(), None));
+        return Completion::Failure { job, entry, track };
     }
     Completion::Extended(Box::new(Extended {
         job,
@@ -114,6 +121,7 @@ pub(crate) fn failure(extras: Extras, job: JobRef, entry: String) -> Completion 
             retry: extras.retry,
         },
         unique: extras.unique,
+        track: extras.track,
     }))
 }
 
@@ -158,7 +166,7 @@ async fn attempt<C: ConnectionLike + Send>(
     k.push(keys.claim_token(id));
     // ARGV[2..=16] after the record; defaults are "nothing to do".
     // `a[n]` is ARGV[n] (ARGV[1], the record, is sent as bytes); defaults do nothing.
-    let mut a: Vec<String> = vec![String::new(); 18];
+    let mut a: Vec<String> = vec![String::new(); 21];
     a[4] = if count_failed { "1" } else { "0" }.into();
     a[5] = "-".into();
     a[7] = "0".into();
@@ -170,6 +178,7 @@ async fn attempt<C: ConnectionLike + Send>(
         k[8] = keys.unique(&u.key);
         a[8] = u.id.clone();
     }
+    let mut retry_at = None;
     match &ext.outcome {
         Outcome::Success { retry_key } => {
             a[2] = "success".into();
@@ -203,6 +212,7 @@ async fn attempt<C: ConnectionLike + Send>(
                 let now = chrono::Utc::now().timestamp();
                 let ts = now.saturating_add(i64::try_from(delay.as_secs()).unwrap_or(i64::MAX));
                 a[2] = "retry".into();
+                retry_at = Some(ts);
                 a[3] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, err);
                 a[6] = attempt.to_string();
                 a[9] = if delay.is_zero() { "now" } else { "delayed" }.into();
@@ -244,6 +254,12 @@ async fn attempt<C: ConnectionLike + Send>(
         JobRef::Token(t) => ("t", t.as_bytes()),
     };
     a[17] = mode.into();
+    let now = chrono::Utc::now();
+    a[18] = keys.prefix().to_string();
+    a[20] = now.timestamp_millis().to_string();
+    if let Some(t) = &ext.track {
+        a[19] = t.spec(now, retry_at);
+    }
     let mut inv = crate::scripts::COMPLETE.prepare_invoke();
     for key in &k {
         inv.key(key);
@@ -259,5 +275,10 @@ async fn attempt<C: ConnectionLike + Send>(
         Some(RedisValue::SimpleString(s)) => s.clone(),
         _ => String::new(),
     };
+    if let Some(RedisValue::BulkString(p)) = v.get(2) {
+        if !p.is_empty() {
+            crate::jobs::report_problem(&String::from_utf8_lossy(p));
+        }
+    }
     Ok((applied, status))
 }

@@ -205,6 +205,7 @@ impl Worker {
         let endpoint = crate::conn::Endpoint::with_options(&cfg.redis_url, &cfg.redis)?;
         let mut con = endpoint.connect().await?;
         crate::conn::check_server(&mut con, endpoint.label()).await?;
+        crate::scripts::preload(&mut con).await;
         let metrics = match cfg.metrics_addr {
             None => None,
             #[cfg(feature = "metrics")]
@@ -279,6 +280,9 @@ impl Worker {
             }
             false => None,
         };
+        let tracker =
+            crate::jobs::Tracker::new(con.clone(), keys.clone(), cfg.job_ttl, cfg.result_max);
+        tokio::spawn(tracker.clone().watch_kills(stop_rx.clone()));
         let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
         let (abort_jobs, abort_rx) = watch::channel(0u64);
         let chain = Arc::new(crate::middleware::Chain::new(
@@ -295,7 +299,8 @@ impl Worker {
             let slot = Slot {
                 stepper: Arc::new(
                     Stepper::new(&keys, &state.id, cfg.count_failed_as_processed)
-                        .with_max_payload(cfg.max_payload),
+                        .with_max_payload(cfg.max_payload)
+                        .with_statused(&self.registry.statused_classes()),
                 ),
                 steps: steps.clone(),
                 state: state.clone(),
@@ -304,6 +309,7 @@ impl Worker {
                 fetch: fetch.clone(),
                 registry: self.registry.clone(),
                 chain: chain.clone(),
+                tracker: tracker.clone(),
                 shutdown: shutdown.subscribe(),
                 abort_jobs: abort_rx.clone(),
                 at_least_once: cfg.at_least_once,

@@ -38,6 +38,7 @@ pub(crate) enum Reserved {
 pub(crate) async fn perform(
     chain: &Chain,
     registry: &Registry,
+    tracker: Option<&Arc<crate::jobs::Tracker>>,
     job: Reserved,
     worker: &Arc<str>,
     abort: impl Future<Output = &'static str>,
@@ -61,6 +62,27 @@ pub(crate) async fn perform(
             (refusing(err), ctx)
         }
     };
+    let tracked = crate::jobs::tracked_id(&payload, registry.statused_set());
+    let handler = if tracked.is_none() && registry.statused_set().contains(payload.class()) {
+        // A resque-status job without its id: it cannot be followed, so it does not run.
+        refusing(JobError::new(
+            "Resq::BadJobId",
+            format!(
+                "{} is a resque-status job: args[0] must be its id (32 lowercase hex characters), not {}",
+                payload.class(),
+                payload.args().first().map_or("nothing".to_string(), |a| a.to_string())
+            ),
+        ))
+    } else {
+        handler
+    };
+    let ctx = match (tracker, tracked) {
+        (Some(t), Some((id, statused))) => {
+            let run = t.begin(id, statused, ctx.handler_track_ttl());
+            ctx.with_tracked(run)
+        }
+        _ => ctx,
+    };
     let result = tokio::select! {
         r = chain.run(&handler, ctx.clone()) => r,
         signal = abort => {
@@ -68,7 +90,16 @@ pub(crate) async fn perform(
             Err(JobError::new(TERM_EXCEPTION, signal))
         }
     };
-    let extras = ctx.take_extras();
+    let mut extras = ctx.take_extras();
+    if let (Some(run), Err(err), None) = (ctx.tracked(), &result, &extras.track) {
+        // Aborted: the tracking layer never saw an outcome.
+        extras.track = Some(Box::new(crate::jobs::TrackEnd {
+            id: run.id.clone(),
+            ending: crate::jobs::Ending::Failed(err.message.clone()),
+            result: None,
+            ttl_secs: run.ttl.as_secs(),
+        }));
+    }
     match result {
         Ok(()) => super::complete::success(extras, job),
         // Resque's DontPerform from any middleware: skipped, counts as done.
@@ -108,9 +139,11 @@ fn decode_record(
         );
         tracing::warn!(queue = %queue, worker = %worker, "malformed payload");
         let entry = failure_entry(None, &queue, worker, &err);
+        let track = crate::jobs::ending_of_unreadable(&err.message, Some(&text));
         return Err(Completion::Failure {
             job: JobRef::Record(record),
             entry,
+            track,
         });
     };
     match Payload::from_text(&rec.payload_text) {
@@ -122,9 +155,11 @@ fn decode_record(
             );
             tracing::warn!(queue = %rec.queue, worker = %worker, error = %err, "malformed payload");
             let entry = failure_entry(None, &rec.queue, worker, &err);
+            let track = crate::jobs::ending_of_unreadable(&err.message, Some(&rec.payload_text));
             Err(Completion::Failure {
                 job: JobRef::Record(record),
                 entry,
+                track,
             })
         }
     }

@@ -305,6 +305,7 @@ impl Pruner {
             None => Judged::Idle,
             Some(bytes) => judge_record(bytes),
         };
+        let mut track = String::new();
         let (mode, entry, payload, queue) = match &job {
             Judged::Idle => ("", String::new(), String::new(), String::new()),
             Judged::Refused(why) => {
@@ -312,6 +313,13 @@ impl Pruner {
                 return Ok(());
             }
             Judged::Job { held, class } => {
+                if let Some(tid) = crate::jobs::id_in_payload(&held.payload) {
+                    track = if self.at_least_once {
+                        crate::jobs::requeued_spec(&tid)
+                    } else {
+                        crate::jobs::died_spec(&tid, id, crate::jobs::DEFAULT_TTL)
+                    };
+                }
                 if self.at_least_once {
                     (
                         "requeue",
@@ -362,6 +370,9 @@ impl Pruner {
             .arg(entry)
             .arg(payload)
             .arg(queue.as_str())
+            .arg(self.keys.prefix())
+            .arg(track)
+            .arg(Utc::now().timestamp_millis())
             .invoke_async(con)
             .await?;
         if applied != 1 {

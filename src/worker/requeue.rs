@@ -44,6 +44,9 @@ pub(crate) async fn requeue<C: ConnectionLike + Send>(
     record: &[u8],
     job: &HeldJob,
 ) -> RedisResult<bool> {
+    let track = crate::jobs::id_in_payload(&job.payload)
+        .map(|tid| crate::jobs::requeued_spec(&tid))
+        .unwrap_or_default();
     let n: i64 = crate::scripts::REQUEUE
         .key(keys.worker(id))
         .key(keys.queue(&job.queue))
@@ -51,6 +54,9 @@ pub(crate) async fn requeue<C: ConnectionLike + Send>(
         .arg(record)
         .arg(job.payload.as_str())
         .arg(job.queue.as_str())
+        .arg(keys.prefix())
+        .arg(track)
+        .arg(chrono::Utc::now().timestamp_millis())
         .invoke_async(con)
         .await?;
     Ok(n == 1)

@@ -82,6 +82,8 @@ pub(crate) struct Slot {
     pub registry: Arc<Registry>,
     /// The middleware chain around them.
     pub chain: Arc<crate::middleware::Chain>,
+    /// Tracked jobs' settings and kill watch.
+    pub tracker: Arc<crate::jobs::Tracker>,
     /// Shutdown phase.
     pub shutdown: watch::Receiver<Phase>,
     /// Bumped by USR1: abort the running job, keep working.
@@ -212,6 +214,7 @@ impl Slot {
                 Reply::Claim(c) => {
                     pending = self.claimed(c, &mut trouble).await;
                 }
+                Reply::Empty if self.fetch.locally_paused() => {}
                 Reply::Empty => {
                     tokio::select! {
                         _ = self.fetch.park() => {}
@@ -242,7 +245,15 @@ impl Slot {
             fired.store(true, Ordering::SeqCst);
             signal
         };
-        let c = perform(&self.chain, &self.registry, job, &self.state.id, abort).await;
+        let c = perform(
+            &self.chain,
+            &self.registry,
+            Some(&self.tracker),
+            job,
+            &self.state.id,
+            abort,
+        )
+        .await;
         self.after_abort(c, fired.load(Ordering::SeqCst)).await
     }
 
@@ -276,9 +287,29 @@ impl Slot {
                 return Some(Completion::Failure {
                     job: super::step::JobRef::Token(c.token.clone()),
                     entry,
+                    track: crate::jobs::ending_of_unreadable(&why.to_string(), None),
                 });
             }
         };
+        if let Some((id, _)) = crate::jobs::tracked_id(&payload, self.registry.statused_set()) {
+            let mut con = self.con.clone();
+            let runs = crate::jobs::start_claimed(
+                &mut con,
+                &self.keys,
+                &id,
+                payload.class(),
+                &self.state.id,
+                &c.queue,
+            )
+            .await;
+            if !runs {
+                tracing::info!(job = %id, worker = %self.state.id, "cancelled job dropped");
+                return Some(Completion::Success {
+                    job: super::step::JobRef::Token(c.token.clone()),
+                    track: None,
+                });
+            }
+        }
         let large = payload.text().len() >= claim::LARGE;
         let completion = self
             .run_job(Reserved::Claimed {

@@ -95,6 +95,8 @@ pub(crate) enum Completion {
     Success {
         /// The job.
         job: JobRef,
+        /// A tracked job's end (a `track.lua` spec), written with the completion.
+        track: Option<String>,
     },
     /// Failed; `entry` is the failure entry to push.
     Failure {
@@ -102,6 +104,8 @@ pub(crate) enum Completion {
         job: JobRef,
         /// The failure entry JSON.
         entry: String,
+        /// A tracked job's end (a `track.lua` spec), written with the completion.
+        track: Option<String>,
     },
     /// Ended with a retry or a unique lock to handle (see [`super::complete`]).
     Extended(Box<super::complete::Extended>),
@@ -111,7 +115,7 @@ impl Completion {
     /// The job it completes.
     pub(crate) fn job(&self) -> &JobRef {
         match self {
-            Completion::Success { job } | Completion::Failure { job, .. } => job,
+            Completion::Success { job, .. } | Completion::Failure { job, .. } => job,
             Completion::Extended(e) => &e.job,
         }
     }
@@ -184,6 +188,8 @@ pub(crate) struct Stepper {
     max_payload: u64,
     /// Key names (shared keys, extended completions).
     keys: Keys,
+    /// The statused classes, as the step script reads them (`\nA\nB\n`, or empty).
+    statused: std::sync::Arc<str>,
 }
 
 impl Stepper {
@@ -202,7 +208,18 @@ impl Stepper {
             count_failed,
             max_payload: DEFAULT_MAX_PAYLOAD,
             keys: keys.clone(),
+            statused: std::sync::Arc::from(""),
         }
+    }
+
+    /// Sets the classes whose jobs follow resque-status's convention (`args[0]` is the id).
+    pub(crate) fn with_statused(mut self, classes: &[String]) -> Self {
+        self.statused = if classes.is_empty() {
+            std::sync::Arc::from("")
+        } else {
+            std::sync::Arc::from(format!("\n{}\n", classes.join("\n")))
+        };
+        self
     }
 
     /// Sets the largest payload accepted (`RESQ_MAX_PAYLOAD`, bytes).
@@ -288,6 +305,8 @@ pub(crate) struct StepOutcome {
     pub replies: Vec<(Reply, bool)>,
     /// Per queue of the call, in order: whether the call found it empty.
     pub found_empty: Vec<bool>,
+    /// Tracked jobs whose record could not be written (`<id> <why>`); the jobs moved.
+    pub tracking_problems: Vec<String>,
 }
 
 /// Numbers the claims of this process's calls.
@@ -305,6 +324,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         return Ok(StepOutcome {
             replies: Vec::new(),
             found_empty: Vec::new(),
+            tracking_problems: Vec::new(),
         });
     };
     let shared = first.stepper;
@@ -329,7 +349,10 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     inv.arg(CHECKED_IN_REDIS)
         .arg(shared.max_payload)
         .arg(CHARS_CHECKED_IN_REDIS)
-        .arg(format!("{:x}.{call:x}", std::process::id()));
+        .arg(format!("{:x}.{call:x}", std::process::id()))
+        .arg(keys.prefix())
+        .arg(&*shared.statused)
+        .arg(now.timestamp_millis());
     for (_, _, json) in &queues.queues {
         inv.arg(json.as_str());
     }
@@ -338,35 +361,49 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         for k in &s.own {
             inv.key(k);
         }
-        match item.completion {
-            Some(Completion::Success { job }) => {
+        let track = match item.completion {
+            Some(Completion::Success { job, track }) => {
                 let (c, a) = job.code_and_arg();
-                inv.arg(format!("s{c}")).arg(a).arg("")
+                inv.arg(format!("s{c}")).arg(a).arg("");
+                track.as_deref()
             }
-            Some(Completion::Failure { job, entry }) => {
+            Some(Completion::Failure { job, entry, track }) => {
                 let (c, a) = job.code_and_arg();
-                inv.arg(format!("f{c}")).arg(a).arg(entry.as_str())
+                inv.arg(format!("f{c}")).arg(a).arg(entry.as_str());
+                track.as_deref()
             }
-            None | Some(Completion::Extended(_)) => inv.arg("0").arg("").arg(""),
+            None | Some(Completion::Extended(_)) => {
+                inv.arg("0").arg("").arg("");
+                None
+            }
         };
         inv.arg(if item.reserve { "1" } else { "0" })
-            .arg(s.worker_json.as_str());
+            .arg(s.worker_json.as_str())
+            .arg(track.unwrap_or(""));
     }
     let v: Vec<Value> = inv.invoke_async(con).await?;
-    if v.len() != 3 * items.len() + 1 {
+    if v.len() != 3 * items.len() + 2 {
         return Err(bad_reply());
     }
     let replies = v[..3 * items.len()]
         .chunks_exact(3)
         .map(parse_reply)
         .collect::<RedisResult<Vec<_>>>()?;
-    let found_empty = match v.last() {
+    let found_empty = match v.get(3 * items.len()) {
         Some(Value::BulkString(flags)) => flags.iter().map(|&f| f == b'0').collect(),
         _ => return Err(bad_reply()),
+    };
+    let tracking_problems = match v.last() {
+        Some(Value::BulkString(p)) if !p.is_empty() => String::from_utf8_lossy(p)
+            .lines()
+            .map(String::from)
+            .collect(),
+        _ => Vec::new(),
     };
     Ok(StepOutcome {
         replies,
         found_empty,
+        tracking_problems,
     })
 }
 

@@ -63,6 +63,7 @@ async fn the_step_is_safe_to_resend() {
     };
     let done = Completion::Success {
         job: JobRef::Record(record),
+        track: None,
     };
     let (_, applied) = stepper
         .step(&mut con, Some(&done), false, &queues)
@@ -139,11 +140,11 @@ async fn a_batched_step_is_each_slots_own_step() {
     }
     let done: &'static Completion = Box::leak(Box::new(Completion::Success {
         job: JobRef::Record(records[0].clone()),
+        track: None,
     }));
     let failed: &'static Completion = Box::leak(Box::new(Completion::Failure {
         job: JobRef::Record(records[1].clone()),
-        entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(),
-    }));
+        entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None }));
     let r = step_batch(
         &mut con,
         &queues,
@@ -232,6 +233,7 @@ async fn a_resent_retry_completion_is_applied_once() {
     let completion = super::perform::perform(
         &chain,
         &registry,
+        None,
         super::perform::Reserved::Record(record),
         &Arc::from(id),
         std::future::pending::<&'static str>(),

@@ -1,0 +1,127 @@
+//! Acting on tracked jobs: cancel (or ask a running one to stop) and purge finished ones.
+
+use super::{JobId, JobStatus, State};
+use crate::admin::Admin;
+use crate::client::Client;
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::time::Duration;
+
+/// What a cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cancelled {
+    /// It had not started: it is cancelled and will never run.
+    Cancelled,
+    /// It is running: it is asked to stop (it ends killed when it next looks).
+    Killing,
+    /// It had finished already, in this state; nothing changed.
+    Finished(State),
+}
+
+/// Sends the cancel script for `id`.
+async fn cancel(
+    con: &mut crate::conn::Conn,
+    keys: &crate::keys::Keys,
+    id: &JobId,
+) -> Result<Cancelled> {
+    let now = chrono::Utc::now();
+    let message = format!("Cancelled at {}", crate::wire::time::started(now));
+    let reply: String = crate::scripts::TRACK_CANCEL
+        .arg(keys.prefix())
+        .arg(id.as_str())
+        .arg(now.timestamp_millis())
+        .arg(crate::client::encode::to_json(
+            &message,
+            crate::client::FloatFormat::RubyJsonGem,
+        ))
+        .arg(super::DEFAULT_TTL.as_secs())
+        .invoke_async(con)
+        .await?;
+    match reply
+        .split_once(' ')
+        .map_or((reply.as_str(), ""), |(a, b)| (a, b))
+    {
+        ("cancelled", _) => Ok(Cancelled::Cancelled),
+        ("killing", _) => Ok(Cancelled::Killing),
+        ("final", s) => Ok(Cancelled::Finished(
+            State::parse(s).unwrap_or(State::Completed),
+        )),
+        _ => Err(Error::Rejected(format!("no tracked job {id}"))),
+    }
+}
+
+impl Client {
+    /// Cancels job `id`: one that has not started never runs; a running one is asked to stop.
+    /// An unknown id is an error.
+    pub async fn cancel(&self, id: &JobId) -> Result<Cancelled> {
+        cancel(&mut self.connection(), self.keys(), id).await
+    }
+
+    /// The record of job `id` (`None`: never tracked, or expired).
+    pub async fn status(&self, id: &JobId) -> Result<Option<JobStatus>> {
+        let text: Option<String> = redis::cmd("GET")
+            .arg(self.keys().resque_status(id.as_str()))
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(text.and_then(|t| JobStatus::parse(id, &t)))
+    }
+}
+
+impl Admin {
+    /// [`Client::cancel`].
+    pub async fn cancel_job(&self, id: &JobId) -> Result<Cancelled> {
+        cancel(&mut self.con(), self.keys(), id).await
+    }
+
+    /// Deletes finished jobs (of `state`, or every final state) that finished more than
+    /// `older_than` ago, and forgets expired ones; returns how many.
+    pub async fn purge_jobs(&self, state: Option<State>, older_than: Duration) -> Result<u64> {
+        let states: Vec<State> = match state {
+            Some(s) if !s.is_final() => {
+                return Err(Error::Rejected(format!(
+                "only finished jobs can be purged (completed, failed, killed, cancelled), not {s}"
+            )))
+            }
+            Some(s) => vec![s],
+            None => State::ALL.into_iter().filter(|s| s.is_final()).collect(),
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        let cutoff = now.saturating_sub(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX));
+        let mut con = self.con();
+        let mut total = 0u64;
+        loop {
+            let n: u64 = crate::scripts::TRACK_PURGE
+                .arg(self.keys().prefix())
+                .arg(now)
+                .arg("expired")
+                .arg("")
+                .arg(0)
+                .arg(500)
+                .invoke_async(&mut con)
+                .await?;
+            total += n;
+            if n == 0 {
+                break;
+            }
+        }
+        for s in states {
+            loop {
+                let n: u64 = crate::scripts::TRACK_PURGE
+                    .arg(self.keys().prefix())
+                    .arg(now)
+                    .arg("state")
+                    .arg(s.as_str())
+                    .arg(cutoff)
+                    .arg(500)
+                    .invoke_async(&mut con)
+                    .await?;
+                total += n;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(total)
+    }
+}

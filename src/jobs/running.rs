@@ -1,0 +1,261 @@
+//! A tracked job while it runs: its id, its kill switch and its result, as the handler reaches
+//! them through [`crate::JobContext`] (`job_id`, `progress`, `cancelled`, `set_result`).
+//!
+//! A kill request is resque-status's: the id in `<ns>:_kill`. One watcher per process looks
+//! for the ids of the tracked jobs it runs (`SMISMEMBER`, every [`KILL_POLL`], only while at
+//! least one runs) and flips their switches; `progress` also checks, in the script that writes
+//! the progress, as resque-status's `at` does.
+
+use super::JobId;
+use crate::conn::Conn;
+use crate::keys::Keys;
+use crate::registry::JobError;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How often the process looks for kill requests of the tracked jobs it runs.
+pub(crate) const KILL_POLL: Duration = Duration::from_millis(500);
+
+/// resque-status's exception for a killed job (raised by `at`/`tick`, swallowed by the plugin:
+/// for Resque the job succeeded).
+pub(crate) const KILLED: &str = "Resque::Plugins::Status::Killed";
+
+/// Per-process tracking settings and the kill watch.
+pub(crate) struct Tracker {
+    /// The shared connection.
+    pub con: Conn,
+    /// Key names.
+    pub keys: Keys,
+    /// How long a finished record is kept, unless its handler says otherwise.
+    pub ttl: Duration,
+    /// The largest result kept (bytes of JSON).
+    pub result_max: usize,
+    /// Kill switches of the tracked jobs running here.
+    running: Mutex<HashMap<JobId, watch::Sender<bool>>>,
+    /// Wakes the watcher when the first job starts.
+    started: tokio::sync::Notify,
+}
+
+impl Tracker {
+    /// The tracker of a worker process.
+    pub(crate) fn new(con: Conn, keys: Keys, ttl: Duration, result_max: usize) -> Arc<Self> {
+        Arc::new(Tracker {
+            con,
+            keys,
+            ttl,
+            result_max,
+            running: Mutex::default(),
+            started: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Starts following job `id` (until the returned run is dropped).
+    pub(crate) fn begin(
+        self: &Arc<Self>,
+        id: JobId,
+        statused: bool,
+        ttl: Option<Duration>,
+    ) -> Arc<TrackedRun> {
+        let (tx, rx) = watch::channel(false);
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), tx);
+        self.started.notify_one();
+        Arc::new(TrackedRun {
+            id,
+            statused,
+            ttl: ttl.unwrap_or(self.ttl),
+            tracker: self.clone(),
+            kill: rx,
+            kill_seen: AtomicBool::new(false),
+            result: Mutex::new(None),
+        })
+    }
+
+    fn end(&self, id: &JobId) {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    fn ids(&self) -> Vec<JobId> {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn kill(&self, id: &JobId) {
+        if let Some(tx) = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            let _ = tx.send(true);
+        }
+    }
+
+    /// Watches `_kill` for the running tracked jobs until `stop` turns true.
+    pub(crate) async fn watch_kills(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let ids = self.ids();
+            if ids.is_empty() {
+                tokio::select! {
+                    _ = self.started.notified() => continue,
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+            let mut con = self.con.clone();
+            let flags: redis::RedisResult<Vec<bool>> = redis::cmd("SMISMEMBER")
+                .arg(self.keys.resque_status_kill())
+                .arg(ids.iter().map(JobId::as_str).collect::<Vec<_>>())
+                .query_async(&mut con)
+                .await;
+            if let Ok(flags) = flags {
+                for (id, on) in ids.iter().zip(flags) {
+                    if on {
+                        self.kill(id);
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(KILL_POLL) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+    }
+}
+
+/// A tracked job being run (see the module docs).
+pub(crate) struct TrackedRun {
+    /// The id.
+    pub id: JobId,
+    /// Whether it is a resque-status job (`args[0]` is the id, `args[1]` the options).
+    pub statused: bool,
+    /// How long its record is kept once finished.
+    pub ttl: Duration,
+    tracker: Arc<Tracker>,
+    kill: watch::Receiver<bool>,
+    /// Whether the handler was told it is killed (by `progress`).
+    kill_seen: AtomicBool,
+    result: Mutex<Option<String>>,
+}
+
+impl Drop for TrackedRun {
+    fn drop(&mut self) {
+        self.tracker.end(&self.id);
+    }
+}
+
+impl TrackedRun {
+    /// Resolves once the job is asked to stop.
+    pub(crate) async fn cancelled(&self) {
+        let mut rx = self.kill.clone();
+        let _ = rx.wait_for(|k| *k).await;
+    }
+
+    /// Whether the job has been asked to stop (as far as this process knows).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        *self.kill.borrow() || self.kill_seen.load(Ordering::SeqCst)
+    }
+
+    /// Keeps `json` as the job's result; refuses one over the size cap.
+    pub(crate) fn set_result(&self, json: String) -> Result<(), JobError> {
+        if json.len() > self.tracker.result_max {
+            return Err(JobError::new(
+                "Resq::ResultTooLarge",
+                format!(
+                    "a result of {} bytes exceeds the {}-byte cap (RESQ_RESULT_MAX)",
+                    json.len(),
+                    self.tracker.result_max
+                ),
+            ));
+        }
+        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(json);
+        Ok(())
+    }
+
+    /// The result, once.
+    pub(crate) fn take_result(&self) -> Option<String> {
+        self.result.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Writes progress (`num`/`total`/`message` and custom fields, resque-status's `at`) unless
+    /// the job is asked to stop, which is an error the handler returns (`?`): the job then ends
+    /// killed.
+    pub(crate) async fn progress(
+        &self,
+        num: Option<f64>,
+        total: Option<f64>,
+        message: Option<&str>,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), JobError> {
+        if let Some(t) = total {
+            if t <= 0.0 {
+                // resque-status's NotANumber.
+                return Err(JobError::new(
+                    "Resque::Plugins::Status::NotANumber",
+                    format!("Called at() with total={t} (must be a positive number)"),
+                ));
+            }
+        }
+        let format = crate::client::FloatFormat::RubyJsonGem;
+        let mut set: Vec<(String, String)> = Vec::new();
+        let number = |x: f64| {
+            if x.fract() == 0.0 && x.abs() < 9.0e15 {
+                format!("{}", x as i64)
+            } else {
+                crate::client::encode::to_json(&x, format)
+            }
+        };
+        if let Some(n) = num {
+            set.push(("num".into(), number(n)));
+        }
+        if let Some(t) = total {
+            set.push(("total".into(), number(t)));
+        }
+        if let Some(m) = message {
+            set.push(("message".into(), crate::client::encode::to_json(m, format)));
+        }
+        for (k, v) in fields {
+            set.push((k.clone(), crate::client::encode::to_json(v, format)));
+        }
+        let mut con = self.tracker.con.clone();
+        let mut inv = crate::scripts::TRACK_PROGRESS.prepare_invoke();
+        inv.arg(self.tracker.keys.prefix())
+            .arg(self.id.as_str())
+            .arg(chrono::Utc::now().timestamp_millis());
+        for (k, v) in &set {
+            inv.arg(k).arg(v);
+        }
+        let reply: redis::RedisResult<String> = inv.invoke_async(&mut con).await;
+        match reply.as_deref() {
+            Ok("killed") => {
+                self.kill_seen.store(true, Ordering::SeqCst);
+                Err(killed())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(JobError::new(
+                "Redis::CommandError",
+                format!(
+                    "progress of job {}: {}",
+                    self.id,
+                    crate::conn::errors::display(e)
+                ),
+            )),
+        }
+    }
+}
+
+/// The error `progress` returns once a job is asked to stop.
+pub(crate) fn killed() -> JobError {
+    JobError::new(KILLED, "the job was asked to stop")
+}

@@ -1,0 +1,51 @@
+//! Waiting for a tracked job to finish without polling: Redis tells a dedicated RESP3
+//! connection when the job's record changes (`CLIENT TRACKING ON BCAST PREFIX
+//! <ns>:status:<id>`), and the record is read again only then. Where tracking is not
+//! available (Redis Cluster, a client built over a bare connection) the record is read with a
+//! back-off from 50 ms to 1 s.
+
+use super::{JobId, JobStatus};
+use crate::client::Client;
+use crate::error::Result;
+use std::time::{Duration, Instant};
+
+impl Client {
+    /// Waits up to `timeout` for job `id` to finish. Returns its record: final, or as it
+    /// stood at the timeout; `None` when there is no such record (never tracked, or expired).
+    pub async fn wait(&self, id: &JobId, timeout: Duration) -> Result<Option<JobStatus>> {
+        let deadline = Instant::now() + timeout;
+        let key = self.keys().resque_status(id.as_str());
+        // Subscribe before reading, so a change between the two is not missed.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut watch = match self.endpoint() {
+            Some(e) => e.tracking(&key, tx).await.ok().flatten(),
+            None => None,
+        };
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let status = self.status(id).await?;
+            let Some(s) = status else { return Ok(None) };
+            if s.state.is_final() {
+                return Ok(Some(s));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Some(s));
+            }
+            if watch.is_some() {
+                tokio::select! {
+                    msg = rx.recv() => {
+                        if msg.is_none() {
+                            // The tracking connection is gone: read with a back-off from now on.
+                            watch = None;
+                        }
+                    }
+                    _ = tokio::time::sleep(left) => {}
+                }
+            } else {
+                tokio::time::sleep(backoff.min(left)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}

@@ -1,0 +1,576 @@
+-- track.lua: tracked jobs' records, edited by the script that moves the job (docs/jobs.md).
+--
+-- A tracked job has an id and a record `<ns>:status:<id>`: resque-status's JSON status (a
+-- string key), so resque-status's own readers and web tab show it. resq keeps its own extra
+-- state in one field resque-status ignores, `resq` (state, queue, class, worker, attempts,
+-- times, tags, key, history). Records are edited as text: a top-level field is replaced where
+-- it stands or appended at the end, which is exactly what Ruby's `old.merge(new)` gives, so
+-- fields keep their order and every value resq does not write keeps its bytes.
+--
+-- Ids: resque-status's are 32 lowercase hex characters; a resq-tracked job carries its id in
+-- the payload field `resq_id`; a resque-status job (its class declared statused) carries it as
+-- args[0].
+--
+-- Keys (see src/keys.rs; built here from the namespace prefix P = '<ns>:'):
+--   P..'status:'..id          the record (string, JSON)
+--   P..'_statuses'            resque-status's zset of ids by creation time (epoch s)
+--   P..'_kill'                resque-status's set of ids asked to stop
+--   P..'resq:jobs:'..state    one zset per state: ids by the time they entered it (ms)
+--   P..'resq:jobs:expiry'     finished ids (with their tags: 'id tag tag…') by expiry time (ms)
+--   P..'resq:tag:'..tag       ids carrying the tag, by creation time (ms)
+--   P..'resq:jobkey:'..key    the id of the non-final job enqueued under that job key
+--
+-- Prepended (after guard.lua) to every script; it defines local functions only. Every function
+-- that writes checks every key it writes first and writes nothing when one is unusable.
+-- KEYS / ARGV: none of its own.
+
+local tfind, tsub = string.find, string.sub
+
+-- The resque-status `status` of each resq state (resque-status knows five).
+local TRACK_STATUS = {
+  queued = 'queued', scheduled = 'queued', retrying = 'queued', working = 'working',
+  completed = 'completed', failed = 'failed', killed = 'killed', cancelled = 'killed',
+}
+local TRACK_FINAL = { completed = true, failed = true, killed = true, cancelled = true }
+local TRACK_STATES = { 'queued', 'scheduled', 'working', 'retrying', 'completed', 'failed',
+  'killed', 'cancelled' }
+-- Events kept in a record's history (the newest).
+local TRACK_HISTORY = 50
+
+-- Whether s has the shape of an id (32 lowercase hex characters, resque-status's uuid).
+local function track_id_like(s)
+  return type(s) == 'string' and #s == 32 and not tfind(s, '[^0-9a-f]')
+end
+
+-- The end index of the JSON value starting at index i of t, or nil when t is not JSON there.
+local function json_end(t, i)
+  local c = tsub(t, i, i)
+  if c == '"' then
+    local j = i + 1
+    while true do
+      local q = tfind(t, '["\\]', j)
+      if not q then return nil end
+      if tsub(t, q, q) == '"' then return q end
+      j = q + 2
+    end
+  elseif c == '{' or c == '[' then
+    local depth, j = 0, i
+    while true do
+      local q = tfind(t, '[%[%]{}"]', j)
+      if not q then return nil end
+      local d = tsub(t, q, q)
+      if d == '"' then
+        q = json_end(t, q)
+        if not q then return nil end
+      elseif d == '{' or d == '[' then
+        depth = depth + 1
+      else
+        depth = depth - 1
+        if depth == 0 then return q end
+      end
+      j = q + 1
+    end
+  else
+    local _, e = tfind(t, '^[%w%.%+%-]+', i)
+    return e
+  end
+end
+
+-- The members of the JSON object text t: a list of {key text (as written, unescaped keys
+-- only matter here), value start, value end}, and the index of its closing brace; nil when t
+-- is not one JSON object.
+local function json_members(t)
+  local _, i = tfind(t, '^%s*{%s*')
+  if not i then return nil end
+  i = i + 1
+  local out = {}
+  if tsub(t, i, i) == '}' then
+    if tfind(t, '^%s*$', i + 1) then return out, i end
+    return nil
+  end
+  while true do
+    if tsub(t, i, i) ~= '"' then return nil end
+    local ke = json_end(t, i)
+    if not ke then return nil end
+    local _, c = tfind(t, '^%s*:%s*', ke + 1)
+    if not c then return nil end
+    local ve = json_end(t, c + 1)
+    if not ve then return nil end
+    out[#out + 1] = { tsub(t, i + 1, ke - 1), c + 1, ve }
+    local _, n = tfind(t, '^%s*', ve + 1)
+    local d = tsub(t, n + 1, n + 1)
+    if d == '}' then
+      if tfind(t, '^%s*$', n + 2) then return out, n + 1 end
+      return nil
+    end
+    if d ~= ',' then return nil end
+    local _, w = tfind(t, '^%s*', n + 2)
+    i = w + 1
+  end
+end
+
+-- The value text of member `key` of object text t (members ms), or nil.
+local function json_get(t, ms, key)
+  for _, m in ipairs(ms) do
+    if m[1] == key then return tsub(t, m[2], m[3]) end
+  end
+  return nil
+end
+
+-- Object text t (members ms, closing brace at close) with each {key, value text} of `updates`
+-- replacing the member of that key where it stands, or appended in order: Ruby's merge.
+local function json_merge(t, ms, close, updates)
+  local want, order = {}, {}
+  for _, u in ipairs(updates) do
+    if want[u[1]] == nil then order[#order + 1] = u[1] end
+    want[u[1]] = u[2]
+  end
+  local parts, from = {}, 1
+  for _, m in ipairs(ms) do
+    local v = want[m[1]]
+    if v ~= nil then
+      parts[#parts + 1] = tsub(t, from, m[2] - 1)
+      parts[#parts + 1] = v
+      from = m[3] + 1
+      want[m[1]] = nil
+    end
+  end
+  parts[#parts + 1] = tsub(t, from, close - 1)
+  local n = #ms
+  for _, k in ipairs(order) do
+    local v = want[k]
+    if v ~= nil then
+      if n > 0 then parts[#parts + 1] = ',' end
+      parts[#parts + 1] = '"' .. k .. '":' .. v
+      n = n + 1
+    end
+  end
+  parts[#parts + 1] = tsub(t, close)
+  return table.concat(parts)
+end
+
+-- Ruby's Float#to_s of the double x (what Hash#inspect prints for a float).
+local function rb_float(x)
+  if x ~= x then return 'NaN' end
+  if x == math.huge then return 'Infinity' end
+  if x == -math.huge then return '-Infinity' end
+  if x == 0 then
+    if 1 / x < 0 then return '-0.0' end
+    return '0.0'
+  end
+  local s
+  for p = 1, 17 do
+    s = string.format('%.' .. p .. 'e', x)
+    if tonumber(s) == x then break end
+  end
+  -- s = '-d.ddde+XX': the shortest digits and the decimal point's position.
+  local sign, d1, rest, ex = string.match(s, '^(%-?)(%d)%.?(%d*)e([-+]%d+)$')
+  local digits = string.gsub(d1 .. rest, '0+$', '')
+  if digits == '' then digits = '0' end
+  local decpt = tonumber(ex) + 1
+  -- Ruby's flo_to_s: the point inside the digits, or up to 15 integer digits, or 0.000ddd.
+  if decpt > 0 and decpt < #digits then
+    return sign .. tsub(digits, 1, decpt) .. '.' .. tsub(digits, decpt + 1)
+  elseif decpt > 0 and decpt <= 15 then
+    return sign .. digits .. string.rep('0', decpt - #digits) .. '.0'
+  elseif decpt <= 0 and decpt > -4 then
+    return sign .. '0.' .. string.rep('0', -decpt) .. digits
+  end
+  local frac = tsub(digits, 2)
+  if frac == '' then frac = '0' end
+  local e = decpt - 1
+  local es = '+'
+  if e < 0 then es, e = '-', -e end
+  return sign .. tsub(digits, 1, 1) .. '.' .. frac .. 'e' .. es .. string.format('%02d', e)
+end
+
+-- UTF-8 bytes of code point c.
+local function utf8_char(c)
+  if c < 0x80 then return string.char(c) end
+  if c < 0x800 then return string.char(0xC0 + math.floor(c / 64), 0x80 + c % 64) end
+  if c < 0x10000 then
+    return string.char(0xE0 + math.floor(c / 4096), 0x80 + math.floor(c / 64) % 64, 0x80 + c % 64)
+  end
+  return string.char(0xF0 + math.floor(c / 262144), 0x80 + math.floor(c / 4096) % 64,
+    0x80 + math.floor(c / 64) % 64, 0x80 + c % 64)
+end
+
+-- Non-ASCII code points Ruby's String#inspect escapes: the line and paragraph separators and
+-- the noncharacters. (Ruby also escapes code points unassigned in its Unicode tables; those are
+-- written as they are here.)
+local function rb_unprintable(c)
+  return c == 0x2028 or c == 0x2029 or (c >= 0xFDD0 and c <= 0xFDEF) or c % 65536 >= 0xFFFE
+end
+
+local RB_ESC = { [7] = '\\a', [8] = '\\b', [9] = '\\t', [10] = '\\n', [11] = '\\v', [12] = '\\f',
+  [13] = '\\r', [27] = '\\e', [34] = '\\"', [92] = '\\\\' }
+
+-- Ruby's String#inspect of the JSON string literal t[i..j] (quotes included).
+local function rb_string(t, i, j)
+  local out, k = { '"' }, i + 1
+  local function put(c)
+    local e = RB_ESC[c]
+    if e then
+      out[#out + 1] = e
+    elseif c < 32 or c == 127 then
+      out[#out + 1] = string.format('\\u%04X', c)
+    elseif c >= 0x10000 and rb_unprintable(c) then
+      out[#out + 1] = string.format('\\u{%X}', c)
+    elseif c >= 0x80 and rb_unprintable(c) then
+      out[#out + 1] = string.format('\\u%04X', c)
+    else
+      out[#out + 1] = utf8_char(c)
+    end
+  end
+  while k < j do
+    local b = string.byte(t, k)
+    if b == 92 then
+      local e = tsub(t, k + 1, k + 1)
+      if e == 'u' then
+        local c = tonumber(tsub(t, k + 2, k + 5), 16) or 0xFFFD
+        k = k + 6
+        if c >= 0xD800 and c <= 0xDBFF and tsub(t, k, k + 1) == '\\u' then
+          local lo = tonumber(tsub(t, k + 2, k + 5), 16) or 0
+          if lo >= 0xDC00 and lo <= 0xDFFF then
+            c = 0x10000 + (c - 0xD800) * 1024 + (lo - 0xDC00)
+            k = k + 6
+          end
+        end
+        put(c)
+      else
+        local map = { n = 10, t = 9, r = 13, b = 8, f = 12 }
+        put(map[e] or string.byte(e))
+        k = k + 2
+      end
+    elseif b == 35 and tfind(t, '^[{$@]', k + 1) then
+      out[#out + 1] = '\\#'
+      k = k + 1
+    elseif b < 0x80 then
+      put(b)
+      k = k + 1
+    else
+      -- A multi-byte character (the payload was checked to be valid UTF-8).
+      local n = (b >= 0xF0 and 4) or (b >= 0xE0 and 3) or 2
+      local c = b % (2 ^ (7 - n))
+      for x = 1, n - 1 do c = c * 64 + string.byte(t, k + x) % 64 end
+      if rb_unprintable(c) then put(c) else out[#out + 1] = tsub(t, k, k + n - 1) end
+      k = k + n
+    end
+  end
+  out[#out + 1] = '"'
+  return table.concat(out)
+end
+
+-- Ruby 3.1's #inspect of the JSON value at t[i..] as JSON.parse gives it; nil when the text
+-- is not JSON there. Returns the text and the value's end index.
+local function rb_inspect(t, i)
+  local _, s = tfind(t, '^%s*', i)
+  i = s + 1
+  local c = tsub(t, i, i)
+  local e = json_end(t, i)
+  if not e then return nil end
+  if c == '"' then return rb_string(t, i, e), e end
+  if c == '{' or c == '[' then
+    local open, close, parts, k = c, (c == '{' and '}' or ']'), {}, i + 1
+    while true do
+      local _, w = tfind(t, '^[%s,]*', k)
+      k = w + 1
+      if tsub(t, k, k) == close then break end
+      local item, ie
+      if open == '{' then
+        local ke = json_end(t, k)
+        if not ke then return nil end
+        local _, colon = tfind(t, '^%s*:', ke + 1)
+        if not colon then return nil end
+        local v, ve = rb_inspect(t, colon + 1)
+        if not v then return nil end
+        item, ie = rb_string(t, k, ke) .. '=>' .. v, ve
+      else
+        item, ie = rb_inspect(t, k)
+        if not item then return nil end
+      end
+      parts[#parts + 1] = item
+      k = ie + 1
+    end
+    return open .. table.concat(parts, ', ') .. close, e
+  end
+  local word = tsub(t, i, e)
+  if word == 'null' then return 'nil', e end
+  if word == 'true' or word == 'false' then return word, e end
+  if tfind(word, '^%-?%d+$') then
+    return (string.gsub(word, '^%-0+$', '0')), e
+  end
+  local x = tonumber(word)
+  if not x then return nil end
+  return rb_float(x), e
+end
+
+-- resque-status's `name`: "Class(#{options.inspect unless options.empty?})", from the JSON
+-- text of the options (nil: no options). Unreadable options give "Class(…)".
+local function rb_name(class, options)
+  if not options or tfind(options, '^%s*{%s*}%s*$') or tfind(options, '^%s*%[%s*%]%s*$')
+      or options == '""' or options == 'null' then
+    return class .. '()'
+  end
+  local s = rb_inspect(options, 1)
+  return class .. '(' .. (s or '…') .. ')'
+end
+
+-- Per-call cache of checked keys (false: usable).
+local track_checked = {}
+local function track_type_err(key, want)
+  local v = track_checked[key]
+  if v == nil then
+    v = wrong_type(key, want) or false
+    track_checked[key] = v
+  end
+  return v or nil
+end
+
+-- The record of job `id` (prefix P = '<ns>:'): its text (false when absent), its members and
+-- closing index; or nil and the error text when the key is unusable (another type, or a
+-- string that is not one JSON object).
+local function track_read(P, id)
+  local key = P .. 'status:' .. id
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    return nil, wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string')
+  end
+  if not v then return false end
+  local ms, close = json_members(v)
+  if not ms then
+    return nil, 'BADSTATUS ' .. key .. ' holds ' .. string.format('%q', tsub(v, 1, 60))
+      .. ', not a JSON object'
+  end
+  return v, ms, close
+end
+
+-- The `resq` object of a record (a Lua table; a fresh one when absent or unreadable).
+local function track_extra(text, ms)
+  local r = text and json_get(text, ms, 'resq')
+  if r then
+    local ok, obj = pcall(cjson.decode, r)
+    if ok and type(obj) == 'table' then return obj end
+  end
+  return { history = {} }
+end
+
+-- Applies transition `tr` to job `id` (P = '<ns>:'). `tr`:
+--   state     the new state (TRACK_STATUS's keys)
+--   now_ms    the time (epoch ms); now_s the same in seconds (resque-status's `time`)
+--   set       top-level fields to write: a list of {key, JSON text} (message, name, num,
+--             total, result, custom keys); `status` follows from the state
+--   event     the history entry (a table; `at` and `event` are added); no_event: none
+--   extra     fields of the `resq` object to set (a table), attempts_inc to count an attempt
+--   ttl       seconds a final record is kept (0: no expiry)
+--   only_if   a state table: apply only when the record's state is one of these (else 'skip')
+--   create    when the record is absent: create it ({uuid = id, options = JSON text or nil})
+--             (resque-status's behaviour: a fresh `time`, no options); otherwise nothing is
+--             written for an absent record ('absent')
+-- Returns the previous state ('' when none), or nil and the reason: 'absent', 'skip', or the
+-- error text of an unusable key (nothing is written then).
+local function track(P, id, tr)
+  local text, ms, close = track_read(P, id)
+  if text == nil then return nil, ms end
+  if not text and not tr.create then return nil, 'absent' end
+  local extra = track_extra(text, ms)
+  local old = extra.state
+  if not old and text then
+    -- A record resq has not touched: resque-status's own status says where it is.
+    local st = json_get(text, ms, 'status')
+    if st == '"working"' then old = 'working'
+    elseif st == '"completed"' then old = 'completed'
+    elseif st == '"failed"' then old = 'failed'
+    elseif st == '"killed"' then old = 'killed'
+    else old = 'queued' end
+  end
+  if tr.only_if and not tr.only_if[old or ''] then return nil, 'skip' end
+  local new = tr.state
+  local final = TRACK_FINAL[new]
+  local newidx = P .. 'resq:jobs:' .. new
+  local e = track_type_err(newidx, 'zset')
+  if not e and old and old ~= new then e = track_type_err(P .. 'resq:jobs:' .. old, 'zset') end
+  if not e then e = track_type_err(P .. '_statuses', 'zset') end
+  if not e and (final or (old and TRACK_FINAL[old])) then
+    e = track_type_err(P .. 'resq:jobs:expiry', 'zset') or track_type_err(P .. '_kill', 'set')
+    if not e and extra.key then e = wrong_type(P .. 'resq:jobkey:' .. extra.key, 'string') end
+  end
+  if e then return nil, e end
+  -- Writes from here on cannot fail.
+  for k, v in pairs(tr.extra or {}) do extra[k] = v end
+  extra.state = new
+  if tr.attempts_inc then extra.attempts = (tonumber(extra.attempts) or 0) + 1 end
+  local h = extra.history
+  if type(h) ~= 'table' then h = {} end
+  if not tr.no_event then
+    local ev = tr.event or {}
+    ev.event = ev.event or new
+    ev.at = tr.now_ms
+    h[#h + 1] = ev
+    while #h > TRACK_HISTORY do table.remove(h, 1) end
+  end
+  extra.history = h
+  local updates = { { 'status', '"' .. TRACK_STATUS[new] .. '"' } }
+  for _, u in ipairs(tr.set or {}) do updates[#updates + 1] = u end
+  updates[#updates + 1] = { 'resq', cjson.encode(extra) }
+  local key = P .. 'status:' .. id
+  if not text then
+    local head = '{"time":' .. tr.now_s .. ',"status":"queued","uuid":"' .. id .. '"'
+    if tr.create.options then head = head .. ',"options":' .. tr.create.options end
+    text = head .. '}'
+    ms, close = json_members(text)
+    redis.call('ZADD', P .. '_statuses', tr.now_s, id)
+  end
+  local out = json_merge(text, ms, close, updates)
+  if final then
+    if tr.ttl and tr.ttl > 0 then
+      redis.call('SET', key, out, 'EX', tr.ttl)
+      local member = id
+      if type(extra.tags) == 'table' and #extra.tags > 0 then
+        member = id .. ' ' .. table.concat(extra.tags, ' ')
+      end
+      redis.call('ZADD', P .. 'resq:jobs:expiry', tr.now_ms + tr.ttl * 1000, member)
+    else
+      redis.call('SET', key, out)
+    end
+    redis.call('SREM', P .. '_kill', id)
+    if extra.key then
+      local jk = P .. 'resq:jobkey:' .. extra.key
+      if redis.call('GET', jk) == id then redis.call('DEL', jk) end
+    end
+  elseif old and TRACK_FINAL[old] then
+    -- A finished job running again (a failure retried from resque-web): kept until it ends.
+    redis.call('SET', key, out)
+    local member = id
+    if type(extra.tags) == 'table' and #extra.tags > 0 then
+      member = id .. ' ' .. table.concat(extra.tags, ' ')
+    end
+    redis.call('ZREM', P .. 'resq:jobs:expiry', member)
+  else
+    redis.call('SET', key, out, 'KEEPTTL')
+  end
+  if old and old ~= new then redis.call('ZREM', P .. 'resq:jobs:' .. old, id) end
+  redis.call('ZADD', newidx, tr.now_ms, id)
+  return old or ''
+end
+
+-- Forgets up to n finished records whose time is up: out of `_statuses`, the state indexes and
+-- their tags' indexes (the record itself expires on its own). Nothing when a key is unusable.
+local function track_cleanup(P, now_ms, n)
+  local exp = P .. 'resq:jobs:expiry'
+  if track_type_err(exp, 'zset') then return 0 end
+  local due = redis.call('ZRANGEBYSCORE', exp, '-inf', now_ms, 'LIMIT', 0, n)
+  if #due == 0 then return 0 end
+  if track_type_err(P .. '_statuses', 'zset') or track_type_err(P .. '_kill', 'set') then
+    return 0
+  end
+  for _, st in ipairs(TRACK_STATES) do
+    if track_type_err(P .. 'resq:jobs:' .. st, 'zset') then return 0 end
+  end
+  for _, m in ipairs(due) do
+    for tag in string.gmatch(m, ' (%S+)') do
+      if track_type_err(P .. 'resq:tag:' .. tag, 'zset') then return 0 end
+    end
+  end
+  for _, m in ipairs(due) do
+    local id = string.match(m, '^%S+')
+    redis.call('ZREM', P .. '_statuses', id)
+    redis.call('SREM', P .. '_kill', id)
+    for _, st in ipairs(TRACK_STATES) do redis.call('ZREM', P .. 'resq:jobs:' .. st, id) end
+    for tag in string.gmatch(m, ' (%S+)') do redis.call('ZREM', P .. 'resq:tag:' .. tag, id) end
+    redis.call('ZREM', exp, m)
+  end
+  return #due
+end
+
+-- The tracked id of a decoded payload `obj` (its `resq_id`, or args[0] of a statused class:
+-- `statused` is '\n'-separated class names with a '\n' at each end), and whether it is a
+-- resque-status job. nil when the job is not tracked.
+local function track_id_of(obj, statused)
+  local id = obj['resq_id']
+  if track_id_like(id) then return id, false end
+  local args = obj['args']
+  if statused ~= '' and type(args) == 'table' and track_id_like(args[1])
+      and type(obj['class']) == 'string'
+      and tfind(statused, '\n' .. obj['class'] .. '\n', 1, true) then
+    return args[1], true
+  end
+  return nil
+end
+
+-- The JSON text of payload text raw's args[k] (1-based), or nil.
+local function track_arg_text(raw, k)
+  local ms = json_members(raw)
+  if not ms then return nil end
+  local at
+  for _, m in ipairs(ms) do
+    if m[1] == 'args' then at = m end
+  end
+  if not at or tsub(raw, at[2], at[2]) ~= '[' then return nil end
+  local i, n = at[2] + 1, 0
+  while true do
+    local _, w = tfind(raw, '^[%s,]*', i)
+    i = w + 1
+    if i > at[3] or tsub(raw, i, i) == ']' then return nil end
+    local e = json_end(raw, i)
+    if not e then return nil end
+    n = n + 1
+    if n == k then return tsub(raw, i, e) end
+    i = e + 1
+  end
+end
+
+-- resque-status's `name` for a payload: the options (args[1]) of a statused job, the args of
+-- another tracked job.
+local function track_name(raw, class, statused_job)
+  if statused_job then return rb_name(class, track_arg_text(raw, 2)) end
+  local ms = json_members(raw)
+  local args = ms and json_get(raw, ms, 'args')
+  if not args or tfind(args, '^%[%s*%]$') then return class .. '()' end
+  local s = rb_inspect(args, 1)
+  if not s then return class .. '(…)' end
+  return class .. '(' .. tsub(s, 2, -2) .. ')'
+end
+
+-- Applies a transition the worker computed (JSON: id, state, set [[key, JSON text]…], event,
+-- extra, ttl, create, only_if [states]) at now_ms. Returns what `track` returns.
+local function track_spec(P, spec, now_ms)
+  local ok, s = pcall(cjson.decode, spec)
+  if not ok or type(s) ~= 'table' or not track_id_like(s.id) or not TRACK_STATUS[s.state] then
+    return nil, 'BADSPEC a tracking transition the scripts cannot read'
+  end
+  local set = {}
+  if type(s.set) == 'table' then
+    for _, p in ipairs(s.set) do
+      if type(p) == 'table' and type(p[1]) == 'string' and type(p[2]) == 'string' then
+        set[#set + 1] = { p[1], p[2] }
+      end
+    end
+  end
+  local only
+  if type(s.only_if) == 'table' then
+    only = {}
+    for _, st in ipairs(s.only_if) do only[st] = true end
+  end
+  local extra = {}
+  if type(s.extra) == 'table' then extra = s.extra end
+  local event = {}
+  if type(s.event) == 'table' then event = s.event end
+  return track(P, s.id, {
+    state = s.state, now_ms = now_ms, now_s = math.floor(now_ms / 1000), set = set,
+    event = event, extra = extra, ttl = tonumber(s.ttl) or 0,
+    create = (s.create == true) and {} or nil, only_if = only,
+    attempts_inc = s.attempts_inc == true,
+  })
+end
+
+-- A JSON string literal of s as Ruby's json and Oj write it ('/' and non-ASCII as they are).
+local function json_str(s)
+  return '"' .. string.gsub(s, '[%z\1-\31"\\]', function(c)
+    local b = string.byte(c)
+    if c == '"' then return '\\"' end
+    if c == '\\' then return '\\\\' end
+    local named = { [8] = '\\b', [9] = '\\t', [10] = '\\n', [12] = '\\f', [13] = '\\r' }
+    return named[b] or string.format('\\u%04x', b)
+  end) .. '"'
+end

@@ -1,0 +1,140 @@
+//! track.lua's text functions against a real Redis and real Ruby: resque-status's `name`
+//! (Ruby's `Hash#inspect`) for every JSON shape, and record edits that keep field order and
+//! bytes as Ruby's `merge` does.
+
+use crate::testing;
+use redis::Script;
+
+/// A script running one of track.lua's functions.
+fn probe(body: &str) -> Script {
+    Script::new(&format!(
+        "{}\n{}\n{body}",
+        include_str!("guard.lua"),
+        include_str!("track.lua")
+    ))
+}
+
+/// What Ruby 3.1 prints for `"#{class}(#{options.inspect unless options.empty?})"` with
+/// options parsed from each JSON text (one per line), as resque-status builds `name`.
+fn ruby_names(class: &str, options: &[String]) -> Vec<String> {
+    let program = r##"
+        require 'json'
+        cls = ARGV[0]
+        STDIN.each_line do |l|
+          o = JSON.parse(l, quirks_mode: true)
+          puts JSON.generate(["#{cls}(#{o.inspect unless o.respond_to?(:empty?) && o.empty?})"])
+        end
+    "##;
+    let mut child = std::process::Command::new("ruby")
+        .args(["-e", program, class])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ruby (apt-get install ruby) is needed to check Ruby's inspect");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        for o in options {
+            writeln!(stdin, "{o}").expect("write");
+        }
+    }
+    let out = child.wait_with_output().expect("ruby");
+    assert!(out.status.success(), "ruby failed");
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| {
+            let v: Vec<String> = serde_json::from_str(l).expect("json line");
+            v[0].clone()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn names_are_rubys_hash_inspect() {
+    let mut con = testing::con().await;
+    let options: Vec<String> = [
+        r#"{"num":10,"label":"ünïcødé ✓","sym":"val","nested":{"a":[1,2.5,null,true]}}"#,
+        r#"{}"#,
+        r#"{"case":"raise"}"#,
+        r#"{"f":[0.1,1e20,1e15,1e16,1e14,123456789.123456789,-0.0,1.0E2,0.0001,1e-5,2.50,1e400]}"#,
+        r#"{"big":123456789012345678901234567890,"neg":-42,"zero":-0}"#,
+        r##"{"esc":"q\"b\\s/ \n\t\r\b\f \u0001 \u007f \u001b #{x} #$y #@z # {"}"##,
+        r#"{"u":"\u00e9\u2028\u2029\ud83d\ude00 \ufdd0 \u200b €","k\u00e9y":[]}"#,
+        r#"{ "spaced" : [ 1 , { "a" : null } ] , "e" : { } }"#,
+        r#"[1,"two",3.0]"#,
+        r#""just a string""#,
+        r#"{"a":{"b":{"c":{"d":[[[]]]}}}}"#,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let expected = ruby_names("MyStatusJob", &options);
+    assert_eq!(expected.len(), options.len(), "ruby named every case");
+    let script = probe("return rb_name(ARGV[1], ARGV[2])");
+    for (o, want) in options.iter().zip(&expected) {
+        let got: String = script
+            .arg("MyStatusJob")
+            .arg(o)
+            .invoke_async(&mut con)
+            .await
+            .expect("script");
+        assert_eq!(&got, want, "options {o}");
+    }
+    // The name real resque-status wrote (fixture 02_working).
+    let fixture = r#"{"num":10,"label":"ünïcødé ✓","sym":"val","nested":{"a":[1,2.5,null,true]}}"#;
+    let got: String = script
+        .arg("MyStatusJob")
+        .arg(fixture)
+        .invoke_async(&mut con)
+        .await
+        .expect("script");
+    assert_eq!(
+        got,
+        r#"MyStatusJob({"num"=>10, "label"=>"ünïcødé ✓", "sym"=>"val", "nested"=>{"a"=>[1, 2.5, nil, true]}})"#
+    );
+}
+
+#[tokio::test]
+async fn merges_keep_rubys_order_and_bytes() {
+    let mut con = testing::con().await;
+    let script = probe(
+        r#"
+        local ms, close = json_members(ARGV[1])
+        if not ms then return false end
+        local ups = {}
+        for i = 2, #ARGV, 2 do ups[#ups + 1] = { ARGV[i], ARGV[i + 1] } end
+        return json_merge(ARGV[1], ms, close, ups)
+    "#,
+    );
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            r#"{"time":1795495079,"status":"queued","uuid":"u","options":{"a":"}{\"]"}}"#,
+            &["status", r#""working""#, "name", r#""X()""#],
+            r#"{"time":1795495079,"status":"working","uuid":"u","options":{"a":"}{\"]"},"name":"X()"}"#,
+        ),
+        (r#"{}"#, &["a", "1", "b", "2"], r#"{"a":1,"b":2}"#),
+        (
+            r#"{ "keep" : 1.50 , "x" : [1, 2] }"#,
+            &["x", "3", "y", "true"],
+            r#"{ "keep" : 1.50 , "x" : 3 ,"y":true}"#,
+        ),
+    ];
+    for (text, ups, want) in cases {
+        let mut inv = script.prepare_invoke();
+        inv.arg(*text);
+        for u in *ups {
+            inv.arg(*u);
+        }
+        let got: Option<String> = inv.invoke_async(&mut con).await.expect("script");
+        assert_eq!(got.as_deref(), Some(*want), "{text}");
+    }
+    for garbage in ["", "[1]", "{\"a\":1", "{\"a\" 1}", "{\"a\":1}x", "\"s\""] {
+        let got: Option<String> = script
+            .arg(garbage)
+            .invoke_async(&mut con)
+            .await
+            .expect("script");
+        assert_eq!(got, None, "{garbage:?} is not an object");
+    }
+}

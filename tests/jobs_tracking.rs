@@ -1,0 +1,572 @@
+//! Tracked jobs against a real Redis and the real runtime (issue 14): the record through its
+//! life (queued → working → completed, with progress, result and history), failures and
+//! retries, delayed jobs, resque-status jobs with resque-status's bytes, cancel before and
+//! while running, job keys and tags, expiry, waiting, pruning, and bad input.
+
+mod support;
+
+use redis::AsyncCommands;
+use resq::admin::Admin;
+use resq::jobs::{Cancelled, JobFilter, JobId, State, Track};
+use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, RetryPolicy};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::stop;
+
+async fn client(ns: &str) -> Client {
+    Client::connect(&support::url(), ns).await.unwrap()
+}
+
+async fn admin(ns: &str) -> Admin {
+    Admin::connect(&support::url(), ns).await.unwrap()
+}
+
+async fn raw_record(ns: &str, id: &JobId) -> Option<String> {
+    support::con()
+        .await
+        .get(Keys::new(ns).resque_status(id.as_str()))
+        .await
+        .unwrap()
+}
+
+async fn wait_final(c: &Client, id: &JobId) -> resq::jobs::JobStatus {
+    let s = c
+        .wait(id, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a record");
+    assert!(s.state.is_final(), "not finished in time: {s:?}");
+    s
+}
+
+struct Report;
+
+impl Job for Report {
+    const CLASS: &'static str = "Report";
+    type Args = (u64,);
+    async fn perform(&self, (n,): Self::Args, ctx: JobContext) -> JobResult {
+        ctx.progress(1, 2, "half").await?;
+        ctx.set_result(&json!({"rows": n, "ok": true}))?;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_tracked_job_is_followed_from_enqueue_to_its_result() {
+    let ns = support::namespace("jobs-life");
+    let c = client(&ns).await;
+    let id = c
+        .enqueue_tracked::<Report>((7,), Track::new().tag("nightly").tag("eu"))
+        .await
+        .unwrap();
+    let queued = c.status(&id).await.unwrap().unwrap();
+    assert_eq!(queued.state, State::Queued);
+    assert_eq!(queued.status, "queued");
+    assert_eq!(queued.tags, ["nightly", "eu"]);
+    assert_eq!(queued.queue.as_deref(), Some("default"));
+    // The payload carries the id in a field every peer ignores.
+    let payload: Vec<String> = support::con()
+        .await
+        .lrange(Keys::new(&ns).queue("default"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(
+        payload,
+        [format!(
+            r#"{{"class":"Report","args":[7],"resq_id":"{id}"}}"#
+        )]
+    );
+    let w = support::start(support::builder(&ns, "default").registry(Registry::new().job(Report)))
+        .await;
+    let done = wait_final(&c, &id).await;
+    stop(w).await;
+    assert_eq!(done.state, State::Completed);
+    assert_eq!(done.status, "completed");
+    assert_eq!(done.result, Some(json!({"rows": 7, "ok": true})));
+    assert_eq!((done.num, done.total), (Some(1.0), Some(2.0)));
+    assert!(
+        done.message
+            .as_deref()
+            .unwrap()
+            .starts_with("Completed at "),
+        "{done:?}"
+    );
+    assert_eq!(done.name.as_deref(), Some("Report(7)"));
+    assert_eq!(done.attempts, 1);
+    assert!(done.worker.is_some());
+    let events: Vec<&str> = done.history.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(events, ["enqueued", "started", "completed"]);
+    // Indexes: one per state, and the tags.
+    let a = admin(&ns).await;
+    let counts = a.job_counts().await.unwrap();
+    assert!(counts.contains(&(State::Completed, 1)), "{counts:?}");
+    assert!(counts.contains(&(State::Queued, 0)), "{counts:?}");
+    let tagged = a
+        .jobs(
+            &JobFilter {
+                tag: Some("eu".into()),
+                ..Default::default()
+            },
+            0,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(tagged.jobs.len(), 1);
+    assert_eq!(tagged.jobs[0].id, id);
+    // Finished records expire (24 h by default).
+    let ttl: i64 = support::con()
+        .await
+        .ttl(Keys::new(&ns).resque_status(id.as_str()))
+        .await
+        .unwrap();
+    assert!((86_000..=86_400).contains(&ttl), "ttl {ttl}");
+    let listed: Option<f64> = support::con()
+        .await
+        .zscore(Keys::new(&ns).resque_statuses(), id.as_str())
+        .await
+        .unwrap();
+    assert!(
+        listed.is_some(),
+        "listed in _statuses for resque-status's tab"
+    );
+}
+
+#[tokio::test]
+async fn failures_are_recorded_and_retries_come_back_to_queued() {
+    let ns = support::namespace("jobs-retry");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let registry = Registry::new()
+        .handler("Flaky", move |_ctx: JobContext| {
+            let r = r.clone();
+            async move {
+                if r.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Err(JobError::msg("boom: <bad> & \"quoted\""))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .retry("Flaky", RetryPolicy::delays([Duration::from_secs(1)]))
+        .handler("Doomed", |_ctx: JobContext| async {
+            Err(JobError::msg("always"))
+        });
+    let c = client(&ns).await;
+    let flaky = c
+        .enqueue_class_tracked("default", "Flaky", &[], Track::new())
+        .await
+        .unwrap();
+    let doomed = c
+        .enqueue_class_tracked("default", "Doomed", &[], Track::new())
+        .await
+        .unwrap();
+    let w = support::start(
+        support::builder(&ns, "default")
+            .scheduler(true)
+            .scheduler_interval(Duration::from_millis(100))
+            .registry(registry),
+    )
+    .await;
+    let failed = wait_final(&c, &doomed).await;
+    assert_eq!(failed.state, State::Failed);
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("The task failed because of an error: always")
+    );
+    assert_eq!(failed.error.as_deref(), Some("always"));
+    let done = wait_final(&c, &flaky).await;
+    stop(w).await;
+    assert_eq!(done.state, State::Completed);
+    assert_eq!(done.attempts, 2);
+    let events: Vec<&str> = done.history.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "enqueued",
+            "started",
+            "retrying",
+            "moved",
+            "started",
+            "completed"
+        ],
+        "{done:?}"
+    );
+    assert_eq!(done.history[2].fields["error"], "boom: <bad> & \"quoted\"");
+}
+
+#[tokio::test]
+async fn delayed_jobs_are_scheduled_then_queued() {
+    let ns = support::namespace("jobs-delayed");
+    let c = client(&ns).await;
+    let id = c
+        .enqueue_class_tracked(
+            "default",
+            "Noop",
+            &[json!(1)],
+            Track::new().delay(Duration::from_secs(1)).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        c.status(&id).await.unwrap().unwrap().state,
+        State::Scheduled
+    );
+    let w = support::start(
+        support::builder(&ns, "default")
+            .scheduler(true)
+            .scheduler_interval(Duration::from_millis(100))
+            .registry(Registry::new().handler("Noop", |_ctx: JobContext| async { Ok(()) })),
+    )
+    .await;
+    let done = wait_final(&c, &id).await;
+    stop(w).await;
+    assert_eq!(done.state, State::Completed);
+    let events: Vec<&str> = done.history.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(events, ["scheduled", "moved", "started", "completed"]);
+}
+
+/// resque-status's `MyStatusJob`: reports `at(3, 10, "msg")` and completes.
+struct MyStatusJob;
+
+impl Job for MyStatusJob {
+    const CLASS: &'static str = "MyStatusJob";
+    type Args = (Map<String, Value>,);
+    async fn perform(&self, (options,): Self::Args, ctx: JobContext) -> JobResult {
+        assert_eq!(ctx.options(), Some(&options));
+        ctx.progress(3, 10, "msg").await?;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn resque_status_jobs_keep_resque_status_bytes() {
+    let ns = support::namespace("jobs-status");
+    let c = client(&ns).await;
+    // Options of fixture 01_create (real resque-status 0.5.0 on Resque 3.0.0).
+    let options: Map<String, Value> = serde_json::from_str(
+        r#"{"num":10,"label":"ünïcødé ✓","sym":"val","nested":{"a":[1,2.5,null,true]}}"#,
+    )
+    .unwrap();
+    let id = c.create_status::<MyStatusJob>(options).await.unwrap();
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let queued: Vec<String> = con.lrange(k.queue("statused"), 0, -1).await.unwrap();
+    assert_eq!(
+        queued,
+        [format!(
+            r#"{{"class":"MyStatusJob","args":["{id}",{{"num":10,"label":"ünïcødé ✓","sym":"val","nested":{{"a":[1,2.5,null,true]}}}}]}}"#
+        )]
+    );
+    let record = raw_record(&ns, &id).await.unwrap();
+    let time: i64 = serde_json::from_str::<Value>(&record).unwrap()["time"]
+        .as_i64()
+        .unwrap();
+    let ruby_prefix = format!(
+        r#"{{"time":{time},"status":"queued","uuid":"{id}","options":{{"num":10,"label":"ünïcødé ✓","sym":"val","nested":{{"a":[1,2.5,null,true]}}}}"#
+    );
+    assert!(record.starts_with(&ruby_prefix), "{record}");
+    let w = support::start(
+        support::builder(&ns, "statused")
+            .registry(Registry::new().statused("MyStatusJob").job(MyStatusJob)),
+    )
+    .await;
+    let done = wait_final(&c, &id).await;
+    stop(w).await;
+    assert_eq!(done.state, State::Completed);
+    let record = raw_record(&ns, &id).await.unwrap();
+    // resque-status's fields keep their order and bytes; `time` is the creation time.
+    let done_prefix = ruby_prefix.replace(r#""status":"queued""#, r#""status":"completed""#);
+    assert!(record.starts_with(&done_prefix), "{record}");
+    assert!(
+        record.contains(r#""name":"MyStatusJob({\"num\"=>10, \"label\"=>\"ünïcødé ✓\", \"sym\"=>\"val\", \"nested\"=>{\"a\"=>[1, 2.5, nil, true]}})""#),
+        "{record}"
+    );
+    assert!(
+        record.contains(r#","num":3,"total":10,"message":"Completed at "#),
+        "{record}"
+    );
+    let processed: Option<i64> = con.get(k.stat_processed()).await.unwrap();
+    assert_eq!(processed, Some(1));
+}
+
+#[tokio::test]
+async fn a_cancelled_job_never_runs_and_a_running_one_is_killed() {
+    let ns = support::namespace("jobs-cancel");
+    let c = client(&ns).await;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let registry = Registry::new()
+        .handler("Never", move |_ctx: JobContext| {
+            let r = r.clone();
+            async move {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .handler("Long", |ctx: JobContext| async move {
+            for i in 0..1000u64 {
+                ctx.progress(i, 1000, "working").await?;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    _ = ctx.cancelled() => return Err(ctx.killed()),
+                }
+            }
+            Ok(())
+        });
+    let never = c
+        .enqueue_class_tracked("default", "Never", &[], Track::new())
+        .await
+        .unwrap();
+    assert_eq!(c.cancel(&never).await.unwrap(), Cancelled::Cancelled);
+    assert_eq!(
+        c.status(&never).await.unwrap().unwrap().state,
+        State::Cancelled
+    );
+    let long = c
+        .enqueue_class_tracked("default", "Long", &[], Track::new())
+        .await
+        .unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    support::eventually(10, "the long job working", || async {
+        (c.status(&long).await.unwrap().unwrap().state == State::Working).then_some(())
+    })
+    .await;
+    assert_eq!(c.cancel(&long).await.unwrap(), Cancelled::Killing);
+    let killed = wait_final(&c, &long).await;
+    stop(w).await;
+    assert_eq!(killed.state, State::Killed);
+    assert_eq!(killed.status, "killed");
+    assert!(killed.message.as_deref().unwrap().starts_with("Killed at "));
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "a cancelled job ran");
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    // A killed job succeeded for Resque (resque-status's semantics); the cancelled one was
+    // dropped, not processed.
+    let processed: Option<i64> = con.get(k.stat_processed()).await.unwrap();
+    let failed: Option<i64> = con.get(k.stat_failed()).await.unwrap();
+    assert_eq!((processed, failed), (Some(1), None));
+    let left: u64 = con.llen(k.queue("default")).await.unwrap();
+    assert_eq!(left, 0);
+    // A finished job stays as it is; an unknown id is an error.
+    assert_eq!(
+        c.cancel(&long).await.unwrap(),
+        Cancelled::Finished(State::Killed)
+    );
+    assert!(c.cancel(&JobId::new()).await.is_err());
+}
+
+#[tokio::test]
+async fn a_job_key_allows_one_live_job() {
+    let ns = support::namespace("jobs-key");
+    let c = client(&ns).await;
+    let first = c
+        .enqueue_class_tracked(
+            "default",
+            "Sync",
+            &[json!(1)],
+            Track::new().key("account-9"),
+        )
+        .await
+        .unwrap();
+    let again = c
+        .enqueue_class_tracked(
+            "default",
+            "Sync",
+            &[json!(2)],
+            Track::new().key("account-9"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first, again);
+    let len: u64 = support::con()
+        .await
+        .llen(Keys::new(&ns).queue("default"))
+        .await
+        .unwrap();
+    assert_eq!(len, 1, "the second enqueue wrote nothing");
+    let w = support::start(
+        support::builder(&ns, "default")
+            .registry(Registry::new().handler("Sync", |_ctx: JobContext| async { Ok(()) })),
+    )
+    .await;
+    wait_final(&c, &first).await;
+    stop(w).await;
+    let next = c
+        .enqueue_class_tracked(
+            "default",
+            "Sync",
+            &[json!(3)],
+            Track::new().key("account-9"),
+        )
+        .await
+        .unwrap();
+    assert_ne!(next, first, "a finished job frees its key");
+}
+
+#[tokio::test]
+async fn finished_records_expire_and_the_indexes_forget_them() {
+    let ns = support::namespace("jobs-ttl");
+    let c = client(&ns).await;
+    let registry = Registry::new()
+        .handler("Quick", |_ctx: JobContext| async { Ok(()) })
+        .track_ttl("Quick", Duration::from_secs(1));
+    let first = c
+        .enqueue_class_tracked("default", "Quick", &[], Track::new().tag("t"))
+        .await
+        .unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    wait_final(&c, &first).await;
+    support::eventually(5, "the record to expire", || async {
+        raw_record(&ns, &first).await.is_none().then_some(())
+    })
+    .await;
+    // The next finished job cleans the indexes of expired ones.
+    let second = c
+        .enqueue_class_tracked("default", "Quick", &[], Track::new())
+        .await
+        .unwrap();
+    wait_final(&c, &second).await;
+    stop(w).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    for key in [
+        k.resque_statuses(),
+        k.job_state("completed"),
+        k.job_tag("t"),
+    ] {
+        let ids: Vec<String> = con.zrange(&key, 0, -1).await.unwrap();
+        assert!(
+            !ids.contains(&first.to_string()),
+            "{key} still lists {first}"
+        );
+    }
+    // Purge forgets the rest on demand.
+    let purged = admin(&ns)
+        .await
+        .purge_jobs(None, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(purged >= 1);
+    assert!(raw_record(&ns, &second).await.is_none());
+}
+
+#[tokio::test]
+async fn bad_input_never_loses_a_job_or_stops_the_worker() {
+    let ns = support::namespace("jobs-bad");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let registry = Registry::new()
+        .statused("Stat")
+        .handler("Stat", |_ctx: JobContext| async { Ok(()) })
+        .handler("Big", |ctx: JobContext| async move {
+            ctx.set_result(&"x".repeat(100_000))?;
+            Ok(())
+        })
+        .handler("Plain", |_ctx: JobContext| async { Ok(()) });
+    // A record key of the wrong type: the job runs, its record is left alone.
+    let wrong = c
+        .enqueue_class_tracked("default", "Plain", &[], Track::new())
+        .await
+        .unwrap();
+    let _: () = con.del(k.resque_status(wrong.as_str())).await.unwrap();
+    let _: () = con
+        .rpush(k.resque_status(wrong.as_str()), "x")
+        .await
+        .unwrap();
+    // A resque-status job whose args[0] is no id: a clear failure entry.
+    c.enqueue_to("default", "Stat", &[json!("not-an-id"), json!({})])
+        .await
+        .unwrap();
+    // An oversized result: the job fails with a clear error.
+    let big = c
+        .enqueue_class_tracked("default", "Big", &[], Track::new())
+        .await
+        .unwrap();
+    // A record holding garbage: the job runs, the record is left alone.
+    let garbage = c
+        .enqueue_class_tracked("default", "Plain", &[], Track::new())
+        .await
+        .unwrap();
+    let _: () = con
+        .set(k.resque_status(garbage.as_str()), "{not json")
+        .await
+        .unwrap();
+    c.enqueue_class("Plain", &[json!("after")]).await.unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    support::eventually(10, "every job to end", || async {
+        let p: Option<i64> = support::con().await.get(k.stat_processed()).await.unwrap();
+        (p == Some(5)).then_some(())
+    })
+    .await;
+    stop(w).await;
+    let failed: Vec<String> = con.lrange(k.failed(), 0, -1).await.unwrap();
+    let exceptions: Vec<String> = failed
+        .iter()
+        .map(|f| {
+            serde_json::from_str::<Value>(f).unwrap()["exception"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(exceptions, ["Resq::BadJobId", "Resq::ResultTooLarge"]);
+    let t: String = redis::cmd("TYPE")
+        .arg(k.resque_status(wrong.as_str()))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(t, "list", "the wrong-type key was left alone");
+    assert_eq!(
+        raw_record(&ns, &garbage).await.as_deref(),
+        Some("{not json")
+    );
+    let big = c.status(&big).await.unwrap().unwrap();
+    assert_eq!(big.state, State::Failed);
+    assert!(
+        big.error.as_deref().unwrap().contains("RESQ_RESULT_MAX"),
+        "{big:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_workers_tracked_job_is_failed_by_pruning() {
+    let ns = support::namespace("jobs-prune");
+    let c = client(&ns).await;
+    let id = c
+        .enqueue_class_tracked("default", "Sleep", &[json!(60_000)], Track::new())
+        .await
+        .unwrap();
+    // A worker process that takes it and dies without a word.
+    let mut w = support::WorkerProc::start(&support::url(), &ns, 1, &[]);
+    support::eventually(10, "the job working", || async {
+        (c.status(&id).await.unwrap().unwrap().state == State::Working).then_some(())
+    })
+    .await;
+    w.kill9();
+    // The worker took Ruby's pruning lock when it started (for 60 s); as if that ran out:
+    let _: () = support::con()
+        .await
+        .del(Keys::new(&ns).pruning_lock())
+        .await
+        .unwrap();
+    // Pruning (here by resq's own pruner, as any resq process runs it) finds it dead.
+    let out = admin(&ns)
+        .await
+        .prune(Duration::from_secs(300), false)
+        .await
+        .unwrap();
+    assert_eq!(out.pruned.len(), 1, "{out:?}");
+    let s = c.status(&id).await.unwrap().unwrap();
+    assert_eq!(s.state, State::Failed, "{s:?}");
+    assert!(s.error.as_deref().unwrap().contains("died"), "{s:?}");
+    let failed: u64 = support::con()
+        .await
+        .llen(Keys::new(&ns).failed())
+        .await
+        .unwrap();
+    assert_eq!(failed, 1, "and Resque's failure entry, in the same step");
+}
