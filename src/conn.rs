@@ -290,11 +290,12 @@ impl Endpoint {
 
 impl Endpoint {
     /// A dedicated RESP3 connection on which Redis pushes `invalidate` messages for every key
-    /// starting with `prefix` that anyone writes (`CLIENT TRACKING ON BCAST PREFIX`), handed
-    /// to `tx`. `Ok(None)` for Redis Cluster (tracking is per node; the caller falls back).
-    pub async fn tracking(
+    /// starting with one of `prefixes` (which must not overlap) that anyone writes
+    /// (`CLIENT TRACKING ON BCAST PREFIX …`), handed to `tx`. `Ok(None)` for Redis Cluster
+    /// (tracking is per node; the caller falls back).
+    pub(crate) async fn tracking(
         &self,
-        prefix: &str,
+        prefixes: &[&str],
         tx: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
     ) -> RedisResult<Option<MultiplexedConnection>> {
         let client = match &self.0.deploy {
@@ -313,14 +314,12 @@ impl Endpoint {
         let mut con = client
             .get_multiplexed_async_connection_with_config(&cfg)
             .await?;
-        redis::cmd("CLIENT")
-            .arg("TRACKING")
-            .arg("ON")
-            .arg("BCAST")
-            .arg("PREFIX")
-            .arg(prefix)
-            .query_async::<()>(&mut con)
-            .await?;
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("TRACKING").arg("ON").arg("BCAST");
+        for p in prefixes {
+            cmd.arg("PREFIX").arg(*p);
+        }
+        cmd.query_async::<()>(&mut con).await?;
         Ok(Some(con))
     }
 }

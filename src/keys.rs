@@ -290,6 +290,47 @@ impl Keys {
         format!("{}resq:tag:{tag}", self.prefix)
     }
 
+    /// `<ns>:resq:limits` — limits declared by workers: HASH name → JSON definition.
+    pub fn limits_declared(&self) -> String {
+        format!("{}resq:limits", self.prefix)
+    }
+
+    /// `<ns>:resq:limits:set` — operators' overrides (`resq limits set`): HASH name → JSON.
+    pub fn limits_set(&self) -> String {
+        format!("{}resq:limits:set", self.prefix)
+    }
+
+    /// `<ns>:resq:paused_queues` — queues no resq process takes jobs from (`resq pause
+    /// --queue`).
+    pub fn paused_queues(&self) -> String {
+        format!("{}resq:paused_queues", self.prefix)
+    }
+
+    /// `<ns>:resq:limit:<name>[:<partition>]` — the base of one limit's keys (`:holders`, a
+    /// HASH slot id → units; `:held`, the ZSET of held jobs; `:rate…`, starts). The scripts
+    /// build these names from the prefix (limits.lua).
+    pub fn limit_base(&self, name: &str, partition: Option<&str>) -> String {
+        match partition {
+            Some(p) => format!("{}resq:limit:{name}:{p}", self.prefix),
+            None => format!("{}resq:limit:{name}", self.prefix),
+        }
+    }
+
+    /// `<ns>:resq:limit:<name>:parts` — the partitions of a keyed limit in use.
+    pub fn limit_parts(&self, name: &str) -> String {
+        format!("{}resq:limit:{name}:parts", self.prefix)
+    }
+
+    /// `<ns>:resq:shares:<worker id>` — the holders keys a slot holds a share in.
+    pub fn shares(&self, worker: &str) -> String {
+        format!("{}resq:shares:{worker}", self.prefix)
+    }
+
+    /// `<ns>:resq:held:due` — held sets by when their next job may be released (ms).
+    pub fn held_due(&self) -> String {
+        format!("{}resq:held:due", self.prefix)
+    }
+
     /// `<ns>:resq:jobkey:<key>` — the id of the live tracked job enqueued under a job key.
     pub fn job_key(&self, key: &str) -> String {
         format!("{}resq:jobkey:{key}", self.prefix)

@@ -84,6 +84,7 @@ mod human;
 mod identity;
 pub mod jobs;
 mod keys;
+pub mod limits;
 pub mod logging;
 mod metrics;
 pub mod middleware;

@@ -94,6 +94,8 @@ pub struct Registry {
     layers: Vec<Arc<dyn crate::middleware::Middleware>>,
     /// Classes whose jobs follow resque-status's convention (`args[0]` is the job id).
     statused: std::collections::HashSet<String>,
+    /// Limits declared with [`Registry::limit`].
+    limits: Vec<crate::limits::Limit>,
 }
 
 /// A job no handler takes: why, and its context back.
@@ -166,6 +168,20 @@ impl Registry {
             Arc::make_mut(e).track_ttl = Some(ttl);
         }
         self
+    }
+
+    /// Declares a limit (see [`crate::limits`]): written to Redis when the worker starts, in
+    /// force for every resq process of the namespace. A limit of the same name declared
+    /// again replaces it; `resq limits set` overrides it fleet-wide.
+    pub fn limit(mut self, limit: crate::limits::Limit) -> Self {
+        self.limits.retain(|l| l.name != limit.name);
+        self.limits.push(limit);
+        self
+    }
+
+    /// The declared limits.
+    pub(crate) fn declared_limits(&self) -> &[crate::limits::Limit] {
+        &self.limits
     }
 
     /// The statused classes (see [`Registry::statused`]), sorted.

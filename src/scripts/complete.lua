@@ -28,7 +28,8 @@
 -- ARGV[15] counter TTL in s   ARGV[16] retry delay in ms (extends the unique lock)
 -- ARGV[17] 'r' when ARGV[1] is the record, 't' when it is the claimed job's token
 -- ARGV[18] the namespace prefix '<ns>:'   ARGV[19] a tracked job's end (track.lua spec; '' none)
--- ARGV[20] now in epoch ms
+-- ARGV[20] now in epoch ms   ARGV[21] the limits in force (limits.lua's JSON, or ''); the
+-- slot's limit shares are returned with the job's end (limits.lua)
 -- Returns {applied, status, tracking problem}: {1, outcome, ''} when applied; {0, 'stale'} when the record is not
 -- there any more (already applied); {0, 'conflict'} when the counter moved (read it again);
 -- an error reply, before any write, when a key it would write is unusable.
@@ -127,7 +128,7 @@ if lock and lock == ARGV[8] then
 end
 redis.call('DEL', KEYS[1])
 if by_token then redis.call('DEL', KEYS[15]) end
-local problem = ''
+local problem = limits_free_requeue(ARGV[18], ARGV[21] or '', string.sub(KEYS[1], #ARGV[18] + 8))
 if ARGV[19] ~= '' then
   local now_ms = tonumber(ARGV[20])
   local prev, why = track_spec(ARGV[18], ARGV[19], now_ms)

@@ -24,9 +24,12 @@ const GUARD: &str = include_str!("guard.lua");
 /// Tracked jobs' records, edited by the scripts that move the jobs (docs/jobs.md).
 const TRACK: &str = include_str!("track.lua");
 
-/// A script with the guard and the tracking functions prepended.
+/// Limits decided inside the reserve (docs/limits.md).
+const LIMITS: &str = include_str!("limits.lua");
+
+/// A script with the guard, the tracking and the limits functions prepended.
 fn guarded(body: &str) -> Script {
-    Script::new(&format!("{GUARD}\n{TRACK}\n{body}"))
+    Script::new(&format!("{GUARD}\n{TRACK}\n{LIMITS}\n{body}"))
 }
 
 macro_rules! scripts {
@@ -85,6 +88,10 @@ scripts! {
     TRACK_APPLY = "track_apply.lua";
     /// Forget finished records: expired ones, or by state and age (jobs/control.rs).
     TRACK_PURGE = "track_purge.lua";
+    /// Held jobs back to their queues by time, capacity or a limit gone (limits/cache.rs).
+    RELEASE = "release.lua";
+    /// A claimed job's limits, at promote (worker/claim.rs).
+    LIMIT_CLAIM = "limit_claim.lua";
 }
 
 /// Loads the scripts a worker runs on every job (`SCRIPT LOAD`), before its first step: the

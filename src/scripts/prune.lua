@@ -20,6 +20,8 @@
 -- ARGV[7] the queue name (for SADD <ns>:queues, as every enqueue does)
 -- ARGV[8] the namespace prefix '<ns>:'   ARGV[9] the job's tracked end (a track.lua spec that
 -- applies to a working record only; '' when the job is not tracked)   ARGV[10] now, epoch ms
+-- ARGV[11] the limits in force (limits.lua's JSON, or ''): the dead slot's limit shares are
+-- returned, and held jobs that then fit go back to the head of their queue
 -- Returns 1 when the id was pruned now, 0 when its state changed and nothing was written; an
 -- error reply, before any write, when a key it would write is unusable.
 
@@ -55,4 +57,5 @@ redis.call('HDEL', KEYS[4], ARGV[1])
 if ARGV[9] and ARGV[9] ~= '' then
   track_spec(ARGV[8], ARGV[9], tonumber(ARGV[10]))
 end
+if ARGV[8] then limits_free_requeue(ARGV[8], ARGV[11] or '', ARGV[1]) end
 return 1

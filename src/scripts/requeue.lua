@@ -10,6 +10,8 @@
 -- ARGV[3] the queue name
 -- ARGV[4] the namespace prefix '<ns>:'   ARGV[5] the job's tracked transition back to queued
 -- (a track.lua spec; '' when the job is not tracked)   ARGV[6] now, epoch ms
+-- ARGV[7] the limits in force (limits.lua's JSON, or ''): the slot's limit shares are
+-- returned with the job
 -- Returns 1 when the job was requeued now, 0 when the record had already changed; an error
 -- reply, before any write, when a key it would write is unusable.
 
@@ -25,4 +27,5 @@ redis.call('DEL', KEYS[1])
 if ARGV[5] and ARGV[5] ~= '' then
   track_spec(ARGV[4], ARGV[5], tonumber(ARGV[6]))
 end
+if ARGV[4] then limits_free_requeue(ARGV[4], ARGV[7] or '', string.sub(KEYS[1], #ARGV[4] + 8)) end
 return 1

@@ -46,8 +46,9 @@
 -- ARGV[9] most non-ASCII characters checked here   ARGV[10] claim token prefix (unique per call)
 -- ARGV[11] the namespace prefix '<ns>:' (tracked jobs' keys, track.lua)
 -- ARGV[12] the statused classes, '\n'-separated with a '\n' at each end ('' when none)
--- ARGV[13] now in epoch milliseconds (tracked jobs' history)
--- ARGV[14..13+nq] the queue names as JSON strings, aligned with the queue keys
+-- ARGV[13] now in epoch milliseconds (tracked jobs' history, limits)
+-- ARGV[14] the limits in force (limits.lua's JSON; '' when there are none)
+-- ARGV[15..14+nq] the queue names as JSON strings, aligned with the queue keys
 -- Then six arguments per slot: completion ('0' none; 'sr' / 'fr' success / failure of the job
 -- whose record is the next argument; 'st' / 'ft' the same for a claimed job whose token is the
 -- next argument), the record or token, the failure entry JSON (failures), "1" to reserve after
@@ -56,6 +57,9 @@
 --
 -- A reserved job that is tracked (track.lua) is marked working in the same call, and one whose
 -- record says cancelled is dropped instead of being given to a slot: it never runs.
+-- A reserved job a limit does not admit is held (limits.lua) instead of being given to a slot;
+-- a completion returns the slot's shares, and the held jobs that then fit go to the slots of
+-- this call that want a job first. Queues in `<ns>:resq:paused_queues` are not popped.
 -- Returns three values per slot: a tag, applied (1 when the completion was applied now, 0 when
 -- not: already applied, or refused), and data:
 --   'job' + the record; 'claim' + '<token> <queue as JSON>', a newline and the payload's size
@@ -63,8 +67,10 @@
 --   'error' + what is wrong: the slot's reserve was refused, and so was its completion unless
 --   applied is 1 (a completion and a reserve are each all or nothing).
 -- Then one string with a character per queue: '0' when the call found it empty, '1' otherwise.
--- Then one string: the tracked jobs whose record could not be written ('<id> <why>' lines; the
--- jobs themselves moved as usual).
+-- Then one string: the tracked jobs whose record could not be written, and the limits that
+-- could not be applied ('<id or key> <why>' lines; the jobs themselves moved as usual).
+-- Then the earliest time (epoch ms) a job held by a rate or window limit may be released
+-- ('' when none was held by one here).
 
 local count_failed = ARGV[1] == '1'
 local nq = tonumber(ARGV[4])
@@ -72,9 +78,19 @@ local flags = ARGV[5]
 local jesque = flags ~= ''
 local kq = 5 + nq
 if jesque then kq = kq + nq end
-local aq = 13 + nq
+local aq = 14 + nq
 local P, statused, now_ms = ARGV[11], ARGV[12], tonumber(ARGV[13])
 local tracking_problems, track_finals = {}, 0
+local LIM = nil
+if ARGV[14] ~= '' then
+  local ok, l = pcall(cjson.decode, ARGV[14])
+  if ok and type(l) == 'table' and type(l.defs) == 'table' and #l.defs > 0 then LIM = l end
+end
+local released_all, earliest_due, seq_n = {}, nil, 0
+local function next_seq()
+  seq_n = seq_n + 1
+  return ARGV[10] .. '.' .. seq_n
+end
 local small = tonumber(ARGV[7])
 local max_payload = tonumber(ARGV[8])
 local char_budget = tonumber(ARGV[9])
@@ -179,6 +195,15 @@ for s = 1, slots do
         if success then count_success(s) else record_failure(s, arg(s, 3)) end
         applied[s], gone[s], held = 1, true, false
         if code == 'st' or code == 'ft' then untoken[s] = true end
+        local worker = cjson.decode(arg(s, 5))
+        if LIM or redis.call('EXISTS', P .. 'resq:shares:' .. worker) == 1 then
+          local rel, lerr = limits_free(P, LIM, worker)
+          if rel then
+            for _, r in ipairs(rel) do released_all[#released_all + 1] = r end
+          else
+            tracking_problems[#tracking_problems + 1] = worker .. ' ' .. lerr
+          end
+        end
         if arg(s, 6) ~= '' then
           local prev, why = track_spec(P, arg(s, 6), now_ms)
           if prev then
@@ -270,7 +295,7 @@ end
 local function entry_for(s, q, exception, message)
   return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
     .. cjson.encode(message) .. ',"backtrace":[],"worker":' .. arg(s, 5)
-    .. ',"queue":' .. ARGV[13 + q] .. '}'
+    .. ',"queue":' .. ARGV[14 + q] .. '}'
 end
 
 -- What stops slot s from taking a claim (its claim key must be free, the claims set usable).
@@ -285,7 +310,7 @@ end
 -- Slot s holds the claim `token` of a payload of n bytes from queue q.
 local function claimed(s, token, q, n)
   redis.call('SADD', KEYS[5], cjson.decode(arg(s, 5)))
-  tag[s], data[s] = 'claim', token .. ' ' .. ARGV[13 + q] .. '\n' .. n
+  tag[s], data[s] = 'claim', token .. ' ' .. ARGV[14 + q] .. '\n' .. n
   next_slot = next_slot + 1
 end
 
@@ -307,7 +332,7 @@ local function claim_head(key, q)
   local token = ARGV[10] .. '.' .. s
   redis.call('SORT', key, 'BY', 'nosort', 'LIMIT', 0, 1, 'STORE', ckey(s))
   redis.call('LTRIM', key, 1, -1)
-  redis.call('RPUSH', ckey(s), token, ARGV[13 + q])
+  redis.call('RPUSH', ckey(s), token, ARGV[14 + q])
   claimed(s, token, q, 0)
   return nil
 end
@@ -338,19 +363,44 @@ local function take(raw, q)
         budget = budget - 1
         return nil
       end
+    end
+    if LIM and obj then
+      local qname = cjson.decode(ARGV[14 + q])
+      local ls, lwhy = limits_for(LIM, P, obj, qname)
+      if not ls then
+        local e = failure_err(s)
+        if e then return e end
+        record_failure(s, entry_for(s, q, 'Resq::LimitKeyError', lwhy))
+        budget = budget - 1
+        return nil
+      end
+      if #ls > 0 then
+        local x, due = limits_check(P, LIM, ls, obj['class'], now_ms)
+        if x == false then return due end
+        if x then
+          limit_hold(P, x, due, obj['class'], qname, raw, next_seq(), now_ms)
+          if due and (not earliest_due or due < earliest_due) then earliest_due = due end
+          budget = budget - 1
+          return nil
+        end
+        local e = limits_admit(P, ls, obj['class'], cjson.decode(arg(s, 5)), now_ms, next_seq())
+        if e then return e end
+      end
+    end
+    if tid then
       local worker = cjson.decode(arg(s, 5))
       local ok, twhy = track(P, tid, {
         state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
         set = { { 'name', json_str(track_name(raw, obj['class'], is_status)) } },
         event = { event = 'started', worker = worker },
-        extra = { worker = worker, started_at = now_ms, queue = cjson.decode(ARGV[13 + q]),
+        extra = { worker = worker, started_at = now_ms, queue = cjson.decode(ARGV[14 + q]),
           class = obj['class'] },
         attempts_inc = true,
         create = { options = is_status and track_arg_text(raw, 2) or nil },
       })
       if not ok then tracking_problems[#tracking_problems + 1] = tid .. ' ' .. twhy end
     end
-    local r = '{"queue":' .. ARGV[13 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
+    local r = '{"queue":' .. ARGV[14 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
     redis.call('SET', wkey(s), r)
     tag[s], data[s], gone[s] = 'job', r, nil
     next_slot = next_slot + 1
@@ -358,7 +408,7 @@ local function take(raw, q)
     local e = claim_err(s)
     if e then return e end
     local token = ARGV[10] .. '.' .. s
-    redis.call('RPUSH', ckey(s), raw, token, ARGV[13 + q])
+    redis.call('RPUSH', ckey(s), raw, token, ARGV[14 + q])
     claimed(s, token, q, n)
   else
     local e = failure_err(s)
@@ -389,9 +439,42 @@ local function stop(s, e, key, raws, from)
   stopped = true
 end
 
+-- Held jobs released by this call's completions go to this call's slots first (when their
+-- queue is one this call polls), the rest back to the head of their queue.
+local qindex = {}
+for q = 1, nq do qindex[cjson.decode(ARGV[14 + q])] = q end
+for _, r in ipairs(released_all) do
+  local member, h = r[1], r[2]
+  local queue, units, _, payload = limit_member(member)
+  limit_pending[h] = (limit_pending[h] or 0) - units
+  local q = qindex[queue]
+  local given = false
+  if q and want() > 0 and not stopped and string.sub(payload, 1, 1) ~= '@' then
+    local s = wanting[next_slot]
+    local e = take(payload, q)
+    if e then
+      tag[s], data[s] = 'error', e
+      stopped = true
+    else
+      given = true
+    end
+  end
+  if not given then limit_requeue(P, member) end
+end
+
+-- Queues paused with `resq pause --queue` are not popped.
+local paused_q = {}
+if #wanting > 0 then
+  local pq = P .. 'resq:paused_queues'
+  if not wrong_type(pq, 'set') then
+    for _, name in ipairs(redis.call('SMEMBERS', pq)) do paused_q[name] = true end
+  end
+end
+
 for q = 1, nq do
   local key = KEYS[5 + q]
-  while want() > 0 and budget > 0 and not stopped do
+  if paused_q[cjson.decode(ARGV[14 + q])] then qflags[q] = '0' end
+  while want() > 0 and budget > 0 and not stopped and not paused_q[cjson.decode(ARGV[14 + q])] do
     -- A list gives up to the number still wanted in one LPOP; a key of another type is
     -- skipped (pcall), unless it is a flagged Jesque zset queue, which gives its due member.
     local n = math.min(want(), budget)
@@ -475,4 +558,5 @@ if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 out[#out + 1] = table.concat(qflags)
 if track_finals > 0 then track_cleanup(P, now_ms, 10) end
 out[#out + 1] = table.concat(tracking_problems, '\n')
+out[#out + 1] = earliest_due and tostring(earliest_due) or ''
 return out

@@ -267,7 +267,7 @@ mod step_scenarios {
             completion: completion.as_ref(),
             reserve: true,
         };
-        match step_batch(&mut con, &queues, &[item]).await {
+        match step_batch(&mut con, &queues, &[item], "").await {
             Err(e) => refused(e),
             Ok(mut out) => match out.replies.pop() {
                 // A refused reserve after an applied completion: the completion is checked.
@@ -459,7 +459,7 @@ mod step_scenarios {
                 reserve: true,
             },
         ];
-        let out = step_batch(&mut con, &queues, &items).await.unwrap();
+        let out = step_batch(&mut con, &queues, &items, "").await.unwrap();
         match &out.replies[0] {
             (Reply::Refused(why), false) => {
                 assert!(why.contains(&keys.stat_failed_by(ids[0])), "{why}")
@@ -497,8 +497,15 @@ mod other_scenarios {
                 Box::pin(async move {
                     let r = r#"{"queue":"q","run_at":"x","payload":{"class":"A","args":["r-1"]}}"#;
                     let job = crate::worker::requeue::HeldJob::from_record(r.as_bytes()).unwrap();
-                    match crate::worker::requeue::requeue(&mut con, &keys, ID, r.as_bytes(), &job)
-                        .await
+                    match crate::worker::requeue::requeue(
+                        &mut con,
+                        &keys,
+                        ID,
+                        r.as_bytes(),
+                        &job,
+                        "",
+                    )
+                    .await
                     {
                         Ok(b) => Answer::Done(b.to_string()),
                         Err(e) => refused(e),

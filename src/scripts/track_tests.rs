@@ -8,9 +8,10 @@ use redis::Script;
 /// A script running one of track.lua's functions.
 fn probe(body: &str) -> Script {
     Script::new(&format!(
-        "{}\n{}\n{body}",
+        "{}\n{}\n{}\n{body}",
         include_str!("guard.lua"),
-        include_str!("track.lua")
+        include_str!("track.lua"),
+        include_str!("limits.lua")
     ))
 }
 

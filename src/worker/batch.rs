@@ -67,11 +67,16 @@ pub(crate) struct StepRequest<'a> {
 impl Batcher {
     /// Starts `lanes` lanes sending steps over `con`, polling queues as `fetch` says. They stop
     /// once every [`Batcher`] clone is dropped and the waiting steps are sent.
-    pub(crate) fn start(con: Conn, lanes: usize, fetch: Arc<Fetch>) -> Batcher {
+    pub(crate) fn start(
+        con: Conn,
+        lanes: usize,
+        fetch: Arc<Fetch>,
+        limits: Arc<crate::limits::cache::LimitsCache>,
+    ) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..lanes.max(1) {
-            tokio::spawn(lane(con.clone(), rx.clone(), fetch.clone()));
+            tokio::spawn(lane(con.clone(), rx.clone(), fetch.clone(), limits.clone()));
         }
         Batcher { tx }
     }
@@ -102,7 +107,12 @@ fn gone() -> redis::RedisError {
 }
 
 /// One lane: gathers waiting steps, sends them as one call, answers each.
-async fn lane(con: Conn, rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>, fetch: Arc<Fetch>) {
+async fn lane(
+    con: Conn,
+    rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>,
+    fetch: Arc<Fetch>,
+    limits: Arc<crate::limits::cache::LimitsCache>,
+) {
     let mut carry: Option<Request> = None;
     loop {
         let mut batch = Vec::new();
@@ -154,13 +164,16 @@ async fn lane(con: Conn, rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>, fetch
                 })
                 .collect();
             let mut con = con.clone();
-            step_batch(&mut con, &pick.queues, &items).await
+            step_batch(&mut con, &pick.queues, &items, &limits.json()).await
         };
         match result {
             Ok(out) => {
                 fetch.found_empty(&pick, &out.found_empty);
                 for p in &out.tracking_problems {
                     crate::jobs::report_problem(p);
+                }
+                if let Some(due) = out.release_due {
+                    limits.note_due(due);
                 }
                 for (req, reply) in batch.into_iter().zip(out.replies) {
                     // A slot that stopped waiting (its task was cancelled) simply misses its

@@ -305,3 +305,66 @@ pub(crate) async fn claimed_queue<C: ConnectionLike + Send>(
         .await?;
     Ok(q.and_then(|q| serde_json::from_str(&q).ok()))
 }
+
+/// What the limits said about a claimed job.
+#[derive(Debug)]
+pub(crate) enum Limited {
+    /// It may run (its shares are taken).
+    Admitted,
+    /// A limit holds it (its payload moved to a list of its own); it may be released at this
+    /// time (ms) when a rate or window limit holds it.
+    Held(Option<i64>),
+    /// The claim is not this slot's any more.
+    Gone,
+    /// A limit's key template names what the job does not have.
+    Bad(String),
+}
+
+/// The limits of a claimed job (`limits`: the scripts' JSON), decided before it is promoted:
+/// see `limit_claim.lua`. Only the class and the small args go to the script.
+pub(crate) async fn limit<C: ConnectionLike + Send>(
+    con: &mut C,
+    stepper: &Stepper,
+    claim: &Claim,
+    payload: &crate::wire::Payload,
+    limits: &str,
+) -> RedisResult<Limited> {
+    let args: Vec<serde_json::Value> = payload
+        .args()
+        .iter()
+        .map(|a| {
+            if serde_json::to_string(a).map_or(usize::MAX, |t| t.len()) <= 1024 {
+                a.clone()
+            } else {
+                serde_json::Value::Null
+            }
+        })
+        .collect();
+    let view = serde_json::json!({"class": payload.class(), "args": args}).to_string();
+    let keys = stepper.keys();
+    let now = chrono::Utc::now().timestamp_millis();
+    let reply: Vec<String> = crate::scripts::LIMIT_CLAIM
+        .key(keys.claim(stepper.id()))
+        .key(keys.claims())
+        .arg(keys.prefix())
+        .arg(limits)
+        .arg(view)
+        .arg(&claim.queue)
+        .arg(stepper.id())
+        .arg(now)
+        .arg(&claim.token)
+        .arg(format!("{}.{now}", claim.token))
+        .invoke_async(con)
+        .await?;
+    Ok(match reply.first().map(String::as_str) {
+        Some("ok") => Limited::Admitted,
+        Some("held") => Limited::Held(
+            reply
+                .get(1)
+                .and_then(|d| d.parse::<f64>().ok())
+                .map(|d| d as i64),
+        ),
+        Some("bad") => Limited::Bad(reply.get(1).cloned().unwrap_or_default()),
+        _ => Limited::Gone,
+    })
+}

@@ -166,7 +166,8 @@ async fn attempt<C: ConnectionLike + Send>(
     k.push(keys.claim_token(id));
     // ARGV[2..=16] after the record; defaults are "nothing to do".
     // `a[n]` is ARGV[n] (ARGV[1], the record, is sent as bytes); defaults do nothing.
-    let mut a: Vec<String> = vec![String::new(); 21];
+    let mut a: Vec<String> = vec![String::new(); 22];
+    a[21] = stepper.limits_json().to_string();
     a[4] = if count_failed { "1" } else { "0" }.into();
     a[5] = "-".into();
     a[7] = "0".into();

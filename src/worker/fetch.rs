@@ -90,6 +90,8 @@ pub(crate) struct Fetch {
     refresh: Notify,
     /// Signalled once the first tracking attempt is over (connected or refused).
     pub(crate) tracking_tried: Notify,
+    /// The process's limits, told when their stored definitions change.
+    pub(crate) limits: std::sync::OnceLock<Arc<crate::limits::cache::LimitsCache>>,
 }
 
 /// The queues one step call polls (see [`Fetch::pick`]).
@@ -143,6 +145,7 @@ impl Fetch {
             full_due: AtomicBool::new(false),
             refresh: Notify::new(),
             tracking_tried: Notify::new(),
+            limits: std::sync::OnceLock::new(),
         });
         fetch.mark_ours(&first);
         Ok(fetch)
@@ -289,6 +292,23 @@ impl Fetch {
     /// An invalidation for `key` (or, with `None`, for every key: the server flushed, or the
     /// tracking connection was just (re)established and anything may have been missed).
     pub(crate) fn invalidated(&self, key: Option<&str>) {
+        if let Some(k) = key {
+            if k == self.keys.paused_queues() {
+                // A queue paused or resumed: every queue may have work again.
+                return self.invalidated(None);
+            }
+            if k.starts_with(&self.keys.limits_declared()) {
+                if let Some(l) = self.limits.get() {
+                    l.changed();
+                }
+                return;
+            }
+        }
+        if key.is_none() {
+            if let Some(l) = self.limits.get() {
+                l.changed();
+            }
+        }
         let mut states = self.states();
         match key {
             Some(k) => {
@@ -374,7 +394,11 @@ impl Fetch {
         let tracker = tokio::spawn(super::tracking::run(
             self.clone(),
             endpoint.clone(),
-            self.keys.queue(""),
+            vec![
+                self.keys.queue(""),
+                self.keys.limits_declared(),
+                self.keys.paused_queues(),
+            ],
             stop.clone(),
         ));
         // Watchers only once tracking has had its chance: a watcher's BLMOVE moves a job's

@@ -283,6 +283,13 @@ impl Worker {
         let tracker =
             crate::jobs::Tracker::new(con.clone(), keys.clone(), cfg.job_ttl, cfg.result_max);
         tokio::spawn(tracker.clone().watch_kills(stop_rx.clone()));
+        let limits = crate::limits::cache::LimitsCache::new(
+            keys.clone(),
+            self.registry.declared_limits().to_vec(),
+        );
+        limits.start(&mut con).await?;
+        let _ = fetch.limits.set(limits.clone());
+        tokio::spawn(limits.clone().run(con.clone(), stop_rx.clone()));
         let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
         let (abort_jobs, abort_rx) = watch::channel(0u64);
         let chain = Arc::new(crate::middleware::Chain::new(
@@ -293,6 +300,7 @@ impl Worker {
             con.clone(),
             super::batch::LANES.min(states.len()),
             fetch.clone(),
+            limits.clone(),
         );
         let mut slots = JoinSet::new();
         for state in &states {
@@ -300,7 +308,8 @@ impl Worker {
                 stepper: Arc::new(
                     Stepper::new(&keys, &state.id, cfg.count_failed_as_processed)
                         .with_max_payload(cfg.max_payload)
-                        .with_statused(&self.registry.statused_classes()),
+                        .with_statused(&self.registry.statused_classes())
+                        .with_limits(limits.clone()),
                 ),
                 steps: steps.clone(),
                 state: state.clone(),
@@ -310,6 +319,7 @@ impl Worker {
                 registry: self.registry.clone(),
                 chain: chain.clone(),
                 tracker: tracker.clone(),
+                limits: limits.clone(),
                 shutdown: shutdown.subscribe(),
                 abort_jobs: abort_rx.clone(),
                 at_least_once: cfg.at_least_once,

@@ -306,6 +306,11 @@ impl Pruner {
             Some(bytes) => judge_record(bytes),
         };
         let mut track = String::new();
+        // The dead slot's limit shares go back (and the held jobs that then fit).
+        let limits_json = match crate::limits::store::load(con, &self.keys).await {
+            Ok((limits, _)) => crate::limits::store::script_json(&limits, Utc::now()),
+            Err(_) => String::new(),
+        };
         let (mode, entry, payload, queue) = match &job {
             Judged::Idle => ("", String::new(), String::new(), String::new()),
             Judged::Refused(why) => {
@@ -373,6 +378,7 @@ impl Pruner {
             .arg(self.keys.prefix())
             .arg(track)
             .arg(Utc::now().timestamp_millis())
+            .arg(limits_json)
             .invoke_async(con)
             .await?;
         if applied != 1 {

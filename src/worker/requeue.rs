@@ -43,6 +43,7 @@ pub(crate) async fn requeue<C: ConnectionLike + Send>(
     id: &str,
     record: &[u8],
     job: &HeldJob,
+    limits: &str,
 ) -> RedisResult<bool> {
     let track = crate::jobs::id_in_payload(&job.payload)
         .map(|tid| crate::jobs::requeued_spec(&tid))
@@ -57,6 +58,7 @@ pub(crate) async fn requeue<C: ConnectionLike + Send>(
         .arg(keys.prefix())
         .arg(track)
         .arg(chrono::Utc::now().timestamp_millis())
+        .arg(limits)
         .invoke_async(con)
         .await?;
     Ok(n == 1)

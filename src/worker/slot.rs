@@ -84,6 +84,8 @@ pub(crate) struct Slot {
     pub chain: Arc<crate::middleware::Chain>,
     /// Tracked jobs' settings and kill watch.
     pub tracker: Arc<crate::jobs::Tracker>,
+    /// The limits in force.
+    pub limits: Arc<crate::limits::cache::LimitsCache>,
     /// Shutdown phase.
     pub shutdown: watch::Receiver<Phase>,
     /// Bumped by USR1: abort the running job, keep working.
@@ -352,6 +354,34 @@ impl Slot {
                 return Ok(None);
             }
         };
+        let json = self.limits.json();
+        if !json.is_empty() {
+            // Only when limits are in force: the limits need the class and the small args.
+            if let Ok(p) = crate::wire::Payload::parse(text.as_bytes()) {
+                let mut con = self.con.clone();
+                match claim::limit(&mut con, &self.stepper, c, &p, &json).await? {
+                    claim::Limited::Admitted => {}
+                    claim::Limited::Held(due) => {
+                        if let Some(d) = due {
+                            self.limits.note_due(d);
+                        }
+                        return Ok(None);
+                    }
+                    claim::Limited::Gone => return Ok(None),
+                    claim::Limited::Bad(why) => {
+                        let err = crate::registry::JobError::new("Resq::LimitKeyError", why);
+                        let entry = super::perform::failure_entry(
+                            Some(p.text()),
+                            &c.queue,
+                            &self.state.id,
+                            &err,
+                        );
+                        claim::fail(&mut con, &self.stepper, c, &entry).await?;
+                        return Ok(None);
+                    }
+                }
+            }
+        }
         let mut con = self.endpoint.blocking(CLAIM_PATIENCE).await?;
         match claim::promote(&mut con, &self.stepper, c, &text).await? {
             Promoted::Run => {}
@@ -392,7 +422,14 @@ impl Slot {
         let mut con = self.con.clone();
         let moved = tokio::time::timeout(
             ABORT_GRACE,
-            requeue::requeue(&mut con, &self.keys, &self.state.id, &record, &job),
+            requeue::requeue(
+                &mut con,
+                &self.keys,
+                &self.state.id,
+                &record,
+                &job,
+                &self.limits.json(),
+            ),
         )
         .await;
         if !matches!(moved, Ok(Ok(_))) {

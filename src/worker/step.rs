@@ -190,6 +190,8 @@ pub(crate) struct Stepper {
     keys: Keys,
     /// The statused classes, as the step script reads them (`\nA\nB\n`, or empty).
     statused: std::sync::Arc<str>,
+    /// The limits in force (for completions outside the step script).
+    limits: Option<std::sync::Arc<crate::limits::cache::LimitsCache>>,
 }
 
 impl Stepper {
@@ -209,7 +211,24 @@ impl Stepper {
             max_payload: DEFAULT_MAX_PAYLOAD,
             keys: keys.clone(),
             statused: std::sync::Arc::from(""),
+            limits: None,
         }
+    }
+
+    /// Sets the process's limits (their shares go back with extended completions).
+    pub(crate) fn with_limits(
+        mut self,
+        limits: std::sync::Arc<crate::limits::cache::LimitsCache>,
+    ) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// The scripts' JSON of the limits in force (`""` when none).
+    pub(crate) fn limits_json(&self) -> std::sync::Arc<str> {
+        self.limits
+            .as_ref()
+            .map_or_else(|| std::sync::Arc::from(""), |l| l.json())
     }
 
     /// Sets the classes whose jobs follow resque-status's convention (`args[0]` is the id).
@@ -278,7 +297,7 @@ impl Stepper {
             completion,
             reserve,
         };
-        let mut out = step_batch(con, queues, std::slice::from_ref(&item)).await?;
+        let mut out = step_batch(con, queues, std::slice::from_ref(&item), "").await?;
         match out.replies.pop() {
             Some((r, applied)) => Ok((r, applied || extended_applied)),
             None => Err(bad_reply()),
@@ -305,8 +324,11 @@ pub(crate) struct StepOutcome {
     pub replies: Vec<(Reply, bool)>,
     /// Per queue of the call, in order: whether the call found it empty.
     pub found_empty: Vec<bool>,
-    /// Tracked jobs whose record could not be written (`<id> <why>`); the jobs moved.
+    /// Tracked jobs whose record could not be written, limits that could not be applied
+    /// (`<id or key> <why>`); the jobs moved.
     pub tracking_problems: Vec<String>,
+    /// When a job held by a rate or window limit here may be released (epoch ms).
+    pub release_due: Option<i64>,
 }
 
 /// Numbers the claims of this process's calls.
@@ -319,12 +341,14 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     con: &mut C,
     queues: &QueueKeys,
     items: &[StepItem<'_>],
+    limits: &str,
 ) -> RedisResult<StepOutcome> {
     let Some(first) = items.first() else {
         return Ok(StepOutcome {
             replies: Vec::new(),
             found_empty: Vec::new(),
             tracking_problems: Vec::new(),
+            release_due: None,
         });
     };
     let shared = first.stepper;
@@ -352,7 +376,8 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         .arg(format!("{:x}.{call:x}", std::process::id()))
         .arg(keys.prefix())
         .arg(&*shared.statused)
-        .arg(now.timestamp_millis());
+        .arg(now.timestamp_millis())
+        .arg(limits);
     for (_, _, json) in &queues.queues {
         inv.arg(json.as_str());
     }
@@ -382,7 +407,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .arg(track.unwrap_or(""));
     }
     let v: Vec<Value> = inv.invoke_async(con).await?;
-    if v.len() != 3 * items.len() + 2 {
+    if v.len() != 3 * items.len() + 3 {
         return Err(bad_reply());
     }
     let replies = v[..3 * items.len()]
@@ -393,7 +418,14 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         Some(Value::BulkString(flags)) => flags.iter().map(|&f| f == b'0').collect(),
         _ => return Err(bad_reply()),
     };
-    let tracking_problems = match v.last() {
+    let release_due = match v.last() {
+        Some(Value::BulkString(d)) => std::str::from_utf8(d)
+            .ok()
+            .and_then(|d| d.parse::<f64>().ok())
+            .map(|d| d as i64),
+        _ => None,
+    };
+    let tracking_problems = match v.get(3 * items.len() + 1) {
         Some(Value::BulkString(p)) if !p.is_empty() => String::from_utf8_lossy(p)
             .lines()
             .map(String::from)
@@ -404,6 +436,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         replies,
         found_empty,
         tracking_problems,
+        release_due,
     })
 }
 

@@ -111,6 +111,7 @@ async fn a_batched_step_is_each_slots_own_step() {
             item(1, None, true),
             item(2, None, true),
         ],
+        "",
     )
     .await
     .unwrap()
@@ -153,6 +154,7 @@ async fn a_batched_step_is_each_slots_own_step() {
             item(1, Some(failed), false),
             item(2, None, true),
         ],
+        "",
     )
     .await
     .unwrap()
@@ -172,6 +174,7 @@ async fn a_batched_step_is_each_slots_own_step() {
         &mut con,
         &queues,
         &[item(0, Some(done), true), item(1, Some(failed), false)],
+        "",
     )
     .await
     .unwrap()

@@ -2,7 +2,8 @@
 //! once without polling, whatever the number of queues.
 //!
 //! One dedicated RESP3 connection per process runs `CLIENT TRACKING ON BCAST PREFIX
-//! <ns>:queue:`. In broadcast mode Redis pushes, after every command that modified a key under
+//! <ns>:queue: PREFIX <ns>:resq:limits PREFIX <ns>:resq:paused_queues` (the last two: limits
+//! changed, a queue paused or resumed; see [`crate::limits`]). In broadcast mode Redis pushes, after every command that modified a key under
 //! the prefix, an `invalidate` message naming the keys (batched per event-loop turn, so a
 //! busy queue costs a message per turn, not per job). Each one goes to
 //! [`super::fetch::Fetch::invalidated`]: a write to one of this process's queues wakes a parked
@@ -37,7 +38,7 @@ const UNAVAILABLE_RETRY: Duration = Duration::from_secs(300);
 pub(crate) async fn run(
     fetch: Arc<Fetch>,
     endpoint: Endpoint,
-    prefix: String,
+    prefixes: Vec<String>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Backoff::new(Duration::from_secs(5));
@@ -46,8 +47,9 @@ pub(crate) async fn run(
     let mut ping_every = PING_EVERY;
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
+        let prefix_refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
         let connected = tokio::select! {
-            c = endpoint.tracking(&prefix, tx) => c,
+            c = endpoint.tracking(&prefix_refs, tx) => c,
             _ = stop.wait_for(|s| *s) => return,
         };
         if !matches!(connected, Ok(Some(_))) {

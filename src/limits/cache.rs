@@ -1,0 +1,182 @@
+//! A worker process's copy of the limits in force, what its scripts are given, and its release
+//! timer.
+//!
+//! The copy is read again whenever the stored definitions change (Redis tells the process,
+//! through the invalidation tracking connection that also watches the queues), at the next
+//! time-window boundary, and every minute (a process without tracking). Held jobs that only
+//! time releases (rate and window limits) are put back by `release.lua` at the earliest time
+//! any reserve of this process reported, and at each refresh; a concurrency-held job is
+//! released by the call that returns a share, so it needs no timer.
+
+use super::store;
+use super::Limit;
+use crate::conn::Conn;
+use crate::keys::Keys;
+use chrono::{DateTime, Utc};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+
+/// How often the limits are read again without being told.
+const REFRESH: Duration = Duration::from_secs(60);
+
+/// Most held jobs one release call puts back.
+const RELEASE_BUDGET: u32 = 1000;
+
+/// The limits as one process sees them.
+#[derive(Debug)]
+pub(crate) struct LimitsCache {
+    keys: Keys,
+    /// Declared by this process's registry.
+    declared: Vec<Limit>,
+    /// In force: the definitions, and the scripts' JSON (empty when there are none).
+    current: Mutex<(Vec<Limit>, Arc<str>)>,
+    /// Earliest release time a reserve reported (epoch ms).
+    due: Mutex<Option<i64>>,
+    /// Wakes the refresher.
+    wake: Notify,
+}
+
+impl LimitsCache {
+    /// The cache of a process whose registry declares `declared`.
+    pub(crate) fn new(keys: Keys, declared: Vec<Limit>) -> Arc<Self> {
+        Arc::new(LimitsCache {
+            keys,
+            declared,
+            current: Mutex::new((Vec::new(), Arc::from(""))),
+            due: Mutex::new(None),
+            wake: Notify::new(),
+        })
+    }
+
+    /// The scripts' JSON of the limits in force (`""` when there are none).
+    pub(crate) fn json(&self) -> Arc<str> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clone()
+    }
+
+    /// The limits in force.
+    pub(crate) fn limits(&self) -> Vec<Limit> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
+    }
+
+    /// A reserve held a job that time will release at `ms`.
+    pub(crate) fn note_due(&self, ms: i64) {
+        let mut due = self.due.lock().unwrap_or_else(|p| p.into_inner());
+        if due.is_none_or(|d| ms < d) {
+            *due = Some(ms);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The stored limits changed: read them again now.
+    pub(crate) fn changed(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Declares this process's limits and reads the limits in force (before the first reserve).
+    pub(crate) async fn start(&self, con: &mut Conn) -> crate::Result<()> {
+        store::declare(con, &self.keys, &self.declared).await?;
+        self.refresh(con).await?;
+        Ok(())
+    }
+
+    /// Reads the limits in force again; returns the names that are no longer in force.
+    async fn refresh(&self, con: &mut Conn) -> crate::Result<Vec<String>> {
+        let (limits, problems) = store::load(con, &self.keys).await?;
+        for p in problems {
+            tracing::warn!(problem = %p, "a stored limit cannot be read; it is not applied");
+        }
+        let json: Arc<str> = Arc::from(store::script_json(&limits, Utc::now()));
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let gone = cur
+            .0
+            .iter()
+            .filter(|old| !limits.iter().any(|l| l.name == old.name))
+            .map(|l| l.name.clone())
+            .collect();
+        *cur = (limits, json);
+        Ok(gone)
+    }
+
+    /// The next time-window boundary of the limits in force.
+    fn next_boundary(&self) -> Option<DateTime<Utc>> {
+        let now = Utc::now();
+        self.limits()
+            .iter()
+            .filter_map(|l| store::window_state(l, now).1)
+            .min()
+    }
+
+    /// Puts back held jobs whose time has come (and those of `gone` limits, and any that fit
+    /// a concurrency limit now); returns when a held job is next due.
+    async fn release(&self, con: &mut Conn, gone: &[String]) -> redis::RedisResult<Option<i64>> {
+        let now = Utc::now().timestamp_millis();
+        let mut inv = crate::scripts::RELEASE.prepare_invoke();
+        inv.arg(self.keys.prefix())
+            .arg(&*self.json())
+            .arg(now)
+            .arg(RELEASE_BUDGET);
+        for g in gone {
+            inv.arg(g);
+        }
+        let (n, next): (u64, String) = inv.invoke_async(con).await?;
+        if n > 0 {
+            tracing::debug!(released = n, "held jobs back in their queues");
+        }
+        Ok(next.parse::<f64>().ok().map(|v| v as i64))
+    }
+
+    /// Keeps the copy fresh and releases held jobs on time, until `stop` turns true.
+    pub(crate) async fn run(self: Arc<Self>, mut con: Conn, mut stop: watch::Receiver<bool>) {
+        let mut gone: Vec<String> = Vec::new();
+        loop {
+            if !self.json().is_empty() || !gone.is_empty() {
+                match self.release(&mut con, &gone).await {
+                    Ok(next) => {
+                        gone.clear();
+                        // A time already past is kept: it fires at once (release.lua only ever
+                        // names a time after the one it ran at, so this cannot spin).
+                        let mut due = self.due.lock().unwrap_or_else(|p| p.into_inner());
+                        *due = next.or(*due);
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "releasing held jobs failed; trying again")
+                    }
+                }
+            }
+            let now = Utc::now();
+            let due = *self.due.lock().unwrap_or_else(|p| p.into_inner());
+            let mut wait = REFRESH;
+            if let Some(d) = due {
+                let left = u64::try_from(d - now.timestamp_millis()).unwrap_or(0);
+                wait = wait.min(Duration::from_millis(left.max(1)));
+            }
+            if let Some(b) = self.next_boundary() {
+                wait = wait
+                    .min((b - now).to_std().unwrap_or(Duration::ZERO) + Duration::from_millis(5));
+            }
+            let timed_out = tokio::select! {
+                _ = tokio::time::sleep(wait) => true,
+                _ = self.wake.notified() => false,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            if timed_out && due.is_some_and(|d| d <= Utc::now().timestamp_millis()) {
+                *self.due.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            }
+            match self.refresh(&mut con).await {
+                Ok(g) => gone.extend(g),
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading the limits failed; keeping the last ones")
+                }
+            }
+        }
+    }
+}

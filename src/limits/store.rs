@@ -1,0 +1,253 @@
+//! Where limits are kept and what the scripts are given: declarations (`<ns>:resq:limits`,
+//! written by workers from their registry) overlaid by operators' overrides
+//! (`<ns>:resq:limits:set`), and the JSON the scripts read (the definitions, plus whether each
+//! time window is open now and when it next opens).
+
+use super::{parse_window, Kind, Limit};
+use crate::admin::Admin;
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// The limits in force: declarations overlaid by overrides (by name), sorted by name, and the
+/// stored texts that could not be read (`name: why`).
+pub(crate) async fn load<C: redis::aio::ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+) -> Result<(Vec<Limit>, Vec<String>)> {
+    let (declared, set): (BTreeMap<String, String>, BTreeMap<String, String>) = redis::pipe()
+        .hgetall(keys.limits_declared())
+        .hgetall(keys.limits_set())
+        .query_async(con)
+        .await?;
+    let mut out = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (name, text) in declared.into_iter().chain(set) {
+        match serde_json::from_str::<Limit>(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|l| {
+                l.validate().map_err(|e| e.to_string())?;
+                if l.name != name {
+                    return Err(format!("stored under {name:?} but named {:?}", l.name));
+                }
+                Ok(l)
+            }) {
+            Ok(l) => {
+                out.insert(name, l);
+            }
+            Err(why) => problems.push(format!("{name}: {why}")),
+        }
+    }
+    Ok((out.into_values().collect(), problems))
+}
+
+/// Writes a worker's declarations (each replaces the stored declaration of its name;
+/// declarations of other services are left alone).
+pub(crate) async fn declare(con: &mut Conn, keys: &Keys, limits: &[Limit]) -> Result<()> {
+    if limits.is_empty() {
+        return Ok(());
+    }
+    let mut pipe = redis::pipe();
+    for l in limits {
+        l.validate()?;
+        pipe.hset(keys.limits_declared(), &l.name, serde_json::to_string(l)?)
+            .ignore();
+    }
+    pipe.query_async::<()>(con).await?;
+    Ok(())
+}
+
+/// The JSON the scripts read (limits.lua): the definitions and each window's state at `now`.
+pub(crate) fn script_json(limits: &[Limit], now: DateTime<Utc>) -> String {
+    if limits.is_empty() {
+        return String::new();
+    }
+    let mut open = Map::new();
+    let defs: Vec<Value> = limits
+        .iter()
+        .map(|l| {
+            let (kind, limit, interval, sliding) = match &l.kind {
+                Kind::Concurrency { limit } => ("concurrency", *limit, 0, false),
+                Kind::Rate {
+                    limit,
+                    interval_ms,
+                    sliding,
+                } => ("rate", *limit, *interval_ms, *sliding),
+                Kind::Window { .. } => {
+                    let (is_open, next) = window_state(l, now);
+                    open.insert(
+                        l.name.clone(),
+                        json!({"open": is_open, "next": next.map(|t| t.timestamp_millis())}),
+                    );
+                    ("window", 0, 0, false)
+                }
+            };
+            json!({
+                "name": l.name,
+                "kind": kind,
+                "limit": limit,
+                "interval_ms": interval,
+                "sliding": sliding,
+                "queue": l.queue,
+                "class": l.class,
+                "key": l.key,
+                "weights": l.weights,
+                "priority": l.priority,
+            })
+        })
+        .collect();
+    json!({"defs": defs, "open": open}).to_string()
+}
+
+/// Whether the windows of `l` are open at `now`, and when they next open (or, when open, when
+/// they next close) — `None` when never.
+pub(crate) fn window_state(l: &Limit, now: DateTime<Utc>) -> (bool, Option<DateTime<Utc>>) {
+    let Kind::Window { windows, tz } = &l.kind else {
+        return (true, None);
+    };
+    let Ok(tz) = tz.parse::<chrono_tz::Tz>() else {
+        return (true, None);
+    };
+    let parsed: Vec<_> = windows
+        .iter()
+        .filter_map(|w| parse_window(w).ok())
+        .collect();
+    let local = now.with_timezone(&tz);
+    let minute = local.hour() * 60 + local.minute();
+    let applies =
+        |days: &Vec<chrono::Weekday>, wd: chrono::Weekday| days.is_empty() || days.contains(&wd);
+    let open = parsed
+        .iter()
+        .any(|(days, from, to)| applies(days, local.weekday()) && (*from..*to).contains(&minute));
+    // The next boundary: for a closed limit its next opening, for an open one its closing.
+    let mut next: Option<DateTime<Utc>> = None;
+    for day in 0..8 {
+        let date = local.date_naive() + chrono::Days::new(day);
+        for (days, from, to) in &parsed {
+            if !applies(days, date.weekday()) {
+                continue;
+            }
+            let edge = if open { *to } else { *from };
+            let t = date
+                .and_hms_opt(0, 0, 0)
+                .map(|d| d + chrono::Duration::minutes(i64::from(edge)));
+            let Some(t) = t.and_then(|t| tz.from_local_datetime(&t).earliest()) else {
+                continue;
+            };
+            let t = t.with_timezone(&Utc);
+            if t > now && next.is_none_or(|n| t < n) {
+                next = Some(t);
+            }
+        }
+    }
+    (open, next)
+}
+
+impl Admin {
+    /// The limits in force (declared by workers, overridden with [`Admin::set_limit`]).
+    pub async fn limits(&self) -> Result<Vec<Limit>> {
+        Ok(load(&mut self.con(), self.keys()).await?.0)
+    }
+
+    /// Sets `limit` fleet-wide, over any declaration of its name, until
+    /// [`Admin::clear_limit`]; workers apply it within a reserve or two.
+    pub async fn set_limit(&self, limit: &Limit) -> Result<()> {
+        limit.validate()?;
+        let _: () = redis::cmd("HSET")
+            .arg(self.keys().limits_set())
+            .arg(&limit.name)
+            .arg(serde_json::to_string(limit)?)
+            .query_async(&mut self.con())
+            .await?;
+        Ok(())
+    }
+
+    /// Removes the override of limit `name` (its declaration, if any, applies again), or with
+    /// `declaration` also the declaration (until a worker declaring it starts). Returns whether
+    /// anything was removed.
+    pub async fn clear_limit(&self, name: &str, declaration: bool) -> Result<bool> {
+        let mut pipe = redis::pipe();
+        pipe.hdel(self.keys().limits_set(), name);
+        if declaration {
+            pipe.hdel(self.keys().limits_declared(), name);
+        }
+        let removed: Vec<u64> = pipe.query_async(&mut self.con()).await?;
+        if removed.iter().sum::<u64>() == 0 {
+            return Err(Error::Rejected(format!("no limit named {name:?}")));
+        }
+        Ok(true)
+    }
+
+    /// Pauses (or resumes) `queue` for every resq process: its jobs stay in it, untaken. Ruby,
+    /// Jesque and node-resque workers do not look (docs/limits.md).
+    pub async fn pause_queue(&self, queue: &str, paused: bool) -> Result<()> {
+        let cmd = if paused { "SADD" } else { "SREM" };
+        let _: () = redis::cmd(cmd)
+            .arg(self.keys().paused_queues())
+            .arg(queue)
+            .query_async(&mut self.con())
+            .await?;
+        Ok(())
+    }
+
+    /// The queues paused with [`Admin::pause_queue`], sorted.
+    pub async fn paused_queues(&self) -> Result<Vec<String>> {
+        let mut v: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys().paused_queues())
+            .query_async(&mut self.con())
+            .await?;
+        v.sort();
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::TimeWindow;
+
+    #[test]
+    fn windows_know_when_they_open_and_close() {
+        let l = Limit::window(
+            "office",
+            vec![TimeWindow {
+                days: vec!["mon".into(), "tue".into()],
+                from: "09:00".into(),
+                to: "17:00".into(),
+            }],
+            "Europe/Paris",
+        )
+        .class("A");
+        // Monday 2026-11-23 07:30 UTC = 08:30 in Paris: closed, opens at 08:00 UTC.
+        let t = Utc.with_ymd_and_hms(2026, 11, 23, 7, 30, 0).unwrap();
+        let (open, next) = window_state(&l, t);
+        assert!(!open);
+        assert_eq!(
+            next,
+            Some(Utc.with_ymd_and_hms(2026, 11, 23, 8, 0, 0).unwrap())
+        );
+        // 12:00 UTC: open until 16:00 UTC.
+        let t = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap();
+        assert_eq!(
+            window_state(&l, t),
+            (
+                true,
+                Some(Utc.with_ymd_and_hms(2026, 11, 23, 16, 0, 0).unwrap())
+            )
+        );
+        // Tuesday evening: next is Monday.
+        let t = Utc.with_ymd_and_hms(2026, 11, 24, 20, 0, 0).unwrap();
+        assert_eq!(
+            window_state(&l, t),
+            (
+                false,
+                Some(Utc.with_ymd_and_hms(2026, 11, 30, 8, 0, 0).unwrap())
+            )
+        );
+        let j: Value = serde_json::from_str(&script_json(&[l], t)).unwrap();
+        assert_eq!(j["open"]["office"]["open"], false);
+    }
+}

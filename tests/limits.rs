@@ -1,0 +1,446 @@
+//! Flow control against a real Redis and the real runtime (issue 15): concurrency limits per
+//! class, with weights and priorities, per key; no head-of-line blocking; rate limits; time
+//! windows changed live; per-queue pause; large (claimed) payloads; bad definitions.
+
+mod support;
+
+use redis::AsyncCommands;
+use resq::admin::Admin;
+use resq::limits::{Limit, TimeWindow};
+use resq::{Client, JobContext, Keys, Registry};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::stop;
+
+/// Counts a class's jobs running at once, and the most seen.
+#[derive(Default)]
+struct Gauge {
+    now: AtomicUsize,
+    max: AtomicUsize,
+    done: AtomicUsize,
+}
+
+impl Gauge {
+    fn enter(&self) {
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(n, Ordering::SeqCst);
+    }
+    fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A handler that holds `gauge` for `ms` milliseconds (args[1], default 50).
+fn gauged(
+    gauge: Arc<Gauge>,
+    order: Arc<Mutex<Vec<String>>>,
+) -> impl Fn(
+    JobContext,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = resq::JobResult> + Send>>
+       + Send
+       + Sync
+       + 'static {
+    move |ctx: JobContext| {
+        let g = gauge.clone();
+        let order = order.clone();
+        Box::pin(async move {
+            g.enter();
+            let label: String = ctx.arg(0).unwrap_or_default();
+            order.lock().unwrap().push(label);
+            let ms: u64 = ctx.arg(1).unwrap_or(50);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            g.leave();
+            Ok(())
+        })
+    }
+}
+
+async fn held(ns: &str, name: &str, part: Option<&str>) -> u64 {
+    let base = Keys::new(ns).limit_base(name, part);
+    support::con()
+        .await
+        .zcard(format!("{base}:held"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_class_limit_holds_and_releases_without_blocking_other_classes() {
+    let ns = support::namespace("lim-class");
+    let (slow, fast) = (Arc::new(Gauge::default()), Arc::new(Gauge::default()));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let registry = Registry::new()
+        .limit(Limit::concurrency("slow", 2).class("Slow"))
+        .handler("Slow", gauged(slow.clone(), order.clone()))
+        .handler("Fast", gauged(fast.clone(), order.clone()));
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for i in 0..12 {
+        c.enqueue_class("Slow", &[json!(format!("s{i}")), json!(100)])
+            .await
+            .unwrap();
+    }
+    for i in 0..12 {
+        c.enqueue_class("Fast", &[json!(format!("f{i}")), json!(5)])
+            .await
+            .unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(8)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(20, "every job", || async {
+        (slow.done.load(Ordering::SeqCst) == 12 && fast.done.load(Ordering::SeqCst) == 12)
+            .then_some(())
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(slow.max.load(Ordering::SeqCst), 2, "the limit held");
+    // The fast jobs, queued behind the held ones, were not blocked by them.
+    let order = order.lock().unwrap().clone();
+    let last_fast = order.iter().rposition(|l| l.starts_with('f')).unwrap();
+    let slows_before = order[..last_fast]
+        .iter()
+        .filter(|l| l.starts_with('s'))
+        .count();
+    assert!(
+        slows_before <= 6,
+        "fast jobs waited for slow ones: {order:?}"
+    );
+    assert_eq!(held(&ns, "slow", None).await, 0);
+    let holders: u64 = support::con()
+        .await
+        .hlen(format!(
+            "{}:holders",
+            Keys::new(&ns).limit_base("slow", None)
+        ))
+        .await
+        .unwrap();
+    assert_eq!(holders, 0, "every share returned");
+}
+
+#[tokio::test]
+async fn weights_priorities_and_keys() {
+    let ns = support::namespace("lim-weights");
+    let (big, small, keyed) = (
+        Arc::new(Gauge::default()),
+        Arc::new(Gauge::default()),
+        Arc::new(Gauge::default()),
+    );
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let registry = Registry::new()
+        .limit(
+            Limit::concurrency("pool", 4)
+                .queue("pool")
+                .weight("Big", 2)
+                .priority("Urgent", 50),
+        )
+        .limit(
+            Limit::concurrency("per-account", 1)
+                .class("Sync")
+                .key("acct-{args.2}"),
+        )
+        .handler("Big", gauged(big.clone(), order.clone()))
+        .handler("Small", gauged(small.clone(), order.clone()))
+        .handler("Urgent", gauged(small.clone(), order.clone()))
+        .handler("Sync", gauged(keyed.clone(), order.clone()));
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for i in 0..6 {
+        c.enqueue_to("pool", "Big", &[json!(format!("b{i}")), json!(80)])
+            .await
+            .unwrap();
+    }
+    c.enqueue_to("pool", "Small", &[json!("late-small"), json!(10)])
+        .await
+        .unwrap();
+    c.enqueue_to("pool", "Urgent", &[json!("urgent"), json!(10)])
+        .await
+        .unwrap();
+    for i in 0..4 {
+        c.enqueue_to(
+            "sync",
+            "Sync",
+            &[json!(format!("a{i}")), json!(40), json!("A")],
+        )
+        .await
+        .unwrap();
+        c.enqueue_to(
+            "sync",
+            "Sync",
+            &[json!(format!("b{i}")), json!(40), json!("B")],
+        )
+        .await
+        .unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "pool,sync")
+            .concurrency(8)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(20, "every job", || async {
+        (big.done.load(Ordering::SeqCst) == 6
+            && small.done.load(Ordering::SeqCst) == 2
+            && keyed.done.load(Ordering::SeqCst) == 8)
+            .then_some(())
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(
+        big.max.load(Ordering::SeqCst),
+        2,
+        "weight 2 under a limit of 4"
+    );
+    assert_eq!(
+        keyed.max.load(Ordering::SeqCst),
+        2,
+        "one per account, two accounts"
+    );
+    let order = order.lock().unwrap().clone();
+    let urgent = order.iter().position(|l| l == "urgent").unwrap();
+    let small_at = order.iter().position(|l| l == "late-small").unwrap();
+    assert!(urgent < small_at, "priority among held jobs: {order:?}");
+}
+
+/// Runs 15 jobs under a rate limit of 5 per 500 ms; returns their start times (epoch ms).
+async fn rated(limit: Limit) -> Vec<i64> {
+    let ns = support::namespace("lim-rate");
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let s = starts.clone();
+    let registry = Registry::new()
+        .limit(limit)
+        .handler("Call", move |_ctx: JobContext| {
+            let s = s.clone();
+            async move {
+                s.lock()
+                    .unwrap()
+                    .push(chrono::Utc::now().timestamp_millis());
+                Ok(())
+            }
+        });
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for i in 0..15 {
+        c.enqueue_class("Call", &[json!(i)]).await.unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(4)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(10, "15 calls", || async {
+        (starts.lock().unwrap().len() == 15).then_some(())
+    })
+    .await;
+    stop(w).await;
+    let v = starts.lock().unwrap().clone();
+    v
+}
+
+#[tokio::test]
+async fn a_fixed_window_rate_limit_admits_so_many_per_window() {
+    let starts = rated(Limit::rate("api", 5, Duration::from_millis(500)).class("Call")).await;
+    // 5 per window of the clock's 500 ms: 15 starts need three windows. (A start is a few ms
+    // after its reserve: one reserved at a window's very end may start in the next.)
+    let mut per_window = std::collections::BTreeMap::<i64, usize>::new();
+    for t in &starts {
+        *per_window.entry(t / 500).or_default() += 1;
+    }
+    assert!(per_window.len() >= 3, "{per_window:?}");
+    assert!(per_window.values().all(|n| *n <= 5 + 1), "{per_window:?}");
+}
+
+#[tokio::test]
+async fn a_sliding_window_rate_limit_spaces_every_six_starts() {
+    let starts = rated(
+        Limit::rate("api", 5, Duration::from_millis(500))
+            .sliding()
+            .class("Call"),
+    )
+    .await;
+    for w in starts.windows(6) {
+        assert!(
+            w[5] - w[0] >= 450,
+            "6 starts within {} ms under 5 per 500 ms: {starts:?}",
+            w[5] - w[0]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_closed_window_holds_until_an_operator_opens_it() {
+    let ns = support::namespace("lim-window");
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let now = chrono::Utc::now();
+    // A window that closed an hour ago, declared in code…
+    let closed = Limit::window(
+        "office",
+        vec![TimeWindow {
+            days: vec![],
+            from: "00:00".into(),
+            to: format!(
+                "{:02}:00",
+                (now - chrono::Duration::hours(1))
+                    .format("%H")
+                    .to_string()
+                    .parse::<u32>()
+                    .unwrap()
+                    .max(1)
+            ),
+        }],
+        "UTC",
+    )
+    .class("Report");
+    let registry = Registry::new()
+        .limit(closed)
+        .handler("Report", move |_ctx: JobContext| {
+            let d = d.clone();
+            async move {
+                d.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        });
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for i in 0..3 {
+        c.enqueue_class("Report", &[json!(i)]).await.unwrap();
+    }
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    support::eventually(10, "the jobs held", || async {
+        (held(&ns, "office", None).await == 3).then_some(())
+    })
+    .await;
+    assert_eq!(done.load(Ordering::SeqCst), 0);
+    // …opened fleet-wide by an operator: the held jobs run.
+    let open = Limit::window(
+        "office",
+        vec![TimeWindow {
+            days: vec![],
+            from: "00:00".into(),
+            to: "24:00".into(),
+        }],
+        "UTC",
+    )
+    .class("Report");
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    admin.set_limit(&open).await.unwrap();
+    support::eventually(10, "the jobs after the window opened", || async {
+        (done.load(Ordering::SeqCst) == 3).then_some(())
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(held(&ns, "office", None).await, 0);
+}
+
+#[tokio::test]
+async fn a_paused_queue_is_not_taken_until_resumed() {
+    let ns = support::namespace("lim-pause");
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let registry = Registry::new().handler("Job", move |_ctx: JobContext| {
+        let d = d.clone();
+        async move {
+            d.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    admin.pause_queue("slow", true).await.unwrap();
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    c.enqueue_to("slow", "Job", &[json!(1)]).await.unwrap();
+    c.enqueue_to("fast", "Job", &[json!(2)]).await.unwrap();
+    let w = support::start(support::builder(&ns, "slow,fast").registry(registry)).await;
+    support::eventually(10, "the fast queue's job", || async {
+        (done.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    let left: u64 = support::con()
+        .await
+        .llen(Keys::new(&ns).queue("slow"))
+        .await
+        .unwrap();
+    assert_eq!(left, 1, "a paused queue's job was taken");
+    admin.pause_queue("slow", false).await.unwrap();
+    support::eventually(10, "the job after resume", || async {
+        (done.load(Ordering::SeqCst) == 2).then_some(())
+    })
+    .await;
+    stop(w).await;
+}
+
+#[tokio::test]
+async fn large_payloads_are_limited_too() {
+    let ns = support::namespace("lim-large");
+    let gauge = Arc::new(Gauge::default());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let registry = Registry::new()
+        .limit(Limit::concurrency("big", 1).class("Blob"))
+        .handler("Blob", gauged(gauge.clone(), order));
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    let blob = "x".repeat(64 * 1024);
+    for i in 0..4 {
+        c.enqueue_class("Blob", &[json!(format!("b{i}")), json!(60), json!(blob)])
+            .await
+            .unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(4)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(20, "every large job", || async {
+        (gauge.done.load(Ordering::SeqCst) == 4).then_some(())
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(gauge.max.load(Ordering::SeqCst), 1);
+    let mut con = support::con().await;
+    let leftover: Vec<String> = con.keys(format!("{ns}:resq:heldbig:*")).await.unwrap();
+    assert!(leftover.is_empty(), "{leftover:?}");
+}
+
+#[tokio::test]
+async fn a_key_naming_a_missing_arg_is_a_clear_failure() {
+    let ns = support::namespace("lim-bad");
+    let registry = Registry::new()
+        .limit(
+            Limit::concurrency("acct", 1)
+                .class("Sync")
+                .key("acct-{args.3}"),
+        )
+        .handler("Sync", |_ctx: JobContext| async { Ok(()) });
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    c.enqueue_class("Sync", &[json!(1)]).await.unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    let k = Keys::new(&ns);
+    let entry: Value = support::eventually(10, "the failure entry", || async {
+        let v: Vec<String> = support::con()
+            .await
+            .lrange(k.failed(), 0, -1)
+            .await
+            .unwrap();
+        v.first().map(|e| serde_json::from_str(e).unwrap())
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(entry["exception"], "Resq::LimitKeyError");
+    assert!(
+        entry["error"].as_str().unwrap().contains("args.3"),
+        "{entry}"
+    );
+    // Bad definitions are refused before they reach Redis.
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    assert!(admin
+        .set_limit(&Limit::concurrency("x", 0).class("A"))
+        .await
+        .is_err());
+    assert!(admin
+        .set_limit(&Limit::concurrency("x", 1).class("A").weight("A", 0))
+        .await
+        .is_err());
+}
