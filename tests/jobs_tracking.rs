@@ -570,3 +570,42 @@ async fn a_dead_workers_tracked_job_is_failed_by_pruning() {
         .unwrap();
     assert_eq!(failed, 1, "and Resque's failure entry, in the same step");
 }
+
+#[tokio::test]
+async fn after_rubys_prune_the_next_resq_prune_fails_the_record() {
+    let ns = support::namespace("jobs-rubyprune");
+    let c = client(&ns).await;
+    let id = c
+        .enqueue_class_tracked("default", "Sleep", &[json!(60_000)], Track::new())
+        .await
+        .unwrap();
+    let mut w = support::WorkerProc::start(&support::url(), &ns, 1, &[]);
+    support::eventually(10, "the job working", || async {
+        (c.status(&id).await.unwrap().unwrap().state == State::Working).then_some(())
+    })
+    .await;
+    w.kill9();
+    // Ruby's prune_dead_workers: unregister_worker (SREM, DEL the record, the failure entry) —
+    // it knows nothing of resq's records.
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let slot = w.ids[0].clone();
+    let _: () = redis::pipe()
+        .srem(k.workers(), &slot)
+        .del(k.worker(&slot))
+        .del(k.worker_started(&slot))
+        .hdel(k.heartbeats(), &slot)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(c.status(&id).await.unwrap().unwrap().state, State::Working);
+    let _: () = con.del(k.pruning_lock()).await.unwrap();
+    admin(&ns)
+        .await
+        .prune(Duration::from_secs(300), false)
+        .await
+        .unwrap();
+    let s = c.status(&id).await.unwrap().unwrap();
+    assert_eq!(s.state, State::Failed, "{s:?}");
+    assert!(s.error.as_deref().unwrap().contains(&slot), "{s:?}");
+}

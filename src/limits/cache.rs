@@ -35,6 +35,8 @@ pub(crate) struct LimitsCache {
     due: Mutex<Option<i64>>,
     /// Wakes the refresher.
     wake: Notify,
+    /// The foreign workers last warned about (so a warning is not repeated every refresh).
+    warned: Mutex<Vec<String>>,
 }
 
 impl LimitsCache {
@@ -46,6 +48,7 @@ impl LimitsCache {
             current: Mutex::new((Vec::new(), Arc::from(""))),
             due: Mutex::new(None),
             wake: Notify::new(),
+            warned: Mutex::new(Vec::new()),
         })
     }
 
@@ -94,6 +97,7 @@ impl LimitsCache {
         for p in problems {
             tracing::warn!(problem = %p, "a stored limit cannot be read; it is not applied");
         }
+        self.warn_foreign(con, &limits).await;
         let json: Arc<str> = Arc::from(store::script_json(&limits, Utc::now()));
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
         let gone = cur
@@ -104,6 +108,37 @@ impl LimitsCache {
             .collect();
         *cur = (limits, json);
         Ok(gone)
+    }
+
+    /// Logs, once per change, the workers of other runtimes (Ruby, Jesque, node-resque) that
+    /// poll a queue a limit covers: they run its jobs without honouring it (docs/limits.md).
+    async fn warn_foreign(&self, con: &mut Conn, limits: &[Limit]) {
+        if limits.is_empty() {
+            return;
+        }
+        let workers: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.workers())
+            .query_async(con)
+            .await
+            .unwrap_or_default();
+        let mut seen: Vec<String> = Vec::new();
+        for l in limits {
+            let f = super::report::foreign(l, &workers);
+            if !f.is_empty() {
+                seen.push(format!(
+                    "{}: {}",
+                    l.name,
+                    f.iter().map(|w| w.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        if seen != *warned {
+            for s in &seen {
+                tracing::warn!(limit_and_workers = %s, "workers of another runtime poll a queue under a resq limit: they run its jobs without honouring it");
+            }
+            *warned = seen;
+        }
     }
 
     /// The next time-window boundary of the limits in force.

@@ -24,7 +24,7 @@
 //! copy and its release timer), `report` (capacity, use, held jobs per limit).
 
 pub(crate) mod cache;
-mod report;
+pub(crate) mod report;
 pub(crate) mod store;
 
 pub use report::{LimitReport, PartitionReport};

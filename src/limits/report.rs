@@ -134,12 +134,7 @@ impl Admin {
             }
             let open = matches!(l.kind, Kind::Window { .. })
                 .then(|| super::store::window_state(&l, now).0);
-            let foreign_workers = workers
-                .iter()
-                .filter(|w| !w.contains("~resq:"))
-                .filter(|w| covers(&l, w))
-                .cloned()
-                .collect();
+            let foreign_workers = foreign(&l, &workers).into_iter().cloned().collect();
             out.push(LimitReport {
                 overridden: overridden.contains(&l.name),
                 limit: l,
@@ -150,6 +145,16 @@ impl Admin {
         }
         Ok(out)
     }
+}
+
+/// The workers of other runtimes (ids without resq's `~resq` host mark) among `workers` that
+/// poll a queue limit `l` covers: they take its jobs without honouring it.
+pub(crate) fn foreign<'a>(l: &Limit, workers: &'a [String]) -> Vec<&'a String> {
+    workers
+        .iter()
+        .filter(|w| !w.contains("~resq:"))
+        .filter(|w| covers(l, w))
+        .collect()
 }
 
 /// Whether worker id `w` (`host:pid:queue,queue`) polls a queue limit `l` covers (a limit on a
