@@ -326,6 +326,12 @@ impl Keys {
         format!("{}resq:shares:{worker}", self.prefix)
     }
 
+    /// `<ns>:resq:wake` — written when every resq process should look at its queues again (a
+    /// limit closing a whole queue opened); watched through invalidation tracking.
+    pub fn wake(&self) -> String {
+        format!("{}resq:wake", self.prefix)
+    }
+
     /// `<ns>:resq:held:due` — held sets by when their next job may be released (ms).
     pub fn held_due(&self) -> String {
         format!("{}resq:held:due", self.prefix)

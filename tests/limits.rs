@@ -444,3 +444,15 @@ async fn a_key_naming_a_missing_arg_is_a_clear_failure() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn a_rate_limit_on_a_whole_queue_closes_it_between_windows() {
+    // No class: the queue itself is not popped while its window is full (nothing is held).
+    let starts = rated(Limit::rate("q", 5, Duration::from_millis(500)).queue("default")).await;
+    let mut per_window = std::collections::BTreeMap::<i64, usize>::new();
+    for t in &starts {
+        *per_window.entry(t / 500).or_default() += 1;
+    }
+    assert!(per_window.len() >= 3, "{per_window:?}");
+    assert!(per_window.values().all(|n| *n <= 5 + 1), "{per_window:?}");
+}

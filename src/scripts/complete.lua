@@ -128,7 +128,7 @@ if lock and lock == ARGV[8] then
 end
 redis.call('DEL', KEYS[1])
 if by_token then redis.call('DEL', KEYS[15]) end
-local problem = limits_free_requeue(ARGV[18], ARGV[21] or '', string.sub(KEYS[1], #ARGV[18] + 8))
+local problem = limits_free_requeue(ARGV[18], ARGV[21] or '', string.sub(KEYS[1], #ARGV[18] + 8), false)
 if ARGV[19] ~= '' then
   local now_ms = tonumber(ARGV[20])
   local prev, why = track_spec(ARGV[18], ARGV[19], now_ms)

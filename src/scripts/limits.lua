@@ -319,9 +319,10 @@ local function limits_release_due(P, L, now_ms, budget)
 end
 
 -- limits_free for a slot whose job ended outside a reserve (complete.lua, requeue.lua,
--- prune.lua): the released jobs go back to the head of their queue. Returns '' or the reason
--- nothing was returned.
-local function limits_free_requeue(P, limits_json, worker)
+-- prune.lua): the released jobs go back to the head of their queue; with `wake`, every process
+-- is told to look at its queues again (a queue closed by its own limit may now open). Returns
+-- '' or the reason nothing was returned.
+local function limits_free_requeue(P, limits_json, worker, wake)
   if limits_json == '' and redis.call('EXISTS', P .. 'resq:shares:' .. worker) == 0 then
     return ''
   end
@@ -333,5 +334,58 @@ local function limits_free_requeue(P, limits_json, worker)
   local rel, e = limits_free(P, L, worker)
   if not rel then return e end
   for _, r in ipairs(rel) do limit_requeue(P, r[1]) end
+  if wake then limits_wake(P, redis.call('TIME')[1] * 1000) end
   return ''
+end
+
+-- Whether a limit on the whole of queue `qname` (a queue, no class, no key) closes it now: a
+-- full concurrency limit (for a job of weight 1), a rate window with no room, a closed time
+-- window. Such a queue is not popped at all — its jobs stay in it, in order, and nothing is
+-- held — until a share comes back (the slot that returns it reserves in the same call), the
+-- window has room, or a process is woken (`<ns>:resq:wake`). Returns blocked, the time it may
+-- open (ms, rate and window), or false, nil, an error text when a key is unusable.
+local function limits_gate(P, L, qname, now_ms)
+  for _, d in ipairs(L.defs) do
+    if d.queue == qname and type(d.class) ~= 'string'
+        and not (type(d.key) == 'string' and d.key ~= '') then
+      local base = P .. 'resq:limit:' .. d.name
+      if d.kind == 'concurrency' then
+        local h = base .. ':holders'
+        local e = track_type_err(h, 'hash')
+        if e then return false, nil, e end
+        if limit_used(h) + (limit_pending[h] or 0) + 1 > d.limit then return true, nil end
+      elseif d.kind == 'rate' then
+        local iv = math.max(1, tonumber(d.interval_ms) or 1000)
+        if d.sliding then
+          local z = base .. ':rate'
+          local e = track_type_err(z, 'zset')
+          if e then return false, nil, e end
+          if redis.call('ZCOUNT', z, '(' .. (now_ms - iv), '+inf') >= d.limit then
+            local oldest = redis.call('ZRANGEBYSCORE', z, '(' .. (now_ms - iv), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+            return true, (tonumber(oldest[2]) or now_ms) + iv
+          end
+        else
+          local n = math.floor(now_ms / iv)
+          local c = base .. ':rate:' .. n
+          local e = bad_counter(c, 1)
+          if e then return false, nil, e end
+          if (tonumber(redis.call('GET', c)) or 0) >= d.limit then return true, (n + 1) * iv end
+        end
+      elseif d.kind == 'window' then
+        local w = type(L.open) == 'table' and L.open[d.name] or nil
+        if type(w) == 'table' and w.open == false then
+          return true, tonumber(w.next) or (now_ms + 60000)
+        end
+      end
+    end
+  end
+  return false
+end
+
+-- Tells every resq process to look at its queues again (a write under a tracked prefix): a
+-- share came back outside a reserve, or a window opened.
+local function limits_wake(P, now_ms)
+  if not track_type_err(P .. 'resq:wake', 'string') then
+    redis.call('SET', P .. 'resq:wake', now_ms)
+  end
 end

@@ -57,5 +57,5 @@ redis.call('HDEL', KEYS[4], ARGV[1])
 if ARGV[9] and ARGV[9] ~= '' then
   track_spec(ARGV[8], ARGV[9], tonumber(ARGV[10]))
 end
-if ARGV[8] then limits_free_requeue(ARGV[8], ARGV[11] or '', ARGV[1]) end
+if ARGV[8] then limits_free_requeue(ARGV[8], ARGV[11] or '', ARGV[1], true) end
 return 1

@@ -8,7 +8,8 @@
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the limits in force (limits.lua's JSON, or '')
 -- ARGV[3] now in epoch ms   ARGV[4] most jobs to release in this call
 -- ARGV[5..] names of limits no longer in force
--- Returns {jobs released, the next time a held job may be released (epoch ms) or ''}.
+-- Returns {jobs released, the next time a held job may be released (epoch ms) or ''}. Sets
+-- `<ns>:resq:wake` (every process looks at its queues again) when a limit closes a whole queue.
 -- Nothing is written for a held set whose queue (or set) is unusable; it stays held.
 
 local P, now_ms, budget = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -18,6 +19,14 @@ if ARGV[2] ~= '' then
   if ok and type(l) == 'table' and type(l.defs) == 'table' then L = l end
 end
 local n = limits_release_due(P, L, now_ms, budget)
+-- A queue closed by its own rate or window limit holds nothing: wake the processes so they
+-- look at their queues again now that time has passed.
+for _, d in ipairs(L.defs) do
+  if d.kind ~= 'concurrency' and type(d.queue) == 'string' and type(d.class) ~= 'string' then
+    limits_wake(P, now_ms)
+    break
+  end
+end
 
 -- Releases what fits in one partition's base (cap: math.huge for a limit no longer in force).
 local function drain(base, cap)

@@ -27,5 +27,5 @@ redis.call('DEL', KEYS[1])
 if ARGV[5] and ARGV[5] ~= '' then
   track_spec(ARGV[4], ARGV[5], tonumber(ARGV[6]))
 end
-if ARGV[4] then limits_free_requeue(ARGV[4], ARGV[7] or '', string.sub(KEYS[1], #ARGV[4] + 8)) end
+if ARGV[4] then limits_free_requeue(ARGV[4], ARGV[7] or '', string.sub(KEYS[1], #ARGV[4] + 8), true) end
 return 1

@@ -356,13 +356,16 @@ local function take(raw, q)
     if obj and (statused ~= '' or find(raw, '"resq_id"', 1, true)) then
       tid, is_status = track_id_of(obj, statused)
     end
+    local tread = nil
     if tid then
-      local text, ms = track_read(P, tid)
-      if text and track_extra(text, ms).state == 'cancelled' then
+      local text, ms, close = track_read(P, tid)
+      local extra = text and track_extra(text, ms) or nil
+      if extra and extra.state == 'cancelled' then
         -- Cancelled while it waited: dropped here, so it never runs.
         budget = budget - 1
         return nil
       end
+      if text ~= nil then tread = { text, ms, close, extra or { history = {} } } end
     end
     if LIM and obj then
       local qname = cjson.decode(ARGV[14 + q])
@@ -397,6 +400,7 @@ local function take(raw, q)
           class = obj['class'] },
         attempts_inc = true,
         create = { options = is_status and track_arg_text(raw, 2) or nil },
+        read = tread,
       })
       if not ok then tracking_problems[#tracking_problems + 1] = tid .. ' ' .. twhy end
     end
@@ -473,8 +477,22 @@ end
 
 for q = 1, nq do
   local key = KEYS[5 + q]
-  if paused_q[cjson.decode(ARGV[14 + q])] then qflags[q] = '0' end
-  while want() > 0 and budget > 0 and not stopped and not paused_q[cjson.decode(ARGV[14 + q])] do
+  local qname = cjson.decode(ARGV[14 + q])
+  local closed = paused_q[qname]
+  if closed then qflags[q] = '0' end
+  if not closed and LIM and want() > 0 then
+    -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
+    local blocked, due, e = limits_gate(P, LIM, qname, now_ms)
+    if e then
+      stop(wanting[next_slot], e)
+      break
+    end
+    if blocked then
+      closed = true
+      if due and (not earliest_due or due < earliest_due) then earliest_due = due end
+    end
+  end
+  while want() > 0 and budget > 0 and not stopped and not closed do
     -- A list gives up to the number still wanted in one LPOP; a key of another type is
     -- skipped (pcall), unless it is a flagged Jesque zset queue, which gives its due member.
     local n = math.min(want(), budget)

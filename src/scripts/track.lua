@@ -364,16 +364,23 @@ end
 --   extra     fields of the `resq` object to set (a table), attempts_inc to count an attempt
 --   ttl       seconds a final record is kept (0: no expiry)
 --   only_if   a state table: apply only when the record's state is one of these (else 'skip')
+--   read      {text, members, close, extra} when the caller read the record already
 --   create    when the record is absent: create it ({uuid = id, options = JSON text or nil})
 --             (resque-status's behaviour: a fresh `time`, no options); otherwise nothing is
 --             written for an absent record ('absent')
 -- Returns the previous state ('' when none), or nil and the reason: 'absent', 'skip', or the
 -- error text of an unusable key (nothing is written then).
 local function track(P, id, tr)
-  local text, ms, close = track_read(P, id)
-  if text == nil then return nil, ms end
+  local text, ms, close, extra
+  if tr.read then
+    -- Read by the caller already (track_read and track_extra of this record).
+    text, ms, close, extra = tr.read[1], tr.read[2], tr.read[3], tr.read[4]
+  else
+    text, ms, close = track_read(P, id)
+    if text == nil then return nil, ms end
+    extra = track_extra(text, ms)
+  end
   if not text and not tr.create then return nil, 'absent' end
-  local extra = track_extra(text, ms)
   local old = extra.state
   if not old and text then
     -- A record resq has not touched: resque-status's own status says where it is.
@@ -433,7 +440,9 @@ local function track(P, id, tr)
     else
       redis.call('SET', key, out)
     end
-    redis.call('SREM', P .. '_kill', id)
+    -- resque-status takes the id out of `_kill` when the job was killed; a job that finished
+    -- without looking keeps it (as the plugin leaves it).
+    if new == 'killed' then redis.call('SREM', P .. '_kill', id) end
     if extra.key then
       local jk = P .. 'resq:jobkey:' .. extra.key
       if redis.call('GET', jk) == id then redis.call('DEL', jk) end

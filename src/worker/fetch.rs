@@ -293,7 +293,7 @@ impl Fetch {
     /// tracking connection was just (re)established and anything may have been missed).
     pub(crate) fn invalidated(&self, key: Option<&str>) {
         if let Some(k) = key {
-            if k == self.keys.paused_queues() {
+            if k == self.keys.paused_queues() || k == self.keys.wake() {
                 // A queue paused or resumed: every queue may have work again.
                 return self.invalidated(None);
             }
@@ -398,6 +398,7 @@ impl Fetch {
                 self.keys.queue(""),
                 self.keys.limits_declared(),
                 self.keys.paused_queues(),
+                self.keys.wake(),
             ],
             stop.clone(),
         ));

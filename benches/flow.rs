@@ -1,0 +1,337 @@
+//! What tracking and limits cost, in one run against one redis-server it starts: one process
+//! with 64 slots draining Noop jobs with nothing on (the baseline), with every job tracked,
+//! with a queue limit of 32, and with a per-key concurrency limit over 100 keys (ratios to the
+//! baseline); the Redis memory of finished tracked records before and after their TTL; the
+//! latency of `Client::wait` from a job's end to the waiter; and Redis commands per second while
+//! 1,000 jobs are held behind a full limit, next to an idle process's.
+//!
+//! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3).
+
+use redis::AsyncCommands;
+use resq::jobs::Track;
+use resq::limits::Limit;
+use resq::{Client, JobContext, Phase, Registry, Worker};
+use serde_json::json;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Setup {
+    Baseline,
+    Tracked,
+    QueueLimit32,
+    KeyLimit100,
+}
+
+impl Setup {
+    fn name(self) -> &'static str {
+        match self {
+            Setup::Baseline => "nothing on (baseline)",
+            Setup::Tracked => "every job tracked",
+            Setup::QueueLimit32 => "queue limit 32 (64 slots)",
+            Setup::KeyLimit100 => "per-key limit 1 over 100 keys",
+        }
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn info_field(
+    con: &mut redis::aio::MultiplexedConnection,
+    section: &str,
+    field: &str,
+) -> f64 {
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query_async(con)
+        .await
+        .unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> f64 {
+    let ns = format!("flow-{round}-{setup:?}");
+    let client = Client::connect(url, &ns).await.unwrap();
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let queue = format!("{ns}:queue:default");
+    if setup == Setup::Tracked {
+        for i in 0..jobs {
+            client
+                .enqueue_class_tracked("default", "Noop", &[json!(i % 100)], Track::new())
+                .await
+                .unwrap();
+        }
+    } else {
+        for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
+            let mut pipe = redis::pipe();
+            for i in chunk {
+                pipe.rpush(
+                    &queue,
+                    format!(r#"{{"class":"Noop","args":[{}]}}"#, i % 100),
+                )
+                .ignore();
+            }
+            let _: () = pipe.query_async(&mut con).await.unwrap();
+        }
+        let _: () = con.sadd(format!("{ns}:queues"), "default").await.unwrap();
+    }
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let mut registry = Registry::new().handler("Noop", move |_ctx: JobContext| {
+        let d = d.clone();
+        async move {
+            d.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    });
+    registry = match setup {
+        Setup::QueueLimit32 => registry.limit(Limit::concurrency("q32", 32).queue("default")),
+        Setup::KeyLimit100 => {
+            registry.limit(Limit::concurrency("k100", 1).class("Noop").key("k{args.0}"))
+        }
+        _ => registry,
+    };
+    let started = Instant::now();
+    let running = Worker::builder()
+        .redis_url(url)
+        .namespace(&ns)
+        .concurrency(64)
+        .registry(registry)
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    while done.load(Ordering::Relaxed) < jobs {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let rate = jobs as f64 / started.elapsed().as_secs_f64();
+    running.stop(Phase::Quit);
+    running.wait().await.unwrap();
+    rate
+}
+
+/// Memory of `n` finished tracked records, and after their TTL (1 s) has passed.
+async fn memory(url: &str, n: usize) -> (f64, f64, f64) {
+    let ns = "flow-memory";
+    let client = Client::connect(url, ns).await.unwrap();
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("FLUSHDB").query_async(&mut con).await.unwrap();
+    let before = info_field(&mut con, "memory", "used_memory").await;
+    for i in 0..n {
+        client
+            .enqueue_class_tracked("default", "Noop", &[json!(i)], Track::new())
+            .await
+            .unwrap();
+    }
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let registry = Registry::new()
+        .handler("Noop", move |_ctx: JobContext| {
+            let d = d.clone();
+            async move {
+                d.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+        })
+        .track_ttl("Noop", Duration::from_secs(1));
+    let running = Worker::builder()
+        .redis_url(url)
+        .namespace(ns)
+        .concurrency(16)
+        .registry(registry)
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    while done.load(Ordering::Relaxed) < n {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let finished = info_field(&mut con, "memory", "used_memory").await;
+    // After the TTL, the next finished jobs sweep the indexes; purge sweeps the rest.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let admin = resq::admin::Admin::connect(url, ns).await.unwrap();
+    admin
+        .purge_jobs(None, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let after = info_field(&mut con, "memory", "used_memory").await;
+    running.stop(Phase::Quit);
+    running.wait().await.unwrap();
+    (
+        before,
+        (finished - before) / n as f64,
+        (after - before) / n as f64,
+    )
+}
+
+/// Latency from a tracked job's end (its handler returning) to `Client::wait` returning.
+async fn wait_latency(url: &str, n: usize) -> (f64, f64) {
+    let ns = "flow-wait";
+    let client = Client::connect(url, ns).await.unwrap();
+    let ended: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let e = ended.clone();
+    let registry = Registry::new().handler("Mark", move |_ctx: JobContext| {
+        let e = e.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            *e.lock().unwrap() = Some(Instant::now());
+            Ok(())
+        }
+    });
+    let running = Worker::builder()
+        .redis_url(url)
+        .namespace(ns)
+        .registry(registry)
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let mut lat = Vec::new();
+    for _ in 0..n {
+        let id = client
+            .enqueue_class_tracked("default", "Mark", &[], Track::new())
+            .await
+            .unwrap();
+        client.wait(&id, Duration::from_secs(10)).await.unwrap();
+        let end = ended.lock().unwrap().take().unwrap();
+        lat.push(end.elapsed().as_secs_f64() * 1000.0);
+    }
+    running.stop(Phase::Quit);
+    running.wait().await.unwrap();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    (
+        lat[lat.len() / 2],
+        lat[(lat.len() as f64 * 0.99) as usize - 1],
+    )
+}
+
+/// Commands per second Redis executes while 1,000 jobs wait behind a full limit of 1 (held by
+/// a job that sleeps), with 16 slots; and for an idle process of 16 slots.
+async fn held_commands(url: &str) -> (f64, f64) {
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let measure = |ns: &'static str, held: bool| {
+        let url = url.to_string();
+        async move {
+            let client = Client::connect(&url, ns).await.unwrap();
+            let mut registry = Registry::new().handler("Hold", |_ctx: JobContext| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(())
+            });
+            if held {
+                registry = registry.limit(Limit::concurrency("one", 1).class("Hold"));
+                for _ in 0..1001 {
+                    client.enqueue_class("Hold", &[]).await.unwrap();
+                }
+            }
+            let running = Worker::builder()
+                .redis_url(&url)
+                .namespace(ns)
+                .concurrency(16)
+                .registry(registry)
+                .build()
+                .unwrap()
+                .start()
+                .await
+                .unwrap();
+            running
+        }
+    };
+    let mut rates = Vec::new();
+    for (ns, held) in [("flow-idle", false), ("flow-held", true)] {
+        let running = measure(ns, held).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let a = info_field(&mut con, "stats", "total_commands_processed").await;
+        let t = Instant::now();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let b = info_field(&mut con, "stats", "total_commands_processed").await;
+        rates.push((b - a - 1.0).max(0.0) / t.elapsed().as_secs_f64());
+        running.stop(Phase::Abort);
+        let _ = running.wait().await;
+    }
+    (rates[0], rates[1])
+}
+
+fn main() {
+    let jobs = env_usize("JOBS", 40_000);
+    let rounds = env_usize("ROUNDS", 3);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut server = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server (apt-get install -y redis-server)");
+    let url = format!("redis://127.0.0.1:{port}");
+    let rt = resq::runtime::build().expect("runtime");
+    rt.block_on(async {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        for _ in 0..500 {
+            if client.get_multiplexed_async_connection().await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let setups = [Setup::Baseline, Setup::Tracked, Setup::QueueLimit32, Setup::KeyLimit100];
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+        for r in 0..rounds {
+            for (i, s) in setups.iter().enumerate() {
+                rates[i].push(drain(&url, *s, r, jobs).await);
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let medians: Vec<f64> = rates.iter_mut().map(med).collect();
+        println!("Noop drain, one process, CONCURRENCY=64, {jobs} jobs × {rounds} rounds (median)\n");
+        println!("| setup | jobs/s | vs baseline |");
+        println!("|---|---|---|");
+        for (s, m) in setups.iter().zip(&medians) {
+            println!("| {} | {:.0} | {:.2} |", s.name(), m, m / medians[0]);
+        }
+        let (base, per, after) = memory(&url, 10_000).await;
+        println!("\nTracked records: {per:.0} bytes of Redis memory per finished job (10,000 jobs); {after:.0} bytes per job after their TTL and a purge (used_memory before: {base:.0})");
+        let (p50, p99) = wait_latency(&url, 200).await;
+        println!("\nClient::wait, from the handler's end to the waiter (200 jobs): p50 {p50:.2} ms, p99 {p99:.2} ms");
+        let (idle, held) = held_commands(&url).await;
+        println!("\nRedis commands/s over 10 s: an idle process of 16 slots {idle:.2}; the same with 1,000 jobs held behind a full limit {held:.2}");
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+}
