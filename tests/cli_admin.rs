@@ -228,6 +228,18 @@ async fn top_once_renders_a_frame() {
         .await
         .unwrap();
     let () = con.sadd(k.queues(), "mail").await.unwrap();
+    // Tracked jobs: one queued, one cancelled.
+    let client = resq::Client::connect(&support::url(), &ns).await.unwrap();
+    let track = || resq::jobs::Track::new();
+    client
+        .enqueue_class_tracked("mail", "M", &[], track())
+        .await
+        .unwrap();
+    let gone = client
+        .enqueue_class_tracked("mail", "M", &[], track())
+        .await
+        .unwrap();
+    client.cancel(&gone).await.unwrap();
     let frame = ok(
         &ns,
         &[
@@ -248,6 +260,18 @@ async fn top_once_renders_a_frame() {
     assert!(frame.contains("mail"), "{frame}");
     assert!(frame.contains("SleepJob"), "{frame}");
     assert!(frame.contains("workers (1 busy of 1)"), "{frame}");
+    // The states holding tracked jobs, in lifecycle order; empty ones are left out.
+    let jobs = lines
+        .iter()
+        .find(|l| l.contains("jobs "))
+        .expect("a jobs line");
+    assert!(
+        jobs.trim_matches(|c| c == '│' || c == ' ') == "jobs 1 queued · 1 cancelled",
+        "{frame}"
+    );
+    let empty = support::namespace("ctop-empty");
+    let frame = ok(&empty, &["top", "--once", "--interval", "0.05"]);
+    assert!(frame.contains("│jobs none tracked"), "{frame}");
 }
 
 #[tokio::test]

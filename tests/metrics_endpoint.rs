@@ -1,5 +1,6 @@
 //! The metrics listener of a real worker process (`METRICS_ADDR`): Prometheus text with job,
-//! queue, slot and Redis series; `/healthz`; `/readyz` (ready while the worker runs).
+//! queue, tracked-job, slot and Redis series; `/healthz`; `/readyz` (ready while the worker
+//! runs).
 
 mod support;
 
@@ -111,6 +112,46 @@ async fn worker_serves_metrics_health_and_readiness() {
         body.contains("# TYPE resq_job_duration_seconds histogram"),
         "{body}"
     );
+    // Tracked jobs by state, counted at scrape time: one completed, one queued on a queue no
+    // worker reads, one cancelled; every state has its series.
+    let track = resq::jobs::Track::new;
+    let done = client
+        .enqueue_class_tracked("m2", "Noop", &[], track())
+        .await
+        .unwrap();
+    let s = client
+        .wait(&done, std::time::Duration::from_secs(15))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.state, resq::jobs::State::Completed);
+    client
+        .enqueue_class_tracked("backlog", "A", &[], track())
+        .await
+        .unwrap();
+    let gone = client
+        .enqueue_class_tracked("backlog", "A", &[], track())
+        .await
+        .unwrap();
+    client.cancel(&gone).await.unwrap();
+    let (_, body) = get(port, "/metrics").unwrap();
+    assert!(body.contains("# TYPE resq_jobs gauge"), "{body}");
+    for (state, n) in [
+        ("queued", 1.0),
+        ("scheduled", 0.0),
+        ("working", 0.0),
+        ("retrying", 0.0),
+        ("completed", 1.0),
+        ("failed", 0.0),
+        ("killed", 0.0),
+        ("cancelled", 1.0),
+    ] {
+        assert_eq!(
+            sample(&body, &format!("resq_jobs{{state=\"{state}\"}}")),
+            Some(n),
+            "{state}: {body}"
+        );
+    }
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

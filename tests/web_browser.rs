@@ -1,8 +1,9 @@
 //! The dashboard in a real browser: Debian's chromium, headless, driven through chromedriver
 //! over WebDriver (fantoccini). Every page loads with no console error (the browser log read
 //! through chromedriver, CSP violations included), a failure is retried and another removed by
-//! clicking, a search filters, authentication holds, a POST without the CSRF token is refused,
-//! and hostile bytes from Redis never run.
+//! clicking, a search filters, tracked jobs show with their results and are cancelled by
+//! clicking, authentication holds, a POST without the CSRF token is refused, and hostile bytes
+//! from Redis never run.
 //!
 //! chromium and chromedriver are required (`.ci/run` installs them): without them these tests
 //! fail, saying so. `RESQ_WEB_SCREENSHOTS=<dir>` also saves PNGs of the main pages there (how
@@ -193,7 +194,7 @@ const PAGES: &[(&str, &str, &str)] = &[
     ("failed?group=exception", "failed-grouped", "exception"),
     ("delayed", "delayed", "SendReminder"),
     ("recurring", "recurring", "nightly_report"),
-    ("jobs", "jobs", "ImportJob"),
+    ("jobs", "", "ImportJob"),
     ("limits", "", "Limits"),
     ("stats", "stats", "redis_version"),
 ];
@@ -502,7 +503,11 @@ async fn hostile_bytes_from_redis_show_as_text_and_never_run() {
     let _one = ONE_AT_A_TIME.lock().await;
     let ns = support::namespace("brxss");
     let mut con = support::con().await;
+    // Tracked jobs first: their worker would take the hostile job seeded on `default`.
+    let tracked = web_common::seed_tracked(&ns).await;
     web_common::seed_hostile(&mut con, &ns).await;
+    let tracked_job = format!("job?id={}", tracked.completed);
+    let failed_job = format!("job?id={}", tracked.failed);
     let server = serve(&ns, Auth::none()).await;
     let base = format!("http://{}/", server.addr);
     let (c, profile) = browser().await;
@@ -518,6 +523,8 @@ async fn hostile_bytes_from_redis_show_as_text_and_never_run() {
         "recurring",
         "jobs",
         "job?id=ba69034b39c05d28a5403ac10e276e79",
+        tracked_job.as_str(),
+        failed_job.as_str(),
     ] {
         c.goto(&format!("{base}{route}")).await.unwrap();
         let pwned = c
@@ -537,7 +544,11 @@ async fn hostile_bytes_from_redis_show_as_text_and_never_run() {
             .text()
             .await
             .unwrap();
-        let visible = [web_common::SCRIPT_CLASS, web_common::QUOTE_BREAK];
+        let visible = [
+            web_common::SCRIPT_CLASS,
+            web_common::QUOTE_BREAK,
+            web_common::SCRIPT_ERROR,
+        ];
         assert!(
             visible.iter().any(|s| text.contains(s)),
             "{route}: the hostile text is not shown as text:\n{text}"
@@ -555,5 +566,174 @@ async fn hostile_bytes_from_redis_show_as_text_and_never_run() {
         .unwrap();
     assert!(text.contains(web_common::SCRIPT_ERROR), "{text}");
     screenshot(&c, "escaping").await;
+    close(c, profile).await;
+}
+
+#[tokio::test]
+async fn tracked_jobs_show_with_results_and_cancel_by_clicking() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // A namespace of its own (no other test of this binary uses it), named as an app's would
+    // be, for the screenshots.
+    let ns = "myapp";
+    let d = web_common::seed_demo_jobs(ns).await;
+    let admin = Admin::connect(&support::url(), ns).await.unwrap();
+    // The running job has made some progress, so the page shows it.
+    support::eventually(20, "the running job's progress", || async {
+        let s = admin.job(&d.working).await.ok()??;
+        (s.state == resq::jobs::State::Working && s.pct_complete >= 10.0).then_some(())
+    })
+    .await;
+    let server = serve(ns, Auth::none()).await;
+    let base = format!("http://{}/", server.addr);
+    let (c, profile) = browser().await;
+    let text = |c: &Client| {
+        let c = c.clone();
+        async move {
+            c.find(Locator::Css("body"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    c.goto(&format!("{base}jobs")).await.unwrap();
+    // A completed job and a cancelled one, with their states.
+    for (id, state) in [
+        (&d.completed, "completed"),
+        (&d.cancelled, "cancelled"),
+        (&d.working, "working"),
+    ] {
+        let row = c
+            .find(Locator::XPath(&format!(
+                "//tr[.//a[contains(@href, 'job?id={id}')]]"
+            )))
+            .await
+            .unwrap_or_else(|e| panic!("no row for {id}: {e}"));
+        let badge = row
+            .find(Locator::Css("span.badge"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(badge, state);
+    }
+    let tab = c
+        .find(Locator::Css("nav.tabs a.current"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(tab, "all 7");
+    screenshot(&c, "jobs").await;
+    // The completed job, whole: its result, its history.
+    c.find(Locator::Css(&format!("a[href='./job?id={}']", d.completed)))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("pre.result"))
+        .await
+        .unwrap();
+    let result = c
+        .find(Locator::Css("pre.result"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let shown: Value = serde_json::from_str(&result).expect("the result as JSON text");
+    assert_eq!(
+        shown,
+        json!({"file": "customers-2026-11.csv", "rows": 12840, "skipped": 3})
+    );
+    let events = c
+        .find_all(Locator::Css("table.history tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 3);
+    let page = text(&c).await;
+    for want in [
+        "enqueued",
+        "started",
+        "completed",
+        "import, team-growth",
+        "100% (12840 of 12840)",
+    ] {
+        assert!(page.contains(want), "{want:?} not on the page:\n{page}");
+    }
+    screenshot(&c, "job").await;
+    // The cancelled one.
+    c.goto(&format!("{base}jobs?state=cancelled"))
+        .await
+        .unwrap();
+    c.find(Locator::Css(&format!("a[href='./job?id={}']", d.cancelled)))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("table.history"))
+        .await
+        .unwrap();
+    let page = text(&c).await;
+    assert!(page.contains("Cancelled at "), "{page}");
+    // Cancel the queued job by clicking in the list (the page asks first).
+    c.goto(&format!("{base}jobs?queue=imports-bulk"))
+        .await
+        .unwrap();
+    click_action(&c, "jobs/cancel", d.queued.as_str()).await;
+    c.accept_alert().await.expect("the confirmation");
+    c.wait()
+        .for_element(Locator::Css("p.flash.ok"))
+        .await
+        .unwrap();
+    let flash = c
+        .find(Locator::Css("p.flash"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        flash,
+        "Cancelled: the job had not started and will never run."
+    );
+    assert_eq!(
+        c.current_url().await.unwrap().query(),
+        Some("queue=imports-bulk&msg=cancelled")
+    );
+    let s = admin.job(&d.queued).await.unwrap().unwrap();
+    assert_eq!(s.state, resq::jobs::State::Cancelled);
+    // Stop the running one from its page.
+    c.goto(&format!("{base}job?id={}", d.working))
+        .await
+        .unwrap();
+    click_action(&c, "jobs/cancel", d.working.as_str()).await;
+    c.accept_alert().await.expect("the confirmation");
+    c.wait()
+        .for_element(Locator::Css("p.flash.ok"))
+        .await
+        .unwrap();
+    let page = text(&c).await;
+    assert!(
+        page.contains("Stop requested") && page.contains("stop asked"),
+        "{page}"
+    );
+    let client = resq::Client::connect(&support::url(), ns).await.unwrap();
+    let s = client
+        .wait(&d.working, Duration::from_secs(15))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.state, resq::jobs::State::Killed);
+    support::stop(d.worker).await;
+    let errors = console_errors(&c).await;
+    assert!(errors.is_empty(), "console errors {errors:?}");
     close(c, profile).await;
 }

@@ -36,6 +36,8 @@ const PAGES: &[&str] = &[
     "/delayed",
     "/recurring",
     "/jobs",
+    "/jobs?state=working",
+    "/jobs?state=cancelled&queue=q&class=C&tag=t&offset=50",
     "/job?id=ba69034b39c05d28a5403ac10e276e79",
     "/limits",
     "/stats",
@@ -117,7 +119,15 @@ async fn wrong_routes_methods_and_parameters_are_refused() {
         ("/failure?id=0123456789abcdef", StatusCode::NOT_FOUND),
         ("/failed?group=worker", StatusCode::BAD_REQUEST),
         ("/failed?before=-1", StatusCode::BAD_REQUEST),
-        ("/job?id=none", StatusCode::NOT_FOUND),
+        ("/job?id=none", StatusCode::BAD_REQUEST),
+        ("/job", StatusCode::BAD_REQUEST),
+        (
+            "/job?id=0123456789abcdef0123456789abcdef",
+            StatusCode::NOT_FOUND,
+        ),
+        ("/jobs?state=lost", StatusCode::BAD_REQUEST),
+        ("/jobs?offset=x", StatusCode::BAD_REQUEST),
+        ("/jobs/cancel", StatusCode::METHOD_NOT_ALLOWED),
         ("/failed/retry", StatusCode::METHOD_NOT_ALLOWED),
     ] {
         let r = get(&app, path).await;
@@ -202,7 +212,7 @@ async fn every_post_needs_the_csrf_token_and_changes_nothing_without_it() {
         "/delayed/delete",
         "/recurring/enqueue",
         "/recurring/delete",
-        "/jobs/kill",
+        "/jobs/cancel",
     ] {
         let fields = [("name", "default"), ("action", "remove"), ("id", "x")];
         let r = post(&app, action, &fields).await;
@@ -603,7 +613,7 @@ async fn delayed_run_now_matches_resque_scheduler_and_delete_cleans_up() {
 }
 
 #[tokio::test]
-async fn recurring_enqueue_now_and_resque_status_kill() {
+async fn recurring_enqueue_now() {
     let ns = support::namespace("webrecur");
     let mut con = support::con().await;
     let k = Keys::new(ns.as_str());
@@ -613,19 +623,6 @@ async fn recurring_enqueue_now_and_resque_status_kill() {
             "nightly",
             r#"{"class":"NightlyReport","queue":"reports","args":[7],"cron":"0 3 * * *"}"#,
         )
-        .await
-        .unwrap();
-    // fixtures resque-status 02_working: a working status and its zset member.
-    let uuid = "ba69034b39c05d28a5403ac10e276e79";
-    let () = con
-        .set(
-            k.resque_status(uuid),
-            r#"{"time":1795495079,"status":"working","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10},"name":"MyStatusJob({\"num\"=>10})","num":3,"total":10,"message":"msg"}"#,
-        )
-        .await
-        .unwrap();
-    let () = con
-        .zadd(k.resque_statuses(), uuid, 1_795_495_079)
         .await
         .unwrap();
     let app = router(&ns, |c| c).await;
@@ -640,15 +637,352 @@ async fn recurring_enqueue_now_and_resque_status_kill() {
         queued,
         vec![r#"{"class":"NightlyReport","args":[7]}"#.to_string()]
     );
-    let jobs = get(&app, "/jobs").await.body;
-    assert!(jobs.contains("MyStatusJob") && jobs.contains("value=\"30\""));
-    let form = &forms(&jobs, "jobs/kill")[0];
+}
+
+/// The ids a jobs page links to (`job?id=…`), in page order.
+fn job_links(html: &str) -> Vec<String> {
+    html.split("href=\"./job?id=")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The count a state tab shows.
+fn tab_count(html: &str, state: &str) -> Option<u64> {
+    let marker = format!(">{state}</span> <span class=\"count\">");
+    let i = html.find(&marker)? + marker.len();
+    html[i..]
+        .split('<')
+        .next()?
+        .replace('\u{202f}', "")
+        .parse()
+        .ok()
+}
+
+#[tokio::test]
+async fn tracked_jobs_are_listed_by_state_filtered_and_shown_whole() {
+    let ns = support::namespace("webjobs");
+    let mut con = support::con().await;
+    let t = web_common::seed_tracked(&ns).await;
+    let ruby = web_common::seed_ruby_status(&mut con, &ns).await;
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/jobs").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = &page.body;
+    web_common::assert_escaped(body, "/jobs");
+    // A tab per state with its count, and "all" (resque-status's list: the Ruby status too).
+    for (state, n) in [
+        ("queued", 1),
+        ("scheduled", 1),
+        ("working", 0),
+        ("retrying", 0),
+        ("completed", 1),
+        ("failed", 1),
+        ("killed", 0),
+        ("cancelled", 1),
+    ] {
+        assert_eq!(tab_count(body, state), Some(n), "{state}: {body}");
+    }
+    assert!(
+        body.contains("all <span class=\"count\">6</span>"),
+        "{body}"
+    );
+    assert!(body.contains("; 1 listed job is in none ("), "{body}");
+    let mut listed = job_links(body);
+    listed.sort();
+    let mut all: Vec<String> = [
+        &t.completed,
+        &t.failed,
+        &t.cancelled,
+        &t.queued,
+        &t.scheduled,
+    ]
+    .iter()
+    .map(|i| i.to_string())
+    .chain([ruby.clone()])
+    .collect();
+    all.sort();
+    assert_eq!(listed, all);
+    // The Ruby status shows by its name; the failure's hostile error as text.
+    assert!(
+        body.contains("MyStatusJob({&quot;num&quot;=&gt;10})"),
+        "{body}"
+    );
+    assert!(
+        body.contains("&lt;script&gt;window.__pwned=3&lt;/script&gt; &amp; &quot;quoted&quot;"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<progress max=\"100\" value=\"100\">"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<progress max=\"100\" value=\"30\">"),
+        "{body}"
+    );
+    // Cancel is offered for jobs that have not finished (and the Ruby one, working).
+    let mut cancellable: Vec<String> = forms(body, "jobs/cancel")
+        .iter()
+        .map(|f| f["id"].clone())
+        .collect();
+    cancellable.sort();
+    let mut want = vec![t.queued.to_string(), t.scheduled.to_string(), ruby.clone()];
+    want.sort();
+    assert_eq!(cancellable, want);
+
+    // Filters: by state (the tabs), queue, class, tag; a tab keeps the other filters.
+    for (q, want) in [
+        ("state=completed", vec![&t.completed]),
+        ("state=cancelled", vec![&t.cancelled]),
+        ("tag=eu", vec![&t.completed]),
+        ("class=Doomed", vec![&t.failed]),
+        ("queue=later&state=scheduled", vec![&t.scheduled]),
+        ("state=working", vec![]),
+    ] {
+        let r = get(&app, &format!("/jobs?{q}")).await;
+        assert_eq!(r.status, StatusCode::OK, "{q}");
+        let want: Vec<String> = want.iter().map(|i| i.to_string()).collect();
+        assert_eq!(job_links(&r.body), want, "{q}");
+    }
+    let later = get(&app, "/jobs?queue=later").await.body;
+    assert!(
+        later.contains("href=\"./jobs?state=queued&amp;queue=later\""),
+        "{later}"
+    );
+    assert!(
+        later.contains("value=\"later\""),
+        "the filter form shows it"
+    );
+
+    // One job whole: progress, result (escaped), options, worker, attempts, tags, history.
+    let r = get(&app, &format!("/job?id={}", t.completed)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let job = &r.body;
+    web_common::assert_escaped(job, "/job");
+    assert!(
+        job.contains("<span class=\"badge completed\">completed</span>"),
+        "{job}"
+    );
+    assert!(
+        job.contains("<progress max=\"100\" value=\"100\">"),
+        "{job}"
+    );
+    assert!(job.contains(" (1 of 2)"), "{job}");
+    assert!(
+        job.contains("&quot;html&quot;: &quot;&lt;script&gt;window.__pwned=1&lt;/script&gt;&quot;"),
+        "the result, pretty and escaped: {job}"
+    );
+    assert!(job.contains("<pre class=\"options\">{}</pre>"), "{job}");
+    assert!(job.contains("<dt>attempts</dt><dd>1</dd>"), "{job}");
+    assert!(job.contains("href=\"./jobs?tag=nightly\""), "{job}");
+    assert!(job.contains("href=\"./jobs?class=Report\""), "{job}");
+    assert!(job.contains("~resq:"), "the worker: {job}");
+    let events: Vec<&str> = job
+        .split("<td><span class=\"badge ")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    assert_eq!(events, ["enqueued", "started", "completed"], "{job}");
+    assert!(job.contains(" UTC</td>"), "event times: {job}");
+    assert!(
+        forms(job, "jobs/cancel").is_empty(),
+        "a finished job has no Cancel"
+    );
+    let failed = get(&app, &format!("/job?id={}", t.failed)).await.body;
+    assert!(
+        failed.contains("error=&lt;script&gt;")
+            || failed.contains("&lt;script&gt;window.__pwned=3")
+    );
+    // The Ruby status: its fields, no history.
+    let r = get(&app, &format!("/job?id={ruby}")).await.body;
+    assert!(
+        r.contains("<progress max=\"100\" value=\"30\">") && r.contains(" (3 of 10)"),
+        "{r}"
+    );
+    assert!(r.contains("&quot;num&quot;: 10"), "{r}");
+    assert!(r.contains("No history"), "{r}");
+}
+
+#[tokio::test]
+async fn tracked_jobs_are_paged_fifty_at_a_time() {
+    let ns = support::namespace("webjobpages");
+    let c = resq::Client::connect(&support::url(), &ns).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..55 {
+        ids.push(
+            c.enqueue_class_tracked(
+                "bulk",
+                "Bulk",
+                &[serde_json::json!(i)],
+                resq::jobs::Track::new(),
+            )
+            .await
+            .unwrap()
+            .to_string(),
+        );
+    }
+    let app = router(&ns, |c| c).await;
+    // Exact totals (a state): numbered pages.
+    let first = get(&app, "/jobs?state=queued").await.body;
+    let p1 = job_links(&first);
+    assert_eq!(p1.len(), 50);
+    assert!(first.contains("page 1 of 2 (55)"), "{first}");
+    assert!(
+        first.contains("href=\"./jobs?state=queued&amp;offset=50\""),
+        "{first}"
+    );
+    let second = get(&app, "/jobs?state=queued&offset=50").await.body;
+    let p2 = job_links(&second);
+    assert_eq!(p2.len(), 5);
+    let mut seen: Vec<String> = p1.into_iter().chain(p2).collect();
+    seen.sort();
+    ids.sort();
+    assert_eq!(seen, ids, "every job once across the pages");
+    // A queue filter: the total is not known, so newer / older.
+    let q = get(&app, "/jobs?queue=bulk").await.body;
+    assert_eq!(job_links(&q).len(), 50);
+    assert!(
+        q.contains("href=\"./jobs?queue=bulk&amp;offset=50\">older ›"),
+        "{q}"
+    );
+    let q2 = get(&app, "/jobs?queue=bulk&offset=50").await.body;
+    assert_eq!(job_links(&q2).len(), 5);
+    assert!(!q2.contains("older ›") && q2.contains("‹ newer"), "{q2}");
+}
+
+#[tokio::test]
+async fn cancel_through_the_page_needs_the_token_and_is_refused_read_only() {
+    let ns = support::namespace("webjobcancel");
+    let mut con = support::con().await;
+    let t = web_common::seed_tracked(&ns).await;
+    let ruby = web_common::seed_ruby_status(&mut con, &ns).await;
+    let k = Keys::new(ns.as_str());
+    let c = resq::Client::connect(&support::url(), &ns).await.unwrap();
+    let state = |id: resq::jobs::JobId| {
+        let c = c.clone();
+        async move { c.status(&id).await.unwrap().unwrap().state }
+    };
+    let app = router(&ns, |c| c).await;
+    let list = get(&app, "/jobs?queue=later").await.body;
+    let form = forms(&list, "jobs/cancel")
+        .into_iter()
+        .find(|f| f["id"] == t.queued.as_str())
+        .expect("a Cancel form for the queued job");
     let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    let r = post(&app, "/jobs/kill", &fields).await;
-    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    // Without the token, or with a wrong one: refused, nothing changes.
+    let no_token: Vec<(&str, &str)> = fields
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "_csrf")
+        .collect();
+    let r = post(&app, "/jobs/cancel", &no_token).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let mut wrong = no_token.clone();
+    wrong.push(("_csrf", "0000"));
+    assert_eq!(
+        post(&app, "/jobs/cancel", &wrong).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(state(t.queued.clone()).await, resq::jobs::State::Queued);
+    // Read-only: no Cancel on any page, and the POST is refused even with the token.
+    let ro = router(&ns, |c| c.read_only(true)).await;
+    for page in ["/jobs".to_string(), format!("/job?id={}", t.queued)] {
+        let body = get(&ro, &page).await.body;
+        assert!(!body.contains("method=\"post\""), "{page} offers an action");
+    }
+    assert_eq!(
+        post(&ro, "/jobs/cancel", &fields).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(state(t.queued.clone()).await, resq::jobs::State::Queued);
+    // With the token, from the list: cancelled, back to the same view.
+    let r = post(&app, "/jobs/cancel", &fields).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(r.location(), "../jobs?queue=later&msg=cancelled");
+    assert_eq!(state(t.queued.clone()).await, resq::jobs::State::Cancelled);
+    let back = get(&app, "/jobs?queue=later&msg=cancelled").await.body;
+    assert!(back.contains("Cancelled: the job had not started and will never run."));
+    let token = web_common::csrf(&list);
+    // From the detail page of a running job: asked to stop, back to the job.
+    let long = c
+        .enqueue_class_tracked("default", "Long", &[], resq::jobs::Track::new())
+        .await
+        .unwrap();
+    let w =
+        support::start(support::builder(&ns, "default").registry(web_common::tracked_registry()))
+            .await;
+    support::eventually(10, "the long job working", || async {
+        (c.status(&long).await.ok()??.state == resq::jobs::State::Working).then_some(())
+    })
+    .await;
+    let detail = get(&app, &format!("/job?id={long}")).await.body;
+    let form = &forms(&detail, "jobs/cancel")[0];
+    assert_eq!(form["id"], long.as_str());
+    assert!(!form.contains_key("to"));
+    let r = post(
+        &app,
+        "/jobs/cancel",
+        &[("id", long.as_str()), ("_csrf", &token)],
+    )
+    .await;
+    assert_eq!(r.location(), format!("../job?id={long}&msg=stopping"));
+    let asked = get(&app, &format!("/job?id={long}&msg=stopping"))
+        .await
+        .body;
+    assert!(
+        asked.contains("Stop requested") && asked.contains("stop asked"),
+        "{asked}"
+    );
+    assert!(
+        forms(&asked, "jobs/cancel").is_empty(),
+        "asked once is enough"
+    );
+    let killed = c
+        .wait(&long, std::time::Duration::from_secs(15))
+        .await
+        .unwrap()
+        .unwrap();
+    support::stop(w).await;
+    assert_eq!(killed.state, resq::jobs::State::Killed);
+    // A finished job: nothing done. An unknown id: nothing done, back to the list. A malformed
+    // one: a bad request.
+    let r = post(
+        &app,
+        "/jobs/cancel",
+        &[("id", t.completed.as_str()), ("_csrf", &token)],
+    )
+    .await;
+    assert_eq!(
+        r.location(),
+        format!("../job?id={}&msg=finished", t.completed)
+    );
+    assert_eq!(
+        state(t.completed.clone()).await,
+        resq::jobs::State::Completed
+    );
+    let unknown = resq::jobs::JobId::new();
+    let r = post(
+        &app,
+        "/jobs/cancel",
+        &[("id", unknown.as_str()), ("_csrf", &token)],
+    )
+    .await;
+    assert_eq!(r.location(), "../jobs?msg=nojob");
+    let r = post(&app, "/jobs/cancel", &[("id", "nope"), ("_csrf", &token)]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    // A status Ruby's resque-status wrote, running on a Ruby worker: asked to stop through
+    // resque-status's own switch (`_kill`), as its tab does.
+    let r = post(
+        &app,
+        "/jobs/cancel",
+        &[("id", ruby.as_str()), ("_csrf", &token)],
+    )
+    .await;
+    assert_eq!(r.location(), format!("../job?id={ruby}&msg=stopping"));
     let killed: Vec<String> = con.smembers(k.resque_status_kill()).await.unwrap();
-    assert_eq!(killed, vec![uuid.to_string()]);
-    assert!(get(&app, "/jobs").await.body.contains("kill asked"));
+    assert!(killed.contains(&ruby), "{killed:?}");
+    assert!(get(&app, "/jobs").await.body.contains("stop asked"));
 }
 
 #[tokio::test]

@@ -7,7 +7,8 @@ use crate::error::Result;
 impl Admin {
     /// Whether any of the keys every Resque-family peer writes exists under the namespace:
     /// the queue set, the worker set, the stats, the failure list, resque-scheduler's delayed
-    /// schedule and stored schedules, the pause switch. One `EXISTS`, so it costs nothing on a
+    /// schedule and stored schedules, the pause switch, resque-status's (and resq's tracked
+    /// jobs') `_statuses`. One `EXISTS`, so it costs nothing on a
     /// large database (no `SCAN`); every key shares the namespace's hash tag under Cluster.
     pub async fn has_data(&self) -> Result<bool> {
         let k = self.keys();
@@ -20,6 +21,7 @@ impl Admin {
             .arg(k.delayed_schedule())
             .arg(k.persistent_schedules())
             .arg(k.pause_all_workers())
+            .arg(k.resque_statuses())
             .query_async(&mut self.con())
             .await?;
         Ok(n > 0)

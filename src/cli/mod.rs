@@ -7,11 +7,13 @@
 //! * `show` — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
 //! * `failed` — `failed list|show|retry|remove|clear`;
 //! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
+//! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
 //! * `scheduler`, `schedule list|add|remove` — in `crate::scheduler::cli`;
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod enqueue;
 pub(crate) mod failed;
+pub(crate) mod jobs;
 pub(crate) mod output;
 pub(crate) mod show;
 #[cfg(feature = "top")]
@@ -81,6 +83,11 @@ pub(crate) enum Command {
     Delayed(show::DelayedCmd),
     /// Remove dead workers now (Ruby's rules and lock).
     Prune(show::PruneArgs),
+    /// Tracked jobs: the count of each state and a page of jobs, newest first; `jobs purge`.
+    Jobs(jobs::JobsArgs),
+    /// One tracked job by id: show, wait for it (exit status says how it ended), cancel.
+    #[command(subcommand)]
+    Job(jobs::JobCmd),
     /// Set `<ns>:pause-all-workers`: every worker stops taking jobs.
     Pause,
     /// Clear `<ns>:pause-all-workers`.
@@ -124,7 +131,7 @@ where
         }
     };
     match rt.block_on(execute(cli, registry)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -157,7 +164,7 @@ fn show_env_values_when_set(cmd: clap::Command) -> clap::Command {
 fn empty_namespace_hint(url: &str, namespace: &str) -> String {
     format!(
         "hint: no Resque data under namespace {namespace:?} at {} (no queues, workers, stats, \
-         failures or schedules); is RESQUE_NAMESPACE (--namespace) right?",
+         failures, schedules or tracked jobs); is RESQUE_NAMESPACE (--namespace) right?",
         crate::conn::Redacted(url)
     )
 }
@@ -190,26 +197,42 @@ impl Target {
     }
 }
 
-/// Runs a parsed command.
-pub(crate) async fn execute(cli: Cli, registry: Registry) -> Result<()> {
+/// Runs a parsed command; the process's exit status (`job wait` has its own codes).
+pub(crate) async fn execute(cli: Cli, registry: Registry) -> Result<ExitCode> {
     let Cli { conn, json, cmd } = cli;
-    let (url, ns) = (conn.url.as_str(), conn.namespace.as_str());
     let target = Target {
         url: conn.url.clone(),
         namespace: conn.namespace.clone(),
         redis: RedisOptions::from_env()?,
     };
     match cmd {
+        Command::Job(j) => jobs::job(&target, j, json).await,
+        cmd => run_command(&conn, &target, cmd, json, registry)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+    }
+}
+
+/// Runs a command whose success is exit status 0.
+async fn run_command(
+    conn: &ConnArgs,
+    target: &Target,
+    cmd: Command,
+    json: bool,
+    registry: Registry,
+) -> Result<()> {
+    let (url, ns) = (conn.url.as_str(), conn.namespace.as_str());
+    match cmd {
         Command::Work(w) => work::run(url, ns, w, registry).await,
-        Command::Enqueue(e) => enqueue::run(&target, e, json).await,
-        Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(&target, s).await,
+        Command::Enqueue(e) => enqueue::run(target, e, json).await,
+        Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(target, s).await,
         Command::Schedule(s) => {
             let list = matches!(s, crate::scheduler::cli::ScheduleCmd::List);
             let admin = target.admin().await?;
             if list && !admin.has_data().await? {
                 eprintln!("{}", empty_namespace_hint(url, ns));
             }
-            crate::scheduler::cli::run_schedule(&target, s, json).await?;
+            crate::scheduler::cli::run_schedule(target, s, json).await?;
             if list && !json {
                 let status = admin.scheduler_status(&lock_prefix()).await?;
                 println!("scheduler: {}", status.describe());
@@ -217,7 +240,7 @@ pub(crate) async fn execute(cli: Cli, registry: Registry) -> Result<()> {
             Ok(())
         }
         #[cfg(feature = "web")]
-        Command::Web(w) => web::run(&target, w).await,
+        Command::Web(w) => web::run(target, w).await,
         cmd => {
             let admin = target.admin().await?;
             if !admin.has_data().await? {
@@ -232,12 +255,14 @@ pub(crate) async fn execute(cli: Cli, registry: Registry) -> Result<()> {
                 Command::Prune(p) => show::prune(&admin, p, json).await,
                 Command::Pause => show::pause(&admin, true, json).await,
                 Command::Resume => show::pause(&admin, false, json).await,
+                Command::Jobs(j) => jobs::jobs(&admin, j, json).await,
                 #[cfg(feature = "top")]
                 Command::Top(t) => top::run(&admin, url, t).await,
                 Command::Work(_)
                 | Command::Enqueue(_)
                 | Command::Scheduler(_)
-                | Command::Schedule(_) => Ok(()),
+                | Command::Schedule(_)
+                | Command::Job(_) => Ok(()),
                 #[cfg(feature = "web")]
                 Command::Web(_) => Ok(()),
             }

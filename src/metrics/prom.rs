@@ -31,6 +31,13 @@ pub(super) struct QueueLabels {
     pub queue: String,
 }
 
+/// Labels of tracked-job series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct StateLabels {
+    /// The state (`queued`, `working`, `completed`, …).
+    pub state: String,
+}
+
 /// Constructor of duration histograms.
 type HistogramNew = fn() -> Histogram;
 
@@ -52,6 +59,8 @@ pub(super) struct Metrics {
     queue_depth: Family<QueueLabels, Gauge>,
     /// Age of each queue's oldest job at the last scrape, where knowable.
     queue_latency: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    /// Tracked jobs in each state at the last scrape.
+    jobs: Family<StateLabels, Gauge>,
     /// Failed Redis steps.
     redis_errors: Counter,
     /// Redis steps that succeeded after failures.
@@ -76,6 +85,7 @@ impl Metrics {
             slots: Gauge::default(),
             queue_depth: Family::default(),
             queue_latency: Family::default(),
+            jobs: Family::default(),
             redis_errors: Counter::default(),
             redis_reconnects: Counter::default(),
         };
@@ -107,6 +117,11 @@ impl Metrics {
             m.queue_latency.clone(),
         );
         registry.register(
+            "jobs",
+            "Tracked jobs in each state (read from Redis at scrape time)",
+            m.jobs.clone(),
+        );
+        registry.register(
             "redis_errors",
             "Redis steps that failed (each retried)",
             m.redis_errors.clone(),
@@ -125,6 +140,18 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// Sets the tracked-job series to `counts` (every state, zeros included).
+    pub(super) fn set_jobs(&self, counts: &[(crate::jobs::State, u64)]) {
+        for (state, n) in counts {
+            let l = StateLabels {
+                state: state.as_str().to_string(),
+            };
+            self.jobs
+                .get_or_create(&l)
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Replaces the queue series with `queues` (name, depth, oldest age if known).

@@ -2,8 +2,9 @@
 //! `/readyz` (the worker is registered, not shutting down, and Redis answers a `PING` within a
 //! second).
 //!
-//! Queue series are refreshed from Redis on each scrape (one `SMEMBERS` and one pipeline), so
-//! a process nobody scrapes sends nothing extra to Redis.
+//! Queue and tracked-job series are refreshed from Redis on each scrape (one `SMEMBERS` and a
+//! pipeline for the queues, one pipeline of `ZCARD`s for the job states), so a process nobody
+//! scrapes sends nothing extra to Redis.
 
 use crate::admin::Admin;
 use crate::error::Result;
@@ -89,6 +90,13 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         Err(e) => {
             crate::metrics::redis_error();
             tracing::debug!(error = %e, "metrics: could not read queues");
+        }
+    }
+    match s.admin.job_counts().await {
+        Ok(counts) => m.set_jobs(&counts),
+        Err(e) => {
+            crate::metrics::redis_error();
+            tracing::debug!(error = %e, "metrics: could not read tracked-job counts");
         }
     }
     (

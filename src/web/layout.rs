@@ -107,7 +107,10 @@ pub(crate) fn flash(ctx: &Ctx) -> Markup {
         Some("cleared") => ("ok", format!("Cleared {}.", count("job"))),
         Some("deleted") => ("ok", "Deleted.".to_string()),
         Some("enqueued") => ("ok", "Enqueued.".to_string()),
-        Some("killed") => ("ok", "Kill requested: the job stops at its next progress update.".to_string()),
+        Some("cancelled") => ("ok", "Cancelled: the job had not started and will never run.".to_string()),
+        Some("stopping") => ("ok", "Stop requested: the running job ends killed at its next progress update.".to_string()),
+        Some("finished") => ("warn", "Nothing done: the job had already finished.".to_string()),
+        Some("nojob") => ("warn", "Nothing done: there is no such tracked job (expired or purged).".to_string()),
         Some("paused") => ("ok", "Paused.".to_string()),
         Some("resumed") => ("ok", "Resumed.".to_string()),
         Some("gone") => (

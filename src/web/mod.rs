@@ -52,7 +52,7 @@ pub use auth::Auth;
 pub use error::WebError;
 pub use server::{check_bind, serve, spawn_sampler, WebServer};
 pub use sources::{
-    JobRow, JobsPage, JobsSource, LimitRow, LimitsSource, QueuePauses, ResqueStatusJobs,
+    JobCounts, JobRow, JobsPage, JobsSource, LimitRow, LimitsSource, QueuePauses, TrackedJobs,
 };
 
 use crate::admin::Admin;
@@ -72,7 +72,7 @@ pub struct WebConfig {
     pub read_only: bool,
     /// Who may use it.
     pub auth: Auth,
-    /// Tracked jobs for the Jobs page (resque-status's by default).
+    /// Tracked jobs for the Jobs page ([`TrackedJobs`] by default).
     pub jobs: Option<Arc<dyn JobsSource>>,
     /// Limits for the Limits page (none by default).
     pub limits: Option<Arc<dyn LimitsSource>>,
@@ -85,13 +85,13 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    /// Defaults for `admin`: read-write, no authentication, resque-status jobs.
+    /// Defaults for `admin`: read-write, no authentication, [`TrackedJobs`].
     pub fn new(admin: Admin) -> Self {
         WebConfig {
             admin,
             read_only: false,
             auth: Auth::none(),
-            jobs: Some(Arc::new(ResqueStatusJobs)),
+            jobs: Some(Arc::new(TrackedJobs)),
             limits: None,
             pauses: None,
             float_format: FloatFormat::default(),
@@ -175,7 +175,7 @@ pub fn router(config: WebConfig) -> Router {
         .route("/recurring/delete", post(recurring::delete))
         .route("/jobs", get(jobs::list))
         .route("/job", get(jobs::show))
-        .route("/jobs/kill", post(jobs::kill_job))
+        .route("/jobs/cancel", post(jobs::cancel_job))
         .route("/limits", get(limits::show))
         .route("/stats", get(stats::show))
         .route("/assets/{name}", get(assets::asset))

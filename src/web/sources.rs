@@ -2,114 +2,175 @@
 //! limits (issue 15) and per-queue pause (issue 15). Each is a small trait the dashboard asks;
 //! [`super::WebConfig`] holds the implementations.
 //!
-//! The Jobs page works today with [`ResqueStatusJobs`], which reads resque-status's own keys
-//! (and kills through its `_kill` set). Limits and per-queue pause have no implementation yet:
+//! The Jobs page reads [`TrackedJobs`] by default: resq's tracked jobs through
+//! [`Admin::jobs`], [`Admin::job`], [`Admin::job_counts`] and [`Admin::cancel_job`]. They are
+//! resque-status's records (`<ns>:_statuses`, `<ns>:status:<id>`), so statuses Ruby's
+//! resque-status wrote show too. Limits and per-queue pause have no implementation yet:
 //! without one, the Limits page says so and the Queues page shows only the global pause switch.
 
-use crate::admin::statuses::StatusRow;
 use crate::admin::Admin;
 use crate::error::Result;
+use crate::jobs::{Cancelled, JobFilter, JobId, JobStatus, State};
 use futures::future::BoxFuture;
 use std::collections::HashSet;
 
 /// One tracked job, as the Jobs page shows it.
 #[derive(Debug, Clone)]
 pub struct JobRow {
-    /// Its id (resque-status: the uuid).
-    pub id: String,
-    /// What it is (resque-status: `Class({options})`).
-    pub name: Option<String>,
-    /// Its state (`queued`, `working`, `completed`, `failed`, `killed`, …).
-    pub state: Option<String>,
-    /// When it was created (epoch s).
-    pub time: Option<i64>,
-    /// Percent complete.
-    pub progress: Option<f64>,
-    /// Its last message.
-    pub message: Option<String>,
-    /// Whether the Kill button applies.
-    pub killable: bool,
-    /// Whether a kill was already asked for.
-    pub kill_requested: bool,
-    /// Everything else, as `(field, JSON text)`: result, options, history…
-    pub details: Vec<(String, String)>,
+    /// Its record.
+    pub job: JobStatus,
+    /// Whether it was asked to stop and has not ended yet (its id is in resque-status's
+    /// `<ns>:_kill`, where a cancel of a running job — from here, `resq job cancel`,
+    /// [`crate::Client::cancel`] or resque-status's own tab — puts it).
+    pub stop_requested: bool,
+}
+
+impl JobRow {
+    /// Whether a Cancel applies: it has not finished and was not already asked to stop.
+    pub fn cancellable(&self) -> bool {
+        !self.job.state.is_final() && !self.stop_requested
+    }
 }
 
 /// A page of tracked jobs.
 #[derive(Debug, Clone, Default)]
 pub struct JobsPage {
-    /// How many there are in all.
-    pub total: usize,
+    /// How many jobs the index the page was read from holds (the tag's, the state's, or
+    /// `_statuses`: see [`crate::jobs::JobPage::total`]).
+    pub total: u64,
+    /// Whether [`JobsPage::total`] counts exactly the jobs the filter selects (without a queue
+    /// or class filter, and not a tag and a state together).
+    pub exact: bool,
+    /// Whether the scan stopped at its budget before the end of the index.
+    pub truncated: bool,
     /// This page's jobs, newest first.
     pub rows: Vec<JobRow>,
+}
+
+/// How many tracked jobs there are, in all and in each state (the Jobs page's tabs).
+#[derive(Debug, Clone, Default)]
+pub struct JobCounts {
+    /// Every listed job (`<ns>:_statuses`, resque-status's list of statuses).
+    pub all: u64,
+    /// Each state's count (resq's per-state indexes), every state listed.
+    pub states: Vec<(State, u64)>,
 }
 
 /// Where the Jobs page reads tracked jobs from.
 pub trait JobsSource: Send + Sync {
     /// The source's name, shown on the page.
     fn name(&self) -> &str;
-    /// Jobs `offset .. offset + limit`, newest first.
+    /// The counts for the state tabs.
+    fn counts<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<JobCounts>>;
+    /// Jobs matching `filter`, newest first, skipping `offset` matches, at most `limit`.
     fn page<'a>(
         &'a self,
         admin: &'a Admin,
+        filter: &'a JobFilter,
         offset: usize,
         limit: usize,
     ) -> BoxFuture<'a, Result<JobsPage>>;
-    /// One job.
-    fn job<'a>(&'a self, admin: &'a Admin, id: &'a str) -> BoxFuture<'a, Result<Option<JobRow>>>;
-    /// Asks job `id` to stop; whether it was newly asked.
-    fn kill<'a>(&'a self, admin: &'a Admin, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// One job (`None`: no such job).
+    fn job<'a>(&'a self, admin: &'a Admin, id: &'a JobId) -> BoxFuture<'a, Result<Option<JobRow>>>;
+    /// Cancels job `id` (one not started never runs; a running one is asked to stop); `None`
+    /// when there is no such job.
+    fn cancel<'a>(
+        &'a self,
+        admin: &'a Admin,
+        id: &'a JobId,
+    ) -> BoxFuture<'a, Result<Option<Cancelled>>>;
 }
 
-/// resque-status's statuses (`<ns>:_statuses`, `<ns>:status:<uuid>`, `<ns>:_kill`), read and
-/// killed as resque-status's own web tab does (see `crate::admin::statuses`).
+/// resq's tracked jobs, which are resque-status's statuses: read with [`Admin::jobs`] and
+/// [`Admin::job`], counted with [`Admin::job_counts`], cancelled with [`Admin::cancel_job`]
+/// (for a running job, `SADD <ns>:_kill`: resque-status's own kill, seen by Ruby workers too).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ResqueStatusJobs;
+pub struct TrackedJobs;
 
-impl JobsSource for ResqueStatusJobs {
+/// Which of `ids` are in `<ns>:_kill`.
+async fn kill_requested(admin: &Admin, ids: &[&JobId]) -> Result<Vec<bool>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut cmd = redis::cmd("SMISMEMBER");
+    cmd.arg(admin.keys().resque_status_kill());
+    for id in ids {
+        cmd.arg(id.as_str());
+    }
+    Ok(cmd.query_async(&mut admin.con()).await?)
+}
+
+/// Rows of `jobs`, with whether each was asked to stop.
+async fn rows(admin: &Admin, jobs: Vec<JobStatus>) -> Result<Vec<JobRow>> {
+    let ids: Vec<&JobId> = jobs.iter().map(|j| &j.id).collect();
+    let killed = kill_requested(admin, &ids).await?;
+    Ok(jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, job)| JobRow {
+            stop_requested: killed.get(i).copied().unwrap_or(false) && !job.state.is_final(),
+            job,
+        })
+        .collect())
+}
+
+impl JobsSource for TrackedJobs {
     fn name(&self) -> &str {
-        "resque-status"
+        "resq tracked jobs and resque-status statuses"
+    }
+
+    fn counts<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<JobCounts>> {
+        Box::pin(async move {
+            let states = admin.job_counts().await?;
+            let all: u64 = redis::cmd("ZCARD")
+                .arg(admin.keys().resque_statuses())
+                .query_async(&mut admin.con())
+                .await?;
+            Ok(JobCounts { all, states })
+        })
     }
 
     fn page<'a>(
         &'a self,
         admin: &'a Admin,
+        filter: &'a JobFilter,
         offset: usize,
         limit: usize,
     ) -> BoxFuture<'a, Result<JobsPage>> {
         Box::pin(async move {
-            let p = admin.statuses(offset, limit).await?;
+            let p = admin.jobs(filter, offset, limit).await?;
+            let exact = filter.queue.is_none()
+                && filter.class.is_none()
+                && !(filter.tag.is_some() && filter.state.is_some());
             Ok(JobsPage {
                 total: p.total,
-                rows: p.rows.into_iter().map(status_row).collect(),
+                exact,
+                truncated: p.truncated,
+                rows: rows(admin, p.jobs).await?,
             })
         })
     }
 
-    fn job<'a>(&'a self, admin: &'a Admin, id: &'a str) -> BoxFuture<'a, Result<Option<JobRow>>> {
-        Box::pin(async move { Ok(admin.status(id).await?.map(status_row)) })
+    fn job<'a>(&'a self, admin: &'a Admin, id: &'a JobId) -> BoxFuture<'a, Result<Option<JobRow>>> {
+        Box::pin(async move {
+            let Some(job) = admin.job(id).await? else {
+                return Ok(None);
+            };
+            Ok(rows(admin, vec![job]).await?.pop())
+        })
     }
 
-    fn kill<'a>(&'a self, admin: &'a Admin, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move { admin.kill_status(id).await })
-    }
-}
-
-fn status_row(r: StatusRow) -> JobRow {
-    JobRow {
-        id: r.uuid,
-        name: r.name,
-        state: r.status,
-        time: r.time,
-        progress: r.pct_complete,
-        message: r.message,
-        killable: r.killable,
-        kill_requested: r.kill_requested,
-        details: r
-            .extra
-            .into_iter()
-            .map(|(k, v)| (k, v.to_string()))
-            .collect(),
+    fn cancel<'a>(
+        &'a self,
+        admin: &'a Admin,
+        id: &'a JobId,
+    ) -> BoxFuture<'a, Result<Option<Cancelled>>> {
+        Box::pin(async move {
+            if admin.job(id).await?.is_none() {
+                return Ok(None);
+            }
+            admin.cancel_job(id).await.map(Some)
+        })
     }
 }
 

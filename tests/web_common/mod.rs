@@ -391,3 +391,241 @@ pub fn assert_escaped(html: &str, page: &str) {
 pub fn enc(v: &str) -> String {
     url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }
+
+/// Tracked jobs [`seed_tracked`] made, one per state it reaches.
+pub struct Tracked {
+    /// Completed, with progress 1/2, tags `nightly` and `eu`, and a result holding
+    /// [`SCRIPT_CLASS`] and [`QUOTE_BREAK`].
+    pub completed: resq::jobs::JobId,
+    /// Failed with [`SCRIPT_ERROR`].
+    pub failed: resq::jobs::JobId,
+    /// Cancelled before it ran.
+    pub cancelled: resq::jobs::JobId,
+    /// Queued on `later` (no worker reads it).
+    pub queued: resq::jobs::JobId,
+    /// Scheduled an hour from now.
+    pub scheduled: resq::jobs::JobId,
+}
+
+/// Handlers for tracked-job tests: `Report` (progress 1/2 and a hostile result), `Doomed`
+/// (fails with [`SCRIPT_ERROR`]), `Long` (reports progress until cancelled).
+pub fn tracked_registry() -> resq::Registry {
+    use resq::{JobContext, JobError};
+    resq::Registry::new()
+        .handler("Report", |ctx: JobContext| async move {
+            ctx.progress(1, 2, "half way").await?;
+            ctx.set_result(
+                &serde_json::json!({"rows": 7, "html": SCRIPT_CLASS, "attr": QUOTE_BREAK}),
+            )?;
+            Ok(())
+        })
+        .handler("Doomed", |_ctx: JobContext| async {
+            Err(JobError::msg(SCRIPT_ERROR))
+        })
+        .handler("Long", |ctx: JobContext| async move {
+            for i in 0..1200u64 {
+                ctx.progress(i, 1200, "working").await?;
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                    _ = ctx.cancelled() => return Err(ctx.killed()),
+                }
+            }
+            Ok(())
+        })
+}
+
+/// Tracked jobs in namespace `ns`, enqueued through `resq::Client` and run by an in-process
+/// worker: one completed, one failed, one cancelled, one queued, one scheduled.
+pub async fn seed_tracked(ns: &str) -> Tracked {
+    use resq::jobs::Track;
+    let c = resq::Client::connect(&crate::support::url(), ns)
+        .await
+        .expect("client");
+    let completed = c
+        .enqueue_class_tracked(
+            "default",
+            "Report",
+            &[serde_json::json!(7)],
+            Track::new().tag("nightly").tag("eu"),
+        )
+        .await
+        .expect("enqueue");
+    let failed = c
+        .enqueue_class_tracked("default", "Doomed", &[], Track::new())
+        .await
+        .expect("enqueue");
+    let cancelled = c
+        .enqueue_class_tracked("default", "Report", &[serde_json::json!(0)], Track::new())
+        .await
+        .expect("enqueue");
+    c.cancel(&cancelled).await.expect("cancel");
+    let w =
+        crate::support::start(crate::support::builder(ns, "default").registry(tracked_registry()))
+            .await;
+    for id in [&completed, &failed] {
+        let s = c
+            .wait(id, std::time::Duration::from_secs(15))
+            .await
+            .expect("wait")
+            .expect("a record");
+        assert!(s.state.is_final(), "not finished in time: {s:?}");
+    }
+    crate::support::stop(w).await;
+    let queued = c
+        .enqueue_class_tracked("later", "Report", &[serde_json::json!(1)], Track::new())
+        .await
+        .expect("enqueue");
+    let scheduled = c
+        .enqueue_class_tracked(
+            "later",
+            "Report",
+            &[serde_json::json!(2)],
+            Track::new()
+                .delay(std::time::Duration::from_secs(3600))
+                .expect("delay"),
+        )
+        .await
+        .expect("enqueue");
+    Tracked {
+        completed,
+        failed,
+        cancelled,
+        queued,
+        scheduled,
+    }
+}
+
+/// resque-status's `02_working` fixture (a status Ruby wrote; resq never touched it): its
+/// uuid. Stored in `ns` with its `_statuses` member.
+pub async fn seed_ruby_status(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> String {
+    let k = resq::Keys::new(ns);
+    let uuid = "ba69034b39c05d28a5403ac10e276e79";
+    let () = redis::pipe()
+        .set(
+            k.resque_status(uuid),
+            r#"{"time":1795495079,"status":"working","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10},"name":"MyStatusJob({\"num\"=>10})","num":3,"total":10,"message":"msg"}"#,
+        )
+        .zadd(k.resque_statuses(), uuid, 1_795_495_079)
+        .query_async(con)
+        .await
+        .expect("seed status");
+    uuid.to_string()
+}
+
+/// [`seed_demo_jobs`]'s jobs, and the worker still running the working one.
+pub struct DemoJobs {
+    /// `ImportCsv` of customers, completed with a result.
+    pub completed: resq::jobs::JobId,
+    /// Cancelled before it ran.
+    pub cancelled: resq::jobs::JobId,
+    /// Queued on `imports-bulk` (no worker reads it).
+    pub queued: resq::jobs::JobId,
+    /// `Reindex`, running (it reports progress until cancelled or done, about 20 s).
+    pub working: resq::jobs::JobId,
+    /// The worker running it (on `imports`).
+    pub worker: resq::Running,
+}
+
+/// Plausible tracked jobs in namespace `ns` (for the Jobs page's screenshots and browser
+/// test): two imports completed with results, a digest that failed, one cancelled, one running
+/// with progress, one queued, one scheduled.
+pub async fn seed_demo_jobs(ns: &str) -> DemoJobs {
+    use resq::jobs::Track;
+    use resq::{JobContext, JobError};
+    use serde_json::json;
+    let registry = resq::Registry::new()
+        .handler("ImportCsv", |ctx: JobContext| async move {
+            let file: String = ctx.arg(0)?;
+            let rows: u64 = ctx.arg(1)?;
+            for step in 0..=4 {
+                ctx.progress(step * rows / 4, rows, &format!("importing {file}"))
+                    .await?;
+            }
+            ctx.set_result(&json!({"file": file, "rows": rows, "skipped": 3}))?;
+            Ok(())
+        })
+        .handler("SendDigest", |_ctx: JobContext| async {
+            Err(JobError::msg(
+                "Net::SMTPAuthenticationError: 535 5.7.8 Username and Password not accepted",
+            ))
+        })
+        .handler("Reindex", |ctx: JobContext| async move {
+            for i in 0..100u64 {
+                ctx.progress(i, 100, "reindexing products").await?;
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                    _ = ctx.cancelled() => return Err(ctx.killed()),
+                }
+            }
+            Ok(())
+        });
+    let c = resq::Client::connect(&crate::support::url(), ns)
+        .await
+        .expect("client");
+    let enqueue =
+        |queue: &'static str, class: &'static str, args: Vec<serde_json::Value>, t: Track| {
+            let c = c.clone();
+            async move {
+                c.enqueue_class_tracked(queue, class, &args, t)
+                    .await
+                    .expect("enqueue")
+            }
+        };
+    let completed = enqueue(
+        "imports",
+        "ImportCsv",
+        vec![json!("customers-2026-11.csv"), json!(12_840)],
+        Track::new().tag("import").tag("team-growth"),
+    )
+    .await;
+    let orders = enqueue(
+        "imports",
+        "ImportCsv",
+        vec![json!("orders-2026-11.csv"), json!(48_211)],
+        Track::new().tag("import"),
+    )
+    .await;
+    let failed = enqueue("imports", "SendDigest", vec![json!("weekly")], Track::new()).await;
+    let cancelled = enqueue(
+        "imports",
+        "ImportCsv",
+        vec![json!("legacy.csv"), json!(1)],
+        Track::new(),
+    )
+    .await;
+    c.cancel(&cancelled).await.expect("cancel");
+    let worker =
+        crate::support::start(crate::support::builder(ns, "imports").registry(registry)).await;
+    for id in [&completed, &orders, &failed] {
+        let s = c
+            .wait(id, std::time::Duration::from_secs(15))
+            .await
+            .expect("wait")
+            .expect("a record");
+        assert!(s.state.is_final(), "not finished in time: {s:?}");
+    }
+    let working = enqueue("imports", "Reindex", vec![json!("products")], Track::new()).await;
+    let queued = enqueue(
+        "imports-bulk",
+        "ImportCsv",
+        vec![json!("returns-2026-11.csv"), json!(310)],
+        Track::new().tag("import"),
+    )
+    .await;
+    enqueue(
+        "imports-bulk",
+        "SendDigest",
+        vec![json!("monthly")],
+        Track::new()
+            .delay(std::time::Duration::from_secs(6 * 3600))
+            .expect("delay"),
+    )
+    .await;
+    DemoJobs {
+        completed,
+        cancelled,
+        queued,
+        working,
+        worker,
+    }
+}

@@ -2,6 +2,7 @@
 
 use crate::admin::{Admin, Info, QueueInfo, WorkerInfo};
 use crate::error::Result;
+use crate::jobs::State;
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -22,20 +23,28 @@ pub(crate) struct Sample {
     pub queues: Vec<QueueInfo>,
     /// Workers.
     pub workers: Vec<WorkerInfo>,
+    /// Tracked jobs in each state.
+    pub jobs: Vec<(State, u64)>,
 }
 
 impl Sample {
     /// Reads the namespace.
     pub(crate) async fn take(admin: &Admin) -> Result<Sample> {
         let taken = Instant::now();
-        let (now, info, queues, workers) =
-            tokio::try_join!(admin.now(), admin.info(), admin.queues(), admin.workers())?;
+        let (now, info, queues, workers, jobs) = tokio::try_join!(
+            admin.now(),
+            admin.info(),
+            admin.queues(),
+            admin.workers(),
+            admin.job_counts()
+        )?;
         Ok(Sample {
             taken,
             now,
             info,
             queues,
             workers,
+            jobs,
         })
     }
 }

@@ -1,5 +1,5 @@
-//! Drawing one `resq top` frame: a header with counters and rates, a throughput sparkline,
-//! the queues and the workers.
+//! Drawing one `resq top` frame: a header with counters, rates and tracked jobs by state, a
+//! throughput sparkline, the queues and the workers.
 
 use super::sample::TopState;
 use crate::admin::WorkerState;
@@ -13,7 +13,7 @@ use ratatui::Frame;
 /// Draws the whole screen.
 pub(crate) fn draw(f: &mut Frame, s: &TopState) {
     let [header, spark, body, footer] = Layout::vertical([
-        Constraint::Length(4),
+        Constraint::Length(5),
         Constraint::Length(4),
         Constraint::Min(6),
         Constraint::Length(1),
@@ -72,12 +72,30 @@ fn draw_header(f: &mut Frame, area: Rect, s: &TopState) {
                 Span::raw("no").bold()
             },
         ]),
+        jobs_line(&s.last.jobs),
     ];
     let title = format!(" resq top — {} @ {} ", i.namespace, s.url);
     f.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
         area,
     );
+}
+
+/// `jobs 3 queued · 1 working · 40 completed`: the states that hold tracked jobs.
+fn jobs_line(counts: &[(crate::jobs::State, u64)]) -> Line<'static> {
+    let mut spans = vec![Span::raw("jobs ").dim()];
+    let held: Vec<_> = counts.iter().filter(|(_, n)| *n > 0).collect();
+    if held.is_empty() {
+        spans.push(Span::raw("none tracked"));
+    }
+    for (i, (state, n)) in held.into_iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::raw(" · ").dim());
+        }
+        spans.push(Span::raw(n.to_string()).bold());
+        spans.push(Span::raw(format!(" {state}")));
+    }
+    Line::from(spans)
 }
 
 fn draw_spark(f: &mut Frame, area: Rect, s: &TopState) {

@@ -1,0 +1,563 @@
+//! `resq jobs`, `resq jobs purge`, `resq job show|wait|cancel`: tracked jobs ([`crate::jobs`])
+//! from the command line — a page of records with the count of each state, one record whole,
+//! waiting for one to finish (with exit codes a script can branch on), cancelling one, and
+//! purging finished ones.
+//!
+//! `job wait` exits 0 when the job completed, 1 when it failed, was killed or cancelled, 2 when
+//! it had not finished by `--timeout`, 3 when there is no such job, 4 when it could not be
+//! asked (a malformed id or timeout, Redis unreachable).
+
+use super::output::{age, json, short, table};
+use crate::admin::Admin;
+use crate::error::{Error, Result};
+use crate::jobs::{Cancelled, JobFilter, JobId, JobPage, JobStatus, State};
+use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::Value;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `job wait`'s exit code: the job completed.
+pub(crate) const WAIT_COMPLETED: u8 = 0;
+/// `job wait`'s exit code: the job failed, was killed or was cancelled.
+pub(crate) const WAIT_UNSUCCESSFUL: u8 = 1;
+/// `job wait`'s exit code: the job had not finished by the timeout.
+pub(crate) const WAIT_TIMED_OUT: u8 = 2;
+/// `job wait`'s exit code: no such job (never tracked, expired or purged).
+pub(crate) const WAIT_UNKNOWN: u8 = 3;
+/// `job wait`'s exit code: the wait could not be done (a malformed id or timeout, Redis).
+pub(crate) const WAIT_ERROR: u8 = 4;
+
+/// The longest `--timeout` of `job wait` (30 days).
+const MAX_WAIT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A job state, as `--state` takes it (no doc per value, so `--help` lists them on one line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StateArg {
+    Queued,
+    Scheduled,
+    Working,
+    Retrying,
+    Completed,
+    Failed,
+    Killed,
+    Cancelled,
+}
+
+impl StateArg {
+    fn state(self) -> State {
+        match self {
+            StateArg::Queued => State::Queued,
+            StateArg::Scheduled => State::Scheduled,
+            StateArg::Working => State::Working,
+            StateArg::Retrying => State::Retrying,
+            StateArg::Completed => State::Completed,
+            StateArg::Failed => State::Failed,
+            StateArg::Killed => State::Killed,
+            StateArg::Cancelled => State::Cancelled,
+        }
+    }
+}
+
+/// `resq jobs [filters] | resq jobs purge …`.
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct JobsArgs {
+    /// `purge`; without it, the list.
+    #[command(subcommand)]
+    pub cmd: Option<JobsCmd>,
+    /// The list's filters and position.
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `resq jobs`'s filters: each narrows the list.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ListArgs {
+    /// Only jobs in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateArg>,
+    /// Only jobs of this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only jobs of this class.
+    #[arg(long)]
+    pub class: Option<String>,
+    /// Only jobs with this tag.
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// At most this many jobs.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// Skip this many matching jobs first.
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+}
+
+/// `resq jobs …`.
+#[derive(Subcommand, Debug, Clone)]
+pub(crate) enum JobsCmd {
+    /// Delete finished jobs' records (completed, failed, killed, cancelled) and forget expired
+    /// ones.
+    Purge(PurgeArgs),
+}
+
+/// `resq jobs purge [--state S] [--older-than D]`.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct PurgeArgs {
+    /// Only jobs in this final state (default: every final state).
+    #[arg(long, value_enum)]
+    pub state: Option<StateArg>,
+    /// Only jobs that finished at least this long ago: seconds, or with s, m, h or d
+    /// (`90`, `15m`, `7d`); 0 purges every finished job.
+    #[arg(long, default_value = "0")]
+    pub older_than: String,
+}
+
+/// `resq job …`: one tracked job, by id (32 lowercase hex characters).
+#[derive(Subcommand, Debug, Clone)]
+pub(crate) enum JobCmd {
+    /// The whole record: state, progress, result, options, times, history.
+    Show {
+        /// The job's id.
+        id: String,
+    },
+    /// Wait for the job to finish and print how it ended. Exit status: 0 completed, 1 failed,
+    /// killed or cancelled, 2 not finished by --timeout, 3 no such job, 4 could not wait.
+    Wait {
+        /// The job's id.
+        id: String,
+        /// Give up after this long: seconds, or with s, m, h or d (`90`, `15m`).
+        #[arg(long, default_value = "60")]
+        timeout: String,
+    },
+    /// Cancel the job: one that has not started never runs; a running one is asked to stop.
+    Cancel {
+        /// The job's id.
+        id: String,
+    },
+}
+
+/// `s` as a job id, or an error naming the argument.
+fn job_id(s: &str) -> Result<JobId> {
+    JobId::parse(s).ok_or_else(|| Error::Config {
+        var: "ID",
+        message: format!("{s:?} is not a job id (32 lowercase hex characters)"),
+    })
+}
+
+/// A duration as the CLI takes it: seconds (`90`, `0.5`) or with a unit (`90s`, `15m`, `2h`,
+/// `7d`); `var` names the flag in errors.
+pub(crate) fn parse_span(var: &'static str, v: &str) -> Result<Duration> {
+    let t = v.trim().to_ascii_lowercase();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        Some((i, 'd')) => (&t[..i], 86_400.0),
+        _ => (t.as_str(), 1.0),
+    };
+    let bad = || Error::Config {
+        var,
+        message: format!(
+            "{v:?} is not a duration (seconds, or a number with s, m, h or d: 90, 15m, 7d)"
+        ),
+    };
+    let n: f64 = number.trim().parse().map_err(|_| bad())?;
+    if !n.is_finite() || n < 0.0 {
+        return Err(bad());
+    }
+    Duration::try_from_secs_f64(n * unit).map_err(|_| bad())
+}
+
+/// The error for an id that names no record.
+fn unknown(admin_ns: &str, id: &JobId) -> Error {
+    Error::Config {
+        var: "ID",
+        message: format!(
+            "no tracked job {id} in namespace {admin_ns:?} (never tracked, expired or purged)"
+        ),
+    }
+}
+
+/// Runs `resq jobs …` (the list, or `purge`).
+pub(crate) async fn jobs(admin: &Admin, a: JobsArgs, as_json: bool) -> Result<()> {
+    match a.cmd {
+        Some(JobsCmd::Purge(p)) => purge(admin, p, as_json).await,
+        None => list(admin, a.list, as_json).await,
+    }
+}
+
+async fn list(admin: &Admin, a: ListArgs, as_json: bool) -> Result<()> {
+    let filter = JobFilter {
+        state: a.state.map(StateArg::state),
+        queue: a.queue.clone(),
+        class: a.class.clone(),
+        tag: a.tag.clone(),
+    };
+    let page = admin.jobs(&filter, a.offset, a.limit).await?;
+    if as_json {
+        return json(&page);
+    }
+    let counts = admin.job_counts().await?;
+    println!("{}", counts_line(&counts));
+    let now = Utc::now();
+    let rows = page.jobs.iter().map(|j| {
+        vec![
+            j.id.to_string(),
+            j.state.to_string(),
+            j.class.clone().unwrap_or_else(|| "-".into()),
+            j.queue.clone().unwrap_or_else(|| "-".into()),
+            format!("{:.0}%", j.pct_complete),
+            j.attempts.to_string(),
+            created(j).map_or_else(|| "-".into(), |t| since(now, t)),
+            j.finished_at.map_or_else(|| "-".into(), |t| since(now, t)),
+            short(
+                j.error
+                    .as_deref()
+                    .filter(|_| j.state == State::Failed)
+                    .or(j.message.as_deref())
+                    .unwrap_or(""),
+                50,
+            ),
+        ]
+    });
+    println!(
+        "{}",
+        table(
+            &[
+                "ID", "STATE", "CLASS", "QUEUE", "PROGRESS", "ATTEMPTS", "AGE", "FINISHED",
+                "MESSAGE"
+            ],
+            rows
+        )
+    );
+    println!("{}", footer(&filter, &a, &page));
+    Ok(())
+}
+
+/// `jobs: 3 queued · 0 scheduled · …`, every state.
+fn counts_line(counts: &[(State, u64)]) -> String {
+    let parts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    format!("jobs: {}", parts.join(" · "))
+}
+
+/// What the page covers, after the table.
+fn footer(filter: &JobFilter, a: &ListArgs, page: &JobPage) -> String {
+    let index = match (&filter.tag, filter.state) {
+        (Some(t), _) => format!("tagged {t}"),
+        (None, Some(s)) => s.to_string(),
+        (None, None) => "tracked jobs".to_string(),
+    };
+    let exact = filter.queue.is_none()
+        && filter.class.is_none()
+        && !(filter.tag.is_some() && filter.state.is_some());
+    let mut s = if exact {
+        format!(
+            "({} shown of {} {index}, newest first",
+            page.jobs.len(),
+            page.total
+        )
+    } else {
+        format!(
+            "({} shown, newest first; {} {index} before the other filters",
+            page.jobs.len(),
+            page.total
+        )
+    };
+    if page.jobs.len() == a.limit && a.limit > 0 {
+        s.push_str(&format!("; next: --offset {}", a.offset + a.limit));
+    }
+    if page.truncated {
+        s.push_str(
+            "; the scan stopped at its budget of index entries: narrow it with --state or --tag",
+        );
+    }
+    s.push(')');
+    s
+}
+
+/// When the job was created: resq's enqueue time, else resque-status's `time`.
+fn created(j: &JobStatus) -> Option<DateTime<Utc>> {
+    j.enqueued_at
+        .or_else(|| j.time.and_then(|t| DateTime::from_timestamp(t, 0)))
+}
+
+/// The age of `t` at `now`.
+fn since(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
+    age(Some((now - t).num_milliseconds() as f64 / 1000.0))
+}
+
+async fn purge(admin: &Admin, p: PurgeArgs, as_json: bool) -> Result<()> {
+    let older = parse_span("--older-than", &p.older_than)?;
+    let state = p.state.map(StateArg::state);
+    if let Some(s) = state.filter(|s| !s.is_final()) {
+        return Err(Error::Config {
+            var: "--state",
+            message: format!(
+                "only finished jobs can be purged (completed, failed, killed, cancelled); \
+                 {s} jobs have not finished (`resq job cancel ID` cancels one)"
+            ),
+        });
+    }
+    let n = admin.purge_jobs(state, older).await?;
+    if as_json {
+        return json(&serde_json::json!({ "purged": n }));
+    }
+    println!("purged {n} job{}", if n == 1 { "" } else { "s" });
+    Ok(())
+}
+
+/// Runs `resq job …`; its exit code.
+pub(crate) async fn job(target: &super::Target, cmd: JobCmd, as_json: bool) -> Result<ExitCode> {
+    match cmd {
+        JobCmd::Show { id } => {
+            let id = job_id(&id)?;
+            let admin = target.admin().await?;
+            let s = admin
+                .job(&id)
+                .await?
+                .ok_or_else(|| unknown(&target.namespace, &id))?;
+            if as_json {
+                json(&s)?;
+            } else {
+                println!("{}", show(&s, admin.keys(), Utc::now()));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        JobCmd::Wait { id, timeout } => match wait(target, &id, &timeout, as_json).await {
+            Ok(code) => Ok(ExitCode::from(code)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::from(WAIT_ERROR))
+            }
+        },
+        JobCmd::Cancel { id } => {
+            let id = job_id(&id)?;
+            let admin = target.admin().await?;
+            if admin.job(&id).await?.is_none() {
+                return Err(unknown(&target.namespace, &id));
+            }
+            let out = admin.cancel_job(&id).await?;
+            let (outcome, state) = match out {
+                Cancelled::Cancelled => ("cancelled", State::Cancelled),
+                Cancelled::Killing => ("stopping", State::Working),
+                Cancelled::Finished(s) => ("finished", s),
+            };
+            if as_json {
+                json(&serde_json::json!({"id": id, "outcome": outcome, "state": state}))?;
+            } else {
+                match out {
+                    Cancelled::Cancelled => {
+                        println!("cancelled {id}: it had not started and will never run")
+                    }
+                    Cancelled::Killing => println!(
+                        "asked {id} to stop: it is running and ends killed at its next progress \
+                         update"
+                    ),
+                    Cancelled::Finished(s) => {
+                        println!("{id} had already finished ({s}); nothing changed")
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `job wait`: the exit code, having printed how the job ended (or stood).
+async fn wait(target: &super::Target, id: &str, timeout: &str, as_json: bool) -> Result<u8> {
+    let id = job_id(id)?;
+    let timeout = parse_span("--timeout", timeout)?;
+    if timeout > MAX_WAIT {
+        return Err(Error::Config {
+            var: "--timeout",
+            message: format!("at most {} seconds (30 days)", MAX_WAIT.as_secs()),
+        });
+    }
+    let client = target.client().await?;
+    let Some(s) = client.wait(&id, timeout).await? else {
+        eprintln!("error: {}", unknown(&target.namespace, &id));
+        return Ok(WAIT_UNKNOWN);
+    };
+    let code = match s.state {
+        State::Completed => WAIT_COMPLETED,
+        st if st.is_final() => WAIT_UNSUCCESSFUL,
+        _ => WAIT_TIMED_OUT,
+    };
+    if as_json {
+        json(&s)?;
+        return Ok(code);
+    }
+    match s.state {
+        State::Completed => {
+            println!("completed");
+            if let Some(r) = &s.result {
+                println!("result: {r}");
+            }
+        }
+        State::Failed => println!(
+            "failed: {}",
+            s.error
+                .as_deref()
+                .or(s.message.as_deref())
+                .unwrap_or("(no error recorded)")
+        ),
+        st if st.is_final() => println!("{st}: {}", s.message.as_deref().unwrap_or("")),
+        st => println!(
+            "still {st} after {} (not finished)",
+            crate::human::duration(timeout.as_secs_f64())
+        ),
+    }
+    Ok(code)
+}
+
+/// `t` as `2026-11-24 08:00:01 UTC (5m12s ago)`.
+fn at(now: DateTime<Utc>, t: Option<DateTime<Utc>>) -> String {
+    match t {
+        Some(t) => format!(
+            "{} ({} ago)",
+            t.format("%Y-%m-%d %H:%M:%S%.3f UTC"),
+            since(now, t)
+        ),
+        None => "-".into(),
+    }
+}
+
+/// A JSON value as text: a string as it is, anything else as JSON.
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `v` as indented JSON, its continuation lines indented by `indent` spaces.
+fn pretty(v: &Value, indent: usize) -> String {
+    serde_json::to_string_pretty(v)
+        .unwrap_or_else(|_| v.to_string())
+        .replace('\n', &format!("\n{}", " ".repeat(indent)))
+}
+
+/// The whole record, for people.
+pub(crate) fn show(s: &JobStatus, keys: &crate::keys::Keys, now: DateTime<Utc>) -> String {
+    const W: usize = 13;
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let progress = match (s.num, s.total) {
+        (Some(n), Some(t)) => format!("{:.0}% ({n} of {t})", s.pct_complete),
+        _ => format!("{:.0}%", s.pct_complete),
+    };
+    let mut rows: Vec<(&str, String)> = vec![
+        ("id", s.id.to_string()),
+        ("state", s.state.to_string()),
+        ("status", format!("{} (resque-status)", s.status)),
+        ("name", opt(&s.name)),
+        ("message", opt(&s.message)),
+        ("progress", progress),
+        ("class", opt(&s.class)),
+        ("queue", opt(&s.queue)),
+        ("worker", opt(&s.worker)),
+        ("attempts", s.attempts.to_string()),
+        (
+            "tags",
+            if s.tags.is_empty() {
+                "-".into()
+            } else {
+                s.tags.join(", ")
+            },
+        ),
+        ("job key", opt(&s.key)),
+        ("record", keys.resque_status(s.id.as_str())),
+        (
+            "created",
+            at(now, s.time.and_then(|t| DateTime::from_timestamp(t, 0))),
+        ),
+        ("enqueued", at(now, s.enqueued_at)),
+        ("started", at(now, s.started_at)),
+        ("finished", at(now, s.finished_at)),
+        ("error", opt(&s.error)),
+        (
+            "result",
+            s.result
+                .as_ref()
+                .map_or_else(|| "-".into(), |r| pretty(r, W)),
+        ),
+        (
+            "options",
+            s.options
+                .as_ref()
+                .map_or_else(|| "-".into(), |o| pretty(o, W)),
+        ),
+    ];
+    for (k, v) in &s.custom {
+        rows.push((k.as_str(), pretty(v, W)));
+    }
+    let mut out: Vec<String> = rows
+        .into_iter()
+        .map(|(k, v)| format!("{k:<W$}{v}"))
+        .collect();
+    if s.history.is_empty() {
+        out.push(format!("{:<W$}-", "history"));
+    } else {
+        out.push("history".into());
+        let width = s.history.iter().map(|e| e.event.len()).max().unwrap_or(0);
+        for e in &s.history {
+            let when = e.at.map_or_else(
+                || "(no time)".to_string(),
+                |t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string(),
+            );
+            let fields: Vec<String> = e
+                .fields
+                .iter()
+                .map(|(k, v)| format!("{k}={}", plain(v)))
+                .collect();
+            out.push(
+                format!("  {when}  {:<width$}  {}", e.event, fields.join(" "))
+                    .trim_end()
+                    .to_string(),
+            );
+        }
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_take_seconds_and_units() {
+        assert_eq!(parse_span("x", "0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_span("x", "90").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_span("x", "1.5s").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_span("x", "15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_span("x", "2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(
+            parse_span("x", " 7D ").unwrap(),
+            Duration::from_secs(604_800)
+        );
+        for bad in ["", "-1", "abc", "5w", "m", "nan", "inf", "1e400"] {
+            let e = parse_span("--older-than", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--older-than: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn bad_ids_name_the_argument() {
+        let e = job_id("ABC").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            r#"ID: "ABC" is not a job id (32 lowercase hex characters)"#
+        );
+        assert!(job_id("ba69034b39c05d28a5403ac10e276e79").is_ok());
+    }
+
+    #[test]
+    fn counts_lines() {
+        let c = [(State::Queued, 3), (State::Working, 0), (State::Failed, 2)];
+        assert_eq!(counts_line(&c), "jobs: 3 queued · 0 working · 2 failed");
+    }
+}
