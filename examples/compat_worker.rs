@@ -10,10 +10,23 @@
 //! `WorkerBuilder::from_env`). `METRICS_ADDR=127.0.0.1:9100` serves Prometheus metrics,
 //! `/healthz` and `/readyz` there (also read by `WorkerBuilder::from_env`).
 //! Prints `worker <id>` per slot at start; exits 0 after unregistering on QUIT, TERM or INT.
+//!
+//! resque-status jobs (declared with `Registry::statused`: `args[0]` is the id, `args[1]` the
+//! options): `StatusEcho` (progress `1/2 "half"`, then completes with its options echoed as the
+//! custom key `echo`, as a Ruby job calling `completed("echo" => options)` leaves its record)
+//! and `StatusSleep` (sleeps `options["ms"]` in 50 ms ticks, reporting progress at each, so a
+//! kill stops it at the next tick). And twins of the job classes real resque-status was
+//! captured with (fixtures/resque-status/README.md), which do what those Ruby classes do:
+//! `MyStatusJob`, `CustomCompleteJob`, `FailingStatusJob`, `KillableJob`, `NoTickJob`,
+//! `QuickJob`, `ZeroTotalJob`, `GoneStatusJob`. Where a Ruby class waits for the capture
+//! harness's file `<uuid>.go` (`.go2`), its twin waits for that file in `COMPAT_SIGNAL_DIR`
+//! when that is set (up to 60 s), and does not wait otherwise.
 
 use anyhow::Context;
 use redis::AsyncCommands;
-use resq::{JobContext, JobError, Registry, WorkerBuilder};
+use resq::{JobContext, JobError, JobResult, Registry, WorkerBuilder};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
 use std::time::Duration;
 
 fn registry(con: resq::conn::Conn, echo_key: String) -> Registry {
@@ -93,6 +106,116 @@ async fn gauge(con: &mut resq::conn::Conn, key: &str, ctx: &JobContext) -> resq:
     Ok(())
 }
 
+/// One custom field, for `progress_with`.
+fn field(key: &str, value: Value) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(key.to_string(), value);
+    m
+}
+
+/// Waits for the harness's file `<COMPAT_SIGNAL_DIR>/<uuid><suffix>` (the capture harness's
+/// `wait_signal`); returns at once when `COMPAT_SIGNAL_DIR` is not set.
+async fn wait_signal(ctx: &JobContext, suffix: &str) -> JobResult {
+    let Some(dir) = std::env::var_os("COMPAT_SIGNAL_DIR").map(PathBuf::from) else {
+        return Ok(());
+    };
+    let id = ctx.job_id().map(|i| i.to_string()).unwrap_or_default();
+    let path = dir.join(format!("{id}{suffix}"));
+    for _ in 0..3000 {
+        if path.exists() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(JobError::msg(format!(
+        "harness signal {} never came",
+        path.display()
+    )))
+}
+
+/// The resque-status jobs (see the module docs).
+fn status_jobs(registry: Registry) -> Registry {
+    let mut registry = registry
+        .handler("StatusEcho", |ctx: JobContext| async move {
+            ctx.progress(1, 2, "half").await?;
+            // Ruby: `completed("echo" => options)`. resq writes the key while the job runs and
+            // the completion then replaces `message` where it stands, which leaves Ruby's order:
+            // …, "message": "Completed at …", "echo": {…}.
+            let options = Value::Object(ctx.options().cloned().unwrap_or_default());
+            ctx.progress_with(None, None, None, &field("echo", options))
+                .await?;
+            Ok(())
+        })
+        .handler("StatusSleep", |ctx: JobContext| async move {
+            let ms = ctx
+                .options()
+                .and_then(|o| o.get("ms"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let ticks = ms.div_ceil(50).max(1);
+            for i in 1..=ticks {
+                let left = ms.saturating_sub((i - 1) * 50);
+                tokio::time::sleep(Duration::from_millis(left.min(50))).await;
+                ctx.progress(i, ticks, &format!("slept {} of {ms} ms", (i * 50).min(ms)))
+                    .await?;
+            }
+            Ok(())
+        })
+        // Twins of the capture's job classes (fixtures/resque-status/capture/status_jobs.rb).
+        .handler("MyStatusJob", |ctx: JobContext| async move {
+            ctx.progress(3, 10, "msg").await?;
+            wait_signal(&ctx, ".go").await
+        })
+        .handler("CustomCompleteJob", |ctx: JobContext| async move {
+            // at(1, 2, "halfway", "custom_key" => "custom value"); completed("result" => "x")
+            let custom = field("custom_key", json!("custom value"));
+            ctx.progress_with(Some(1.0), Some(2.0), Some("halfway"), &custom)
+                .await?;
+            ctx.set_result(&"x")?;
+            Ok(())
+        })
+        .handler("FailingStatusJob", |ctx: JobContext| async move {
+            ctx.progress(1, 4, "about to fail").await?;
+            Err(JobError::msg("boom: <bad> & \"quoted\""))
+        })
+        .handler("KillableJob", |ctx: JobContext| async move {
+            ctx.progress(1, 5, "step 1").await?;
+            wait_signal(&ctx, ".go").await?;
+            ctx.progress(2, 5, "step 2").await?;
+            wait_signal(&ctx, ".go2").await?;
+            ctx.progress(5, 5, "step 5").await?;
+            Ok(())
+        })
+        .handler("NoTickJob", |_ctx: JobContext| async { Ok(()) })
+        .handler("QuickJob", |ctx: JobContext| async move {
+            ctx.progress(1, 1, "only step").await?;
+            Ok(())
+        })
+        .handler("ZeroTotalJob", |ctx: JobContext| async move {
+            ctx.progress(1, 0, "x").await?;
+            Ok(())
+        })
+        .handler("GoneStatusJob", |ctx: JobContext| async move {
+            ctx.progress(1, 2, "y").await?;
+            Ok(())
+        });
+    for class in [
+        "StatusEcho",
+        "StatusSleep",
+        "MyStatusJob",
+        "CustomCompleteJob",
+        "FailingStatusJob",
+        "KillableJob",
+        "NoTickJob",
+        "QuickJob",
+        "ZeroTotalJob",
+        "GoneStatusJob",
+    ] {
+        registry = registry.statused(class);
+    }
+    registry
+}
+
 fn main() -> anyhow::Result<()> {
     resq::runtime::build()?.block_on(run())
 }
@@ -107,7 +230,7 @@ async fn run() -> anyhow::Result<()> {
         .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.redis_url)))?;
     let echo = resq::Keys::new(cfg.namespace.as_str()).compat_echo();
     let running = builder
-        .registry(registry(con, echo))
+        .registry(status_jobs(registry(con, echo)))
         .build()?
         .start()
         .await?;

@@ -198,17 +198,7 @@ impl TrackedRun {
         message: Option<&str>,
         fields: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<(), JobError> {
-        if let Some(t) = total {
-            if t <= 0.0 {
-                // resque-status's NotANumber.
-                return Err(JobError::new(
-                    "Resque::Plugins::Status::NotANumber",
-                    format!("Called at() with total={t} (must be a positive number)"),
-                ));
-            }
-        }
         let format = crate::client::FloatFormat::RubyJsonGem;
-        let mut set: Vec<(String, String)> = Vec::new();
         let number = |x: f64| {
             if x.fract() == 0.0 && x.abs() < 9.0e15 {
                 format!("{}", x as i64)
@@ -216,6 +206,16 @@ impl TrackedRun {
                 crate::client::encode::to_json(&x, format)
             }
         };
+        if let Some(t) = total {
+            if t <= 0.0 {
+                // resque-status's NotANumber, with its message.
+                return Err(JobError::new(
+                    "Resque::Plugins::Status::NotANumber",
+                    format!("Called at() with total={} which is not a number", number(t)),
+                ));
+            }
+        }
+        let mut set: Vec<(String, String)> = Vec::new();
         if let Some(n) = num {
             set.push(("num".into(), number(n)));
         }

@@ -182,17 +182,27 @@ impl JobStatus {
             Some(Value::String(s)) => s.clone(),
             _ => "queued".to_string(),
         };
-        let state = resq
-            .get("state")
-            .and_then(Value::as_str)
-            .and_then(State::parse)
-            .unwrap_or(match status.as_str() {
-                "working" => State::Working,
-                "completed" => State::Completed,
-                "failed" => State::Failed,
-                "killed" => State::Killed,
-                _ => State::Queued,
-            });
+        let from_status = match status.as_str() {
+            "queued" => Some(State::Queued),
+            "working" => Some(State::Working),
+            "completed" => Some(State::Completed),
+            "failed" => Some(State::Failed),
+            "killed" => Some(State::Killed),
+            _ => None,
+        };
+        // resq writes `status` and its state together; a `status` that no longer matches the
+        // state was written since by someone else (a Ruby resque-status worker running the
+        // job merges the record and leaves `resq` as it was), so it is the newer word.
+        let state = match (
+            resq.get("state")
+                .and_then(Value::as_str)
+                .and_then(State::parse),
+            from_status,
+        ) {
+            (Some(s), Some(f)) if s.resque_status() != status => f,
+            (Some(s), _) => s,
+            (None, f) => f.unwrap_or(State::Queued),
+        };
         let num = obj.get("num").and_then(number);
         let total = obj.get("total").and_then(number);
         let pct_complete = match status.as_str() {
@@ -304,6 +314,18 @@ mod tests {
         assert_eq!(s.custom["custom_key"], "v");
         assert_eq!(s.pct_complete, 0.0);
         assert!(JobStatus::parse(&id, "[1]").is_none());
+        // A resq-created job that a Ruby resque-status worker ran: `resq` is stale, `status`
+        // is the truth.
+        let ruby_ran = r#"{"time":1,"status":"completed","uuid":"x","options":{},"resq":{"state":"queued","attempts":0},"name":"J()","message":"Completed at 2026-11-24 04:38:01 +0000"}"#;
+        let s = JobStatus::parse(&id, ruby_ran).unwrap();
+        assert_eq!(s.state, State::Completed);
+        assert_eq!(s.pct_complete, 100.0);
+        // A cancelled job reads `killed`, as it should: the state stands.
+        let cancelled = r#"{"time":1,"status":"killed","resq":{"state":"cancelled"}}"#;
+        assert_eq!(
+            JobStatus::parse(&id, cancelled).unwrap().state,
+            State::Cancelled
+        );
         assert!(State::Cancelled.is_final() && !State::Retrying.is_final());
     }
 }

@@ -5,7 +5,9 @@
 -- state in one field resque-status ignores, `resq` (state, queue, class, worker, attempts,
 -- times, tags, key, history). Records are edited as text: a top-level field is replaced where
 -- it stands or appended at the end, which is exactly what Ruby's `old.merge(new)` gives, so
--- fields keep their order and every value resq does not write keeps its bytes.
+-- fields keep their order and every value resq does not write keeps its bytes; `resq` itself
+-- is moved to the end on every write, so a record reads as resque-status's own bytes followed
+-- by `,"resq":{…}`.
 --
 -- Ids: resque-status's are 32 lowercase hex characters; a resq-tracked job carries its id in
 -- the payload field `resq_id`; a resque-status job (its class declared statused) carries it as
@@ -77,8 +79,8 @@ local function json_end(t, i)
 end
 
 -- The members of the JSON object text t: a list of {key text (as written, unescaped keys
--- only matter here), value start, value end}, and the index of its closing brace; nil when t
--- is not one JSON object.
+-- only matter here), value start, value end, key start}, and the index of its closing brace;
+-- nil when t is not one JSON object.
 local function json_members(t)
   local _, i = tfind(t, '^%s*{%s*')
   if not i then return nil end
@@ -96,7 +98,7 @@ local function json_members(t)
     if not c then return nil end
     local ve = json_end(t, c + 1)
     if not ve then return nil end
-    out[#out + 1] = { tsub(t, i + 1, ke - 1), c + 1, ve }
+    out[#out + 1] = { tsub(t, i + 1, ke - 1), c + 1, ve, i }
     local _, n = tfind(t, '^%s*', ve + 1)
     local d = tsub(t, n + 1, n + 1)
     if d == '}' then
@@ -147,6 +149,29 @@ local function json_merge(t, ms, close, updates)
   end
   parts[#parts + 1] = tsub(t, close)
   return table.concat(parts)
+end
+
+-- Object text t (members ms, closing brace at close) without its member `key` (and the comma
+-- that joined it): the new text, its members and closing index; t, ms, close as they are when
+-- there is no such member.
+local function json_drop(t, ms, close, key)
+  for j, m in ipairs(ms) do
+    if m[1] == key then
+      local from, to
+      if j > 1 then
+        from, to = ms[j - 1][3] + 1, m[3]
+      elseif ms[j + 1] then
+        from, to = m[4], ms[j + 1][4] - 1
+      else
+        from, to = m[4], m[3]
+      end
+      local out = tsub(t, 1, from - 1) .. tsub(t, to + 1)
+      local ms2, close2 = json_members(out)
+      if not ms2 then return t, ms, close end
+      return out, ms2, close2
+    end
+  end
+  return t, ms, close
 end
 
 -- Ruby's Float#to_s of the double x (what Hash#inspect prints for a float).
@@ -345,14 +370,32 @@ local function track_read(P, id)
   return v, ms, close
 end
 
--- The `resq` object of a record (a Lua table; a fresh one when absent or unreadable).
+-- resq's state of each resque-status `status` (as JSON text).
+local STATUS_STATE = { ['"queued"'] = 'queued', ['"working"'] = 'working',
+  ['"completed"'] = 'completed', ['"failed"'] = 'failed', ['"killed"'] = 'killed' }
+
+-- The `resq` object of a record (a Lua table; a fresh one when absent or unreadable), and the
+-- state it held when that was stale. resq writes `status` and `resq.state` together; when the
+-- record's `status` no longer matches the state, another writer moved the job since (a Ruby
+-- resque-status worker ran it: it merges the record and keeps `resq` as it was), so `status`
+-- is the newer word and the state is taken from it.
 local function track_extra(text, ms)
+  local obj
   local r = text and json_get(text, ms, 'resq')
   if r then
-    local ok, obj = pcall(cjson.decode, r)
-    if ok and type(obj) == 'table' then return obj end
+    local ok, o = pcall(cjson.decode, r)
+    if ok and type(o) == 'table' then obj = o end
   end
-  return { history = {} }
+  if not obj then return { history = {} } end
+  local stale
+  if type(obj.state) == 'string' then
+    local st = STATUS_STATE[json_get(text, ms, 'status') or '']
+    if st and TRACK_STATUS[obj.state] ~= st then
+      stale = obj.state
+      obj.state = st
+    end
+  end
+  return obj, stale
 end
 
 -- Applies transition `tr` to job `id` (P = '<ns>:'). `tr`:
@@ -364,21 +407,21 @@ end
 --   extra     fields of the `resq` object to set (a table), attempts_inc to count an attempt
 --   ttl       seconds a final record is kept (0: no expiry)
 --   only_if   a state table: apply only when the record's state is one of these (else 'skip')
---   read      {text, members, close, extra} when the caller read the record already
+--   read      {text, members, close, extra, stale} when the caller read the record already
 --   create    when the record is absent: create it ({uuid = id, options = JSON text or nil})
 --             (resque-status's behaviour: a fresh `time`, no options); otherwise nothing is
 --             written for an absent record ('absent')
 -- Returns the previous state ('' when none), or nil and the reason: 'absent', 'skip', or the
 -- error text of an unusable key (nothing is written then).
 local function track(P, id, tr)
-  local text, ms, close, extra
+  local text, ms, close, extra, stale
   if tr.read then
     -- Read by the caller already (track_read and track_extra of this record).
-    text, ms, close, extra = tr.read[1], tr.read[2], tr.read[3], tr.read[4]
+    text, ms, close, extra, stale = tr.read[1], tr.read[2], tr.read[3], tr.read[4], tr.read[5]
   else
     text, ms, close = track_read(P, id)
     if text == nil then return nil, ms end
-    extra = track_extra(text, ms)
+    extra, stale = track_extra(text, ms)
   end
   if not text and not tr.create then return nil, 'absent' end
   local old = extra.state
@@ -397,6 +440,9 @@ local function track(P, id, tr)
   local newidx = P .. 'resq:jobs:' .. new
   local e = track_type_err(newidx, 'zset')
   if not e and old and old ~= new then e = track_type_err(P .. 'resq:jobs:' .. old, 'zset') end
+  if not e and stale and stale ~= new then
+    e = track_type_err(P .. 'resq:jobs:' .. stale, 'zset')
+  end
   if not e then e = track_type_err(P .. '_statuses', 'zset') end
   if not e and (final or (old and TRACK_FINAL[old])) then
     e = track_type_err(P .. 'resq:jobs:expiry', 'zset') or track_type_err(P .. '_kill', 'set')
@@ -426,8 +472,11 @@ local function track(P, id, tr)
     if tr.create.options then head = head .. ',"options":' .. tr.create.options end
     text = head .. '}'
     ms, close = json_members(text)
-    redis.call('ZADD', P .. '_statuses', tr.now_s, id)
+    -- Listed for resque-status's tab; a job still listed keeps its creation score.
+    redis.call('ZADD', P .. '_statuses', 'NX', tr.now_s, id)
   end
+  -- `resq` goes last, so the record reads as resque-status's bytes followed by resq's field.
+  text, ms, close = json_drop(text, ms, close, 'resq')
   local out = json_merge(text, ms, close, updates)
   if final then
     if tr.ttl and tr.ttl > 0 then
@@ -459,6 +508,9 @@ local function track(P, id, tr)
     redis.call('SET', key, out, 'KEEPTTL')
   end
   if old and old ~= new then redis.call('ZREM', P .. 'resq:jobs:' .. old, id) end
+  if stale and stale ~= new and stale ~= old then
+    redis.call('ZREM', P .. 'resq:jobs:' .. stale, id)
+  end
   redis.call('ZADD', newidx, tr.now_ms, id)
   return old or ''
 end

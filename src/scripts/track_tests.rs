@@ -139,3 +139,118 @@ async fn merges_keep_rubys_order_and_bytes() {
         assert_eq!(got, None, "{garbage:?} is not an object");
     }
 }
+
+#[tokio::test]
+async fn resq_s_field_goes_last() {
+    let mut con = testing::con().await;
+    let script = probe(
+        r#"
+        local ms, close = json_members(ARGV[1])
+        local t = json_drop(ARGV[1], ms, close, 'resq')
+        return t
+    "#,
+    );
+    let cases: &[(&str, &str)] = &[
+        (r#"{"a":1,"resq":{"s":"}"},"b":2}"#, r#"{"a":1,"b":2}"#),
+        (r#"{"resq":{},"b":2}"#, r#"{"b":2}"#),
+        (r#"{"a":1,"resq":[1]}"#, r#"{"a":1}"#),
+        (r#"{"resq":1}"#, r#"{}"#),
+        (r#"{ "a" : 1 , "resq" : 2 }"#, r#"{ "a" : 1 }"#),
+        (r#"{"a":1}"#, r#"{"a":1}"#),
+    ];
+    for (text, want) in cases {
+        let got: String = script.arg(*text).invoke_async(&mut con).await.unwrap();
+        assert_eq!(&got, want, "{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_status_moved_by_ruby_wins_over_a_stale_state() {
+    let mut con = testing::con().await;
+    let ns = format!("tracktest{}", std::process::id());
+    let id = "0123456789abcdef0123456789abcdef";
+    let key = format!("{ns}:status:{id}");
+    // A resq-created record that a Ruby resque-status worker completed (it merged the record
+    // and left `resq` as it was).
+    let ruby = format!(
+        r#"{{"time":1,"status":"completed","uuid":"{id}","options":{{}},"resq":{{"state":"queued","history":[]}},"name":"J()","message":"Completed at x"}}"#
+    );
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg(&ruby)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{ns}:resq:jobs:queued"))
+        .arg(1)
+        .arg(id)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let script = probe(
+        r#"
+        local text, ms = track_read(ARGV[1], ARGV[2])
+        local extra, stale = track_extra(text, ms)
+        local ok, why = track(ARGV[1], ARGV[2], { state = 'working', now_ms = 5000, now_s = 5,
+          set = {}, no_event = true, only_if = { working = true } })
+        return { extra.state, stale or '', why or '' }
+    "#,
+    );
+    let got: Vec<String> = script
+        .arg(format!("{ns}:"))
+        .arg(id)
+        .invoke_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(
+        got,
+        ["completed", "queued", "skip"],
+        "a finished job is not moved"
+    );
+    // A transition that applies to a finished job (a retry from resque-web) moves `resq` last
+    // and forgets the stale index entry.
+    let script = probe(
+        r#"
+        return track(ARGV[1], ARGV[2], { state = 'working', now_ms = 5000, now_s = 5,
+          set = {}, no_event = true })
+    "#,
+    );
+    let prev: String = script
+        .arg(format!("{ns}:"))
+        .arg(id)
+        .invoke_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(prev, "completed");
+    let text: String = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(
+        text.starts_with(&format!(
+            r#"{{"time":1,"status":"working","uuid":"{id}","options":{{}},"name":"J()","message":"Completed at x","resq":{{"#
+        )),
+        "{text}"
+    );
+    let queued: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("{ns}:resq:jobs:queued"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(queued.is_empty(), "{queued:?}");
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{ns}:*"))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    keys.sort();
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+}

@@ -47,6 +47,12 @@ function loadConfig(env = process.env) {
       env.COMPAT_WORKER_BIN || path.join(repoRoot, "target/release/examples/compat_worker"),
       "COMPAT_WORKER_BIN",
     ),
+    // compat_client (CONTRACT.md): resq's tracked enqueue; next to compat_worker by default.
+    clientBin: executable(
+      env.COMPAT_CLIENT_BIN ||
+        path.join(path.dirname(env.COMPAT_WORKER_BIN || path.join(repoRoot, "target/release/examples/compat_worker")), "compat_client"),
+      "COMPAT_CLIENT_BIN",
+    ),
     peer: `node-resque-${nodeResqueVersion}`,
     keepKeys: env.KEEP_KEYS === "1",
   };

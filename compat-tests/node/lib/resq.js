@@ -147,4 +147,19 @@ function resqEnqueue(config, namespace, { queue, inSecs, jesque, vars }, cls, ar
   });
 }
 
-module.exports = { startCompatWorker, startResqScheduler, resqEnqueue };
+/**
+ * `compat_client enqueue-tracked QUEUE CLASS ARG_JSON…` (resq's `Client::enqueue_class_tracked`:
+ * the payload carries the job's id in the extra field `resq_id`). Resolves with the id.
+ */
+function resqEnqueueTracked(config, namespace, queue, cls, args = []) {
+  const argv = ["enqueue-tracked", queue, cls, ...args.map((a) => JSON.stringify(a))];
+  const env = { ...process.env, REDIS_URL: config.redisUrl, RESQUE_NAMESPACE: namespace };
+  return new Promise((resolve, reject) => {
+    execFile(config.clientBin, argv, { timeout: 15000, env }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`compat_client ${argv.join(" ")} failed: ${String(stderr).trim() || error.message}`));
+      else resolve(String(stdout).trim());
+    });
+  });
+}
+
+module.exports = { startCompatWorker, startResqScheduler, resqEnqueue, resqEnqueueTracked };

@@ -21,19 +21,22 @@ public final class Env {
     /** Path of the resq CLI and of the compat_worker example. */
     public final String resqBin;
     public final String workerBin;
+    /** Path of the compat_client example (tracked enqueue; COMPAT_CLIENT_BIN, else next to the worker). */
+    public final String clientBin;
     /** "jesque-2.2.0": the first field of every RESULT line. */
     public final String label;
     /** Where subprocess and Jesque logs go. */
     public final Path logDir;
 
     private Env(String redisUrl, String host, int port, String nsBase, String resqBin,
-                String workerBin, String label, Path logDir) {
+                String workerBin, String clientBin, String label, Path logDir) {
         this.redisUrl = redisUrl;
         this.host = host;
         this.port = port;
         this.nsBase = nsBase;
         this.resqBin = resqBin;
         this.workerBin = workerBin;
+        this.clientBin = clientBin;
         this.label = label;
         this.logDir = logDir;
     }
@@ -52,15 +55,20 @@ public final class Env {
         }
         String resq = required("RESQ_BIN");
         String worker = required("COMPAT_WORKER_BIN");
-        for (String bin : new String[] {resq, worker}) {
+        String client = System.getenv().getOrDefault("COMPAT_CLIENT_BIN", "");
+        if (client.isEmpty()) {
+            client = Path.of(worker).resolveSibling("compat_client").toString();
+        }
+        for (String bin : new String[] {resq, worker, client}) {
             if (!Files.isExecutable(Path.of(bin))) {
-                throw new IllegalStateException(bin + " is not an executable file (RESQ_BIN / COMPAT_WORKER_BIN)");
+                throw new IllegalStateException(bin
+                        + " is not an executable file (RESQ_BIN / COMPAT_WORKER_BIN / COMPAT_CLIENT_BIN)");
             }
         }
         String label = System.getProperty("jesque.label", "jesque-unknown");
         Path logs = Path.of(System.getProperty("compat.logdir", "logs"));
         Files.createDirectories(logs);
-        return new Env(url, uri.getHost(), port, ns, resq, worker, label, logs);
+        return new Env(url, uri.getHost(), port, ns, resq, worker, client, label, logs);
     }
 
     /** The fresh namespace for one scenario: base, Jesque version and scenario letter. */

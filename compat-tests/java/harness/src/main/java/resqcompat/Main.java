@@ -5,6 +5,7 @@ import redis.clients.jedis.Jedis;
 import resqcompat.scenarios.AdminReadsResq;
 import resqcompat.scenarios.ClientToResq;
 import resqcompat.scenarios.MixedFleet;
+import resqcompat.scenarios.ResqIdToJesque;
 import resqcompat.scenarios.ResqToJesque;
 
 import java.util.ArrayList;
@@ -46,6 +47,7 @@ public final class Main {
         add(names, scenarios, "b", ResqToJesque.NAMES, ResqToJesque::run);
         add(names, scenarios, "c", AdminReadsResq.NAMES, AdminReadsResq::run);
         add(names, scenarios, "d", MixedFleet.NAMES, MixedFleet::run);
+        add(names, scenarios, "e", ResqIdToJesque.NAMES, ResqIdToJesque::run);
         String only = System.getProperty("scenarios", "");
         for (String key : scenarios.keySet()) {
             if (!only.isEmpty() && !List.of(only.split(",")).contains(key)) {

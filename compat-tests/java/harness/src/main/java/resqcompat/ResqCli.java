@@ -8,7 +8,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-/** Runs {@code resq enqueue ...} (CONTRACT.md, "resq CLI used by harnesses"). */
+/** Runs {@code resq enqueue ...} and {@code compat_client enqueue-tracked ...} (CONTRACT.md). */
 public final class ResqCli {
     private final Env env;
     private final String ns;
@@ -43,6 +43,35 @@ public final class ResqCli {
             throw new IllegalStateException("resq enqueue exited " + p.exitValue() + ": " + out.trim()
                     + " (command: " + String.join(" ", cmd) + ")");
         }
+    }
+
+    /**
+     * {@code compat_client enqueue-tracked QUEUE CLASS ARG_JSON...} (CONTRACT.md): resq's
+     * {@code Client::enqueue_class_tracked}, whose payload carries the job's id in the extra field
+     * {@code resq_id}. Returns the id.
+     *
+     * @throws IllegalStateException with the client's output when it exits non-zero
+     */
+    public String enqueueTracked(String queue, String cls, String... argJson) throws Exception {
+        List<String> cmd = new ArrayList<>(List.of(env.clientBin, "enqueue-tracked", queue, cls));
+        cmd.addAll(Arrays.asList(argJson));
+        ProcessBuilder pb = new ProcessBuilder(cmd);
+        pb.environment().put("REDIS_URL", env.redisUrl);
+        pb.environment().put("RESQUE_NAMESPACE", ns);
+        Process p = pb.start();
+        Processes.track(p);
+        p.getOutputStream().close();
+        String out = readAll(p.getInputStream());
+        String err = readAll(p.getErrorStream());
+        if (!p.waitFor(20, TimeUnit.SECONDS)) {
+            p.destroyForcibly();
+            throw new IllegalStateException("compat_client timed out: " + cmd);
+        }
+        if (p.exitValue() != 0) {
+            throw new IllegalStateException("compat_client exited " + p.exitValue() + ": " + err.trim()
+                    + " (command: " + String.join(" ", cmd) + ")");
+        }
+        return out.trim();
     }
 
     private static String readAll(InputStream in) throws Exception {
