@@ -359,13 +359,14 @@ local function take(raw, q)
     local tread = nil
     if tid then
       local text, ms, close = track_read(P, tid)
-      local extra = text and track_extra(text, ms) or nil
+      local extra, stale = nil, nil
+      if text then extra, stale = track_extra(text, ms) end
       if extra and extra.state == 'cancelled' then
         -- Cancelled while it waited: dropped here, so it never runs.
         budget = budget - 1
         return nil
       end
-      if text ~= nil then tread = { text, ms, close, extra or { history = {} } } end
+      if text ~= nil then tread = { text, ms, close, extra or { history = {} }, stale } end
     end
     if LIM and obj then
       local qname = cjson.decode(ARGV[14 + q])
@@ -399,7 +400,9 @@ local function take(raw, q)
         extra = { worker = worker, started_at = now_ms, queue = cjson.decode(ARGV[14 + q]),
           class = obj['class'] },
         attempts_inc = true,
-        create = { options = is_status and track_arg_text(raw, 2) or nil },
+        -- A missing record is recreated as resque-status recreates it: a fresh `time`, no
+        -- `options` (its merge starts from nothing).
+        create = {},
         read = tread,
       })
       if not ok then tracking_problems[#tracking_problems + 1] = tid .. ' ' .. twhy end
