@@ -98,6 +98,7 @@ impl Admin {
                 .arg("")
                 .arg(0)
                 .arg(500)
+                .arg(0)
                 .invoke_async(&mut con)
                 .await?;
             total += n;
@@ -106,18 +107,22 @@ impl Admin {
             }
         }
         for s in states {
+            // Records left behind (a key of another type) are passed over, not looped on.
+            let mut skip = 0u64;
             loop {
-                let n: u64 = crate::scripts::TRACK_PURGE
+                let (n, looked): (u64, u64) = crate::scripts::TRACK_PURGE
                     .arg(self.keys().prefix())
                     .arg(now)
                     .arg("state")
                     .arg(s.as_str())
                     .arg(cutoff)
                     .arg(500)
+                    .arg(skip)
                     .invoke_async(&mut con)
                     .await?;
                 total += n;
-                if n == 0 {
+                skip += looked - n;
+                if looked < 500 {
                     break;
                 }
             }

@@ -27,9 +27,12 @@ pub struct JobPage {
     /// How many jobs the listed index holds (the tag's, the state's, or `_statuses`); with a
     /// queue or class filter the matching ones are fewer.
     pub total: u64,
-    /// Whether the scan stopped at its budget before the end of the index (ask for the next
-    /// page to go on).
+    /// Whether the scan stopped at its budget before the end of the index; continue from
+    /// `next` with [`Admin::jobs_from`].
     pub truncated: bool,
+    /// The index position after the last entry this page looked at (`None` at the end of the
+    /// index): where [`Admin::jobs_from`] goes on.
+    pub next: Option<usize>,
 }
 
 /// Index entries looked at per page at most (a filter that matches rarely stops here).
@@ -64,8 +67,30 @@ impl Admin {
         Ok(text.and_then(|t| JobStatus::parse(id, &t)))
     }
 
-    /// Jobs matching `filter`, newest first, skipping the first `offset` matches.
+    /// Jobs matching `filter`, newest first, skipping the first `offset` matches (looking at
+    /// up to 20,000 index entries; see [`Admin::jobs_from`] to page through more).
     pub async fn jobs(&self, filter: &JobFilter, offset: usize, limit: usize) -> Result<JobPage> {
+        self.scan_jobs(filter, 0, offset, limit).await
+    }
+
+    /// Jobs matching `filter`, newest first, from index position `position` (0, or a page's
+    /// `next`): pages through any number of entries, 20,000 at most per call.
+    pub async fn jobs_from(
+        &self,
+        filter: &JobFilter,
+        position: usize,
+        limit: usize,
+    ) -> Result<JobPage> {
+        self.scan_jobs(filter, position, 0, limit).await
+    }
+
+    async fn scan_jobs(
+        &self,
+        filter: &JobFilter,
+        start: usize,
+        offset: usize,
+        limit: usize,
+    ) -> Result<JobPage> {
         let keys = self.keys();
         let index = match (&filter.tag, filter.state) {
             (Some(t), _) => keys.job_tag(t),
@@ -78,10 +103,11 @@ impl Admin {
             .query_async(&mut con)
             .await?;
         let mut jobs = Vec::new();
-        let (mut skipped, mut at) = (0usize, 0usize);
+        let (mut skipped, mut at) = (0usize, start);
         let mut truncated = false;
+        let mut end = false;
         while jobs.len() < limit {
-            if at >= SCAN_BUDGET {
+            if at - start >= SCAN_BUDGET {
                 truncated = true;
                 break;
             }
@@ -92,9 +118,10 @@ impl Admin {
                 .query_async(&mut con)
                 .await?;
             if ids.is_empty() {
+                end = true;
                 break;
             }
-            at += ids.len();
+            let read = ids.len();
             let ids: Vec<JobId> = ids.iter().filter_map(|i| JobId::parse(i)).collect();
             if ids.is_empty() {
                 continue;
@@ -107,7 +134,13 @@ impl Admin {
                 )
                 .query_async(&mut con)
                 .await?;
+            // Entries are consumed one by one, so `next` points right after the last one kept.
+            let mut used = 0;
             for (id, text) in ids.iter().zip(texts) {
+                if jobs.len() >= limit {
+                    break;
+                }
+                used += 1;
                 let Some(s) = text.and_then(|t| JobStatus::parse(id, &t)) else {
                     continue;
                 };
@@ -118,15 +151,15 @@ impl Admin {
                     skipped += 1;
                     continue;
                 }
-                if jobs.len() < limit {
-                    jobs.push(s);
-                }
+                jobs.push(s);
             }
+            at += if jobs.len() >= limit { used } else { read };
         }
         Ok(JobPage {
             jobs,
             total,
             truncated,
+            next: (!end && (at as u64) < total).then_some(at),
         })
     }
 

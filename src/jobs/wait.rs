@@ -13,7 +13,10 @@ impl Client {
     /// Waits up to `timeout` for job `id` to finish. Returns its record: final, or as it
     /// stood at the timeout; `None` when there is no such record (never tracked, or expired).
     pub async fn wait(&self, id: &JobId, timeout: Duration) -> Result<Option<JobStatus>> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to represent waits "forever" (a year).
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
         let key = self.keys().resque_status(id.as_str());
         // Subscribe before reading, so a change between the two is not missed.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();

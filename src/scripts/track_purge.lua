@@ -5,8 +5,10 @@
 -- KEYS: none (built from the prefix; see track.lua).
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] now in epoch ms   ARGV[3] 'expired' | 'state'
 -- ARGV[4] the final state ('state')   ARGV[5] the cutoff, epoch ms ('state')   ARGV[6] batch size
--- Returns how many jobs were forgotten (0 when none are left); an error reply, before any
--- write, when a key is unusable.
+-- ARGV[7] entries of the index to pass over first ('state': those a previous batch left, their
+-- record key unusable)
+-- Returns how many jobs were forgotten ('expired'), or {forgotten, index entries looked at}
+-- ('state'); an error reply, before any write, when a key is unusable.
 
 local P, now_ms, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[6])
 if ARGV[3] == 'expired' then
@@ -20,7 +22,7 @@ local idx = P .. 'resq:jobs:' .. state
 local e = wrong_type(idx, 'zset') or wrong_type(P .. '_statuses', 'zset')
   or wrong_type(P .. 'resq:jobs:expiry', 'zset') or wrong_type(P .. '_kill', 'set')
 if e then return redis.error_reply(e) end
-local ids = redis.call('ZRANGEBYSCORE', idx, '-inf', ARGV[5], 'LIMIT', 0, n)
+local ids = redis.call('ZRANGEBYSCORE', idx, '-inf', ARGV[5], 'LIMIT', tonumber(ARGV[7]) or 0, n)
 local plan = {}
 for _, id in ipairs(ids) do
   local text, ms = track_read(P, id)
@@ -56,4 +58,4 @@ for _, p in ipairs(plan) do
     redis.call('DEL', P .. 'resq:jobkey:' .. key)
   end
 end
-return #plan
+return { #plan, #ids }
