@@ -5,7 +5,8 @@
 //! latency of `Client::wait` from a job's end to the waiter; and Redis commands per second while
 //! 1,000 jobs are held behind a full limit, next to an idle process's.
 //!
-//! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3).
+//! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3; `ONLY`, a comma
+//! list of `drain`, `memory`, `wait`, `held`).
 
 use redis::AsyncCommands;
 use resq::jobs::Track;
@@ -307,6 +308,9 @@ fn main() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        let only = std::env::var("ONLY").unwrap_or_default();
+        let on = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
+        if on("drain") {
         let setups = [Setup::Baseline, Setup::Tracked, Setup::QueueLimit32, Setup::KeyLimit100];
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
         for r in 0..rounds {
@@ -325,12 +329,19 @@ fn main() {
         for (s, m) in setups.iter().zip(&medians) {
             println!("| {} | {:.0} | {:.2} |", s.name(), m, m / medians[0]);
         }
-        let (base, per, after) = memory(&url, 10_000).await;
-        println!("\nTracked records: {per:.0} bytes of Redis memory per finished job (10,000 jobs); {after:.0} bytes per job after their TTL and a purge (used_memory before: {base:.0})");
-        let (p50, p99) = wait_latency(&url, 200).await;
-        println!("\nClient::wait, from the handler's end to the waiter (200 jobs): p50 {p50:.2} ms, p99 {p99:.2} ms");
-        let (idle, held) = held_commands(&url).await;
-        println!("\nRedis commands/s over 10 s: an idle process of 16 slots {idle:.2}; the same with 1,000 jobs held behind a full limit {held:.2}");
+        }
+        if on("memory") {
+            let (base, per, after) = memory(&url, 10_000).await;
+            println!("\nTracked records: {per:.0} bytes of Redis memory per finished job (10,000 jobs); {after:.0} bytes per job after their TTL and a purge (used_memory before: {base:.0})");
+        }
+        if on("wait") {
+            let (p50, p99) = wait_latency(&url, 200).await;
+            println!("\nClient::wait, from the handler's end to the waiter (200 jobs): p50 {p50:.2} ms, p99 {p99:.2} ms");
+        }
+        if on("held") {
+            let (idle, held) = held_commands(&url).await;
+            println!("\nRedis commands/s over 10 s: an idle process of 16 slots {idle:.2}; the same with 1,000 jobs held behind a full limit {held:.2}");
+        }
     });
     let _ = server.kill();
     let _ = server.wait();

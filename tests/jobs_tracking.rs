@@ -93,7 +93,7 @@ async fn a_tracked_job_is_followed_from_enqueue_to_its_result() {
             .starts_with("Completed at "),
         "{done:?}"
     );
-    assert_eq!(done.name.as_deref(), Some("Report(7)"));
+    assert_eq!(done.name.as_deref(), Some("Report"));
     assert_eq!(done.attempts, 1);
     assert!(done.worker.is_some());
     let events: Vec<&str> = done.history.iter().map(|e| e.event.as_str()).collect();

@@ -68,12 +68,13 @@ impl Admin {
                 let base = keys.limit_base(&l.name, p.as_deref());
                 let in_use = match &l.kind {
                     Kind::Concurrency { .. } => {
-                        let v: Vec<u64> = redis::cmd("HVALS")
+                        let v: Option<u64> = redis::cmd("HGET")
                             .arg(format!("{base}:holders"))
+                            .arg("__units")
                             .query_async(&mut con)
                             .await
-                            .unwrap_or_default();
-                        v.iter().sum()
+                            .unwrap_or(None);
+                        v.unwrap_or(0)
                     }
                     Kind::Rate {
                         interval_ms,

@@ -16,7 +16,8 @@
 --
 -- Keys (see src/keys.rs; built here from the prefix P = '<ns>:'; a partitioned limit's base
 -- is P..'resq:limit:'..name..':'..partition, an unpartitioned one's P..'resq:limit:'..name):
---   base..':holders'   hash worker id -> units it holds
+--   base..':holders'   hash worker id -> units it holds, and '__units' -> their sum (kept in
+--                      the same steps, so the use of a limit is one HGET)
 --   base..':held'      zset of held jobs; member '<seq>\t<queue>\t<units>\t<name>\t<payload>'
 --                      (payload '@<key>' for a large payload kept in a list of its own)
 --   base..':rate'      sliding window: zset of starts (ms); base..':rate:'..<n> fixed window n
@@ -81,11 +82,9 @@ local function limits_for(L, P, obj, queue)
   return out
 end
 
--- Units held in a holders hash (the sum of its values).
+-- Units held in a holders hash (its '__units' field: the sum of the slots' units).
 local function limit_used(holders)
-  local sum = 0
-  for _, v in ipairs(redis.call('HVALS', holders)) do sum = sum + (tonumber(v) or 0) end
-  return sum
+  return tonumber(redis.call('HGET', holders, '__units')) or 0
 end
 
 -- The units a job of `class` takes under def d (hipq's throttle factor; 1 by default).
@@ -164,7 +163,9 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
     if part then redis.call('SADD', P .. 'resq:limit:' .. d.name .. ':parts', part) end
     if d.kind == 'concurrency' then
       local h = base .. ':holders'
-      redis.call('HINCRBY', h, worker, limit_weight(d, class))
+      local w = limit_weight(d, class)
+      redis.call('HINCRBY', h, worker, w)
+      redis.call('HINCRBY', h, '__units', w)
       redis.call('SADD', shares, h)
     elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
@@ -249,7 +250,12 @@ local function limits_free(P, L, worker)
   end
   local released = {}
   for _, h in ipairs(held) do
+    local mine = tonumber(redis.call('HGET', h, worker)) or 0
     redis.call('HDEL', h, worker)
+    if mine > 0 then
+      local left = redis.call('HINCRBY', h, '__units', -mine)
+      if left <= 0 then redis.call('HDEL', h, '__units') end
+    end
     local hd = string.gsub(h, ':holders$', ':held')
     local used = limit_used(h) + (limit_pending[h] or 0)
     while true do
@@ -318,6 +324,14 @@ local function limits_release_due(P, L, now_ms, budget)
   return n
 end
 
+-- Tells every resq process to look at its queues again (a write under a tracked prefix): a
+-- share came back outside a reserve, or a window opened.
+local function limits_wake(P, now_ms)
+  if not track_type_err(P .. 'resq:wake', 'string') then
+    redis.call('SET', P .. 'resq:wake', now_ms)
+  end
+end
+
 -- limits_free for a slot whose job ended outside a reserve (complete.lua, requeue.lua,
 -- prune.lua): the released jobs go back to the head of their queue; with `wake`, every process
 -- is told to look at its queues again (a queue closed by its own limit may now open). Returns
@@ -382,10 +396,3 @@ local function limits_gate(P, L, qname, now_ms)
   return false
 end
 
--- Tells every resq process to look at its queues again (a write under a tracked prefix): a
--- share came back outside a reserve, or a window opened.
-local function limits_wake(P, now_ms)
-  if not track_type_err(P .. 'resq:wake', 'string') then
-    redis.call('SET', P .. 'resq:wake', now_ms)
-  end
-end

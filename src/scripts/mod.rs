@@ -27,9 +27,15 @@ const TRACK: &str = include_str!("track.lua");
 /// Limits decided inside the reserve (docs/limits.md).
 const LIMITS: &str = include_str!("limits.lua");
 
+/// A script's source as Redis runs it: the guard, the tracking and the limits functions
+/// prepended to its body.
+fn composed(body: &str) -> String {
+    format!("{GUARD}\n{TRACK}\n{LIMITS}\n{body}")
+}
+
 /// A script with the guard, the tracking and the limits functions prepended.
 fn guarded(body: &str) -> Script {
-    Script::new(&format!("{GUARD}\n{TRACK}\n{LIMITS}\n{body}"))
+    Script::new(&composed(body))
 }
 
 macro_rules! scripts {
@@ -110,6 +116,8 @@ pub(crate) async fn preload<C: redis::aio::ConnectionLike + Send>(con: &mut C) {
     }
 }
 
+#[cfg(test)]
+mod globals_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

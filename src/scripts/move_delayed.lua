@@ -50,8 +50,8 @@ if n > 0 then
   for i = 1, n do
     local tid = ARGV[6 + 4 * i]
     if tid ~= '' then
-      local text, ms = track_read(P, tid)
-      if text and track_extra(text, ms).state == 'cancelled' then dropped[i] = true end
+      local text, ms, _, r = track_read(P, tid)
+      if text and track_extra(text, ms, r).state == 'cancelled' then dropped[i] = true end
     end
   end
   for i = 1, n do

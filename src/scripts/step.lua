@@ -358,9 +358,9 @@ local function take(raw, q)
     end
     local tread = nil
     if tid then
-      local text, ms, close = track_read(P, tid)
+      local text, ms, close, r = track_read(P, tid)
       local extra, stale = nil, nil
-      if text then extra, stale = track_extra(text, ms) end
+      if text then extra, stale = track_extra(text, ms, r) end
       if extra and extra.state == 'cancelled' then
         -- Cancelled while it waited: dropped here, so it never runs.
         budget = budget - 1

@@ -78,36 +78,48 @@ local function json_end(t, i)
   end
 end
 
+-- The index of the first byte at or after i of t that is not JSON whitespace.
+local tbyte = string.byte
+local function json_ws(t, i)
+  local b = tbyte(t, i)
+  while b == 32 or b == 10 or b == 13 or b == 9 do
+    i = i + 1
+    b = tbyte(t, i)
+  end
+  return i
+end
+
 -- The members of the JSON object text t: a list of {key text (as written, unescaped keys
 -- only matter here), value start, value end, key start}, and the index of its closing brace;
--- nil when t is not one JSON object.
+-- nil when t is not one JSON object. (Bytes are compared directly: records are compact, and
+-- this runs for every tracked transition.)
 local function json_members(t)
-  local _, i = tfind(t, '^%s*{%s*')
-  if not i then return nil end
-  i = i + 1
+  local i = json_ws(t, 1)
+  if tbyte(t, i) ~= 123 then return nil end
+  i = json_ws(t, i + 1)
   local out = {}
-  if tsub(t, i, i) == '}' then
-    if tfind(t, '^%s*$', i + 1) then return out, i end
+  if tbyte(t, i) == 125 then
+    if json_ws(t, i + 1) > #t then return out, i end
     return nil
   end
   while true do
-    if tsub(t, i, i) ~= '"' then return nil end
+    if tbyte(t, i) ~= 34 then return nil end
     local ke = json_end(t, i)
     if not ke then return nil end
-    local _, c = tfind(t, '^%s*:%s*', ke + 1)
-    if not c then return nil end
-    local ve = json_end(t, c + 1)
+    local c = json_ws(t, ke + 1)
+    if tbyte(t, c) ~= 58 then return nil end
+    local vs = json_ws(t, c + 1)
+    local ve = json_end(t, vs)
     if not ve then return nil end
-    out[#out + 1] = { tsub(t, i + 1, ke - 1), c + 1, ve, i }
-    local _, n = tfind(t, '^%s*', ve + 1)
-    local d = tsub(t, n + 1, n + 1)
-    if d == '}' then
-      if tfind(t, '^%s*$', n + 2) then return out, n + 1 end
+    out[#out + 1] = { tsub(t, i + 1, ke - 1), vs, ve, i }
+    local n = json_ws(t, ve + 1)
+    local d = tbyte(t, n)
+    if d == 125 then
+      if json_ws(t, n + 1) > #t then return out, n end
       return nil
     end
-    if d ~= ',' then return nil end
-    local _, w = tfind(t, '^%s*', n + 2)
-    i = w + 1
+    if d ~= 44 then return nil end
+    i = json_ws(t, n + 1)
   end
 end
 
@@ -362,26 +374,107 @@ local function track_read(P, id)
     return nil, wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string')
   end
   if not v then return false end
+  -- The usual record ends with resq's member: `…,"resq":{…}}`. Its last `,"resq":{` is that
+  -- member when what follows, up to the closing brace, is exactly one JSON value (cjson's
+  -- decode says so; a `"` inside resq's own strings is escaped, so its text cannot hold the
+  -- pattern): then only resque-status's part is scanned, not resq's history.
+  local at, from = nil, 1
+  while true do
+    local f = tfind(v, ',"resq":{', from, true)
+    if not f then break end
+    at, from = f, f + 1
+  end
+  if at and tsub(v, -1) == '}' then
+    local r = tsub(v, at + 8, -2)
+    local ok, o = pcall(cjson.decode, r)
+    if ok and type(o) == 'table' then
+      -- Its members are read only if a write needs them (see json_merge_fast).
+      local head = tsub(v, 1, at - 1) .. '}'
+      local okh, h = pcall(cjson.decode, head)
+      if okh and type(h) == 'table' then return head, nil, nil, r end
+    end
+  end
   local ms, close = json_members(v)
   if not ms then
     return nil, 'BADSTATUS ' .. key .. ' holds ' .. string.format('%q', tsub(v, 1, 60))
       .. ', not a JSON object'
   end
-  return v, ms, close
+  local r = json_get(v, ms, 'resq')
+  if r then v, ms, close = json_drop(v, ms, close, 'resq') end
+  return v, ms, close, r
+end
+
+-- The `status` (as JSON text) of a record's text without resq's member (members ms, or nil:
+-- not read yet).
+local function rec_status(text, ms)
+  if not ms then
+    local st = string.match(text, '^{"time":[%d%.]+,"status":("%a*")')
+    if st then return st end
+    ms = json_members(text)
+    if not ms then return nil end
+  end
+  return json_get(text, ms, 'status')
+end
+
+-- A record's text (without resq's member) with `updates` applied as json_merge applies them,
+-- without reading its members, when it has one of the two shapes a tracked job's record has
+-- before and after it starts — `{"time":T,"status":S,"uuid":U,"options":O}` and the same with
+-- `,"name":N` — which cjson confirms; nil otherwise (the caller merges the general way).
+local function json_merge_fast(text, updates)
+  local pre, st, mid, body =
+    string.match(text, '^({"time":[%d%.]+,"status":)("%a*")(,"uuid":"%x+","options":)(.*)}$')
+  if not pre then return nil end
+  local options, name
+  -- The last `,"name":"` is the member's (a name's own quotes are escaped), if there is one.
+  local at, from = nil, 1
+  while true do
+    local f = tfind(body, ',"name":"', from, true)
+    if not f then break end
+    at, from = f, f + 1
+  end
+  if at and tsub(body, -1) == '"' then
+    local n = tsub(body, at + 8)
+    local okn, nv = pcall(cjson.decode, n)
+    local oko = pcall(cjson.decode, tsub(body, 1, at - 1))
+    if okn and type(nv) == 'string' and oko then
+      options, name = tsub(body, 1, at - 1), n
+    end
+  end
+  if not options then
+    if not pcall(cjson.decode, body) then return nil end
+    options = body
+  end
+  local status, appended = nil, {}
+  for _, u in ipairs(updates) do
+    local k = u[1]
+    if k == 'status' then
+      status = u[2]
+    elseif k == 'name' and name then
+      name = u[2]
+    elseif k == 'time' or k == 'uuid' or k == 'options' then
+      return nil
+    else
+      appended[#appended + 1] = ',"' .. k .. '":' .. u[2]
+    end
+  end
+  local out = pre .. (status or st) .. mid .. options
+  if name then out = out .. ',"name":' .. name end
+  return out .. table.concat(appended) .. '}'
 end
 
 -- resq's state of each resque-status `status` (as JSON text).
 local STATUS_STATE = { ['"queued"'] = 'queued', ['"working"'] = 'working',
   ['"completed"'] = 'completed', ['"failed"'] = 'failed', ['"killed"'] = 'killed' }
 
--- The `resq` object of a record (a Lua table; a fresh one when absent or unreadable), and the
+-- The `resq` object of a record read by track_read (its text without resq's member, its
+-- members, and resq's member's text `r`): a Lua table (a fresh one when absent or unreadable),
+-- and the
 -- state it held when that was stale. resq writes `status` and `resq.state` together; when the
 -- record's `status` no longer matches the state, another writer moved the job since (a Ruby
 -- resque-status worker ran it: it merges the record and keeps `resq` as it was), so `status`
 -- is the newer word and the state is taken from it.
-local function track_extra(text, ms)
+local function track_extra(text, ms, r)
   local obj
-  local r = text and json_get(text, ms, 'resq')
   if r then
     local ok, o = pcall(cjson.decode, r)
     if ok and type(o) == 'table' then obj = o end
@@ -389,7 +482,7 @@ local function track_extra(text, ms)
   if not obj then return { history = {} } end
   local stale
   if type(obj.state) == 'string' then
-    local st = STATUS_STATE[json_get(text, ms, 'status') or '']
+    local st = STATUS_STATE[rec_status(text, ms) or '']
     if st and TRACK_STATUS[obj.state] ~= st then
       stale = obj.state
       obj.state = st
@@ -419,15 +512,16 @@ local function track(P, id, tr)
     -- Read by the caller already (track_read and track_extra of this record).
     text, ms, close, extra, stale = tr.read[1], tr.read[2], tr.read[3], tr.read[4], tr.read[5]
   else
-    text, ms, close = track_read(P, id)
+    local r
+    text, ms, close, r = track_read(P, id)
     if text == nil then return nil, ms end
-    extra, stale = track_extra(text, ms)
+    extra, stale = track_extra(text, ms, r)
   end
   if not text and not tr.create then return nil, 'absent' end
   local old = extra.state
   if not old and text then
     -- A record resq has not touched: resque-status's own status says where it is.
-    local st = json_get(text, ms, 'status')
+    local st = rec_status(text, ms)
     if st == '"working"' then old = 'working'
     elseif st == '"completed"' then old = 'completed'
     elseif st == '"failed"' then old = 'failed'
@@ -475,9 +569,18 @@ local function track(P, id, tr)
     -- Listed for resque-status's tab; a job still listed keeps its creation score.
     redis.call('ZADD', P .. '_statuses', 'NX', tr.now_s, id)
   end
-  -- `resq` goes last, so the record reads as resque-status's bytes followed by resq's field.
-  text, ms, close = json_drop(text, ms, close, 'resq')
-  local out = json_merge(text, ms, close, updates)
+  -- `resq` goes last (track_read left it out), so the record reads as resque-status's bytes
+  -- followed by resq's field.
+  local resq_u = table.remove(updates)
+  local out = json_merge_fast(text, updates)
+  if out then
+    out = tsub(out, 1, -2) .. ',"resq":' .. resq_u[2] .. '}'
+  else
+    if not ms then ms, close = json_members(text) end
+    if not ms then return nil, 'BADSTATUS the record cannot be read' end
+    updates[#updates + 1] = resq_u
+    out = json_merge(text, ms, close, updates)
+  end
   if final then
     if tr.ttl and tr.ttl > 0 then
       redis.call('SET', key, out, 'EX', tr.ttl)
@@ -581,16 +684,12 @@ local function track_arg_text(raw, k)
   end
 end
 
--- resque-status's `name` for a payload: the options (args[1]) of a statused job, the args of
--- another tracked job.
+-- resque-status's `name` for a payload: the options (`args[1]`) of a statused job, as the
+-- plugin builds it; the class alone for another tracked job (its args can be long, or
+-- private: they are in the payload, not repeated in the record).
 local function track_name(raw, class, statused_job)
   if statused_job then return rb_name(class, track_arg_text(raw, 2)) end
-  local ms = json_members(raw)
-  local args = ms and json_get(raw, ms, 'args')
-  if not args or tfind(args, '^%[%s*%]$') then return class .. '()' end
-  local s = rb_inspect(args, 1)
-  if not s then return class .. '(…)' end
-  return class .. '(' .. tsub(s, 2, -2) .. ')'
+  return class
 end
 
 -- Applies a transition the worker computed (JSON: id, state, set [[key, JSON text]…], event,

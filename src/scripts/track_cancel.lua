@@ -13,12 +13,12 @@
 local P, id, now_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local e = wrong_type(P .. '_kill', 'set')
 if e then return redis.error_reply(e) end
-local text, ms = track_read(P, id)
+local text, ms, _, r = track_read(P, id)
 if text == nil then return redis.error_reply(ms) end
 if not text then return 'unknown' end
-local state = track_extra(text, ms).state
+local state = track_extra(text, ms, r).state
 if not state then
-  local st = json_get(text, ms, 'status')
+  local st = rec_status(text, ms)
   if st == '"working"' then state = 'working'
   elseif st == '"completed"' or st == '"failed"' or st == '"killed"' then state = string.sub(st, 2, -2)
   else state = 'queued' end

@@ -39,9 +39,9 @@ end
 if jk then
   local live = redis.call('GET', jk)
   if live then
-    local text, ms = track_read(P, live)
+    local text, ms, _, r = track_read(P, live)
     if text then
-      local st = track_extra(text, ms).state
+      local st = track_extra(text, ms, r).state
       if st and not TRACK_FINAL[st] then return { 'existing', live } end
     end
   end

@@ -25,10 +25,10 @@ if e then return redis.error_reply(e) end
 local ids = redis.call('ZRANGEBYSCORE', idx, '-inf', ARGV[5], 'LIMIT', tonumber(ARGV[7]) or 0, n)
 local plan = {}
 for _, id in ipairs(ids) do
-  local text, ms = track_read(P, id)
+  local text, ms, _, r = track_read(P, id)
   local tags, key = {}, nil
   if text then
-    local extra = track_extra(text, ms)
+    local extra = track_extra(text, ms, r)
     if type(extra.tags) == 'table' then tags = extra.tags end
     key = extra.key
   elseif text == nil then

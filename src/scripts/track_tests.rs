@@ -141,6 +141,87 @@ async fn merges_keep_rubys_order_and_bytes() {
 }
 
 #[tokio::test]
+async fn the_fast_merge_writes_what_the_general_one_does() {
+    let mut con = testing::con().await;
+    // Returns {fast or false, general}.
+    let script = probe(
+        r#"
+        local ms, close = json_members(ARGV[1])
+        local ups = {}
+        for i = 2, #ARGV, 2 do ups[#ups + 1] = { ARGV[i], ARGV[i + 1] } end
+        return { json_merge_fast(ARGV[1], ups) or false, json_merge(ARGV[1], ms, close, ups) }
+    "#,
+    );
+    let id = "0123456789abcdef0123456789abcdef";
+    // Options and a name whose strings hold the patterns the fast path looks for.
+    let opts = serde_json::json!({"a": "}{\"],\"name\":\"x"});
+    let queued =
+        format!(r#"{{"time":1795495079,"status":"queued","uuid":"{id}","options":{opts}}}"#);
+    let name = serde_json::Value::String(format!("X({{\"a\"=>\"\\\",\\\"name\\\":\"}})"));
+    let working = format!(
+        r#"{{"time":1795495079.25,"status":"working","uuid":"{id}","options":[1,",\"name\":\""],"name":{name}}}"#
+    );
+    // (record, updates, whether the fast path applies)
+    let cases: Vec<(String, Vec<&str>, bool)> = vec![
+        (
+            queued.clone(),
+            vec!["status", r#""working""#, "name", r#""X()""#],
+            true,
+        ),
+        (
+            working.clone(),
+            vec!["status", r#""completed""#, "message", r#""ok""#, "num", "3"],
+            true,
+        ),
+        (
+            working.clone(),
+            vec!["status", r#""failed""#, "name", r#""Y""#],
+            true,
+        ),
+        (
+            queued.clone(),
+            vec!["time", "1", "status", r#""working""#],
+            false,
+        ),
+        (
+            format!(r#"{{"time":1,"status":"queued","uuid":"{id}"}}"#),
+            vec!["status", r#""working""#],
+            false,
+        ),
+        (
+            format!(r#"{{"time":1,"status":"queued","uuid":"{id}","options":{{}},"message":"m"}}"#),
+            vec!["message", r#""n""#],
+            false,
+        ),
+        (
+            format!(r#"{{"time":1,"status":"queued","uuid":"{id}","options":{{"a":1}} }}"#),
+            vec!["status", r#""working""#],
+            true,
+        ),
+    ];
+    for (text, ups, fast) in cases {
+        let mut inv = script.prepare_invoke();
+        inv.arg(&text);
+        for u in &ups {
+            inv.arg(*u);
+        }
+        let (got_fast, general): (redis::Value, String) =
+            inv.invoke_async(&mut con).await.expect("script");
+        match got_fast {
+            redis::Value::BulkString(b) => {
+                assert!(fast, "fast path taken for {text}");
+                assert_eq!(
+                    String::from_utf8(b).expect("utf-8"),
+                    general,
+                    "{text} {ups:?}"
+                );
+            }
+            _ => assert!(!fast, "fast path not taken for {text} {ups:?}"),
+        }
+    }
+}
+
+#[tokio::test]
 async fn resq_s_field_goes_last() {
     let mut con = testing::con().await;
     let script = probe(
@@ -190,8 +271,8 @@ async fn a_status_moved_by_ruby_wins_over_a_stale_state() {
         .unwrap();
     let script = probe(
         r#"
-        local text, ms = track_read(ARGV[1], ARGV[2])
-        local extra, stale = track_extra(text, ms)
+        local text, ms, _, r = track_read(ARGV[1], ARGV[2])
+        local extra, stale = track_extra(text, ms, r)
         local ok, why = track(ARGV[1], ARGV[2], { state = 'working', now_ms = 5000, now_s = 5,
           set = {}, no_event = true, only_if = { working = true } })
         return { extra.state, stale or '', why or '' }
