@@ -4,7 +4,9 @@
 //! Settings (environment): `JOBS` (50000), `LATENCY_JOBS` (100), `LATENCY_BUDGET` seconds per
 //! subject (60; slow pollers get fewer samples, the table says how many), `IDLE_SECS` (20),
 //! `ONLY` (comma list of tags to run, e.g. `ceiling,resq-c8,jesque-x4`), `BENCH_LOGS` (dir for
-//! the subjects' stderr).
+//! the subjects' stderr), `BASELINE_BIN` (another build's `compat_worker`, run as
+//! `resq-before-c1/c8/c64` just before each resq subject; its "resq best ÷ this" column is the
+//! speed-up since that build) and `BASELINE_LABEL` (its row label, e.g. `@1a59a29`).
 
 mod ceiling;
 mod measure;
@@ -132,15 +134,21 @@ fn main() -> Result<()> {
         });
     }
 
-    let kinds = [
-        Kind::Resq(1),
-        Kind::Resq(8),
-        Kind::Resq(64),
+    // With BASELINE_BIN, an earlier build runs next to each resq subject (before it).
+    let baseline = std::env::var_os("BASELINE_BIN").is_some();
+    let mut kinds = Vec::new();
+    for n in [1, 8, 64] {
+        if baseline {
+            kinds.push(Kind::ResqBaseline(n));
+        }
+        kinds.push(Kind::Resq(n));
+    }
+    kinds.extend([
         Kind::Jesque(1),
         Kind::Jesque(4),
         Kind::Node(false),
         Kind::Node(true),
-    ];
+    ]);
     for kind in kinds {
         let tag = kind.tag();
         if !wanted(&tag) {
@@ -151,7 +159,7 @@ fn main() -> Result<()> {
         let log = logs.join(format!("{tag}.log"));
         let running = subject::start(&kind, &root, server.port, ns, queue, &log)?;
         let expect = match kind {
-            Kind::Resq(n) | Kind::Jesque(n) => n,
+            Kind::Resq(n) | Kind::ResqBaseline(n) | Kind::Jesque(n) => n,
             Kind::Node(_) => 1,
         };
         subject::wait_registered(&mut con, ns, expect)?;
@@ -244,7 +252,7 @@ fn report(
         .fold(f64::NAN, f64::max);
     let resq_best = rows
         .iter()
-        .filter(|r| r.tag.starts_with("resq"))
+        .filter(|r| r.tag.starts_with("resq-c"))
         .map(|r| r.rate)
         .fold(f64::NAN, f64::max);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -276,7 +284,7 @@ fn report(
             r.rate,
             fmt_opt(Some(r.rate / ceiling), 2),
             fmt_opt(Some(r.rate / unpipelined), 2),
-            if r.tag.starts_with("resq") {
+            if r.tag.starts_with("resq-c") {
                 "–".to_string()
             } else {
                 fmt_opt(Some(resq_best / r.rate), 2)
@@ -329,7 +337,7 @@ fn report(
             v >= 2.5,
         ));
     }
-    for r in rows.iter().filter(|r| r.tag.starts_with("resq")) {
+    for r in rows.iter().filter(|r| r.tag.starts_with("resq-c")) {
         if let (Some(p50), Some(p99)) = (
             measure::quantile(&r.pickup, 0.5),
             measure::quantile(&r.pickup, 0.99),

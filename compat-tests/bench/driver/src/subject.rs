@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 pub enum Kind {
     /// `compat_worker` with `CONCURRENCY` slots.
     Resq(usize),
+    /// Another build of `compat_worker` (`BASELINE_BIN`, labelled `BASELINE_LABEL`) with
+    /// `CONCURRENCY` slots: an earlier commit measured in the same run.
+    ResqBaseline(usize),
     /// N Jesque `WorkerImpl` threads in one JVM.
     Jesque(usize),
     /// node-resque `Worker` (false) or `MultiWorker` (true).
@@ -23,6 +26,10 @@ impl Kind {
     pub fn name(&self) -> String {
         match self {
             Kind::Resq(n) => format!("resq compat_worker, CONCURRENCY={n}"),
+            Kind::ResqBaseline(n) => format!(
+                "resq compat_worker {}, CONCURRENCY={n}",
+                std::env::var("BASELINE_LABEL").unwrap_or_else(|_| "(baseline build)".into())
+            ),
             Kind::Jesque(n) => format!("Jesque 2.2.0 WorkerImpl ×{n}"),
             Kind::Node(false) => "node-resque 9 Worker".into(),
             Kind::Node(true) => "node-resque 9 MultiWorker".into(),
@@ -33,6 +40,7 @@ impl Kind {
     pub fn tag(&self) -> String {
         match self {
             Kind::Resq(n) => format!("resq-c{n}"),
+            Kind::ResqBaseline(n) => format!("resq-before-c{n}"),
             Kind::Jesque(n) => format!("jesque-x{n}"),
             Kind::Node(false) => "node-worker".into(),
             Kind::Node(true) => "node-multi".into(),
@@ -64,8 +72,12 @@ pub fn start(
     let mut cmd;
     let term;
     match kind {
-        Kind::Resq(n) => {
-            cmd = Command::new(root.join("target/release/examples/compat_worker"));
+        Kind::Resq(n) | Kind::ResqBaseline(n) => {
+            cmd = match (kind, std::env::var_os("BASELINE_BIN")) {
+                (Kind::ResqBaseline(_), Some(bin)) => Command::new(bin),
+                (Kind::ResqBaseline(_), None) => bail!("resq-before-c{n} needs BASELINE_BIN"),
+                _ => Command::new(root.join("target/release/examples/compat_worker")),
+            };
             cmd.env("REDIS_URL", format!("redis://127.0.0.1:{port}"))
                 .env("RESQUE_NAMESPACE", ns)
                 .env("QUEUES", queue)
@@ -107,7 +119,7 @@ pub fn start(
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().context("stdout")?;
     let want = match kind {
-        Kind::Resq(n) => *n,
+        Kind::Resq(n) | Kind::ResqBaseline(n) => *n,
         _ => 1,
     };
     // resq prints `worker <id>` per slot; the peers print `ready`.
