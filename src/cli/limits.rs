@@ -28,7 +28,7 @@ pub(crate) enum LimitsCmd {
     List,
     /// Override limit NAME fleet-wide (stored in `<ns>:resq:limits:set`) until `clear`.
     /// Starts from the limit in force under NAME; flags not given keep its values.
-    Set(SetArgs),
+    Set(Box<SetArgs>),
     /// Remove the override of limit NAME (its declaration applies again).
     Clear {
         /// The limit's name.
@@ -95,7 +95,7 @@ pub(crate) struct PauseArgs {
 pub(crate) async fn run(admin: &Admin, cmd: LimitsCmd, as_json: bool) -> Result<()> {
     match cmd {
         LimitsCmd::List => list(admin, as_json).await,
-        LimitsCmd::Set(a) => set(admin, a, as_json).await,
+        LimitsCmd::Set(a) => set(admin, *a, as_json).await,
         LimitsCmd::Clear { name, declaration } => clear(admin, &name, declaration, as_json).await,
     }
 }
@@ -565,7 +565,8 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_with_the_flag() {
-        let cases: Vec<(fn(&mut SetArgs), &str)> = vec![
+        type Case = (fn(&mut SetArgs), &'static str);
+        let cases: Vec<Case> = vec![
             (|a| a.concurrency = Some("abc".into()), "--concurrency"),
             (|a| a.concurrency = Some("0".into()), "--concurrency"),
             (|a| a.concurrency = Some("-3".into()), "--concurrency"),

@@ -279,7 +279,7 @@ pub(crate) fn interval_text(ms: u64) -> String {
         (1000, "s"),
     ];
     for (n, unit) in UNITS {
-        if ms >= n && ms % n == 0 {
+        if ms >= n && ms.is_multiple_of(n) {
             return format!("{}{unit}", ms / n);
         }
     }

@@ -157,7 +157,7 @@ async fn the_fast_merge_writes_what_the_general_one_does() {
     let opts = serde_json::json!({"a": "}{\"],\"name\":\"x"});
     let queued =
         format!(r#"{{"time":1795495079,"status":"queued","uuid":"{id}","options":{opts}}}"#);
-    let name = serde_json::Value::String(format!("X({{\"a\"=>\"\\\",\\\"name\\\":\"}})"));
+    let name = serde_json::Value::String("X({\"a\"=>\"\\\",\\\"name\\\":\"})".to_string());
     let working = format!(
         r#"{{"time":1795495079.25,"status":"working","uuid":"{id}","options":[1,",\"name\":\""],"name":{name}}}"#
     );
