@@ -155,6 +155,8 @@ async fn limits_list_set_clear_round_trip() {
     assert_eq!(row[10..], ["open", "declared"], "{text}");
     assert!(text.contains("paused queues: none"), "{text}");
     assert!(!stderr(&out).contains("WARNING"), "{}", stderr(&out));
+    // A namespace holding only limits is not an empty one.
+    assert!(!stderr(&out).contains("hint:"), "{}", stderr(&out));
 
     // An override keeps what its flags do not name (the class, the weight).
     let out = ok(&ns, &["limits", "set", "payments", "--concurrency", "3"]).await;
@@ -385,6 +387,9 @@ async fn pause_and_resume_a_queue() {
     let k = Keys::new(ns.as_str());
     let mut con = support::con().await;
     let out = ok(&ns, &["pause", "--queue", "reports", "--queue", "slow"]).await;
+    assert!(stderr(&out).contains("hint:"), "a fresh namespace gets the hint");
+    let out2 = ok(&ns, &["limits", "list"]).await;
+    assert!(!stderr(&out2).contains("hint:"), "{}", stderr(&out2));
     assert!(
         stdout(&out).contains("queue reports: paused"),
         "{}",

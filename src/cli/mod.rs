@@ -170,7 +170,8 @@ fn show_env_values_when_set(cmd: clap::Command) -> clap::Command {
 fn empty_namespace_hint(url: &str, namespace: &str) -> String {
     format!(
         "hint: no Resque data under namespace {namespace:?} at {} (no queues, workers, stats, \
-         failures, schedules or tracked jobs); is RESQUE_NAMESPACE (--namespace) right?",
+         failures, schedules, tracked jobs, limits or paused queues); is RESQUE_NAMESPACE \
+         (--namespace) right?",
         crate::conn::Redacted(url)
     )
 }
