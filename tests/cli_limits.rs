@@ -387,7 +387,10 @@ async fn pause_and_resume_a_queue() {
     let k = Keys::new(ns.as_str());
     let mut con = support::con().await;
     let out = ok(&ns, &["pause", "--queue", "reports", "--queue", "slow"]).await;
-    assert!(stderr(&out).contains("hint:"), "a fresh namespace gets the hint");
+    assert!(
+        stderr(&out).contains("hint:"),
+        "a fresh namespace gets the hint"
+    );
     let out2 = ok(&ns, &["limits", "list"]).await;
     assert!(!stderr(&out2).contains("hint:"), "{}", stderr(&out2));
     assert!(

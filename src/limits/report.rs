@@ -26,7 +26,7 @@ pub struct LimitReport {
     pub limit: Limit,
     /// Whether an operator's override (`resq limits set`) is in force.
     pub overridden: bool,
-    /// Its partitions with something running or held (at most 1,000).
+    /// Its partitions with something running or held (at most 1,000), by name.
     pub partitions: Vec<PartitionReport>,
     /// Whether a time-window limit is open now.
     pub open: Option<bool>,
@@ -57,10 +57,11 @@ impl Admin {
         for l in limits {
             let mut parts: Vec<Option<String>> = vec![None];
             if l.key.is_some() {
-                let names: Vec<String> = redis::cmd("SMEMBERS")
+                let mut names: Vec<String> = redis::cmd("SMEMBERS")
                     .arg(keys.limit_parts(&l.name))
                     .query_async(&mut con)
                     .await?;
+                names.sort();
                 parts = names.into_iter().take(MAX_PARTS).map(Some).collect();
             }
             let mut reports = Vec::new();
