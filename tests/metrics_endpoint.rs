@@ -174,3 +174,74 @@ async fn a_bad_metrics_address_is_a_config_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("METRICS_ADDR"));
 }
+
+#[tokio::test]
+async fn limit_gauges_are_read_at_scrape_time() {
+    let ns = support::namespace("metricslim");
+    let port = support::free_port();
+    let mut child = start(&ns, port);
+    support::eventually(15, "/readyz to answer 200", || async {
+        get(port, "/readyz").filter(|(s, _)| *s == 200)
+    })
+    .await;
+    let admin = resq::admin::Admin::connect(&support::url(), &ns)
+        .await
+        .unwrap();
+    admin
+        .set_limit(&resq::limits::Limit::concurrency("mlim", 4).queue("nowhere"))
+        .await
+        .unwrap();
+    let base = resq::Keys::new(ns.as_str()).limit_base("mlim", None);
+    let held_at = chrono::Utc::now().timestamp_millis() - 30_000;
+    let mut con = support::con().await;
+    let () = redis::pipe()
+        .hset(format!("{base}:holders"), "__units", 3)
+        .zadd(
+            format!("{base}:held"),
+            r#"{"class":"A","args":[]}"#,
+            99.0 * 1e13 + held_at as f64,
+        )
+        .zadd(
+            format!("{base}:held"),
+            r#"{"class":"A","args":[1]}"#,
+            99.0 * 1e13 + held_at as f64 + 1000.0,
+        )
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let (_, body) = get(port, "/metrics").unwrap();
+    for t in [
+        "resq_limit_capacity",
+        "resq_limit_in_use",
+        "resq_limit_held",
+        "resq_limit_oldest_held_seconds",
+    ] {
+        assert!(body.contains(&format!("# TYPE {t} gauge")), "{t}: {body}");
+    }
+    assert_eq!(
+        sample(&body, r#"resq_limit_capacity{limit="mlim"}"#),
+        Some(4.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, r#"resq_limit_in_use{limit="mlim"}"#),
+        Some(3.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, r#"resq_limit_held{limit="mlim"}"#),
+        Some(2.0),
+        "{body}"
+    );
+    let oldest = sample(&body, r#"resq_limit_oldest_held_seconds{limit="mlim"}"#).unwrap();
+    assert!((29.0..90.0).contains(&oldest), "{body}");
+    // A limit removed is gone from the next scrape.
+    assert!(admin.clear_limit("mlim", true).await.unwrap());
+    let (_, body) = get(port, "/metrics").unwrap();
+    assert!(!body.contains(r#"{limit="mlim"}"#), "{body}");
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    assert!(child.wait().unwrap().success());
+}

@@ -737,3 +737,75 @@ async fn tracked_jobs_show_with_results_and_cancel_by_clicking() {
     assert!(errors.is_empty(), "console errors {errors:?}");
     close(c, profile).await;
 }
+
+#[tokio::test]
+async fn limits_page_lists_a_limit_and_a_queue_is_paused_by_clicking() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ns = support::namespace("brlimits");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let limit = resq::limits::Limit::concurrency("payments", 5).class("Charge");
+    let () = redis::pipe()
+        .hset(
+            k.limits_declared(),
+            "payments",
+            serde_json::to_string(&limit).unwrap(),
+        )
+        .hset(
+            format!("{}:holders", k.limit_base("payments", None)),
+            "__units",
+            4,
+        )
+        .sadd(k.queues(), "reports")
+        .rpush(k.queue("reports"), r#"{"class":"Report","args":[]}"#)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let server = serve(&ns, Auth::none()).await;
+    let base = format!("http://{}/", server.addr);
+    let (c, profile) = browser().await;
+    c.goto(&format!("{base}limits")).await.unwrap();
+    let row = c
+        .find(Locator::Css("tr[data-limit=payments]"))
+        .await
+        .expect("the declared limit's row");
+    let in_use = row
+        .find(Locator::Css("td[data-in-use]"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(in_use, "4");
+    assert!(row.text().await.unwrap().contains("class=Charge"));
+
+    c.goto(&format!("{base}queues")).await.unwrap();
+    let xpath = format!(
+        "//form[substring(@action, string-length(@action) - {len} + 1) = 'queue/pause']\
+         [.//input[@name='name' and @value='reports']]//button",
+        len = "queue/pause".len()
+    );
+    c.find(Locator::XPath(&xpath))
+        .await
+        .expect("a pause button for reports")
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("p.flash.ok"))
+        .await
+        .unwrap();
+    let paused: bool = con.sismember(k.paused_queues(), "reports").await.unwrap();
+    assert!(paused, "the click paused the queue in Redis");
+    let state = c
+        .find(Locator::Css("td[data-queue-state=reports]"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(state, "paused");
+    let errors = console_errors(&c).await;
+    assert!(errors.is_empty(), "console errors {errors:?}");
+    close(c, profile).await;
+}

@@ -87,6 +87,14 @@ async fn every_page_answers_with_security_headers_and_escapes_redis_bytes() {
         failed.contains("&lt;script&gt;window.__pwned=3&lt;/script&gt; &amp; &quot;quoted&quot;"),
         "{failed}"
     );
+    // A limit on a hostile class, covering the hostile worker: shown as text, and named.
+    let limits = get(&app, "/limits").await.body;
+    assert!(
+        limits.contains("class=&lt;script&gt;window.__pwned=1&lt;/script&gt;")
+            && limits.contains("data-foreign-workers=\"hostile\"")
+            && limits.contains("1 partitions in use"),
+        "{limits}"
+    );
     let live = get(&app, "/api/live").await;
     assert_eq!(live.status, StatusCode::OK);
     let v: serde_json::Value = serde_json::from_str(&live.body).unwrap();
@@ -1172,4 +1180,112 @@ fn the_web_command_refuses_unsafe_settings_and_serves() {
         all.contains("auth: basic auth") && !all.contains("pw-never-printed"),
         "{all}"
     );
+}
+
+#[tokio::test]
+async fn limits_page_shows_use_and_queues_are_paused_from_the_list() {
+    let ns = support::namespace("weblimits");
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    let limit = resq::limits::Limit::concurrency("payments", 5)
+        .class("Charge")
+        .weight("Refund", 2);
+    let () = redis::pipe()
+        .hset(
+            k.limits_declared(),
+            "payments",
+            serde_json::to_string(&limit).unwrap(),
+        )
+        .hset(
+            format!("{}:holders", k.limit_base("payments", None)),
+            "__units",
+            3,
+        )
+        .zadd(
+            format!("{}:held", k.limit_base("payments", None)),
+            r#"{"class":"Charge","args":[]}"#,
+            99.0 * 1e13 + (chrono::Utc::now().timestamp_millis() - 5000) as f64,
+        )
+        .sadd(k.queues(), "reports")
+        .rpush(k.queue("reports"), r#"{"class":"Report","args":[]}"#)
+        .sadd(k.workers(), "rubybox:99:reports")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let app = router(&ns, |c| c).await;
+    let page = get(&app, "/limits").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let row = page
+        .body
+        .split("<tr data-limit=\"payments\">")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no payments row: {}", page.body));
+    for cell in [
+        "class=Charge",
+        "5 weight Refund=2",
+        "<td class=\"num\" data-in-use>3</td>",
+        "<td class=\"num\">1</td>",
+        "declared",
+    ] {
+        assert!(row.contains(cell), "{cell}: {row}");
+    }
+    // A class limit covers every queue: the Ruby worker is named.
+    assert!(
+        page.body.contains("data-foreign-workers=\"payments\"")
+            && page.body.contains("rubybox:99:reports"),
+        "{}",
+        page.body
+    );
+
+    // Pause from the Queues page: a form with the CSRF token, back to the list.
+    let list = get(&app, "/queues").await.body;
+    let form = forms(&list, "queue/pause")
+        .into_iter()
+        .find(|f| f["name"] == "reports")
+        .unwrap_or_else(|| panic!("no pause form for reports: {list}"));
+    assert_eq!(form["paused"], "1");
+    let fields: Vec<(&str, &str)> = form.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let without: Vec<(&str, &str)> = fields
+        .iter()
+        .copied()
+        .filter(|(n, _)| *n != "_csrf")
+        .collect();
+    let r = post(&app, "/queue/pause", &without).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let paused: bool = con.sismember(k.paused_queues(), "reports").await.unwrap();
+    assert!(!paused);
+    let r = post(&app, "/queue/pause", &fields).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(
+        r.location().ends_with("queues?msg=paused"),
+        "{}",
+        r.location()
+    );
+    let paused: bool = con.sismember(k.paused_queues(), "reports").await.unwrap();
+    assert!(paused);
+    let list = get(&app, "/queues?msg=paused").await.body;
+    assert!(list.contains("Paused."), "{list}");
+    let resume = forms(&list, "queue/pause")
+        .into_iter()
+        .find(|f| f["name"] == "reports")
+        .expect("a resume form");
+    assert_eq!(resume["paused"], "0");
+    let fields: Vec<(&str, &str)> = resume
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    // Read-only: no button, and the POST is refused.
+    let ro = router(&ns, |c| c.read_only(true)).await;
+    let ro_list = get(&ro, "/queues").await.body;
+    assert!(forms(&ro_list, "queue/pause").is_empty(), "{ro_list}");
+    assert!(ro_list.contains("paused"), "{ro_list}");
+    let r = post(&ro, "/queue/pause", &fields).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let paused: bool = con.sismember(k.paused_queues(), "reports").await.unwrap();
+    assert!(paused);
+    let r = post(&app, "/queue/pause", &fields).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let paused: bool = con.sismember(k.paused_queues(), "reports").await.unwrap();
+    assert!(!paused);
 }

@@ -8,12 +8,14 @@
 //! * `failed` — `failed list|show|retry|remove|clear`;
 //! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
+//! * `limits` — `limits list|set|clear`, `pause --queue`, `resume --queue` (flow control);
 //! * `scheduler`, `schedule list|add|remove` — in `crate::scheduler::cli`;
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod enqueue;
 pub(crate) mod failed;
 pub(crate) mod jobs;
+pub(crate) mod limits;
 pub(crate) mod output;
 pub(crate) mod show;
 #[cfg(feature = "top")]
@@ -88,10 +90,14 @@ pub(crate) enum Command {
     /// One tracked job by id: show, wait for it (exit status says how it ended), cancel.
     #[command(subcommand)]
     Job(jobs::JobCmd),
-    /// Set `<ns>:pause-all-workers`: every worker stops taking jobs.
-    Pause,
-    /// Clear `<ns>:pause-all-workers`.
-    Resume,
+    /// Flow-control limits: what each is doing, operators' overrides.
+    #[command(subcommand)]
+    Limits(limits::LimitsCmd),
+    /// Set `<ns>:pause-all-workers`: every worker stops taking jobs; with `--queue`, only
+    /// that queue, for resq workers.
+    Pause(limits::PauseArgs),
+    /// Clear `<ns>:pause-all-workers`; with `--queue`, resume that queue.
+    Resume(limits::PauseArgs),
     /// Live view of queues, workers and rates.
     #[cfg(feature = "top")]
     Top(top::TopArgs),
@@ -164,7 +170,8 @@ fn show_env_values_when_set(cmd: clap::Command) -> clap::Command {
 fn empty_namespace_hint(url: &str, namespace: &str) -> String {
     format!(
         "hint: no Resque data under namespace {namespace:?} at {} (no queues, workers, stats, \
-         failures, schedules or tracked jobs); is RESQUE_NAMESPACE (--namespace) right?",
+         failures, schedules, tracked jobs, limits or paused queues); is RESQUE_NAMESPACE \
+         (--namespace) right?",
         crate::conn::Redacted(url)
     )
 }
@@ -253,8 +260,9 @@ async fn run_command(
                 Command::Failed(f) => failed::run(&admin, f, json).await,
                 Command::Delayed(d) => show::delayed(&admin, d, json).await,
                 Command::Prune(p) => show::prune(&admin, p, json).await,
-                Command::Pause => show::pause(&admin, true, json).await,
-                Command::Resume => show::pause(&admin, false, json).await,
+                Command::Pause(p) => limits::pause(&admin, p, true, json).await,
+                Command::Resume(p) => limits::pause(&admin, p, false, json).await,
+                Command::Limits(l) => limits::run(&admin, l, json).await,
                 Command::Jobs(j) => jobs::jobs(&admin, j, json).await,
                 #[cfg(feature = "top")]
                 Command::Top(t) => top::run(&admin, url, t).await,

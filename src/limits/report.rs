@@ -26,7 +26,7 @@ pub struct LimitReport {
     pub limit: Limit,
     /// Whether an operator's override (`resq limits set`) is in force.
     pub overridden: bool,
-    /// Its partitions with something running or held (at most 1,000).
+    /// Its partitions with something running or held (at most 1,000), by name.
     pub partitions: Vec<PartitionReport>,
     /// Whether a time-window limit is open now.
     pub open: Option<bool>,
@@ -57,10 +57,11 @@ impl Admin {
         for l in limits {
             let mut parts: Vec<Option<String>> = vec![None];
             if l.key.is_some() {
-                let names: Vec<String> = redis::cmd("SMEMBERS")
+                let mut names: Vec<String> = redis::cmd("SMEMBERS")
                     .arg(keys.limit_parts(&l.name))
                     .query_async(&mut con)
                     .await?;
+                names.sort();
                 parts = names.into_iter().take(MAX_PARTS).map(Some).collect();
             }
             let mut reports = Vec::new();
@@ -165,5 +166,177 @@ fn covers(l: &Limit, w: &str) -> bool {
     match &l.queue {
         None => true,
         Some(q) => queues.split(',').any(|x| x == q || x == "*"),
+    }
+}
+
+impl LimitReport {
+    /// The kind's name: `concurrency`, `rate` or `window`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.limit.kind {
+            Kind::Concurrency { .. } => "concurrency",
+            Kind::Rate { .. } => "rate",
+            Kind::Window { .. } => "window",
+        }
+    }
+
+    /// What it applies to, as text: `queue=q class=C key=t` (the parts it has).
+    pub fn scope(&self) -> String {
+        let l = &self.limit;
+        let parts: Vec<String> = [("queue", &l.queue), ("class", &l.class), ("key", &l.key)]
+            .into_iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+            .collect();
+        parts.join(" ")
+    }
+
+    /// Its setting, as text: `5`, `50 per 1s sliding`, `mon,tue 09:00-17:00 Europe/Paris`,
+    /// followed by weights and priorities when it has any.
+    pub fn setting(&self) -> String {
+        let l = &self.limit;
+        let mut s = match &l.kind {
+            Kind::Concurrency { limit } => limit.to_string(),
+            Kind::Rate {
+                limit,
+                interval_ms,
+                sliding,
+            } => format!(
+                "{limit} per {}{}",
+                interval_text(*interval_ms),
+                if *sliding { " sliding" } else { "" }
+            ),
+            Kind::Window { windows, tz } => {
+                let ws: Vec<String> = windows
+                    .iter()
+                    .map(|w| {
+                        if w.days.is_empty() {
+                            format!("{}-{}", w.from, w.to)
+                        } else {
+                            format!("{} {}-{}", w.days.join(","), w.from, w.to)
+                        }
+                    })
+                    .collect();
+                format!("{} {tz}", ws.join("; "))
+            }
+        };
+        let pairs = |m: Vec<(&String, String)>| {
+            m.into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        if !l.weights.is_empty() {
+            let w = pairs(l.weights.iter().map(|(k, v)| (k, v.to_string())).collect());
+            s.push_str(&format!(" weight {w}"));
+        }
+        if !l.priority.is_empty() {
+            let p = pairs(l.priority.iter().map(|(k, v)| (k, v.to_string())).collect());
+            s.push_str(&format!(" priority {p}"));
+        }
+        s
+    }
+
+    /// Units in use (concurrency) or starts in the current window (rate), over every
+    /// partition reported.
+    pub fn in_use(&self) -> u64 {
+        self.partitions.iter().map(|p| p.in_use).sum()
+    }
+
+    /// Jobs held, over every partition reported.
+    pub fn held(&self) -> u64 {
+        self.partitions.iter().map(|p| p.held).sum()
+    }
+
+    /// Age of the oldest held job over every partition reported, in seconds.
+    pub fn oldest_held_secs(&self) -> Option<f64> {
+        self.partitions
+            .iter()
+            .filter_map(|p| p.oldest_held_secs)
+            .reduce(f64::max)
+    }
+
+    /// Whether it admits a job now: a window limit when it is open; a concurrency or rate
+    /// limit (unpartitioned) while it has room. A partitioned limit admits per partition, so
+    /// it counts as open.
+    pub fn is_open(&self) -> bool {
+        if let Some(open) = self.open {
+            return open;
+        }
+        if self.limit.key.is_some() {
+            return true;
+        }
+        match self.limit.capacity() {
+            Some(c) => self.in_use() < u64::from(c),
+            None => true,
+        }
+    }
+}
+
+/// An interval in milliseconds as the CLI takes it: `1s`, `1m`, `250ms`, `90s`.
+pub(crate) fn interval_text(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+    ];
+    for (n, unit) in UNITS {
+        if ms >= n && ms.is_multiple_of(n) {
+            return format!("{}{unit}", ms / n);
+        }
+    }
+    format!("{ms}ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn report(limit: Limit, parts: &[(u64, u64, Option<f64>)]) -> LimitReport {
+        LimitReport {
+            limit,
+            overridden: false,
+            partitions: parts
+                .iter()
+                .map(|&(in_use, held, oldest_held_secs)| PartitionReport {
+                    partition: None,
+                    in_use,
+                    held,
+                    oldest_held_secs,
+                })
+                .collect(),
+            open: None,
+            foreign_workers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn reports_describe_their_limit() {
+        let r = report(
+            Limit::concurrency("pay", 5)
+                .class("Charge")
+                .weight("Refund", 2)
+                .priority("Urgent", 50),
+            &[(5, 2, Some(3.0)), (0, 1, Some(9.5))],
+        );
+        assert_eq!(r.kind_name(), "concurrency");
+        assert_eq!(r.scope(), "class=Charge");
+        assert_eq!(r.setting(), "5 weight Refund=2 priority Urgent=50");
+        assert_eq!((r.in_use(), r.held()), (5, 3));
+        assert_eq!(r.oldest_held_secs(), Some(9.5));
+        assert!(!r.is_open());
+        let r = report(
+            Limit::rate("api", 50, Duration::from_secs(60))
+                .sliding()
+                .queue("api")
+                .key("{args.0}"),
+            &[],
+        );
+        assert_eq!(r.setting(), "50 per 1m sliding");
+        assert_eq!(r.scope(), "queue=api key={args.0}");
+        assert_eq!(r.oldest_held_secs(), None);
+        assert_eq!(interval_text(250), "250ms");
+        assert_eq!(interval_text(1500), "1500ms");
+        assert_eq!(interval_text(7_200_000), "2h");
     }
 }

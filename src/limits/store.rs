@@ -6,7 +6,7 @@
 use super::{parse_window, Kind, Limit};
 use crate::admin::Admin;
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::keys::Keys;
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use serde_json::{json, Map, Value};
@@ -175,10 +175,7 @@ impl Admin {
             pipe.hdel(self.keys().limits_declared(), name);
         }
         let removed: Vec<u64> = pipe.query_async(&mut self.con()).await?;
-        if removed.iter().sum::<u64>() == 0 {
-            return Err(Error::Rejected(format!("no limit named {name:?}")));
-        }
-        Ok(true)
+        Ok(removed.iter().sum::<u64>() > 0)
     }
 
     /// Pauses (or resumes) `queue` for every resq process: its jobs stay in it, untaken. Ruby,

@@ -10,7 +10,9 @@
 //! `job_duration_seconds` (histogram, by queue and class), `busy_slots`, `slots`,
 //! `queue_depth` and `queue_latency_seconds` by queue (read from Redis at scrape time; latency
 //! only where the oldest job's age is knowable, see [`crate::admin::QueueInfo`]), `jobs` by
-//! state (tracked jobs, [`crate::jobs`]; read from Redis at scrape time),
+//! state (tracked jobs, [`crate::jobs`]; read from Redis at scrape time), `limit_capacity`,
+//! `limit_in_use`, `limit_held` and `limit_oldest_held_seconds` by limit (flow control,
+//! [`crate::limits`]; read from Redis at scrape time),
 //! `redis_errors_total` and `redis_reconnects_total`.
 //!
 //! The hot-path hooks ([`job_started`], [`job_finished`]) cost one atomic load when metrics

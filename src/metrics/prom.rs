@@ -38,6 +38,27 @@ pub(super) struct StateLabels {
     pub state: String,
 }
 
+/// Labels of flow-control limit series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct LimitLabels {
+    /// The limit's name.
+    pub limit: String,
+}
+
+/// One limit's figures at a scrape (see [`Metrics::set_limits`]).
+pub(super) struct LimitFigures {
+    /// The limit's name.
+    pub name: String,
+    /// Its capacity (none for a time window).
+    pub capacity: Option<u32>,
+    /// Units in use (concurrency) or starts in the current window (rate), all partitions.
+    pub in_use: u64,
+    /// Jobs held, all partitions.
+    pub held: u64,
+    /// Age of the oldest held job (0 when none is held).
+    pub oldest_held_secs: f64,
+}
+
 /// Constructor of duration histograms.
 type HistogramNew = fn() -> Histogram;
 
@@ -61,6 +82,14 @@ pub(super) struct Metrics {
     queue_latency: Family<QueueLabels, Gauge<f64, AtomicU64>>,
     /// Tracked jobs in each state at the last scrape.
     jobs: Family<StateLabels, Gauge>,
+    /// Each limit's capacity at the last scrape.
+    limit_capacity: Family<LimitLabels, Gauge>,
+    /// Units in use (or starts in the window) of each limit at the last scrape.
+    limit_in_use: Family<LimitLabels, Gauge>,
+    /// Jobs held by each limit at the last scrape.
+    limit_held: Family<LimitLabels, Gauge>,
+    /// Age of each limit's oldest held job at the last scrape.
+    limit_oldest_held: Family<LimitLabels, Gauge<f64, AtomicU64>>,
     /// Failed Redis steps.
     redis_errors: Counter,
     /// Redis steps that succeeded after failures.
@@ -86,6 +115,10 @@ impl Metrics {
             queue_depth: Family::default(),
             queue_latency: Family::default(),
             jobs: Family::default(),
+            limit_capacity: Family::default(),
+            limit_in_use: Family::default(),
+            limit_held: Family::default(),
+            limit_oldest_held: Family::default(),
             redis_errors: Counter::default(),
             redis_reconnects: Counter::default(),
         };
@@ -122,6 +155,26 @@ impl Metrics {
             m.jobs.clone(),
         );
         registry.register(
+            "limit_capacity",
+            "Capacity of each flow-control limit (concurrency units or starts per interval)",
+            m.limit_capacity.clone(),
+        );
+        registry.register(
+            "limit_in_use",
+            "Units in use (concurrency) or starts in the current window (rate) of each limit",
+            m.limit_in_use.clone(),
+        );
+        registry.register(
+            "limit_held",
+            "Jobs each limit holds out of their queues",
+            m.limit_held.clone(),
+        );
+        registry.register(
+            "limit_oldest_held_seconds",
+            "Age of the oldest job each limit holds (0 when none)",
+            m.limit_oldest_held.clone(),
+        );
+        registry.register(
             "redis_errors",
             "Redis steps that failed (each retried)",
             m.redis_errors.clone(),
@@ -151,6 +204,28 @@ impl Metrics {
             self.jobs
                 .get_or_create(&l)
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Replaces the limit series with `limits` (a limit removed since the last scrape goes).
+    pub(super) fn set_limits(&self, limits: &[LimitFigures]) {
+        self.limit_capacity.clear();
+        self.limit_in_use.clear();
+        self.limit_held.clear();
+        self.limit_oldest_held.clear();
+        let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for f in limits {
+            let l = LimitLabels {
+                limit: f.name.clone(),
+            };
+            if let Some(c) = f.capacity {
+                self.limit_capacity.get_or_create(&l).set(i64::from(c));
+            }
+            self.limit_in_use.get_or_create(&l).set(int(f.in_use));
+            self.limit_held.get_or_create(&l).set(int(f.held));
+            self.limit_oldest_held
+                .get_or_create(&l)
+                .set(f.oldest_held_secs);
         }
     }
 

@@ -2,9 +2,10 @@
 //! `/readyz` (the worker is registered, not shutting down, and Redis answers a `PING` within a
 //! second).
 //!
-//! Queue and tracked-job series are refreshed from Redis on each scrape (one `SMEMBERS` and a
-//! pipeline for the queues, one pipeline of `ZCARD`s for the job states), so a process nobody
-//! scrapes sends nothing extra to Redis.
+//! Queue, tracked-job and limit series are refreshed from Redis on each scrape (one `SMEMBERS`
+//! and a pipeline for the queues, one pipeline of `ZCARD`s for the job states,
+//! [`Admin::limit_reports`] for the limits), so a process nobody scrapes sends nothing extra to
+//! Redis.
 
 use crate::admin::Admin;
 use crate::error::Result;
@@ -97,6 +98,25 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         Err(e) => {
             crate::metrics::redis_error();
             tracing::debug!(error = %e, "metrics: could not read tracked-job counts");
+        }
+    }
+    match s.admin.limit_reports().await {
+        Ok(reports) => {
+            let figures: Vec<super::prom::LimitFigures> = reports
+                .iter()
+                .map(|r| super::prom::LimitFigures {
+                    name: r.limit.name.clone(),
+                    capacity: r.limit.capacity(),
+                    in_use: r.in_use(),
+                    held: r.held(),
+                    oldest_held_secs: r.oldest_held_secs().unwrap_or(0.0),
+                })
+                .collect();
+            m.set_limits(&figures);
+        }
+        Err(e) => {
+            crate::metrics::redis_error();
+            tracing::debug!(error = %e, "metrics: could not read limits");
         }
     }
     (

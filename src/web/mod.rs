@@ -52,7 +52,8 @@ pub use auth::Auth;
 pub use error::WebError;
 pub use server::{check_bind, serve, spawn_sampler, WebServer};
 pub use sources::{
-    JobCounts, JobRow, JobsPage, JobsSource, LimitRow, LimitsSource, QueuePauses, TrackedJobs,
+    FleetLimits, JobCounts, JobRow, JobsPage, JobsSource, LimitRow, LimitsSource, PausedQueues,
+    QueuePauses, TrackedJobs,
 };
 
 use crate::admin::Admin;
@@ -74,9 +75,9 @@ pub struct WebConfig {
     pub auth: Auth,
     /// Tracked jobs for the Jobs page ([`TrackedJobs`] by default).
     pub jobs: Option<Arc<dyn JobsSource>>,
-    /// Limits for the Limits page (none by default).
+    /// Limits for the Limits page ([`FleetLimits`] by default).
     pub limits: Option<Arc<dyn LimitsSource>>,
-    /// Per-queue pause (none by default).
+    /// Per-queue pause ([`PausedQueues`] by default).
     pub pauses: Option<Arc<dyn QueuePauses>>,
     /// Float text of args re-encoded when a schedule is enqueued now.
     pub float_format: FloatFormat,
@@ -85,15 +86,16 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    /// Defaults for `admin`: read-write, no authentication, [`TrackedJobs`].
+    /// Defaults for `admin`: read-write, no authentication, [`TrackedJobs`], [`FleetLimits`],
+    /// [`PausedQueues`].
     pub fn new(admin: Admin) -> Self {
         WebConfig {
             admin,
             read_only: false,
             auth: Auth::none(),
             jobs: Some(Arc::new(TrackedJobs)),
-            limits: None,
-            pauses: None,
+            limits: Some(Arc::new(FleetLimits)),
+            pauses: Some(Arc::new(PausedQueues)),
             float_format: FloatFormat::default(),
             search_budget: SEARCH_BUDGET,
         }

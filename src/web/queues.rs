@@ -47,12 +47,13 @@ pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
         p.muted {
             (queues.len()) " queues, " (num(pending)) " jobs pending"
             @if global_pause { " · " span.badge.paused { "all workers paused" } }
-            @if app.pauses.is_none() { " · per-queue pause: not available (needs issue 15's pause keys)" }
+            @if app.pauses.is_none() { " · per-queue pause: not available (no pause source configured)" }
         }
         table {
             thead { tr {
                 th { "queue" } th { "kind" } th.num { "size" } th.num { "due" }
                 th.num { "latency (oldest job)" } th { "state" }
+                @if app.pauses.is_some() && !ctx.read_only { th { "" } }
             } }
             tbody {
                 @for q in &queues {
@@ -62,14 +63,26 @@ pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
                         td.num { (num(q.size)) }
                         td.num { @if let Some(p) = q.pending { (num(p)) } @else { "—" } }
                         td.num { @if q.size == 0 { "—" } @else { (age(q.oldest_age_s)) } }
-                        td {
+                        td data-queue-state=(q.name) {
                             @if paused.contains(&q.name) || global_pause { span.badge.paused { "paused" } }
                             @else { span.muted { "active" } }
                         }
+                        @if app.pauses.is_some() && !ctx.read_only {
+                            td.nowrap {
+                                @if paused.contains(&q.name) {
+                                    (button(&ctx, "queue/pause", &[("name", &q.name), ("paused", "0"), ("back", "queues")], "Resume", "primary", None))
+                                } @else {
+                                    (button(&ctx, "queue/pause", &[("name", &q.name), ("paused", "1"), ("back", "queues")], "Pause", "", None))
+                                }
+                            }
+                        }
                     }
                 }
-                @if queues.is_empty() { tr { td colspan="6" .muted { "no queues" } } }
+                @if queues.is_empty() { tr { td colspan="7" .muted { "no queues" } } }
             }
+        }
+        @if app.pauses.is_some() {
+            p.muted { "Pause stops resq workers taking a queue's jobs (the jobs stay in it); Ruby, Jesque and node-resque workers do not look." }
         }
         p.muted { "Latency is known when a job says when it was enqueued (enqueued_at, ActiveJob); plain Resque payloads carry no time." }
     };
@@ -254,7 +267,8 @@ pub(crate) async fn remove(
     Ok(see_other(&ctx, &format!("queues?msg=cleared&n={n}")))
 }
 
-/// `POST /queue/pause` (`name`, `paused` = 1 or 0), when a pause source is plugged in.
+/// `POST /queue/pause` (`name`, `paused` = 1 or 0, `back` = `queues` to return to the list),
+/// when a pause source is plugged in.
 pub(crate) async fn pause(
     State(app): State<Arc<App>>,
     ctx: Ctx,
@@ -269,6 +283,9 @@ pub(crate) async fn pause(
     let paused = f.get("paused") == Some("1");
     p.set(&app.admin, name, paused).await?;
     let msg = if paused { "paused" } else { "resumed" };
+    if f.get("back") == Some("queues") {
+        return Ok(see_other(&ctx, &format!("queues?msg={msg}")));
+    }
     Ok(see_other(
         &ctx,
         &format!("queue?{}&msg={msg}", query(&[("name", name)])),

@@ -5,8 +5,10 @@
 //! The Jobs page reads [`TrackedJobs`] by default: resq's tracked jobs through
 //! [`Admin::jobs`], [`Admin::job`], [`Admin::job_counts`] and [`Admin::cancel_job`]. They are
 //! resque-status's records (`<ns>:_statuses`, `<ns>:status:<id>`), so statuses Ruby's
-//! resque-status wrote show too. Limits and per-queue pause have no implementation yet:
-//! without one, the Limits page says so and the Queues page shows only the global pause switch.
+//! resque-status wrote show too. The Limits page reads [`FleetLimits`]
+//! ([`Admin::limit_reports`]) and the queue pages pause and resume through [`PausedQueues`]
+//! (`<ns>:resq:paused_queues`) by default; without a source, the Limits page says there is
+//! none and the Queues page shows only the global pause switch.
 
 use crate::admin::Admin;
 use crate::error::Result;
@@ -177,22 +179,78 @@ impl JobsSource for TrackedJobs {
 /// One flow-control limit, as the Limits page shows it.
 #[derive(Debug, Clone)]
 pub struct LimitRow {
-    /// What it limits (a class, a queue, a key).
+    /// Its name.
     pub name: String,
-    /// The kind of limit (concurrency, rate, …).
+    /// The kind of limit (`concurrency`, `rate`, `window`).
     pub kind: String,
-    /// Its setting, as text.
+    /// What it applies to (`queue=… class=… key=…`).
+    pub scope: String,
+    /// Its setting, as text (`5`, `50 per 1s sliding`, `22:00-24:00 Europe/Paris`).
     pub limit: String,
-    /// Current use, as text.
-    pub in_use: String,
-    /// Jobs waiting on it, when known.
-    pub waiting: Option<u64>,
+    /// Its capacity (none for a time window).
+    pub capacity: Option<u64>,
+    /// Units in use (concurrency) or starts in the current window (rate).
+    pub in_use: u64,
+    /// Jobs it holds out of their queues.
+    pub held: u64,
+    /// Age of the oldest held job, in seconds.
+    pub oldest_held_secs: Option<f64>,
+    /// Whether it admits a job now (a window: whether it is open; a limit: whether it has
+    /// room).
+    pub open: bool,
+    /// Whether an operator's override (`resq limits set`) is in force.
+    pub overridden: bool,
+    /// Partitions (values of its key) with something running or held.
+    pub partitions: usize,
+    /// Workers of other runtimes polling a queue it covers: they do not honour it.
+    pub foreign_workers: Vec<String>,
+}
+
+impl From<&crate::limits::LimitReport> for LimitRow {
+    fn from(r: &crate::limits::LimitReport) -> Self {
+        LimitRow {
+            name: r.limit.name.clone(),
+            kind: r.kind_name().to_string(),
+            scope: r.scope(),
+            limit: r.setting(),
+            capacity: r.limit.capacity().map(u64::from),
+            in_use: r.in_use(),
+            held: r.held(),
+            oldest_held_secs: r.oldest_held_secs(),
+            open: r.is_open(),
+            overridden: r.overridden,
+            partitions: if r.limit.key.is_some() {
+                r.partitions.len()
+            } else {
+                0
+            },
+            foreign_workers: r.foreign_workers.clone(),
+        }
+    }
 }
 
 /// Where the Limits page reads limits from (issue 15).
 pub trait LimitsSource: Send + Sync {
     /// Every limit.
     fn limits<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<Vec<LimitRow>>>;
+}
+
+/// The limits in force in the namespace (declared by workers, overridden with `resq limits
+/// set`), with their use: [`Admin::limit_reports`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FleetLimits;
+
+impl LimitsSource for FleetLimits {
+    fn limits<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<Vec<LimitRow>>> {
+        Box::pin(async move {
+            Ok(admin
+                .limit_reports()
+                .await?
+                .iter()
+                .map(LimitRow::from)
+                .collect())
+        })
+    }
 }
 
 /// Per-queue pause (issue 15): which queues are paused, and the switch.
@@ -210,4 +268,37 @@ pub trait QueuePauses: Send + Sync {
         queue: &'a str,
         paused: bool,
     ) -> BoxFuture<'a, Result<()>>;
+}
+
+/// resq's per-queue pause, `<ns>:resq:paused_queues`: [`Admin::paused_queues`] and
+/// [`Admin::pause_queue`]. resq processes stop taking a paused queue's jobs at their next
+/// reserve; Ruby, Jesque and node-resque workers do not look.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PausedQueues;
+
+impl QueuePauses for PausedQueues {
+    fn paused<'a>(
+        &'a self,
+        admin: &'a Admin,
+        queues: &'a [String],
+    ) -> BoxFuture<'a, Result<HashSet<String>>> {
+        Box::pin(async move {
+            let wanted: HashSet<&String> = queues.iter().collect();
+            Ok(admin
+                .paused_queues()
+                .await?
+                .into_iter()
+                .filter(|q| wanted.contains(q))
+                .collect())
+        })
+    }
+
+    fn set<'a>(
+        &'a self,
+        admin: &'a Admin,
+        queue: &'a str,
+        paused: bool,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(admin.pause_queue(queue, paused))
+    }
 }

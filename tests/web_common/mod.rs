@@ -51,7 +51,19 @@ pub async fn seed_hostile(con: &mut redis::aio::MultiplexedConnection, ns: &str)
     let schedule = serde_json::json!({"class": SCRIPT_CLASS, "queue": "q", "args": [QUOTE_BREAK],
         "every": "1h", "description": SCRIPT_ERROR})
     .to_string();
+    // A limit on a hostile class (so the hostile worker polls what it covers), partitioned by a
+    // key one of whose values is hostile.
+    let limit = serde_json::json!({"name": "hostile", "kind": "concurrency", "limit": 2,
+        "class": SCRIPT_CLASS, "key": "k-{args.0}"})
+    .to_string();
     let _: () = redis::pipe()
+        .hset(k.limits_declared(), "hostile", limit)
+        .sadd(k.limit_parts("hostile"), QUOTE_BREAK)
+        .hset(
+            format!("{}:holders", k.limit_base("hostile", Some(QUOTE_BREAK))),
+            "__units",
+            1,
+        )
         .sadd(k.queues(), &["default", QUOTE_BREAK][..])
         .rpush(k.queue("default"), &job)
         .rpush(k.queue(QUOTE_BREAK), &job)

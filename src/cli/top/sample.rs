@@ -3,6 +3,7 @@
 use crate::admin::{Admin, Info, QueueInfo, WorkerInfo};
 use crate::error::Result;
 use crate::jobs::State;
+use crate::limits::LimitReport;
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -25,18 +26,21 @@ pub(crate) struct Sample {
     pub workers: Vec<WorkerInfo>,
     /// Tracked jobs in each state.
     pub jobs: Vec<(State, u64)>,
+    /// Flow-control limits in force, with their use.
+    pub limits: Vec<LimitReport>,
 }
 
 impl Sample {
     /// Reads the namespace.
     pub(crate) async fn take(admin: &Admin) -> Result<Sample> {
         let taken = Instant::now();
-        let (now, info, queues, workers, jobs) = tokio::try_join!(
+        let (now, info, queues, workers, jobs, limits) = tokio::try_join!(
             admin.now(),
             admin.info(),
             admin.queues(),
             admin.workers(),
-            admin.job_counts()
+            admin.job_counts(),
+            admin.limit_reports()
         )?;
         Ok(Sample {
             taken,
@@ -45,6 +49,7 @@ impl Sample {
             queues,
             workers,
             jobs,
+            limits,
         })
     }
 }

@@ -1,5 +1,5 @@
 //! Drawing one `resq top` frame: a header with counters, rates and tracked jobs by state, a
-//! throughput sparkline, the queues and the workers.
+//! throughput sparkline, the queues, the flow-control limits (when any exist) and the workers.
 
 use super::sample::TopState;
 use crate::admin::WorkerState;
@@ -20,11 +20,23 @@ pub(crate) fn draw(f: &mut Frame, s: &TopState) {
     ])
     .areas(f.area());
     let queue_rows = (s.last.queues.len() as u16).clamp(1, 12) + 3;
-    let [queues, workers] =
-        Layout::vertical([Constraint::Length(queue_rows), Constraint::Min(4)]).areas(body);
+    // The limits section only when a limit exists.
+    let limit_rows = match s.last.limits.len() as u16 {
+        0 => 0,
+        n => n.min(8) + 3,
+    };
+    let [queues, limits, workers] = Layout::vertical([
+        Constraint::Length(queue_rows),
+        Constraint::Length(limit_rows),
+        Constraint::Min(4),
+    ])
+    .areas(body);
     draw_header(f, header, s);
     draw_spark(f, spark, s);
     draw_queues(f, queues, s);
+    if limit_rows > 0 {
+        draw_limits(f, limits, s);
+    }
     draw_workers(f, workers, s);
     f.render_widget(
         Paragraph::new(Line::from(vec![
@@ -141,6 +153,67 @@ fn draw_queues(f: &mut Frame, area: Rect, s: &TopState) {
             .style(Style::new().add_modifier(Modifier::BOLD)),
     )
     .block(Block::default().borders(Borders::ALL).title(" queues "));
+    f.render_widget(t, area);
+}
+
+fn draw_limits(f: &mut Frame, area: Rect, s: &TopState) {
+    let rows = s.last.limits.iter().map(|r| {
+        Row::new(vec![
+            Cell::from(r.limit.name.clone()),
+            Cell::from(r.kind_name()),
+            Cell::from(
+                r.limit
+                    .capacity()
+                    .map_or_else(|| "-".into(), |c| c.to_string()),
+            ),
+            Cell::from(r.in_use().to_string()),
+            Cell::from(r.held().to_string()),
+            Cell::from(
+                r.oldest_held_secs()
+                    .map_or_else(|| "-".into(), |a| age(Some(a))),
+            ),
+            Cell::from(if r.is_open() { "open" } else { "closed" }),
+            Cell::from(short(&r.scope(), 40)),
+        ])
+    });
+    let foreign = s
+        .last
+        .limits
+        .iter()
+        .filter(|r| !r.foreign_workers.is_empty())
+        .count();
+    let title = if foreign > 0 {
+        format!(" limits ({foreign} with Ruby/Jesque/node-resque workers that ignore them) ")
+    } else {
+        " limits ".to_string()
+    };
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Fill(2),
+            Constraint::Length(11),
+            Constraint::Length(8),
+            Constraint::Length(7),
+            Constraint::Length(7),
+            Constraint::Length(11),
+            Constraint::Length(6),
+            Constraint::Fill(2),
+        ],
+    )
+    .header(
+        Row::new([
+            "LIMIT",
+            "KIND",
+            "CAPACITY",
+            "IN USE",
+            "HELD",
+            "OLDEST HELD",
+            "STATE",
+            "SCOPE",
+        ])
+        .style(Style::new().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(title));
     f.render_widget(t, area);
 }
 
