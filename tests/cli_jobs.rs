@@ -14,46 +14,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn cmd(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(support::resq_bin());
-    c.args(["--url", &support::url(), "--namespace", ns])
-        .args(args)
-        .env_remove("REDIS_URL")
-        .env_remove("RESQUE_NAMESPACE")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
-    c
-}
-
-/// Runs `resq` off the async runtime's threads (the in-process worker keeps running).
-async fn resq(ns: &str, args: &[&str]) -> Output {
-    let mut c = cmd(ns, args);
-    tokio::task::spawn_blocking(move || c.output().expect("run resq"))
-        .await
-        .expect("join")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use support::cli::{cmd, resq, stderr, stdout};
 
 fn code(o: &Output) -> i32 {
     o.status.code().expect("an exit code")
 }
 
+/// Runs `resq`, which must succeed; its standard output.
 async fn ok(ns: &str, args: &[&str]) -> String {
-    let out = resq(ns, args).await;
-    assert!(
-        out.status.success(),
-        "resq {args:?}: {}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
+    stdout(&support::cli::ok(ns, args).await)
 }
 
 async fn json_of(ns: &str, args: &[&str]) -> Value {

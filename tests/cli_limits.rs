@@ -11,44 +11,8 @@ use resq::limits::Limit;
 use resq::Keys;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::{Command, Output, Stdio};
 
-fn cmd(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(support::resq_bin());
-    c.args(["--url", &support::url(), "--namespace", ns])
-        .args(args)
-        .env_remove("REDIS_URL")
-        .env_remove("RESQUE_NAMESPACE")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
-    c
-}
-
-async fn resq(ns: &str, args: &[&str]) -> Output {
-    let mut c = cmd(ns, args);
-    tokio::task::spawn_blocking(move || c.output().expect("run resq"))
-        .await
-        .expect("join")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-async fn ok(ns: &str, args: &[&str]) -> Output {
-    let out = resq(ns, args).await;
-    assert!(
-        out.status.success(),
-        "resq {args:?}: {}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    out
-}
+use support::cli::{ok, resq, stderr, stdout};
 
 async fn json_of(ns: &str, args: &[&str]) -> Value {
     let mut a = vec!["--json"];

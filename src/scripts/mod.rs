@@ -12,6 +12,7 @@
 //! `redis::Script` sends `EVALSHA` and loads the script when the server does not know it yet.
 
 mod checked;
+mod compose;
 
 pub(crate) use checked::Checked;
 
@@ -27,10 +28,10 @@ const TRACK: &str = include_str!("track.lua");
 /// Limits decided inside the reserve (docs/limits.md).
 const LIMITS: &str = include_str!("limits.lua");
 
-/// A script's source as Redis runs it: the guard, the tracking and the limits functions
-/// prepended to its body.
+/// A script's source as Redis runs it: the guard, the tracking and the limits functions (a
+/// library made on first use, `compose.rs`) and its body.
 fn composed(body: &str) -> String {
-    format!("{GUARD}\n{TRACK}\n{LIMITS}\n{body}")
+    compose::compose(GUARD, &format!("{TRACK}\n{LIMITS}"), body)
 }
 
 /// A script with the guard, the tracking and the limits functions prepended.

@@ -353,7 +353,9 @@ local function take(raw, q)
   end
   if mode == 'job' then
     local tid, is_status = nil, false
-    if obj and (statused ~= '' or find(raw, '"resq_id"', 1, true)) then
+    -- Only a payload with an id, or of a statused class, loads the tracking functions.
+    if obj and (find(raw, '"resq_id"', 1, true) or (statused ~= ''
+        and type(obj['class']) == 'string' and find(statused, '\n' .. obj['class'] .. '\n', 1, true))) then
       tid, is_status = track_id_of(obj, statused)
     end
     local tread = nil

@@ -364,6 +364,16 @@ local function track_type_err(key, want)
   return v or nil
 end
 
+-- The index of the last plain occurrence of `needle` in t, or nil.
+local function last_find(t, needle)
+  local at, from = nil, 1
+  while true do
+    local f = tfind(t, needle, from, true)
+    if not f then return at end
+    at, from = f, f + 1
+  end
+end
+
 -- The record of job `id` (prefix P = '<ns>:'): its text (false when absent), its members and
 -- closing index; or nil and the error text when the key is unusable (another type, or a
 -- string that is not one JSON object).
@@ -378,12 +388,7 @@ local function track_read(P, id)
   -- member when what follows, up to the closing brace, is exactly one JSON value (cjson's
   -- decode says so; a `"` inside resq's own strings is escaped, so its text cannot hold the
   -- pattern): then only resque-status's part is scanned, not resq's history.
-  local at, from = nil, 1
-  while true do
-    local f = tfind(v, ',"resq":{', from, true)
-    if not f then break end
-    at, from = f, f + 1
-  end
+  local at = last_find(v, ',"resq":{')
   if at and tsub(v, -1) == '}' then
     local r = tsub(v, at + 8, -2)
     local ok, o = pcall(cjson.decode, r)
@@ -426,12 +431,7 @@ local function json_merge_fast(text, updates)
   if not pre then return nil end
   local options, name
   -- The last `,"name":"` is the member's (a name's own quotes are escaped), if there is one.
-  local at, from = nil, 1
-  while true do
-    local f = tfind(body, ',"name":"', from, true)
-    if not f then break end
-    at, from = f, f + 1
-  end
+  local at = last_find(body, ',"name":"')
   if at and tsub(body, -1) == '"' then
     local n = tsub(body, at + 8)
     local okn, nv = pcall(cjson.decode, n)

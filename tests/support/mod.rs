@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod audit;
+pub mod cli;
 pub mod failover;
 pub mod topology;
 
