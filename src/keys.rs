@@ -326,6 +326,12 @@ impl Keys {
         format!("{}resq:shares:{worker}", self.prefix)
     }
 
+    /// `<ns>:resq:sharing` — the worker ids that have a `shares` set (so a completion looks
+    /// for its slot's shares only while some slot holds any).
+    pub fn sharing(&self) -> String {
+        format!("{}resq:sharing", self.prefix)
+    }
+
     /// `<ns>:resq:wake` — written when every resq process should look at its queues again (a
     /// limit closing a whole queue opened); watched through invalidation tracking.
     pub fn wake(&self) -> String {

@@ -456,3 +456,51 @@ async fn a_rate_limit_on_a_whole_queue_closes_it_between_windows() {
     assert!(per_window.len() >= 3, "{per_window:?}");
     assert!(per_window.values().all(|n| *n <= 5 + 1), "{per_window:?}");
 }
+
+#[tokio::test]
+async fn a_limit_cleared_while_its_job_runs_gets_its_share_back() {
+    let ns = support::namespace("lim-cleared");
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    admin
+        .set_limit(&Limit::concurrency("short", 1).class("Slow"))
+        .await
+        .unwrap();
+    let gauge = Arc::new(Gauge::default());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let registry = Registry::new().handler("Slow", gauged(gauge.clone(), order));
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    c.enqueue_class("Slow", &[json!("a"), json!(800)])
+        .await
+        .unwrap();
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(2)
+            .registry(registry),
+    )
+    .await;
+    let keys = Keys::new(&ns);
+    let holders = format!("{}:holders", keys.limit_base("short", None));
+    let mut con = support::con().await;
+    support::eventually(10, "the job to hold its share", || {
+        let (mut con, holders) = (con.clone(), holders.clone());
+        async move {
+            let n: u64 = con.hlen(&holders).await.unwrap_or(0);
+            (n > 0).then_some(())
+        }
+    })
+    .await;
+    assert!(admin.clear_limit("short", false).await.unwrap());
+    support::eventually(10, "the job", || async {
+        (gauge.done.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    stop(w).await;
+    let sharing: u64 = con.scard(keys.sharing()).await.unwrap();
+    assert_eq!(sharing, 0, "no slot is left listed as holding shares");
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}resq:shares:*", keys.prefix()))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "shares sets left: {left:?}");
+}

@@ -23,6 +23,7 @@
 --   base..':rate'      sliding window: zset of starts (ms); base..':rate:'..<n> fixed window n
 --   P..'resq:limit:'..name..':parts'  set of the partitions in use (for reports)
 --   P..'resq:shares:'..worker         set of the holders keys the slot has shares in
+--   P..'resq:sharing'                 set of the worker ids that have a shares set
 --   P..'resq:held:due'                zset of held keys by when they may be released (ms)
 --
 -- The limits in force come from the worker as JSON: {"defs":[{name, kind, queue, class, key,
@@ -155,8 +156,8 @@ end
 -- concurrency shares, rate starts. Returns nil, or an error text (nothing written) when the
 -- slot's shares set is unusable.
 local function limits_admit(P, ls, class, worker, now_ms, seq)
-  local shares = P .. 'resq:shares:' .. worker
-  local e = track_type_err(shares, 'set')
+  local shares, sharing = P .. 'resq:shares:' .. worker, P .. 'resq:sharing'
+  local e = track_type_err(shares, 'set') or track_type_err(sharing, 'set')
   if e then return e end
   for _, x in ipairs(ls) do
     local d, base, part = x[1], x[2], x[3]
@@ -167,6 +168,7 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
       redis.call('HINCRBY', h, worker, w)
       redis.call('HINCRBY', h, '__units', w)
       redis.call('SADD', shares, h)
+      redis.call('SADD', sharing, worker)
     elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
       if d.sliding then
@@ -239,11 +241,14 @@ end
 -- slot takes them). Returns the released members (a list), or nil and an error text when a key
 -- is unusable (nothing written then).
 local function limits_free(P, L, worker)
-  local shares = P .. 'resq:shares:' .. worker
-  local e = track_type_err(shares, 'set')
+  local shares, sharing = P .. 'resq:shares:' .. worker, P .. 'resq:sharing'
+  local e = track_type_err(shares, 'set') or track_type_err(sharing, 'set')
   if e then return nil, e end
   local held = redis.call('SMEMBERS', shares)
-  if #held == 0 then return {} end
+  if #held == 0 then
+    redis.call('SREM', sharing, worker)
+    return {}
+  end
   for _, h in ipairs(held) do
     e = track_type_err(h, 'hash') or track_type_err(string.gsub(h, ':holders$', ':held'), 'zset')
     if e then return nil, e end
@@ -273,6 +278,7 @@ local function limits_free(P, L, worker)
     end
   end
   redis.call('DEL', shares)
+  redis.call('SREM', sharing, worker)
   return released
 end
 

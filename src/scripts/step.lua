@@ -162,6 +162,15 @@ end
 local tag, applied, data, gone, untoken = {}, {}, {}, {}, {}
 local wanting = {}
 
+-- Whether `worker` may hold limit shares while no limit is in force (one that was cleared
+-- while its jobs ran): only when some worker has a shares set (`<ns>:resq:sharing`, read once
+-- per call), then when this one has. EXISTS never fails, whatever the keys hold.
+local sharing_any = nil
+local function may_share(worker)
+  if sharing_any == nil then sharing_any = redis.call('EXISTS', P .. 'resq:sharing') == 1 end
+  return sharing_any and redis.call('EXISTS', P .. 'resq:shares:' .. worker) == 1
+end
+
 -- 1. Completions, in slot order; slots that want a job and hold none are noted. A finished
 -- slot's record is removed at the end of the call unless a new record replaces it.
 for s = 1, slots do
@@ -190,13 +199,30 @@ for s = 1, slots do
     end
     if mine and not err then
       local success = code == 'sr' or code == 'st'
-      if success then err = success_err(s) else err = failure_err(s) end
+      if success then
+        -- The slot's counter is its first write, and an INCR that cannot count writes
+        -- nothing: it is its own check (bad_counter says what is wrong with the key).
+        err = shared_err('processed')
+        if not err then
+          local r = redis.pcall('INCR', pkey(s))
+          if type(r) == 'table' then
+            err = bad_counter(pkey(s), 1) or ('NOTINTEGER ' .. pkey(s) .. ': ' .. tostring(r.err))
+          else
+            processed = processed + 1
+          end
+        end
+      else
+        err = failure_err(s)
+        if not err then record_failure(s, arg(s, 3)) end
+      end
       if not err then
-        if success then count_success(s) else record_failure(s, arg(s, 3)) end
         applied[s], gone[s], held = 1, true, false
-        if code == 'st' or code == 'ft' then untoken[s] = true end
-        local worker = cjson.decode(arg(s, 5))
-        if LIM or redis.call('EXISTS', P .. 'resq:shares:' .. worker) == 1 then
+        if by_token then untoken[s] = true end
+        -- The worker id as a JSON string: its text between the quotes unless it has escapes.
+        local wj = arg(s, 5)
+        local worker = string.sub(wj, 2, -2)
+        if find(worker, '\\', 1, true) then worker = cjson.decode(wj) end
+        if LIM or may_share(worker) then
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
             for _, r in ipairs(rel) do released_all[#released_all + 1] = r end
@@ -220,6 +246,9 @@ for s = 1, slots do
   elseif reserve then
     if held then
       tag[s], data[s] = 'job', held
+    elseif applied[s] == 1 and not by_token then
+      -- Its job's record was still there, so it holds no claim from a lost reply.
+      wanting[#wanting + 1] = s
     else
       -- A claim already taken (the reply of the call that took it was lost) comes back.
       local token, cerr = redis.pcall('LINDEX', ckey(s), 1), nil
