@@ -480,7 +480,9 @@ end
 -- Held jobs released by this call's completions go to this call's slots first (when their
 -- queue is one this call polls), the rest back to the head of their queue.
 local qindex = {}
-for q = 1, nq do qindex[cjson.decode(ARGV[14 + q])] = q end
+if #released_all > 0 then
+  for q = 1, nq do qindex[cjson.decode(ARGV[14 + q])] = q end
+end
 for _, r in ipairs(released_all) do
   local member, h = r[1], r[2]
   local queue, units, _, payload = limit_member(member)
