@@ -778,6 +778,7 @@ async fn limits_page_lists_a_limit_and_a_queue_is_paused_by_clicking() {
         .unwrap();
     assert_eq!(in_use, "4");
     assert!(row.text().await.unwrap().contains("class=Charge"));
+    screenshot(&c, "limits").await;
 
     c.goto(&format!("{base}queues")).await.unwrap();
     let xpath = format!(

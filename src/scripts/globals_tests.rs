@@ -3,7 +3,8 @@
 //! time on any other global access — after whatever the script wrote before it — so a call to a
 //! function defined further down the file (a global lookup, since a `local function` is only in
 //! scope after its definition) is a script that fails half-way. `luac5.1 -l` lists every
-//! global access of the compiled chunk; the test fails when `luac5.1` is missing.
+//! global access of the compiled chunk; the test fails when `luac5.1` is missing. With
+//! `RESQ_SCRIPTS_DIR=<dir>` the composed scripts are kept there (`<NAME>.lua`).
 
 use std::process::Command;
 
@@ -39,7 +40,12 @@ const ALLOWED: &[&str] = &[
 
 #[test]
 fn no_script_reads_an_unknown_global_or_sets_one() {
-    let dir = std::env::temp_dir().join(format!("resq-luac-{}", std::process::id()));
+    // `RESQ_SCRIPTS_DIR` keeps the composed scripts there (scripts/step-replay replays them).
+    let keep = std::env::var_os("RESQ_SCRIPTS_DIR");
+    let dir = keep.clone().map_or_else(
+        || std::env::temp_dir().join(format!("resq-luac-{}", std::process::id())),
+        std::path::PathBuf::from,
+    );
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut problems = Vec::new();
     for (name, body) in super::ALL {
@@ -71,6 +77,8 @@ fn no_script_reads_an_unknown_global_or_sets_one() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
