@@ -14,6 +14,17 @@ use std::collections::BTreeMap;
 
 use support::cli::{ok, resq, stderr, stdout};
 
+/// Runs `resq` with `a`, which must exit 1 saying `why`.
+async fn refused(ns: &str, a: &[&str], why: &str) {
+    let out = resq(ns, a).await;
+    assert_eq!(out.status.code(), Some(1), "{a:?}: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains(why),
+        "{a:?}: wanted {why}: {}",
+        stderr(&out)
+    );
+}
+
 async fn json_of(ns: &str, args: &[&str]) -> Value {
     let mut a = vec!["--json"];
     a.extend_from_slice(args);
@@ -309,13 +320,7 @@ async fn bad_input_exits_non_zero_and_writes_nothing() {
     for (args, why) in cases {
         let mut a = vec!["limits", "set", "payments"];
         a.extend_from_slice(args);
-        let out = resq(&ns, &a).await;
-        assert_eq!(out.status.code(), Some(1), "{a:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains(why),
-            "{a:?}: wanted {why}: {}",
-            stderr(&out)
-        );
+        refused(&ns, &a, why).await;
     }
     // A new name with no scope, or a bad name.
     for (a, why) in [
@@ -330,13 +335,7 @@ async fn bad_input_exits_non_zero_and_writes_nothing() {
         ),
         (vec!["pause", "--queue", ""], "--queue"),
     ] {
-        let out = resq(&ns, &a).await;
-        assert_eq!(out.status.code(), Some(1), "{a:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains(why),
-            "{a:?}: wanted {why}: {}",
-            stderr(&out)
-        );
+        refused(&ns, &a, why).await;
     }
     // --rate without --per is refused by the parser (exit status 2).
     let out = resq(&ns, &["limits", "set", "payments", "--rate", "5"]).await;

@@ -745,19 +745,7 @@ async fn limits_page_lists_a_limit_and_a_queue_is_paused_by_clicking() {
     let mut con = support::con().await;
     let k = Keys::new(ns.as_str());
     let limit = resq::limits::Limit::concurrency("payments", 5).class("Charge");
-    let () = redis::pipe()
-        .hset(
-            k.limits_declared(),
-            "payments",
-            serde_json::to_string(&limit).unwrap(),
-        )
-        .hset(
-            format!("{}:holders", k.limit_base("payments", None)),
-            "__units",
-            4,
-        )
-        .sadd(k.queues(), "reports")
-        .rpush(k.queue("reports"), r#"{"class":"Report","args":[]}"#)
+    let () = web_common::limit_fixture(&ns, &limit, 4)
         .query_async(&mut con)
         .await
         .unwrap();

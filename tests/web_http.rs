@@ -1190,24 +1190,12 @@ async fn limits_page_shows_use_and_queues_are_paused_from_the_list() {
     let limit = resq::limits::Limit::concurrency("payments", 5)
         .class("Charge")
         .weight("Refund", 2);
-    let () = redis::pipe()
-        .hset(
-            k.limits_declared(),
-            "payments",
-            serde_json::to_string(&limit).unwrap(),
-        )
-        .hset(
-            format!("{}:holders", k.limit_base("payments", None)),
-            "__units",
-            3,
-        )
+    let () = web_common::limit_fixture(&ns, &limit, 3)
         .zadd(
             format!("{}:held", k.limit_base("payments", None)),
             r#"{"class":"Charge","args":[]}"#,
             99.0 * 1e13 + (chrono::Utc::now().timestamp_millis() - 5000) as f64,
         )
-        .sadd(k.queues(), "reports")
-        .rpush(k.queue("reports"), r#"{"class":"Report","args":[]}"#)
         .sadd(k.workers(), "rubybox:99:reports")
         .query_async(&mut con)
         .await

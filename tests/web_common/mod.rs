@@ -641,3 +641,23 @@ pub async fn seed_demo_jobs(ns: &str) -> DemoJobs {
         worker,
     }
 }
+
+/// Declares `limit` as a worker does at start, with `units` of it in use, and a queue
+/// `reports` holding one job (the Limits page's and the pause button's fixtures).
+pub fn limit_fixture(ns: &str, limit: &resq::limits::Limit, units: u32) -> redis::Pipeline {
+    let k = resq::Keys::new(ns);
+    let mut pipe = redis::pipe();
+    pipe.hset(
+        k.limits_declared(),
+        &limit.name,
+        serde_json::to_string(limit).expect("a limit is JSON"),
+    )
+    .hset(
+        format!("{}:holders", k.limit_base(&limit.name, None)),
+        "__units",
+        units,
+    )
+    .sadd(k.queues(), "reports")
+    .rpush(k.queue("reports"), r#"{"class":"Report","args":[]}"#);
+    pipe
+}
