@@ -363,8 +363,12 @@ end
 -- window. Such a queue is not popped at all — its jobs stay in it, in order, and nothing is
 -- held — until a share comes back (the slot that returns it reserves in the same call), the
 -- window has room, or a process is woken (`<ns>:resq:wake`). Returns blocked, the time it may
--- open (ms, rate and window), or false, nil, an error text when a key is unusable.
+-- open (ms, rate and window), or false, nil, an error text when a key is unusable. When the
+-- queue is open, the fourth value is how many more weight-1 jobs its concurrency limits without
+-- priorities have room for (nil: no such limit), so a reserve pops no more than can start: jobs
+-- beyond the room would only be held and handed back in the same order.
 local function limits_gate(P, L, qname, now_ms)
+  local room = nil
   for _, d in ipairs(L.defs) do
     if d.queue == qname and type(d.class) ~= 'string'
         and not (type(d.key) == 'string' and d.key ~= '') then
@@ -373,7 +377,12 @@ local function limits_gate(P, L, qname, now_ms)
         local h = base .. ':holders'
         local e = track_type_err(h, 'hash')
         if e then return false, nil, e end
-        if limit_used(h) + (limit_pending[h] or 0) + 1 > d.limit then return true, nil end
+        local left = d.limit - limit_used(h) - (limit_pending[h] or 0)
+        if left < 1 then return true, nil end
+        -- With priorities, jobs beyond the room are held so the urgent ones start first;
+        -- without, they wait in the queue (their order is the queue's either way).
+        local prioritized = type(d.priority) == 'table' and next(d.priority) ~= nil
+        if not prioritized and (not room or left < room) then room = left end
       elseif d.kind == 'rate' then
         local iv = math.max(1, tonumber(d.interval_ms) or 1000)
         if d.sliding then
@@ -399,6 +408,6 @@ local function limits_gate(P, L, qname, now_ms)
       end
     end
   end
-  return false
+  return false, nil, nil, room
 end
 

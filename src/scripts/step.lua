@@ -515,10 +515,13 @@ for q = 1, nq do
   local key = KEYS[5 + q]
   local qname = cjson.decode(ARGV[14 + q])
   local closed = paused_q[qname]
+  -- How many more jobs the queue's own concurrency limits have room for (nil: no such limit).
+  local room_q, regate = nil, false
   if closed then qflags[q] = '0' end
   if not closed and LIM and want() > 0 then
     -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
-    local blocked, due, e = limits_gate(P, LIM, qname, now_ms)
+    local blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
+    room_q = room
     if e then
       stop(wanting[next_slot], e)
       break
@@ -529,9 +532,25 @@ for q = 1, nq do
     end
   end
   while want() > 0 and budget > 0 and not stopped and not closed do
-    -- A list gives up to the number still wanted in one LPOP; a key of another type is
+    if regate then
+      -- The last round filled the room it was given: look again (jobs it took were admitted).
+      local blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
+      if e then
+        stop(wanting[next_slot], e)
+        break
+      end
+      if blocked then
+        if due and (not earliest_due or due < earliest_due) then earliest_due = due end
+        break
+      end
+      room_q = room
+    end
+    regate = room_q ~= nil
+    -- A list gives up to the number still wanted in one LPOP (no more than the queue's limits
+    -- have room for: more would only be held and handed back); a key of another type is
     -- skipped (pcall), unless it is a flagged Jesque zset queue, which gives its due member.
     local n = math.min(want(), budget)
+    if room_q then n = math.min(n, room_q) end
     local len = redis.pcall('LLEN', key)
     if type(len) == 'number' and len > 0 and head_large(key, len) then
       -- A large payload at the head: claimed inside Redis, then the next one.
