@@ -204,26 +204,16 @@ pub(crate) fn foreign_warning(r: &LimitReport) -> Option<String> {
     if r.foreign_workers.is_empty() {
         return None;
     }
+    let n = r.foreign_workers.len();
+    let (worker, polls, does) = if n == 1 {
+        ("worker", "polls", "does")
+    } else {
+        ("workers", "poll", "do")
+    };
     Some(format!(
-        "WARNING: limit {}: {} Ruby/Jesque/node-resque worker{} poll{} a queue it covers and \
-         do{} not honour it: {}",
+        "WARNING: limit {}: {n} Ruby/Jesque/node-resque {worker} {polls} a queue it covers and \
+         {does} not honour it: {}",
         r.limit.name,
-        r.foreign_workers.len(),
-        if r.foreign_workers.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        if r.foreign_workers.len() == 1 {
-            "s"
-        } else {
-            ""
-        },
-        if r.foreign_workers.len() == 1 {
-            "es"
-        } else {
-            ""
-        },
         r.foreign_workers.join(", ")
     ))
 }

@@ -45,20 +45,6 @@ pub(super) struct LimitLabels {
     pub limit: String,
 }
 
-/// One limit's figures at a scrape (see [`Metrics::set_limits`]).
-pub(super) struct LimitFigures {
-    /// The limit's name.
-    pub name: String,
-    /// Its capacity (none for a time window).
-    pub capacity: Option<u32>,
-    /// Units in use (concurrency) or starts in the current window (rate), all partitions.
-    pub in_use: u64,
-    /// Jobs held, all partitions.
-    pub held: u64,
-    /// Age of the oldest held job (0 when none is held).
-    pub oldest_held_secs: f64,
-}
-
 /// Constructor of duration histograms.
 type HistogramNew = fn() -> Histogram;
 
@@ -208,24 +194,24 @@ impl Metrics {
     }
 
     /// Replaces the limit series with `limits` (a limit removed since the last scrape goes).
-    pub(super) fn set_limits(&self, limits: &[LimitFigures]) {
+    pub(super) fn set_limits(&self, limits: &[crate::limits::LimitReport]) {
         self.limit_capacity.clear();
         self.limit_in_use.clear();
         self.limit_held.clear();
         self.limit_oldest_held.clear();
         let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        for f in limits {
+        for r in limits {
             let l = LimitLabels {
-                limit: f.name.clone(),
+                limit: r.limit.name.clone(),
             };
-            if let Some(c) = f.capacity {
+            if let Some(c) = r.limit.capacity() {
                 self.limit_capacity.get_or_create(&l).set(i64::from(c));
             }
-            self.limit_in_use.get_or_create(&l).set(int(f.in_use));
-            self.limit_held.get_or_create(&l).set(int(f.held));
+            self.limit_in_use.get_or_create(&l).set(int(r.in_use()));
+            self.limit_held.get_or_create(&l).set(int(r.held()));
             self.limit_oldest_held
                 .get_or_create(&l)
-                .set(f.oldest_held_secs);
+                .set(r.oldest_held_secs().unwrap_or(0.0));
         }
     }
 

@@ -101,19 +101,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         }
     }
     match s.admin.limit_reports().await {
-        Ok(reports) => {
-            let figures: Vec<super::prom::LimitFigures> = reports
-                .iter()
-                .map(|r| super::prom::LimitFigures {
-                    name: r.limit.name.clone(),
-                    capacity: r.limit.capacity(),
-                    in_use: r.in_use(),
-                    held: r.held(),
-                    oldest_held_secs: r.oldest_held_secs().unwrap_or(0.0),
-                })
-                .collect();
-            m.set_limits(&figures);
-        }
+        Ok(reports) => m.set_limits(&reports),
         Err(e) => {
             crate::metrics::redis_error();
             tracing::debug!(error = %e, "metrics: could not read limits");

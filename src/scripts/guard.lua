@@ -24,23 +24,36 @@ local function wrong_type(key, want)
   return wrongtype_msg(key, t, want)
 end
 
+-- nil when the counter value v (a string, or false when absent) of `what` can take n more
+-- increments, else the error text. (Redis reads "0", "-12", "345" as integers; not "+1",
+-- " 1", "01", "1.0".)
+local function counter_err(what, v, n)
+  if not v then return nil end
+  local digits = string.match(v, '^%-?([1-9]%d*)$')
+  if v ~= '0' and not digits then
+    return 'NOTINTEGER ' .. what .. ' holds ' .. string.format('%q', string.sub(v, 1, 40)) .. ', not an integer'
+  end
+  -- 18 digits leave more headroom than any one script adds (n is at most a few hundred).
+  if digits and #digits > 18 then
+    return 'NOTINTEGER ' .. what .. ' is ' .. v .. ', too close to the 64-bit limit to add ' .. n
+  end
+  return nil
+end
+
 -- nil when `key` is absent or holds an integer that `n` more increments cannot overflow, else
--- the error text. (Redis reads "0", "-12", "345" as integers; not "+1", " 1", "01", "1.0".)
+-- the error text.
 local function bad_counter(key, n)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' then
     return wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string counter')
   end
-  if not v then return nil end
-  local digits = string.match(v, '^%-?([1-9]%d*)$')
-  if v ~= '0' and not digits then
-    return 'NOTINTEGER ' .. key .. ' holds ' .. string.format('%q', string.sub(v, 1, 40)) .. ', not an integer'
-  end
-  -- 18 digits leave more headroom than any one script adds (n is at most a few hundred).
-  if digits and #digits > 18 then
-    return 'NOTINTEGER ' .. key .. ' is ' .. v .. ', too close to the 64-bit limit to add ' .. n
-  end
-  return nil
+  return counter_err(key, v, n)
+end
+
+-- The same for field `field` of hash `key`, whose type was checked (HINCRBY raises on a field
+-- that is not an integer).
+local function bad_hash_counter(key, field, n)
+  return counter_err(key .. ' field ' .. field, redis.call('HGET', key, field), n)
 end
 
 -- The first non-nil of the checks' results (each a string or nil).

@@ -120,7 +120,11 @@ local function limits_check(P, L, ls, class, now_ms)
       local h = base .. ':holders'
       e = track_type_err(h, 'hash')
       if e then return false, e end
-      if limit_used(h) + (limit_pending[h] or 0) + limit_weight(d, class) > d.limit then
+      -- The sum limits_admit will increment: read once, checked to be an integer.
+      local w, used = limit_weight(d, class), redis.call('HGET', h, '__units')
+      e = counter_err(h .. ' field __units', used, w)
+      if e then return false, e end
+      if (tonumber(used) or 0) + (limit_pending[h] or 0) + w > d.limit then
         return x, nil
       end
     elseif d.kind == 'rate' then
@@ -158,6 +162,12 @@ end
 local function limits_admit(P, ls, class, worker, now_ms, seq)
   local shares, sharing = P .. 'resq:shares:' .. worker, P .. 'resq:sharing'
   local e = track_type_err(shares, 'set') or track_type_err(sharing, 'set')
+  for _, x in ipairs(ls) do
+    -- The slot's own field in each holders hash (limits_check checked the hash and its sum).
+    if not e and x[1].kind == 'concurrency' then
+      e = bad_hash_counter(x[2] .. ':holders', worker, limit_weight(x[1], class))
+    end
+  end
   if e then return e end
   for _, x in ipairs(ls) do
     local d, base, part = x[1], x[2], x[3]
@@ -245,20 +255,23 @@ local function limits_free(P, L, worker)
   local e = track_type_err(shares, 'set') or track_type_err(sharing, 'set')
   if e then return nil, e end
   local held = redis.call('SMEMBERS', shares)
-  if #held == 0 then
-    redis.call('SREM', sharing, worker)
-    return {}
-  end
-  for _, h in ipairs(held) do
+  if #held == 0 then return {} end
+  -- The slot's units in each holders hash, and their sum there, must be integers: the sum is
+  -- decremented by them below.
+  local mine = {}
+  for i, h in ipairs(held) do
     e = track_type_err(h, 'hash') or track_type_err(string.gsub(h, ':holders$', ':held'), 'zset')
     if e then return nil, e end
+    local units = redis.call('HGET', h, worker)
+    e = counter_err(h .. ' field ' .. worker, units, 1) or bad_hash_counter(h, '__units', 1)
+    if e then return nil, e end
+    mine[i] = tonumber(units) or 0
   end
   local released = {}
-  for _, h in ipairs(held) do
-    local mine = tonumber(redis.call('HGET', h, worker)) or 0
+  for i, h in ipairs(held) do
     redis.call('HDEL', h, worker)
-    if mine > 0 then
-      local left = redis.call('HINCRBY', h, '__units', -mine)
+    if mine[i] > 0 then
+      local left = redis.call('HINCRBY', h, '__units', -mine[i])
       if left <= 0 then redis.call('HDEL', h, '__units') end
     end
     local hd = string.gsub(h, ':holders$', ':held')

@@ -105,6 +105,15 @@ local function ckey(s) return KEYS[kq + 5 * s - 1] end
 local function tkey(s) return KEYS[kq + 5 * s] end
 local function arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
 
+-- Slot s's worker id (sent as a JSON string): the text between the quotes unless it has
+-- escapes.
+local function worker_of(s)
+  local wj = arg(s, 5)
+  local w = string.sub(wj, 2, -2)
+  if string.find(w, '\\', 1, true) then w = cjson.decode(wj) end
+  return w
+end
+
 -- Checks of the shared keys, made at most once per call (false = fine).
 local shared = {}
 local function shared_err(name)
@@ -218,10 +227,7 @@ for s = 1, slots do
       if not err then
         applied[s], gone[s], held = 1, true, false
         if by_token then untoken[s] = true end
-        -- The worker id as a JSON string: its text between the quotes unless it has escapes.
-        local wj = arg(s, 5)
-        local worker = string.sub(wj, 2, -2)
-        if find(worker, '\\', 1, true) then worker = cjson.decode(wj) end
+        local worker = worker_of(s)
         if LIM or may_share(worker) then
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
@@ -418,7 +424,7 @@ local function take(raw, q)
           budget = budget - 1
           return nil
         end
-        local e = limits_admit(P, ls, obj['class'], cjson.decode(arg(s, 5)), now_ms, next_seq())
+        local e = limits_admit(P, ls, obj['class'], worker_of(s), now_ms, next_seq())
         if e then return e end
       end
     end
@@ -515,25 +521,13 @@ for q = 1, nq do
   local key = KEYS[5 + q]
   local qname = cjson.decode(ARGV[14 + q])
   local closed = paused_q[qname]
-  -- How many more jobs the queue's own concurrency limits have room for (nil: no such limit).
-  local room_q, regate = nil, false
   if closed then qflags[q] = '0' end
-  if not closed and LIM and want() > 0 then
-    -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
-    local blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
-    room_q = room
-    if e then
-      stop(wanting[next_slot], e)
-      break
-    end
-    if blocked then
-      closed = true
-      if due and (not earliest_due or due < earliest_due) then earliest_due = due end
-    end
-  end
+  -- The queue's own limits are looked at before the first round, and again before each
+  -- round after one that their room bounded (the jobs it took were admitted).
+  local gate, room_q = LIM ~= nil, nil
   while want() > 0 and budget > 0 and not stopped and not closed do
-    if regate then
-      -- The last round filled the room it was given: look again (jobs it took were admitted).
+    if gate then
+      -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
       local blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
       if e then
         stop(wanting[next_slot], e)
@@ -543,9 +537,8 @@ for q = 1, nq do
         if due and (not earliest_due or due < earliest_due) then earliest_due = due end
         break
       end
-      room_q = room
+      room_q, gate = room, room ~= nil
     end
-    regate = room_q ~= nil
     -- A list gives up to the number still wanted in one LPOP (no more than the queue's limits
     -- have room for: more would only be held and handed back); a key of another type is
     -- skipped (pcall), unless it is a flagged Jesque zset queue, which gives its due member.

@@ -374,9 +374,10 @@ local function last_find(t, needle)
   end
 end
 
--- The record of job `id` (prefix P = '<ns>:'): its text (false when absent), its members and
--- closing index; or nil and the error text when the key is unusable (another type, or a
--- string that is not one JSON object).
+-- The record of job `id` (prefix P = '<ns>:'): its text without resq's member (false when
+-- absent), its members and closing index (nil when not scanned), and resq's member decoded
+-- (a table, or nil when absent or unreadable); or nil and the error text when the key is
+-- unusable (another type, or a string that is not one JSON object).
 local function track_read(P, id)
   local key = P .. 'status:' .. id
   local v = redis.pcall('GET', key)
@@ -396,7 +397,7 @@ local function track_read(P, id)
       -- Its members are read only if a write needs them (see json_merge_fast).
       local head = tsub(v, 1, at - 1) .. '}'
       local okh, h = pcall(cjson.decode, head)
-      if okh and type(h) == 'table' then return head, nil, nil, r end
+      if okh and type(h) == 'table' then return head, nil, nil, o end
     end
   end
   local ms, close = json_members(v)
@@ -404,9 +405,13 @@ local function track_read(P, id)
     return nil, 'BADSTATUS ' .. key .. ' holds ' .. string.format('%q', tsub(v, 1, 60))
       .. ', not a JSON object'
   end
-  local r = json_get(v, ms, 'resq')
-  if r then v, ms, close = json_drop(v, ms, close, 'resq') end
-  return v, ms, close, r
+  local r, o = json_get(v, ms, 'resq'), nil
+  if r then
+    v, ms, close = json_drop(v, ms, close, 'resq')
+    local ok, d = pcall(cjson.decode, r)
+    if ok and type(d) == 'table' then o = d end
+  end
+  return v, ms, close, o
 end
 
 -- The `status` (as JSON text) of a record's text without resq's member (members ms, or nil:
@@ -467,18 +472,12 @@ local STATUS_STATE = { ['"queued"'] = 'queued', ['"working"'] = 'working',
   ['"completed"'] = 'completed', ['"failed"'] = 'failed', ['"killed"'] = 'killed' }
 
 -- The `resq` object of a record read by track_read (its text without resq's member, its
--- members, and resq's member's text `r`): a Lua table (a fresh one when absent or unreadable),
--- and the
--- state it held when that was stale. resq writes `status` and `resq.state` together; when the
--- record's `status` no longer matches the state, another writer moved the job since (a Ruby
--- resque-status worker ran it: it merges the record and keeps `resq` as it was), so `status`
--- is the newer word and the state is taken from it.
-local function track_extra(text, ms, r)
-  local obj
-  if r then
-    local ok, o = pcall(cjson.decode, r)
-    if ok and type(o) == 'table' then obj = o end
-  end
+-- members, and resq's member as track_read decoded it): that table (a fresh one when absent),
+-- and the state it held when that was stale. resq writes `status` and `resq.state` together;
+-- when the record's `status` no longer matches the state, another writer moved the job since
+-- (a Ruby resque-status worker ran it: it merges the record and keeps `resq` as it was), so
+-- `status` is the newer word and the state is taken from it.
+local function track_extra(text, ms, obj)
   if not obj then return { history = {} } end
   local stale
   if type(obj.state) == 'string' then

@@ -335,3 +335,66 @@ async fn a_status_moved_by_ruby_wins_over_a_stale_state() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_holders_field_that_is_no_integer_stops_a_share_before_any_write() {
+    let mut con = testing::con().await;
+    let p = format!("lim{}:", std::process::id());
+    let h = format!("{p}resq:limit:pay:holders");
+    let shares = format!("{p}resq:shares:w1");
+    // Returns the error texts of limits_free and limits_admit for worker w1.
+    let script = probe(
+        r#"
+        local P, h = ARGV[1], ARGV[2]
+        local _, free_err = limits_free(P, nil, 'w1')
+        local ls = { { { name = 'pay', kind = 'concurrency', limit = 5 }, P .. 'resq:limit:pay', nil } }
+        local admit_err = limits_admit(P, ls, 'Charge', 'w2', 1, 'seq')
+        return { free_err or false, admit_err or false }
+    "#,
+    );
+    let () = redis::pipe()
+        .hset(&h, "w1", "1")
+        .hset(&h, "__units", "x")
+        .hset(&h, "w2", "two")
+        .sadd(&shares, &h)
+        .sadd(format!("{p}resq:sharing"), "w1")
+        .query_async(&mut con)
+        .await
+        .expect("seed");
+    let keys = vec![
+        h.clone(),
+        shares.clone(),
+        format!("{p}resq:sharing"),
+        format!("{p}resq:shares:w2"),
+    ];
+    let before = dump(&mut con, &keys).await;
+    let (free_err, admit_err): (String, String) = script
+        .arg(&p)
+        .arg(&h)
+        .invoke_async(&mut con)
+        .await
+        .expect("script");
+    assert!(
+        free_err.contains("__units") && free_err.contains("NOTINTEGER"),
+        "{free_err}"
+    );
+    assert!(
+        admit_err.contains("field w2") && admit_err.contains("NOTINTEGER"),
+        "{admit_err}"
+    );
+    assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
+}
+
+/// `DUMP` of each key (None when absent).
+async fn dump(con: &mut crate::conn::Conn, keys: &[String]) -> Vec<Option<Vec<u8>>> {
+    let mut out = Vec::new();
+    for k in keys {
+        let v: Option<Vec<u8>> = redis::cmd("DUMP")
+            .arg(k)
+            .query_async(con)
+            .await
+            .expect("dump");
+        out.push(v);
+    }
+    out
+}
