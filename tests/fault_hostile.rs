@@ -12,6 +12,12 @@
 //!   `INTERVAL`, and the lost connection is logged;
 //! * 1,000 queues: a job on the last one is picked up without polling, and draining it costs
 //!   a few `LPOP`s per job, not one per queue;
+//! * a queue closed by a full limit on the whole queue: the waiting slots are not woken in a
+//!   loop (Redis sees a handful of commands per second), and the queue's jobs still run one
+//!   after another as the share comes back;
+//! * queue keys that are no list (a string, a zset): an idle process sends next to nothing
+//!   (no wake-up loop on a key that exists but holds no jobs), and jobs on its other queues are
+//!   still picked up at once;
 //! * a 20 MB non-ASCII payload never holds Redis in a script and never becomes a malformed
 //!   record, and the worker's memory stays within a small multiple of the payload.
 //!
@@ -297,6 +303,103 @@ fn a_thousand_queues_cost_what_one_does() {
         "AUDIT queues-1000: last_queue_pickup_ms={} lpops_per_job={per_job:.2}",
         pickup.as_millis()
     );
+}
+
+/// Every command the server ran so far (`INFO commandstats`, INFO itself left out).
+fn commands(c: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| l.split("calls=").nth(1))
+        .filter_map(|v| v.split(',').next())
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn queue_keys_that_are_no_list_cost_nothing_while_idle() {
+    let server = RedisServer::start(&[]);
+    let url = server.url();
+    let ns = support::namespace("notalist");
+    let mut c = con(&url);
+    let _: () = redis::cmd("SET")
+        .arg(format!("{ns}:queue:b"))
+        .arg("not a queue")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{ns}:queue:c"))
+        .arg(1)
+        .arg("not a list either")
+        .query(&mut c)
+        .unwrap();
+    // A long INTERVAL: anything sent while idle is a wake-up, not the periodic reserve.
+    let mut w = WorkerProc::start(&url, &ns, 2, &[("QUEUES", "b,c,a"), ("INTERVAL", "30")]);
+    let queue_a = format!("{ns}:queue:a");
+    push(&mut c, &queue_a, r#"{"class":"Noop","args":[]}"#);
+    wait_until(10, "the first job picked up", || {
+        (get_i64(&mut c, &format!("{ns}:stat:processed")) >= 1).then_some(())
+    });
+    // A measuring window (not a synchronisation): a loop of wake-ups would run thousands of
+    // commands in it.
+    let window = Duration::from_secs(3);
+    let before = commands(&mut c);
+    std::thread::sleep(window);
+    let rate = (commands(&mut c) - before) as f64 / window.as_secs_f64();
+    assert!(
+        rate < 5.0,
+        "{rate:.1} commands/s while idle: keys that are no list keep waking the slots"
+    );
+    let t = Instant::now();
+    push(&mut c, &queue_a, r#"{"class":"Noop","args":[]}"#);
+    wait_until(5, "the second job picked up", || {
+        (get_i64(&mut c, &format!("{ns}:stat:processed")) >= 2).then_some(())
+    });
+    let pickup = t.elapsed();
+    w.signal("QUIT");
+    w.wait_exit(10);
+    println!(
+        "AUDIT not-a-list: idle_commands_per_s={rate:.2} pickup_ms={}",
+        pickup.as_millis()
+    );
+}
+
+#[test]
+fn a_queue_closed_by_a_full_limit_is_not_polled_in_a_loop() {
+    let url = support::url();
+    let ns = support::namespace("closed");
+    let mut c = con(&url);
+    let out = support::cli::cmd(
+        &ns,
+        &["limits", "set", "one", "--concurrency", "1", "--queue", "q"],
+    )
+    .output()
+    .expect("run resq");
+    assert!(out.status.success(), "{}", support::cli::stderr(&out));
+    let mut w = WorkerProc::start(&url, &ns, 4, &[("QUEUES", "q"), ("INTERVAL", "30")]);
+    let queue = format!("{ns}:queue:q");
+    for _ in 0..3 {
+        push(&mut c, &queue, r#"{"class":"Sleep","args":[1500]}"#);
+    }
+    wait_until(10, "the first job running", || {
+        (redis::cmd("LLEN").arg(&queue).query::<i64>(&mut c).unwrap() == 2).then_some(())
+    });
+    // A measuring window (not a synchronisation) while one job runs and two wait behind the
+    // limit; the shared test server's other tests add a little.
+    let window = Duration::from_millis(1000);
+    let before = commands(&mut c);
+    std::thread::sleep(window);
+    let rate = (commands(&mut c) - before) as f64 / window.as_secs_f64();
+    assert!(
+        rate < 500.0,
+        "{rate:.0} commands/s while the queue is closed: the waiting slots poll it in a loop"
+    );
+    wait_until(15, "the three jobs run one after another", || {
+        (get_i64(&mut c, &format!("{ns}:stat:processed")) >= 3).then_some(())
+    });
+    w.signal("QUIT");
+    w.wait_exit(10);
+    println!("AUDIT closed-queue: commands_per_s={rate:.1}");
 }
 
 /// `VmHWM` and `VmRSS` of a process, in bytes.

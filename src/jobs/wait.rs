@@ -21,7 +21,11 @@ impl Client {
         // Subscribe before reading, so a change between the two is not missed.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watch = match self.endpoint() {
-            Some(e) => e.tracking(&[&key], tx).await.ok().flatten(),
+            Some(e) => e
+                .tracking(crate::conn::Tracking::Broadcast(&[&key]), tx)
+                .await
+                .ok()
+                .flatten(),
             None => None,
         };
         let mut backoff = Duration::from_millis(50);

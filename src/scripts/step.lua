@@ -66,7 +66,9 @@
 --   in bytes (0 when unknown); 'none'; 'paused';
 --   'error' + what is wrong: the slot's reserve was refused, and so was its completion unless
 --   applied is 1 (a completion and a reserve are each all or nothing).
--- Then one string with a character per queue: '0' when the call found it empty, '1' otherwise.
+-- Then one string with a character per queue: '0' when the call found it empty, 'p' when it is
+-- paused (not popped, whatever it holds), 'b' when a full limit on the whole queue kept it
+-- from being popped, '1' otherwise.
 -- Then one string: the tracked jobs whose record could not be written, and the limits that
 -- could not be applied ('<id or key> <why>' lines; the jobs themselves moved as usual).
 -- Then the earliest time (epoch ms) a job held by a rate or window limit may be released
@@ -96,7 +98,7 @@ local max_payload = tonumber(ARGV[8])
 local char_budget = tonumber(ARGV[9])
 local slots = (#KEYS - kq) / 5
 local processed, failed = 0, 0
-local find = string.find
+local find, byte = string.find, string.byte
 
 local function wkey(s) return KEYS[kq + 5 * s - 4] end
 local function pkey(s) return KEYS[kq + 5 * s - 3] end
@@ -104,6 +106,9 @@ local function fkey(s) return KEYS[kq + 5 * s - 2] end
 local function ckey(s) return KEYS[kq + 5 * s - 1] end
 local function tkey(s) return KEYS[kq + 5 * s] end
 local function arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
+
+-- Queue q's name (sent as a JSON string).
+local function queue_name(q) return cjson.decode(ARGV[14 + q]) end
 
 -- Slot s's worker id (sent as a JSON string): the text between the quotes unless it has
 -- escapes.
@@ -114,12 +119,23 @@ local function worker_of(s)
   return w
 end
 
+-- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET
+-- never fails: a key that is no string reads as absent).
+local gets = nil
+local function shared_gets()
+  if not gets then gets = redis.call('MGET', KEYS[4], KEYS[1]) end
+  return gets
+end
+
 -- Checks of the shared keys, made at most once per call (false = fine).
 local shared = {}
 local function shared_err(name)
   if shared[name] == nil then
     local e
-    if name == 'processed' then e = bad_counter(KEYS[1], 2 * slots + 200)
+    if name == 'processed' then
+      local v = shared_gets()[2]
+      -- Absent or of another type: GET tells which.
+      if v then e = counter_err(KEYS[1], v, 2 * slots + 200) else e = bad_counter(KEYS[1], 2 * slots + 200) end
     elseif name == 'failed' then e = bad_counter(KEYS[2], 2 * slots + 200)
     elseif name == 'list' then e = wrong_type(KEYS[3], 'list')
     else e = wrong_type(KEYS[5], 'set') end
@@ -171,13 +187,13 @@ end
 local tag, applied, data, gone, untoken = {}, {}, {}, {}, {}
 local wanting = {}
 
--- Whether `worker` may hold limit shares while no limit is in force (one that was cleared
--- while its jobs ran): only when some worker has a shares set (`<ns>:resq:sharing`, read once
--- per call), then when this one has. EXISTS never fails, whatever the keys hold.
+-- Whether slot s's worker may hold limit shares while no limit is in force (one that was
+-- cleared while its jobs ran): only when some worker has a shares set (`<ns>:resq:sharing`,
+-- read once per call), then when this one has. EXISTS never fails, whatever the keys hold.
 local sharing_any = nil
-local function may_share(worker)
+local function may_share(s)
   if sharing_any == nil then sharing_any = redis.call('EXISTS', P .. 'resq:sharing') == 1 end
-  return sharing_any and redis.call('EXISTS', P .. 'resq:shares:' .. worker) == 1
+  return sharing_any and redis.call('EXISTS', P .. 'resq:shares:' .. worker_of(s)) == 1
 end
 
 -- 1. Completions, in slot order; slots that want a job and hold none are noted. A finished
@@ -227,8 +243,8 @@ for s = 1, slots do
       if not err then
         applied[s], gone[s], held = 1, true, false
         if by_token then untoken[s] = true end
-        local worker = worker_of(s)
-        if LIM or may_share(worker) then
+        if LIM or may_share(s) then
+          local worker = worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
             for _, r in ipairs(rel) do released_all[#released_all + 1] = r end
@@ -279,7 +295,7 @@ end
 local qflags = {}
 for q = 1, nq do qflags[q] = '1' end
 if #wanting > 0 then
-  local p = redis.pcall('GET', KEYS[4])
+  local p = shared_gets()[1]
   if type(p) == 'string' and string.lower(string.match(p, '^%s*(.-)%s*$')) == 'true' then
     for _, s in ipairs(wanting) do tag[s] = 'paused' end
     wanting = {}
@@ -326,6 +342,18 @@ local function malformed(raw)
   return nil, obj
 end
 
+-- Whether `class` is one of the statused classes (a whole line of `statused`).
+local function is_statused(class)
+  if statused == '' or type(class) ~= 'string' or class == '' then return false end
+  local i = 1
+  while true do
+    local a, b = find(statused, class, i, true)
+    if not a then return false end
+    if byte(statused, a - 1) == 10 and byte(statused, b + 1) == 10 then return true end
+    i = a + 1
+  end
+end
+
 -- The failure entry of a popped item that is not a job.
 local function entry_for(s, q, exception, message)
   return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
@@ -354,7 +382,7 @@ end
 -- items is at most 8 KiB (the list-max-listpack-size default), so only a head node holding a
 -- large item makes it exceed len * (small + overhead).
 local function head_large(key, len)
-  local usage = redis.call('MEMORY', 'USAGE', key, 'SAMPLES', 1)
+  local usage = redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '1')
   return usage ~= nil and usage > len * (small + 128) + 1024
 end
 
@@ -389,8 +417,7 @@ local function take(raw, q)
   if mode == 'job' then
     local tid, is_status = nil, false
     -- Only a payload with an id, or of a statused class, loads the tracking functions.
-    if obj and (find(raw, '"resq_id"', 1, true) or (statused ~= ''
-        and type(obj['class']) == 'string' and find(statused, '\n' .. obj['class'] .. '\n', 1, true))) then
+    if obj and (find(raw, '"resq_id"', 1, true) or is_statused(obj['class'])) then
       tid, is_status = track_id_of(obj, statused)
     end
     local tread = nil
@@ -406,7 +433,7 @@ local function take(raw, q)
       if text ~= nil then tread = { text, ms, close, extra or { history = {} }, stale } end
     end
     if LIM and obj then
-      local qname = cjson.decode(ARGV[14 + q])
+      local qname = queue_name(q)
       local ls, lwhy = limits_for(LIM, P, obj, qname)
       if not ls then
         local e = failure_err(s)
@@ -434,7 +461,7 @@ local function take(raw, q)
         state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
         set = { { 'name', json_str(track_name(raw, obj['class'], is_status)) } },
         event = { event = 'started', worker = worker },
-        extra = { worker = worker, started_at = now_ms, queue = cjson.decode(ARGV[14 + q]),
+        extra = { worker = worker, started_at = now_ms, queue = queue_name(q),
           class = obj['class'] },
         attempts_inc = true,
         -- A missing record is recreated as resque-status recreates it: a fresh `time`, no
@@ -487,7 +514,7 @@ end
 -- queue is one this call polls), the rest back to the head of their queue.
 local qindex = {}
 if #released_all > 0 then
-  for q = 1, nq do qindex[cjson.decode(ARGV[14 + q])] = q end
+  for q = 1, nq do qindex[queue_name(q)] = q end
 end
 for _, r in ipairs(released_all) do
   local member, h = r[1], r[2]
@@ -508,20 +535,23 @@ for _, r in ipairs(released_all) do
   if not given then limit_requeue(P, member) end
 end
 
--- Queues paused with `resq pause --queue` are not popped.
-local paused_q = {}
+-- Queues paused with `resq pause --queue` are not popped (a key of another type pauses
+-- nothing).
+local paused_q = nil
 if #wanting > 0 then
-  local pq = P .. 'resq:paused_queues'
-  if not wrong_type(pq, 'set') then
-    for _, name in ipairs(redis.call('SMEMBERS', pq)) do paused_q[name] = true end
+  local names = redis.pcall('SMEMBERS', P .. 'resq:paused_queues')
+  if type(names) == 'table' and not names.err and #names > 0 then
+    paused_q = {}
+    for _, name in ipairs(names) do paused_q[name] = true end
   end
 end
 
 for q = 1, nq do
   local key = KEYS[5 + q]
-  local qname = cjson.decode(ARGV[14 + q])
-  local closed = paused_q[qname]
-  if closed then qflags[q] = '0' end
+  local qname = nil
+  if paused_q or LIM then qname = queue_name(q) end
+  local closed = paused_q and paused_q[qname]
+  if closed then qflags[q] = 'p' end
   -- The queue's own limits are looked at before the first round, and again before each
   -- round after one that their room bounded (the jobs it took were admitted).
   local gate, room_q = LIM ~= nil, nil
@@ -535,6 +565,7 @@ for q = 1, nq do
       end
       if blocked then
         if due and (not earliest_due or due < earliest_due) then earliest_due = due end
+        qflags[q] = 'b'
         break
       end
       room_q, gate = room, room ~= nil

@@ -147,7 +147,8 @@ async fn lane(
         }
         let reserving = batch.iter().any(|r| r.reserve);
         let full = batch.iter().any(|r| r.full);
-        let pick = fetch.pick(&batch[0].queues, reserving, full);
+        let completing = batch.iter().any(|r| r.completion.is_some());
+        let pick = fetch.pick(&batch[0].queues, reserving, full, completing);
         if pick.nothing_to_do(&batch) {
             for req in batch {
                 let _ = req.reply.send(Ok((Reply::Empty, false)));
@@ -168,7 +169,7 @@ async fn lane(
         };
         match result {
             Ok(out) => {
-                fetch.found_empty(&pick, &out.found_empty);
+                fetch.found_empty(&pick, &out.found);
                 for p in &out.tracking_problems {
                     crate::jobs::report_problem(p);
                 }

@@ -4,10 +4,10 @@
 //! Slots never poll on a timer for work. A slot whose reserve finds nothing parks here, and is
 //! woken by one of:
 //!
-//! * **invalidations** ([`super::tracking`]): one connection per process asks Redis for
-//!   `CLIENT TRACKING ON BCAST PREFIX <ns>:queue:`, so Redis pushes the name of every queue key
-//!   any client writes (a Ruby `RPUSH`, a scheduler's move). A write to one of our queues wakes
-//!   a parked slot at once, whichever of 1,000 queues it is; idle, nothing is sent;
+//! * **invalidations** ([`super::tracking`]): a queue a reserve found empty is *armed* (read on
+//!   a tracking connection), so Redis pushes its name at the next write to it (a Ruby `RPUSH`,
+//!   a scheduler's move). That wakes a parked slot at once, whichever of 1,000 queues it is;
+//!   idle, nothing is sent, and a queue being drained (not armed) sends nothing either;
 //! * **watchers**, the fallback when tracking is unavailable (Redis Cluster, an ACL without
 //!   `CLIENT`, a proxy without RESP3): a blocking `BLMOVE q q LEFT LEFT` per queue on a
 //!   connection of its own, for the first [`MAX_WATCHED`] queues;
@@ -28,7 +28,7 @@
 //! `<ns>:queues` every `INTERVAL` (at once when a write to an unknown queue matching it is
 //! seen) and, while `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
 
-use super::step::QueueKeys;
+use super::step::{Found, QueueKeys};
 use crate::conn::Backoff;
 use crate::conn::Conn;
 use crate::keys::Keys;
@@ -52,6 +52,13 @@ struct QueueState {
     empty_at: Option<u64>,
     /// Whether it is one of the queues this process reserves from now.
     ours: bool,
+    /// Whether the tracking connection was asked to read it since its last invalidation (so
+    /// Redis will tell of the next write to it).
+    armed: bool,
+    /// Whether the last call that polled it found it paused.
+    paused: bool,
+    /// Whether the last call that polled it found a full limit on the whole queue.
+    blocked: bool,
 }
 
 /// Shared by the slots, the step lanes and the wake-up tasks of one process.
@@ -84,6 +91,10 @@ pub(crate) struct Fetch {
     state: Mutex<HashMap<String, QueueState>>,
     /// Whether invalidations are being received (only then may a queue be known empty).
     tracking: AtomicBool,
+    /// Queue keys for the tracking connection to arm.
+    arm: tokio::sync::mpsc::UnboundedSender<String>,
+    /// Its receiving end, until the tracking task takes it.
+    arm_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
     /// The next woken slot reserves from every queue (the periodic fallback).
     full_due: AtomicBool,
     /// Asks the supervisor to refresh a wildcard list now.
@@ -127,7 +138,10 @@ impl Fetch {
         let names = resolve(&keys, &list, con).await?;
         let first = Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque));
         let resolved = watch::channel(first.clone()).0;
+        let (arm, arm_rx) = tokio::sync::mpsc::unbounded_channel();
         let fetch = Arc::new(Fetch {
+            arm,
+            arm_rx: Mutex::new(Some(arm_rx)),
             keys,
             list,
             resolved,
@@ -232,8 +246,16 @@ impl Fetch {
 
     /// The queues of `all` a step call should poll: none when no slot of it reserves; all of
     /// them for the periodic fallback (`full`) or while tracking is off; otherwise those not
-    /// known to be empty (Jesque zset queues always: their jobs become due without a write).
-    pub(crate) fn pick(&self, all: &Arc<QueueKeys>, reserving: bool, full: bool) -> Pick {
+    /// known to be empty (Jesque zset queues always: their jobs become due without a write),
+    /// and, in a call that completes a job (which may return a share of a limit), those a full
+    /// limit closed.
+    pub(crate) fn pick(
+        &self,
+        all: &Arc<QueueKeys>,
+        reserving: bool,
+        full: bool,
+        completing: bool,
+    ) -> Pick {
         let tracked = self.tracking.load(Ordering::SeqCst);
         if !reserving {
             return Pick {
@@ -248,7 +270,7 @@ impl Fetch {
         for (i, (_, key, _)) in all.queues.iter().enumerate() {
             let st = states.get(key).copied().unwrap_or_default();
             let known_empty = tracked && st.empty_at == Some(st.gen);
-            if full || !known_empty || all.jesque.is_zset_index(i) {
+            if full || !known_empty || (completing && st.blocked) || all.jesque.is_zset_index(i) {
                 picked.push(i);
                 seen.push((key.clone(), st.gen));
             }
@@ -267,24 +289,63 @@ impl Fetch {
     }
 
     /// Records what a step call found: a queue found empty stays out of reserves until an
-    /// invalidation for it arrives (if none arrived since it was picked). When a queue still
-    /// had jobs after the call, one more parked slot is woken, so a burst fans out to every
-    /// idle slot without waiting for a wake-up per job.
-    pub(crate) fn found_empty(&self, pick: &Pick, flags: &[bool]) {
+    /// invalidation for it arrives (if none arrived since it was picked), and is armed so that
+    /// one does; a paused queue stays out until the paused set changes, and one a full limit
+    /// closed until a call completes a job, the limits change or a process is woken (neither
+    /// is armed: their jobs would wake the slots in a loop). When a queue still had jobs after the call, one
+    /// more parked slot is woken, so a burst fans out to every idle slot without waiting for a
+    /// wake-up per job.
+    pub(crate) fn found_empty(&self, pick: &Pick, found: &[Found]) {
         let mut more = false;
         if pick.tracked {
             let mut states = self.states();
-            for ((key, gen), &empty) in pick.seen.iter().zip(flags) {
-                if empty {
-                    states.entry(key.clone()).or_default().empty_at = Some(*gen);
-                } else {
+            for ((key, gen), &f) in pick.seen.iter().zip(found) {
+                if f == Found::Jobs {
                     more = true;
+                    continue;
+                }
+                let st = states.entry(key.clone()).or_default();
+                st.empty_at = Some(*gen);
+                st.paused = f == Found::Paused;
+                st.blocked = f == Found::Blocked;
+                if f == Found::Empty && !st.armed {
+                    // Told of the next write from now on (or woken at once when a job
+                    // arrived since this call).
+                    st.armed = true;
+                    let _ = self.arm.send(key.clone());
                 }
             }
         } else {
-            more = flags.iter().any(|&e| !e);
+            more = found.contains(&Found::Jobs);
         }
-        if more && !flags.is_empty() && self.idle.load(Ordering::SeqCst) > 0 {
+        if more && self.idle.load(Ordering::SeqCst) > 0 {
+            self.work.notify_one();
+        }
+    }
+
+    /// The prefixes' tracking connection is (again) up: a change of the limits or of the
+    /// paused set may have been missed, so the limits are read again and the queues found
+    /// paused are polled again (the others are armed on the queues' connection, which is
+    /// unaffected).
+    pub(crate) fn prefixes_connected(&self) {
+        if let Some(l) = self.limits.get() {
+            l.changed();
+        }
+        self.repoll(|st| st.paused || st.blocked);
+    }
+
+    /// Polls again the queues known empty for which `which` holds, waking a parked slot.
+    fn repoll(&self, which: impl Fn(&QueueState) -> bool) {
+        let mut states = self.states();
+        let mut any = false;
+        for st in states.values_mut().filter(|st| which(st)) {
+            st.gen += 1;
+            st.paused = false;
+            st.blocked = false;
+            any = true;
+        }
+        drop(states);
+        if any {
             self.work.notify_one();
         }
     }
@@ -297,10 +358,19 @@ impl Fetch {
                 // A queue paused or resumed: every queue may have work again.
                 return self.invalidated(None);
             }
+            if k == self.keys.queues() {
+                // A new queue: a wildcard list may take it.
+                if self.list.is_dynamic() {
+                    self.refresh.notify_one();
+                }
+                return;
+            }
             if k.starts_with(&self.keys.limits_declared()) {
                 if let Some(l) = self.limits.get() {
                     l.changed();
                 }
+                // A limit raised or cleared may open a queue it closed.
+                self.repoll(|st| st.blocked);
                 return;
             }
         }
@@ -316,6 +386,8 @@ impl Fetch {
                 let ours = match states.get_mut(k) {
                     Some(st) => {
                         st.gen += 1;
+                        st.armed = false;
+                        st.blocked = false;
                         st.ours
                     }
                     None => false,
@@ -330,6 +402,9 @@ impl Fetch {
             None => {
                 for st in states.values_mut() {
                     st.gen += 1;
+                    st.armed = false;
+                    st.paused = false;
+                    st.blocked = false;
                 }
                 drop(states);
                 self.work.notify_one();
@@ -391,15 +466,25 @@ impl Fetch {
         mut con: Conn,
         mut stop: watch::Receiver<bool>,
     ) {
-        let tracker = tokio::spawn(super::tracking::run(
+        let arms = self.arm_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut trackers = JoinSet::new();
+        if let Some(arms) = arms {
+            trackers.spawn(super::tracking::run(
+                self.clone(),
+                endpoint.clone(),
+                super::tracking::Watch::Queues(arms),
+                stop.clone(),
+            ));
+        }
+        trackers.spawn(super::tracking::run(
             self.clone(),
             endpoint.clone(),
-            vec![
-                self.keys.queue(""),
+            super::tracking::Watch::Prefixes(vec![
                 self.keys.limits_declared(),
                 self.keys.paused_queues(),
                 self.keys.wake(),
-            ],
+                self.keys.queues(),
+            ]),
             stop.clone(),
         ));
         // Watchers only once tracking has had its chance: a watcher's BLMOVE moves a job's
@@ -439,10 +524,13 @@ impl Fetch {
                 }
                 watched = want;
             }
-            if !tracking && self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
+            let closed = self.states().values().any(|st| st.blocked);
+            if (!tracking || closed) && self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
                 // The periodic reserve: whatever the watchers missed (a queue beyond the
                 // watched ones, a watcher that cannot connect) is found within INTERVAL. While
-                // invalidations arrive, nothing can be missed and an idle process sends nothing.
+                // invalidations arrive, nothing can be missed and an idle process sends nothing,
+                // except while a full limit closes a queue: a share returned by another process
+                // that did not use the room itself is found within INTERVAL.
                 self.full_due.store(true, Ordering::SeqCst);
                 self.work.notify_one();
             }
@@ -461,7 +549,7 @@ impl Fetch {
             }
         }
         watchers.abort_all();
-        tracker.abort();
+        trackers.abort_all();
     }
 
     /// Re-reads a wildcard list from `<ns>:queues`.

@@ -137,8 +137,7 @@ impl Heartbeat {
             tracing::warn!(worker = %slot.id, "worker id was removed by someone else; registering it again");
             // Hold the slot's record lock so a finishing job cannot race the rewrite.
             let record = slot.record.lock().await;
-            let id = [slot.id.to_string()];
-            super::lifecycle::reregister(con, &self.keys, &id, self.started).await?;
+            // The record first: whoever sees the id registered again also sees its job.
             if let Some(r) = record.as_ref() {
                 let _: () = redis::cmd("SET")
                     .arg(self.keys.worker(&slot.id))
@@ -146,6 +145,8 @@ impl Heartbeat {
                     .query_async(con)
                     .await?;
             }
+            let id = [slot.id.to_string()];
+            super::lifecycle::reregister(con, &self.keys, &id, self.started).await?;
         }
         Ok(())
     }

@@ -317,13 +317,26 @@ pub(crate) struct StepItem<'a> {
     pub reserve: bool,
 }
 
+/// What a step call found in one of the queues it polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// It may hold more jobs.
+    Jobs,
+    /// It was empty (or held no due job, or is a key of another type).
+    Empty,
+    /// It is paused (`resq pause --queue`): not popped, whatever it holds.
+    Paused,
+    /// A full limit on the whole queue kept it from being popped.
+    Blocked,
+}
+
 /// What one step call answered.
 #[derive(Debug, Clone)]
 pub(crate) struct StepOutcome {
     /// Per slot, in order: the reply and whether its completion was applied by this call.
     pub replies: Vec<(Reply, bool)>,
-    /// Per queue of the call, in order: whether the call found it empty.
-    pub found_empty: Vec<bool>,
+    /// Per queue of the call, in order: what the call found in it.
+    pub found: Vec<Found>,
     /// Tracked jobs whose record could not be written, limits that could not be applied
     /// (`<id or key> <why>`); the jobs moved.
     pub tracking_problems: Vec<String>,
@@ -346,7 +359,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     let Some(first) = items.first() else {
         return Ok(StepOutcome {
             replies: Vec::new(),
-            found_empty: Vec::new(),
+            found: Vec::new(),
             tracking_problems: Vec::new(),
             release_due: None,
         });
@@ -414,8 +427,16 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         .chunks_exact(3)
         .map(parse_reply)
         .collect::<RedisResult<Vec<_>>>()?;
-    let found_empty = match v.get(3 * items.len()) {
-        Some(Value::BulkString(flags)) => flags.iter().map(|&f| f == b'0').collect(),
+    let found = match v.get(3 * items.len()) {
+        Some(Value::BulkString(flags)) => flags
+            .iter()
+            .map(|&f| match f {
+                b'0' => Found::Empty,
+                b'p' => Found::Paused,
+                b'b' => Found::Blocked,
+                _ => Found::Jobs,
+            })
+            .collect(),
         _ => return Err(bad_reply()),
     };
     let release_due = match v.last() {
@@ -434,7 +455,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     };
     Ok(StepOutcome {
         replies,
-        found_empty,
+        found,
         tracking_problems,
         release_due,
     })

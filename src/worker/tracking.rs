@@ -1,24 +1,32 @@
-//! Invalidations: Redis tells the process which queue keys anyone wrote, so idle slots wake at
-//! once without polling, whatever the number of queues.
+//! Invalidations: Redis tells the process when a queue it found empty is written to, so idle
+//! slots wake at once without polling, whatever the number of queues.
 //!
-//! One dedicated RESP3 connection per process runs `CLIENT TRACKING ON BCAST PREFIX
-//! <ns>:queue: PREFIX <ns>:resq:limits PREFIX <ns>:resq:paused_queues` (the last two: limits
-//! changed, a queue paused or resumed; see [`crate::limits`]). In broadcast mode Redis pushes, after every command that modified a key under
-//! the prefix, an `invalidate` message naming the keys (batched per event-loop turn, so a
-//! busy queue costs a message per turn, not per job). Each one goes to
-//! [`super::fetch::Fetch::invalidated`]: a write to one of this process's queues wakes a parked
-//! slot and puts the queue back among those reserves poll.
+//! Two dedicated RESP3 connections per process:
 //!
-//! Available with Redis ≥ 6 on one server or through Sentinel. Not with Redis Cluster (tracking
-//! is per node), an ACL user without the `CLIENT` command, or a proxy that does not speak RESP3:
-//! then the process logs it once and falls back to its blocking watchers and the periodic
-//! reserve (see [`super::fetch`]). A lost tracking connection is logged, turns the fallback on
-//! until it is back, and on reconnection every queue is polled again, so nothing written while
-//! it was down is missed.
+//! * **queues** (`CLIENT TRACKING ON`, Redis's default mode): Redis sends one `invalidate`
+//!   message at the next write to each key the connection has read. A queue is *armed* (read
+//!   with `TYPE` on this connection) when a reserve finds it empty
+//!   ([`super::fetch::Fetch::found_empty`]). If it is a list by then (it holds jobs), that
+//!   answer wakes a slot at once; otherwise the next write to it (a Ruby `RPUSH`, a scheduler's
+//!   move) does. A queue that is being drained is not armed, so a busy process hears nothing of
+//!   its own pops (in broadcast mode every `LPOP` sent the process a message: at one slot, a
+//!   second message per job);
+//! * **prefixes** (`CLIENT TRACKING ON BCAST PREFIX <ns>:resq:limits PREFIX
+//!   <ns>:resq:paused_queues PREFIX <ns>:resq:wake PREFIX <ns>:queues`): limits changed, a
+//!   queue paused or resumed, a limit opened, a new queue (for wildcard lists); see
+//!   [`crate::limits`].
+//!
+//! Each message goes to [`super::fetch::Fetch::invalidated`]. Available with Redis ≥ 6 on one
+//! server or through Sentinel. Not with Redis Cluster (tracking is per node), an ACL user
+//! without the `CLIENT` command, or a proxy that does not speak RESP3: then the process logs it
+//! once and falls back to its blocking watchers and the periodic reserve (see
+//! [`super::fetch`]). A lost queue connection is logged, turns the fallback on until it is
+//! back, and on reconnection every queue is polled again (and re-armed when found empty), so
+//! nothing written while it was down is missed.
 
 use super::fetch::Fetch;
 use crate::conn::errors::{self, Reporter};
-use crate::conn::{Backoff, Endpoint};
+use crate::conn::{Backoff, Endpoint, Tracking};
 use redis::{PushKind, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,13 +42,26 @@ const MIN_PING: Duration = Duration::from_millis(250);
 /// How long to wait before asking again after the server refused tracking.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(300);
 
-/// Keeps the tracking connection up until `stop` turns true.
+/// What one tracking connection listens to.
+pub(crate) enum Watch {
+    /// Every write under these prefixes.
+    Prefixes(Vec<String>),
+    /// The queue keys named on this channel (armed when a reserve found them empty).
+    Queues(mpsc::UnboundedReceiver<String>),
+}
+
+/// Keeps one tracking connection up until `stop` turns true.
 pub(crate) async fn run(
     fetch: Arc<Fetch>,
     endpoint: Endpoint,
-    prefixes: Vec<String>,
+    watch: Watch,
     mut stop: watch::Receiver<bool>,
 ) {
+    let (prefixes, mut arms) = match watch {
+        Watch::Prefixes(p) => (p, None),
+        Watch::Queues(rx) => (Vec::new(), Some(rx)),
+    };
+    let queues = arms.is_some();
     let mut backoff = Backoff::new(Duration::from_secs(5));
     let mut lost = Reporter::default();
     let mut told_unavailable = false;
@@ -48,11 +69,16 @@ pub(crate) async fn run(
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let prefix_refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+        let mode = if queues {
+            Tracking::Reads
+        } else {
+            Tracking::Broadcast(&prefix_refs)
+        };
         let connected = tokio::select! {
-            c = endpoint.tracking(&prefix_refs, tx) => c,
+            c = endpoint.tracking(mode, tx) => c,
             _ = stop.wait_for(|s| *s) => return,
         };
-        if !matches!(connected, Ok(Some(_))) {
+        if queues && !matches!(connected, Ok(Some(_))) {
             // The supervisor may now decide about watchers.
             fetch.tracking_tried.notify_one();
         }
@@ -64,13 +90,13 @@ pub(crate) async fn run(
             }
             Err(e) => {
                 let wait = if unsupported(&e) {
-                    if !told_unavailable {
+                    if queues && !told_unavailable {
                         tracing::info!(error = %e, "Redis does not offer CLIENT TRACKING here; idle slots are woken by blocking watchers (up to {} queues) and a reserve every INTERVAL", super::fetch::MAX_WATCHED);
                         told_unavailable = true;
                     }
                     UNAVAILABLE_RETRY
                 } else {
-                    if let Some(times) = lost.due() {
+                    if let Some(times) = lost.due().filter(|_| queues) {
                         tracing::warn!(
                             times,
                             "invalidation tracking cannot connect ({}); falling back to watchers",
@@ -85,28 +111,40 @@ pub(crate) async fn run(
                 }
             }
         };
-        fetch.set_tracking(true);
-        fetch.tracking_tried.notify_one();
+        if queues {
+            // Anything written while it was down may have been missed: every queue is polled
+            // again (and armed again when found empty).
+            fetch.set_tracking(true);
+            fetch.tracking_tried.notify_one();
+        } else {
+            fetch.prefixes_connected();
+        }
         let since = std::time::Instant::now();
-        if lost.active() {
+        if lost.active() && queues {
             tracing::info!("invalidation tracking reconnected");
         }
         lost.reset();
         backoff = Backoff::new(Duration::from_secs(5));
         let why = loop {
             let event = tokio::select! {
-                msg = rx.recv() => Some(msg),
-                _ = tokio::time::sleep(ping_every) => None,
+                msg = rx.recv() => Event::Push(msg),
+                Some(key) = next_arm(&mut arms) => Event::Arm(key),
+                _ = tokio::time::sleep(ping_every) => Event::Quiet,
                 _ = stop.wait_for(|s| *s) => return,
             };
             match event {
-                Some(Some(info)) => match info.kind {
+                Event::Push(Some(info)) => match info.kind {
                     PushKind::Invalidate => deliver(&fetch, &info.data),
                     PushKind::Disconnection => break "the connection closed".to_string(),
                     _ => {}
                 },
-                Some(None) => break "the connection closed".to_string(),
-                None => {
+                Event::Push(None) => break "the connection closed".to_string(),
+                Event::Arm(key) => {
+                    if let Err(e) = arm(&fetch, &mut con, key, arms.as_mut()).await {
+                        break errors::describe(&e, endpoint.label());
+                    }
+                }
+                Event::Quiet => {
                     let ping: redis::RedisResult<()> =
                         redis::cmd("PING").query_async(&mut con).await;
                     if let Err(e) = ping {
@@ -115,17 +153,67 @@ pub(crate) async fn run(
                 }
             }
         };
-        fetch.set_tracking(false);
+        if queues {
+            fetch.set_tracking(false);
+        }
         // A server `timeout` (or a proxy's) closes a connection that sends nothing: ping more
         // often than it lived.
         let lived = since.elapsed();
         if lived < ping_every {
             ping_every = (lived / 2).max(MIN_PING);
         }
-        if let Some(times) = lost.due() {
+        if let Some(times) = lost.due().filter(|_| queues) {
             tracing::warn!(times, "invalidation tracking lost its connection ({why}); falling back to watchers until it is back");
         }
     }
+}
+
+/// What woke the tracking loop.
+enum Event {
+    /// A message from Redis (`None`: the connection closed).
+    Push(Option<redis::PushInfo>),
+    /// A queue key to arm.
+    Arm(String),
+    /// Nothing for a while: time to ping.
+    Quiet,
+}
+
+/// The next queue key to arm (never, on the prefixes connection).
+async fn next_arm(arms: &mut Option<mpsc::UnboundedReceiver<String>>) -> Option<String> {
+    match arms {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Arms `first` and every other key already asked for: one `TYPE` each on the tracking
+/// connection (a read, so Redis tells it of the next write; `TYPE` answers whatever the key
+/// holds). A queue that is a list by now holds jobs (Redis deletes an empty list) and counts as
+/// written to; anything else (nothing, a Jesque zset of delayed jobs, a key of a wrong type)
+/// waits for its next write, so a key that is no list cannot wake slots in a loop.
+async fn arm(
+    fetch: &Fetch,
+    con: &mut redis::aio::MultiplexedConnection,
+    first: String,
+    more: Option<&mut mpsc::UnboundedReceiver<String>>,
+) -> redis::RedisResult<()> {
+    let mut keys = vec![first];
+    if let Some(rx) = more {
+        while let Ok(k) = rx.try_recv() {
+            keys.push(k);
+        }
+    }
+    let mut pipe = redis::pipe();
+    for k in &keys {
+        pipe.cmd("TYPE").arg(k);
+    }
+    let types: Vec<String> = pipe.query_async(con).await?;
+    for (k, t) in keys.iter().zip(types) {
+        if t == "list" {
+            fetch.invalidated(Some(k));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `e` says the server (or the user's ACL, or a proxy) cannot do tracking at all.
