@@ -316,6 +316,13 @@ fn commands(c: &mut redis::Connection) -> u64 {
         .sum()
 }
 
+/// The server's commands per second over `window`.
+fn commands_per_second(c: &mut redis::Connection, window: Duration) -> f64 {
+    let before = commands(c);
+    std::thread::sleep(window);
+    (commands(c) - before) as f64 / window.as_secs_f64()
+}
+
 #[test]
 fn queue_keys_that_are_no_list_cost_nothing_while_idle() {
     let server = RedisServer::start(&[]);
@@ -342,10 +349,7 @@ fn queue_keys_that_are_no_list_cost_nothing_while_idle() {
     });
     // A measuring window (not a synchronisation): a loop of wake-ups would run thousands of
     // commands in it.
-    let window = Duration::from_secs(3);
-    let before = commands(&mut c);
-    std::thread::sleep(window);
-    let rate = (commands(&mut c) - before) as f64 / window.as_secs_f64();
+    let rate = commands_per_second(&mut c, Duration::from_secs(3));
     assert!(
         rate < 5.0,
         "{rate:.1} commands/s while idle: keys that are no list keep waking the slots"
@@ -386,10 +390,7 @@ fn a_queue_closed_by_a_full_limit_is_not_polled_in_a_loop() {
     });
     // A measuring window (not a synchronisation) while one job runs and two wait behind the
     // limit; the shared test server's other tests add a little.
-    let window = Duration::from_millis(1000);
-    let before = commands(&mut c);
-    std::thread::sleep(window);
-    let rate = (commands(&mut c) - before) as f64 / window.as_secs_f64();
+    let rate = commands_per_second(&mut c, Duration::from_secs(1));
     assert!(
         rate < 500.0,
         "{rate:.0} commands/s while the queue is closed: the waiting slots poll it in a loop"
