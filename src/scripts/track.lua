@@ -542,7 +542,7 @@ local function track(P, id, tr)
     if not e and extra.key then e = wrong_type(P .. 'resq:jobkey:' .. extra.key, 'string') end
   end
   if e then return nil, e end
-  -- Writes from here on cannot fail.
+  -- Nothing is written until the record's new text is made; the writes cannot fail.
   for k, v in pairs(tr.extra or {}) do extra[k] = v end
   extra.state = new
   if tr.attempts_inc then extra.attempts = (tonumber(extra.attempts) or 0) + 1 end
@@ -558,27 +558,32 @@ local function track(P, id, tr)
   extra.history = h
   local updates = { { 'status', '"' .. TRACK_STATUS[new] .. '"' } }
   for _, u in ipairs(tr.set or {}) do updates[#updates + 1] = u end
-  updates[#updates + 1] = { 'resq', cjson.encode(extra) }
+  -- cjson refuses some values a record may hold (a number read as infinity): refused here,
+  -- before anything is written.
+  local enc_ok, resq_json = pcall(cjson.encode, extra)
+  if not enc_ok then return nil, 'BADSTATUS resq member of ' .. id .. ': ' .. tostring(resq_json) end
   local key = P .. 'status:' .. id
-  if not text then
+  local created = not text
+  if created then
     local head = '{"time":' .. tr.now_s .. ',"status":"queued","uuid":"' .. id .. '"'
     if tr.create.options then head = head .. ',"options":' .. tr.create.options end
     text = head .. '}'
-    ms, close = json_members(text)
-    -- Listed for resque-status's tab; a job still listed keeps its creation score.
-    redis.call('ZADD', P .. '_statuses', 'NX', tr.now_s, id)
   end
   -- `resq` goes last (track_read left it out), so the record reads as resque-status's bytes
   -- followed by resq's field.
-  local resq_u = table.remove(updates)
   local out = json_merge_fast(text, updates)
   if out then
-    out = tsub(out, 1, -2) .. ',"resq":' .. resq_u[2] .. '}'
+    out = tsub(out, 1, -2) .. ',"resq":' .. resq_json .. '}'
   else
     if not ms then ms, close = json_members(text) end
     if not ms then return nil, 'BADSTATUS the record cannot be read' end
-    updates[#updates + 1] = resq_u
+    updates[#updates + 1] = { 'resq', resq_json }
     out = json_merge(text, ms, close, updates)
+  end
+  -- Writes from here on.
+  if created then
+    -- Listed for resque-status's tab; a job still listed keeps its creation score.
+    redis.call('ZADD', P .. '_statuses', 'NX', tr.now_s, id)
   end
   if final then
     if tr.ttl and tr.ttl > 0 then

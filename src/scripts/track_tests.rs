@@ -385,6 +385,46 @@ async fn a_holders_field_that_is_no_integer_stops_a_share_before_any_write() {
     assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
 }
 
+#[tokio::test]
+async fn a_resq_member_cjson_cannot_write_back_stops_the_transition_before_any_write() {
+    let mut con = testing::con().await;
+    let p = format!("inf{}:", std::process::id());
+    let id = "0123456789abcdef0123456789abcdef";
+    let key = format!("{p}status:{id}");
+    // `1e999` decodes to infinity, which cjson refuses to encode.
+    let record = format!(
+        r#"{{"time":1,"status":"queued","uuid":"{id}","options":{{}},"resq":{{"state":"queued","attempts":1e999,"history":[]}}}}"#
+    );
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg(&record)
+        .query_async(&mut con)
+        .await
+        .expect("seed");
+    let script = probe(
+        r#"
+        local ok, why = track(ARGV[1], ARGV[2], { state = 'working', now_ms = 5000, now_s = 5 })
+        return { ok or false, why or false }
+    "#,
+    );
+    let keys = vec![
+        key.clone(),
+        format!("{p}_statuses"),
+        format!("{p}resq:jobs:queued"),
+        format!("{p}resq:jobs:working"),
+    ];
+    let before = dump(&mut con, &keys).await;
+    let (ok, why): (bool, String) = script
+        .arg(&p)
+        .arg(id)
+        .invoke_async(&mut con)
+        .await
+        .expect("the script returns, it does not raise");
+    assert!(!ok);
+    assert!(why.starts_with("BADSTATUS"), "{why}");
+    assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
+}
+
 /// `DUMP` of each key (None when absent).
 async fn dump(con: &mut crate::conn::Conn, keys: &[String]) -> Vec<Option<Vec<u8>>> {
     let mut out = Vec::new();
