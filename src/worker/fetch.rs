@@ -25,8 +25,8 @@
 //! queues left out are known to be empty.
 //!
 //! The supervisor task ([`Fetch::run`]) also refreshes a wildcard queue list from
-//! `<ns>:queues` every `INTERVAL` (at once when a write to an unknown queue matching it is
-//! seen) and, while `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
+//! `<ns>:queues` every `INTERVAL` (at once when `<ns>:queues` gains a member) and, while
+//! `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
 
 use super::step::{Found, QueueKeys};
 use crate::conn::Backoff;
@@ -55,10 +55,16 @@ struct QueueState {
     /// Whether the tracking connection was asked to read it since its last invalidation (so
     /// Redis will tell of the next write to it).
     armed: bool,
-    /// Whether the last call that polled it found it paused.
-    paused: bool,
-    /// Whether the last call that polled it found a full limit on the whole queue.
-    blocked: bool,
+    /// What the last call that polled it found (paused and blocked queues are not armed).
+    last: Found,
+}
+
+impl QueueState {
+    /// Out of the known-empty queues: the next reserve polls it.
+    fn reopen(&mut self) {
+        self.gen += 1;
+        self.last = Found::Jobs;
+    }
 }
 
 /// Shared by the slots, the step lanes and the wake-up tasks of one process.
@@ -270,7 +276,11 @@ impl Fetch {
         for (i, (_, key, _)) in all.queues.iter().enumerate() {
             let st = states.get(key).copied().unwrap_or_default();
             let known_empty = tracked && st.empty_at == Some(st.gen);
-            if full || !known_empty || (completing && st.blocked) || all.jesque.is_zset_index(i) {
+            if full
+                || !known_empty
+                || (completing && st.last == Found::Blocked)
+                || all.jesque.is_zset_index(i)
+            {
                 picked.push(i);
                 seen.push((key.clone(), st.gen));
             }
@@ -292,9 +302,9 @@ impl Fetch {
     /// invalidation for it arrives (if none arrived since it was picked), and is armed so that
     /// one does; a paused queue stays out until the paused set changes, and one a full limit
     /// closed until a call completes a job, the limits change or a process is woken (neither
-    /// is armed: their jobs would wake the slots in a loop). When a queue still had jobs after the call, one
-    /// more parked slot is woken, so a burst fans out to every idle slot without waiting for a
-    /// wake-up per job.
+    /// is armed: their jobs would wake the slots in a loop). When a queue still had jobs after
+    /// the call, one more parked slot is woken, so a burst fans out to every idle slot without
+    /// waiting for a wake-up per job.
     pub(crate) fn found_empty(&self, pick: &Pick, found: &[Found]) {
         let mut more = false;
         if pick.tracked {
@@ -306,8 +316,7 @@ impl Fetch {
                 }
                 let st = states.entry(key.clone()).or_default();
                 st.empty_at = Some(*gen);
-                st.paused = f == Found::Paused;
-                st.blocked = f == Found::Blocked;
+                st.last = f;
                 if f == Found::Empty && !st.armed {
                     // Told of the next write from now on (or woken at once when a job
                     // arrived since this call).
@@ -331,7 +340,7 @@ impl Fetch {
         if let Some(l) = self.limits.get() {
             l.changed();
         }
-        self.repoll(|st| st.paused || st.blocked);
+        self.repoll(|st| matches!(st.last, Found::Paused | Found::Blocked));
     }
 
     /// Polls again the queues known empty for which `which` holds, waking a parked slot.
@@ -339,9 +348,7 @@ impl Fetch {
         let mut states = self.states();
         let mut any = false;
         for st in states.values_mut().filter(|st| which(st)) {
-            st.gen += 1;
-            st.paused = false;
-            st.blocked = false;
+            st.reopen();
             any = true;
         }
         drop(states);
@@ -351,12 +358,17 @@ impl Fetch {
     }
 
     /// An invalidation for `key` (or, with `None`, for every key: the server flushed, or the
-    /// tracking connection was just (re)established and anything may have been missed).
+    /// queues' tracking connection was just (re)established and anything may have been
+    /// missed: nothing is armed any more).
     pub(crate) fn invalidated(&self, key: Option<&str>) {
         if let Some(k) = key {
             if k == self.keys.paused_queues() || k == self.keys.wake() {
-                // A queue paused or resumed: every queue may have work again.
-                return self.invalidated(None);
+                // A queue paused or resumed, or a limit opened: every queue may have work
+                // again (the armed ones stay armed: Redis still tells of their next write).
+                if let Some(l) = self.limits.get() {
+                    l.changed();
+                }
+                return self.repoll(|_| true);
             }
             if k == self.keys.queues() {
                 // A new queue: a wildcard list may take it.
@@ -370,7 +382,7 @@ impl Fetch {
                     l.changed();
                 }
                 // A limit raised or cleared may open a queue it closed.
-                self.repoll(|st| st.blocked);
+                self.repoll(|st| st.last == Found::Blocked);
                 return;
             }
         }
@@ -385,9 +397,8 @@ impl Fetch {
                 // Only this process's queues are kept (the map stays as small as the list).
                 let ours = match states.get_mut(k) {
                     Some(st) => {
-                        st.gen += 1;
+                        st.reopen();
                         st.armed = false;
-                        st.blocked = false;
                         st.ours
                     }
                     None => false,
@@ -395,29 +406,17 @@ impl Fetch {
                 drop(states);
                 if ours {
                     self.work.notify_one();
-                } else if self.list.is_dynamic() && self.matches_list(k) {
-                    self.refresh.notify_one();
                 }
             }
             None => {
                 for st in states.values_mut() {
-                    st.gen += 1;
+                    st.reopen();
                     st.armed = false;
-                    st.paused = false;
-                    st.blocked = false;
                 }
                 drop(states);
                 self.work.notify_one();
             }
         }
-    }
-
-    /// Whether the queue key `key` names a queue the wildcard list would take.
-    fn matches_list(&self, key: &str) -> bool {
-        let Some(name) = key.strip_prefix(&self.keys.queue("")) else {
-            return false;
-        };
-        !self.list.resolve(&[name.to_string()]).is_empty()
     }
 
     /// Turns invalidation-driven reserves on or off (off: every reserve polls every queue).
@@ -524,7 +523,7 @@ impl Fetch {
                 }
                 watched = want;
             }
-            let closed = self.states().values().any(|st| st.blocked);
+            let closed = self.states().values().any(|st| st.last == Found::Blocked);
             if (!tracking || closed) && self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
                 // The periodic reserve: whatever the watchers missed (a queue beyond the
                 // watched ones, a watcher that cannot connect) is found within INTERVAL. While

@@ -318,9 +318,10 @@ pub(crate) struct StepItem<'a> {
 }
 
 /// What a step call found in one of the queues it polled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Found {
     /// It may hold more jobs.
+    #[default]
     Jobs,
     /// It was empty (or held no due job, or is a key of another type).
     Empty,
