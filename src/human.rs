@@ -18,6 +18,22 @@ pub(crate) fn duration(secs: f64) -> String {
     }
 }
 
+/// An interval in milliseconds as the CLI takes it: `1s`, `1m`, `250ms`, `90s`.
+pub(crate) fn interval(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+    ];
+    for (n, unit) in UNITS {
+        if ms >= n && ms.is_multiple_of(n) {
+            return format!("{}{unit}", ms / n);
+        }
+    }
+    format!("{ms}ms")
+}
+
 /// An optional age: the duration, or `unknown`. An age a little below zero (under a second:
 /// the writer's clock a hair ahead of Redis's, as with a record written this millisecond) is
 /// shown as `0ms`; a larger negative age is a real clock difference and stays `in …`.

@@ -316,6 +316,27 @@ impl Keys {
         }
     }
 
+    /// `<limit base>:holders` — HASH slot id → units it holds, and `__units` → their sum.
+    pub fn limit_holders(&self, name: &str, partition: Option<&str>) -> String {
+        format!("{}:holders", self.limit_base(name, partition))
+    }
+
+    /// `<limit base>:held` — ZSET of the jobs a limit holds.
+    pub fn limit_held(&self, name: &str, partition: Option<&str>) -> String {
+        format!("{}:held", self.limit_base(name, partition))
+    }
+
+    /// `<limit base>:rate` — a sliding-window rate limit's ZSET of starts (ms).
+    pub fn limit_rate(&self, name: &str, partition: Option<&str>) -> String {
+        format!("{}:rate", self.limit_base(name, partition))
+    }
+
+    /// `<limit base>:rate:<n>` — a fixed-window rate limit's count of starts in window `n`
+    /// (the epoch milliseconds divided by the interval).
+    pub fn limit_rate_window(&self, name: &str, partition: Option<&str>, n: i64) -> String {
+        format!("{}:rate:{n}", self.limit_base(name, partition))
+    }
+
     /// `<ns>:resq:limit:<name>:parts` — the partitions of a keyed limit in use.
     pub fn limit_parts(&self, name: &str) -> String {
         format!("{}resq:limit:{name}:parts", self.prefix)

@@ -48,17 +48,14 @@ async fn declare(ns: &str, l: &Limit) {
 /// Seeds a limit's use: `units` running, one job held since `held_for_ms` ago.
 async fn seed_use(ns: &str, name: &str, units: u64, held_for_ms: i64) {
     let mut con = support::con().await;
-    let base = Keys::new(ns).limit_base(name, None);
+    let keys = Keys::new(ns);
+    let (holders, held) = (keys.limit_holders(name, None), keys.limit_held(name, None));
     let now_ms = chrono::Utc::now().timestamp_millis();
     let score = 99.0 * 1e13 + (now_ms - held_for_ms) as f64;
     let () = redis::pipe()
-        .hset(format!("{base}:holders"), "__units", units)
-        .hset(format!("{base}:holders"), "host~resq:1:0", units)
-        .zadd(
-            format!("{base}:held"),
-            r#"{"class":"Charge","args":[1]}"#,
-            score,
-        )
+        .hset(&holders, "__units", units)
+        .hset(&holders, "host~resq:1:0", units)
+        .zadd(&held, r#"{"class":"Charge","args":[1]}"#, score)
         .query_async(&mut con)
         .await
         .unwrap();

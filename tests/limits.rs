@@ -59,10 +59,9 @@ fn gauged(
 }
 
 async fn held(ns: &str, name: &str, part: Option<&str>) -> u64 {
-    let base = Keys::new(ns).limit_base(name, part);
     support::con()
         .await
-        .zcard(format!("{base}:held"))
+        .zcard(Keys::new(ns).limit_held(name, part))
         .await
         .unwrap()
 }
@@ -114,10 +113,7 @@ async fn a_class_limit_holds_and_releases_without_blocking_other_classes() {
     assert_eq!(held(&ns, "slow", None).await, 0);
     let holders: u64 = support::con()
         .await
-        .hlen(format!(
-            "{}:holders",
-            Keys::new(&ns).limit_base("slow", None)
-        ))
+        .hlen(Keys::new(&ns).limit_holders("slow", None))
         .await
         .unwrap();
     assert_eq!(holders, 0, "every share returned");
@@ -479,7 +475,7 @@ async fn a_limit_cleared_while_its_job_runs_gets_its_share_back() {
     )
     .await;
     let keys = Keys::new(&ns);
-    let holders = format!("{}:holders", keys.limit_base("short", None));
+    let holders = keys.limit_holders("short", None);
     let mut con = support::con().await;
     support::eventually(10, "the job to hold its share", || {
         let (mut con, holders) = (con.clone(), holders.clone());

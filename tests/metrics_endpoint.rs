@@ -191,18 +191,22 @@ async fn limit_gauges_are_read_at_scrape_time() {
         .set_limit(&resq::limits::Limit::concurrency("mlim", 4).queue("nowhere"))
         .await
         .unwrap();
-    let base = resq::Keys::new(ns.as_str()).limit_base("mlim", None);
+    let keys = resq::Keys::new(ns.as_str());
+    let (holders, held) = (
+        keys.limit_holders("mlim", None),
+        keys.limit_held("mlim", None),
+    );
     let held_at = chrono::Utc::now().timestamp_millis() - 30_000;
     let mut con = support::con().await;
     let () = redis::pipe()
-        .hset(format!("{base}:holders"), "__units", 3)
+        .hset(&holders, "__units", 3)
         .zadd(
-            format!("{base}:held"),
+            &held,
             r#"{"class":"A","args":[]}"#,
             99.0 * 1e13 + held_at as f64,
         )
         .zadd(
-            format!("{base}:held"),
+            &held,
             r#"{"class":"A","args":[1]}"#,
             99.0 * 1e13 + held_at as f64 + 1000.0,
         )

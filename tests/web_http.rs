@@ -1192,7 +1192,7 @@ async fn limits_page_shows_use_and_queues_are_paused_from_the_list() {
         .weight("Refund", 2);
     let () = web_common::limit_fixture(&ns, &limit, 3)
         .zadd(
-            format!("{}:held", k.limit_base("payments", None)),
+            k.limit_held("payments", None),
             r#"{"class":"Charge","args":[]}"#,
             99.0 * 1e13 + (chrono::Utc::now().timestamp_millis() - 5000) as f64,
         )

@@ -64,6 +64,17 @@ pub enum Kind {
     },
 }
 
+impl Kind {
+    /// Its name, as stored and shown: `concurrency`, `rate` or `window`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Concurrency { .. } => "concurrency",
+            Kind::Rate { .. } => "rate",
+            Kind::Window { .. } => "window",
+        }
+    }
+}
+
 fn utc() -> String {
     "UTC".into()
 }

@@ -5,6 +5,7 @@ use super::{Kind, Limit};
 use crate::admin::Admin;
 use crate::error::Result;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// One partition of a limit (the limit itself when it is not partitioned).
 #[derive(Debug, Clone, Serialize)]
@@ -41,18 +42,23 @@ const MAX_PARTS: usize = 1000;
 impl Admin {
     /// Every limit in force with its use.
     pub async fn limit_reports(&self) -> Result<Vec<LimitReport>> {
-        let limits = self.limits().await?;
         let keys = self.keys().clone();
         let mut con = self.con();
-        let overridden: Vec<String> = redis::cmd("HKEYS")
-            .arg(keys.limits_set())
+        // The definitions, which of them are overrides, and the workers: one round trip.
+        let (declared, set, workers): (
+            BTreeMap<String, String>,
+            BTreeMap<String, String>,
+            Vec<String>,
+        ) = redis::pipe()
+            .hgetall(keys.limits_declared())
+            .hgetall(keys.limits_set())
+            .smembers(keys.workers())
             .query_async(&mut con)
             .await?;
-        let workers: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(keys.workers())
-            .query_async(&mut con)
-            .await?;
+        let overridden: Vec<String> = set.keys().cloned().collect();
+        let (limits, _) = super::store::merge(declared, set);
         let now = chrono::Utc::now();
+        let ms = now.timestamp_millis();
         let mut out = Vec::new();
         for l in limits {
             let mut parts: Vec<Option<String>> = vec![None];
@@ -64,67 +70,66 @@ impl Admin {
                 names.sort();
                 parts = names.into_iter().take(MAX_PARTS).map(Some).collect();
             }
-            let mut reports = Vec::new();
-            for p in parts {
-                let base = keys.limit_base(&l.name, p.as_deref());
-                let in_use = match &l.kind {
+            // Every partition's use and held jobs in one round trip (three replies each; a key
+            // of the wrong type reads as nothing).
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for p in &parts {
+                let (name, part) = (l.name.as_str(), p.as_deref());
+                match &l.kind {
                     Kind::Concurrency { .. } => {
-                        let v: Option<u64> = redis::cmd("HGET")
-                            .arg(format!("{base}:holders"))
-                            .arg("__units")
-                            .query_async(&mut con)
-                            .await
-                            .unwrap_or(None);
-                        v.unwrap_or(0)
+                        pipe.hget(keys.limit_holders(name, part), "__units");
                     }
                     Kind::Rate {
                         interval_ms,
                         sliding,
                         ..
                     } => {
-                        let iv = (*interval_ms).max(1) as i64;
-                        let ms = now.timestamp_millis();
+                        let iv = i64::try_from(*interval_ms).unwrap_or(i64::MAX).max(1);
                         if *sliding {
-                            redis::cmd("ZCOUNT")
-                                .arg(format!("{base}:rate"))
-                                .arg(format!("({}", ms - iv))
-                                .arg("+inf")
-                                .query_async(&mut con)
-                                .await
-                                .unwrap_or(0)
+                            pipe.zcount(
+                                keys.limit_rate(name, part),
+                                format!("({}", ms.saturating_sub(iv)),
+                                "+inf",
+                            );
                         } else {
-                            let v: Option<u64> = redis::cmd("GET")
-                                .arg(format!("{base}:rate:{}", ms / iv))
-                                .query_async(&mut con)
-                                .await
-                                .unwrap_or(None);
-                            v.unwrap_or(0)
+                            pipe.get(keys.limit_rate_window(name, part, ms / iv));
                         }
                     }
+                    // Nothing in use: a placeholder keeps three replies per partition.
+                    Kind::Window { .. } => {
+                        pipe.cmd("ECHO").arg(0);
+                    }
+                }
+                let held = keys.limit_held(name, part);
+                pipe.zcard(&held).zrange_withscores(&held, 0, 0);
+            }
+            let replies: Vec<redis::Value> = if parts.is_empty() {
+                Vec::new()
+            } else {
+                pipe.query_async(&mut con).await?
+            };
+            let mut reports = Vec::new();
+            for (p, r) in parts.into_iter().zip(replies.chunks(3)) {
+                let in_use = match l.kind {
                     Kind::Window { .. } => 0,
+                    _ => r
+                        .first()
+                        .and_then(read::<Option<u64>>)
+                        .flatten()
+                        .unwrap_or(0),
                 };
-                let held: u64 = redis::cmd("ZCARD")
-                    .arg(format!("{base}:held"))
-                    .query_async(&mut con)
-                    .await
-                    .unwrap_or(0);
-                let oldest_held_secs = if held > 0 {
-                    let (_, score): (String, f64) = redis::cmd("ZRANGE")
-                        .arg(format!("{base}:held"))
-                        .arg(0)
-                        .arg(0)
-                        .arg("WITHSCORES")
-                        .query_async::<Vec<(String, f64)>>(&mut con)
-                        .await
-                        .ok()
+                let held = r.get(1).and_then(read::<u64>).unwrap_or(0);
+                let oldest_held_secs = (held > 0).then(|| {
+                    let score = r
+                        .get(2)
+                        .and_then(read::<Vec<(String, f64)>>)
                         .and_then(|v| v.into_iter().next())
-                        .unwrap_or_default();
+                        .map_or(0.0, |(_, s)| s);
                     // The score is (99 - priority) × 1e13 + the time it was held (ms).
                     let at = score % 1e13;
-                    Some(((now.timestamp_millis() as f64 - at) / 1000.0).max(0.0))
-                } else {
-                    None
-                };
+                    ((ms as f64 - at) / 1000.0).max(0.0)
+                });
                 if p.is_none() || in_use > 0 || held > 0 {
                     reports.push(PartitionReport {
                         partition: p,
@@ -147,6 +152,11 @@ impl Admin {
         }
         Ok(out)
     }
+}
+
+/// One pipeline reply as `T` (`None` for an error reply or another shape).
+fn read<T: redis::FromRedisValue>(v: &redis::Value) -> Option<T> {
+    redis::from_redis_value(v.clone()).ok()
 }
 
 /// The workers of other runtimes (ids without resq's `~resq` host mark) among `workers` that
@@ -172,11 +182,7 @@ fn covers(l: &Limit, w: &str) -> bool {
 impl LimitReport {
     /// The kind's name: `concurrency`, `rate` or `window`.
     pub fn kind_name(&self) -> &'static str {
-        match self.limit.kind {
-            Kind::Concurrency { .. } => "concurrency",
-            Kind::Rate { .. } => "rate",
-            Kind::Window { .. } => "window",
-        }
+        self.limit.kind.name()
     }
 
     /// What it applies to, as text: `queue=q class=C key=t` (the parts it has).
@@ -201,7 +207,7 @@ impl LimitReport {
                 sliding,
             } => format!(
                 "{limit} per {}{}",
-                interval_text(*interval_ms),
+                crate::human::interval(*interval_ms),
                 if *sliding { " sliding" } else { "" }
             ),
             Kind::Window { windows, tz } => {
@@ -271,22 +277,6 @@ impl LimitReport {
     }
 }
 
-/// An interval in milliseconds as the CLI takes it: `1s`, `1m`, `250ms`, `90s`.
-pub(crate) fn interval_text(ms: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (86_400_000, "d"),
-        (3_600_000, "h"),
-        (60_000, "m"),
-        (1000, "s"),
-    ];
-    for (n, unit) in UNITS {
-        if ms >= n && ms.is_multiple_of(n) {
-            return format!("{}{unit}", ms / n);
-        }
-    }
-    format!("{ms}ms")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,8 +325,8 @@ mod tests {
         assert_eq!(r.setting(), "50 per 1m sliding");
         assert_eq!(r.scope(), "queue=api key={args.0}");
         assert_eq!(r.oldest_held_secs(), None);
-        assert_eq!(interval_text(250), "250ms");
-        assert_eq!(interval_text(1500), "1500ms");
-        assert_eq!(interval_text(7_200_000), "2h");
+        assert_eq!(crate::human::interval(250), "250ms");
+        assert_eq!(crate::human::interval(1500), "1500ms");
+        assert_eq!(crate::human::interval(7_200_000), "2h");
     }
 }

@@ -23,6 +23,15 @@ pub(crate) async fn load<C: redis::aio::ConnectionLike + Send>(
         .hgetall(keys.limits_set())
         .query_async(con)
         .await?;
+    Ok(merge(declared, set))
+}
+
+/// The stored declarations overlaid by the stored overrides (name → JSON text each), as
+/// [`load`] returns them.
+pub(crate) fn merge(
+    declared: BTreeMap<String, String>,
+    set: BTreeMap<String, String>,
+) -> (Vec<Limit>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut problems = Vec::new();
     for (name, text) in declared.into_iter().chain(set) {
@@ -41,7 +50,7 @@ pub(crate) async fn load<C: redis::aio::ConnectionLike + Send>(
             Err(why) => problems.push(format!("{name}: {why}")),
         }
     }
-    Ok((out.into_values().collect(), problems))
+    (out.into_values().collect(), problems)
 }
 
 /// Writes a worker's declarations (each replaces the stored declaration of its name;
@@ -69,22 +78,23 @@ pub(crate) fn script_json(limits: &[Limit], now: DateTime<Utc>) -> String {
     let defs: Vec<Value> = limits
         .iter()
         .map(|l| {
-            let (kind, limit, interval, sliding) = match &l.kind {
-                Kind::Concurrency { limit } => ("concurrency", *limit, 0, false),
+            let (limit, interval, sliding) = match &l.kind {
+                Kind::Concurrency { limit } => (*limit, 0, false),
                 Kind::Rate {
                     limit,
                     interval_ms,
                     sliding,
-                } => ("rate", *limit, *interval_ms, *sliding),
+                } => (*limit, *interval_ms, *sliding),
                 Kind::Window { .. } => {
                     let (is_open, next) = window_state(l, now);
                     open.insert(
                         l.name.clone(),
                         json!({"open": is_open, "next": next.map(|t| t.timestamp_millis())}),
                     );
-                    ("window", 0, 0, false)
+                    (0, 0, false)
                 }
             };
+            let kind = l.kind.name();
             json!({
                 "name": l.name,
                 "kind": kind,

@@ -59,11 +59,7 @@ pub async fn seed_hostile(con: &mut redis::aio::MultiplexedConnection, ns: &str)
     let _: () = redis::pipe()
         .hset(k.limits_declared(), "hostile", limit)
         .sadd(k.limit_parts("hostile"), QUOTE_BREAK)
-        .hset(
-            format!("{}:holders", k.limit_base("hostile", Some(QUOTE_BREAK))),
-            "__units",
-            1,
-        )
+        .hset(k.limit_holders("hostile", Some(QUOTE_BREAK)), "__units", 1)
         .sadd(k.queues(), &["default", QUOTE_BREAK][..])
         .rpush(k.queue("default"), &job)
         .rpush(k.queue(QUOTE_BREAK), &job)
@@ -652,11 +648,7 @@ pub fn limit_fixture(ns: &str, limit: &resq::limits::Limit, units: u32) -> redis
         &limit.name,
         serde_json::to_string(limit).expect("a limit is JSON"),
     )
-    .hset(
-        format!("{}:holders", k.limit_base(&limit.name, None)),
-        "__units",
-        units,
-    )
+    .hset(k.limit_holders(&limit.name, None), "__units", units)
     .sadd(k.queues(), "reports")
     .rpush(k.queue("reports"), r#"{"class":"Report","args":[]}"#);
     pipe
