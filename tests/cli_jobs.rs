@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::cli::{cmd, resq, stderr, stdout};
+use support::cli::{cmd, json_of, resq, stderr, stdout};
 
 fn code(o: &Output) -> i32 {
     o.status.code().expect("an exit code")
@@ -23,13 +23,6 @@ fn code(o: &Output) -> i32 {
 /// Runs `resq`, which must succeed; its standard output.
 async fn ok(ns: &str, args: &[&str]) -> String {
     stdout(&support::cli::ok(ns, args).await)
-}
-
-async fn json_of(ns: &str, args: &[&str]) -> Value {
-    let mut a = vec!["--json"];
-    a.extend_from_slice(args);
-    let out = ok(ns, &a).await;
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
 }
 
 async fn client(ns: &str) -> Client {

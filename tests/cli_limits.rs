@@ -12,7 +12,7 @@ use resq::Keys;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-use support::cli::{ok, resq, stderr, stdout};
+use support::cli::{json_of, ok, resq, stderr, stdout};
 
 /// Runs `resq` with `a`, which must exit 1 saying `why`.
 async fn refused(ns: &str, a: &[&str], why: &str) {
@@ -23,13 +23,6 @@ async fn refused(ns: &str, a: &[&str], why: &str) {
         "{a:?}: wanted {why}: {}",
         stderr(&out)
     );
-}
-
-async fn json_of(ns: &str, args: &[&str]) -> Value {
-    let mut a = vec!["--json"];
-    a.extend_from_slice(args);
-    let out = stdout(&ok(ns, &a).await);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
 }
 
 /// Declares `l` as a worker does at start.

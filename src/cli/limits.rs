@@ -128,18 +128,15 @@ async fn list(admin: &Admin, as_json: bool) -> Result<()> {
             r.kind_name().to_string(),
             short(&r.scope(), 40),
             short(&r.setting(), 64),
-            r.limit
-                .capacity()
-                .map_or_else(|| "-".into(), |c| c.to_string()),
+            r.capacity_text(),
             r.in_use().to_string(),
             r.held().to_string(),
             held_age(r.oldest_held_secs()),
-            if r.is_open() { "open" } else { "closed" }.to_string(),
+            r.state().to_string(),
             if r.overridden { "set" } else { "declared" }.to_string(),
         ]);
         if r.limit.key.is_some() {
-            let parts: Vec<_> = r.partitions.iter().collect();
-            for p in parts.iter().take(PARTS_SHOWN) {
+            for p in r.partitions.iter().take(PARTS_SHOWN) {
                 rows.push(vec![
                     format!("  {}", short(p.partition.as_deref().unwrap_or("-"), 30)),
                     String::new(),
@@ -153,10 +150,10 @@ async fn list(admin: &Admin, as_json: bool) -> Result<()> {
                     String::new(),
                 ]);
             }
-            if parts.len() > PARTS_SHOWN {
+            if r.partitions.len() > PARTS_SHOWN {
                 rows.push(vec![format!(
                     "  … {} more partitions (--json lists them)",
-                    parts.len() - PARTS_SHOWN
+                    r.partitions.len() - PARTS_SHOWN
                 )]);
             }
         }
@@ -195,7 +192,7 @@ async fn list(admin: &Admin, as_json: bool) -> Result<()> {
 }
 
 /// The age of the oldest held job, or `-`.
-fn held_age(secs: Option<f64>) -> String {
+pub(crate) fn held_age(secs: Option<f64>) -> String {
     secs.map_or_else(|| "-".into(), |s| age(Some(s)))
 }
 
@@ -404,19 +401,12 @@ async fn set(admin: &Admin, a: SetArgs, as_json: bool) -> Result<()> {
     if as_json {
         return json(&l);
     }
-    let r = LimitReport {
-        limit: l,
-        overridden: true,
-        partitions: Vec::new(),
-        open: None,
-        foreign_workers: Vec::new(),
-    };
     println!(
         "limit {} set: {} {} ({}); resq workers apply it at their next reserve",
-        r.limit.name,
-        r.kind_name(),
-        r.setting(),
-        r.scope()
+        l.name,
+        l.kind.name(),
+        l.setting(),
+        l.scope()
     );
     Ok(())
 }

@@ -179,15 +179,10 @@ fn covers(l: &Limit, w: &str) -> bool {
     }
 }
 
-impl LimitReport {
-    /// The kind's name: `concurrency`, `rate` or `window`.
-    pub fn kind_name(&self) -> &'static str {
-        self.limit.kind.name()
-    }
-
+impl Limit {
     /// What it applies to, as text: `queue=q class=C key=t` (the parts it has).
     pub fn scope(&self) -> String {
-        let l = &self.limit;
+        let l = self;
         let parts: Vec<String> = [("queue", &l.queue), ("class", &l.class), ("key", &l.key)]
             .into_iter()
             .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
@@ -198,7 +193,7 @@ impl LimitReport {
     /// Its setting, as text: `5`, `50 per 1s sliding`, `mon,tue 09:00-17:00 Europe/Paris`,
     /// followed by weights and priorities when it has any.
     pub fn setting(&self) -> String {
-        let l = &self.limit;
+        let l = self;
         let mut s = match &l.kind {
             Kind::Concurrency { limit } => limit.to_string(),
             Kind::Rate {
@@ -239,6 +234,39 @@ impl LimitReport {
             s.push_str(&format!(" priority {p}"));
         }
         s
+    }
+}
+
+impl LimitReport {
+    /// The kind's name: `concurrency`, `rate` or `window`.
+    pub fn kind_name(&self) -> &'static str {
+        self.limit.kind.name()
+    }
+
+    /// What it applies to, as text (see [`Limit::scope`]).
+    pub fn scope(&self) -> String {
+        self.limit.scope()
+    }
+
+    /// Its setting, as text (see [`Limit::setting`]).
+    pub fn setting(&self) -> String {
+        self.limit.setting()
+    }
+
+    /// Its capacity as shown: the number, or `-` for a window.
+    pub(crate) fn capacity_text(&self) -> String {
+        self.limit
+            .capacity()
+            .map_or_else(|| "-".into(), |c| c.to_string())
+    }
+
+    /// `open` or `closed` (see [`LimitReport::is_open`]).
+    pub(crate) fn state(&self) -> &'static str {
+        if self.is_open() {
+            "open"
+        } else {
+            "closed"
+        }
     }
 
     /// Units in use (concurrency) or starts in the current window (rate), over every

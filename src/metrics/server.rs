@@ -73,39 +73,25 @@ pub(crate) async fn serve(addr: SocketAddr, admin: Admin) -> Result<Listener> {
 
 async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
     let m = super::prom::install();
-    match s.admin.queues().await {
-        Ok(queues) => {
-            let rows: Vec<(String, i64, Option<f64>)> = queues
-                .into_iter()
-                .map(|q| {
-                    let depth = q.pending.unwrap_or(q.size);
-                    (
-                        q.name,
-                        i64::try_from(depth).unwrap_or(i64::MAX),
-                        q.oldest_age_s,
-                    )
-                })
-                .collect();
-            m.set_queues(&rows);
-        }
-        Err(e) => {
-            crate::metrics::redis_error();
-            tracing::debug!(error = %e, "metrics: could not read queues");
-        }
+    if let Some(queues) = scraped(s.admin.queues().await, "queues") {
+        let rows: Vec<(String, i64, Option<f64>)> = queues
+            .into_iter()
+            .map(|q| {
+                let depth = q.pending.unwrap_or(q.size);
+                (
+                    q.name,
+                    i64::try_from(depth).unwrap_or(i64::MAX),
+                    q.oldest_age_s,
+                )
+            })
+            .collect();
+        m.set_queues(&rows);
     }
-    match s.admin.job_counts().await {
-        Ok(counts) => m.set_jobs(&counts),
-        Err(e) => {
-            crate::metrics::redis_error();
-            tracing::debug!(error = %e, "metrics: could not read tracked-job counts");
-        }
+    if let Some(counts) = scraped(s.admin.job_counts().await, "tracked-job counts") {
+        m.set_jobs(&counts);
     }
-    match s.admin.limit_reports().await {
-        Ok(reports) => m.set_limits(&reports),
-        Err(e) => {
-            crate::metrics::redis_error();
-            tracing::debug!(error = %e, "metrics: could not read limits");
-        }
+    if let Some(reports) = scraped(s.admin.limit_reports().await, "limits") {
+        m.set_limits(&reports);
     }
     (
         [(
@@ -114,6 +100,18 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         )],
         m.encode(),
     )
+}
+
+/// A scrape's read: its value, or `None` when Redis failed (counted and logged).
+fn scraped<T>(r: crate::error::Result<T>, what: &str) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            crate::metrics::redis_error();
+            tracing::debug!(error = %e, "metrics: could not read {what}");
+            None
+        }
+    }
 }
 
 async fn healthz() -> &'static str {

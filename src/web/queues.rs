@@ -38,6 +38,7 @@ pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
         None => HashSet::new(),
     };
     let pending: u64 = queues.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
+    let can_pause = app.pauses.is_some() && !ctx.read_only;
     let body = html! {
         form.filters method="get" action={ (ctx.base) "queues" } {
             label { "queue name contains" input type="search" name="q" value=[ctx.query.get("q")]; }
@@ -53,7 +54,7 @@ pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
             thead { tr {
                 th { "queue" } th { "kind" } th.num { "size" } th.num { "due" }
                 th.num { "latency (oldest job)" } th { "state" }
-                @if app.pauses.is_some() && !ctx.read_only { th { "" } }
+                @if can_pause { th { "" } }
             } }
             tbody {
                 @for q in &queues {
@@ -67,7 +68,7 @@ pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
                             @if paused.contains(&q.name) || global_pause { span.badge.paused { "paused" } }
                             @else { span.muted { "active" } }
                         }
-                        @if app.pauses.is_some() && !ctx.read_only {
+                        @if can_pause {
                             td.nowrap {
                                 @if paused.contains(&q.name) {
                                     (button(&ctx, "queue/pause", &[("name", &q.name), ("paused", "0"), ("back", "queues")], "Resume", "primary", None))

@@ -45,3 +45,11 @@ pub async fn ok(ns: &str, args: &[&str]) -> Output {
     );
     out
 }
+
+/// Runs `resq --json <args>`, which must succeed; its output parsed.
+pub async fn json_of(ns: &str, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let out = stdout(&ok(ns, &a).await);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}

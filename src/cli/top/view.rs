@@ -161,18 +161,11 @@ fn draw_limits(f: &mut Frame, area: Rect, s: &TopState) {
         Row::new(vec![
             Cell::from(r.limit.name.clone()),
             Cell::from(r.kind_name()),
-            Cell::from(
-                r.limit
-                    .capacity()
-                    .map_or_else(|| "-".into(), |c| c.to_string()),
-            ),
+            Cell::from(r.capacity_text()),
             Cell::from(r.in_use().to_string()),
             Cell::from(r.held().to_string()),
-            Cell::from(
-                r.oldest_held_secs()
-                    .map_or_else(|| "-".into(), |a| age(Some(a))),
-            ),
-            Cell::from(if r.is_open() { "open" } else { "closed" }),
+            Cell::from(crate::cli::limits::held_age(r.oldest_held_secs())),
+            Cell::from(r.state()),
             Cell::from(short(&r.scope(), 40)),
         ])
     });
