@@ -79,7 +79,9 @@ pub mod client;
 mod config;
 pub mod conn;
 mod error;
-#[cfg(any(feature = "cli", feature = "web"))]
+// Always built: limit reports (`resq::limits`) show intervals with it; the rest is for the CLI
+// and the dashboard.
+#[cfg_attr(not(any(feature = "cli", feature = "web")), allow(dead_code))]
 mod human;
 mod identity;
 pub mod jobs;

@@ -254,14 +254,14 @@ impl LimitReport {
     }
 
     /// Its capacity as shown: the number, or `-` for a window.
-    pub(crate) fn capacity_text(&self) -> String {
+    pub fn capacity_text(&self) -> String {
         self.limit
             .capacity()
             .map_or_else(|| "-".into(), |c| c.to_string())
     }
 
     /// `open` or `closed` (see [`LimitReport::is_open`]).
-    pub(crate) fn state(&self) -> &'static str {
+    pub fn state(&self) -> &'static str {
         if self.is_open() {
             "open"
         } else {
