@@ -139,21 +139,14 @@ fn draw_queues(f: &mut Frame, area: Rect, s: &TopState) {
             }),
         ])
     });
-    let t = Table::new(
-        rows,
-        [
-            Constraint::Fill(3),
-            Constraint::Length(10),
-            Constraint::Length(8),
-            Constraint::Length(10),
-        ],
-    )
-    .header(
-        Row::new(["QUEUE", "SIZE", "DUE", "OLDEST"])
-            .style(Style::new().add_modifier(Modifier::BOLD)),
-    )
-    .block(Block::default().borders(Borders::ALL).title(" queues "));
-    f.render_widget(t, area);
+    let widths = [
+        Constraint::Fill(3),
+        Constraint::Length(10),
+        Constraint::Length(8),
+        Constraint::Length(10),
+    ];
+    let header = ["QUEUE", "SIZE", "DUE", "OLDEST"];
+    f.render_widget(boxed_table(rows, widths, header, " queues "), area);
 }
 
 fn draw_limits(f: &mut Frame, area: Rect, s: &TopState) {
@@ -180,34 +173,27 @@ fn draw_limits(f: &mut Frame, area: Rect, s: &TopState) {
     } else {
         " limits ".to_string()
     };
-    let t = Table::new(
-        rows,
-        [
-            Constraint::Fill(2),
-            Constraint::Length(11),
-            Constraint::Length(8),
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Length(11),
-            Constraint::Length(6),
-            Constraint::Fill(2),
-        ],
-    )
-    .header(
-        Row::new([
-            "LIMIT",
-            "KIND",
-            "CAPACITY",
-            "IN USE",
-            "HELD",
-            "OLDEST HELD",
-            "STATE",
-            "SCOPE",
-        ])
-        .style(Style::new().add_modifier(Modifier::BOLD)),
-    )
-    .block(Block::default().borders(Borders::ALL).title(title));
-    f.render_widget(t, area);
+    let widths = [
+        Constraint::Fill(2),
+        Constraint::Length(11),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(11),
+        Constraint::Length(6),
+        Constraint::Fill(2),
+    ];
+    let header = [
+        "LIMIT",
+        "KIND",
+        "CAPACITY",
+        "IN USE",
+        "HELD",
+        "OLDEST HELD",
+        "STATE",
+        "SCOPE",
+    ];
+    f.render_widget(boxed_table(rows, widths, header, title), area);
 }
 
 fn draw_workers(f: &mut Frame, area: Rect, s: &TopState) {
@@ -253,38 +239,40 @@ fn draw_workers(f: &mut Frame, area: Rect, s: &TopState) {
         ])
     });
     let busy = s.last.info.working;
-    let t = Table::new(
-        rows,
-        [
-            Constraint::Fill(3),
-            Constraint::Length(11),
-            Constraint::Fill(2),
-            Constraint::Length(6),
-            Constraint::Fill(2),
-            Constraint::Fill(1),
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(9),
-        ],
-    )
-    .header(
-        Row::new([
-            "WORKER",
-            "RUNTIME",
-            "QUEUES",
-            "STATE",
-            "JOB",
-            "QUEUE",
-            "RUNNING",
-            "HEARTBEAT",
-            "PROCESSED",
-        ])
-        .style(Style::new().add_modifier(Modifier::BOLD)),
-    )
-    .block(Block::default().borders(Borders::ALL).title(format!(
-        " workers ({} busy of {}) ",
-        busy,
-        ws.len()
-    )));
-    f.render_widget(t, area);
+    let widths = [
+        Constraint::Fill(3),
+        Constraint::Length(11),
+        Constraint::Fill(2),
+        Constraint::Length(6),
+        Constraint::Fill(2),
+        Constraint::Fill(1),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(9),
+    ];
+    let header = [
+        "WORKER",
+        "RUNTIME",
+        "QUEUES",
+        "STATE",
+        "JOB",
+        "QUEUE",
+        "RUNNING",
+        "HEARTBEAT",
+        "PROCESSED",
+    ];
+    let title = format!(" workers ({} busy of {}) ", busy, ws.len());
+    f.render_widget(boxed_table(rows, widths, header, title), area);
+}
+
+/// A table with a bold header row in a bordered box titled `title`.
+fn boxed_table<'a, const N: usize>(
+    rows: impl IntoIterator<Item = Row<'a>>,
+    widths: [Constraint; N],
+    header: [&'a str; N],
+    title: impl Into<ratatui::text::Line<'a>>,
+) -> Table<'a> {
+    Table::new(rows, widths)
+        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+        .block(Block::default().borders(Borders::ALL).title(title))
 }
