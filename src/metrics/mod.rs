@@ -24,7 +24,7 @@ mod prom;
 pub(crate) mod server;
 
 #[cfg(feature = "metrics")]
-pub(crate) use prom::{job_finished, job_started, redis_error, redis_reconnect, set_slots};
+pub(crate) use prom::{job_finished, job_started, on, redis_error, redis_reconnect, set_slots};
 
 #[cfg(not(feature = "metrics"))]
 mod off {
@@ -41,6 +41,11 @@ mod off {
     /// Nothing.
     pub(crate) fn job_finished(_queue: &str, _class: &str, _ok: bool, _secs: f64) {}
 
+    /// Never counting.
+    pub(crate) fn on() -> bool {
+        false
+    }
+
     /// Nothing.
     pub(crate) fn redis_error() {}
 
@@ -49,4 +54,4 @@ mod off {
 }
 
 #[cfg(not(feature = "metrics"))]
-pub(crate) use off::{job_finished, job_started, redis_error, redis_reconnect};
+pub(crate) use off::{job_finished, job_started, on, redis_error, redis_reconnect};

@@ -273,6 +273,11 @@ impl Drop for Busy {
     }
 }
 
+/// Whether metrics are being counted (the worker serves them).
+pub(crate) fn on() -> bool {
+    get().is_some()
+}
+
 /// Records a job that ended after `secs`.
 pub(crate) fn job_finished(queue: &str, class: &str, ok: bool, secs: f64) {
     let Some(m) = get() else { return };

@@ -11,14 +11,17 @@ pub(crate) struct Metrics;
 
 impl Middleware for Metrics {
     fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult> {
+        if !crate::metrics::on() {
+            // Not counting: no future of its own around the job.
+            return next.run(ctx);
+        }
         Box::pin(async move {
             let _busy = crate::metrics::job_started();
             let started = Instant::now();
-            let (queue, class) = (ctx.queue().to_string(), ctx.class().to_string());
-            let result = next.run(ctx).await;
+            let result = next.run(ctx.clone()).await;
             crate::metrics::job_finished(
-                &queue,
-                &class,
+                ctx.queue(),
+                ctx.class(),
                 result.is_ok(),
                 started.elapsed().as_secs_f64(),
             );

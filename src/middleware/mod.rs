@@ -8,9 +8,12 @@
 //! `after_perform`, `on_failure`, `before_enqueue`, `after_enqueue`) on top.
 //!
 //! Everything cross-cutting that resq itself does around a job is a layer of the same chain,
-//! in this order (outermost first):
+//! in this order (outermost first). A layer with nothing to do for a job (no retry policy, no
+//! time limit, metrics not served, an untracked job) hands it straight on, without a future
+//! of its own:
 //!
-//! 1. **panic net** — a panic anywhere in the chain (a middleware's own) becomes a failure;
+//! 1. **panic net** — a panic anywhere in the chain (a middleware's own) becomes a failure
+//!    (only with middleware of yours: resq's own layers do not panic);
 //! 2. **span** — one tracing span per job (class, queue, worker) and the outcome's log line
 //!    with `duration_ms` (`span`);
 //! 3. **metrics** — busy slots, processed/failed counts, the duration histogram (`metrics`);
@@ -137,14 +140,19 @@ pub(crate) struct Chain {
 impl Chain {
     /// The chain for `user` layers, with `default_timeout` for handlers without their own.
     pub(crate) fn new(user: &[Arc<dyn Middleware>], default_timeout: Option<Duration>) -> Chain {
-        let mut layers: Vec<Arc<dyn Middleware>> = vec![
-            Arc::new(panics::PanicNet),
-            Arc::new(span::Span),
+        let mut layers: Vec<Arc<dyn Middleware>> = Vec::with_capacity(user.len() + 8);
+        if !user.is_empty() {
+            // Without layers of yours, the net would only guard resq's own (which do not
+            // panic): the handler's panics are captured innermost either way.
+            layers.push(Arc::new(panics::PanicNet));
+        }
+        layers.extend([
+            Arc::new(span::Span) as Arc<dyn Middleware>,
             Arc::new(metrics::Metrics),
             Arc::new(tracking::Tracking),
             Arc::new(retry::Retry),
             Arc::new(unique::Unique),
-        ];
+        ]);
         layers.extend(user.iter().cloned());
         layers.push(Arc::new(time_limit::TimeLimit(default_timeout)));
         layers.push(Arc::new(panics::PanicCapture));

@@ -15,11 +15,11 @@ pub(crate) struct TimeLimit(pub Option<Duration>);
 impl Middleware for TimeLimit {
     fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult> {
         let limit = ctx.handler_timeout().or(self.0);
+        let Some(limit) = limit else {
+            return next.run(ctx);
+        };
         let blocking = ctx.handler_is_blocking();
         Box::pin(async move {
-            let Some(limit) = limit else {
-                return next.run(ctx).await;
-            };
             match tokio::time::timeout(limit, next.run(ctx)).await {
                 Ok(r) => r,
                 Err(_) => {

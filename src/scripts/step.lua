@@ -37,9 +37,12 @@
 -- KEYS[6+nq..5+2nq] = <queue key>:frequency. A flagged queue whose key is a zset gives its
 -- lowest member scored <= now, which is removed, or, when the frequency hash has it, re-scored
 -- by its period (Jesque's jesque_pop.lua).
--- Then five keys per slot: <ns>:worker:<id>, <ns>:stat:processed:<id>, <ns>:stat:failed:<id>,
+-- Then two keys per slot: <ns>:worker:<id>, <ns>:stat:processed:<id>. The slot's keys that only
+-- failures and claims use are named here from its worker key (the same slot under a namespace
+-- with a hash tag, as Redis Cluster needs; src/keys.rs names them too): <ns>:stat:failed:<id>,
 -- <ns>:resq:claim:<id> (a claimed payload: a list [payload bytes, token, queue as JSON]),
--- <ns>:resq:token:<id> (the token of the claimed job the record holds).
+-- <ns>:resq:token:<id> (the token of the claimed job the record holds). Three keys fewer per
+-- slot are three arguments fewer for Redis to read and hand to Lua on every call.
 -- ARGV[1] "1" when failures also count as processed (Ruby's semantics)
 -- ARGV[2] run_at for a new record   ARGV[3] failed_at for entries written here
 -- ARGV[7] largest payload checked here (bytes)   ARGV[8] largest payload accepted (bytes)
@@ -89,35 +92,17 @@ if ARGV[14] ~= '' then
   if ok and type(l) == 'table' and type(l.defs) == 'table' and #l.defs > 0 then LIM = l end
 end
 local released_all, earliest_due, seq_n = {}, nil, 0
-local function next_seq()
-  seq_n = seq_n + 1
-  return ARGV[10] .. '.' .. seq_n
-end
 local small = tonumber(ARGV[7])
 local max_payload = tonumber(ARGV[8])
 local char_budget = tonumber(ARGV[9])
-local slots = (#KEYS - kq) / 5
+local slots = (#KEYS - kq) / 2
 local processed, failed = 0, 0
 local find, byte = string.find, string.byte
 
-local function wkey(s) return KEYS[kq + 5 * s - 4] end
-local function pkey(s) return KEYS[kq + 5 * s - 3] end
-local function fkey(s) return KEYS[kq + 5 * s - 2] end
-local function ckey(s) return KEYS[kq + 5 * s - 1] end
-local function tkey(s) return KEYS[kq + 5 * s] end
-local function arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
+local function wkey(s) return KEYS[kq + 2 * s - 1] end
+local function pkey(s) return KEYS[kq + 2 * s] end
 
--- Queue q's name (sent as a JSON string).
-local function queue_name(q) return cjson.decode(ARGV[14 + q]) end
 
--- Slot s's worker id (sent as a JSON string): the text between the quotes unless it has
--- escapes.
-local function worker_of(s)
-  local wj = arg(s, 5)
-  local w = string.sub(wj, 2, -2)
-  if string.find(w, '\\', 1, true) then w = cjson.decode(wj) end
-  return w
-end
 
 -- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET
 -- never fails: a key that is no string reads as absent).
@@ -145,35 +130,8 @@ local function shared_err(name)
 end
 
 -- What stops slot s from counting a success / recording a failure (nil: nothing), cached.
-local ok_success, ok_failure = {}, {}
-local function success_err(s)
-  if ok_success[s] == nil then
-    ok_success[s] = shared_err('processed') or bad_counter(pkey(s), 200) or false
-  end
-  return ok_success[s] or nil
-end
-local function failure_err(s)
-  if ok_failure[s] == nil then
-    local e = shared_err('list') or shared_err('failed') or bad_counter(fkey(s), 200)
-    if not e and count_failed then e = success_err(s) end
-    ok_failure[s] = e or false
-  end
-  return ok_failure[s] or nil
-end
 
--- Counts a success of slot s (checked with success_err first).
-local function count_success(s)
-  processed = processed + 1
-  redis.call('INCR', pkey(s))
-end
 
--- Records a failure of slot s (checked with failure_err first).
-local function record_failure(s, entry)
-  redis.call('RPUSH', KEYS[3], entry)
-  failed = failed + 1
-  redis.call('INCR', fkey(s))
-  if count_failed then count_success(s) end
-end
 
 -- A string GET that reports a wrong type instead of raising: value (or false), error text.
 local function get_string(key)
@@ -186,6 +144,165 @@ end
 
 local tag, applied, data, gone, untoken = {}, {}, {}, {}, {}
 local wanting = {}
+local next_slot, budget, stopped = 1, 100, false
+
+-- The functions only failures, claims, limits, tracked jobs, non-ASCII payloads and refusals
+-- need, made on first use: Redis runs the whole chunk on every call, and each function it
+-- defines is a closure made every time (with its upvalues looked up), which a call that needs
+-- none of them should not pay for.
+local R = nil
+local function rare()
+  if R then return R end
+  R = {}
+  local ok_success, ok_failure = {}, {}
+
+  function R.next_seq()
+    seq_n = seq_n + 1
+    return ARGV[10] .. '.' .. seq_n
+  end
+
+  -- A key of slot s named from its worker key ('<P>worker:<id>'): '<P>' .. kind .. '<id>'.
+  function R.own_key(s, kind) return P .. kind .. string.sub(wkey(s), #P + 8) end
+
+  function R.fkey(s) return R.own_key(s, 'stat:failed:') end
+
+  function R.ckey(s) return R.own_key(s, 'resq:claim:') end
+
+  function R.tkey(s) return R.own_key(s, 'resq:token:') end
+
+  function R.arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
+
+  -- Queue q's name (sent as a JSON string).
+  function R.queue_name(q) return cjson.decode(ARGV[14 + q]) end
+
+  -- Slot s's worker id (sent as a JSON string): the text between the quotes unless it has
+  -- escapes.
+  function R.worker_of(s)
+    local wj = R.arg(s, 5)
+    local w = string.sub(wj, 2, -2)
+    if string.find(w, '\\', 1, true) then w = cjson.decode(wj) end
+    return w
+  end
+
+  function R.success_err(s)
+    if ok_success[s] == nil then
+      ok_success[s] = shared_err('processed') or bad_counter(pkey(s), 200) or false
+    end
+    return ok_success[s] or nil
+  end
+
+  function R.failure_err(s)
+    if ok_failure[s] == nil then
+      local e = shared_err('list') or shared_err('failed') or bad_counter(R.fkey(s), 200)
+      if not e and count_failed then e = R.success_err(s) end
+      ok_failure[s] = e or false
+    end
+    return ok_failure[s] or nil
+  end
+
+  -- Counts a success of slot s (checked with success_err first).
+  function R.count_success(s)
+    processed = processed + 1
+    redis.call('INCR', pkey(s))
+  end
+
+  -- Records a failure of slot s (checked with failure_err first).
+  function R.record_failure(s, entry)
+    redis.call('RPUSH', KEYS[3], entry)
+    failed = failed + 1
+    redis.call('INCR', R.fkey(s))
+    if count_failed then R.count_success(s) end
+  end
+
+  -- Whether s is valid UTF-8 with at most char_budget non-ASCII characters: true, or nil when it
+  -- is not known within the budget (invalid, or too many to check here).
+  function R.utf8_within_budget(s)
+    local i, n, left = 1, #s, char_budget
+    while true do
+      local _, e = find(s, '^[^\128-\255]*', i)
+      i = e + 1
+      if i > n then return true end
+      left = left - 1
+      if left < 0 then return nil end
+      if find(s, '^[\194-\223][\128-\191]', i) then
+        i = i + 2
+      elseif find(s, '^\224[\160-\191][\128-\191]', i)
+          or find(s, '^[\225-\236\238\239][\128-\191][\128-\191]', i)
+          or find(s, '^\237[\128-\159][\128-\191]', i) then
+        -- three bytes, no overlong forms (E0 80..9F) and no surrogates (ED A0..BF)
+        i = i + 3
+      elseif find(s, '^\240[\144-\191][\128-\191][\128-\191]', i)
+          or find(s, '^[\241-\243][\128-\191][\128-\191][\128-\191]', i)
+          or find(s, '^\244[\128-\143][\128-\191][\128-\191]', i) then
+        -- four bytes, no overlong forms (F0 80..8F) and nothing above U+10FFFF (F4 90..)
+        i = i + 4
+      else
+        return nil
+      end
+    end
+  end
+
+  -- Whether `class` is one of the statused classes (a whole line of `statused`).
+  function R.is_statused(class)
+    if statused == '' or type(class) ~= 'string' or class == '' then return false end
+    local i = 1
+    while true do
+      local a, b = find(statused, class, i, true)
+      if not a then return false end
+      if byte(statused, a - 1) == 10 and byte(statused, b + 1) == 10 then return true end
+      i = a + 1
+    end
+  end
+
+  -- The failure entry of a popped item that is not a job.
+  function R.entry_for(s, q, exception, message)
+    return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
+      .. cjson.encode(message) .. ',"backtrace":[],"worker":' .. R.arg(s, 5)
+      .. ',"queue":' .. ARGV[14 + q] .. '}'
+  end
+
+  -- What stops slot s from taking a claim (its claim key must be free, the claims set usable).
+  function R.claim_err(s)
+    local e = wrong_type(R.ckey(s), 'list') or shared_err('claims')
+    if not e and redis.call('EXISTS', R.ckey(s)) == 1 then
+      e = 'BADCLAIM ' .. R.ckey(s) .. ' holds a claim already'
+    end
+    return e
+  end
+
+  -- Slot s holds the claim `token` of a payload of n bytes from queue q.
+  function R.claimed(s, token, q, n)
+    redis.call('SADD', KEYS[5], cjson.decode(R.arg(s, 5)))
+    tag[s], data[s] = 'claim', token .. ' ' .. ARGV[14 + q] .. '\n' .. n
+    next_slot = next_slot + 1
+  end
+
+  -- Moves the head of list `key` (queue q) to slot s's claim key inside Redis, without bringing
+  -- it into the script. Returns an error text (and writes nothing) when the slot cannot claim.
+  function R.claim_head(key, q)
+    local s = wanting[next_slot]
+    local e = R.claim_err(s)
+    if e then return e end
+    local token = ARGV[10] .. '.' .. s
+    redis.call('SORT', key, 'BY', 'nosort', 'LIMIT', 0, 1, 'STORE', R.ckey(s))
+    redis.call('LTRIM', key, 1, -1)
+    redis.call('RPUSH', R.ckey(s), token, ARGV[14 + q])
+    R.claimed(s, token, q, 0)
+    return nil
+  end
+
+  -- Stops reserving: slot s gets the error, and what was popped but not taken goes back to the
+  -- head of its queue in its order.
+  function R.stop(s, e, key, raws, from)
+    tag[s], data[s] = 'error', e
+    if raws then
+      for j = #raws, from, -1 do redis.call('LPUSH', key, raws[j]) end
+    end
+    stopped = true
+  end
+
+  return R
+end
 
 -- Whether slot s's worker may hold limit shares while no limit is in force (one that was
 -- cleared while its jobs ran): only when some worker has a shares set (`<ns>:resq:sharing`,
@@ -193,14 +310,18 @@ local wanting = {}
 local sharing_any = nil
 local function may_share(s)
   if sharing_any == nil then sharing_any = redis.call('EXISTS', P .. 'resq:sharing') == 1 end
-  return sharing_any and redis.call('EXISTS', P .. 'resq:shares:' .. worker_of(s)) == 1
+  return sharing_any and redis.call('EXISTS', P .. 'resq:shares:' .. rare().worker_of(s)) == 1
 end
+
+-- What stops a success from being counted in `<ns>:stat:processed` (false: nothing), once.
+local processed_err = nil
 
 -- 1. Completions, in slot order; slots that want a job and hold none are noted. A finished
 -- slot's record is removed at the end of the call unless a new record replaces it.
 for s = 1, slots do
-  local code = arg(s, 1)
-  local reserve = arg(s, 4) == '1'
+  local a = aq + 6 * (s - 1)
+  local code = ARGV[a + 1]
+  local reserve = ARGV[a + 4] == '1'
   tag[s], applied[s], data[s] = 'none', 0, ''
   local err, held = nil, nil
   local by_token = code == 'st' or code == 'ft'
@@ -210,16 +331,21 @@ for s = 1, slots do
     local t = redis.call('TYPE', wkey(s))['ok']
     if t ~= 'none' and t ~= 'string' then err = wrongtype_msg(wkey(s), t, 'string') end
   elseif code ~= '0' or reserve then
-    held, err = get_string(wkey(s))
+    -- get_string, inline (the path of every job)
+    local wk = KEYS[kq + 2 * s - 1]
+    held = redis.pcall('GET', wk)
+    if type(held) == 'table' then
+      held, err = nil, wrongtype_msg(wk, redis.call('TYPE', wk)['ok'], 'string')
+    end
   end
   if not err and code ~= '0' then
     local mine
     if not by_token then
-      mine = held == arg(s, 2)
+      mine = held == ARGV[a + 2]
     else
       local t
-      t, err = get_string(tkey(s))
-      mine = redis.call('EXISTS', wkey(s)) == 1 and t == arg(s, 2)
+      t, err = get_string(rare().tkey(s))
+      mine = redis.call('EXISTS', wkey(s)) == 1 and t == rare().arg(s, 2)
       if not mine and not err and reserve then held, err = get_string(wkey(s)) end
     end
     if mine and not err then
@@ -227,9 +353,10 @@ for s = 1, slots do
       if success then
         -- The slot's counter is its first write, and an INCR that cannot count writes
         -- nothing: it is its own check (bad_counter says what is wrong with the key).
-        err = shared_err('processed')
+        if processed_err == nil then processed_err = shared_err('processed') or false end
+        err = processed_err or nil
         if not err then
-          local r = redis.pcall('INCR', pkey(s))
+          local r = redis.pcall('INCR', KEYS[kq + 2 * s])
           if type(r) == 'table' then
             err = bad_counter(pkey(s), 1) or ('NOTINTEGER ' .. pkey(s) .. ': ' .. tostring(r.err))
           else
@@ -237,14 +364,14 @@ for s = 1, slots do
           end
         end
       else
-        err = failure_err(s)
-        if not err then record_failure(s, arg(s, 3)) end
+        err = rare().failure_err(s)
+        if not err then rare().record_failure(s, rare().arg(s, 3)) end
       end
       if not err then
         applied[s], gone[s], held = 1, true, false
         if by_token then untoken[s] = true end
-        if LIM or may_share(s) then
-          local worker = worker_of(s)
+        if LIM or (sharing_any ~= false and may_share(s)) then
+          local worker = rare().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
             for _, r in ipairs(rel) do released_all[#released_all + 1] = r end
@@ -252,12 +379,12 @@ for s = 1, slots do
             tracking_problems[#tracking_problems + 1] = worker .. ' ' .. lerr
           end
         end
-        if arg(s, 6) ~= '' then
-          local prev, why = track_spec(P, arg(s, 6), now_ms)
+        if ARGV[a + 6] ~= '' then
+          local prev, why = track_spec(P, ARGV[a + 6], now_ms)
           if prev then
             track_finals = track_finals + 1
           elseif why ~= 'skip' then
-            tracking_problems[#tracking_problems + 1] = string.sub(arg(s, 6), 8, 39) .. ' ' .. why
+            tracking_problems[#tracking_problems + 1] = string.sub(rare().arg(s, 6), 8, 39) .. ' ' .. why
           end
         end
       end
@@ -273,14 +400,14 @@ for s = 1, slots do
       wanting[#wanting + 1] = s
     else
       -- A claim already taken (the reply of the call that took it was lost) comes back.
-      local token, cerr = redis.pcall('LINDEX', ckey(s), 1), nil
+      local token, cerr = redis.pcall('LINDEX', rare().ckey(s), 1), nil
       if type(token) == 'table' then
-        cerr = wrongtype_msg(ckey(s), redis.call('TYPE', ckey(s))['ok'], 'list')
+        cerr = wrongtype_msg(rare().ckey(s), redis.call('TYPE', rare().ckey(s))['ok'], 'list')
       end
       if cerr then
         tag[s], data[s] = 'error', cerr
       elseif token then
-        tag[s], data[s] = 'claim', token .. ' ' .. (redis.call('LINDEX', ckey(s), 2) or '""') .. '\n0'
+        tag[s], data[s] = 'claim', token .. ' ' .. (redis.call('LINDEX', rare().ckey(s), 2) or '""') .. '\n0'
       else
         wanting[#wanting + 1] = s
       end
@@ -301,35 +428,7 @@ if #wanting > 0 then
     wanting = {}
   end
 end
-local next_slot, budget, stopped = 1, 100, false
 
--- Whether s is valid UTF-8 with at most char_budget non-ASCII characters: true, or nil when it
--- is not known within the budget (invalid, or too many to check here).
-local function utf8_within_budget(s)
-  local i, n, left = 1, #s, char_budget
-  while true do
-    local _, e = find(s, '^[^\128-\255]*', i)
-    i = e + 1
-    if i > n then return true end
-    left = left - 1
-    if left < 0 then return nil end
-    if find(s, '^[\194-\223][\128-\191]', i) then
-      i = i + 2
-    elseif find(s, '^\224[\160-\191][\128-\191]', i)
-        or find(s, '^[\225-\236\238\239][\128-\191][\128-\191]', i)
-        or find(s, '^\237[\128-\159][\128-\191]', i) then
-      -- three bytes, no overlong forms (E0 80..9F) and no surrogates (ED A0..BF)
-      i = i + 3
-    elseif find(s, '^\240[\144-\191][\128-\191][\128-\191]', i)
-        or find(s, '^[\241-\243][\128-\191][\128-\191][\128-\191]', i)
-        or find(s, '^\244[\128-\143][\128-\191][\128-\191]', i) then
-      -- four bytes, no overlong forms (F0 80..8F) and nothing above U+10FFFF (F4 90..)
-      i = i + 4
-    else
-      return nil
-    end
-  end
-end
 
 -- Why a (valid UTF-8) payload cannot be recorded as a worker record (nil when it can), and the
 -- decoded payload.
@@ -342,40 +441,9 @@ local function malformed(raw)
   return nil, obj
 end
 
--- Whether `class` is one of the statused classes (a whole line of `statused`).
-local function is_statused(class)
-  if statused == '' or type(class) ~= 'string' or class == '' then return false end
-  local i = 1
-  while true do
-    local a, b = find(statused, class, i, true)
-    if not a then return false end
-    if byte(statused, a - 1) == 10 and byte(statused, b + 1) == 10 then return true end
-    i = a + 1
-  end
-end
 
--- The failure entry of a popped item that is not a job.
-local function entry_for(s, q, exception, message)
-  return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
-    .. cjson.encode(message) .. ',"backtrace":[],"worker":' .. arg(s, 5)
-    .. ',"queue":' .. ARGV[14 + q] .. '}'
-end
 
--- What stops slot s from taking a claim (its claim key must be free, the claims set usable).
-local function claim_err(s)
-  local e = wrong_type(ckey(s), 'list') or shared_err('claims')
-  if not e and redis.call('EXISTS', ckey(s)) == 1 then
-    e = 'BADCLAIM ' .. ckey(s) .. ' holds a claim already'
-  end
-  return e
-end
 
--- Slot s holds the claim `token` of a payload of n bytes from queue q.
-local function claimed(s, token, q, n)
-  redis.call('SADD', KEYS[5], cjson.decode(arg(s, 5)))
-  tag[s], data[s] = 'claim', token .. ' ' .. ARGV[14 + q] .. '\n' .. n
-  next_slot = next_slot + 1
-end
 
 -- Whether the head of list `key` (of `len` items) may be larger than `small` bytes: MEMORY
 -- USAGE with one sample is the head node's size times the node count, and a node of small
@@ -386,18 +454,16 @@ local function head_large(key, len)
   return usage ~= nil and usage > len * (small + 128) + 1024
 end
 
--- Moves the head of list `key` (queue q) to slot s's claim key inside Redis, without bringing
--- it into the script. Returns an error text (and writes nothing) when the slot cannot claim.
-local function claim_head(key, q)
-  local s = wanting[next_slot]
-  local e = claim_err(s)
-  if e then return e end
-  local token = ARGV[10] .. '.' .. s
-  redis.call('SORT', key, 'BY', 'nosort', 'LIMIT', 0, 1, 'STORE', ckey(s))
-  redis.call('LTRIM', key, 1, -1)
-  redis.call('RPUSH', ckey(s), token, ARGV[14 + q])
-  claimed(s, token, q, 0)
-  return nil
+
+-- Whether `class` is a statused class, asked once per class per call.
+local statused_seen = {}
+local function statused_class(class)
+  local v = statused_seen[class]
+  if v == nil and class ~= nil then
+    v = rare().is_statused(class)
+    statused_seen[class] = v
+  end
+  return v
 end
 
 -- Gives raw (popped from queue q) to the next wanting slot: its record, its claim, or a failure
@@ -408,7 +474,7 @@ local function take(raw, q)
   local mode, why, obj = 'job', nil, nil
   if n > max_payload then
     mode = 'toolarge'
-  elseif n > small or not utf8_within_budget(raw) then
+  elseif n > small or (find(raw, '[\128-\255]') and not rare().utf8_within_budget(raw)) then
     mode = 'claim'
   else
     why, obj = malformed(raw)
@@ -416,8 +482,9 @@ local function take(raw, q)
   end
   if mode == 'job' then
     local tid, is_status = nil, false
-    -- Only a payload with an id, or of a statused class, loads the tracking functions.
-    if obj and (find(raw, '"resq_id"', 1, true) or is_statused(obj['class'])) then
+    -- Only a payload with an id, or of a statused class, loads the tracking functions (the
+    -- decoded object is asked: a scan of the text for the name costs a compare per quote).
+    if obj['resq_id'] ~= nil or (statused ~= '' and statused_class(obj['class'])) then
       tid, is_status = track_id_of(obj, statused)
     end
     local tread = nil
@@ -433,12 +500,12 @@ local function take(raw, q)
       if text ~= nil then tread = { text, ms, close, extra or { history = {} }, stale } end
     end
     if LIM and obj then
-      local qname = queue_name(q)
+      local qname = rare().queue_name(q)
       local ls, lwhy = limits_for(LIM, P, obj, qname)
       if not ls then
-        local e = failure_err(s)
+        local e = rare().failure_err(s)
         if e then return e end
-        record_failure(s, entry_for(s, q, 'Resq::LimitKeyError', lwhy))
+        rare().record_failure(s, rare().entry_for(s, q, 'Resq::LimitKeyError', lwhy))
         budget = budget - 1
         return nil
       end
@@ -446,22 +513,22 @@ local function take(raw, q)
         local x, due = limits_check(P, LIM, ls, obj['class'], now_ms)
         if x == false then return due end
         if x then
-          limit_hold(P, x, due, obj['class'], qname, raw, next_seq(), now_ms)
+          limit_hold(P, x, due, obj['class'], qname, raw, rare().next_seq(), now_ms)
           if due and (not earliest_due or due < earliest_due) then earliest_due = due end
           budget = budget - 1
           return nil
         end
-        local e = limits_admit(P, ls, obj['class'], worker_of(s), now_ms, next_seq())
+        local e = limits_admit(P, ls, obj['class'], rare().worker_of(s), now_ms, rare().next_seq())
         if e then return e end
       end
     end
     if tid then
-      local worker = cjson.decode(arg(s, 5))
+      local worker = cjson.decode(rare().arg(s, 5))
       local ok, twhy = track(P, tid, {
         state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
         set = { { 'name', json_str(track_name(raw, obj['class'], is_status)) } },
         event = { event = 'started', worker = worker },
-        extra = { worker = worker, started_at = now_ms, queue = queue_name(q),
+        extra = { worker = worker, started_at = now_ms, queue = rare().queue_name(q),
           class = obj['class'] },
         attempts_inc = true,
         -- A missing record is recreated as resque-status recreates it: a fresh `time`, no
@@ -472,27 +539,27 @@ local function take(raw, q)
       if not ok then tracking_problems[#tracking_problems + 1] = tid .. ' ' .. twhy end
     end
     local r = '{"queue":' .. ARGV[14 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
-    redis.call('SET', wkey(s), r)
+    redis.call('SET', KEYS[kq + 2 * s - 1], r)
     tag[s], data[s], gone[s] = 'job', r, nil
     next_slot = next_slot + 1
   elseif mode == 'claim' then
-    local e = claim_err(s)
+    local e = rare().claim_err(s)
     if e then return e end
     local token = ARGV[10] .. '.' .. s
-    redis.call('RPUSH', ckey(s), raw, token, ARGV[14 + q])
-    claimed(s, token, q, n)
+    redis.call('RPUSH', rare().ckey(s), raw, token, ARGV[14 + q])
+    rare().claimed(s, token, q, n)
   else
-    local e = failure_err(s)
+    local e = rare().failure_err(s)
     if e then return e end
     local entry
     if mode == 'toolarge' then
-      entry = entry_for(s, q, 'Resq::PayloadTooLarge', 'payload of ' .. n .. ' bytes exceeds the '
+      entry = rare().entry_for(s, q, 'Resq::PayloadTooLarge', 'payload of ' .. n .. ' bytes exceeds the '
         .. max_payload .. '-byte limit (RESQ_MAX_PAYLOAD); it starts: '
         .. string.match(string.sub(raw, 1, 200), '^[^\128-\255]*'))
     else
-      entry = entry_for(s, q, 'Resq::MalformedPayload', why .. ': ' .. raw)
+      entry = rare().entry_for(s, q, 'Resq::MalformedPayload', why .. ': ' .. raw)
     end
-    record_failure(s, entry)
+    rare().record_failure(s, entry)
     budget = budget - 1
   end
   return nil
@@ -500,21 +567,12 @@ end
 
 local function want() return #wanting - next_slot + 1 end
 
--- Stops reserving: slot s gets the error, and what was popped but not taken goes back to the
--- head of its queue in its order.
-local function stop(s, e, key, raws, from)
-  tag[s], data[s] = 'error', e
-  if raws then
-    for j = #raws, from, -1 do redis.call('LPUSH', key, raws[j]) end
-  end
-  stopped = true
-end
 
 -- Held jobs released by this call's completions go to this call's slots first (when their
 -- queue is one this call polls), the rest back to the head of their queue.
 local qindex = {}
 if #released_all > 0 then
-  for q = 1, nq do qindex[queue_name(q)] = q end
+  for q = 1, nq do qindex[rare().queue_name(q)] = q end
 end
 for _, r in ipairs(released_all) do
   local member, h = r[1], r[2]
@@ -549,7 +607,7 @@ end
 for q = 1, nq do
   local key = KEYS[5 + q]
   local qname = nil
-  if paused_q or LIM then qname = queue_name(q) end
+  if paused_q or LIM then qname = rare().queue_name(q) end
   local closed = paused_q and paused_q[qname]
   if closed then qflags[q] = 'p' end
   -- The queue's own limits are looked at before the first round, and again before each
@@ -560,7 +618,7 @@ for q = 1, nq do
       -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
       local blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
       if e then
-        stop(wanting[next_slot], e)
+        rare().stop(wanting[next_slot], e)
         break
       end
       if blocked then
@@ -578,9 +636,9 @@ for q = 1, nq do
     local len = redis.pcall('LLEN', key)
     if type(len) == 'number' and len > 0 and head_large(key, len) then
       -- A large payload at the head: claimed inside Redis, then the next one.
-      local e = claim_head(key, q)
+      local e = rare().claim_head(key, q)
       if e then
-        stop(wanting[next_slot], e)
+        rare().stop(wanting[next_slot], e)
         break
       end
       n = 0
@@ -598,21 +656,21 @@ for q = 1, nq do
       qflags[q] = '1'
       local period = redis.pcall('HGET', KEYS[5 + nq + q], due)
       if type(period) == 'table' then
-        stop(wanting[next_slot], wrongtype_msg(KEYS[5 + nq + q], redis.call('TYPE', KEYS[5 + nq + q])['ok'], 'hash'))
+        rare().stop(wanting[next_slot], wrongtype_msg(KEYS[5 + nq + q], redis.call('TYPE', KEYS[5 + nq + q])['ok'], 'hash'))
         break
       end
       -- Checked before the member leaves its zset, so a refusal leaves it where it was.
       local s = wanting[next_slot]
       local e
       if #due > max_payload then
-        e = failure_err(s)
-      elseif #due > small or not utf8_within_budget(due) then
-        e = claim_err(s)
+        e = rare().failure_err(s)
+      elseif #due > small or not rare().utf8_within_budget(due) then
+        e = rare().claim_err(s)
       elseif malformed(due) then
-        e = failure_err(s)
+        e = rare().failure_err(s)
       end
       if e then
-        stop(s, e)
+        rare().stop(s, e)
         break
       end
       if period then
@@ -626,7 +684,7 @@ for q = 1, nq do
         local s = wanting[next_slot]
         local e = take(raw, q)
         if e then
-          stop(s, e, key, raws, i)
+          rare().stop(s, e, key, raws, i)
           break
         end
       end
@@ -645,7 +703,7 @@ end
 local out = {}
 for s = 1, slots do
   if gone[s] then redis.call('DEL', wkey(s)) end
-  if untoken[s] then redis.call('DEL', tkey(s)) end
+  if untoken[s] then redis.call('DEL', rare().tkey(s)) end
   out[#out + 1] = tag[s]
   out[#out + 1] = applied[s]
   out[#out + 1] = data[s]

@@ -6,11 +6,22 @@
 //! ActiveJob's `enqueued_at`/`scheduled_at` and time arguments as `iso8601` / `iso8601(9)`.
 //! Read: every shape a Ruby, Jesque, node-resque or goworker peer writes.
 
-use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, FixedOffset, NaiveDateTime, TimeZone, Timelike, Utc};
 
 /// `2026-11-21T19:15:33.678+0000` — a worker record's `run_at`.
 pub fn run_at(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.3f+0000").to_string()
+    // Written field by field: made on every step call, and a format string is parsed each time
+    // it is used (the same text as `%Y-%m-%dT%H:%M:%S%.3f+0000`; a test compares them).
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}+0000",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.timestamp_subsec_millis().min(999)
+    )
 }
 
 /// `2026-11-21 19:15:33 +0000` — `worker:<id>:started`, as Ruby's `Time#to_s` in UTC.
@@ -25,7 +36,16 @@ pub fn heartbeat(t: DateTime<Utc>) -> String {
 
 /// `2026/11/21 19:15:46 UTC` — a failure's `failed_at` and `retried_at`.
 pub fn failed_at(t: DateTime<Utc>) -> String {
-    t.format("%Y/%m/%d %H:%M:%S UTC").to_string()
+    // Field by field, as `run_at` (the same text as `%Y/%m/%d %H:%M:%S UTC`).
+    format!(
+        "{:04}/{:02}/{:02} {:02}:{:02}:{:02} UTC",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
 }
 
 /// `2026-11-21T19:15:33Z` — ActiveJob's `enqueued_at` before Rails 7.1 (`Time.now.utc.iso8601`).
@@ -158,6 +178,25 @@ mod tests {
             "2026-11-21T20:15:33.678000000+01:00"
         );
         assert_eq!(iso8601_date(t().date_naive()), "2026-11-21");
+    }
+
+    #[test]
+    fn hand_written_formats_match_their_format_strings() {
+        for ms in [
+            0_i64,
+            7,
+            999,
+            1_795_288_533_001,
+            1_795_288_533_999,
+            4_102_444_799_500,
+        ] {
+            let t = Utc.timestamp_millis_opt(ms).unwrap();
+            assert_eq!(
+                run_at(t),
+                t.format("%Y-%m-%dT%H:%M:%S%.3f+0000").to_string()
+            );
+            assert_eq!(failed_at(t), t.format("%Y/%m/%d %H:%M:%S UTC").to_string());
+        }
     }
 
     #[test]

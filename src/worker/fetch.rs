@@ -332,11 +332,11 @@ impl Fetch {
         }
     }
 
-    /// The prefixes' tracking connection is (again) up: a change of the limits or of the
+    /// The watched keys' tracking connection is (again) up: a change of the limits or of the
     /// paused set may have been missed, so the limits are read again and the queues found
     /// paused are polled again (the others are armed on the queues' connection, which is
     /// unaffected).
-    pub(crate) fn prefixes_connected(&self) {
+    pub(crate) fn keys_connected(&self) {
         if let Some(l) = self.limits.get() {
             l.changed();
         }
@@ -478,8 +478,9 @@ impl Fetch {
         trackers.spawn(super::tracking::run(
             self.clone(),
             endpoint.clone(),
-            super::tracking::Watch::Prefixes(vec![
+            super::tracking::Watch::Keys(vec![
                 self.keys.limits_declared(),
+                self.keys.limits_set(),
                 self.keys.paused_queues(),
                 self.keys.wake(),
                 self.keys.queues(),

@@ -71,11 +71,13 @@ pub(crate) enum JobRef {
 }
 
 impl JobRef {
-    /// The completion code's second letter and the argument the script compares.
-    fn code_and_arg(&self) -> (char, &[u8]) {
-        match self {
-            JobRef::Record(r) => ('r', r),
-            JobRef::Token(t) => ('t', t.as_bytes()),
+    /// The script's completion code (`success` or not) and the argument it compares.
+    fn code_and_arg(&self, success: bool) -> (&'static str, &[u8]) {
+        match (self, success) {
+            (JobRef::Record(r), true) => ("sr", r),
+            (JobRef::Record(r), false) => ("fr", r),
+            (JobRef::Token(t), true) => ("st", t.as_bytes()),
+            (JobRef::Token(t), false) => ("ft", t.as_bytes()),
         }
     }
 
@@ -177,9 +179,9 @@ pub(crate) enum Reply {
 pub(crate) struct Stepper {
     /// The slot's worker id.
     id: String,
-    /// `<ns>:worker:<id>`, `:stat:processed:<id>`, `:stat:failed:<id>`, `:resq:claim:<id>`,
-    /// `:resq:token:<id>`.
-    own: [String; 5],
+    /// `<ns>:worker:<id>` and `<ns>:stat:processed:<id>` (the script names the slot's keys that
+    /// only failures and claims use from the first).
+    own: [String; 2],
     /// The worker id as a JSON string.
     worker_json: String,
     /// Ruby's processed-counts-failures semantics.
@@ -199,13 +201,7 @@ impl Stepper {
     pub(crate) fn new(keys: &Keys, id: &str, count_failed: bool) -> Self {
         Stepper {
             id: id.to_string(),
-            own: [
-                keys.worker(id),
-                keys.stat_processed_by(id),
-                keys.stat_failed_by(id),
-                keys.claim(id),
-                keys.claim_token(id),
-            ],
+            own: [keys.worker(id), keys.stat_processed_by(id)],
             worker_json: record::encode_queue(id),
             count_failed,
             max_payload: DEFAULT_MAX_PAYLOAD,
@@ -402,13 +398,13 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         }
         let track = match item.completion {
             Some(Completion::Success { job, track }) => {
-                let (c, a) = job.code_and_arg();
-                inv.arg(format!("s{c}")).arg(a).arg("");
+                let (c, a) = job.code_and_arg(true);
+                inv.arg(c).arg(a).arg("");
                 track.as_deref()
             }
             Some(Completion::Failure { job, entry, track }) => {
-                let (c, a) = job.code_and_arg();
-                inv.arg(format!("f{c}")).arg(a).arg(entry.as_str());
+                let (c, a) = job.code_and_arg(false);
+                inv.arg(c).arg(a).arg(entry.as_str());
                 track.as_deref()
             }
             None | Some(Completion::Extended(_)) => {

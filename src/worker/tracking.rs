@@ -11,10 +11,14 @@
 //!   move) does. A queue that is being drained is not armed, so a busy process hears nothing of
 //!   its own pops (in broadcast mode every `LPOP` sent the process a message: at one slot, a
 //!   second message per job);
-//! * **prefixes** (`CLIENT TRACKING ON BCAST PREFIX <ns>:resq:limits PREFIX
-//!   <ns>:resq:paused_queues PREFIX <ns>:resq:wake PREFIX <ns>:queues`): limits changed, a
-//!   queue paused or resumed, a limit opened, a new queue (for wildcard lists); see
-//!   [`crate::limits`].
+//! * **keys** (`CLIENT TRACKING ON` too): `<ns>:resq:limits`, `<ns>:resq:limits:set`,
+//!   `<ns>:resq:paused_queues`, `<ns>:resq:wake` and `<ns>:queues`, each read (`TYPE`) on
+//!   connection and again after each message about it, *before* the message is handed on, so
+//!   a write made while the process reloads what changed brings a message of its own: limits
+//!   changed, a queue paused or resumed, a limit opened, a new queue (for wildcard lists); see
+//!   [`crate::limits`]. Not `BCAST`: with a broadcast client connected, Redis compares every
+//!   key any client writes with every prefix (at 64 slots, ~1 µs of Redis CPU per job), while
+//!   a key read in the default mode costs one lookup per write.
 //!
 //! Each message goes to [`super::fetch::Fetch::invalidated`]. Available with Redis ≥ 6 on one
 //! server or through Sentinel. Not with Redis Cluster (tracking is per node), an ACL user
@@ -44,8 +48,8 @@ const UNAVAILABLE_RETRY: Duration = Duration::from_secs(300);
 
 /// What one tracking connection listens to.
 pub(crate) enum Watch {
-    /// Every write under these prefixes.
-    Prefixes(Vec<String>),
+    /// The next write to each of these keys, read again after each message.
+    Keys(Vec<String>),
     /// The queue keys named on this channel (armed when a reserve found them empty).
     Queues(mpsc::UnboundedReceiver<String>),
 }
@@ -57,8 +61,8 @@ pub(crate) async fn run(
     watch: Watch,
     mut stop: watch::Receiver<bool>,
 ) {
-    let (prefixes, mut arms) = match watch {
-        Watch::Prefixes(p) => (p, None),
+    let (watched, mut arms) = match watch {
+        Watch::Keys(k) => (k, None),
         Watch::Queues(rx) => (Vec::new(), Some(rx)),
     };
     let queues = arms.is_some();
@@ -68,14 +72,8 @@ pub(crate) async fn run(
     let mut ping_every = PING_EVERY;
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let prefix_refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-        let mode = if queues {
-            Tracking::Reads
-        } else {
-            Tracking::Broadcast(&prefix_refs)
-        };
         let connected = tokio::select! {
-            c = endpoint.tracking(mode, tx) => c,
+            c = endpoint.tracking(Tracking::Reads, tx) => c,
             _ = stop.wait_for(|s| *s) => return,
         };
         if queues && !matches!(connected, Ok(Some(_))) {
@@ -117,7 +115,14 @@ pub(crate) async fn run(
             fetch.set_tracking(true);
             fetch.tracking_tried.notify_one();
         } else {
-            fetch.prefixes_connected();
+            if read(&mut con, &watched).await.is_err() {
+                // Lost as soon as made: tried again like a failed connection.
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff.next_delay()) => continue,
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+            fetch.keys_connected();
         }
         let since = std::time::Instant::now();
         if lost.active() && queues {
@@ -134,6 +139,15 @@ pub(crate) async fn run(
             };
             match event {
                 Event::Push(Some(info)) => match info.kind {
+                    PushKind::Invalidate if !queues => {
+                        // Read again first: a write from now on brings its own message.
+                        let keys = invalidated_keys(&info.data);
+                        let again = keys.as_deref().unwrap_or(&watched);
+                        if let Err(e) = read(&mut con, again).await {
+                            break errors::describe(&e, endpoint.label());
+                        }
+                        deliver(&fetch, &info.data)
+                    }
                     PushKind::Invalidate => deliver(&fetch, &info.data),
                     PushKind::Disconnection => break "the connection closed".to_string(),
                     _ => {}
@@ -214,6 +228,34 @@ async fn arm(
         }
     }
     Ok(())
+}
+
+/// Reads `keys` on the tracking connection (`TYPE`, whatever they hold), so Redis tells it of
+/// the next write to each.
+async fn read(
+    con: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+) -> redis::RedisResult<()> {
+    let mut pipe = redis::pipe();
+    for k in keys {
+        pipe.cmd("TYPE").arg(k).ignore();
+    }
+    pipe.query_async(con).await
+}
+
+/// The keys an `invalidate` message names (`None`: every key, after a flush).
+fn invalidated_keys(data: &[Value]) -> Option<Vec<String>> {
+    match data.first() {
+        Some(Value::Array(keys)) => Some(
+            keys.iter()
+                .filter_map(|k| match k {
+                    Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 /// Whether `e` says the server (or the user's ACL, or a proxy) cannot do tracking at all.
