@@ -368,6 +368,62 @@ async fn a_paused_queue_is_not_taken_until_resumed() {
     stop(w).await;
 }
 
+/// The paused set is watched with default-mode tracking, which reports one write per read: the
+/// worker must read it again after each message, or it would hear of the first resume only.
+/// Each round, a job of the next queue is taken by a reserve that found the paused queue
+/// paused (queues are polled in order), so the slot is parked on the paused queue when it is
+/// resumed; with `INTERVAL` far longer than the test waits, only the message can wake it.
+#[tokio::test]
+async fn a_queue_paused_and_resumed_again_is_taken_at_once_each_time() {
+    let ns = support::namespace("lim-pause2");
+    let slow = Arc::new(AtomicUsize::new(0));
+    let fast = Arc::new(AtomicUsize::new(0));
+    let (s2, f2) = (slow.clone(), fast.clone());
+    let registry = Registry::new()
+        .handler("Slow", move |_ctx: JobContext| {
+            let s = s2.clone();
+            async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .handler("Fast", move |_ctx: JobContext| {
+            let f = f2.clone();
+            async move {
+                f.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        });
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    let b = support::builder(&ns, "slow,fast")
+        .registry(registry)
+        .concurrency(1)
+        .interval(Duration::from_secs(600));
+    let w = support::start(b).await;
+    for round in 1..=3 {
+        admin.pause_queue("slow", true).await.unwrap();
+        c.enqueue_to("slow", "Slow", &[json!(round)]).await.unwrap();
+        c.enqueue_to("fast", "Fast", &[json!(round)]).await.unwrap();
+        support::eventually(10, "the next queue's job", || async {
+            (fast.load(Ordering::SeqCst) == round).then_some(())
+        })
+        .await;
+        let left: u64 = support::con()
+            .await
+            .llen(Keys::new(&ns).queue("slow"))
+            .await
+            .unwrap();
+        assert_eq!(left, 1, "round {round}: a paused queue's job was taken");
+        admin.pause_queue("slow", false).await.unwrap();
+        support::eventually(5, "the paused queue's job after resume", || async {
+            (slow.load(Ordering::SeqCst) == round).then_some(())
+        })
+        .await;
+    }
+    stop(w).await;
+}
+
 #[tokio::test]
 async fn large_payloads_are_limited_too() {
     let ns = support::namespace("lim-large");

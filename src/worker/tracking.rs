@@ -139,16 +139,17 @@ pub(crate) async fn run(
             };
             match event {
                 Event::Push(Some(info)) => match info.kind {
-                    PushKind::Invalidate if !queues => {
-                        // Read again first: a write from now on brings its own message.
+                    PushKind::Invalidate => {
                         let keys = invalidated_keys(&info.data);
-                        let again = keys.as_deref().unwrap_or(&watched);
-                        if let Err(e) = read(&mut con, again).await {
-                            break errors::describe(&e, endpoint.label());
+                        if !queues {
+                            // Read again first: a write from now on brings its own message.
+                            let again = keys.as_deref().unwrap_or(&watched);
+                            if let Err(e) = read(&mut con, again).await {
+                                break errors::describe(&e, endpoint.label());
+                            }
                         }
-                        deliver(&fetch, &info.data)
+                        deliver(&fetch, keys.as_deref())
                     }
-                    PushKind::Invalidate => deliver(&fetch, &info.data),
                     PushKind::Disconnection => break "the connection closed".to_string(),
                     _ => {}
                 },
@@ -236,6 +237,9 @@ async fn read(
     con: &mut redis::aio::MultiplexedConnection,
     keys: &[String],
 ) -> redis::RedisResult<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
     let mut pipe = redis::pipe();
     for k in keys {
         pipe.cmd("TYPE").arg(k).ignore();
@@ -264,18 +268,14 @@ fn unsupported(e: &redis::RedisError) -> bool {
         || matches!(e.code(), Some("NOPERM" | "ERR"))
 }
 
-/// Hands the keys of one `invalidate` message to the wake-up state (`nil`: every key).
-fn deliver(fetch: &Fetch, data: &[Value]) {
-    match data.first() {
-        Some(Value::Array(keys)) => {
+/// Hands the keys of one `invalidate` message to the wake-up state (`None`: every key).
+fn deliver(fetch: &Fetch, keys: Option<&[String]>) {
+    match keys {
+        Some(keys) => {
             for k in keys {
-                if let Value::BulkString(b) = k {
-                    if let Ok(key) = std::str::from_utf8(b) {
-                        fetch.invalidated(Some(key));
-                    }
-                }
+                fetch.invalidated(Some(k));
             }
         }
-        _ => fetch.invalidated(None),
+        None => fetch.invalidated(None),
     }
 }
