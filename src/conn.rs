@@ -290,13 +290,11 @@ impl Endpoint {
 
 impl Endpoint {
     /// A dedicated RESP3 connection on which Redis pushes `invalidate` messages, handed to
-    /// `tx`: for every key starting with one of the (non-overlapping) prefixes that anyone
-    /// writes (`CLIENT TRACKING ON BCAST PREFIX …`), or for the next write to each key the
-    /// connection reads (`CLIENT TRACKING ON`). `Ok(None)` for Redis Cluster (tracking is per
-    /// node; the caller falls back).
+    /// `tx`, for the next write to each key the connection reads (`CLIENT TRACKING ON`, Redis's
+    /// default mode; never `BCAST`, which would make Redis compare every written key with the
+    /// prefixes). `Ok(None)` for Redis Cluster (tracking is per node; the caller falls back).
     pub(crate) async fn tracking(
         &self,
-        mode: Tracking<'_>,
         tx: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
     ) -> RedisResult<Option<MultiplexedConnection>> {
         let client = match &self.0.deploy {
@@ -315,27 +313,13 @@ impl Endpoint {
         let mut con = client
             .get_multiplexed_async_connection_with_config(&cfg)
             .await?;
-        let mut cmd = redis::cmd("CLIENT");
-        cmd.arg("TRACKING").arg("ON");
-        if let Tracking::Broadcast(prefixes) = mode {
-            cmd.arg("BCAST");
-            for p in prefixes {
-                cmd.arg("PREFIX").arg(*p);
-            }
-        }
-        cmd.query_async::<()>(&mut con).await?;
+        redis::cmd("CLIENT")
+            .arg("TRACKING")
+            .arg("ON")
+            .query_async::<()>(&mut con)
+            .await?;
         Ok(Some(con))
     }
-}
-
-/// What a tracking connection ([`Endpoint::tracking`]) is told about.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Tracking<'a> {
-    /// Every write to a key under one of these prefixes (`BCAST`).
-    Broadcast(&'a [&'a str]),
-    /// The next write to each key this connection reads (Redis's default mode: one message
-    /// per read, then the key must be read again to hear of the next write).
-    Reads,
 }
 
 /// Whether a `redis_version` is at least [`MIN_REDIS`].

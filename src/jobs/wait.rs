@@ -1,8 +1,10 @@
-//! Waiting for a tracked job to finish without polling: Redis tells a dedicated RESP3
-//! connection when the job's record changes (`CLIENT TRACKING ON BCAST PREFIX
-//! <ns>:status:<id>`), and the record is read again only then. Where tracking is not
-//! available (Redis Cluster, a client built over a bare connection) the record is read with a
-//! back-off from 50 ms to 1 s.
+//! Waiting for a tracked job to finish without polling: a dedicated RESP3 connection with
+//! `CLIENT TRACKING ON` (Redis's default mode) reads the job's record key (`TYPE`) before each
+//! read of the record, so Redis tells it of the next change, and the record is read again only
+//! then. (Not `BCAST`: while a broadcast client is connected, Redis compares every key any
+//! client writes with its prefixes, a cost the whole fleet would pay for each waiter.) Where
+//! tracking is not available (Redis Cluster, a client built over a bare connection) the record
+//! is read with a back-off from 50 ms to 1 s.
 
 use super::{JobId, JobStatus};
 use crate::client::Client;
@@ -18,18 +20,22 @@ impl Client {
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
         let key = self.keys().resque_status(id.as_str());
-        // Subscribe before reading, so a change between the two is not missed.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watch = match self.endpoint() {
-            Some(e) => e
-                .tracking(crate::conn::Tracking::Broadcast(&[&key]), tx)
-                .await
-                .ok()
-                .flatten(),
+            Some(e) => e.tracking(tx).await.ok().flatten(),
             None => None,
         };
         let mut backoff = Duration::from_millis(50);
         loop {
+            if let Some(con) = watch.as_mut() {
+                // Read on the watching connection before the record is read, so a change
+                // between the two is not missed.
+                let armed: redis::RedisResult<String> =
+                    redis::cmd("TYPE").arg(&key).query_async(con).await;
+                if armed.is_err() {
+                    watch = None;
+                }
+            }
             let status = self.status(id).await?;
             let Some(s) = status else { return Ok(None) };
             if s.state.is_final() {

@@ -30,7 +30,7 @@
 
 use super::fetch::Fetch;
 use crate::conn::errors::{self, Reporter};
-use crate::conn::{Backoff, Endpoint, Tracking};
+use crate::conn::{Backoff, Endpoint};
 use redis::{PushKind, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,7 +73,7 @@ pub(crate) async fn run(
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let connected = tokio::select! {
-            c = endpoint.tracking(Tracking::Reads, tx) => c,
+            c = endpoint.tracking(tx) => c,
             _ = stop.wait_for(|s| *s) => return,
         };
         if queues && !matches!(connected, Ok(Some(_))) {
