@@ -332,39 +332,55 @@ async fn a_closed_window_holds_until_an_operator_opens_it() {
     assert_eq!(held(&ns, "office", None).await, 0);
 }
 
-#[tokio::test]
-async fn a_paused_queue_is_not_taken_until_resumed() {
-    let ns = support::namespace("lim-pause");
+/// `registry` with a handler for `class` that counts its jobs.
+fn counted(registry: Registry, class: &str) -> (Registry, Arc<AtomicUsize>) {
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
-    let registry = Registry::new().handler("Job", move |_ctx: JobContext| {
+    let registry = registry.handler(class, move |_ctx: JobContext| {
         let d = d.clone();
         async move {
             d.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
     });
+    (registry, done)
+}
+
+/// Waits up to `secs` until `counter` reaches `n`.
+async fn reaches(counter: &AtomicUsize, n: usize, secs: u64, what: &str) {
+    support::eventually(secs, what, || async {
+        (counter.load(Ordering::SeqCst) == n).then_some(())
+    })
+    .await;
+}
+
+/// The jobs waiting in `queue`.
+async fn waiting(ns: &str, queue: &str) -> u64 {
+    support::con()
+        .await
+        .llen(Keys::new(ns).queue(queue))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_paused_queue_is_not_taken_until_resumed() {
+    let ns = support::namespace("lim-pause");
+    let (registry, done) = counted(Registry::new(), "Job");
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
     admin.pause_queue("slow", true).await.unwrap();
     let c = Client::connect(&support::url(), &ns).await.unwrap();
     c.enqueue_to("slow", "Job", &[json!(1)]).await.unwrap();
     c.enqueue_to("fast", "Job", &[json!(2)]).await.unwrap();
     let w = support::start(support::builder(&ns, "slow,fast").registry(registry)).await;
-    support::eventually(10, "the fast queue's job", || async {
-        (done.load(Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
-    let left: u64 = support::con()
-        .await
-        .llen(Keys::new(&ns).queue("slow"))
-        .await
-        .unwrap();
-    assert_eq!(left, 1, "a paused queue's job was taken");
+    reaches(&done, 1, 10, "the fast queue's job").await;
+    assert_eq!(
+        waiting(&ns, "slow").await,
+        1,
+        "a paused queue's job was taken"
+    );
     admin.pause_queue("slow", false).await.unwrap();
-    support::eventually(10, "the job after resume", || async {
-        (done.load(Ordering::SeqCst) == 2).then_some(())
-    })
-    .await;
+    reaches(&done, 2, 10, "the job after resume").await;
     stop(w).await;
 }
 
@@ -376,24 +392,8 @@ async fn a_paused_queue_is_not_taken_until_resumed() {
 #[tokio::test]
 async fn a_queue_paused_and_resumed_again_is_taken_at_once_each_time() {
     let ns = support::namespace("lim-pause2");
-    let slow = Arc::new(AtomicUsize::new(0));
-    let fast = Arc::new(AtomicUsize::new(0));
-    let (s2, f2) = (slow.clone(), fast.clone());
-    let registry = Registry::new()
-        .handler("Slow", move |_ctx: JobContext| {
-            let s = s2.clone();
-            async move {
-                s.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }
-        })
-        .handler("Fast", move |_ctx: JobContext| {
-            let f = f2.clone();
-            async move {
-                f.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }
-        });
+    let (registry, slow) = counted(Registry::new(), "Slow");
+    let (registry, fast) = counted(registry, "Fast");
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
     let c = Client::connect(&support::url(), &ns).await.unwrap();
     let b = support::builder(&ns, "slow,fast")
@@ -405,21 +405,14 @@ async fn a_queue_paused_and_resumed_again_is_taken_at_once_each_time() {
         admin.pause_queue("slow", true).await.unwrap();
         c.enqueue_to("slow", "Slow", &[json!(round)]).await.unwrap();
         c.enqueue_to("fast", "Fast", &[json!(round)]).await.unwrap();
-        support::eventually(10, "the next queue's job", || async {
-            (fast.load(Ordering::SeqCst) == round).then_some(())
-        })
-        .await;
-        let left: u64 = support::con()
-            .await
-            .llen(Keys::new(&ns).queue("slow"))
-            .await
-            .unwrap();
-        assert_eq!(left, 1, "round {round}: a paused queue's job was taken");
+        reaches(&fast, round, 10, "the next queue's job").await;
+        assert_eq!(
+            waiting(&ns, "slow").await,
+            1,
+            "round {round}: a paused queue's job was taken"
+        );
         admin.pause_queue("slow", false).await.unwrap();
-        support::eventually(5, "the paused queue's job after resume", || async {
-            (slow.load(Ordering::SeqCst) == round).then_some(())
-        })
-        .await;
+        reaches(&slow, round, 5, "the paused queue's job after resume").await;
     }
     stop(w).await;
 }
