@@ -75,9 +75,18 @@ fn failover_run(label: &str, replicas: usize, wait: bool) -> Audit {
         w.stderr()
     );
     producer.join().expect("producer");
-    wait_until(60, "the sentinels to agree on the new master", || {
-        set.master_port().filter(|p| *p == new_master.port)
+    // The sentinels name the master everyone follows. With two replicas it may be another one
+    // than the first seen promoted (a leader's failover timed out and the next leader chose
+    // the other): the audit reads the one they agree on.
+    let old_port = set.master.port;
+    let agreed = wait_until(60, "the sentinels to agree on a new master", || {
+        set.master_port().filter(|p| *p != old_port)
     });
+    let new_master = set
+        .replicas
+        .iter()
+        .find(|r| r.port == agreed)
+        .unwrap_or_else(|| panic!("the sentinels agree on port {agreed}, which is no replica"));
 
     let ids = w.ids.clone();
     failover::wait_drained(new_master, &ns, &ids);
