@@ -218,11 +218,7 @@ async fn arm(
             keys.push(k);
         }
     }
-    let mut pipe = redis::pipe();
-    for k in &keys {
-        pipe.cmd("TYPE").arg(k);
-    }
-    let types: Vec<String> = pipe.query_async(con).await?;
+    let types = read(con, &keys).await?;
     for (k, t) in keys.iter().zip(types) {
         if t == "list" {
             fetch.invalidated(Some(k));
@@ -231,18 +227,18 @@ async fn arm(
     Ok(())
 }
 
-/// Reads `keys` on the tracking connection (`TYPE`, whatever they hold), so Redis tells it of
-/// the next write to each.
+/// Reads `keys` on the tracking connection (`TYPE`, which answers whatever they hold), so
+/// Redis tells it of the next write to each; returns their types.
 async fn read(
     con: &mut redis::aio::MultiplexedConnection,
     keys: &[String],
-) -> redis::RedisResult<()> {
+) -> redis::RedisResult<Vec<String>> {
     if keys.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut pipe = redis::pipe();
     for k in keys {
-        pipe.cmd("TYPE").arg(k).ignore();
+        pipe.cmd("TYPE").arg(k);
     }
     pipe.query_async(con).await
 }
