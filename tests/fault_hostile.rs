@@ -316,6 +316,20 @@ fn commands(c: &mut redis::Connection) -> u64 {
         .sum()
 }
 
+/// Whether the worker's two invalidation-tracking connections are up (`CLIENT LIST` flag
+/// `t`): until then it is still starting, and its start-up reads are no idle traffic.
+fn tracking_up(c: &mut redis::Connection) -> Option<()> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(c).ok()?;
+    let tracking = list
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.strip_prefix("flags=").is_some_and(|v| v.contains('t')))
+        })
+        .count();
+    (tracking >= 2).then_some(())
+}
+
 /// The server's commands per second over `window`.
 fn commands_per_second(c: &mut redis::Connection, window: Duration) -> f64 {
     let before = commands(c);
@@ -346,6 +360,9 @@ fn queue_keys_that_are_no_list_cost_nothing_while_idle() {
     push(&mut c, &queue_a, r#"{"class":"Noop","args":[]}"#);
     wait_until(10, "the first job picked up", || {
         (get_i64(&mut c, &format!("{ns}:stat:processed")) >= 1).then_some(())
+    });
+    wait_until(10, "the worker's tracking connections", || {
+        tracking_up(&mut c)
     });
     // A measuring window (not a synchronisation): a loop of wake-ups would run thousands of
     // commands in it.
