@@ -6,7 +6,9 @@
 //! 1,000 jobs are held behind a full limit, next to an idle process's.
 //!
 //! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3; `ONLY`, a comma
-//! list of `drain`, `memory`, `wait`, `held`).
+//! list of `drain`, `memory`, `wait`, `held`; `FLOW_REDIS_URL`, a server of your own instead of the
+//! one it starts, e.g. to profile it; `SETUPS`, a comma list of `Baseline`, `Slots32`, `Tracked`,
+//! `QueueLimit32`, `KeyLimit100`).
 
 use redis::AsyncCommands;
 use resq::jobs::Track;
@@ -21,6 +23,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Setup {
     Baseline,
+    Slots32,
     Tracked,
     QueueLimit32,
     KeyLimit100,
@@ -30,6 +33,7 @@ impl Setup {
     fn name(self) -> &'static str {
         match self {
             Setup::Baseline => "nothing on (baseline)",
+            Setup::Slots32 => "nothing on, 32 slots",
             Setup::Tracked => "every job tracked",
             Setup::QueueLimit32 => "queue limit 32 (64 slots)",
             Setup::KeyLimit100 => "per-key limit 1 over 100 keys",
@@ -60,7 +64,32 @@ async fn info_field(
         .unwrap_or(0.0)
 }
 
-async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> f64 {
+/// Redis's CPU seconds (user + sys) and the number of script calls it has run so far.
+async fn redis_cpu_calls(con: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
+    let cpu = info_field(con, "cpu", "used_cpu_user").await
+        + info_field(con, "cpu", "used_cpu_sys").await;
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .unwrap_or_default();
+    let calls = stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .sum();
+    (cpu, calls)
+}
+
+/// One drain: jobs/s, Redis CPU µs per job, script calls per job.
+async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64, f64) {
     let ns = format!("flow-{round}-{setup:?}");
     let client = Client::connect(url, &ns).await.unwrap();
     let mut con = redis::Client::open(url)
@@ -106,11 +135,12 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> f64 {
         }
         _ => registry,
     };
+    let (cpu0, calls0) = redis_cpu_calls(&mut con).await;
     let started = Instant::now();
     let running = Worker::builder()
         .redis_url(url)
         .namespace(&ns)
-        .concurrency(64)
+        .concurrency(if setup == Setup::Slots32 { 32 } else { 64 })
         .registry(registry)
         .build()
         .unwrap()
@@ -121,9 +151,14 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> f64 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let rate = jobs as f64 / started.elapsed().as_secs_f64();
+    let (cpu1, calls1) = redis_cpu_calls(&mut con).await;
     running.stop(Phase::Quit);
     running.wait().await.unwrap();
-    rate
+    (
+        rate,
+        (cpu1 - cpu0) * 1e6 / jobs as f64,
+        (calls1 - calls0) / jobs as f64,
+    )
 }
 
 /// Memory of `n` finished tracked records, and after their TTL (1 s) has passed.
@@ -280,25 +315,34 @@ async fn held_commands(url: &str) -> (f64, f64) {
 fn main() {
     let jobs = env_usize("JOBS", 40_000);
     let rounds = env_usize("ROUNDS", 3);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let mut server = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server (apt-get install -y redis-server)");
-    let url = format!("redis://127.0.0.1:{port}");
+    // FLOW_REDIS_URL: a server of your own (to profile it while the bench runs).
+    let own = std::env::var("FLOW_REDIS_URL").ok();
+    let mut server = None;
+    let url = match own {
+        Some(url) => url,
+        None => {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port();
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("redis-server (apt-get install -y redis-server)");
+            server = Some(child);
+            format!("redis://127.0.0.1:{port}")
+        }
+    };
     let rt = resq::runtime::build().expect("runtime");
     rt.block_on(async {
         let client = redis::Client::open(url.as_str()).unwrap();
@@ -311,11 +355,22 @@ fn main() {
         let only = std::env::var("ONLY").unwrap_or_default();
         let on = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
         if on("drain") {
-        let setups = [Setup::Baseline, Setup::Tracked, Setup::QueueLimit32, Setup::KeyLimit100];
+        // SETUPS: a comma list of Baseline, Tracked, QueueLimit32, KeyLimit100 (default all).
+        let pick = std::env::var("SETUPS").unwrap_or_default();
+        let setups: Vec<Setup> =
+            [Setup::Baseline, Setup::Slots32, Setup::Tracked, Setup::QueueLimit32, Setup::KeyLimit100]
+                .into_iter()
+                .filter(|s| pick.is_empty() || pick.split(',').any(|p| p == format!("{s:?}")))
+                .collect();
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+        let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+        let mut calls: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
         for r in 0..rounds {
             for (i, s) in setups.iter().enumerate() {
-                rates[i].push(drain(&url, *s, r, jobs).await);
+                let (rate, cpu, call) = drain(&url, *s, r, jobs).await;
+                rates[i].push(rate);
+                cpus[i].push(cpu);
+                calls[i].push(call);
             }
         }
         let med = |v: &mut Vec<f64>| {
@@ -323,11 +378,20 @@ fn main() {
             v[v.len() / 2]
         };
         let medians: Vec<f64> = rates.iter_mut().map(med).collect();
+        let cpu_med: Vec<f64> = cpus.iter_mut().map(med).collect();
+        let call_med: Vec<f64> = calls.iter_mut().map(med).collect();
         println!("Noop drain, one process, CONCURRENCY=64, {jobs} jobs × {rounds} rounds (median)\n");
-        println!("| setup | jobs/s | vs baseline |");
-        println!("|---|---|---|");
-        for (s, m) in setups.iter().zip(&medians) {
-            println!("| {} | {:.0} | {:.2} |", s.name(), m, m / medians[0]);
+        println!("| setup | jobs/s | vs baseline | Redis CPU µs/job | script calls/job |");
+        println!("|---|---|---|---|---|");
+        for (i, s) in setups.iter().enumerate() {
+            println!(
+                "| {} | {:.0} | {:.2} | {:.1} | {:.3} |",
+                s.name(),
+                medians[i],
+                medians[i] / medians[0],
+                cpu_med[i],
+                call_med[i]
+            );
         }
         }
         if on("memory") {
@@ -343,6 +407,8 @@ fn main() {
             println!("\nRedis commands/s over 10 s: an idle process of 16 slots {idle:.2}; the same with 1,000 jobs held behind a full limit {held:.2}");
         }
     });
-    let _ = server.kill();
-    let _ = server.wait();
+    if let Some(mut server) = server {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
 }

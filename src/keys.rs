@@ -316,7 +316,8 @@ impl Keys {
         }
     }
 
-    /// `<limit base>:holders` — HASH slot id → units it holds, and `__units` → their sum.
+    /// `<limit base>:holders` — HASH `__units` → the units the slots hold in the limit (each
+    /// slot's own share is in [`Keys::sharing`]).
     pub fn limit_holders(&self, name: &str, partition: Option<&str>) -> String {
         format!("{}:holders", self.limit_base(name, partition))
     }
@@ -342,13 +343,9 @@ impl Keys {
         format!("{}resq:limit:{name}:parts", self.prefix)
     }
 
-    /// `<ns>:resq:shares:<worker id>` — the holders keys a slot holds a share in.
-    pub fn shares(&self, worker: &str) -> String {
-        format!("{}resq:shares:{worker}", self.prefix)
-    }
-
-    /// `<ns>:resq:sharing` — the worker ids that have a `shares` set (so a completion looks
-    /// for its slot's shares only while some slot holds any).
+    /// `<ns>:resq:sharing` — HASH worker (slot) id → the limit shares it holds, one
+    /// `<units> <length>:<holders key>` after another (limits.lua). A completion looks for its
+    /// slot's shares only while the hash exists.
     pub fn sharing(&self) -> String {
         format!("{}resq:sharing", self.prefix)
     }

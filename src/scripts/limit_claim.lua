@@ -44,4 +44,5 @@ if x then
 end
 local e = limits_admit(P, ls, view['class'], ARGV[5], now_ms, ARGV[8])
 if e then return redis.error_reply(e) end
+limits_flush(P)
 return { 'ok' }

@@ -9,21 +9,25 @@
 -- A job a limit does not admit is *held*: moved out of its queue into the limit's held zset
 -- (highest priority first, then oldest), in the same call that popped it; it is never run,
 -- lost, or popped and pushed back in a loop. A concurrency share belongs to the worker slot
--- that runs the job (`shares:<worker>`); the call that ends the job (step, complete, requeue,
+-- that runs the job (its entry in `resq:sharing`); the call that ends the job (step, complete, requeue,
 -- prune) returns the share and releases the held jobs that now fit — to a slot of the same
--- call that wants a job, else to the head of their queue. Rate- and window-held jobs are
+-- call that wants a job, else to the head of their queue.
+--
+-- The counts are read once per script call and kept here; their writes are made once, at the
+-- end of the call (limits_flush): one HINCRBY per limit touched and one HSET / HDEL of the
+-- slots' shares, whatever the number of jobs the call admitted and ended. Every key they
+-- write is checked when it is first read, so the flush cannot fail. Rate- and window-held jobs are
 -- released by time (release.lua), at most as many as the window allows.
 --
 -- Keys (see src/keys.rs; built here from the prefix P = '<ns>:'; a partitioned limit's base
 -- is P..'resq:limit:'..name..':'..partition, an unpartitioned one's P..'resq:limit:'..name):
---   base..':holders'   hash worker id -> units it holds, and '__units' -> their sum (kept in
---                      the same steps, so the use of a limit is one HGET)
+--   base..':holders'   hash: '__units' -> the units the slots hold in the limit now
 --   base..':held'      zset of held jobs; member '<seq>\t<queue>\t<units>\t<name>\t<payload>'
 --                      (payload '@<key>' for a large payload kept in a list of its own)
 --   base..':rate'      sliding window: zset of starts (ms); base..':rate:'..<n> fixed window n
 --   P..'resq:limit:'..name..':parts'  set of the partitions in use (for reports)
---   P..'resq:shares:'..worker         set of the holders keys the slot has shares in
---   P..'resq:sharing'                 set of the worker ids that have a shares set
+--   P..'resq:sharing'                 hash worker (slot) id -> the shares it holds: one
+--                                     '<units> <length>:<holders key>' after another
 --   P..'resq:held:due'                zset of held keys by when they may be released (ms)
 --
 -- The limits in force come from the worker as JSON: {"defs":[{name, kind, queue, class, key,
@@ -53,7 +57,25 @@ end
 
 -- The limits that apply to a job of decoded payload obj from `queue`: a list of {def, base},
 -- or nil and an error text (a key template naming what the job does not have).
+local limits_seen = {}
 local function limits_for(L, P, obj, queue)
+  -- Without key templates the answer depends on the queue and the class only: made once per
+  -- call for each pair (its entries also carry what limits_check found).
+  local class = obj['class']
+  local memo = nil
+  if L.keyless ~= false then
+    if L.keyless == nil then
+      L.keyless = true
+      for _, d in ipairs(L.defs) do
+        if type(d.key) == 'string' and d.key ~= '' then L.keyless = false end
+      end
+    end
+    if L.keyless and type(class) == 'string' then
+      memo = queue .. '\n' .. class
+      local hit = limits_seen[memo]
+      if hit then return hit end
+    end
+  end
   local out = {}
   for _, d in ipairs(L.defs) do
     local dq, dc = d.queue, d.class
@@ -74,18 +96,126 @@ local function limits_for(L, P, obj, queue)
             .. ', which this job does not have'
         end
         base = base .. ':' .. part
-        out[#out + 1] = { d, base, part }
+        out[#out + 1] = { d, base, part, h = base .. ':holders' }
       else
-        out[#out + 1] = { d, base, nil }
+        out[#out + 1] = { d, base, nil, h = base .. ':holders' }
       end
     end
+  end
+  if memo then limits_seen[memo] = out end
+  return out
+end
+
+-- Per-call state of the concurrency counts (see the header): per holders key, the units it
+-- held when first read and the change this call made; per worker, the shares it holds now
+-- (a list of {holders key, units, entry text}) and its entry as last written (false: none);
+-- per partitions set, the partitions to add.
+local lim_units, lim_delta, lim_order = {}, {}, {}
+local lim_shares, lim_had, lim_dirty = {}, {}, {}
+local lim_parts = {}
+local lim_held_empty = {}
+
+-- The units held in limit h (a holders key) now, this call's changes included; or nil and the
+-- error text when the key is unusable (another type, a sum that is no integer).
+local function limit_units(h)
+  local u = lim_units[h]
+  if u == nil then
+    local e = track_type_err(h, 'hash')
+    if e then return nil, e end
+    local v = redis.call('HGET', h, '__units')
+    -- Up to 1e15 more units: far more than one call adds.
+    e = counter_err(h .. ' field __units', v, 1)
+    if e then return nil, e end
+    u = tonumber(v) or 0
+    lim_units[h], lim_delta[h] = u, 0
+    lim_order[#lim_order + 1] = h
+  end
+  return u + lim_delta[h]
+end
+
+-- Units held in a holders hash (0 when it is unusable: nothing can be taken from it then).
+local function limit_used(h)
+  return limit_units(h) or 0
+end
+
+-- The shares recorded for `worker`: a list of {holders key, units, the entry's text}, or nil
+-- and the error text when the record is unusable.
+local function shares_parse(key, worker, v)
+  local out, i = {}, 1
+  while i <= #v do
+    local u, n, j = string.match(v, '^(%d+) (%d+):()', i)
+    if not u then
+      return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
+        .. string.format('%q', string.sub(v, 1, 60))
+    end
+    n = tonumber(n)
+    out[#out + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
+    i = j + n
   end
   return out
 end
 
--- Units held in a holders hash (its '__units' field: the sum of the slots' units).
-local function limit_used(holders)
-  return tonumber(redis.call('HGET', holders, '__units')) or 0
+-- The shares `worker` holds now (a list, possibly empty), read once per call; or nil and the
+-- error text when `<ns>:resq:sharing` or the worker's entry is unusable.
+local function shares_of(P, worker)
+  local cur = lim_shares[worker]
+  if cur ~= nil then return cur end
+  local key = P .. 'resq:sharing'
+  local e = track_type_err(key, 'hash')
+  if e then return nil, e end
+  local v = redis.call('HGET', key, worker)
+  local list = {}
+  if v then
+    list, e = shares_parse(key, worker, v)
+    if not list then return nil, e end
+  end
+  lim_had[worker] = v or false
+  lim_shares[worker] = list
+  return list
+end
+
+-- Writes what this call changed: each limit's sum, the slots' shares, the partitions. Every
+-- key was checked when first read (limit_units, shares_of, limits_check), so nothing here can
+-- fail. Called once, at the end of every script that frees or admits.
+local function limits_flush(P)
+  for _, h in ipairs(lim_order) do
+    local d = lim_delta[h]
+    if d ~= 0 then
+      if lim_units[h] + d <= 0 then
+        redis.call('HDEL', h, '__units')
+      else
+        redis.call('HINCRBY', h, '__units', d)
+      end
+    end
+    lim_units[h], lim_delta[h] = lim_units[h] + d, 0
+  end
+  local dels, sets = {}, {}
+  for worker in pairs(lim_dirty) do
+    local list = lim_shares[worker]
+    if list and #list > 0 then
+      local parts = {}
+      for i, x in ipairs(list) do parts[i] = x[3] end
+      local v = table.concat(parts)
+      -- A slot that ended a job and took one under the same limits keeps the same entry.
+      if v ~= lim_had[worker] then
+        sets[#sets + 1] = worker
+        sets[#sets + 1] = v
+      end
+      lim_had[worker] = v
+    else
+      if lim_had[worker] then dels[#dels + 1] = worker end
+      lim_had[worker] = false
+    end
+  end
+  lim_dirty = {}
+  if #dels > 0 then redis.call('HDEL', P .. 'resq:sharing', unpack(dels)) end
+  if #sets > 0 then redis.call('HSET', P .. 'resq:sharing', unpack(sets)) end
+  for key, parts in pairs(lim_parts) do
+    local list = {}
+    for part in pairs(parts) do list[#list + 1] = part end
+    redis.call('SADD', key, unpack(list))
+  end
+  lim_parts = {}
 end
 
 -- The units a job of `class` takes under def d (hipq's throttle factor; 1 by default).
@@ -112,19 +242,20 @@ local limit_pending = {}
 local function limits_check(P, L, ls, class, now_ms)
   for _, x in ipairs(ls) do
     local d, base = x[1], x[2]
-    local e = track_type_err(base .. ':held', 'zset')
-      or track_type_err(P .. 'resq:limit:' .. d.name .. ':parts', 'set')
-      or track_type_err(P .. 'resq:held:due', 'zset')
-    if e then return false, e end
+    local e = nil
+    if not x.checked then
+      e = track_type_err(base .. ':held', 'zset')
+        or track_type_err(P .. 'resq:limit:' .. d.name .. ':parts', 'set')
+        or track_type_err(P .. 'resq:held:due', 'zset')
+      if e then return false, e end
+      x.checked = true
+    end
     if d.kind == 'concurrency' then
-      local h = base .. ':holders'
-      e = track_type_err(h, 'hash')
+      local h = x.h or (base .. ':holders')
+      local used
+      used, e = limit_units(h)
       if e then return false, e end
-      -- The sum limits_admit will increment: read once, checked to be an integer.
-      local w, used = limit_weight(d, class), redis.call('HGET', h, '__units')
-      e = counter_err(h .. ' field __units', used, w)
-      if e then return false, e end
-      if (tonumber(used) or 0) + (limit_pending[h] or 0) + w > d.limit then
+      if used + (limit_pending[h] or 0) + limit_weight(d, class) > d.limit then
         return x, nil
       end
     elseif d.kind == 'rate' then
@@ -157,32 +288,31 @@ local function limits_check(P, L, ls, class, now_ms)
 end
 
 -- Takes a job of `class` into every limit of `ls` for `worker` (checked with limits_check):
--- concurrency shares, rate starts. Returns nil, or an error text (nothing written) when the
--- slot's shares set is unusable.
+-- concurrency shares (written by limits_flush), rate starts (`seq`: a member unique to this
+-- start, or a function that makes one). Returns nil, or an error text (nothing written) when
+-- the slot's shares are unusable.
 local function limits_admit(P, ls, class, worker, now_ms, seq)
-  local shares, sharing = P .. 'resq:shares:' .. worker, P .. 'resq:sharing'
-  local e = track_type_err(shares, 'set') or track_type_err(sharing, 'set')
-  for _, x in ipairs(ls) do
-    -- The slot's own field in each holders hash (limits_check checked the hash and its sum).
-    if not e and x[1].kind == 'concurrency' then
-      e = bad_hash_counter(x[2] .. ':holders', worker, limit_weight(x[1], class))
-    end
-  end
-  if e then return e end
+  local mine, e = shares_of(P, worker)
+  if not mine then return e end
   for _, x in ipairs(ls) do
     local d, base, part = x[1], x[2], x[3]
-    if part then redis.call('SADD', P .. 'resq:limit:' .. d.name .. ':parts', part) end
+    if part then
+      local pk = P .. 'resq:limit:' .. d.name .. ':parts'
+      lim_parts[pk] = lim_parts[pk] or {}
+      lim_parts[pk][part] = true
+    end
     if d.kind == 'concurrency' then
-      local h = base .. ':holders'
+      local h = x.h or (base .. ':holders')
       local w = limit_weight(d, class)
-      redis.call('HINCRBY', h, worker, w)
-      redis.call('HINCRBY', h, '__units', w)
-      redis.call('SADD', shares, h)
-      redis.call('SADD', sharing, worker)
+      limit_units(h)
+      lim_delta[h] = lim_delta[h] + w
+      mine[#mine + 1] = { h, w, w .. ' ' .. #h .. ':' .. h }
+      lim_dirty[worker] = true
     elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
       if d.sliding then
         local z = base .. ':rate'
+        if type(seq) == 'function' then seq = seq() end
         redis.call('ZADD', z, now_ms, seq)
         redis.call('ZREMRANGEBYSCORE', z, '-inf', now_ms - iv)
         redis.call('PEXPIRE', z, iv * 2)
@@ -202,6 +332,7 @@ end
 local function limit_hold(P, x, due, class, queue, payload, seq, now_ms)
   local d, base, part = x[1], x[2], x[3]
   if part then redis.call('SADD', P .. 'resq:limit:' .. d.name .. ':parts', part) end
+  lim_held_empty[base .. ':held'] = nil
   local member = seq .. '\t' .. queue .. '\t' .. limit_weight(d, class) .. '\t' .. d.name .. '\t' .. payload
   redis.call('ZADD', base .. ':held', limit_score(d, class, now_ms), member)
   if due then redis.call('ZADD', P .. 'resq:held:due', 'LT', due, base .. ':held') end
@@ -246,39 +377,43 @@ local function limit_requeue_err(P, m)
   return e
 end
 
--- Returns the concurrency shares of `worker` (its job ended) and takes, from each limit whose
--- capacity it freed, the held jobs that now fit (their units counted in limit_pending until a
--- slot takes them). Returns the released members (a list), or nil and an error text when a key
--- is unusable (nothing written then).
+-- The held set of holders key h (the same base), made once per call.
+local held_names = {}
+local function held_of(h)
+  local hd = held_names[h]
+  if not hd then
+    hd = string.sub(h, 1, -9) .. ':held'
+    held_names[h] = hd
+  end
+  return hd
+end
+
+-- Returns the concurrency shares of `worker` (its job ended; written by limits_flush) and
+-- takes, from each limit whose capacity it freed, the held jobs that now fit (their units
+-- counted in limit_pending until a slot takes them). Returns the released members (a list), or
+-- nil and an error text when a key is unusable (nothing written then).
 local function limits_free(P, L, worker)
-  local shares, sharing = P .. 'resq:shares:' .. worker, P .. 'resq:sharing'
-  local e = track_type_err(shares, 'set') or track_type_err(sharing, 'set')
-  if e then return nil, e end
-  local held = redis.call('SMEMBERS', shares)
-  if #held == 0 then return {} end
-  -- The slot's units in each holders hash, and their sum there, must be integers: the sum is
-  -- decremented by them below.
-  local mine = {}
-  for i, h in ipairs(held) do
-    e = track_type_err(h, 'hash') or track_type_err(string.gsub(h, ':holders$', ':held'), 'zset')
+  local mine, e = shares_of(P, worker)
+  if not mine then return nil, e end
+  if #mine == 0 then return {} end
+  for _, x in ipairs(mine) do
+    local _
+    _, e = limit_units(x[1])
+    if not e then e = track_type_err(held_of(x[1]), 'zset') end
     if e then return nil, e end
-    local units = redis.call('HGET', h, worker)
-    e = counter_err(h .. ' field ' .. worker, units, 1) or bad_hash_counter(h, '__units', 1)
-    if e then return nil, e end
-    mine[i] = tonumber(units) or 0
   end
   local released = {}
-  for i, h in ipairs(held) do
-    redis.call('HDEL', h, worker)
-    if mine[i] > 0 then
-      local left = redis.call('HINCRBY', h, '__units', -mine[i])
-      if left <= 0 then redis.call('HDEL', h, '__units') end
-    end
-    local hd = string.gsub(h, ':holders$', ':held')
-    local used = limit_used(h) + (limit_pending[h] or 0)
-    while true do
+  for _, x in ipairs(mine) do
+    local h = x[1]
+    lim_delta[h] = lim_delta[h] - x[2]
+    local hd = held_of(h)
+    local used = limit_units(h) + (limit_pending[h] or 0)
+    while not lim_held_empty[hd] do
       local top = redis.call('ZRANGE', hd, 0, 0)[1]
-      if not top then break end
+      if not top then
+        lim_held_empty[hd] = true
+        break
+      end
       local _, units, name = limit_member(top)
       local d = L and limit_def(L, name)
       -- A limit no longer in force holds nothing: its jobs all go.
@@ -290,8 +425,8 @@ local function limits_free(P, L, worker)
       released[#released + 1] = { top, h }
     end
   end
-  redis.call('DEL', shares)
-  redis.call('SREM', sharing, worker)
+  lim_shares[worker] = {}
+  lim_dirty[worker] = true
   return released
 end
 
@@ -356,7 +491,7 @@ end
 -- is told to look at its queues again (a queue closed by its own limit may now open). Returns
 -- '' or the reason nothing was returned.
 local function limits_free_requeue(P, limits_json, worker, wake)
-  if limits_json == '' and redis.call('EXISTS', P .. 'resq:shares:' .. worker) == 0 then
+  if limits_json == '' and redis.call('EXISTS', P .. 'resq:sharing') == 0 then
     return ''
   end
   local L = nil
@@ -367,6 +502,7 @@ local function limits_free_requeue(P, limits_json, worker, wake)
   local rel, e = limits_free(P, L, worker)
   if not rel then return e end
   for _, r in ipairs(rel) do limit_requeue(P, r[1]) end
+  limits_flush(P)
   if wake then limits_wake(P, redis.call('TIME')[1] * 1000) end
   return ''
 end
@@ -388,9 +524,9 @@ local function limits_gate(P, L, qname, now_ms)
       local base = P .. 'resq:limit:' .. d.name
       if d.kind == 'concurrency' then
         local h = base .. ':holders'
-        local e = track_type_err(h, 'hash')
+        local used, e = limit_units(h)
         if e then return false, nil, e end
-        local left = d.limit - limit_used(h) - (limit_pending[h] or 0)
+        local left = d.limit - used - (limit_pending[h] or 0)
         if left < 1 then return true, nil end
         -- With priorities, jobs beyond the room are held so the urgent ones start first;
         -- without, they wait in the queue (their order is the queue's either way).

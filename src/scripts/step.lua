@@ -172,15 +172,27 @@ local function rare()
 
   function R.arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
 
-  -- Queue q's name (sent as a JSON string).
-  function R.queue_name(q) return cjson.decode(ARGV[14 + q]) end
+  -- Queue q's name (sent as a JSON string), decoded once per call.
+  local qnames = {}
+  function R.queue_name(q)
+    local n = qnames[q]
+    if not n then
+      n = cjson.decode(ARGV[14 + q])
+      qnames[q] = n
+    end
+    return n
+  end
 
   -- Slot s's worker id (sent as a JSON string): the text between the quotes unless it has
-  -- escapes.
+  -- escapes; once per call.
+  local workers = {}
   function R.worker_of(s)
+    local w = workers[s]
+    if w then return w end
     local wj = R.arg(s, 5)
-    local w = string.sub(wj, 2, -2)
+    w = string.sub(wj, 2, -2)
     if string.find(w, '\\', 1, true) then w = cjson.decode(wj) end
+    workers[s] = w
     return w
   end
 
@@ -305,12 +317,12 @@ local function rare()
 end
 
 -- Whether slot s's worker may hold limit shares while no limit is in force (one that was
--- cleared while its jobs ran): only when some worker has a shares set (`<ns>:resq:sharing`,
--- read once per call), then when this one has. EXISTS never fails, whatever the keys hold.
+-- cleared while its jobs ran): only when some worker holds any (`<ns>:resq:sharing` exists,
+-- asked once per call; EXISTS never fails, whatever the key holds).
 local sharing_any = nil
-local function may_share(s)
+local function may_share()
   if sharing_any == nil then sharing_any = redis.call('EXISTS', P .. 'resq:sharing') == 1 end
-  return sharing_any and redis.call('EXISTS', P .. 'resq:shares:' .. rare().worker_of(s)) == 1
+  return sharing_any
 end
 
 -- What stops a success from being counted in `<ns>:stat:processed` (false: nothing), once.
@@ -370,7 +382,7 @@ for s = 1, slots do
       if not err then
         applied[s], gone[s], held = 1, true, false
         if by_token then untoken[s] = true end
-        if LIM or (sharing_any ~= false and may_share(s)) then
+        if LIM or (sharing_any ~= false and may_share()) then
           local worker = rare().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
@@ -518,7 +530,7 @@ local function take(raw, q)
           budget = budget - 1
           return nil
         end
-        local e = limits_admit(P, ls, obj['class'], rare().worker_of(s), now_ms, rare().next_seq())
+        local e = limits_admit(P, ls, obj['class'], rare().worker_of(s), now_ms, rare().next_seq)
         if e then return e end
       end
     end
@@ -709,6 +721,8 @@ for s = 1, slots do
   out[#out + 1] = data[s]
 end
 if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
+-- The limits' counts and the slots' shares this call changed (checked when read).
+if LIM or sharing_any then limits_flush(P) end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 out[#out + 1] = table.concat(qflags)
 if track_finals > 0 then track_cleanup(P, now_ms, 10) end

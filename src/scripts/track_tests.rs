@@ -337,52 +337,159 @@ async fn a_status_moved_by_ruby_wins_over_a_stale_state() {
 }
 
 #[tokio::test]
-async fn a_holders_field_that_is_no_integer_stops_a_share_before_any_write() {
+async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_write() {
     let mut con = testing::con().await;
     let p = format!("lim{}:", std::process::id());
     let h = format!("{p}resq:limit:pay:holders");
-    let shares = format!("{p}resq:shares:w1");
-    // Returns the error texts of limits_free and limits_admit for worker w1.
+    let sharing = format!("{p}resq:sharing");
+    // The error texts of limits_free (w1 holds a share of `pay`, whose sum is no integer),
+    // limits_check of a job under `pay`, and limits_admit for w2 (whose entry is garbage); the
+    // flush then writes what they changed, which is nothing.
     let script = probe(
         r#"
-        local P, h = ARGV[1], ARGV[2]
+        local P = ARGV[1]
         local _, free_err = limits_free(P, nil, 'w1')
         local ls = { { { name = 'pay', kind = 'concurrency', limit = 5 }, P .. 'resq:limit:pay', nil } }
+        local _, check_err = limits_check(P, { defs = {} }, ls, 'Charge', 1)
         local admit_err = limits_admit(P, ls, 'Charge', 'w2', 1, 'seq')
-        return { free_err or false, admit_err or false }
+        limits_flush(P)
+        return { free_err or false, check_err or false, admit_err or false }
     "#,
     );
     let () = redis::pipe()
-        .hset(&h, "w1", "1")
         .hset(&h, "__units", "x")
-        .hset(&h, "w2", "two")
-        .sadd(&shares, &h)
-        .sadd(format!("{p}resq:sharing"), "w1")
+        .hset(&sharing, "w1", format!("1 {}:{h}", h.len()))
+        .hset(&sharing, "w2", "two")
         .query_async(&mut con)
         .await
         .expect("seed");
-    let keys = vec![
-        h.clone(),
-        shares.clone(),
-        format!("{p}resq:sharing"),
-        format!("{p}resq:shares:w2"),
-    ];
+    let keys = vec![h.clone(), sharing.clone()];
     let before = dump(&mut con, &keys).await;
-    let (free_err, admit_err): (String, String) = script
-        .arg(&p)
-        .arg(&h)
-        .invoke_async(&mut con)
-        .await
-        .expect("script");
+    let (free_err, check_err, admit_err): (String, String, String) =
+        script.arg(&p).invoke_async(&mut con).await.expect("script");
+    for e in [&free_err, &check_err] {
+        assert!(e.contains("__units") && e.contains("NOTINTEGER"), "{e}");
+    }
     assert!(
-        free_err.contains("__units") && free_err.contains("NOTINTEGER"),
-        "{free_err}"
-    );
-    assert!(
-        admit_err.contains("field w2") && admit_err.contains("NOTINTEGER"),
+        admit_err.contains("BADSHARES") && admit_err.contains("field w2"),
         "{admit_err}"
     );
     assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
+    // The layout before shares moved into one hash (a set of ids) is refused the same way.
+    let () = redis::pipe()
+        .del(&sharing)
+        .sadd(&sharing, "w1")
+        .query_async(&mut con)
+        .await
+        .expect("seed");
+    let before = dump(&mut con, &keys).await;
+    let (free_err, _, admit_err): (String, String, String) =
+        script.arg(&p).invoke_async(&mut con).await.expect("script");
+    for e in [&free_err, &admit_err] {
+        assert!(e.contains("WRONGTYPE") && e.contains("resq:sharing"), "{e}");
+    }
+    assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
+}
+
+#[tokio::test]
+async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
+    let mut con = testing::con().await;
+    let p = format!("flush{}:", std::process::id());
+    let h = format!("{p}resq:limit:pay:holders");
+    let sharing = format!("{p}resq:sharing");
+    // Call 1: w1 and w2 take a share each (w2 a weight of 2). Call 2: w1 ends its job and
+    // takes another, w2 ends its job and takes none, w3 takes one. Each call returns what it
+    // read before flushing: the sum it saw at the end, and the keys as they were meanwhile.
+    let script = probe(
+        r#"
+        local P, h, round = ARGV[1], ARGV[2], ARGV[3]
+        local def = { name = 'pay', kind = 'concurrency', limit = 5, weights = { Big = 2 } }
+        local function ls() return { { def, P .. 'resq:limit:pay', nil, h = h } } end
+        local function admit(w, class)
+          local x, e = limits_check(P, { defs = { def } }, ls(), class, 1)
+          assert(x == nil and e == nil, 'admitted')
+          assert(limits_admit(P, ls(), class, w, 1, 'seq') == nil, 'admit')
+        end
+        if round == '1' then
+          admit('w1', 'Small')
+          admit('w2', 'Big')
+        else
+          assert(#limits_free(P, nil, 'w1') == 0, 'free w1')
+          admit('w1', 'Small')
+          assert(#limits_free(P, nil, 'w2') == 0, 'free w2')
+          admit('w3', 'Small')
+        end
+        local seen = { limit_units(h), redis.call('HGET', h, '__units') or false,
+          redis.call('HLEN', P .. 'resq:sharing') }
+        limits_flush(P)
+        return seen
+    "#,
+    );
+    let () = redis::pipe()
+        .del(&h)
+        .del(&sharing)
+        .query_async(&mut con)
+        .await
+        .expect("clean");
+    let entry = |w: u32| format!("{w} {}:{h}", h.len());
+    let (units, stored, listed): (i64, Option<String>, i64) = script
+        .arg(&p)
+        .arg(&h)
+        .arg("1")
+        .invoke_async(&mut con)
+        .await
+        .expect("round 1");
+    assert_eq!(
+        (units, stored, listed),
+        (3, None, 0),
+        "nothing written before the flush"
+    );
+    let all: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(&sharing)
+        .query_async(&mut con)
+        .await
+        .expect("sharing");
+    assert_eq!(
+        all.into_iter().collect::<Vec<_>>(),
+        vec![("w1".into(), entry(1)), ("w2".into(), entry(2))]
+    );
+    let sum: String = redis::cmd("HGET")
+        .arg(&h)
+        .arg("__units")
+        .query_async(&mut con)
+        .await
+        .expect("sum");
+    assert_eq!(sum, "3");
+    let (units, stored, listed): (i64, String, i64) = script
+        .arg(&p)
+        .arg(&h)
+        .arg("2")
+        .invoke_async(&mut con)
+        .await
+        .expect("round 2");
+    assert_eq!((units, stored.as_str(), listed), (2, "3", 2));
+    let all: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(&sharing)
+        .query_async(&mut con)
+        .await
+        .expect("sharing");
+    assert_eq!(
+        all.into_iter().collect::<Vec<_>>(),
+        vec![("w1".into(), entry(1)), ("w3".into(), entry(1))]
+    );
+    let sum: String = redis::cmd("HGET")
+        .arg(&h)
+        .arg("__units")
+        .query_async(&mut con)
+        .await
+        .expect("sum");
+    assert_eq!(sum, "2");
+    let () = redis::pipe()
+        .del(&h)
+        .del(&sharing)
+        .query_async(&mut con)
+        .await
+        .expect("clean");
 }
 
 #[tokio::test]
