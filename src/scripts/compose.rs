@@ -1,12 +1,14 @@
-//! How a script's source is put together: the guard's checks, then the tracking and limits
-//! functions as a library built on first use, then the script's body.
+//! How a script's source is put together: the guard's checks, then the tracking functions and
+//! the limits functions as two libraries, each built on first use, then the script's body.
 //!
 //! Redis runs a script's whole chunk on every call, and in Lua 5.1 each `local function` of a
 //! chunk is a closure made on every run (with every upvalue looked up in the list of open
 //! ones): the tracking and limits functions cost ~8 µs per call that way, on calls that track
-//! and limit nothing. So they are defined inside one loader function, run the first time a
-//! call needs one of them, and the body names each as `LIB().name` (rewritten here, outside
-//! comments and string literals). The loader's locals are fresh on every call, as before.
+//! and limit nothing. So each library is defined inside a loader function, run the first time
+//! a call needs one of its functions, and the body names each as `TRACK().name` or
+//! `LIMITS().name` (rewritten here, outside comments and string literals): a limited call
+//! does not build the tracking functions, nor a tracked call the limits ones. The loaders'
+//! locals are fresh on every call, as before.
 
 use std::collections::BTreeSet;
 
@@ -30,8 +32,8 @@ fn names(lib: &str) -> BTreeSet<String> {
 }
 
 /// `body` with every use of a name of `lib` (an identifier not after `.` or `:`, outside
-/// comments and strings) written `LIB().name`.
-fn rewrite(body: &str, lib: &BTreeSet<String>) -> String {
+/// comments and strings) written `loader().name`.
+fn rewrite(body: &str, lib: &BTreeSet<String>, loader: &str) -> String {
     let b = body.as_bytes();
     let mut out = String::with_capacity(body.len() + body.len() / 8);
     let mut i = 0;
@@ -57,7 +59,8 @@ fn rewrite(body: &str, lib: &BTreeSet<String>) -> String {
             let word = &body[i..j];
             let after_dot = out.ends_with('.') || out.ends_with(':');
             if !after_dot && lib.contains(word) {
-                out.push_str("LIB().");
+                out.push_str(loader);
+                out.push_str("().");
             }
             out.push_str(word);
             i = j;
@@ -70,23 +73,37 @@ fn rewrite(body: &str, lib: &BTreeSet<String>) -> String {
     out
 }
 
-/// The source Redis runs: `guard`, then `lib` as a library loaded on first use, then `body`.
-pub(super) fn compose(guard: &str, lib: &str, body: &str) -> String {
-    let ns = names(lib);
-    let exports: Vec<String> = ns.iter().map(|n| format!("{n} = {n}")).collect();
-    format!(
-        "{guard}\n\
-         -- The tracking and limits functions, made on first use (see src/scripts/compose.rs).\n\
-         local LIB_LOADED\n\
-         local function LIB()\n\
-         if LIB_LOADED then return LIB_LOADED end\n\
-         LIB_LOADED = (function()\n{lib}\nreturn {{ {} }}\nend)()\n\
-         return LIB_LOADED\n\
-         end\n\
-         {}",
-        exports.join(", "),
-        rewrite(body, &ns)
-    )
+/// The source Redis runs: `guard`, then each library `(loader, source)` made on first use
+/// (its names written `loader().name` in the body and in the libraries after it), then
+/// `body`.
+pub(super) fn compose(guard: &str, libs: &[(&str, &str)], body: &str) -> String {
+    let mut out = format!("{guard}\n");
+    let mut earlier: Vec<(String, BTreeSet<String>)> = Vec::new();
+    for (loader, lib) in libs {
+        let ns = names(lib);
+        let exports: Vec<String> = ns.iter().map(|n| format!("{n} = {n}")).collect();
+        let mut src = lib.to_string();
+        for (l, n) in &earlier {
+            src = rewrite(&src, n, l);
+        }
+        out.push_str(&format!(
+            "-- Functions made on first use (see src/scripts/compose.rs).\n\
+             local {loader}_LOADED\n\
+             local function {loader}()\n\
+             if {loader}_LOADED then return {loader}_LOADED end\n\
+             {loader}_LOADED = (function()\n{src}\nreturn {{ {} }}\nend)()\n\
+             return {loader}_LOADED\n\
+             end\n",
+            exports.join(", ")
+        ));
+        earlier.push((loader.to_string(), ns));
+    }
+    let mut body = body.to_string();
+    for (l, n) in &earlier {
+        body = rewrite(&body, n, l);
+    }
+    out.push_str(&body);
+    out
 }
 
 #[cfg(test)]
@@ -103,7 +120,7 @@ mod tests {
         );
         let body = "-- track(x)\nlocal s = 'track(' .. \"X\"\nlocal y = track(X[1]) + o.track + o:track()\ntrack_more(tracks)\n";
         assert_eq!(
-            rewrite(body, &ns),
+            rewrite(body, &ns, "LIB"),
             "-- track(x)\nlocal s = 'track(' .. \"X\"\nlocal y = LIB().track(LIB().X[1]) + o.track + o:track()\ntrack_more(tracks)\n"
         );
     }

@@ -56,6 +56,19 @@ local function bad_hash_counter(key, field, n)
   return counter_err(key .. ' field ' .. field, redis.call('HGET', key, field), n)
 end
 
+-- wrong_type, asked once per call for each key (scripts that check the same key for many jobs
+-- of one call: tracked jobs' indexes, limits' keys). Only for keys whose type the call itself
+-- does not change.
+local track_checked = {}
+local function track_type_err(key, want)
+  local v = track_checked[key]
+  if v == nil then
+    v = wrong_type(key, want) or false
+    track_checked[key] = v
+  end
+  return v or nil
+end
+
 -- The first non-nil of the checks' results (each a string or nil).
 local function first_error(...)
   local n = select('#', ...)

@@ -139,8 +139,12 @@ local function limit_used(h)
 end
 
 -- The shares recorded for `worker`: a list of {holders key, units, the entry's text}, or nil
--- and the error text when the record is unusable.
+-- and the error text when the record is unusable. Slots under the same limits hold the same
+-- text, which is read once per call.
+local shares_texts = {}
 local function shares_parse(key, worker, v)
+  local known = shares_texts[v]
+  if known then return { unpack(known) } end
   local out, i = {}, 1
   while i <= #v do
     local u, n, j = string.match(v, '^(%d+) (%d+):()', i)
@@ -152,7 +156,24 @@ local function shares_parse(key, worker, v)
     out[#out + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
     i = j + n
   end
-  return out
+  shares_texts[v] = out
+  return { unpack(out) }
+end
+
+-- The entry text of a share of w units in holders key h, made once per call.
+local share_texts = {}
+local function share_text(h, w)
+  local by = share_texts[h]
+  if not by then
+    by = {}
+    share_texts[h] = by
+  end
+  local t = by[w]
+  if not t then
+    t = w .. ' ' .. #h .. ':' .. h
+    by[w] = t
+  end
+  return t
 end
 
 -- The shares `worker` holds now (a list, possibly empty), read once per call; or nil and the
@@ -306,7 +327,7 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
       local w = limit_weight(d, class)
       limit_units(h)
       lim_delta[h] = lim_delta[h] + w
-      mine[#mine + 1] = { h, w, w .. ' ' .. #h .. ':' .. h }
+      mine[#mine + 1] = { h, w, share_text(h, w) }
       lim_dirty[worker] = true
     elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)

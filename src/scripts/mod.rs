@@ -28,10 +28,10 @@ const TRACK: &str = include_str!("track.lua");
 /// Limits decided inside the reserve (docs/limits.md).
 const LIMITS: &str = include_str!("limits.lua");
 
-/// A script's source as Redis runs it: the guard, the tracking and the limits functions (a
-/// library made on first use, `compose.rs`) and its body.
+/// A script's source as Redis runs it: the guard, the tracking and the limits functions (two
+/// libraries, each made on first use, `compose.rs`) and its body.
 fn composed(body: &str) -> String {
-    compose::compose(GUARD, &format!("{TRACK}\n{LIMITS}"), body)
+    compose::compose(GUARD, &[("TRACK", TRACK), ("LIMITS", LIMITS)], body)
 }
 
 /// A script with the guard, the tracking and the limits functions prepended.

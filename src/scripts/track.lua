@@ -353,17 +353,6 @@ local function rb_name(class, options)
   return class .. '(' .. (s or '…') .. ')'
 end
 
--- Per-call cache of checked keys (false: usable).
-local track_checked = {}
-local function track_type_err(key, want)
-  local v = track_checked[key]
-  if v == nil then
-    v = wrong_type(key, want) or false
-    track_checked[key] = v
-  end
-  return v or nil
-end
-
 -- The index of the last plain occurrence of `needle` in t, or nil.
 local function last_find(t, needle)
   local at, from = nil, 1
@@ -435,19 +424,27 @@ local function json_merge_fast(text, updates)
     string.match(text, '^({"time":[%d%.]+,"status":)("%a*")(,"uuid":"%x+","options":)(.*)}$')
   if not pre then return nil end
   local options, name
-  -- The last `,"name":"` is the member's (a name's own quotes are escaped), if there is one.
-  local at = last_find(body, ',"name":"')
-  if at and tsub(body, -1) == '"' then
-    local n = tsub(body, at + 8)
-    local okn, nv = pcall(cjson.decode, n)
-    local oko = pcall(cjson.decode, tsub(body, 1, at - 1))
-    if okn and type(nv) == 'string' and oko then
-      options, name = tsub(body, 1, at - 1), n
-    end
-  end
-  if not options then
-    if not pcall(cjson.decode, body) then return nil end
+  if body == '{}' then
+    -- A job tracked through resq has no options: nothing to read.
     options = body
+  elseif tsub(body, 1, 11) == '{},"name":"' and string.find(body, '^"[^"\\%c]*"$', 11) then
+    -- ... and, once started, a plain name.
+    options, name = '{}', tsub(body, 11)
+  else
+    -- The last `,"name":"` is the member's (a name's own quotes are escaped), if there is one.
+    local at = last_find(body, ',"name":"')
+    if at and tsub(body, -1) == '"' then
+      local n = tsub(body, at + 8)
+      local okn, nv = pcall(cjson.decode, n)
+      local oko = pcall(cjson.decode, tsub(body, 1, at - 1))
+      if okn and type(nv) == 'string' and oko then
+        options, name = tsub(body, 1, at - 1), n
+      end
+    end
+    if not options then
+      if not pcall(cjson.decode, body) then return nil end
+      options = body
+    end
   end
   local status, appended = nil, {}
   for _, u in ipairs(updates) do

@@ -198,6 +198,33 @@ async fn the_fast_merge_writes_what_the_general_one_does() {
             vec!["status", r#""working""#],
             true,
         ),
+        // A resq-tracked job's record: no options, then a plain name (read without cjson).
+        (
+            format!(r#"{{"time":1,"status":"queued","uuid":"{id}","options":{{}}}}"#),
+            vec!["status", r#""working""#, "name", r#""Noop""#],
+            true,
+        ),
+        (
+            format!(
+                r#"{{"time":1,"status":"working","uuid":"{id}","options":{{}},"name":"Noop"}}"#
+            ),
+            vec!["status", r#""completed""#, "message", r#""Completed""#],
+            true,
+        ),
+        (
+            format!(
+                r#"{{"time":1,"status":"working","uuid":"{id}","options":{{}},"name":"N\"o"}}"#
+            ),
+            vec!["status", r#""completed""#],
+            true,
+        ),
+        (
+            format!(
+                r#"{{"time":1,"status":"working","uuid":"{id}","options":{{}},"name":"x","message":"m"}}"#
+            ),
+            vec!["message", r#""n""#],
+            false,
+        ),
     ];
     for (text, ups, fast) in cases {
         let mut inv = script.prepare_invoke();
