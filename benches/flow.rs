@@ -10,12 +10,14 @@
 //! one it starts, e.g. to profile it; `SETUPS`, a comma list of `Baseline`, `Slots32`, `Tracked`,
 //! `QueueLimit32`, `KeyLimit100`).
 
+#[path = "../src/testing/server.rs"]
+mod server;
+
 use redis::AsyncCommands;
 use resq::jobs::Track;
 use resq::limits::Limit;
 use resq::{Client, JobContext, Phase, Registry, Worker};
 use serde_json::json;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -315,43 +317,18 @@ async fn held_commands(url: &str) -> (f64, f64) {
 fn main() {
     let jobs = env_usize("JOBS", 40_000);
     let rounds = env_usize("ROUNDS", 3);
-    // FLOW_REDIS_URL: a server of your own (to profile it while the bench runs).
+    // FLOW_REDIS_URL: a server of your own (to profile it while the bench runs); otherwise a
+    // private one, stopped by its guard when the bench ends.
     let own = std::env::var("FLOW_REDIS_URL").ok();
-    let mut server = None;
-    let url = match own {
-        Some(url) => url,
+    let (_guard, url) = match own {
+        Some(url) => (None, url),
         None => {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("free port")
-                .port();
-            let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("redis-server (apt-get install -y redis-server)");
-            server = Some(child);
-            format!("redis://127.0.0.1:{port}")
+            let (guard, url) = server::start_redis(&[]);
+            (Some(guard), url)
         }
     };
     let rt = resq::runtime::build().expect("runtime");
     rt.block_on(async {
-        let client = redis::Client::open(url.as_str()).unwrap();
-        for _ in 0..500 {
-            if client.get_multiplexed_async_connection().await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
         let only = std::env::var("ONLY").unwrap_or_default();
         let on = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
         if on("drain") {
@@ -407,8 +384,4 @@ fn main() {
             println!("\nRedis commands/s over 10 s: an idle process of 16 slots {idle:.2}; the same with 1,000 jobs held behind a full limit {held:.2}");
         }
     });
-    if let Some(mut server) = server {
-        let _ = server.kill();
-        let _ = server.wait();
-    }
 }

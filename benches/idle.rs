@@ -5,9 +5,11 @@
 //! Compare with a Ruby worker at its default `INTERVAL=5`: per poll `GET pause-all-workers` plus
 //! one `LPOP` per queue, i.e. 0.4 commands/s for one queue, and up to 5 s pick-up latency.
 
+#[path = "../src/testing/server.rs"]
+mod server;
+
 use redis::AsyncCommands;
 use resq::{JobContext, Phase, Registry, Worker};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -98,39 +100,12 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(30);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server (apt-get install -y redis-server)");
-    let url = format!("redis://127.0.0.1:{port}");
-    let client = redis::Client::open(url.as_str()).unwrap();
-    for _ in 0..200 {
-        if client.get_multiplexed_async_connection().await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // A private server, stopped by its guard when the bench ends.
+    let (_guard, url) = server::start_redis(&[]);
     println!("idle over {idle_secs} s, QUEUES=default, INTERVAL=5 (Ruby at INTERVAL=5: 0.40 commands/s, pick-up up to 5000 ms)\n");
     println!("| slots | idle Redis commands/s | pick-up p50 ms | p99 ms | max ms |");
     println!("|---|---|---|---|---|");
     for slots in [1, 25] {
         measure(&url, slots, idle_secs).await;
     }
-    let _ = server.kill();
-    let _ = server.wait();
 }

@@ -418,6 +418,26 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
     assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
 }
 
+/// The slots' share entries (sorted by slot) and limit `h`'s sum, as stored.
+async fn written(
+    con: &mut crate::conn::Conn,
+    sharing: &str,
+    h: &str,
+) -> (Vec<(String, String)>, String) {
+    let all: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(sharing)
+        .query_async(con)
+        .await
+        .expect("sharing");
+    let sum: String = redis::cmd("HGET")
+        .arg(h)
+        .arg("__units")
+        .query_async(con)
+        .await
+        .expect("sum");
+    (all.into_iter().collect(), sum)
+}
+
 #[tokio::test]
 async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
     let mut con = testing::con().await;
@@ -471,22 +491,13 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
         (3, None, 0),
         "nothing written before the flush"
     );
-    let all: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
-        .arg(&sharing)
-        .query_async(&mut con)
-        .await
-        .expect("sharing");
     assert_eq!(
-        all.into_iter().collect::<Vec<_>>(),
-        vec![("w1".into(), entry(1)), ("w2".into(), entry(2))]
+        written(&mut con, &sharing, &h).await,
+        (
+            vec![("w1".into(), entry(1)), ("w2".into(), entry(2))],
+            "3".into()
+        )
     );
-    let sum: String = redis::cmd("HGET")
-        .arg(&h)
-        .arg("__units")
-        .query_async(&mut con)
-        .await
-        .expect("sum");
-    assert_eq!(sum, "3");
     let (units, stored, listed): (i64, String, i64) = script
         .arg(&p)
         .arg(&h)
@@ -495,22 +506,13 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
         .await
         .expect("round 2");
     assert_eq!((units, stored.as_str(), listed), (2, "3", 2));
-    let all: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
-        .arg(&sharing)
-        .query_async(&mut con)
-        .await
-        .expect("sharing");
     assert_eq!(
-        all.into_iter().collect::<Vec<_>>(),
-        vec![("w1".into(), entry(1)), ("w3".into(), entry(1))]
+        written(&mut con, &sharing, &h).await,
+        (
+            vec![("w1".into(), entry(1)), ("w3".into(), entry(1))],
+            "2".into()
+        )
     );
-    let sum: String = redis::cmd("HGET")
-        .arg(&h)
-        .arg("__units")
-        .query_async(&mut con)
-        .await
-        .expect("sum");
-    assert_eq!(sum, "2");
     let () = redis::pipe()
         .del(&h)
         .del(&sharing)
