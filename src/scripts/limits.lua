@@ -195,6 +195,17 @@ local function shares_of(P, worker)
   return list
 end
 
+-- `cmd key items…` in commands of at most 1,000 items (`unpack` is bounded by Lua's stack: a
+-- call of thousands of slots must not make the flush raise after its first write); `per`:
+-- items that belong together (a field and its value).
+local function limits_each_batch(cmd, key, items, per)
+  local n = #items
+  local step = 1000 - 1000 % per
+  for i = 1, n, step do
+    redis.call(cmd, key, unpack(items, i, math.min(n, i + step - 1)))
+  end
+end
+
 -- Writes what this call changed: each limit's sum, the slots' shares, the partitions. Every
 -- key was checked when first read (limit_units, shares_of, limits_check), so nothing here can
 -- fail. Called once, at the end of every script that frees or admits.
@@ -229,12 +240,12 @@ local function limits_flush(P)
     end
   end
   lim_dirty = {}
-  if #dels > 0 then redis.call('HDEL', P .. 'resq:sharing', unpack(dels)) end
-  if #sets > 0 then redis.call('HSET', P .. 'resq:sharing', unpack(sets)) end
+  limits_each_batch('HDEL', P .. 'resq:sharing', dels, 1)
+  limits_each_batch('HSET', P .. 'resq:sharing', sets, 2)
   for key, parts in pairs(lim_parts) do
     local list = {}
     for part in pairs(parts) do list[#list + 1] = part end
-    redis.call('SADD', key, unpack(list))
+    limits_each_batch('SADD', key, list, 1)
   end
   lim_parts = {}
 end

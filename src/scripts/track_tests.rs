@@ -522,6 +522,54 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
 }
 
 #[tokio::test]
+async fn a_call_of_thousands_of_slots_flushes_their_shares() {
+    let mut con = testing::con().await;
+    let p = format!("many{}:", std::process::id());
+    let h = format!("{p}resq:limit:pay:holders");
+    let sharing = format!("{p}resq:sharing");
+    // 5,000 slots take a share in one call, then return it in another: 10,000 values for one
+    // HSET, more than Lua's `unpack` can hand over at once.
+    let script = probe(
+        r#"
+        local P, h, round = ARGV[1], ARGV[2], ARGV[3]
+        local def = { name = 'pay', kind = 'concurrency', limit = 100000 }
+        local ls = { { def, P .. 'resq:limit:pay', nil, h = h } }
+        for i = 1, 5000 do
+          if round == '1' then
+            assert(limits_admit(P, ls, 'Charge', 'w' .. i, 1, 'seq') == nil, 'admit')
+          else
+            assert(#limits_free(P, nil, 'w' .. i) == 0, 'free')
+          end
+        end
+        limits_flush(P)
+        return { redis.call('HLEN', P .. 'resq:sharing'), redis.call('HGET', h, '__units') or false }
+    "#,
+    );
+    let (listed, sum): (i64, Option<String>) = script
+        .arg(&p)
+        .arg(&h)
+        .arg("1")
+        .invoke_async(&mut con)
+        .await
+        .expect("round 1");
+    assert_eq!((listed, sum.as_deref()), (5000, Some("5000")));
+    let (listed, sum): (i64, Option<String>) = script
+        .arg(&p)
+        .arg(&h)
+        .arg("2")
+        .invoke_async(&mut con)
+        .await
+        .expect("round 2");
+    assert_eq!((listed, sum), (0, None), "every share returned");
+    let () = redis::pipe()
+        .del(&h)
+        .del(&sharing)
+        .query_async(&mut con)
+        .await
+        .expect("clean");
+}
+
+#[tokio::test]
 async fn a_resq_member_cjson_cannot_write_back_stops_the_transition_before_any_write() {
     let mut con = testing::con().await;
     let p = format!("inf{}:", std::process::id());
