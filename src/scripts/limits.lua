@@ -153,6 +153,10 @@ local function shares_parse(key, worker, v)
         .. string.format('%q', string.sub(v, 1, 60))
     end
     n = tonumber(n)
+    if j + n - 1 > #v then
+      return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
+        .. string.format('%q', string.sub(v, 1, 60)) .. ' (cut short)'
+    end
     out[#out + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
     i = j + n
   end
@@ -326,6 +330,14 @@ end
 local function limits_admit(P, ls, class, worker, now_ms, seq)
   local mine, e = shares_of(P, worker)
   if not mine then return e end
+  -- Each limit's sum is read (and checked) before the first write (limits_check read it
+  -- already when it came first, as it does in every script).
+  for _, x in ipairs(ls) do
+    if x[1].kind == 'concurrency' then
+      local _, ue = limit_units(x.h or (x[2] .. ':holders'))
+      if ue then return ue end
+    end
+  end
   for _, x in ipairs(ls) do
     local d, base, part = x[1], x[2], x[3]
     if part then
