@@ -330,12 +330,16 @@ end
 local function limits_admit(P, ls, class, worker, now_ms, seq)
   local mine, e = shares_of(P, worker)
   if not mine then return e end
-  -- Each limit's sum is read (and checked) before the first write (limits_check read it
-  -- already when it came first, as it does in every script).
+  -- Each limit's sum and partitions set are checked before the first write (limits_check
+  -- checked them already when it came first, as it does in every script).
   for _, x in ipairs(ls) do
     if x[1].kind == 'concurrency' then
       local _, ue = limit_units(x.h or (x[2] .. ':holders'))
       if ue then return ue end
+    end
+    if x[3] then
+      local pe = track_type_err(P .. 'resq:limit:' .. x[1].name .. ':parts', 'set')
+      if pe then return pe end
     end
   end
   for _, x in ipairs(ls) do
