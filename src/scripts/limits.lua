@@ -120,11 +120,12 @@ local lim_held_empty = {}
 local function limit_units(h)
   local u = lim_units[h]
   if u == nil then
-    local e = track_type_err(h, 'hash')
-    if e then return nil, e end
-    local v = redis.call('HGET', h, '__units')
+    -- HGET answers an error (not raised: pcall) for a key of another type: one command for
+    -- the check and the read.
+    local v = redis.pcall('HGET', h, '__units')
+    if type(v) == 'table' then return nil, wrongtype_msg(h, redis.call('TYPE', h)['ok'], 'hash') end
     -- Up to 1e15 more units: far more than one call adds.
-    e = counter_err(h .. ' field __units', v, 1)
+    local e = counter_err(h .. ' field __units', v, 1)
     if e then return nil, e end
     u = tonumber(v) or 0
     lim_units[h], lim_delta[h] = u, 0
@@ -447,8 +448,15 @@ local function limits_free(P, L, worker)
   for _, x in ipairs(mine) do
     local _
     _, e = limit_units(x[1])
-    if not e then e = track_type_err(held_of(x[1]), 'zset') end
     if e then return nil, e end
+    -- The held set's head, read now (a key of another type answers an error: the check and
+    -- the read in one command); an empty set is not read again in this call.
+    local hd = held_of(x[1])
+    if lim_held_empty[hd] == nil then
+      local r = redis.pcall('ZRANGE', hd, 0, 0)
+      if r.err then return nil, wrongtype_msg(hd, redis.call('TYPE', hd)['ok'], 'zset') end
+      if r[1] == nil then lim_held_empty[hd] = true end
+    end
   end
   local released = {}
   for _, x in ipairs(mine) do

@@ -422,6 +422,47 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
         assert!(e.contains("WRONGTYPE") && e.contains("resq:sharing"), "{e}");
     }
     assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
+    // A limit's sum, then its held set, of another type: returning w1's share is refused.
+    let free_only = probe(
+        r#"
+        local _, e = limits_free(ARGV[1], nil, 'w1')
+        limits_flush(ARGV[1])
+        return e or false
+    "#,
+    );
+    let held = format!("{p}resq:limit:pay:held");
+    let keys = vec![h.clone(), sharing.clone(), held.clone()];
+    for (bad, want) in [(&h, "hash"), (&held, "zset")] {
+        let () = redis::pipe()
+            .del(&h)
+            .del(&sharing)
+            .del(&held)
+            .hset(&sharing, "w1", format!("1 {}:{h}", h.len()))
+            .rpush(bad, "not-a-limit")
+            .query_async(&mut con)
+            .await
+            .expect("seed");
+        let before = dump(&mut con, &keys).await;
+        let free_err: String = free_only
+            .arg(&p)
+            .invoke_async(&mut con)
+            .await
+            .expect("script");
+        assert!(
+            free_err.contains("WRONGTYPE")
+                && free_err.contains(bad.as_str())
+                && free_err.contains(want),
+            "{free_err}"
+        );
+        assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
+    }
+    let () = redis::pipe()
+        .del(&h)
+        .del(&sharing)
+        .del(&held)
+        .query_async(&mut con)
+        .await
+        .expect("clean");
 }
 
 /// The slots' share entries (sorted by slot) and limit `h`'s sum, as stored.
