@@ -363,12 +363,28 @@ async fn a_status_moved_by_ruby_wins_over_a_stale_state() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_write() {
-    let mut con = testing::con().await;
-    let p = format!("lim{}:", std::process::id());
+/// A connection, a fresh prefix (`tag` and the process id), limit `pay`'s sum key and the
+/// shares hash under it.
+async fn limit_fixture(tag: &str) -> (crate::conn::Conn, String, String, String) {
+    let con = testing::con().await;
+    let p = format!("{tag}{}:", std::process::id());
     let h = format!("{p}resq:limit:pay:holders");
     let sharing = format!("{p}resq:sharing");
+    (con, p, h, sharing)
+}
+
+/// Deletes `keys`.
+async fn forget(con: &mut crate::conn::Conn, keys: &[&String]) {
+    let () = redis::cmd("DEL")
+        .arg(keys)
+        .query_async(con)
+        .await
+        .expect("clean");
+}
+
+#[tokio::test]
+async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_write() {
+    let (mut con, p, h, sharing) = limit_fixture("lim").await;
     // The error texts of limits_free (w1 holds a share of `pay`, whose sum is no integer),
     // limits_check of a job under `pay`, and limits_admit for w2 (whose entry is garbage); the
     // flush then writes what they changed, which is nothing.
@@ -433,10 +449,8 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
     let held = format!("{p}resq:limit:pay:held");
     let keys = vec![h.clone(), sharing.clone(), held.clone()];
     for (bad, want) in [(&h, "hash"), (&held, "zset")] {
+        forget(&mut con, &[&h, &sharing, &held]).await;
         let () = redis::pipe()
-            .del(&h)
-            .del(&sharing)
-            .del(&held)
             .hset(&sharing, "w1", format!("1 {}:{h}", h.len()))
             .rpush(bad, "not-a-limit")
             .query_async(&mut con)
@@ -456,13 +470,7 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
         );
         assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
     }
-    let () = redis::pipe()
-        .del(&h)
-        .del(&sharing)
-        .del(&held)
-        .query_async(&mut con)
-        .await
-        .expect("clean");
+    forget(&mut con, &[&h, &sharing, &held]).await;
 }
 
 /// The slots' share entries (sorted by slot) and limit `h`'s sum, as stored.
@@ -487,10 +495,7 @@ async fn written(
 
 #[tokio::test]
 async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
-    let mut con = testing::con().await;
-    let p = format!("flush{}:", std::process::id());
-    let h = format!("{p}resq:limit:pay:holders");
-    let sharing = format!("{p}resq:sharing");
+    let (mut con, p, h, sharing) = limit_fixture("flush").await;
     // Call 1: w1 and w2 take a share each (w2 a weight of 2). Call 2: w1 ends its job and
     // takes another, w2 ends its job and takes none, w3 takes one. Each call returns what it
     // read before flushing: the sum it saw at the end, and the keys as they were meanwhile.
@@ -519,12 +524,7 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
         return seen
     "#,
     );
-    let () = redis::pipe()
-        .del(&h)
-        .del(&sharing)
-        .query_async(&mut con)
-        .await
-        .expect("clean");
+    forget(&mut con, &[&h, &sharing]).await;
     let entry = |w: u32| format!("{w} {}:{h}", h.len());
     let (units, stored, listed): (i64, Option<String>, i64) = script
         .arg(&p)
@@ -560,20 +560,12 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
             "2".into()
         )
     );
-    let () = redis::pipe()
-        .del(&h)
-        .del(&sharing)
-        .query_async(&mut con)
-        .await
-        .expect("clean");
+    forget(&mut con, &[&h, &sharing]).await;
 }
 
 #[tokio::test]
 async fn a_call_of_thousands_of_slots_flushes_their_shares() {
-    let mut con = testing::con().await;
-    let p = format!("many{}:", std::process::id());
-    let h = format!("{p}resq:limit:pay:holders");
-    let sharing = format!("{p}resq:sharing");
+    let (mut con, p, h, sharing) = limit_fixture("many").await;
     // 5,000 slots take a share in one call, then return it in another: 10,000 values for one
     // HSET, more than Lua's `unpack` can hand over at once.
     let script = probe(
@@ -608,12 +600,7 @@ async fn a_call_of_thousands_of_slots_flushes_their_shares() {
         .await
         .expect("round 2");
     assert_eq!((listed, sum), (0, None), "every share returned");
-    let () = redis::pipe()
-        .del(&h)
-        .del(&sharing)
-        .query_async(&mut con)
-        .await
-        .expect("clean");
+    forget(&mut con, &[&h, &sharing]).await;
 }
 
 #[tokio::test]
