@@ -200,6 +200,26 @@ local function shares_of(P, worker)
   return list
 end
 
+-- Reads the entries of `workers` (slots about to end their jobs) with one HMGET, so that
+-- shares_of answers each of them without a command of its own. Nothing when the hash is
+-- unusable, and an unreadable entry is left for shares_of to report.
+local function shares_prefetch(P, workers)
+  local key = P .. 'resq:sharing'
+  if #workers == 0 or track_type_err(key, 'hash') then return end
+  local vs = redis.call('HMGET', key, unpack(workers))
+  for i, w in ipairs(workers) do
+    if lim_shares[w] == nil then
+      local v = vs[i]
+      if not v then
+        lim_had[w], lim_shares[w] = false, {}
+      else
+        local list = shares_parse(key, w, v)
+        if list then lim_had[w], lim_shares[w] = v, list end
+      end
+    end
+  end
+end
+
 -- `cmd key items…` in commands of at most 1,000 items (`unpack` is bounded by Lua's stack: a
 -- call of thousands of slots must not make the flush raise after its first write); `per`:
 -- items that belong together (a field and its value).

@@ -328,6 +328,15 @@ end
 -- What stops a success from being counted in `<ns>:stat:processed` (false: nothing), once.
 local processed_err = nil
 
+-- The limit shares of the slots that end a job, read in one command (limits.lua).
+if LIM then
+  local ending = {}
+  for s = 1, slots do
+    if ARGV[aq + 6 * (s - 1) + 1] ~= '0' then ending[#ending + 1] = rare().worker_of(s) end
+  end
+  if #ending > 1 and #ending <= 1000 then shares_prefetch(P, ending) end
+end
+
 -- 1. Completions, in slot order; slots that want a job and hold none are noted. A finished
 -- slot's record is removed at the end of the call unless a new record replaces it.
 for s = 1, slots do

@@ -391,6 +391,7 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
     let script = probe(
         r#"
         local P = ARGV[1]
+        shares_prefetch(P, { 'w1', 'w2', 'w3' })
         local _, free_err = limits_free(P, nil, 'w1')
         local ls = { { { name = 'pay', kind = 'concurrency', limit = 5 }, P .. 'resq:limit:pay', nil } }
         local _, check_err = limits_check(P, { defs = {} }, ls, 'Charge', 1)
@@ -513,6 +514,7 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
           admit('w1', 'Small')
           admit('w2', 'Big')
         else
+          shares_prefetch(P, { 'w1', 'w2', 'w3' })
           assert(#limits_free(P, nil, 'w1') == 0, 'free w1')
           admit('w1', 'Small')
           assert(#limits_free(P, nil, 'w2') == 0, 'free w2')
