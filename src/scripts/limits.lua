@@ -9,15 +9,15 @@
 -- A job a limit does not admit is *held*: moved out of its queue into the limit's held zset
 -- (highest priority first, then oldest), in the same call that popped it; it is never run,
 -- lost, or popped and pushed back in a loop. A concurrency share belongs to the worker slot
--- that runs the job (its entry in `resq:sharing`); the call that ends the job (step, complete, requeue,
--- prune) returns the share and releases the held jobs that now fit — to a slot of the same
--- call that wants a job, else to the head of their queue.
+-- that runs the job (its entry in `resq:sharing`); the call that ends the job (step,
+-- complete, requeue, prune) returns the share and releases the held jobs that now fit — to a
+-- slot of the same call that wants a job, else to the head of their queue. Rate- and
+-- window-held jobs are released by time (release.lua), at most as many as the window allows.
 --
 -- The counts are read once per script call and kept here; their writes are made once, at the
 -- end of the call (limits_flush): one HINCRBY per limit touched and one HSET / HDEL of the
 -- slots' shares, whatever the number of jobs the call admitted and ended. Every key they
--- write is checked when it is first read, so the flush cannot fail. Rate- and window-held jobs are
--- released by time (release.lua), at most as many as the window allows.
+-- write is checked when it is first read, so the flush cannot fail.
 --
 -- Keys (see src/keys.rs; built here from the prefix P = '<ns>:'; a partitioned limit's base
 -- is P..'resq:limit:'..name..':'..partition, an unpartitioned one's P..'resq:limit:'..name):
@@ -33,7 +33,8 @@
 -- The limits in force come from the worker as JSON: {"defs":[{name, kind, queue, class, key,
 -- limit, interval_ms, sliding, weights, priority}…], "open":{name:{"open":b,"next":ms}}}.
 --
--- Prepended (after guard.lua and track.lua) to every script; local functions only.
+-- A library made on first use (src/scripts/compose.rs) after guard.lua, whose functions it
+-- uses; local functions only.
 -- KEYS / ARGV: none of its own.
 
 -- The value at 'args.0.field' (or 'class', 'queue') of a decoded payload, as text; nil when
@@ -55,8 +56,9 @@ local function limit_path(obj, queue, path)
   return nil
 end
 
--- The limits that apply to a job of decoded payload obj from `queue`: a list of {def, base},
--- or nil and an error text (a key template naming what the job does not have).
+-- The limits that apply to a job of decoded payload obj from `queue`: a list of {def, base,
+-- partition or nil, h = holders key}, or nil and an error text (a key template naming what the
+-- job does not have).
 local limits_seen = {}
 local function limits_for(L, P, obj, queue)
   -- Without key templates the answer depends on the queue and the class only: made once per
@@ -106,6 +108,12 @@ local function limits_for(L, P, obj, queue)
   return out
 end
 
+-- The holders key of an entry of limits_for (or one made like it without `h`).
+local function holders_of(x) return x.h or (x[2] .. ':holders') end
+
+-- The set of the partitions of limit def d in use.
+local function limit_parts_key(P, d) return P .. 'resq:limit:' .. d.name .. ':parts' end
+
 -- Per-call state of the concurrency counts (see the header): per holders key, the units it
 -- held when first read and the change this call made; per worker, the shares it holds now
 -- (a list of {holders key, units, entry text}) and its entry as last written (false: none);
@@ -139,30 +147,31 @@ local function limit_used(h)
   return limit_units(h) or 0
 end
 
--- The shares recorded for `worker`: a list of {holders key, units, the entry's text}, or nil
--- and the error text when the record is unusable. Slots under the same limits hold the same
--- text, which is read once per call.
+-- The shares recorded for `worker` (entry text v of hash `key`): a list of {holders key,
+-- units, the entry's text}, or nil and the error text when the entry is unusable. Slots under
+-- the same limits hold the same text, which is taken apart once per call.
 local shares_texts = {}
 local function shares_parse(key, worker, v)
   local known = shares_texts[v]
-  if known then return { unpack(known) } end
-  local out, i = {}, 1
-  while i <= #v do
-    local u, n, j = string.match(v, '^(%d+) (%d+):()', i)
-    if not u then
-      return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
-        .. string.format('%q', string.sub(v, 1, 60))
+  if not known then
+    known = {}
+    local i = 1
+    while i <= #v do
+      local u, n, j = string.match(v, '^(%d+) (%d+):()', i)
+      if u then n = tonumber(n) end
+      if not u or j + n - 1 > #v then
+        return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
+          .. string.format('%q', string.sub(v, 1, 60)) .. (u and ' (cut short)' or '')
+      end
+      known[#known + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
+      i = j + n
     end
-    n = tonumber(n)
-    if j + n - 1 > #v then
-      return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
-        .. string.format('%q', string.sub(v, 1, 60)) .. ' (cut short)'
-    end
-    out[#out + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
-    i = j + n
+    shares_texts[v] = known
   end
-  shares_texts[v] = out
-  return { unpack(out) }
+  -- A list of its own: the slot's shares change with it.
+  local list = {}
+  for k, x in ipairs(known) do list[k] = x end
+  return list
 end
 
 -- The entry text of a share of w units in holders key h, made once per call.
@@ -181,6 +190,19 @@ local function share_text(h, w)
   return t
 end
 
+-- Notes what `worker`'s entry (v, false when absent) of hash `key` holds: its shares (as
+-- shares_parse makes them), or nil and the error text, noting nothing.
+local function shares_note(key, worker, v)
+  local list = {}
+  if v then
+    local e
+    list, e = shares_parse(key, worker, v)
+    if not list then return nil, e end
+  end
+  lim_had[worker], lim_shares[worker] = v, list
+  return list
+end
+
 -- The shares `worker` holds now (a list, possibly empty), read once per call; or nil and the
 -- error text when `<ns>:resq:sharing` or the worker's entry is unusable.
 local function shares_of(P, worker)
@@ -189,15 +211,7 @@ local function shares_of(P, worker)
   local key = P .. 'resq:sharing'
   local e = track_type_err(key, 'hash')
   if e then return nil, e end
-  local v = redis.call('HGET', key, worker)
-  local list = {}
-  if v then
-    list, e = shares_parse(key, worker, v)
-    if not list then return nil, e end
-  end
-  lim_had[worker] = v or false
-  lim_shares[worker] = list
-  return list
+  return shares_note(key, worker, redis.call('HGET', key, worker))
 end
 
 -- Reads the entries of `workers` (slots about to end their jobs) with one HMGET, so that
@@ -208,15 +222,7 @@ local function shares_prefetch(P, workers)
   if #workers == 0 or track_type_err(key, 'hash') then return end
   local vs = redis.call('HMGET', key, unpack(workers))
   for i, w in ipairs(workers) do
-    if lim_shares[w] == nil then
-      local v = vs[i]
-      if not v then
-        lim_had[w], lim_shares[w] = false, {}
-      else
-        local list = shares_parse(key, w, v)
-        if list then lim_had[w], lim_shares[w] = v, list end
-      end
-    end
+    if lim_shares[w] == nil then shares_note(key, w, vs[i]) end
   end
 end
 
@@ -302,13 +308,13 @@ local function limits_check(P, L, ls, class, now_ms)
     local e = nil
     if not x.checked then
       e = track_type_err(base .. ':held', 'zset')
-        or track_type_err(P .. 'resq:limit:' .. d.name .. ':parts', 'set')
+        or track_type_err(limit_parts_key(P, d), 'set')
         or track_type_err(P .. 'resq:held:due', 'zset')
       if e then return false, e end
       x.checked = true
     end
     if d.kind == 'concurrency' then
-      local h = x.h or (base .. ':holders')
+      local h = holders_of(x)
       local used
       used, e = limit_units(h)
       if e then return false, e end
@@ -355,25 +361,24 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
   -- checked them already when it came first, as it does in every script).
   for _, x in ipairs(ls) do
     if x[1].kind == 'concurrency' then
-      local _, ue = limit_units(x.h or (x[2] .. ':holders'))
+      local _, ue = limit_units(holders_of(x))
       if ue then return ue end
     end
     if x[3] then
-      local pe = track_type_err(P .. 'resq:limit:' .. x[1].name .. ':parts', 'set')
+      local pe = track_type_err(limit_parts_key(P, x[1]), 'set')
       if pe then return pe end
     end
   end
   for _, x in ipairs(ls) do
     local d, base, part = x[1], x[2], x[3]
     if part then
-      local pk = P .. 'resq:limit:' .. d.name .. ':parts'
+      local pk = limit_parts_key(P, d)
       lim_parts[pk] = lim_parts[pk] or {}
       lim_parts[pk][part] = true
     end
     if d.kind == 'concurrency' then
-      local h = x.h or (base .. ':holders')
+      local h = holders_of(x)
       local w = limit_weight(d, class)
-      limit_units(h)
       lim_delta[h] = lim_delta[h] + w
       mine[#mine + 1] = { h, w, share_text(h, w) }
       lim_dirty[worker] = true
@@ -400,7 +405,7 @@ end
 -- window limits.
 local function limit_hold(P, x, due, class, queue, payload, seq, now_ms)
   local d, base, part = x[1], x[2], x[3]
-  if part then redis.call('SADD', P .. 'resq:limit:' .. d.name .. ':parts', part) end
+  if part then redis.call('SADD', limit_parts_key(P, d), part) end
   lim_held_empty[base .. ':held'] = nil
   local member = seq .. '\t' .. queue .. '\t' .. limit_weight(d, class) .. '\t' .. d.name .. '\t' .. payload
   redis.call('ZADD', base .. ':held', limit_score(d, class, now_ms), member)

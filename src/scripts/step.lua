@@ -102,8 +102,6 @@ local find, byte = string.find, string.byte
 local function wkey(s) return KEYS[kq + 2 * s - 1] end
 local function pkey(s) return KEYS[kq + 2 * s] end
 
-
-
 -- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET
 -- never fails: a key that is no string reads as absent).
 local gets = nil
@@ -128,10 +126,6 @@ local function shared_err(name)
   end
   return shared[name] or nil
 end
-
--- What stops slot s from counting a success / recording a failure (nil: nothing), cached.
-
-
 
 -- A string GET that reports a wrong type instead of raising: value (or false), error text.
 local function get_string(key)
@@ -284,7 +278,7 @@ local function rare()
 
   -- Slot s holds the claim `token` of a payload of n bytes from queue q.
   function R.claimed(s, token, q, n)
-    redis.call('SADD', KEYS[5], cjson.decode(R.arg(s, 5)))
+    redis.call('SADD', KEYS[5], R.worker_of(s))
     tag[s], data[s] = 'claim', token .. ' ' .. ARGV[14 + q] .. '\n' .. n
     next_slot = next_slot + 1
   end
@@ -450,7 +444,6 @@ if #wanting > 0 then
   end
 end
 
-
 -- Why a (valid UTF-8) payload cannot be recorded as a worker record (nil when it can), and the
 -- decoded payload.
 local function malformed(raw)
@@ -462,10 +455,6 @@ local function malformed(raw)
   return nil, obj
 end
 
-
-
-
-
 -- Whether the head of list `key` (of `len` items) may be larger than `small` bytes: MEMORY
 -- USAGE with one sample is the head node's size times the node count, and a node of small
 -- items is at most 8 KiB (the list-max-listpack-size default), so only a head node holding a
@@ -474,7 +463,6 @@ local function head_large(key, len)
   local usage = redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '1')
   return usage ~= nil and usage > len * (small + 128) + 1024
 end
-
 
 -- Whether `class` is a statused class, asked once per class per call.
 local statused_seen = {}
@@ -544,7 +532,7 @@ local function take(raw, q)
       end
     end
     if tid then
-      local worker = cjson.decode(rare().arg(s, 5))
+      local worker = rare().worker_of(s)
       local ok, twhy = track(P, tid, {
         state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
         set = { { 'name', json_str(track_name(raw, obj['class'], is_status)) } },
@@ -587,7 +575,6 @@ local function take(raw, q)
 end
 
 local function want() return #wanting - next_slot + 1 end
-
 
 -- Held jobs released by this call's completions go to this call's slots first (when their
 -- queue is one this call polls), the rest back to the head of their queue.
