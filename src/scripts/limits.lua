@@ -150,6 +150,7 @@ end
 -- The shares recorded for `worker` (entry text v of hash `key`): a list of {holders key,
 -- units, the entry's text}, or nil and the error text when the entry is unusable. Slots under
 -- the same limits hold the same text, which is taken apart once per call.
+local LIMIT_SHARES_MAX = 1000
 local shares_texts = {}
 local function shares_parse(key, worker, v)
   local known = shares_texts[v]
@@ -159,9 +160,13 @@ local function shares_parse(key, worker, v)
     while i <= #v do
       local u, n, j = string.match(v, '^(%d+) (%d+):()', i)
       if u then n = tonumber(n) end
-      if not u or j + n - 1 > #v then
+      -- A slot holds one share per limit of its job: more than LIMIT_SHARES_MAX is not an
+      -- entry resq wrote, and would cost a command per share to return.
+      if not u or j + n - 1 > #v or #known >= LIMIT_SHARES_MAX then
+        local why = (not u and '') or (j + n - 1 > #v and ' (cut short)')
+          or (' (more than ' .. LIMIT_SHARES_MAX .. ' shares)')
         return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
-          .. string.format('%q', string.sub(v, 1, 60)) .. (u and ' (cut short)' or '')
+          .. string.format('%q', string.sub(v, 1, 60)) .. why
       end
       known[#known + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
       i = j + n

@@ -397,8 +397,10 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
         local _, check_err = limits_check(P, { defs = {} }, ls, 'Charge', 1)
         local admit_err = limits_admit(P, ls, 'Charge', 'w2', 1, 'seq')
         local short_err = limits_admit(P, ls, 'Charge', 'w3', 1, 'seq')
+        local many_err = limits_admit(P, ls, 'Charge', 'w4', 1, 'seq')
         limits_flush(P)
-        return { free_err or false, check_err or false, admit_err or false, short_err or false }
+        return { free_err or false, check_err or false, admit_err or false, short_err or false,
+          many_err or false }
     "#,
     );
     let () = redis::pipe()
@@ -406,13 +408,19 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
         .hset(&sharing, "w1", format!("1 {}:{h}", h.len()))
         .hset(&sharing, "w2", "two")
         .hset(&sharing, "w3", "1 999:cut short")
+        .hset(&sharing, "w4", "1 1:x".repeat(1001))
         .query_async(&mut con)
         .await
         .expect("seed");
     let keys = vec![h.clone(), sharing.clone()];
     let before = dump(&mut con, &keys).await;
-    let (free_err, check_err, admit_err, short_err): (String, String, String, String) =
-        script.arg(&p).invoke_async(&mut con).await.expect("script");
+    let (free_err, check_err, admit_err, short_err, many_err): (
+        String,
+        String,
+        String,
+        String,
+        String,
+    ) = script.arg(&p).invoke_async(&mut con).await.expect("script");
     for e in [&free_err, &check_err] {
         assert!(e.contains("__units") && e.contains("NOTINTEGER"), "{e}");
     }
@@ -424,6 +432,10 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
         short_err.contains("BADSHARES") && short_err.contains("cut short"),
         "{short_err}"
     );
+    assert!(
+        many_err.contains("BADSHARES") && many_err.contains("more than 1000 shares"),
+        "{many_err}"
+    );
     assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
     // The layout before shares moved into one hash (a set of ids) is refused the same way.
     let () = redis::pipe()
@@ -433,7 +445,7 @@ async fn a_limit_sum_or_share_entry_that_is_unreadable_stops_a_share_before_any_
         .await
         .expect("seed");
     let before = dump(&mut con, &keys).await;
-    let (free_err, _, admit_err, _): (String, String, String, String) =
+    let (free_err, _, admit_err, _, _): (String, String, String, String, String) =
         script.arg(&p).invoke_async(&mut con).await.expect("script");
     for e in [&free_err, &admit_err] {
         assert!(e.contains("WRONGTYPE") && e.contains("resq:sharing"), "{e}");
