@@ -322,6 +322,22 @@ impl Endpoint {
     }
 }
 
+/// Reads `keys` (`TYPE`, which answers whatever they hold) on a connection made by
+/// [`Endpoint::tracking`], so Redis tells it of the next write to each; returns their types.
+pub(crate) async fn track_reads(
+    con: &mut MultiplexedConnection,
+    keys: &[String],
+) -> RedisResult<Vec<String>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for k in keys {
+        pipe.cmd("TYPE").arg(k);
+    }
+    pipe.query_async(con).await
+}
+
 /// Whether a `redis_version` is at least [`MIN_REDIS`].
 fn version_ok(version: &str) -> bool {
     let mut parts = version

@@ -30,8 +30,7 @@ impl Client {
             if let Some(con) = watch.as_mut() {
                 // Read on the watching connection before the record is read, so a change
                 // between the two is not missed.
-                let armed: redis::RedisResult<String> =
-                    redis::cmd("TYPE").arg(&key).query_async(con).await;
+                let armed = crate::conn::track_reads(con, std::slice::from_ref(&key)).await;
                 if armed.is_err() {
                     watch = None;
                 }

@@ -30,7 +30,7 @@
 
 use super::fetch::Fetch;
 use crate::conn::errors::{self, Reporter};
-use crate::conn::{Backoff, Endpoint};
+use crate::conn::{track_reads, Backoff, Endpoint};
 use redis::{PushKind, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,7 +115,7 @@ pub(crate) async fn run(
             fetch.set_tracking(true);
             fetch.tracking_tried.notify_one();
         } else {
-            if read(&mut con, &watched).await.is_err() {
+            if track_reads(&mut con, &watched).await.is_err() {
                 // Lost as soon as made: tried again like a failed connection.
                 tokio::select! {
                     _ = tokio::time::sleep(backoff.next_delay()) => continue,
@@ -144,7 +144,7 @@ pub(crate) async fn run(
                         if !queues {
                             // Read again first: a write from now on brings its own message.
                             let again = keys.as_deref().unwrap_or(&watched);
-                            if let Err(e) = read(&mut con, again).await {
+                            if let Err(e) = track_reads(&mut con, again).await {
                                 break errors::describe(&e, endpoint.label());
                             }
                         }
@@ -218,29 +218,13 @@ async fn arm(
             keys.push(k);
         }
     }
-    let types = read(con, &keys).await?;
+    let types = track_reads(con, &keys).await?;
     for (k, t) in keys.iter().zip(types) {
         if t == "list" {
             fetch.invalidated(Some(k));
         }
     }
     Ok(())
-}
-
-/// Reads `keys` on the tracking connection (`TYPE`, which answers whatever they hold), so
-/// Redis tells it of the next write to each; returns their types.
-async fn read(
-    con: &mut redis::aio::MultiplexedConnection,
-    keys: &[String],
-) -> redis::RedisResult<Vec<String>> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut pipe = redis::pipe();
-    for k in keys {
-        pipe.cmd("TYPE").arg(k);
-    }
-    pipe.query_async(con).await
 }
 
 /// The keys an `invalidate` message names (`None`: every key, after a flush).
