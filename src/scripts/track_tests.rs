@@ -506,6 +506,23 @@ async fn written(
     (all.into_iter().collect(), sum)
 }
 
+/// Call `round` of a limits probe taking (prefix, holders key, round).
+async fn round<T: redis::FromRedisValue>(
+    script: &Script,
+    con: &mut crate::conn::Conn,
+    p: &str,
+    h: &str,
+    round: &str,
+) -> T {
+    script
+        .arg(p)
+        .arg(h)
+        .arg(round)
+        .invoke_async(con)
+        .await
+        .unwrap_or_else(|e| panic!("round {round}: {e}"))
+}
+
 #[tokio::test]
 async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
     let (mut con, p, h, sharing) = limit_fixture("flush").await;
@@ -540,13 +557,8 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
     );
     forget(&mut con, &[&h, &sharing]).await;
     let entry = |w: u32| format!("{w} {}:{h}", h.len());
-    let (units, stored, listed): (i64, Option<String>, i64) = script
-        .arg(&p)
-        .arg(&h)
-        .arg("1")
-        .invoke_async(&mut con)
-        .await
-        .expect("round 1");
+    let (units, stored, listed): (i64, Option<String>, i64) =
+        round(&script, &mut con, &p, &h, "1").await;
     assert_eq!(
         (units, stored, listed),
         (3, None, 0),
@@ -559,13 +571,7 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
             "3".into()
         )
     );
-    let (units, stored, listed): (i64, String, i64) = script
-        .arg(&p)
-        .arg(&h)
-        .arg("2")
-        .invoke_async(&mut con)
-        .await
-        .expect("round 2");
+    let (units, stored, listed): (i64, String, i64) = round(&script, &mut con, &p, &h, "2").await;
     assert_eq!((units, stored.as_str(), listed), (2, "3", 2));
     assert_eq!(
         written(&mut con, &sharing, &h).await,
@@ -598,21 +604,9 @@ async fn a_call_of_thousands_of_slots_flushes_their_shares() {
         return { redis.call('HLEN', P .. 'resq:sharing'), redis.call('HGET', h, '__units') or false }
     "#,
     );
-    let (listed, sum): (i64, Option<String>) = script
-        .arg(&p)
-        .arg(&h)
-        .arg("1")
-        .invoke_async(&mut con)
-        .await
-        .expect("round 1");
+    let (listed, sum): (i64, Option<String>) = round(&script, &mut con, &p, &h, "1").await;
     assert_eq!((listed, sum.as_deref()), (5000, Some("5000")));
-    let (listed, sum): (i64, Option<String>) = script
-        .arg(&p)
-        .arg(&h)
-        .arg("2")
-        .invoke_async(&mut con)
-        .await
-        .expect("round 2");
+    let (listed, sum): (i64, Option<String>) = round(&script, &mut con, &p, &h, "2").await;
     assert_eq!((listed, sum), (0, None), "every share returned");
     forget(&mut con, &[&h, &sharing]).await;
 }
