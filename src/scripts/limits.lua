@@ -73,8 +73,12 @@ local function limits_for(L, P, obj, queue)
       end
     end
     if L.keyless and type(class) == 'string' then
-      memo = queue .. '\n' .. class
-      local hit = limits_seen[memo]
+      memo = limits_seen[queue]
+      if not memo then
+        memo = {}
+        limits_seen[queue] = memo
+      end
+      local hit = memo[class]
       if hit then return hit end
     end
   end
@@ -104,7 +108,7 @@ local function limits_for(L, P, obj, queue)
       end
     end
   end
-  if memo then limits_seen[memo] = out end
+  if memo then memo[class] = out end
   return out
 end
 
@@ -116,10 +120,12 @@ local function limit_parts_key(P, d) return P .. 'resq:limit:' .. d.name .. ':pa
 
 -- Per-call state of the concurrency counts (see the header): per holders key, the units it
 -- held when first read and the change this call made; per worker, the shares it holds now
--- (a list of {holders key, units, entry text}) and its entry as last written (false: none);
--- per partitions set, the partitions to add.
+-- (a list of {holders key, units, entry text}, never changed in place: slots under the same
+-- limits share one), the entry text of that list ('' for none), and its entry as last written
+-- (false: none); per partitions set, the partitions to add.
 local lim_units, lim_delta, lim_order = {}, {}, {}
-local lim_shares, lim_had, lim_dirty = {}, {}, {}
+local lim_shares, lim_text, lim_had, lim_dirty = {}, {}, {}, {}
+local LIM_NONE = {}
 local lim_parts = {}
 local lim_held_empty = {}
 
@@ -173,10 +179,7 @@ local function shares_parse(key, worker, v)
     end
     shares_texts[v] = known
   end
-  -- A list of its own: the slot's shares change with it.
-  local list = {}
-  for k, x in ipairs(known) do list[k] = x end
-  return list
+  return known
 end
 
 -- The entry text of a share of w units in holders key h, made once per call.
@@ -198,13 +201,13 @@ end
 -- Notes what `worker`'s entry (v, false when absent) of hash `key` holds: its shares (as
 -- shares_parse makes them), or nil and the error text, noting nothing.
 local function shares_note(key, worker, v)
-  local list = {}
+  local list = LIM_NONE
   if v then
     local e
     list, e = shares_parse(key, worker, v)
     if not list then return nil, e end
   end
-  lim_had[worker], lim_shares[worker] = v, list
+  lim_had[worker], lim_shares[worker], lim_text[worker] = v, list, v or ''
   return list
 end
 
@@ -226,7 +229,8 @@ local function shares_prefetch(P, workers)
   local key = P .. 'resq:sharing'
   if #workers == 0 or track_type_err(key, 'hash') then return end
   local vs = redis.call('HMGET', key, unpack(workers))
-  for i, w in ipairs(workers) do
+  for i = 1, #workers do
+    local w = workers[i]
     if lim_shares[w] == nil then shares_note(key, w, vs[i]) end
   end
 end
@@ -259,11 +263,8 @@ local function limits_flush(P)
   end
   local dels, sets = {}, {}
   for worker in pairs(lim_dirty) do
-    local list = lim_shares[worker]
-    if list and #list > 0 then
-      local parts = {}
-      for i, x in ipairs(list) do parts[i] = x[3] end
-      local v = table.concat(parts)
+    local v = lim_text[worker] or ''
+    if v ~= '' then
       -- A slot that ended a job and took one under the same limits keeps the same entry.
       if v ~= lim_had[worker] then
         sets[#sets + 1] = worker
@@ -303,11 +304,63 @@ end
 -- Units released by this call but not taken again yet, per holders key.
 local limit_pending = {}
 
+-- For a list `ls` of limits_for whose limits are all concurrency limits without a partition
+-- (the usual case: a queue's or a class's limit), made once per list: {holders key, units,
+-- limit, the list entry} per limit (ls.conc), the shares a job under them takes (ls.elems) and
+-- their entry text (ls.text), with every key they use checked. False (ls.conc = false) for
+-- any other list, and when a key is unusable (the general path reports it).
+local function limits_prepare(P, ls, class)
+  local c, elems, texts = {}, {}, {}
+  for i = 1, #ls do
+    local x = ls[i]
+    local d = x[1]
+    if d.kind ~= 'concurrency' or x[3] then
+      ls.conc = false
+      return false
+    end
+    if not x.checked then
+      if track_type_err(x[2] .. ':held', 'zset') or track_type_err(limit_parts_key(P, d), 'set')
+          or track_type_err(P .. 'resq:held:due', 'zset') then
+        ls.conc = false
+        return false
+      end
+      x.checked = true
+    end
+    local h = holders_of(x)
+    local w = limit_weight(d, class)
+    c[i] = { h, w, d.limit, x }
+    elems[i] = { h, w, share_text(h, w) }
+    texts[i] = elems[i][3]
+  end
+  ls.conc, ls.elems, ls.text = c, elems, table.concat(texts)
+  return c
+end
+
 -- Checks limits `ls` for a job of `class` at now_ms (L: the limits JSON, for windows).
 -- Returns nil when every limit admits it; else the blocking {def, base, part} and when it may
 -- be released (ms; nil for concurrency: when a share is returned); or false and an error text
 -- when a key is unusable.
 local function limits_check(P, L, ls, class, now_ms)
+  local c = ls.conc
+  if c == nil then c = limits_prepare(P, ls, class) end
+  if c then
+    -- Concurrency limits only (the usual case): their keys were checked when the list was
+    -- made; each entry is {holders key, units, limit, the list entry}.
+    for i = 1, #c do
+      local y = c[i]
+      local h = y[1]
+      local used = lim_units[h]
+      if used == nil then
+        local e
+        used, e = limit_units(h)
+        if e then return false, e end
+      else
+        used = used + lim_delta[h]
+      end
+      if used + (limit_pending[h] or 0) + y[2] > y[3] then return y[4], nil end
+    end
+    return nil
+  end
   for _, x in ipairs(ls) do
     local d, base = x[1], x[2]
     local e = nil
@@ -355,6 +408,28 @@ local function limits_check(P, L, ls, class, now_ms)
   return nil
 end
 
+-- limits_check and limits_admit in one, for a list of concurrency limits only (limits_prepare)
+-- and a slot whose shares are known to be none (it just returned them): true when the job was
+-- admitted, the blocking entry of ls when a limit is full, or false and an error text; nil when
+-- this is not such a case (the caller checks and admits the general way).
+local function limits_take(P, ls, class, worker)
+  local c = ls.conc
+  if c == nil then c = limits_prepare(P, ls, class) end
+  if not c then return nil end
+  local mine = lim_shares[worker]
+  if mine == nil or #mine > 0 then return nil end
+  -- A list of concurrency limits is checked without the limits JSON or the time.
+  local x, e = limits_check(P, nil, ls, class, nil)
+  if x ~= nil then return x, e end
+  for i = 1, #c do
+    local h = c[i][1]
+    lim_delta[h] = lim_delta[h] + c[i][2]
+  end
+  lim_shares[worker], lim_text[worker] = ls.elems, ls.text
+  lim_dirty[worker] = true
+  return true
+end
+
 -- Takes a job of `class` into every limit of `ls` for `worker` (checked with limits_check):
 -- concurrency shares (written by limits_flush), rate starts (`seq`: a member unique to this
 -- start, or a function that makes one). Returns nil, or an error text (nothing written) when
@@ -362,6 +437,32 @@ end
 local function limits_admit(P, ls, class, worker, now_ms, seq)
   local mine, e = shares_of(P, worker)
   if not mine then return e end
+  local c = ls.conc
+  if c == nil then c = limits_prepare(P, ls, class) end
+  if c then
+    -- Concurrency limits only: each sum is checked (it was read by limits_check), then the
+    -- units counted and the slot given the list's shares.
+    for i = 1, #c do
+      if lim_units[c[i][1]] == nil then
+        local _, ue = limit_units(c[i][1])
+        if ue then return ue end
+      end
+    end
+    for i = 1, #c do
+      local h = c[i][1]
+      lim_delta[h] = lim_delta[h] + c[i][2]
+    end
+    if #mine == 0 then
+      lim_shares[worker], lim_text[worker] = ls.elems, ls.text
+    else
+      local list = {}
+      for i = 1, #mine do list[i] = mine[i] end
+      for i = 1, #ls.elems do list[#list + 1] = ls.elems[i] end
+      lim_shares[worker], lim_text[worker] = list, lim_text[worker] .. ls.text
+    end
+    lim_dirty[worker] = true
+    return nil
+  end
   -- Each limit's sum and partitions set are checked before the first write (limits_check
   -- checked them already when it came first, as it does in every script).
   for _, x in ipairs(ls) do
@@ -374,6 +475,9 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
       if pe then return pe end
     end
   end
+  -- The slot's list is shared with others: a new one, with the new shares after the old.
+  local list, text = {}, lim_text[worker] or ''
+  for i = 1, #mine do list[i] = mine[i] end
   for _, x in ipairs(ls) do
     local d, base, part = x[1], x[2], x[3]
     if part then
@@ -385,7 +489,9 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
       local h = holders_of(x)
       local w = limit_weight(d, class)
       lim_delta[h] = lim_delta[h] + w
-      mine[#mine + 1] = { h, w, share_text(h, w) }
+      local st = share_text(h, w)
+      list[#list + 1] = { h, w, st }
+      text = text .. st
       lim_dirty[worker] = true
     elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
@@ -402,6 +508,7 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
       end
     end
   end
+  lim_shares[worker], lim_text[worker] = list, text
   return nil
 end
 
@@ -471,47 +578,56 @@ end
 -- takes, from each limit whose capacity it freed, the held jobs that now fit (their units
 -- counted in limit_pending until a slot takes them). Returns the released members (a list), or
 -- nil and an error text when a key is unusable (nothing written then).
+local LIM_NONE_RELEASED = {}
 local function limits_free(P, L, worker)
   local mine, e = shares_of(P, worker)
   if not mine then return nil, e end
-  if #mine == 0 then return {} end
-  for _, x in ipairs(mine) do
-    local _
-    _, e = limit_units(x[1])
-    if e then return nil, e end
+  local n = #mine
+  if n == 0 then return LIM_NONE_RELEASED end
+  for i = 1, n do
+    local h = mine[i][1]
+    if lim_units[h] == nil then
+      local _
+      _, e = limit_units(h)
+      if e then return nil, e end
+    end
     -- The held set's head, read now (a key of another type answers an error: the check and
-    -- the read in one command); an empty set is not read again in this call.
-    local hd = held_of(x[1])
+    -- the read in one command); once per call (true: empty, false: holds jobs).
+    local hd = held_of(h)
     if lim_held_empty[hd] == nil then
       local r = redis.pcall('ZRANGE', hd, 0, 0)
       if r.err then return nil, wrongtype_msg(hd, redis.call('TYPE', hd)['ok'], 'zset') end
-      if r[1] == nil then lim_held_empty[hd] = true end
+      lim_held_empty[hd] = r[1] == nil
     end
   end
-  local released = {}
-  for _, x in ipairs(mine) do
+  local released = LIM_NONE_RELEASED
+  for i = 1, n do
+    local x = mine[i]
     local h = x[1]
     lim_delta[h] = lim_delta[h] - x[2]
     local hd = held_of(h)
-    local used = limit_units(h) + (limit_pending[h] or 0)
-    while not lim_held_empty[hd] do
-      local top = redis.call('ZRANGE', hd, 0, 0)[1]
-      if not top then
-        lim_held_empty[hd] = true
-        break
+    if not lim_held_empty[hd] then
+      if released == LIM_NONE_RELEASED then released = {} end
+      local used = limit_units(h) + (limit_pending[h] or 0)
+      while not lim_held_empty[hd] do
+        local top = redis.call('ZRANGE', hd, 0, 0)[1]
+        if not top then
+          lim_held_empty[hd] = true
+          break
+        end
+        local _, units, name = limit_member(top)
+        local d = L and limit_def(L, name)
+        -- A limit no longer in force holds nothing: its jobs all go.
+        local cap = d and d.limit or math.huge
+        if used + units > cap or limit_requeue_err(P, top) then break end
+        redis.call('ZREM', hd, top)
+        used = used + units
+        limit_pending[h] = (limit_pending[h] or 0) + units
+        released[#released + 1] = { top, h }
       end
-      local _, units, name = limit_member(top)
-      local d = L and limit_def(L, name)
-      -- A limit no longer in force holds nothing: its jobs all go.
-      local cap = d and d.limit or math.huge
-      if used + units > cap or limit_requeue_err(P, top) then break end
-      redis.call('ZREM', hd, top)
-      used = used + units
-      limit_pending[h] = (limit_pending[h] or 0) + units
-      released[#released + 1] = { top, h }
     end
   end
-  lim_shares[worker] = {}
+  lim_shares[worker], lim_text[worker] = LIM_NONE, ''
   lim_dirty[worker] = true
   return released
 end

@@ -140,35 +140,21 @@ local tag, applied, data, gone, untoken = {}, {}, {}, {}, {}
 local wanting = {}
 local next_slot, budget, stopped = 1, 100, false
 
--- The functions only failures, claims, limits, tracked jobs, non-ASCII payloads and refusals
--- need, made on first use: Redis runs the whole chunk on every call, and each function it
--- defines is a closure made every time (with its upvalues looked up), which a call that needs
--- none of them should not pay for.
-local R = nil
-local function rare()
-  if R then return R end
-  R = {}
-  local ok_success, ok_failure = {}, {}
+-- Slot and queue names and unique members, made on first use (limits, tracked jobs, claims and
+-- failures need them; a call of plain jobs does not).
+local ID = nil
+local function ids()
+  if ID then return ID end
+  ID = {}
 
-  function R.next_seq()
+  function ID.next_seq()
     seq_n = seq_n + 1
     return ARGV[10] .. '.' .. seq_n
   end
 
-  -- A key of slot s named from its worker key ('<P>worker:<id>'): '<P>' .. kind .. '<id>'.
-  function R.own_key(s, kind) return P .. kind .. string.sub(wkey(s), #P + 8) end
-
-  function R.fkey(s) return R.own_key(s, 'stat:failed:') end
-
-  function R.ckey(s) return R.own_key(s, 'resq:claim:') end
-
-  function R.tkey(s) return R.own_key(s, 'resq:token:') end
-
-  function R.arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
-
   -- Queue q's name (sent as a JSON string), decoded once per call.
   local qnames = {}
-  function R.queue_name(q)
+  function ID.queue_name(q)
     local n = qnames[q]
     if not n then
       n = cjson.decode(ARGV[14 + q])
@@ -180,15 +166,39 @@ local function rare()
   -- Slot s's worker id (sent as a JSON string): the text between the quotes unless it has
   -- escapes; once per call.
   local workers = {}
-  function R.worker_of(s)
+  function ID.worker_of(s)
     local w = workers[s]
     if w then return w end
-    local wj = R.arg(s, 5)
+    local wj = ARGV[aq + 6 * s - 1]
     w = string.sub(wj, 2, -2)
     if string.find(w, '\\', 1, true) then w = cjson.decode(wj) end
     workers[s] = w
     return w
   end
+
+  return ID
+end
+
+-- The functions only failures, claims, limits, tracked jobs, non-ASCII payloads and refusals
+-- need, made on first use: Redis runs the whole chunk on every call, and each function it
+-- defines is a closure made every time (with its upvalues looked up), which a call that needs
+-- none of them should not pay for.
+local R = nil
+local function rare()
+  if R then return R end
+  R = {}
+  local ok_success, ok_failure = {}, {}
+
+  -- A key of slot s named from its worker key ('<P>worker:<id>'): '<P>' .. kind .. '<id>'.
+  function R.own_key(s, kind) return P .. kind .. string.sub(wkey(s), #P + 8) end
+
+  function R.fkey(s) return R.own_key(s, 'stat:failed:') end
+
+  function R.ckey(s) return R.own_key(s, 'resq:claim:') end
+
+  function R.tkey(s) return R.own_key(s, 'resq:token:') end
+
+  function R.arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
 
   function R.success_err(s)
     if ok_success[s] == nil then
@@ -248,18 +258,6 @@ local function rare()
     end
   end
 
-  -- Whether `class` is one of the statused classes (a whole line of `statused`).
-  function R.is_statused(class)
-    if statused == '' or type(class) ~= 'string' or class == '' then return false end
-    local i = 1
-    while true do
-      local a, b = find(statused, class, i, true)
-      if not a then return false end
-      if byte(statused, a - 1) == 10 and byte(statused, b + 1) == 10 then return true end
-      i = a + 1
-    end
-  end
-
   -- The failure entry of a popped item that is not a job.
   function R.entry_for(s, q, exception, message)
     return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
@@ -278,7 +276,7 @@ local function rare()
 
   -- Slot s holds the claim `token` of a payload of n bytes from queue q.
   function R.claimed(s, token, q, n)
-    redis.call('SADD', KEYS[5], R.worker_of(s))
+    redis.call('SADD', KEYS[5], ids().worker_of(s))
     tag[s], data[s] = 'claim', token .. ' ' .. ARGV[14 + q] .. '\n' .. n
     next_slot = next_slot + 1
   end
@@ -326,7 +324,7 @@ local processed_err = nil
 if LIM then
   local ending = {}
   for s = 1, slots do
-    if ARGV[aq + 6 * (s - 1) + 1] ~= '0' then ending[#ending + 1] = rare().worker_of(s) end
+    if ARGV[aq + 6 * (s - 1) + 1] ~= '0' then ending[#ending + 1] = ids().worker_of(s) end
   end
   if #ending > 1 and #ending <= 1000 then shares_prefetch(P, ending) end
 end
@@ -386,10 +384,10 @@ for s = 1, slots do
         applied[s], gone[s], held = 1, true, false
         if by_token then untoken[s] = true end
         if LIM or (sharing_any ~= false and may_share()) then
-          local worker = rare().worker_of(s)
+          local worker = ids().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
-            for _, r in ipairs(rel) do released_all[#released_all + 1] = r end
+            for i = 1, #rel do released_all[#released_all + 1] = rel[i] end
           else
             tracking_problems[#tracking_problems + 1] = worker .. ' ' .. lerr
           end
@@ -464,12 +462,13 @@ local function head_large(key, len)
   return usage ~= nil and usage > len * (small + 128) + 1024
 end
 
--- Whether `class` is a statused class, asked once per class per call.
+-- Whether `class` is a statused class (a whole line of `statused`), asked once per class per
+-- call; here and not in rare(), which a call of plain jobs should not have to build.
 local statused_seen = {}
 local function statused_class(class)
   local v = statused_seen[class]
-  if v == nil and class ~= nil then
-    v = rare().is_statused(class)
+  if v == nil and type(class) == 'string' then
+    v = class ~= '' and find(statused, '\n' .. class .. '\n', 1, true) ~= nil
     statused_seen[class] = v
   end
   return v
@@ -483,11 +482,18 @@ local function take(raw, q)
   local mode, why, obj = 'job', nil, nil
   if n > max_payload then
     mode = 'toolarge'
-  elseif n > small or (find(raw, '[\128-\255]') and not rare().utf8_within_budget(raw)) then
+  elseif n > small then
     mode = 'claim'
   else
-    why, obj = malformed(raw)
-    if why then mode = 'malformed' end
+    -- ASCII unless the scan stops short. Anchored at the start, the matcher runs through the
+    -- bytes once (~60 instructions a byte); unanchored it restarts at every byte (~170).
+    local _, ascii = find(raw, '^[^\128-\255]*')
+    if ascii < n and not rare().utf8_within_budget(raw) then
+      mode = 'claim'
+    else
+      why, obj = malformed(raw)
+      if why then mode = 'malformed' end
+    end
   end
   if mode == 'job' then
     local tid, is_status = nil, false
@@ -509,7 +515,7 @@ local function take(raw, q)
       if text ~= nil then tread = { text, ms, close, extra or { history = {} }, stale } end
     end
     if LIM and obj then
-      local qname = rare().queue_name(q)
+      local qname = ids().queue_name(q)
       local ls, lwhy = limits_for(LIM, P, obj, qname)
       if not ls then
         local e = rare().failure_err(s)
@@ -519,25 +525,33 @@ local function take(raw, q)
         return nil
       end
       if #ls > 0 then
-        local x, due = limits_check(P, LIM, ls, obj['class'], now_ms)
+        local worker = ids().worker_of(s)
+        -- The usual case (concurrency limits, a slot that just returned its shares) in one
+        -- step; any other is checked, then admitted.
+        local x, due = limits_take(P, ls, obj['class'], worker)
+        if x == nil then
+          x, due = limits_check(P, LIM, ls, obj['class'], now_ms)
+          if x == nil then
+            local e = limits_admit(P, ls, obj['class'], worker, now_ms, ids().next_seq)
+            if e then return e end
+          end
+        end
         if x == false then return due end
-        if x then
-          limit_hold(P, x, due, obj['class'], qname, raw, rare().next_seq(), now_ms)
+        if x and x ~= true then
+          limit_hold(P, x, due, obj['class'], qname, raw, ids().next_seq(), now_ms)
           if due and (not earliest_due or due < earliest_due) then earliest_due = due end
           budget = budget - 1
           return nil
         end
-        local e = limits_admit(P, ls, obj['class'], rare().worker_of(s), now_ms, rare().next_seq)
-        if e then return e end
       end
     end
     if tid then
-      local worker = rare().worker_of(s)
+      local worker = ids().worker_of(s)
       local ok, twhy = track(P, tid, {
         state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
         set = { { 'name', json_str(track_name(raw, obj['class'], is_status)) } },
         event = { event = 'started', worker = worker },
-        extra = { worker = worker, started_at = now_ms, queue = rare().queue_name(q),
+        extra = { worker = worker, started_at = now_ms, queue = ids().queue_name(q),
           class = obj['class'] },
         attempts_inc = true,
         -- A missing record is recreated as resque-status recreates it: a fresh `time`, no
@@ -580,7 +594,7 @@ local function want() return #wanting - next_slot + 1 end
 -- queue is one this call polls), the rest back to the head of their queue.
 local qindex = {}
 if #released_all > 0 then
-  for q = 1, nq do qindex[rare().queue_name(q)] = q end
+  for q = 1, nq do qindex[ids().queue_name(q)] = q end
 end
 for _, r in ipairs(released_all) do
   local member, h = r[1], r[2]
@@ -615,7 +629,7 @@ end
 for q = 1, nq do
   local key = KEYS[5 + q]
   local qname = nil
-  if paused_q or LIM then qname = rare().queue_name(q) end
+  if paused_q or LIM then qname = ids().queue_name(q) end
   local closed = paused_q and paused_q[qname]
   if closed then qflags[q] = 'p' end
   -- The queue's own limits are looked at before the first round, and again before each

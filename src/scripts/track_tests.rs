@@ -584,6 +584,61 @@ async fn shares_taken_and_returned_in_one_call_are_written_once_at_its_end() {
 }
 
 #[tokio::test]
+async fn slots_holding_the_same_shares_keep_their_own_when_one_changes() {
+    let (mut con, p, h, sharing) = limit_fixture("same").await;
+    let tax = format!("{p}resq:limit:tax:k1:holders");
+    let parts = format!("{p}resq:limit:tax:parts");
+    // Round 1: w1, w2 and w3 take a share of `pay` each: three entries of the same text, which
+    // round 2 reads as one list. There w1 also takes a share of `tax` for partition k1 (its
+    // list grows, the general way), w3
+    // returns its shares (only `pay`'s, whatever w1's list became), and w2 returns its share
+    // and takes `pay` again in one step (limits_take), which leaves its entry as it was.
+    let script = probe(
+        r#"
+        local P, h, round = ARGV[1], ARGV[2], ARGV[3]
+        local pay = { name = 'pay', kind = 'concurrency', limit = 5 }
+        local tax = { name = 'tax', kind = 'concurrency', limit = 5 }
+        local L = { defs = { pay, tax } }
+        local pays = { { pay, P .. 'resq:limit:pay', nil, h = h } }
+        local taxes = { { tax, P .. 'resq:limit:tax:k1', 'k1' } }
+        local function admit(w, ls)
+          local x, e = limits_check(P, L, ls, 'Charge', 1)
+          assert(x == nil and e == nil, 'admitted')
+          assert(limits_admit(P, ls, 'Charge', w, 1, 'seq') == nil, 'admit')
+        end
+        if round == '1' then
+          for _, w in ipairs({ 'w1', 'w2', 'w3' }) do admit(w, pays) end
+        else
+          shares_prefetch(P, { 'w1', 'w2', 'w3' })
+          admit('w1', taxes)
+          assert(#limits_free(P, L, 'w3') == 0, 'free w3')
+          assert(#limits_free(P, L, 'w2') == 0, 'free w2')
+          assert(limits_take(P, pays, 'Charge', 'w2') == true, 'take w2')
+        end
+        limits_flush(P)
+        return redis.call('HGET', P .. 'resq:limit:tax:k1:holders', '__units') or false
+    "#,
+    );
+    forget(&mut con, &[&h, &tax, &parts, &sharing]).await;
+    let pay = |w: u32| format!("{w} {}:{h}", h.len());
+    let taxed = format!("1 {}:{tax}", tax.len());
+    let _: Option<String> = round(&script, &mut con, &p, &h, "1").await;
+    let tax_sum: Option<String> = round(&script, &mut con, &p, &h, "2").await;
+    assert_eq!(tax_sum.as_deref(), Some("1"), "w3 returned no share of tax");
+    assert_eq!(
+        written(&mut con, &sharing, &h).await,
+        (
+            vec![
+                ("w1".into(), format!("{}{taxed}", pay(1))),
+                ("w2".into(), pay(1))
+            ],
+            "2".into()
+        )
+    );
+    forget(&mut con, &[&h, &tax, &parts, &sharing]).await;
+}
+
+#[tokio::test]
 async fn a_call_of_thousands_of_slots_flushes_their_shares() {
     let (mut con, p, h, sharing) = limit_fixture("many").await;
     // 5,000 slots take a share in one call, then return it in another: 10,000 values for one
