@@ -273,21 +273,17 @@ async fn a_closed_window_holds_until_an_operator_opens_it() {
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
     let now = chrono::Utc::now();
-    // A window that closed an hour ago, declared in code…
+    // A window open all day on the day after tomorrow only (closed now at any time of day),
+    // declared in code…
     let closed = Limit::window(
         "office",
         vec![TimeWindow {
-            days: vec![],
+            days: vec![(now + chrono::Duration::days(2))
+                .format("%a")
+                .to_string()
+                .to_lowercase()],
             from: "00:00".into(),
-            to: format!(
-                "{:02}:00",
-                (now - chrono::Duration::hours(1))
-                    .format("%H")
-                    .to_string()
-                    .parse::<u32>()
-                    .unwrap()
-                    .max(1)
-            ),
+            to: "24:00".into(),
         }],
         "UTC",
     )
