@@ -4,7 +4,8 @@
 //! Settings (environment): `JOBS` (50000), `LATENCY_JOBS` (100), `LATENCY_BUDGET` seconds per
 //! subject (60; slow pollers get fewer samples, the table says how many), `IDLE_SECS` (20),
 //! `ONLY` (comma list of tags to run, e.g. `ceiling,resq-c8,jesque-x4`), `BENCH_LOGS` (dir for
-//! the subjects' stderr), `BASELINE_BIN` (another build's `compat_worker`, run as
+//! the subjects' stderr), `PAYLOAD_BYTES` (the drain's Noop jobs carry a string argument of
+//! that many bytes; none by default), `BASELINE_BIN` (another build's `compat_worker`, run as
 //! `resq-before-c1/c8/c64` just before each resq subject; its "resq best ÷ this" column is the
 //! speed-up since that build) and `BASELINE_LABEL` (its row label, e.g. `@1a59a29`).
 
@@ -268,7 +269,14 @@ fn report(
         .map(|n| n.get())
         .unwrap_or(0);
     let mut s = String::new();
-    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. CPU µs/job: the subject's own CPU time (user + system, /proc) and Redis's (`INFO cpu`) over the drain, divided by the jobs (for the ceiling, own = the driver process running its client threads). Ceiling: worker ids calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks), one id per connection, many ids' calls pipelined per connection, or many ids' transitions batched into one call per round trip (`ceiling_batch.lua`, as resq batches its slots' steps); the best row is the ceiling.");
+    let payload = match std::env::var("PAYLOAD_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        Some(n) if n > 0 => format!(" (each with a {n}-byte string argument)"),
+        _ => String::new(),
+    };
+    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs{payload} pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. CPU µs/job: the subject's own CPU time (user + system, /proc) and Redis's (`INFO cpu`) over the drain, divided by the jobs (for the ceiling, own = the driver process running its client threads). Ceiling: worker ids calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks), one id per connection, many ids' calls pipelined per connection, or many ids' transitions batched into one call per round trip (`ceiling_batch.lua`, as resq batches its slots' steps); the best row is the ceiling.");
     let _ = writeln!(s);
     let _ = writeln!(s, "Machine: {cores} cores ({cpu}), redis-server {redis} on the same cores; load average before {before}, after {after}.");
     let _ = writeln!(s);

@@ -11,6 +11,17 @@ pub const ECHO: &str = r#"{"class":"Echo","args":[]}"#;
 /// Pushes `n` Noop jobs (SADD + RPUSH in batches of 1000, one pipeline).
 pub fn fill(con: &mut redis::Connection, ns: &str, queue: &str, n: usize) -> Result<()> {
     let key = format!("{ns}:queue:{queue}");
+    // PAYLOAD_BYTES: the Noop jobs carry one string argument of that many bytes (ASCII), to
+    // see what a payload's size costs; none by default.
+    let pad = std::env::var("PAYLOAD_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let job = if pad == 0 {
+        NOOP.to_string()
+    } else {
+        format!(r#"{{"class":"Noop","args":["{}"]}}"#, "a".repeat(pad))
+    };
     let mut p = redis::pipe();
     p.cmd("SADD")
         .arg(format!("{ns}:queues"))
@@ -19,7 +30,7 @@ pub fn fill(con: &mut redis::Connection, ns: &str, queue: &str, n: usize) -> Res
     let mut left = n;
     while left > 0 {
         let k = left.min(1000);
-        p.cmd("RPUSH").arg(&key).arg(vec![NOOP; k]).ignore();
+        p.cmd("RPUSH").arg(&key).arg(vec![job.as_str(); k]).ignore();
         left -= k;
     }
     let () = p.query(con)?;
