@@ -85,22 +85,27 @@ local kq = 5 + nq
 if jesque then kq = kq + nq end
 local aq = 14 + nq
 local P, statused, now_ms = ARGV[11], ARGV[12], tonumber(ARGV[13])
-local tracking_problems, track_finals = {}, 0
+local track_finals = 0
+-- The tracked jobs whose record could not be written and the limits that could not be applied
+-- ('<id or key> <why>' lines), in a list made when there is one.
+local problems = nil
+local function problem(line)
+  if not problems then problems = {} end
+  problems[#problems + 1] = line
+end
 local LIM = nil
 if ARGV[14] ~= '' then
   local ok, l = pcall(cjson.decode, ARGV[14])
   if ok and type(l) == 'table' and type(l.defs) == 'table' and #l.defs > 0 then LIM = l end
 end
-local released_all, earliest_due, seq_n = {}, nil, 0
+local released_all, earliest_due, seq_n = nil, nil, 0
 local small = tonumber(ARGV[7])
 local max_payload = tonumber(ARGV[8])
-local char_budget = tonumber(ARGV[9])
 local slots = (#KEYS - kq) / 2
 local processed, failed = 0, 0
 local find, byte = string.find, string.byte
 
 local function wkey(s) return KEYS[kq + 2 * s - 1] end
-local function pkey(s) return KEYS[kq + 2 * s] end
 
 -- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET
 -- never fails: a key that is no string reads as absent).
@@ -127,16 +132,7 @@ local function shared_err(name)
   return shared[name] or nil
 end
 
--- A string GET that reports a wrong type instead of raising: value (or false), error text.
-local function get_string(key)
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' then
-    return nil, wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string')
-  end
-  return v, nil
-end
-
-local tag, applied, data, gone, untoken = {}, {}, {}, {}, {}
+local tag, applied, data, gone, untoken = {}, {}, {}, {}, nil
 local wanting = {}
 local next_slot, budget, stopped = 1, 100, false
 
@@ -200,9 +196,21 @@ local function rare()
 
   function R.arg(s, i) return ARGV[aq + 6 * (s - 1) + i] end
 
+  -- Slot s's `<ns>:stat:processed:<id>`.
+  function R.pkey(s) return KEYS[kq + 2 * s] end
+
+  -- A string GET that reports a wrong type instead of raising: value (or false), error text.
+  function R.get_string(key)
+    local v = redis.pcall('GET', key)
+    if type(v) == 'table' then
+      return nil, wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string')
+    end
+    return v, nil
+  end
+
   function R.success_err(s)
     if ok_success[s] == nil then
-      ok_success[s] = shared_err('processed') or bad_counter(pkey(s), 200) or false
+      ok_success[s] = shared_err('processed') or bad_counter(R.pkey(s), 200) or false
     end
     return ok_success[s] or nil
   end
@@ -219,7 +227,7 @@ local function rare()
   -- Counts a success of slot s (checked with success_err first).
   function R.count_success(s)
     processed = processed + 1
-    redis.call('INCR', pkey(s))
+    redis.call('INCR', R.pkey(s))
   end
 
   -- Records a failure of slot s (checked with failure_err first).
@@ -233,7 +241,7 @@ local function rare()
   -- Whether s is valid UTF-8 with at most char_budget non-ASCII characters: true, or nil when it
   -- is not known within the budget (invalid, or too many to check here).
   function R.utf8_within_budget(s)
-    local i, n, left = 1, #s, char_budget
+    local i, n, left = 1, #s, tonumber(ARGV[9])
     while true do
       local _, e = find(s, '^[^\128-\255]*', i)
       i = e + 1
@@ -344,7 +352,7 @@ for s = 1, slots do
     local t = redis.call('TYPE', wkey(s))['ok']
     if t ~= 'none' and t ~= 'string' then err = wrongtype_msg(wkey(s), t, 'string') end
   elseif code ~= '0' or reserve then
-    -- get_string, inline (the path of every job)
+    -- rare().get_string, inline (the path of every job)
     local wk = KEYS[kq + 2 * s - 1]
     held = redis.pcall('GET', wk)
     if type(held) == 'table' then
@@ -357,9 +365,9 @@ for s = 1, slots do
       mine = held == ARGV[a + 2]
     else
       local t
-      t, err = get_string(rare().tkey(s))
+      t, err = rare().get_string(rare().tkey(s))
       mine = redis.call('EXISTS', wkey(s)) == 1 and t == rare().arg(s, 2)
-      if not mine and not err and reserve then held, err = get_string(wkey(s)) end
+      if not mine and not err and reserve then held, err = rare().get_string(wkey(s)) end
     end
     if mine and not err then
       local success = code == 'sr' or code == 'st'
@@ -371,7 +379,7 @@ for s = 1, slots do
         if not err then
           local r = redis.pcall('INCR', KEYS[kq + 2 * s])
           if type(r) == 'table' then
-            err = bad_counter(pkey(s), 1) or ('NOTINTEGER ' .. pkey(s) .. ': ' .. tostring(r.err))
+            err = bad_counter(rare().pkey(s), 1) or ('NOTINTEGER ' .. rare().pkey(s) .. ': ' .. tostring(r.err))
           else
             processed = processed + 1
           end
@@ -382,14 +390,18 @@ for s = 1, slots do
       end
       if not err then
         applied[s], gone[s], held = 1, true, false
-        if by_token then untoken[s] = true end
+        if by_token then
+          untoken = untoken or {}
+          untoken[s] = true
+        end
         if LIM or (sharing_any ~= false and may_share()) then
           local worker = ids().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
+            if rel[1] and not released_all then released_all = {} end
             for i = 1, #rel do released_all[#released_all + 1] = rel[i] end
           else
-            tracking_problems[#tracking_problems + 1] = worker .. ' ' .. lerr
+            problem(worker .. ' ' .. lerr)
           end
         end
         if ARGV[a + 6] ~= '' then
@@ -397,7 +409,7 @@ for s = 1, slots do
           if prev then
             track_finals = track_finals + 1
           elseif why ~= 'skip' then
-            tracking_problems[#tracking_problems + 1] = string.sub(rare().arg(s, 6), 8, 39) .. ' ' .. why
+            problem(string.sub(rare().arg(s, 6), 8, 39) .. ' ' .. why)
           end
         end
       end
@@ -464,8 +476,9 @@ end
 
 -- Whether `class` is a statused class (a whole line of `statused`), asked once per class per
 -- call; here and not in rare(), which a call of plain jobs should not have to build.
-local statused_seen = {}
+local statused_seen = nil
 local function statused_class(class)
+  if not statused_seen then statused_seen = {} end
   local v = statused_seen[class]
   if v == nil and type(class) == 'string' then
     v = class ~= '' and find(statused, '\n' .. class .. '\n', 1, true) ~= nil
@@ -559,7 +572,7 @@ local function take(raw, q)
         create = {},
         read = tread,
       })
-      if not ok then tracking_problems[#tracking_problems + 1] = tid .. ' ' .. twhy end
+      if not ok then problem(tid .. ' ' .. twhy) end
     end
     local r = '{"queue":' .. ARGV[14 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
     redis.call('SET', KEYS[kq + 2 * s - 1], r)
@@ -592,27 +605,27 @@ local function want() return #wanting - next_slot + 1 end
 
 -- Held jobs released by this call's completions go to this call's slots first (when their
 -- queue is one this call polls), the rest back to the head of their queue.
-local qindex = {}
-if #released_all > 0 then
+if released_all then
+  local qindex = {}
   for q = 1, nq do qindex[ids().queue_name(q)] = q end
-end
-for _, r in ipairs(released_all) do
-  local member, h = r[1], r[2]
-  local queue, units, _, payload = limit_member(member)
-  limit_pending[h] = (limit_pending[h] or 0) - units
-  local q = qindex[queue]
-  local given = false
-  if q and want() > 0 and not stopped and string.sub(payload, 1, 1) ~= '@' then
-    local s = wanting[next_slot]
-    local e = take(payload, q)
-    if e then
-      tag[s], data[s] = 'error', e
-      stopped = true
-    else
-      given = true
+  for _, r in ipairs(released_all) do
+    local member, h = r[1], r[2]
+    local queue, units, _, payload = limit_member(member)
+    limit_pending[h] = (limit_pending[h] or 0) - units
+    local q = qindex[queue]
+    local given = false
+    if q and want() > 0 and not stopped and string.sub(payload, 1, 1) ~= '@' then
+      local s = wanting[next_slot]
+      local e = take(payload, q)
+      if e then
+        tag[s], data[s] = 'error', e
+        stopped = true
+      else
+        given = true
+      end
     end
+    if not given then limit_requeue(P, member) end
   end
-  if not given then limit_requeue(P, member) end
 end
 
 -- Queues paused with `resq pause --queue` are not popped (a key of another type pauses
@@ -725,7 +738,7 @@ end
 local out = {}
 for s = 1, slots do
   if gone[s] then redis.call('DEL', wkey(s)) end
-  if untoken[s] then redis.call('DEL', rare().tkey(s)) end
+  if untoken and untoken[s] then redis.call('DEL', rare().tkey(s)) end
   out[#out + 1] = tag[s]
   out[#out + 1] = applied[s]
   out[#out + 1] = data[s]
@@ -736,6 +749,6 @@ if LIM or sharing_any then limits_flush(P) end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 out[#out + 1] = table.concat(qflags)
 if track_finals > 0 then track_cleanup(P, now_ms, 10) end
-out[#out + 1] = table.concat(tracking_problems, '\n')
+out[#out + 1] = problems and table.concat(problems, '\n') or ''
 out[#out + 1] = earliest_due and tostring(earliest_due) or ''
 return out
