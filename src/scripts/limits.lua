@@ -348,16 +348,9 @@ local function limits_check(P, L, ls, class, now_ms)
     -- made; each entry is {holders key, units, limit, the list entry}.
     for i = 1, #c do
       local y = c[i]
-      local h = y[1]
-      local used = lim_units[h]
-      if used == nil then
-        local e
-        used, e = limit_units(h)
-        if e then return false, e end
-      else
-        used = used + lim_delta[h]
-      end
-      if used + (limit_pending[h] or 0) + y[2] > y[3] then return y[4], nil end
+      local used, e = limit_units(y[1])
+      if e then return false, e end
+      if used + (limit_pending[y[1]] or 0) + y[2] > y[3] then return y[4], nil end
     end
     return nil
   end
@@ -408,6 +401,26 @@ local function limits_check(P, L, ls, class, now_ms)
   return nil
 end
 
+-- Counts a job under a list prepared by limits_prepare for `worker`, whose shares are `mine`
+-- (its sums checked): the units in each limit, and the slot's shares with the list's after
+-- them (a new list: the slot's may be shared).
+local function limits_count(ls, worker, mine)
+  local c = ls.conc
+  for i = 1, #c do
+    local h = c[i][1]
+    lim_delta[h] = lim_delta[h] + c[i][2]
+  end
+  if #mine == 0 then
+    lim_shares[worker], lim_text[worker] = ls.elems, ls.text
+  else
+    local list = {}
+    for i = 1, #mine do list[i] = mine[i] end
+    for i = 1, #ls.elems do list[#list + 1] = ls.elems[i] end
+    lim_shares[worker], lim_text[worker] = list, lim_text[worker] .. ls.text
+  end
+  lim_dirty[worker] = true
+end
+
 -- limits_check and limits_admit in one, for a list of concurrency limits only (limits_prepare)
 -- and a slot whose shares are known to be none (it just returned them): true when the job was
 -- admitted, the blocking entry of ls when a limit is full, or false and an error text; nil when
@@ -421,12 +434,7 @@ local function limits_take(P, ls, class, worker)
   -- A list of concurrency limits is checked without the limits JSON or the time.
   local x, e = limits_check(P, nil, ls, class, nil)
   if x ~= nil then return x, e end
-  for i = 1, #c do
-    local h = c[i][1]
-    lim_delta[h] = lim_delta[h] + c[i][2]
-  end
-  lim_shares[worker], lim_text[worker] = ls.elems, ls.text
-  lim_dirty[worker] = true
+  limits_count(ls, worker, mine)
   return true
 end
 
@@ -437,32 +445,6 @@ end
 local function limits_admit(P, ls, class, worker, now_ms, seq)
   local mine, e = shares_of(P, worker)
   if not mine then return e end
-  local c = ls.conc
-  if c == nil then c = limits_prepare(P, ls, class) end
-  if c then
-    -- Concurrency limits only: each sum is checked (it was read by limits_check), then the
-    -- units counted and the slot given the list's shares.
-    for i = 1, #c do
-      if lim_units[c[i][1]] == nil then
-        local _, ue = limit_units(c[i][1])
-        if ue then return ue end
-      end
-    end
-    for i = 1, #c do
-      local h = c[i][1]
-      lim_delta[h] = lim_delta[h] + c[i][2]
-    end
-    if #mine == 0 then
-      lim_shares[worker], lim_text[worker] = ls.elems, ls.text
-    else
-      local list = {}
-      for i = 1, #mine do list[i] = mine[i] end
-      for i = 1, #ls.elems do list[#list + 1] = ls.elems[i] end
-      lim_shares[worker], lim_text[worker] = list, lim_text[worker] .. ls.text
-    end
-    lim_dirty[worker] = true
-    return nil
-  end
   -- Each limit's sum and partitions set are checked before the first write (limits_check
   -- checked them already when it came first, as it does in every script).
   for _, x in ipairs(ls) do
@@ -474,6 +456,12 @@ local function limits_admit(P, ls, class, worker, now_ms, seq)
       local pe = track_type_err(limit_parts_key(P, x[1]), 'set')
       if pe then return pe end
     end
+  end
+  local c = ls.conc
+  if c == nil then c = limits_prepare(P, ls, class) end
+  if c then
+    limits_count(ls, worker, mine)
+    return nil
   end
   -- The slot's list is shared with others: a new one, with the new shares after the old.
   local list, text = {}, lim_text[worker] or ''
@@ -586,11 +574,9 @@ local function limits_free(P, L, worker)
   if n == 0 then return LIM_NONE_RELEASED end
   for i = 1, n do
     local h = mine[i][1]
-    if lim_units[h] == nil then
-      local _
-      _, e = limit_units(h)
-      if e then return nil, e end
-    end
+    local _
+    _, e = limit_units(h)
+    if e then return nil, e end
     -- The held set's head, read now (a key of another type answers an error: the check and
     -- the read in one command); once per call (true: empty, false: holds jobs).
     local hd = held_of(h)
