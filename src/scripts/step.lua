@@ -159,16 +159,14 @@ local function ids()
     return n
   end
 
-  -- Slot s's worker id (sent as a JSON string): the text between the quotes unless it has
-  -- escapes; once per call.
+  -- Slot s's worker id: its worker key ('<P>worker:<id>') without the prefix; once per call.
   local workers = {}
   function ID.worker_of(s)
     local w = workers[s]
-    if w then return w end
-    local wj = ARGV[aq + 6 * s - 1]
-    w = string.sub(wj, 2, -2)
-    if string.find(w, '\\', 1, true) then w = cjson.decode(wj) end
-    workers[s] = w
+    if not w then
+      w = string.sub(wkey(s), #P + 8)
+      workers[s] = w
+    end
     return w
   end
 
@@ -185,8 +183,8 @@ local function rare()
   R = {}
   local ok_success, ok_failure = {}, {}
 
-  -- A key of slot s named from its worker key ('<P>worker:<id>'): '<P>' .. kind .. '<id>'.
-  function R.own_key(s, kind) return P .. kind .. string.sub(wkey(s), #P + 8) end
+  -- A key of slot s named from its worker id: '<P>' .. kind .. '<id>'.
+  function R.own_key(s, kind) return P .. kind .. ids().worker_of(s) end
 
   function R.fkey(s) return R.own_key(s, 'stat:failed:') end
 
