@@ -332,7 +332,8 @@ fn main() {
         let only = std::env::var("ONLY").unwrap_or_default();
         let on = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
         if on("drain") {
-        // SETUPS: a comma list of Baseline, Tracked, QueueLimit32, KeyLimit100 (default all).
+        // SETUPS: a comma list of Baseline, Slots32, Tracked, QueueLimit32, KeyLimit100 (default
+        // all); the ratios are to the first one run.
         let pick = std::env::var("SETUPS").unwrap_or_default();
         let setups: Vec<Setup> =
             [Setup::Baseline, Setup::Slots32, Setup::Tracked, Setup::QueueLimit32, Setup::KeyLimit100]
