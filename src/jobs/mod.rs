@@ -25,7 +25,7 @@ mod control;
 mod enqueue;
 mod id;
 mod query;
-mod record;
+pub(crate) mod record;
 mod running;
 mod state;
 mod wait;

@@ -94,8 +94,21 @@ impl TrackEnd {
     /// The spec the scripts apply (see `track.lua`'s `track`): the final state, or
     /// `retry_at` (epoch s) for a failure that will be retried. It applies to a record that is
     /// not finished (a finished record never changes), and creates a missing one, as
-    /// resque-status does.
+    /// resque-status does. A completion is written as track.lua's `done` lines (its fast
+    /// lane reads them without a JSON decode): `done`, the id, the TTL, finished_at (epoch
+    /// ms), the message's JSON text and the result's (empty for none).
     pub(crate) fn spec(&self, now: DateTime<Utc>, retry_at: Option<i64>) -> String {
+        if let Ending::Completed = self.ending {
+            let message = format!("Completed at {}", crate::wire::time::started(now));
+            return format!(
+                "done\n{}\n{}\n{}\n{}\n{}",
+                self.id.as_str(),
+                self.ttl_secs,
+                now.timestamp_millis(),
+                encode::to_json(&message, FloatFormat::RubyJsonGem),
+                self.result.as_deref().unwrap_or("")
+            );
+        }
         self.spec_with(
             now,
             retry_at,
@@ -223,11 +236,12 @@ mod tests {
             result: Some("{\"n\":1}".into()),
             ..end
         };
-        let spec: Value = serde_json::from_str(&done.spec(now, None)).unwrap();
         assert_eq!(
-            spec["set"][0][1],
-            r#""Completed at 2026-11-24 04:38:01 +0000""#
+            done.spec(now, None),
+            format!(
+                "done\n{}\n60\n1795495081000\n\"Completed at 2026-11-24 04:38:01 +0000\"\n{{\"n\":1}}",
+                done.id.as_str()
+            )
         );
-        assert_eq!(spec["set"][1], json!(["result", "{\"n\":1}"]));
     }
 }

@@ -131,7 +131,7 @@ if by_token then redis.call('DEL', KEYS[15]) end
 local problem = limits_free_requeue(ARGV[18], ARGV[21] or '', string.sub(KEYS[1], #ARGV[18] + 8), false)
 if ARGV[19] ~= '' then
   local now_ms = tonumber(ARGV[20])
-  local prev, why = track_spec(ARGV[18], ARGV[19], now_ms)
+  local prev, why = track_spec(ARGV[18], ARGV[19], now_ms, ARGV[20])
   if prev then
     track_cleanup(ARGV[18], now_ms, 10)
   elseif why ~= 'skip' then

@@ -86,6 +86,8 @@ if jesque then kq = kq + nq end
 local aq = 14 + nq
 local P, statused, now_ms = ARGV[11], ARGV[12], tonumber(ARGV[13])
 local track_finals = 0
+-- Whether the fast lane of tracked jobs ran (its index writes are flushed at the end).
+local fast_used = false
 -- The tracked jobs whose record could not be written and the limits that could not be applied
 -- ('<id or key> <why>' lines), in a list made when there is one.
 local problems = nil
@@ -403,7 +405,9 @@ for s = 1, slots do
           end
         end
         if ARGV[a + 6] ~= '' then
-          local prev, why = track_spec(P, ARGV[a + 6], now_ms)
+          track_fast().defer()
+          fast_used = true
+          local prev, why = track_spec(P, ARGV[a + 6], now_ms, ARGV[13])
           if prev then
             track_finals = track_finals + 1
           elseif why ~= 'skip' then
@@ -513,9 +517,19 @@ local function take(raw, q)
     if obj['resq_id'] ~= nil or (statused ~= '' and statused_class(obj['class'])) then
       tid, is_status = track_id_of(obj, statused)
     end
-    local tread = nil
+    local tread, fast, v = nil, nil, nil
     if tid then
-      local text, ms, close, r = track_read(P, tid)
+      v = redis.pcall('GET', P .. 'status:' .. tid)
+      -- A record of the fast lane's form (track.lua) is queued: nothing more to read.
+      if not is_status then
+        local F = track_fast()
+        F.defer()
+        fast_used = true
+        fast = F.queued(v, tid, ids().queue_name(q), obj['class'])
+      end
+    end
+    if tid and not fast then
+      local text, ms, close, r = track_read(P, tid, v)
       local extra, stale = nil, nil
       if text then extra, stale = track_extra(text, ms, r) end
       if extra and extra.state == 'cancelled' then
@@ -556,20 +570,12 @@ local function take(raw, q)
         end
       end
     end
+    if fast and track_fast().start(P, tid, fast, ids().worker_of(s), ARGV[13]) then
+      tid = nil
+    end
     if tid then
-      local worker = ids().worker_of(s)
-      local ok, twhy = track(P, tid, {
-        state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
-        set = { { 'name', json_str(track_name(raw, obj['class'], is_status)) } },
-        event = { event = 'started', worker = worker },
-        extra = { worker = worker, started_at = now_ms, queue = ids().queue_name(q),
-          class = obj['class'] },
-        attempts_inc = true,
-        -- A missing record is recreated as resque-status recreates it: a fresh `time`, no
-        -- `options` (its merge starts from nothing).
-        create = {},
-        read = tread,
-      })
+      local ok, twhy = track_started(P, tid, tread, ids().worker_of(s), ids().queue_name(q),
+        obj['class'], json_str(track_name(raw, obj['class'], is_status)), now_ms)
       if not ok then problem(tid .. ' ' .. twhy) end
     end
     local r = '{"queue":' .. ARGV[14 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
@@ -746,6 +752,8 @@ if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
 if LIM or sharing_any then limits_flush(P) end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 out[#out + 1] = table.concat(qflags)
+-- The fast lane's gathered index writes (track.lua), then the expired records.
+if fast_used then track_flush() end
 if track_finals > 0 then track_cleanup(P, now_ms, 10) end
 out[#out + 1] = problems and table.concat(problems, '\n') or ''
 out[#out + 1] = earliest_due and tostring(earliest_due) or ''

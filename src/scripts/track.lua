@@ -36,12 +36,15 @@ local TRACK_STATUS = {
 local TRACK_FINAL = { completed = true, failed = true, killed = true, cancelled = true }
 local TRACK_STATES = { 'queued', 'scheduled', 'working', 'retrying', 'completed', 'failed',
   'killed', 'cancelled' }
+-- The fast lane's functions once made (track_fast, below; scripts call track_flush, as a
+-- library's variables are copied when it is made); `track` flushes its index writes.
+local track_fast_fns = nil
 -- Events kept in a record's history (the newest).
 local TRACK_HISTORY = 50
 
 -- Whether s has the shape of an id (32 lowercase hex characters, resque-status's uuid).
 local function track_id_like(s)
-  return type(s) == 'string' and #s == 32 and not tfind(s, '[^0-9a-f]')
+  return type(s) == 'string' and #s == 32 and tfind(s, '^[0-9a-f]+$') ~= nil
 end
 
 -- The end index of the JSON value starting at index i of t, or nil when t is not JSON there.
@@ -366,10 +369,11 @@ end
 -- The record of job `id` (prefix P = '<ns>:'): its text without resq's member (false when
 -- absent), its members and closing index (nil when not scanned), and resq's member decoded
 -- (a table, or nil when absent or unreadable); or nil and the error text when the key is
--- unusable (another type, or a string that is not one JSON object).
-local function track_read(P, id)
+-- unusable (another type, or a string that is not one JSON object). `v`, when given, is what
+-- track_get returned for it.
+local function track_read(P, id, v)
   local key = P .. 'status:' .. id
-  local v = redis.pcall('GET', key)
+  if v == nil then v = redis.pcall('GET', key) end
   if type(v) == 'table' then
     return nil, wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string')
   end
@@ -503,6 +507,7 @@ end
 -- Returns the previous state ('' when none), or nil and the reason: 'absent', 'skip', or the
 -- error text of an unusable key (nothing is written then).
 local function track(P, id, tr)
+  if track_fast_fns then track_fast_fns.flush() end
   local text, ms, close, extra, stale
   if tr.read then
     -- Read by the caller already (track_read and track_extra of this record).
@@ -619,9 +624,24 @@ local function track(P, id, tr)
   return old or ''
 end
 
+-- Marks job `id` working on `worker` as a reserve does (queue qname, class `class`, `name` the
+-- JSON text of resque-status's name), the general way; `read` is what track_read and
+-- track_extra gave (nil: read here). A missing record is recreated as resque-status recreates
+-- it: a fresh `time`, no `options` (its merge starts from nothing). Returns what `track` does.
+local function track_started(P, id, read, worker, qname, class, name, now_ms)
+  return track(P, id, {
+    state = 'working', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
+    set = { { 'name', name } },
+    event = { event = 'started', worker = worker },
+    extra = { worker = worker, started_at = now_ms, queue = qname, class = class },
+    attempts_inc = true, create = {}, read = read,
+  })
+end
+
 -- Forgets up to n finished records whose time is up: out of `_statuses`, the state indexes and
 -- their tags' indexes (the record itself expires on its own). Nothing when a key is unusable.
 local function track_cleanup(P, now_ms, n)
+  if track_fast_fns then track_fast_fns.flush() end
   local exp = P .. 'resq:jobs:expiry'
   if track_type_err(exp, 'zset') then return 0 end
   local due = redis.call('ZRANGEBYSCORE', exp, '-inf', now_ms, 'LIMIT', 0, n)
@@ -693,9 +713,244 @@ local function track_name(raw, class, statused_job)
   return class
 end
 
+-- The fast lane: the two transitions of a job tracked through resq that runs once and
+-- completes (docs/jobs.md, "What tracking costs"), without decoding or encoding JSON. A record
+-- in exactly the form track_enqueue leaves it (queued; no tags, job key or delay), or the form
+-- the start below leaves it, is recognised by building the text it would have from the parts
+-- read at their places and comparing it with the record (strings are interned: a hash and a
+-- memcmp); its next text is built from those parts. The result decodes to what `track` writes
+-- for the same transition, and the same keys change the same way (track_tests.rs,
+-- the_fast_lane_writes_what_track_writes). Any other record, or a key `track` would refuse,
+-- is left to `track`. The functions are made when a call first needs them.
+--
+-- With F.defer() (the step script), the lane's index writes are gathered and made by
+-- F.flush(): one ZADD or ZREM per index per call. `track` and `track_cleanup` flush first, so
+-- the writes to an index keep their order; the step flushes before it returns.
+local function track_fast()
+  if track_fast_fns then return track_fast_fns end
+  local F, match, deferred, zadds, zrems = {}, string.match, false, {}, {}
+
+  -- Whether a string is written as it is between JSON quotes (no quote, backslash or
+  -- control character), memoised: a call sees few queues, classes and workers.
+  local plain = {}
+  local function is_plain(x)
+    local b = plain[x]
+    if b == nil then
+      b = type(x) == 'string' and tfind(x, '^[^"\\%c]*$') ~= nil
+      plain[x] = b
+    end
+    return b
+  end
+
+  -- The keys of prefix P, and whether each transition's keys are usable (checked once).
+  local keysets = {}
+  local function keys_of(P)
+    local k = keysets[P]
+    if not k then
+      k = { status = P .. 'status:', queued = P .. 'resq:jobs:queued',
+        working = P .. 'resq:jobs:working', completed = P .. 'resq:jobs:completed',
+        expiry = P .. 'resq:jobs:expiry' }
+      k.start_ok = not (track_type_err(k.working, 'zset') or track_type_err(k.queued, 'zset')
+        or track_type_err(P .. '_statuses', 'zset'))
+      k.done_ok = not (track_type_err(k.completed, 'zset') or track_type_err(k.working, 'zset')
+        or track_type_err(P .. '_statuses', 'zset') or track_type_err(k.expiry, 'zset')
+        or track_type_err(P .. '_kill', 'set'))
+      keysets[P] = k
+    end
+    return k
+  end
+
+  -- ZADD key score member / ZREM key member, now or at the flush.
+  local function zadd(key, score, member)
+    if not deferred then
+      redis.call('ZADD', key, score, member)
+      return
+    end
+    local l = zadds[key]
+    if not l then
+      l = {}
+      zadds[key] = l
+      zadds[#zadds + 1] = key
+    end
+    l[#l + 1] = score
+    l[#l + 1] = member
+  end
+  local function zrem(key, member)
+    if not deferred then
+      redis.call('ZREM', key, member)
+      return
+    end
+    local l = zrems[key]
+    if not l then
+      l = {}
+      zrems[key] = l
+      zrems[#zrems + 1] = key
+    end
+    l[#l + 1] = member
+  end
+
+  function F.defer() deferred = true end
+
+  -- Makes the gathered index writes (removals first: a member is never removed from and added
+  -- to one index in a call, and the keys were checked when the writes were gathered).
+  function F.flush()
+    for i = 1, #zrems do
+      local key = zrems[i]
+      local l = zrems[key]
+      for j = 1, #l, 4000 do
+        redis.call('ZREM', key, unpack(l, j, math.min(j + 3999, #l)))
+      end
+      zrems[key], zrems[i] = nil, nil
+    end
+    for i = 1, #zadds do
+      local key = zadds[i]
+      local l = zadds[key]
+      for j = 1, #l, 4000 do
+        redis.call('ZADD', key, unpack(l, j, math.min(j + 3999, #l)))
+      end
+      zadds[key], zadds[i] = nil, nil
+    end
+  end
+
+  -- The parts of record text v of job `id` (of queue qname and class `class`) when it is a
+  -- queued record as track_enqueue writes it without tags, job key or delay — {time, queue,
+  -- class, enqueued_at, the enqueued event's time}; its state is then `queued` — or nil.
+  function F.queued(v, id, qname, class)
+    if type(v) ~= 'string' or not is_plain(qname) or not is_plain(class) then return nil end
+    local t = match(v, '^{"time":(%d+),')
+    if not t then return nil end
+    local head = '{"time":' .. t .. ',"status":"queued","uuid":"' .. id
+      .. '","options":{},"resq":{"state":"queued","queue":"' .. qname .. '","class":"' .. class
+      .. '","attempts":0,"enqueued_at":'
+    if tsub(v, 1, #head) ~= head then return nil end
+    local e, a = match(v, '^(%d+),"history":%[{"event":"enqueued","at":(%d+)}%]}}$', #head + 1)
+    if not e then return nil end
+    return { t, qname, class, e, a }
+  end
+
+  -- Marks job `id` working from the parts F.queued found: true when written; false when the
+  -- worker (the slot's id) is not what the form allows or a key is unusable (nothing is
+  -- written; the caller runs `track`). now_text is now in epoch ms (digits).
+  function F.start(P, id, parts, worker, now_text)
+    local k = keys_of(P)
+    if not k.start_ok or not is_plain(worker) then return false end
+    local q, c = parts[2], parts[3]
+    redis.call('SET', k.status .. id, '{"time":' .. parts[1]
+      .. ',"status":"working","uuid":"' .. id .. '","options":{},"name":"' .. c
+      .. '","resq":{"state":"working","queue":"' .. q .. '","class":"' .. c
+      .. '","attempts":1,"enqueued_at":' .. parts[4] .. ',"worker":"' .. worker
+      .. '","started_at":' .. now_text .. ',"history":[{"event":"enqueued","at":' .. parts[5]
+      .. '},{"event":"started","at":' .. now_text .. ',"worker":"' .. worker .. '"}]}}',
+      'KEEPTTL')
+    zrem(k.queued, id)
+    zadd(k.working, now_text, id)
+    return true
+  end
+
+  -- The text of v from index i up to the byte before the first `stop` (plain) and the index
+  -- of that byte, or nil.
+  local function upto(v, i, stop)
+    local j = tfind(v, stop, i, true)
+    if not j then return nil end
+    return tsub(v, i, j - 1), j
+  end
+
+  -- Marks job `id` completed (a `done` spec: ttl in seconds, fin the worker's finished_at,
+  -- msg and result JSON texts, result '' for none) when record text v is a working record of
+  -- the form F.start writes: true when written, false otherwise (nothing is written).
+  function F.done(P, id, v, ttl, fin, msg, result, now_ms, now_text)
+    if type(v) ~= 'string' then return false end
+    local k = keys_of(P)
+    if not k.done_ok then return false end
+    -- The parts at their places (each found up to the byte that ends it; the offsets are the
+    -- lengths of the texts between them), then the whole text they make, compared with v.
+    local t, i = upto(v, 9, ',')
+    if not t then return false end
+    local c, q, e, w, s, a
+    c, i = upto(v, i + 83, '"')
+    if not c then return false end
+    q, i = upto(v, i + 37, '"')
+    if not q then return false end
+    e, i = upto(v, i + #c + 40, ',')
+    if not e then return false end
+    w, i = upto(v, i + 11, '"')
+    if not w then return false end
+    s, i = upto(v, i + 15, ',')
+    if not s then return false end
+    a = upto(v, i + 37, '}')
+    if not a or not tfind(t .. e .. s .. a, '^%d+$') or not is_plain(c) or not is_plain(q)
+        or not is_plain(w) then
+      return false
+    end
+    local tail = '","resq":{"state":"working","queue":"' .. q .. '","class":"' .. c
+      .. '","attempts":1,"enqueued_at":' .. e .. ',"worker":"' .. w .. '","started_at":' .. s
+      .. ',"history":[{"event":"enqueued","at":' .. a .. '},{"event":"started","at":' .. s
+      .. ',"worker":"' .. w .. '"}]}}'
+    if v ~= '{"time":' .. t .. ',"status":"working","uuid":"' .. id
+        .. '","options":{},"name":"' .. c .. tail then
+      return false
+    end
+    if result ~= '' then result = ',"result":' .. result end
+    local out = '{"time":' .. t .. ',"status":"completed","uuid":"' .. id
+      .. '","options":{},"name":"' .. c .. '","message":' .. msg .. result
+      .. ',"resq":{"state":"completed","queue":"' .. q .. '","class":"' .. c
+      .. '","attempts":1,"enqueued_at":' .. e .. ',"worker":"' .. w .. '","started_at":' .. s
+      .. ',"finished_at":' .. fin .. ',"history":[{"event":"enqueued","at":' .. a
+      .. '},{"event":"started","at":' .. s .. ',"worker":"' .. w
+      .. '"},{"event":"completed","at":' .. now_text .. '}]}}'
+    if ttl > 0 then
+      redis.call('SET', k.status .. id, out, 'EX', ttl)
+      zadd(k.expiry, now_ms + ttl * 1000, id)
+    else
+      redis.call('SET', k.status .. id, out)
+    end
+    zrem(k.working, id)
+    zadd(k.completed, now_text, id)
+    return true
+  end
+
+  track_fast_fns = F
+  return F
+end
+
+-- Makes the fast lane's gathered index writes, if any (the step, before it returns).
+local function track_flush()
+  if track_fast_fns then track_fast_fns.flush() end
+end
+
+-- The states a completion applies to (a finished record never changes).
+local TRACK_ENDS_FROM = { queued = true, scheduled = true, working = true, retrying = true }
+
 -- Applies a transition the worker computed (JSON: id, state, set [[key, JSON text]…], event,
 -- extra, ttl, create, only_if [states]) at now_ms. Returns what `track` returns.
-local function track_spec(P, spec, now_ms)
+--
+-- A completion comes as a `done` spec instead (TrackEnd::spec): lines `done`, the id, the TTL
+-- in seconds, finished_at (epoch ms), the message's JSON text and the result's ('' for none):
+-- the transition to `completed` from TRACK_ENDS_FROM, creating a missing record; the fast lane
+-- applies it when it can. now_text is now_ms's digits (made from it when not given).
+local function track_spec(P, spec, now_ms, now_text)
+  if tsub(spec, 1, 5) == 'done\n' then
+    local id, ttl, fin, msg, result = string.match(spec, '^done\n(%x+)\n(%d+)\n(%d+)\n([^\n]*)\n(.*)$')
+    if not track_id_like(id) then
+      return nil, 'BADSPEC a tracking transition the scripts cannot read'
+    end
+    ttl = tonumber(ttl)
+    local v = redis.pcall('GET', P .. 'status:' .. id)
+    if track_fast().done(P, id, v, ttl, fin, msg, result, now_ms, now_text or tostring(now_ms)) then
+      return 'working'
+    end
+    local set = { { 'message', msg } }
+    if result ~= '' then set[2] = { 'result', result } end
+    local text, ms, close, r = track_read(P, id, v)
+    if text == nil then return nil, ms end
+    local extra, stale = track_extra(text, ms, r)
+    return track(P, id, {
+      state = 'completed', now_ms = now_ms, now_s = math.floor(now_ms / 1000), set = set,
+      event = { event = 'completed' }, extra = { finished_at = tonumber(fin) }, ttl = ttl,
+      create = {}, only_if = TRACK_ENDS_FROM,
+      read = { text, ms, close, extra or { history = {} }, stale },
+    })
+  end
   local ok, s = pcall(cjson.decode, spec)
   if not ok or type(s) ~= 'table' or not track_id_like(s.id) or not TRACK_STATUS[s.state] then
     return nil, 'BADSPEC a tracking transition the scripts cannot read'

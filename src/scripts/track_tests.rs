@@ -719,3 +719,297 @@ async fn dump(con: &mut crate::conn::Conn, keys: &[String]) -> Vec<Option<Vec<u8
     }
     out
 }
+
+/// The fast lane of tracked jobs (track.lua's `track_fast`) against the general way: the same
+/// start and completion applied to a record of the fast form (as `new_record` writes it at
+/// enqueue) and to the same record written another way (a space after the first colon, which
+/// only the general way reads), in two namespaces. Both records must decode to the same value
+/// after each step, with the same TTL, and every index must hold the same members with the
+/// same scores; the fast one must be the fast lane's exact text (proof that it ran).
+#[tokio::test]
+async fn the_fast_lane_writes_what_track_writes() {
+    use crate::jobs::{record, Ending, JobId, State, TrackEnd};
+    let mut con = testing::con().await;
+    let pid = std::process::id();
+    let (pa, pb) = (format!("fastA{pid}:"), format!("fastB{pid}:"));
+    let id = JobId::parse("00112233445566778899aabbccddeeff").expect("id");
+    let at = chrono::DateTime::from_timestamp_millis(1795495079123).expect("time");
+    let resq = record::new_resq(State::Queued, "default", "Noop", &[], None, at, None);
+    let fast_form = record::new_record(
+        &id,
+        State::Queued,
+        None,
+        &resq,
+        at,
+        crate::client::FloatFormat::RubyJsonGem,
+    );
+    let other_form = fast_form.replacen("\"time\":", "\"time\": ", 1);
+    // Start: returns which way ran ('fast' or 'general') and the general way's answer.
+    let start = probe(
+        r#"
+        local P, id, worker, now_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+        local v = redis.pcall('GET', P .. 'status:' .. id)
+        local F = track_fast()
+        F.defer()
+        local parts = F.queued(v, id, 'default', 'Noop')
+        if parts and F.start(P, id, parts, worker, now_text) then
+          track_flush()
+          return 'fast'
+        end
+        local text, ms, close, r = track_read(P, id, v)
+        local extra, stale = track_extra(text, ms, r)
+        local ok, why = track_started(P, id, { text, ms, close, extra, stale }, worker,
+          'default', 'Noop', json_str('Noop'), tonumber(now_text))
+        return 'general ' .. tostring(ok or why)
+    "#,
+    );
+    // A completion spec (the worker's `done` lines), applied as the step applies it.
+    let done = probe(
+        r#"
+        local F = track_fast()
+        F.defer()
+        local prev, why = track_spec(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[3])
+        track_flush()
+        return tostring(prev or why)
+    "#,
+    );
+    let keys = |p: &str| -> Vec<String> {
+        [
+            "status:",
+            "resq:jobs:queued",
+            "resq:jobs:working",
+            "resq:jobs:completed",
+            "resq:jobs:expiry",
+            "_statuses",
+        ]
+        .iter()
+        .map(|k| {
+            if *k == "status:" {
+                format!("{p}status:{}", id.as_str())
+            } else {
+                format!("{p}{k}")
+            }
+        })
+        .collect()
+    };
+    async fn state(
+        con: &mut crate::conn::Conn,
+        keys: &[String],
+    ) -> (serde_json::Value, i64, Vec<Vec<(String, String)>>) {
+        let text: String = redis::cmd("GET")
+            .arg(&keys[0])
+            .query_async(con)
+            .await
+            .expect("record");
+        let ttl: i64 = redis::cmd("TTL")
+            .arg(&keys[0])
+            .query_async(con)
+            .await
+            .expect("ttl");
+        let mut zs = Vec::new();
+        for k in &keys[1..] {
+            let z: Vec<(String, String)> = redis::cmd("ZRANGE")
+                .arg(k)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(con)
+                .await
+                .expect("zrange");
+            zs.push(z);
+        }
+        (
+            serde_json::from_str(&text).expect("the record is JSON"),
+            ttl,
+            zs,
+        )
+    }
+    for (p, text) in [(&pa, &fast_form), (&pb, &other_form)] {
+        let ks = keys(p);
+        redis::cmd("DEL")
+            .arg(&ks)
+            .query_async::<()>(&mut con)
+            .await
+            .expect("clean");
+        redis::cmd("SET")
+            .arg(&ks[0])
+            .arg(text)
+            .query_async::<()>(&mut con)
+            .await
+            .expect("seed");
+        redis::cmd("ZADD")
+            .arg(&ks[1])
+            .arg(1795495079123i64)
+            .arg(id.as_str())
+            .query_async::<()>(&mut con)
+            .await
+            .expect("seed");
+        redis::cmd("ZADD")
+            .arg(&ks[5])
+            .arg(1795495079)
+            .arg(id.as_str())
+            .query_async::<()>(&mut con)
+            .await
+            .expect("seed");
+    }
+    let worker = "host:41-3:default,low";
+    let mut ways = Vec::new();
+    for p in [&pa, &pb] {
+        let way: String = start
+            .arg(p)
+            .arg(id.as_str())
+            .arg(worker)
+            .arg("1795495080456")
+            .invoke_async(&mut con)
+            .await
+            .expect("start");
+        ways.push(way);
+    }
+    assert_eq!(ways, ["fast", "general queued"]);
+    let (a, b) = (
+        state(&mut con, &keys(&pa)).await,
+        state(&mut con, &keys(&pb)).await,
+    );
+    assert_eq!(a, b, "the same record and indexes after the start");
+    let a_text: String = redis::cmd("GET")
+        .arg(&keys(&pa)[0])
+        .query_async(&mut con)
+        .await
+        .expect("get");
+    assert_eq!(
+        a_text,
+        format!(
+            r#"{{"time":1795495079,"status":"working","uuid":"{id}","options":{{}},"name":"Noop","resq":{{"state":"working","queue":"default","class":"Noop","attempts":1,"enqueued_at":1795495079123,"worker":"{worker}","started_at":1795495080456,"history":[{{"event":"enqueued","at":1795495079123}},{{"event":"started","at":1795495080456,"worker":"{worker}"}}]}}}}"#,
+            id = id.as_str()
+        ),
+        "the fast lane's text"
+    );
+    let end = TrackEnd {
+        id: id.clone(),
+        ending: Ending::Completed,
+        result: Some(r#"{"rows":[1,2],"note":"a \"q\" \n"}"#.into()),
+        ttl_secs: 3600,
+    };
+    let spec = end.spec(
+        chrono::DateTime::from_timestamp_millis(1795495081000).expect("t"),
+        None,
+    );
+    for p in [&pa, &pb] {
+        let prev: String = done
+            .arg(p)
+            .arg(&spec)
+            .arg("1795495081789")
+            .invoke_async(&mut con)
+            .await
+            .expect("done");
+        assert_eq!(prev, "working");
+    }
+    let (a, b) = (
+        state(&mut con, &keys(&pa)).await,
+        state(&mut con, &keys(&pb)).await,
+    );
+    assert_eq!(
+        a, b,
+        "the same record, TTL and indexes after the completion"
+    );
+    assert!(a.1 > 3500, "the finished record expires: {}", a.1);
+    let a_text: String = redis::cmd("GET")
+        .arg(&keys(&pa)[0])
+        .query_async(&mut con)
+        .await
+        .expect("get");
+    assert!(
+        a_text.contains(
+            r#","resq":{"state":"completed","queue":"default","class":"Noop","attempts":1,"#
+        ),
+        "the fast lane wrote it: {a_text}"
+    );
+    // A job finished by the fast lane and started again in the same call (its payload pushed
+    // twice): the general way flushes the gathered index writes first, so the job is listed
+    // as working only.
+    let again = probe(
+        r#"
+        local P, id = ARGV[1], ARGV[2]
+        local F = track_fast()
+        F.defer()
+        local v = redis.pcall('GET', P .. 'status:' .. id)
+        local parts = F.queued(v, id, 'default', 'Noop')
+        F.start(P, id, parts, 'w1', '1795495082000')
+        track_spec(P, ARGV[3], 1795495083000, '1795495083000')
+        local ok, why = track_started(P, id, nil, 'w2', 'default', 'Noop', json_str('Noop'), 1795495084000)
+        track_flush()
+        return tostring(ok or why)
+    "#,
+    );
+    let ks = keys(&pa);
+    redis::cmd("DEL")
+        .arg(&ks)
+        .query_async::<()>(&mut con)
+        .await
+        .expect("clean");
+    redis::cmd("SET")
+        .arg(&ks[0])
+        .arg(&fast_form)
+        .query_async::<()>(&mut con)
+        .await
+        .expect("seed");
+    let prev: String = again
+        .arg(&pa)
+        .arg(id.as_str())
+        .arg(&spec)
+        .invoke_async(&mut con)
+        .await
+        .expect("again");
+    assert_eq!(prev, "completed");
+    let s = state(&mut con, &ks).await;
+    assert_eq!(
+        s.2[1],
+        vec![(id.as_str().to_string(), "1795495084000".to_string())],
+        "working"
+    );
+    assert!(
+        s.2[0].is_empty() && s.2[2].is_empty(),
+        "neither queued nor completed: {:?}",
+        s.2
+    );
+    // Records the lane leaves to `track`: tags, an escaped class, another queue.
+    let tagged = record::new_resq(
+        State::Queued,
+        "default",
+        "Noop",
+        &["t".to_string()],
+        None,
+        at,
+        None,
+    );
+    let with_tags = record::new_record(
+        &id,
+        State::Queued,
+        None,
+        &tagged,
+        at,
+        crate::client::FloatFormat::RubyJsonGem,
+    );
+    let q = probe("return track_fast().queued(ARGV[1], ARGV[2], ARGV[3], ARGV[4]) and 1 or 0");
+    for (text, queue, class, fast) in [
+        (&fast_form, "default", "Noop", 1),
+        (&with_tags, "default", "Noop", 0),
+        (&fast_form, "other", "Noop", 0),
+        (&fast_form, "default", "No\"op", 0),
+    ] {
+        let got: i64 = q
+            .arg(text)
+            .arg(id.as_str())
+            .arg(queue)
+            .arg(class)
+            .invoke_async(&mut con)
+            .await
+            .expect("q");
+        assert_eq!(got, fast, "{text} {queue} {class}");
+    }
+    forget(
+        &mut con,
+        &keys(&pa).iter().chain(keys(&pb).iter()).collect::<Vec<_>>(),
+    )
+    .await;
+}
