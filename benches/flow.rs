@@ -8,7 +8,8 @@
 //! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3; `ONLY`, a comma
 //! list of `drain`, `memory`, `wait`, `held`; `FLOW_REDIS_URL`, a server of your own instead of the
 //! one it starts, e.g. to profile it; `SETUPS`, a comma list of `Baseline`, `Slots32`, `Tracked`,
-//! `QueueLimit32`, `KeyLimit100`).
+//! `QueueLimit32`, `KeyLimit100`; `FLOW_BEFORE_DRAIN` / `FLOW_AFTER_DRAIN`, shell commands run
+//! right before and after a drain's measured part, which scripts/drain-cost uses).
 
 #[path = "../src/testing/server.rs"]
 mod server;
@@ -90,6 +91,20 @@ async fn redis_cpu_calls(con: &mut redis::aio::MultiplexedConnection) -> (f64, f
     (cpu, calls)
 }
 
+/// Runs the shell command in env `name`, if set, with `SETUP` set to the setup's name: the
+/// hooks around a drain's measured part (scripts/drain-cost zeroes and dumps callgrind's counts
+/// with them, so the enqueue is not counted).
+fn hook(name: &str, setup: Setup) {
+    if let Ok(cmd) = std::env::var(name) {
+        let status = std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .env("SETUP", format!("{setup:?}"))
+            .status()
+            .expect("sh");
+        assert!(status.success(), "{name} failed: {cmd}");
+    }
+}
+
 /// One drain: jobs/s, Redis CPU µs per job, script calls per job.
 async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64, f64) {
     let ns = format!("flow-{round}-{setup:?}");
@@ -137,6 +152,7 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64,
         }
         _ => registry,
     };
+    hook("FLOW_BEFORE_DRAIN", setup);
     let (cpu0, calls0) = redis_cpu_calls(&mut con).await;
     let started = Instant::now();
     let running = Worker::builder()
@@ -154,6 +170,7 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64,
     }
     let rate = jobs as f64 / started.elapsed().as_secs_f64();
     let (cpu1, calls1) = redis_cpu_calls(&mut con).await;
+    hook("FLOW_AFTER_DRAIN", setup);
     running.stop(Phase::Quit);
     running.wait().await.unwrap();
     (

@@ -411,7 +411,7 @@ for s = 1, slots do
           if prev then
             track_finals = track_finals + 1
           elseif why ~= 'skip' then
-            problem(string.sub(rare().arg(s, 6), 8, 39) .. ' ' .. why)
+            problem(track_spec_id(rare().arg(s, 6)) .. ' ' .. why)
           end
         end
       end

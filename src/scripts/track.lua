@@ -918,6 +918,13 @@ local function track_flush()
   if track_fast_fns then track_fast_fns.flush() end
 end
 
+-- The id a spec names (for a problem line): `done` lines' second line, a JSON spec's `id`
+-- (the worker writes it first).
+local function track_spec_id(spec)
+  if tsub(spec, 1, 5) == 'done\n' then return tsub(spec, 6, 37) end
+  return tsub(spec, 8, 39)
+end
+
 -- The states a completion applies to (a finished record never changes).
 local TRACK_ENDS_FROM = { queued = true, scheduled = true, working = true, retrying = true }
 

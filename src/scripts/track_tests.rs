@@ -1007,6 +1007,12 @@ async fn the_fast_lane_writes_what_track_writes() {
             .expect("q");
         assert_eq!(got, fast, "{text} {queue} {class}");
     }
+    // A problem line names the job of either form of spec.
+    let named = probe("return track_spec_id(ARGV[1])");
+    for sp in [spec.clone(), crate::jobs::requeued_spec(&id)] {
+        let got: String = named.arg(&sp).invoke_async(&mut con).await.expect("id");
+        assert_eq!(got, id.as_str(), "{sp}");
+    }
     forget(
         &mut con,
         &keys(&pa).iter().chain(keys(&pb).iter()).collect::<Vec<_>>(),
