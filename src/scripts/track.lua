@@ -760,56 +760,44 @@ local function track_fast()
     return k
   end
 
-  -- ZADD key score member / ZREM key member, now or at the flush.
-  local function zadd(key, score, member)
+  -- A write of `cmd` (ZADD or ZREM) to index `key` with arguments x (and y): made now, or
+  -- gathered in `lists` (each key's arguments, and the keys in the order first written).
+  local function index_write(cmd, lists, key, x, y)
     if not deferred then
-      redis.call('ZADD', key, score, member)
+      if y then redis.call(cmd, key, x, y) else redis.call(cmd, key, x) end
       return
     end
-    local l = zadds[key]
+    local l = lists[key]
     if not l then
       l = {}
-      zadds[key] = l
-      zadds[#zadds + 1] = key
+      lists[key] = l
+      lists[#lists + 1] = key
     end
-    l[#l + 1] = score
-    l[#l + 1] = member
+    l[#l + 1] = x
+    if y then l[#l + 1] = y end
   end
-  local function zrem(key, member)
-    if not deferred then
-      redis.call('ZREM', key, member)
-      return
+  local function zadd(key, score, member) index_write('ZADD', zadds, key, score, member) end
+  local function zrem(key, member) index_write('ZREM', zrems, key, member) end
+
+  -- Makes the writes gathered in `lists` (4,000 arguments a command) and empties it.
+  local function flush_list(cmd, lists)
+    for i = 1, #lists do
+      local key = lists[i]
+      local l = lists[key]
+      for j = 1, #l, 4000 do
+        redis.call(cmd, key, unpack(l, j, math.min(j + 3999, #l)))
+      end
+      lists[key], lists[i] = nil, nil
     end
-    local l = zrems[key]
-    if not l then
-      l = {}
-      zrems[key] = l
-      zrems[#zrems + 1] = key
-    end
-    l[#l + 1] = member
   end
 
   function F.defer() deferred = true end
 
-  -- Makes the gathered index writes (removals first: a member is never removed from and added
-  -- to one index in a call, and the keys were checked when the writes were gathered).
+  -- Makes the gathered index writes: removals first (a member is never removed from and added
+  -- to one index in a call: see `track_fast`), each key checked when its writes were gathered.
   function F.flush()
-    for i = 1, #zrems do
-      local key = zrems[i]
-      local l = zrems[key]
-      for j = 1, #l, 4000 do
-        redis.call('ZREM', key, unpack(l, j, math.min(j + 3999, #l)))
-      end
-      zrems[key], zrems[i] = nil, nil
-    end
-    for i = 1, #zadds do
-      local key = zadds[i]
-      local l = zadds[key]
-      for j = 1, #l, 4000 do
-        redis.call('ZADD', key, unpack(l, j, math.min(j + 3999, #l)))
-      end
-      zadds[key], zadds[i] = nil, nil
-    end
+    flush_list('ZREM', zrems)
+    flush_list('ZADD', zadds)
   end
 
   -- The parts of record text v of job `id` (of queue qname and class `class`) when it is a

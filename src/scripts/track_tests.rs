@@ -706,6 +706,17 @@ async fn a_resq_member_cjson_cannot_write_back_stops_the_transition_before_any_w
     assert_eq!(dump(&mut con, &keys).await, before, "nothing was written");
 }
 
+/// Deletes `keys`, then writes `text` to the first (a record).
+async fn reseed(con: &mut crate::conn::Conn, keys: &[String], text: &str) {
+    forget(con, &keys.iter().collect::<Vec<_>>()).await;
+    redis::cmd("SET")
+        .arg(&keys[0])
+        .arg(text)
+        .query_async::<()>(con)
+        .await
+        .expect("seed");
+}
+
 /// `DUMP` of each key (None when absent).
 async fn dump(con: &mut crate::conn::Conn, keys: &[String]) -> Vec<Option<Vec<u8>>> {
     let mut out = Vec::new();
@@ -826,17 +837,7 @@ async fn the_fast_lane_writes_what_track_writes() {
     }
     for (p, text) in [(&pa, &fast_form), (&pb, &other_form)] {
         let ks = keys(p);
-        redis::cmd("DEL")
-            .arg(&ks)
-            .query_async::<()>(&mut con)
-            .await
-            .expect("clean");
-        redis::cmd("SET")
-            .arg(&ks[0])
-            .arg(text)
-            .query_async::<()>(&mut con)
-            .await
-            .expect("seed");
+        reseed(&mut con, &ks, text).await;
         redis::cmd("ZADD")
             .arg(&ks[1])
             .arg(1795495079123i64)
@@ -942,17 +943,7 @@ async fn the_fast_lane_writes_what_track_writes() {
     "#,
     );
     let ks = keys(&pa);
-    redis::cmd("DEL")
-        .arg(&ks)
-        .query_async::<()>(&mut con)
-        .await
-        .expect("clean");
-    redis::cmd("SET")
-        .arg(&ks[0])
-        .arg(&fast_form)
-        .query_async::<()>(&mut con)
-        .await
-        .expect("seed");
+    reseed(&mut con, &ks, &fast_form).await;
     let prev: String = again
         .arg(&pa)
         .arg(id.as_str())
