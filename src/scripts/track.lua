@@ -715,13 +715,13 @@ end
 
 -- The fast lane: the two transitions of a job tracked through resq that runs once and
 -- completes (docs/jobs.md, "What tracking costs"), without decoding or encoding JSON. A record
--- in exactly the form track_enqueue leaves it (queued; no tags, job key or delay), or the form
--- the start below leaves it, is recognised by building the text it would have from the parts
--- read at their places and comparing it with the record (strings are interned: a hash and a
--- memcmp); its next text is built from those parts. The result decodes to what `track` writes
--- for the same transition, and the same keys change the same way (track_tests.rs,
--- the_fast_lane_writes_what_track_writes). Any other record, or a key `track` would refuse,
--- is left to `track`. The functions are made when a call first needs them.
+-- in exactly the form track_enqueue leaves it (queued; with or without tags; no job key or
+-- delay), or the form the start below leaves it, is recognised by building the text it would
+-- have from the parts read at their places and comparing it with the record (strings are
+-- interned: a hash and a memcmp); its next text is built from those parts. The result decodes
+-- to what `track` writes for the same transition, and the same keys change the same way
+-- (track_tests.rs, the_fast_lane_writes_what_track_writes). Any other record, or a key `track`
+-- would refuse, is left to `track`. The functions are made when a call first needs them.
 --
 -- With F.defer() (the step script), the lane's index writes are gathered and made by
 -- F.flush(): one ZADD or ZREM per index per call. `track` and `track_cleanup` flush first, so
@@ -800,9 +800,19 @@ local function track_fast()
     flush_list('ZADD', zadds)
   end
 
+  -- The tags of tags member text tg (`,"tags":[…]`) when each is a string written as it is
+  -- between quotes (see is_plain) and the text is exactly their list: the list, else nil.
+  local function tag_list(tg)
+    local list = {}
+    for tag in string.gmatch(tsub(tg, 10, -2), '"([^"\\%c]*)"') do list[#list + 1] = tag end
+    if #list == 0 or tg ~= ',"tags":["' .. table.concat(list, '","') .. '"]' then return nil end
+    return list
+  end
+
   -- The parts of record text v of job `id` (of queue qname and class `class`) when it is a
-  -- queued record as track_enqueue writes it without tags, job key or delay — {time, queue,
-  -- class, enqueued_at, the enqueued event's time}; its state is then `queued` — or nil.
+  -- queued record as track_enqueue writes it without a job key or delay — {time, queue, class,
+  -- enqueued_at, the enqueued event's time, the tags member's text or ''}; its state is then
+  -- `queued` — or nil.
   function F.queued(v, id, qname, class)
     if type(v) ~= 'string' or not is_plain(qname) or not is_plain(class) then return nil end
     local t = match(v, '^{"time":(%d+),')
@@ -811,9 +821,10 @@ local function track_fast()
       .. '","options":{},"resq":{"state":"queued","queue":"' .. qname .. '","class":"' .. class
       .. '","attempts":0,"enqueued_at":'
     if tsub(v, 1, #head) ~= head then return nil end
-    local e, a = match(v, '^(%d+),"history":%[{"event":"enqueued","at":(%d+)}%]}}$', #head + 1)
-    if not e then return nil end
-    return { t, qname, class, e, a }
+    local e, tg, a =
+      match(v, '^(%d+)(.-),"history":%[{"event":"enqueued","at":(%d+)}%]}}$', #head + 1)
+    if not e or (tg ~= '' and not tag_list(tg)) then return nil end
+    return { t, qname, class, e, a, tg }
   end
 
   -- Marks job `id` working from the parts F.queued found: true when written; false when the
@@ -826,7 +837,7 @@ local function track_fast()
     redis.call('SET', k.status .. id, '{"time":' .. parts[1]
       .. ',"status":"working","uuid":"' .. id .. '","options":{},"name":"' .. c
       .. '","resq":{"state":"working","queue":"' .. q .. '","class":"' .. c
-      .. '","attempts":1,"enqueued_at":' .. parts[4] .. ',"worker":"' .. worker
+      .. '","attempts":1,"enqueued_at":' .. parts[4] .. parts[6] .. ',"worker":"' .. worker
       .. '","started_at":' .. now_text .. ',"history":[{"event":"enqueued","at":' .. parts[5]
       .. '},{"event":"started","at":' .. now_text .. ',"worker":"' .. worker .. '"}]}}',
       'KEEPTTL')
@@ -861,6 +872,16 @@ local function track_fast()
     if not q then return false end
     e, i = upto(v, i + #c + 40, ',')
     if not e then return false end
+    -- Tags, when the job has them, come next, up to the `]` before the worker (a tag holds
+    -- no quote); their list names the expiry index's member.
+    local tg, tags = '', nil
+    if tfind(v, ',"tags":[', i, true) == i then
+      local j = tfind(v, '],"worker":"', i, true)
+      if not j then return false end
+      tg, i = tsub(v, i, j), j + 1
+      tags = tag_list(tg)
+      if not tags then return false end
+    end
     w, i = upto(v, i + 11, '"')
     if not w then return false end
     s, i = upto(v, i + 15, ',')
@@ -871,8 +892,8 @@ local function track_fast()
       return false
     end
     local tail = '","resq":{"state":"working","queue":"' .. q .. '","class":"' .. c
-      .. '","attempts":1,"enqueued_at":' .. e .. ',"worker":"' .. w .. '","started_at":' .. s
-      .. ',"history":[{"event":"enqueued","at":' .. a .. '},{"event":"started","at":' .. s
+      .. '","attempts":1,"enqueued_at":' .. e .. tg .. ',"worker":"' .. w .. '","started_at":'
+      .. s .. ',"history":[{"event":"enqueued","at":' .. a .. '},{"event":"started","at":' .. s
       .. ',"worker":"' .. w .. '"}]}}'
     if v ~= '{"time":' .. t .. ',"status":"working","uuid":"' .. id
         .. '","options":{},"name":"' .. c .. tail then
@@ -882,13 +903,13 @@ local function track_fast()
     local out = '{"time":' .. t .. ',"status":"completed","uuid":"' .. id
       .. '","options":{},"name":"' .. c .. '","message":' .. msg .. result
       .. ',"resq":{"state":"completed","queue":"' .. q .. '","class":"' .. c
-      .. '","attempts":1,"enqueued_at":' .. e .. ',"worker":"' .. w .. '","started_at":' .. s
-      .. ',"finished_at":' .. fin .. ',"history":[{"event":"enqueued","at":' .. a
+      .. '","attempts":1,"enqueued_at":' .. e .. tg .. ',"worker":"' .. w .. '","started_at":'
+      .. s .. ',"finished_at":' .. fin .. ',"history":[{"event":"enqueued","at":' .. a
       .. '},{"event":"started","at":' .. s .. ',"worker":"' .. w
       .. '"},{"event":"completed","at":' .. now_text .. '}]}}'
     if ttl > 0 then
       redis.call('SET', k.status .. id, out, 'EX', ttl)
-      zadd(k.expiry, now_ms + ttl * 1000, id)
+      zadd(k.expiry, now_ms + ttl * 1000, tags and (id .. ' ' .. table.concat(tags, ' ')) or id)
     else
       redis.call('SET', k.status .. id, out)
     end

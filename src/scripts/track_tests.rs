@@ -739,13 +739,25 @@ async fn dump(con: &mut crate::conn::Conn, keys: &[String]) -> Vec<Option<Vec<u8
 /// same scores; the fast one must be the fast lane's exact text (proof that it ran).
 #[tokio::test]
 async fn the_fast_lane_writes_what_track_writes() {
+    fast_and_general(&[], "").await;
+    // Tags (a `]` in one: the lane finds their end by the text after them).
+    fast_and_general(
+        &["t1".to_string(), "x]y".to_string()],
+        r#","tags":["t1","x]y"]"#,
+    )
+    .await;
+}
+
+/// the_fast_lane_writes_what_track_writes for a job with `tags` (`tags_text`: their member as
+/// resq's part of the record writes it).
+async fn fast_and_general(tags: &[String], tags_text: &str) {
     use crate::jobs::{record, Ending, JobId, State, TrackEnd};
     let mut con = testing::con().await;
     let pid = std::process::id();
     let (pa, pb) = (format!("fastA{pid}:"), format!("fastB{pid}:"));
     let id = JobId::parse("00112233445566778899aabbccddeeff").expect("id");
     let at = chrono::DateTime::from_timestamp_millis(1795495079123).expect("time");
-    let resq = record::new_resq(State::Queued, "default", "Noop", &[], None, at, None);
+    let resq = record::new_resq(State::Queued, "default", "Noop", tags, None, at, None);
     let fast_form = record::new_record(
         &id,
         State::Queued,
@@ -880,7 +892,7 @@ async fn the_fast_lane_writes_what_track_writes() {
     assert_eq!(
         a_text,
         format!(
-            r#"{{"time":1795495079,"status":"working","uuid":"{id}","options":{{}},"name":"Noop","resq":{{"state":"working","queue":"default","class":"Noop","attempts":1,"enqueued_at":1795495079123,"worker":"{worker}","started_at":1795495080456,"history":[{{"event":"enqueued","at":1795495079123}},{{"event":"started","at":1795495080456,"worker":"{worker}"}}]}}}}"#,
+            r#"{{"time":1795495079,"status":"working","uuid":"{id}","options":{{}},"name":"Noop","resq":{{"state":"working","queue":"default","class":"Noop","attempts":1,"enqueued_at":1795495079123{tags_text},"worker":"{worker}","started_at":1795495080456,"history":[{{"event":"enqueued","at":1795495079123}},{{"event":"started","at":1795495080456,"worker":"{worker}"}}]}}}}"#,
             id = id.as_str()
         ),
         "the fast lane's text"
@@ -963,28 +975,26 @@ async fn the_fast_lane_writes_what_track_writes() {
         "neither queued nor completed: {:?}",
         s.2
     );
-    // Records the lane leaves to `track`: tags, an escaped class, another queue.
-    let tagged = record::new_resq(
-        State::Queued,
-        "default",
-        "Noop",
-        &["t".to_string()],
-        None,
-        at,
-        None,
-    );
-    let with_tags = record::new_record(
-        &id,
-        State::Queued,
-        None,
-        &tagged,
-        at,
-        crate::client::FloatFormat::RubyJsonGem,
-    );
+    // Records the lane leaves to `track`: a job key, a tag JSON escapes, an escaped class,
+    // another queue.
+    let other = |tags: &[String], key: Option<&str>| {
+        let r = record::new_resq(State::Queued, "default", "Noop", tags, key, at, None);
+        record::new_record(
+            &id,
+            State::Queued,
+            None,
+            &r,
+            at,
+            crate::client::FloatFormat::RubyJsonGem,
+        )
+    };
+    let with_key = other(tags, Some("k1"));
+    let escaped_tag = other(&["q\"t".to_string()], None);
     let q = probe("return track_fast().queued(ARGV[1], ARGV[2], ARGV[3], ARGV[4]) and 1 or 0");
     for (text, queue, class, fast) in [
         (&fast_form, "default", "Noop", 1),
-        (&with_tags, "default", "Noop", 0),
+        (&with_key, "default", "Noop", 0),
+        (&escaped_tag, "default", "Noop", 0),
         (&fast_form, "other", "Noop", 0),
         (&fast_form, "default", "No\"op", 0),
     ] {
