@@ -946,13 +946,15 @@ local TRACK_ENDS_FROM = { queued = true, scheduled = true, working = true, retry
 -- applies it when it can. now_text is now_ms's digits (made from it when not given).
 local function track_spec(P, spec, now_ms, now_text)
   if tsub(spec, 1, 5) == 'done\n' then
-    local id, ttl, fin, msg, result = string.match(spec, '^done\n(%x+)\n(%d+)\n(%d+)\n([^\n]*)\n(.*)$')
+    local id, ttl, fin, msg, result =
+      string.match(spec, '^done\n(%x+)\n(%d+)\n(%d+)\n([^\n]*)\n(.*)$')
     if not track_id_like(id) then
       return nil, 'BADSPEC a tracking transition the scripts cannot read'
     end
     ttl = tonumber(ttl)
     local v = redis.pcall('GET', P .. 'status:' .. id)
-    if track_fast().done(P, id, v, ttl, fin, msg, result, now_ms, now_text or tostring(now_ms)) then
+    now_text = now_text or tostring(now_ms)
+    if track_fast().done(P, id, v, ttl, fin, msg, result, now_ms, now_text) then
       return 'working'
     end
     local set = { { 'message', msg } }
