@@ -1,15 +1,17 @@
 //! What tracking and limits cost, in one run against one redis-server it starts: one process
-//! with 64 slots draining Noop jobs with nothing on (the baseline), with every job tracked,
-//! with a queue limit of 32, and with a per-key concurrency limit over 100 keys (ratios to the
-//! baseline); the Redis memory of finished tracked records before and after their TTL; the
-//! latency of `Client::wait` from a job's end to the waiter; and Redis commands per second while
-//! 1,000 jobs are held behind a full limit, next to an idle process's.
+//! with 64 slots draining Noop jobs with nothing on (the baseline), with every job tracked
+//! (through resq, or as resque-status jobs), with a queue limit of 32, and with a per-key
+//! concurrency limit over 100 keys (ratios to the baseline); the Redis memory of finished
+//! tracked records before and after their TTL; the latency of `Client::wait` from a job's end
+//! to the waiter; and Redis commands per second while 1,000 jobs are held behind a full limit,
+//! next to an idle process's.
 //!
 //! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3; `ONLY`, a comma
-//! list of `drain`, `memory`, `wait`, `held`; `FLOW_REDIS_URL`, a server of your own instead of the
-//! one it starts, e.g. to profile it; `SETUPS`, a comma list of `Baseline`, `Slots32`, `Tracked`,
-//! `QueueLimit32`, `KeyLimit100`; `FLOW_BEFORE_DRAIN` / `FLOW_AFTER_DRAIN`, shell commands run
-//! right before and after a drain's measured part, which scripts/drain-cost uses).
+//! list of `drain`, `memory`, `wait`, `held`; `FLOW_REDIS_URL`, a server of your own instead of
+//! the one it starts, e.g. to profile it; `SETUPS`, a comma list of `Baseline`, `Slots32`,
+//! `Tracked`, `Statused`, `QueueLimit32`, `KeyLimit100`; `FLOW_BEFORE_DRAIN` /
+//! `FLOW_AFTER_DRAIN`, shell commands run right before and after a drain's measured part, which
+//! scripts/drain-cost uses).
 
 #[path = "../src/testing/server.rs"]
 mod server;
@@ -28,6 +30,7 @@ enum Setup {
     Baseline,
     Slots32,
     Tracked,
+    Statused,
     QueueLimit32,
     KeyLimit100,
 }
@@ -38,6 +41,7 @@ impl Setup {
             Setup::Baseline => "nothing on (baseline)",
             Setup::Slots32 => "nothing on, 32 slots",
             Setup::Tracked => "every job tracked",
+            Setup::Statused => "every job a resque-status job",
             Setup::QueueLimit32 => "queue limit 32 (64 slots)",
             Setup::KeyLimit100 => "per-key limit 1 over 100 keys",
         }
@@ -122,6 +126,17 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64,
                 .await
                 .unwrap();
         }
+    } else if setup == Setup::Statused {
+        // As resque-status's `create` enqueues them (Ruby's, or Client::create_status):
+        // args[0] the id, args[1] the options.
+        for i in 0..jobs {
+            let mut options = serde_json::Map::new();
+            options.insert("n".into(), json!(i % 100));
+            client
+                .create_status_class("default", "Noop", options, Track::new())
+                .await
+                .unwrap();
+        }
     } else {
         for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
             let mut pipe = redis::pipe();
@@ -150,6 +165,7 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64,
         Setup::KeyLimit100 => {
             registry.limit(Limit::concurrency("k100", 1).class("Noop").key("k{args.0}"))
         }
+        Setup::Statused => registry.statused("Noop"),
         _ => registry,
     };
     hook("FLOW_BEFORE_DRAIN", setup);
@@ -349,11 +365,18 @@ fn main() {
         let only = std::env::var("ONLY").unwrap_or_default();
         let on = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
         if on("drain") {
-        // SETUPS: a comma list of Baseline, Slots32, Tracked, QueueLimit32, KeyLimit100 (default
-        // all); the ratios are to the first one run.
+        // SETUPS: a comma list of Baseline, Slots32, Tracked, Statused, QueueLimit32,
+        // KeyLimit100 (default all); the ratios are to the first one run.
         let pick = std::env::var("SETUPS").unwrap_or_default();
         let setups: Vec<Setup> =
-            [Setup::Baseline, Setup::Slots32, Setup::Tracked, Setup::QueueLimit32, Setup::KeyLimit100]
+            [
+                Setup::Baseline,
+                Setup::Slots32,
+                Setup::Tracked,
+                Setup::Statused,
+                Setup::QueueLimit32,
+                Setup::KeyLimit100,
+            ]
                 .into_iter()
                 .filter(|s| pick.is_empty() || pick.split(',').any(|p| p == format!("{s:?}")))
                 .collect();
