@@ -521,10 +521,12 @@ local function take(raw, q)
     if tid then
       v = redis.pcall('GET', P .. 'status:' .. tid)
       -- A record of the fast lane's form (track.lua) is queued: nothing more to read.
-      if not is_status then
-        local F = track_fast()
-        F.defer()
-        fast_used = true
+      local F = track_fast()
+      F.defer()
+      fast_used = true
+      if is_status then
+        fast = F.queued_status(v, tid, raw, obj, ids().queue_name(q), obj['class'])
+      else
         fast = F.queued(v, tid, ids().queue_name(q), obj['class'])
       end
     end

@@ -713,6 +713,17 @@ local function track_name(raw, class, statused_job)
   return class
 end
 
+-- A JSON string literal of s as Ruby's json and Oj write it ('/' and non-ASCII as they are).
+local function json_str(s)
+  return '"' .. string.gsub(s, '[%z\1-\31"\\]', function(c)
+    local b = string.byte(c)
+    if c == '"' then return '\\"' end
+    if c == '\\' then return '\\\\' end
+    local named = { [8] = '\\b', [9] = '\\t', [10] = '\\n', [12] = '\\f', [13] = '\\r' }
+    return named[b] or string.format('\\u%04x', b)
+  end) .. '"'
+end
+
 -- The fast lane: the two transitions of a job tracked through resq that runs once and
 -- completes (docs/jobs.md, "What tracking costs"), without decoding or encoding JSON. A record
 -- in exactly the form track_enqueue leaves it (queued; with or without tags; no job key or
@@ -809,49 +820,109 @@ local function track_fast()
     return list
   end
 
-  -- The parts of record text v of job `id` (of queue qname and class `class`) when it is a
-  -- queued record as track_enqueue writes it without a job key or delay — {time, queue, class,
-  -- enqueued_at, the enqueued event's time, the tags member's text or ''}; its state is then
-  -- `queued` — or nil.
-  function F.queued(v, id, qname, class)
-    if type(v) ~= 'string' or not is_plain(qname) or not is_plain(class) then return nil end
-    local t = match(v, '^{"time":(%d+),')
-    if not t then return nil end
-    local head = '{"time":' .. t .. ',"status":"queued","uuid":"' .. id
-      .. '","options":{},"resq":{"state":"queued","queue":"' .. qname .. '","class":"' .. class
+  -- The index after literal `lit` when it stands at index i of v, else nil (nil for nil i).
+  local function at(v, lit, i)
+    if i and tfind(v, lit, i, true) == i then return i + #lit end
+    return nil
+  end
+
+  -- The text of v from index i up to the byte before the first `stop` (plain) and the index
+  -- of that byte, or nil (nil for nil i).
+  local function upto(v, i, stop)
+    if not i then return nil end
+    local j = tfind(v, stop, i, true)
+    if not j then return nil end
+    return tsub(v, i, j - 1), j
+  end
+
+  -- A record as the lane writes it: resque-status's part (time t, `status`, uuid, options text
+  -- x, name text n, then `more`: message and result), then resq's member (state, queue q,
+  -- class c, one attempt, enqueued_at e — nil for a record resque-status's `create` made —
+  -- with tags member text tg, the enqueued event's time a, worker w, started at s, finished at
+  -- fin or nil, and the events after `started`).
+  local function lane_text(t, status, id, x, n, more, state, q, c, e, tg, a, w, s, fin, later)
+    -- One concatenation (a chain of `..` is one operation; empty pieces cost nothing).
+    local k1, k2, h1, h2, f1 = '', '', '', '', ''
+    if e then
+      k1, k2, h1, h2 = '"enqueued_at":', ',', '{"event":"enqueued","at":', '},'
+    else
+      e, tg, a = '', '', ''
+    end
+    if fin then f1 = ',"finished_at":' else fin = '' end
+    return '{"time":' .. t .. ',"status":"' .. status .. '","uuid":"' .. id .. '","options":'
+      .. x .. ',"name":' .. n .. more .. ',"resq":{"state":"' .. state .. '","queue":"' .. q
+      .. '","class":"' .. c .. '","attempts":1,' .. k1 .. e .. tg .. k2 .. '"worker":"' .. w
+      .. '","started_at":' .. s .. f1 .. fin .. ',"history":[' .. h1 .. a .. h2
+      .. '{"event":"started","at":' .. s .. ',"worker":"' .. w .. '"}' .. later .. ']}}'
+  end
+
+  -- The enqueued_at, tags member text ('' for none) and enqueued event's time of a queued
+  -- record that starts with `head` (its text up to resq's member) and has resq's member as
+  -- track_enqueue writes it (queue qname, class `class`, no job key or delay); nil otherwise.
+  local function queued_resq(v, head, qname, class)
+    head = head .. ',"resq":{"state":"queued","queue":"' .. qname .. '","class":"' .. class
       .. '","attempts":0,"enqueued_at":'
     if tsub(v, 1, #head) ~= head then return nil end
     local e, tg, a =
       match(v, '^(%d+)(.-),"history":%[{"event":"enqueued","at":(%d+)}%]}}$', #head + 1)
     if not e or (tg ~= '' and not tag_list(tg)) then return nil end
-    return { t, qname, class, e, a, tg }
+    return e, tg, a
   end
 
-  -- Marks job `id` working from the parts F.queued found: true when written; false when the
-  -- worker (the slot's id) is not what the form allows or a key is unusable (nothing is
-  -- written; the caller runs `track`). now_text is now in epoch ms (digits).
+  -- The parts of record text v of job `id` (of queue qname and class `class`) when it is a
+  -- queued record as track_enqueue writes it without a job key or delay — {time, queue, class,
+  -- enqueued_at, the enqueued event's time, the tags member's text or '', options text,
+  -- whether it is a resque-status job}; its state is then `queued` — or nil.
+  function F.queued(v, id, qname, class)
+    if type(v) ~= 'string' or not is_plain(qname) or not is_plain(class) then return nil end
+    local t = match(v, '^{"time":(%d+),')
+    if not t then return nil end
+    local e, tg, a = queued_resq(v, '{"time":' .. t .. ',"status":"queued","uuid":"' .. id
+      .. '","options":{}', qname, class)
+    if not e then return nil end
+    return { t, qname, class, e, a, tg, '{}' }
+  end
+
+  -- F.queued for a resque-status job of payload text raw (decoded: obj): its payload is
+  -- `{"class":…,"args":[id, options]}` and its record resque-status's `create`'s
+  -- `{"time","status":"queued","uuid","options"}` with the same options text (or resq's create
+  -- of it, with resq's member as F.queued reads it). enqueued_at is nil for the former.
+  function F.queued_status(v, id, raw, obj, qname, class)
+    if type(v) ~= 'string' or not is_plain(qname) or not is_plain(class) then return nil end
+    local args, keys = obj['args'], 0
+    for _ in pairs(obj) do keys = keys + 1 end
+    if keys ~= 2 or type(args) ~= 'table' or #args ~= 2 then return nil end
+    -- The payload decoded, has only `class` and `args`, and args has two items: what stands
+    -- between the id and the closing `]}` is the options' JSON text.
+    local pre = '{"class":"' .. class .. '","args":["' .. id .. '",'
+    if tsub(raw, 1, #pre) ~= pre or tsub(raw, -2) ~= ']}' then return nil end
+    local x = tsub(raw, #pre + 1, -3)
+    local b1, b2 = tbyte(x, 1), tbyte(x, -1)
+    if not b1 or b1 <= 32 or b2 <= 32 then return nil end
+    local t = match(v, '^{"time":(%d+),')
+    if not t then return nil end
+    local head = '{"time":' .. t .. ',"status":"queued","uuid":"' .. id .. '","options":' .. x
+    if v == head .. '}' then return { t, qname, class, nil, nil, '', x, true } end
+    local e, tg, a = queued_resq(v, head, qname, class)
+    if not e then return nil end
+    return { t, qname, class, e, a, tg, x, true }
+  end
+
+  -- Marks job `id` working from the parts F.queued or F.queued_status found: true when
+  -- written; false when the worker (the slot's id) is not what the form allows or a key is
+  -- unusable (nothing is written; the caller runs `track`). now_text is now in epoch ms
+  -- (digits). The name is the class, or resque-status's for a resque-status job.
   function F.start(P, id, parts, worker, now_text)
     local k = keys_of(P)
     if not k.start_ok or not is_plain(worker) then return false end
-    local q, c = parts[2], parts[3]
-    redis.call('SET', k.status .. id, '{"time":' .. parts[1]
-      .. ',"status":"working","uuid":"' .. id .. '","options":{},"name":"' .. c
-      .. '","resq":{"state":"working","queue":"' .. q .. '","class":"' .. c
-      .. '","attempts":1,"enqueued_at":' .. parts[4] .. parts[6] .. ',"worker":"' .. worker
-      .. '","started_at":' .. now_text .. ',"history":[{"event":"enqueued","at":' .. parts[5]
-      .. '},{"event":"started","at":' .. now_text .. ',"worker":"' .. worker .. '"}]}}',
-      'KEEPTTL')
+    local c, x = parts[3], parts[7]
+    local n = '"' .. c .. '"'
+    if parts[8] then n = json_str(rb_name(c, x)) end
+    redis.call('SET', k.status .. id, lane_text(parts[1], 'working', id, x, n, '', 'working',
+      parts[2], c, parts[4], parts[6], parts[5], worker, now_text, nil, ''), 'KEEPTTL')
     zrem(k.queued, id)
     zadd(k.working, now_text, id)
     return true
-  end
-
-  -- The text of v from index i up to the byte before the first `stop` (plain) and the index
-  -- of that byte, or nil.
-  local function upto(v, i, stop)
-    local j = tfind(v, stop, i, true)
-    if not j then return nil end
-    return tsub(v, i, j - 1), j
   end
 
   -- Marks job `id` completed (a `done` spec: ttl in seconds, fin the worker's finished_at,
@@ -861,52 +932,56 @@ local function track_fast()
     if type(v) ~= 'string' then return false end
     local k = keys_of(P)
     if not k.done_ok then return false end
-    -- The parts at their places (each found up to the byte that ends it; the offsets are the
-    -- lengths of the texts between them), then the whole text they make, compared with v.
+    -- The parts at their places, each found up to the byte that ends it (the offsets are the
+    -- lengths of the texts between them), then the whole text they make, compared with v: a
+    -- part read at a wrong place makes a text that differs. resq's member is the last
+    -- `,"resq":{"state":"working"…` (options may hold the same text, but they come first); the
+    -- name the last `,"name":"` (resq's member holds none: its strings hold no quote).
     local t, i = upto(v, 9, ',')
-    if not t then return false end
-    local c, q, e, w, s, a
-    c, i = upto(v, i + 83, '"')
+    local r0 = last_find(v, ',"resq":{"state":"working","queue":"')
+    local ni = last_find(v, ',"name":"')
+    if not t or not r0 or not ni or ni < i + 72 or ni > r0 then return false end
+    local x, n = tsub(v, i + 72, ni - 1), tsub(v, ni + 8, r0 - 1)
+    local q, c, e, tg, tags, a, w, s, wi
+    q, i = upto(v, r0 + 36, '"')
+    c, i = upto(v, i and i + 11, '"')
     if not c then return false end
-    q, i = upto(v, i + 37, '"')
-    if not q then return false end
-    e, i = upto(v, i + #c + 40, ',')
-    if not e then return false end
-    -- Tags, when the job has them, come next, up to the `]` before the worker (a tag holds
-    -- no quote); their list names the expiry index's member.
-    local tg, tags = '', nil
-    if tfind(v, ',"tags":[', i, true) == i then
-      local j = tfind(v, '],"worker":"', i, true)
-      if not j then return false end
-      tg, i = tsub(v, i, j), j + 1
-      tags = tag_list(tg)
-      if not tags then return false end
+    if tbyte(v, i + 16) == 101 then
+      -- `"enqueued_at":` (a job resq enqueued), then its tags when it has them, up to the `]`
+      -- before the worker (a tag holds no quote); their list names the expiry member.
+      e, i = upto(v, i + 29, ',')
+      if not e then return false end
+      tg = ''
+      if tbyte(v, i + 2) == 116 then
+        local j = tfind(v, '],"worker":"', i, true)
+        if not j then return false end
+        tg, i = tsub(v, i, j), j + 1
+        tags = tag_list(tg)
+        if not tags then return false end
+      end
+      wi = i + 11
+    else
+      wi = i + 25
     end
-    w, i = upto(v, i + 11, '"')
-    if not w then return false end
-    s, i = upto(v, i + 15, ',')
-    if not s then return false end
-    a = upto(v, i + 37, '}')
-    if not a or not tfind(t .. e .. s .. a, '^%d+$') or not is_plain(c) or not is_plain(q)
-        or not is_plain(w) then
+    w, i = upto(v, wi, '"')
+    s, i = upto(v, i and i + 15, ',')
+    if e then a = upto(v, i and i + 37, '}') end
+    if not s or (e and not a) or not tfind(t .. (e or '') .. s .. (a or ''), '^%d+$')
+        or not is_plain(c) or not is_plain(q) or not is_plain(w) then
       return false
     end
-    local tail = '","resq":{"state":"working","queue":"' .. q .. '","class":"' .. c
-      .. '","attempts":1,"enqueued_at":' .. e .. tg .. ',"worker":"' .. w .. '","started_at":'
-      .. s .. ',"history":[{"event":"enqueued","at":' .. a .. '},{"event":"started","at":' .. s
-      .. ',"worker":"' .. w .. '"}]}}'
-    if v ~= '{"time":' .. t .. ',"status":"working","uuid":"' .. id
-        .. '","options":{},"name":"' .. c .. tail then
+    -- Options and name: a job tracked through resq has `{}` and its class; another's must be
+    -- JSON (a value, and a string).
+    if x ~= '{}' or n ~= '"' .. c .. '"' then
+      local okn, nv = pcall(cjson.decode, n)
+      if not okn or type(nv) ~= 'string' or not pcall(cjson.decode, x) then return false end
+    end
+    if v ~= lane_text(t, 'working', id, x, n, '', 'working', q, c, e, tg, a, w, s, nil, '') then
       return false
     end
     if result ~= '' then result = ',"result":' .. result end
-    local out = '{"time":' .. t .. ',"status":"completed","uuid":"' .. id
-      .. '","options":{},"name":"' .. c .. '","message":' .. msg .. result
-      .. ',"resq":{"state":"completed","queue":"' .. q .. '","class":"' .. c
-      .. '","attempts":1,"enqueued_at":' .. e .. tg .. ',"worker":"' .. w .. '","started_at":'
-      .. s .. ',"finished_at":' .. fin .. ',"history":[{"event":"enqueued","at":' .. a
-      .. '},{"event":"started","at":' .. s .. ',"worker":"' .. w
-      .. '"},{"event":"completed","at":' .. now_text .. '}]}}'
+    local out = lane_text(t, 'completed', id, x, n, ',"message":' .. msg .. result, 'completed',
+      q, c, e, tg, a, w, s, fin, ',{"event":"completed","at":' .. now_text .. '}')
     if ttl > 0 then
       redis.call('SET', k.status .. id, out, 'EX', ttl)
       zadd(k.expiry, now_ms + ttl * 1000, tags and (id .. ' ' .. table.concat(tags, ' ')) or id)
@@ -998,13 +1073,3 @@ local function track_spec(P, spec, now_ms, now_text)
   })
 end
 
--- A JSON string literal of s as Ruby's json and Oj write it ('/' and non-ASCII as they are).
-local function json_str(s)
-  return '"' .. string.gsub(s, '[%z\1-\31"\\]', function(c)
-    local b = string.byte(c)
-    if c == '"' then return '\\"' end
-    if c == '\\' then return '\\\\' end
-    local named = { [8] = '\\b', [9] = '\\t', [10] = '\\n', [12] = '\\f', [13] = '\\r' }
-    return named[b] or string.format('\\u%04x', b)
-  end) .. '"'
-end

@@ -739,18 +739,25 @@ async fn dump(con: &mut crate::conn::Conn, keys: &[String]) -> Vec<Option<Vec<u8
 /// same scores; the fast one must be the fast lane's exact text (proof that it ran).
 #[tokio::test]
 async fn the_fast_lane_writes_what_track_writes() {
-    fast_and_general(&[], "").await;
+    fast_and_general(&[], "", None).await;
     // Tags (a `]` in one: the lane finds their end by the text after them).
     fast_and_general(
         &["t1".to_string(), "x]y".to_string()],
         r#","tags":["t1","x]y"]"#,
+        None,
     )
     .await;
+    // resque-status jobs: made by Ruby's `create` (no resq member), and by resq's, whose
+    // options hold what the lane looks for.
+    let opts = r#"{"num":10,"label":"ünïcødé ✓","nested":{"a":[1,2.5,null,true]},"name":"x","resq":{"state":"working","queue":"q"}}"#;
+    fast_and_general(&[], "", Some((opts, true))).await;
+    fast_and_general(&["t1".to_string()], "", Some((opts, false))).await;
 }
 
 /// the_fast_lane_writes_what_track_writes for a job with `tags` (`tags_text`: their member as
-/// resq's part of the record writes it).
-async fn fast_and_general(tags: &[String], tags_text: &str) {
+/// resq's part of the record writes it), tracked through resq or (`statused`: its options'
+/// JSON text, and whether Ruby's `create` made its record) a resque-status job.
+async fn fast_and_general(tags: &[String], tags_text: &str, statused: Option<(&str, bool)>) {
     use crate::jobs::{record, Ending, JobId, State, TrackEnd};
     let mut con = testing::con().await;
     let pid = std::process::id();
@@ -758,23 +765,39 @@ async fn fast_and_general(tags: &[String], tags_text: &str) {
     let id = JobId::parse("00112233445566778899aabbccddeeff").expect("id");
     let at = chrono::DateTime::from_timestamp_millis(1795495079123).expect("time");
     let resq = record::new_resq(State::Queued, "default", "Noop", tags, None, at, None);
-    let fast_form = record::new_record(
-        &id,
-        State::Queued,
-        None,
-        &resq,
-        at,
-        crate::client::FloatFormat::RubyJsonGem,
-    );
+    let options: Option<serde_json::Value> =
+        statused.map(|(o, _)| serde_json::from_str(o).expect("options"));
+    let fast_form = match statused {
+        Some((o, true)) => format!(
+            r#"{{"time":1795495079,"status":"queued","uuid":"{}","options":{o}}}"#,
+            id.as_str()
+        ),
+        _ => record::new_record(
+            &id,
+            State::Queued,
+            options.as_ref(),
+            &resq,
+            at,
+            crate::client::FloatFormat::RubyJsonGem,
+        ),
+    };
+    let raw = statused.map_or(String::new(), |(o, _)| {
+        format!(r#"{{"class":"Noop","args":["{}",{o}]}}"#, id.as_str())
+    });
     let other_form = fast_form.replacen("\"time\":", "\"time\": ", 1);
     // Start: returns which way ran ('fast' or 'general') and the general way's answer.
     let start = probe(
         r#"
-        local P, id, worker, now_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+        local P, id, worker, now_text, raw = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
         local v = redis.pcall('GET', P .. 'status:' .. id)
         local F = track_fast()
         F.defer()
-        local parts = F.queued(v, id, 'default', 'Noop')
+        local parts
+        if raw ~= '' then
+          parts = F.queued_status(v, id, raw, cjson.decode(raw), 'default', 'Noop')
+        else
+          parts = F.queued(v, id, 'default', 'Noop')
+        end
         if parts and F.start(P, id, parts, worker, now_text) then
           track_flush()
           return 'fast'
@@ -782,7 +805,7 @@ async fn fast_and_general(tags: &[String], tags_text: &str) {
         local text, ms, close, r = track_read(P, id, v)
         local extra, stale = track_extra(text, ms, r)
         local ok, why = track_started(P, id, { text, ms, close, extra, stale }, worker,
-          'default', 'Noop', json_str('Noop'), tonumber(now_text))
+          'default', 'Noop', json_str(track_name(raw, 'Noop', raw ~= '')), tonumber(now_text))
         return 'general ' .. tostring(ok or why)
     "#,
     );
@@ -873,6 +896,7 @@ async fn fast_and_general(tags: &[String], tags_text: &str) {
             .arg(id.as_str())
             .arg(worker)
             .arg("1795495080456")
+            .arg(&raw)
             .invoke_async(&mut con)
             .await
             .expect("start");
@@ -889,14 +913,23 @@ async fn fast_and_general(tags: &[String], tags_text: &str) {
         .query_async(&mut con)
         .await
         .expect("get");
-    assert_eq!(
-        a_text,
-        format!(
-            r#"{{"time":1795495079,"status":"working","uuid":"{id}","options":{{}},"name":"Noop","resq":{{"state":"working","queue":"default","class":"Noop","attempts":1,"enqueued_at":1795495079123{tags_text},"worker":"{worker}","started_at":1795495080456,"history":[{{"event":"enqueued","at":1795495079123}},{{"event":"started","at":1795495080456,"worker":"{worker}"}}]}}}}"#,
-            id = id.as_str()
-        ),
-        "the fast lane's text"
-    );
+    if statused.is_none() {
+        assert_eq!(
+            a_text,
+            format!(
+                r#"{{"time":1795495079,"status":"working","uuid":"{id}","options":{{}},"name":"Noop","resq":{{"state":"working","queue":"default","class":"Noop","attempts":1,"enqueued_at":1795495079123{tags_text},"worker":"{worker}","started_at":1795495080456,"history":[{{"event":"enqueued","at":1795495079123}},{{"event":"started","at":1795495080456,"worker":"{worker}"}}]}}}}"#,
+                id = id.as_str()
+            ),
+            "the fast lane's text"
+        );
+    } else {
+        assert!(
+            a_text.contains(
+                r#","resq":{"state":"working","queue":"default","class":"Noop","attempts":1,"#
+            ),
+            "the fast lane wrote it: {a_text}"
+        );
+    }
     let end = TrackEnd {
         id: id.clone(),
         ending: Ending::Completed,
@@ -937,6 +970,17 @@ async fn fast_and_general(tags: &[String], tags_text: &str) {
         ),
         "the fast lane wrote it: {a_text}"
     );
+    let all_keys = |ka: &[String], kb: &[String]| -> Vec<String> {
+        ka.iter().chain(kb.iter()).cloned().collect()
+    };
+    if statused.is_some() || !tags.is_empty() {
+        forget(
+            &mut con,
+            &all_keys(&keys(&pa), &keys(&pb)).iter().collect::<Vec<_>>(),
+        )
+        .await;
+        return;
+    }
     // A job finished by the fast lane and started again in the same call (its payload pushed
     // twice): the general way flushes the gathered index writes first, so the job is listed
     // as working only.
@@ -1008,6 +1052,27 @@ async fn fast_and_general(tags: &[String], tags_text: &str) {
             .expect("q");
         assert_eq!(got, fast, "{text} {queue} {class}");
     }
+    // A working record of the lane's shape whose options are not JSON: the lane refuses it,
+    // and the general way reports it and writes nothing.
+    let bad = format!(
+        r#"{{"time":1,"status":"working","uuid":"{}","options":{{bad,"name":"Noop()","resq":{{"state":"working","queue":"default","class":"Noop","attempts":1,"worker":"w","started_at":5,"history":[{{"event":"started","at":5,"worker":"w"}}]}}}}"#,
+        id.as_str()
+    );
+    reseed(&mut con, &ks, &bad).await;
+    let why: String = done
+        .arg(&pa)
+        .arg(&spec)
+        .arg("1795495081789")
+        .invoke_async(&mut con)
+        .await
+        .expect("done");
+    assert!(why.starts_with("BADSTATUS"), "{why}");
+    let after: String = redis::cmd("GET")
+        .arg(&ks[0])
+        .query_async(&mut con)
+        .await
+        .expect("get");
+    assert_eq!(after, bad, "nothing written");
     // A problem line names the job of either form of spec.
     let named = probe("return track_spec_id(ARGV[1])");
     for sp in [spec.clone(), crate::jobs::requeued_spec(&id)] {
