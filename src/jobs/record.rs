@@ -99,13 +99,13 @@ impl TrackEnd {
     /// ms), the message's JSON text and the result's (empty for none).
     pub(crate) fn spec(&self, now: DateTime<Utc>, retry_at: Option<i64>) -> String {
         if let Ending::Completed = self.ending {
-            let message = format!("Completed at {}", crate::wire::time::started(now));
+            let (_, message, _) = self.outcome(now, None);
             return format!(
                 "done\n{}\n{}\n{}\n{}\n{}",
                 self.id.as_str(),
                 self.ttl_secs,
                 now.timestamp_millis(),
-                encode::to_json(&message, FloatFormat::RubyJsonGem),
+                message,
                 self.result.as_deref().unwrap_or("")
             );
         }
@@ -123,13 +123,9 @@ impl TrackEnd {
         self.spec_with(now, None, &["working"], false)
     }
 
-    fn spec_with(
-        &self,
-        now: DateTime<Utc>,
-        retry_at: Option<i64>,
-        only_if: &[&str],
-        create: bool,
-    ) -> String {
+    /// The state the run ends in, resque-status's message for it (as JSON text) and the
+    /// history entry.
+    fn outcome(&self, now: DateTime<Utc>, retry_at: Option<i64>) -> (State, String, Value) {
         let when = crate::wire::time::started(now);
         let (state, message, event) = match (&self.ending, retry_at) {
             (Ending::Failed(m), Some(at)) => (
@@ -153,10 +149,22 @@ impl TrackEnd {
                 json!({"event": "killed"}),
             ),
         };
-        let mut set = vec![json!([
-            "message",
-            encode::to_json(&message, FloatFormat::RubyJsonGem)
-        ])];
+        (
+            state,
+            encode::to_json(&message, FloatFormat::RubyJsonGem),
+            event,
+        )
+    }
+
+    fn spec_with(
+        &self,
+        now: DateTime<Utc>,
+        retry_at: Option<i64>,
+        only_if: &[&str],
+        create: bool,
+    ) -> String {
+        let (state, message, event) = self.outcome(now, retry_at);
+        let mut set = vec![json!(["message", message])];
         if let Some(r) = &self.result {
             set.push(json!(["result", r]));
         }

@@ -86,8 +86,17 @@ if jesque then kq = kq + nq end
 local aq = 14 + nq
 local P, statused, now_ms = ARGV[11], ARGV[12], tonumber(ARGV[13])
 local track_finals = 0
--- Whether the fast lane of tracked jobs ran (its index writes are flushed at the end).
+-- The fast lane of tracked jobs (track.lua), its index writes gathered for the end of the call;
+-- fast_used once it ran.
 local fast_used = false
+local function lane()
+  local F = track_fast()
+  if not fast_used then
+    F.defer()
+    fast_used = true
+  end
+  return F
+end
 -- The tracked jobs whose record could not be written and the limits that could not be applied
 -- ('<id or key> <why>' lines), in a list made when there is one.
 local problems = nil
@@ -405,8 +414,7 @@ for s = 1, slots do
           end
         end
         if ARGV[a + 6] ~= '' then
-          track_fast().defer()
-          fast_used = true
+          lane()
           local prev, why = track_spec(P, ARGV[a + 6], now_ms, ARGV[13])
           if prev then
             track_finals = track_finals + 1
@@ -519,15 +527,12 @@ local function take(raw, q)
     end
     local tread, fast, v = nil, nil, nil
     if tid then
-      v = redis.pcall('GET', P .. 'status:' .. tid)
+      v = track_get(P, tid)
       -- A record of the fast lane's form (track.lua) is queued: nothing more to read.
-      local F = track_fast()
-      F.defer()
-      fast_used = true
       if is_status then
-        fast = F.queued_status(v, tid, raw, obj, ids().queue_name(q), obj['class'])
+        fast = lane().queued_status(v, tid, raw, obj, ids().queue_name(q), obj['class'])
       else
-        fast = F.queued(v, tid, ids().queue_name(q), obj['class'])
+        fast = lane().queued(v, tid, ids().queue_name(q), obj['class'])
       end
     end
     if tid and not fast then
@@ -572,7 +577,7 @@ local function take(raw, q)
         end
       end
     end
-    if fast and track_fast().start(P, tid, fast, ids().worker_of(s), ARGV[13]) then
+    if fast and lane().start(P, tid, fast, ids().worker_of(s), ARGV[13]) then
       tid = nil
     end
     if tid then

@@ -366,6 +366,12 @@ local function last_find(t, needle)
   end
 end
 
+-- What GET returns for job `id`'s record (prefix P = '<ns>:'): its text, false when absent, or
+-- the error (a table) when the key is of another type.
+local function track_get(P, id)
+  return redis.pcall('GET', P .. 'status:' .. id)
+end
+
 -- The record of job `id` (prefix P = '<ns>:'): its text without resq's member (false when
 -- absent), its members and closing index (nil when not scanned), and resq's member decoded
 -- (a table, or nil when absent or unreadable); or nil and the error text when the key is
@@ -373,7 +379,7 @@ end
 -- track_get returned for it.
 local function track_read(P, id, v)
   local key = P .. 'status:' .. id
-  if v == nil then v = redis.pcall('GET', key) end
+  if v == nil then v = track_get(P, id) end
   if type(v) == 'table' then
     return nil, wrongtype_msg(key, redis.call('TYPE', key)['ok'], 'string')
   end
@@ -820,12 +826,6 @@ local function track_fast()
     return list
   end
 
-  -- The index after literal `lit` when it stands at index i of v, else nil (nil for nil i).
-  local function at(v, lit, i)
-    if i and tfind(v, lit, i, true) == i then return i + #lit end
-    return nil
-  end
-
   -- The text of v from index i up to the byte before the first `stop` (plain) and the index
   -- of that byte, or nil (nil for nil i).
   local function upto(v, i, stop)
@@ -1027,7 +1027,7 @@ local function track_spec(P, spec, now_ms, now_text)
       return nil, 'BADSPEC a tracking transition the scripts cannot read'
     end
     ttl = tonumber(ttl)
-    local v = redis.pcall('GET', P .. 'status:' .. id)
+    local v = track_get(P, id)
     now_text = now_text or tostring(now_ms)
     if track_fast().done(P, id, v, ttl, fin, msg, result, now_ms, now_text) then
       return 'working'
