@@ -28,10 +28,17 @@ const TRACK: &str = include_str!("track.lua");
 /// Limits decided inside the reserve (docs/limits.md).
 const LIMITS: &str = include_str!("limits.lua");
 
-/// A script's source as Redis runs it: the guard, the tracking and the limits functions (two
-/// libraries, each made on first use, `compose.rs`) and its body.
+/// The step's quick way with concurrency limits on whole queues (docs/limits.md).
+const QUICK: &str = include_str!("limits_quick.lua");
+
+/// A script's source as Redis runs it: the guard, the tracking, the limits and the quick limits
+/// functions (libraries, each made on first use, `compose.rs`) and its body.
 fn composed(body: &str) -> String {
-    compose::compose(GUARD, &[("TRACK", TRACK), ("LIMITS", LIMITS)], body)
+    compose::compose(
+        GUARD,
+        &[("TRACK", TRACK), ("LIMITS", LIMITS), ("QUICK", QUICK)],
+        body,
+    )
 }
 
 /// A script with the guard, the tracking and the limits functions prepended.

@@ -62,7 +62,9 @@
 -- record says cancelled is dropped instead of being given to a slot: it never runs.
 -- A reserved job a limit does not admit is held (limits.lua) instead of being given to a slot;
 -- a completion returns the slot's shares, and the held jobs that then fit go to the slots of
--- this call that want a job first. Queues in `<ns>:resq:paused_queues` are not popped.
+-- this call that want a job first (a call whose limits are all on whole queues counts them
+-- the quick way, limits_quick.lua, with the same writes). Queues in
+-- `<ns>:resq:paused_queues` are not popped.
 -- Returns three values per slot: a tag, applied (1 when the completion was applied now, 0 when
 -- not: already applied, or refused), and data:
 --   'job' + the record; 'claim' + '<token> <queue as JSON>', a newline and the payload's size
@@ -179,6 +181,14 @@ local function ids()
       workers[s] = w
     end
     return w
+  end
+
+  -- Every slot's worker id, by slot number (the same list as worker_of's).
+  function ID.all_workers()
+    for s = 1, slots do
+      if not workers[s] then workers[s] = string.sub(wkey(s), #P + 8) end
+    end
+    return workers
   end
 
   return ID
@@ -337,13 +347,23 @@ end
 -- What stops a success from being counted in `<ns>:stat:processed` (false: nothing), once.
 local processed_err = nil
 
--- The limit shares of the slots that end a job, read in one command (limits.lua).
+-- The call's limits the quick way (limits_quick.lua: concurrency limits on whole queues, QL),
+-- or else the limit shares of the slots that end a job, read in one command (limits.lua).
+local QL = nil
 if LIM then
-  local ending = {}
-  for s = 1, slots do
-    if ARGV[aq + 6 * (s - 1) + 1] ~= '0' then ending[#ending + 1] = ids().worker_of(s) end
+  -- Whether slot s ends or wants a job.
+  local function moves(s)
+    local a = aq + 6 * (s - 1)
+    return ARGV[a + 1] ~= '0' or ARGV[a + 4] == '1'
   end
-  if #ending > 1 and #ending <= 1000 then shares_prefetch(P, ending) end
+  QL = quick_plan(P, LIM, ids().all_workers(), slots, moves)
+  if not QL then
+    local ending = {}
+    for s = 1, slots do
+      if ARGV[aq + 6 * (s - 1) + 1] ~= '0' then ending[#ending + 1] = ids().worker_of(s) end
+    end
+    if #ending > 1 and #ending <= 1000 then shares_prefetch(P, ending) end
+  end
 end
 
 -- 1. Completions, in slot order; slots that want a job and hold none are noted. A finished
@@ -403,7 +423,9 @@ for s = 1, slots do
           untoken = untoken or {}
           untoken[s] = true
         end
-        if LIM or (sharing_any ~= false and may_share()) then
+        if QL then
+          quick_free(QL, s)
+        elseif LIM or (sharing_any ~= false and may_share()) then
           local worker = ids().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
@@ -546,7 +568,9 @@ local function take(raw, q)
       end
       if text ~= nil then tread = { text, ms, close, extra or { history = {} }, stale } end
     end
-    if LIM and obj then
+    if QL then
+      quick_take(QL, s, ids().queue_name(q))
+    elseif LIM and obj then
       local qname = ids().queue_name(q)
       local ls, lwhy = limits_for(LIM, P, obj, qname)
       if not ls then
@@ -662,7 +686,13 @@ for q = 1, nq do
   while want() > 0 and budget > 0 and not stopped and not closed do
     if gate then
       -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
-      local blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
+      local blocked, due, e, room
+      if QL then
+        room = quick_room(QL, qname)
+        blocked = room ~= nil and room < 1
+      else
+        blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
+      end
       if e then
         rare().stop(wanting[next_slot], e)
         break
@@ -756,7 +786,11 @@ for s = 1, slots do
 end
 if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
 -- The limits' counts and the slots' shares this call changed (checked when read).
-if LIM or sharing_any then limits_flush(P) end
+if QL then
+  quick_flush(QL)
+elseif LIM or sharing_any then
+  limits_flush(P)
+end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 out[#out + 1] = table.concat(qflags)
 -- The fast lane's gathered index writes (track.lua), then the expired records.

@@ -38,4 +38,6 @@ pub use launcher::{Running, Worker, WorkerBuilder};
 pub use shutdown::Phase;
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;
