@@ -2,7 +2,8 @@
 //! the number running at once, sampled by the handler itself (`Gauge` in the compat worker),
 //! never exceeds 5; two processes are killed with SIGKILL mid-run and pruning gives their
 //! shares back: the limit is neither exceeded nor leaked, and no job is missing. Then a rate
-//! limit of 50 per second holds within ±10 % over 20 s.
+//! limit of 50 per second holds within ±10 % over 20 s. The first audit runs again with the
+//! limit on the whole queue instead of the class (the step's quick way).
 
 mod support;
 
@@ -38,11 +39,23 @@ fn push(con: &mut redis::Connection, ns: &str, n: usize, ms: u64) {
 
 #[test]
 fn a_limit_of_five_holds_across_eight_processes_and_outlives_kill_9() {
+    audit(Limit::concurrency("audit", 5).class("Gauge"));
+}
+
+/// The same audit with the limit on the whole queue: the step counts it the quick way
+/// (limits_quick.lua), and pruning returns the dead slots' shares the general way.
+#[test]
+fn a_queue_limit_of_five_holds_the_same_way() {
+    audit(Limit::concurrency("audit", 5).queue("default"));
+}
+
+/// 8 processes × 16 slots under `limit` (named `audit`, 5 units, over the Gauge jobs of queue
+/// `default`), two of them killed with SIGKILL mid-run.
+fn audit(limit: Limit) {
     support::topology::require("redis-server", "redis-server");
     let ns = support::namespace("audit");
     let (rt, admin) = admin(&ns);
-    rt.block_on(admin.set_limit(&Limit::concurrency("audit", 5).class("Gauge")))
-        .unwrap();
+    rt.block_on(admin.set_limit(&limit)).unwrap();
     let mut con = redis::Client::open(support::url())
         .unwrap()
         .get_connection()

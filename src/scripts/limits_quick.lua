@@ -65,48 +65,64 @@ local function quick_plan(P, L, who, n, moves)
     local v = had[s]
     if v and not known[v] and moves(s) then return nil end
   end
+  -- took[s]: the index of the queue whose job slot s took (false: none), made at its size in
+  -- one step; taken[q]: how many jobs of queue q were taken and not yet counted.
+  local took = { unpack(who, 1, n) }
+  for s = 1, n do took[s] = false end
   return { byq = byq, sums = sums, order = order, known = known, delta = {}, had = had,
-    now = {}, who = who, key = key }
+    who = who, n = n, key = key, took = took, taken = {}, queue_of = {} }
 end
 
--- Slot s's job ended: the shares its entry names come back (once).
-local function quick_free(Q, s)
-  local v = Q.had[s]
-  if v and Q.now[s] == nil then
-    local q, delta = Q.known[v], Q.delta
-    for i = 1, #q do delta[q[i]] = (delta[q[i]] or 0) - 1 end
-    Q.now[s] = ''
+-- The slots whose completion was applied (applied[s] == 1) return the shares their entries
+-- name. Called once, after the completions and before any job is taken.
+local function quick_free(Q, applied)
+  local had, known, delta = Q.had, Q.known, Q.delta
+  for s = 1, Q.n do
+    local v = had[s]
+    if v and applied[s] == 1 then
+      local q = known[v]
+      for i = 1, #q do delta[q[i]] = (delta[q[i]] or 0) - 1 end
+    end
   end
 end
 
--- How many more jobs of queue `name` may start now; nil when no limit is on it.
-local function quick_room(Q, name)
-  local q = Q.byq[name]
-  if not q then return nil end
+-- Adds the jobs taken since the last time to the limits' counts (the step notes a job of
+-- queue q taken by slot s as took[s] = q, taken[q] = taken[q] + 1; queue_of[q]: its name).
+local function quick_settle(Q)
+  local delta = Q.delta
+  for q, k in pairs(Q.taken) do
+    if k > 0 then
+      local e = Q.byq[Q.queue_of[q]]
+      if e then
+        for i = 1, #e do delta[e[i]] = (delta[e[i]] or 0) + k end
+      end
+      Q.taken[q] = 0
+    end
+  end
+end
+
+-- How many more jobs of queue q (named `name`) may start now; nil when no limit is on it.
+-- The room bounds what the step pops, so every job it takes of the queue is admitted.
+local function quick_room(Q, q, name)
+  Q.queue_of[q] = name
+  if Q.taken[q] == nil then Q.taken[q] = 0 end
+  local e = Q.byq[name]
+  if not e then return nil end
+  quick_settle(Q)
   local room = nil
-  for i = 1, #q do
-    local h = q[i]
-    local left = q.caps[i] - Q.sums[h] - (Q.delta[h] or 0)
+  for i = 1, #e do
+    local h = e[i]
+    local left = e.caps[i] - Q.sums[h] - (Q.delta[h] or 0)
     if not room or left < room then room = left end
   end
   return room
 end
 
--- Slot s starts a job of queue `name` (admitted: the room bounded the pop): one unit of each of
--- the queue's limits, their entry text after what the slot still holds.
-local function quick_take(Q, s, name)
-  local q = Q.byq[name]
-  if not q then return end
-  local delta = Q.delta
-  for i = 1, #q do delta[q[i]] = (delta[q[i]] or 0) + 1 end
-  local cur = Q.now[s]
-  if cur == nil then cur = Q.had[s] or '' end
-  Q.now[s] = cur .. q.text
-end
-
--- Writes what the call changed: each sum (HDEL when it reaches 0) and the changed entries.
--- Every key was read in quick_plan, so nothing here can fail.
-local function quick_flush(Q)
+-- Writes what the call changed: each sum (HDEL when it reaches 0), and each slot's entry: what
+-- it held (nothing once its job ended: applied[s] == 1), then the entry of the queue whose job
+-- it took. Every key was read in quick_plan, so nothing here can fail.
+local function quick_flush(Q, applied)
+  quick_settle(Q)
   for _, h in ipairs(Q.order) do
     local d = Q.delta[h]
     if d and d ~= 0 then
@@ -118,16 +134,24 @@ local function quick_flush(Q)
     end
   end
   local sets, dels = {}, {}
-  for s, v in pairs(Q.now) do
-    local was = Q.had[s]
-    if v ~= '' then
-      -- A slot that ended a job and took one of the same queue keeps the same entry.
-      if v ~= was then
+  local had, took, byq, queue_of = Q.had, Q.took, Q.byq, Q.queue_of
+  for s = 1, Q.n do
+    local was = had[s]
+    local now = was
+    if was and applied[s] == 1 then now = false end
+    local q = took[s]
+    if q then
+      local e = byq[queue_of[q]]
+      if e then now = (now or '') .. e.text end
+    end
+    -- A slot that ended a job and took one of the same queue keeps the same entry.
+    if now ~= was then
+      if now then
         sets[#sets + 1] = Q.who[s]
-        sets[#sets + 1] = v
+        sets[#sets + 1] = now
+      else
+        dels[#dels + 1] = Q.who[s]
       end
-    elseif was then
-      dels[#dels + 1] = Q.who[s]
     end
   end
   if #dels > 0 then redis.call('HDEL', Q.key, unpack(dels)) end

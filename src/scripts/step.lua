@@ -424,7 +424,7 @@ for s = 1, slots do
           untoken[s] = true
         end
         if QL then
-          quick_free(QL, s)
+          -- Returned after the completions, for all slots at once (quick_free).
         elseif LIM or (sharing_any ~= false and may_share()) then
           local worker = ids().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
@@ -471,6 +471,8 @@ for s = 1, slots do
     end
   end
 end
+
+if QL then quick_free(QL, applied) end
 
 -- 2. Reserves: the slots that want a job take the queues' heads in priority order, in slot
 -- order (as if each had popped in turn). A payload that is not a job becomes a failure entry of
@@ -569,7 +571,9 @@ local function take(raw, q)
       if text ~= nil then tread = { text, ms, close, extra or { history = {} }, stale } end
     end
     if QL then
-      quick_take(QL, s, ids().queue_name(q))
+      -- Counted by quick_room and quick_flush (the room bounded the pop: it is admitted).
+      QL.took[s] = q
+      QL.taken[q] = (QL.taken[q] or 0) + 1
     elseif LIM and obj then
       local qname = ids().queue_name(q)
       local ls, lwhy = limits_for(LIM, P, obj, qname)
@@ -688,7 +692,7 @@ for q = 1, nq do
       -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
       local blocked, due, e, room
       if QL then
-        room = quick_room(QL, qname)
+        room = quick_room(QL, q, qname)
         blocked = room ~= nil and room < 1
       else
         blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
@@ -787,7 +791,7 @@ end
 if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
 -- The limits' counts and the slots' shares this call changed (checked when read).
 if QL then
-  quick_flush(QL)
+  quick_flush(QL, applied)
 elseif LIM or sharing_any then
   limits_flush(P)
 end

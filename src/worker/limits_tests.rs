@@ -2,153 +2,119 @@
 //! way (`limits.lua`): the same step calls in two namespaces, one whose limits the quick way
 //! takes and one with an extra limit that sends every call the general way (a class limit no
 //! job meets). After every call both must hold the same shares, sums, held sets, queues and
-//! records, and have given the same answers.
+//! records, and have given the same answers — also when a key the limits use is unusable,
+//! where the quick way must leave the call to the general way before it writes anything.
 
 use super::step::{step_batch, Completion, JobRef, QueueKeys, Reply, StepItem, Stepper};
 use crate::limits::{store::script_json, Limit};
 use crate::testing;
 use crate::Keys;
 use redis::AsyncCommands;
-use std::collections::BTreeMap;
 
 type Con = crate::conn::Conn;
 
-/// What a namespace holds that limits touch, with the namespace taken out of the text.
-async fn state(con: &mut Con, ns: &str, queues: &[&str]) -> Vec<String> {
-    let norm = |s: String| s.replace(&format!("{ns}:"), "NS:");
-    let mut out = Vec::new();
-    let sharing: BTreeMap<String, String> =
-        con.hgetall(format!("{ns}:resq:sharing")).await.unwrap();
-    out.push(format!("sharing {sharing:?}"));
-    for name in ["qa", "qa2", "qb"] {
-        let base = format!("{ns}:resq:limit:{name}");
-        let sum: BTreeMap<String, String> = con.hgetall(format!("{base}:holders")).await.unwrap();
-        let held: Vec<String> = con.zrange(format!("{base}:held"), 0, -1).await.unwrap();
-        out.push(format!("{name} {sum:?} held {held:?}"));
-    }
-    for q in queues {
-        let items: Vec<String> = con.lrange(format!("{ns}:queue:{q}"), 0, -1).await.unwrap();
-        out.push(format!("queue {q} {items:?}"));
-    }
-    for k in 0..SLOTS {
-        let rec: Option<String> = con.get(format!("{ns}:worker:{}", id(k))).await.unwrap();
-        // The record's run_at is the call's time, which differs between the namespaces.
-        let payload = rec.map(|r| r[r.find("\"payload\"").unwrap_or(0)..].to_string());
-        out.push(format!("slot {k} {payload:?}"));
-    }
-    out.into_iter().map(norm).collect()
-}
-
 const SLOTS: usize = 7;
+const QUEUES: [&str; 3] = ["a", "b", "c"];
 
 fn id(k: usize) -> String {
     format!("h~resq:1-{k}:a,b,c")
 }
 
-/// A small deterministic generator (the test must replay the same calls on both sides).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
+/// What `key` holds, whatever its type, as text.
+async fn dump(con: &mut Con, key: &str) -> String {
+    let t: String = redis::cmd("TYPE").arg(key).query_async(con).await.unwrap();
+    let mut c = match t.as_str() {
+        "none" => return "none".into(),
+        "string" => redis::cmd("GET"),
+        "hash" => redis::cmd("HGETALL"),
+        "list" => redis::cmd("LRANGE"),
+        "set" => redis::cmd("SMEMBERS"),
+        _ => redis::cmd("ZRANGE"),
+    };
+    c.arg(key);
+    match t.as_str() {
+        "list" => {
+            c.arg(0).arg(-1);
+        }
+        "zset" => {
+            c.arg(0).arg(-1).arg("WITHSCORES");
+        }
+        _ => {}
     }
+    let v: redis::Value = c.query_async(con).await.unwrap();
+    // Hash fields come back in the hash's order, which depends on its history: sorted here.
+    let mut items: Vec<String> = match v {
+        redis::Value::Array(a) => a
+            .chunks(if t == "hash" { 2 } else { 1 })
+            .map(|c| format!("{c:?}"))
+            .collect(),
+        redis::Value::Map(m) => m.iter().map(|kv| format!("{kv:?}")).collect(),
+        other => vec![format!("{other:?}")],
+    };
+    if t == "hash" || t == "set" {
+        items.sort();
+    }
+    format!("{t} {items:?}")
 }
 
-#[tokio::test]
-async fn the_quick_way_writes_what_the_general_way_writes() {
-    let queues = ["a", "b", "c"];
-    let limits = vec![
-        Limit::concurrency("qa", 3).queue("a"),
-        Limit::concurrency("qa2", 2).queue("a"),
-        Limit::concurrency("qb", 2).queue("b"),
-    ];
-    let mut general = limits.clone();
-    general.push(Limit::concurrency("inert", 1000).class("Nothing"));
-    let now = chrono::Utc::now();
-    let sides = [
-        (testing::namespace("limq"), script_json(&limits, now)),
-        (testing::namespace("limg"), script_json(&general, now)),
-    ];
-    // From the first round after the 60th in which a slot holds a share of it, the second limit
-    // on `a` is cleared: entries naming it are no longer what a job of `a` takes, and the calls
-    // of slots holding one go the general way on both sides.
-    let fewer = [
-        script_json(&[limits[0].clone(), limits[2].clone()], now),
-        script_json(
-            &[limits[0].clone(), limits[2].clone(), general[3].clone()],
-            now,
-        ),
-    ];
-    let mut con = testing::con().await;
-    let names: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
-    let setup: Vec<(Keys, Vec<Stepper>, QueueKeys)> = sides
-        .iter()
-        .map(|(ns, _)| {
+/// The same slots and queues in two namespaces of the same length, stepped alike.
+struct Twin {
+    ns: [String; 2],
+    steppers: [Vec<Stepper>; 2],
+    queues: [QueueKeys; 2],
+    /// Per side, per slot: the record of the job it holds.
+    held: [Vec<Option<Vec<u8>>>; 2],
+}
+
+impl Twin {
+    fn new() -> Twin {
+        let ns = [testing::namespace("limq"), testing::namespace("limg")];
+        let names: Vec<String> = QUEUES.iter().map(|q| q.to_string()).collect();
+        let make = |ns: &str| {
             let keys = Keys::new(ns);
-            let steppers = (0..SLOTS)
+            let steppers: Vec<Stepper> = (0..SLOTS)
                 .map(|k| Stepper::new(&keys, &id(k), true))
                 .collect();
-            let qk = QueueKeys::new(&keys, &names);
-            (keys, steppers, qk)
-        })
-        .collect();
-    let mut held: [Vec<Option<Vec<u8>>>; 2] = [vec![None; SLOTS], vec![None; SLOTS]];
-    let mut rng = Rng(7);
-    let mut job = 0;
-    let mut full = std::collections::BTreeSet::new();
-    let mut cleared = None;
-    for round in 0..120 {
-        // New jobs, the same on both sides.
-        for _ in 0..rng.next(4) {
-            let q = queues[rng.next(3) as usize];
-            job += 1;
-            for (ns, _) in &sides {
-                let _: () = con
-                    .rpush(
-                        format!("{ns}:queue:{q}"),
-                        format!(r#"{{"class":"J","args":[{job}]}}"#),
-                    )
-                    .await
-                    .unwrap();
-            }
+            (steppers, QueueKeys::new(&keys, &names))
+        };
+        let (s0, q0) = make(&ns[0]);
+        let (s1, q1) = make(&ns[1]);
+        Twin {
+            ns,
+            steppers: [s0, s1],
+            queues: [q0, q1],
+            held: [vec![None; SLOTS], vec![None; SLOTS]],
         }
-        if round >= 60 && cleared.is_none() {
-            let sharing: Vec<String> = con
-                .hvals(format!("{}:resq:sharing", sides[0].0))
+    }
+
+    async fn push(&self, con: &mut Con, q: &str, job: usize) {
+        for ns in &self.ns {
+            let _: () = con
+                .rpush(
+                    format!("{ns}:queue:{q}"),
+                    format!(r#"{{"class":"J","args":[{job}]}}"#),
+                )
                 .await
                 .unwrap();
-            if sharing.iter().any(|v| v.contains(":qa2:")) {
-                cleared = Some(round);
-            }
         }
-        // Which slots step, how their jobs ended, whether they want another.
-        let mut plan = Vec::new();
-        for (k, job) in held[0].iter().enumerate() {
-            let busy = job.is_some();
-            let go = rng.next(3) != 0;
-            if !go {
-                continue;
-            }
-            let outcome = if busy { rng.next(4) } else { 9 };
-            let reserve = rng.next(5) != 0;
-            plan.push((k, outcome, reserve));
-        }
-        for (side, (ns, json)) in sides.iter().enumerate() {
-            let json = if cleared.is_none() {
-                json.clone()
-            } else {
-                // Both sides lose qa2; the general side keeps its inert limit.
-                fewer[side].clone()
-            };
-            let (_, steppers, qk) = &setup[side];
+    }
+
+    /// One step call per side: `plan` is (slot, how its job ended: 0 failed, else succeeded;
+    /// whether it wants another); `json[side]` the limits. Returns, per side, the answers and
+    /// the problems reported, with the namespace taken out.
+    async fn step(
+        &mut self,
+        con: &mut Con,
+        plan: &[(usize, u64, bool)],
+        json: [&str; 2],
+    ) -> [Vec<String>; 2] {
+        let mut out = [Vec::new(), Vec::new()];
+        for side in 0..2 {
+            let ns = self.ns[side].clone();
             let completions: Vec<Option<Completion>> = plan
                 .iter()
                 .map(|&(k, outcome, _)| {
-                    let rec = held[side][k].clone()?;
-                    let job = JobRef::Record(rec);
+                    let job = JobRef::Record(self.held[side][k].clone()?);
                     Some(if outcome == 0 {
                         Completion::Failure {
                             job,
@@ -164,32 +130,145 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
                 .iter()
                 .zip(&completions)
                 .map(|(&(k, _, reserve), c)| StepItem {
-                    stepper: &steppers[k],
+                    stepper: &self.steppers[side][k],
                     completion: c.as_ref(),
                     reserve,
                 })
                 .collect();
-            let out = step_batch(&mut con, qk, &items, &json).await.unwrap();
-            assert!(
-                out.tracking_problems.is_empty(),
-                "{ns}: {:?}",
-                out.tracking_problems
-            );
-            for (&(k, _, _), (reply, _)) in plan.iter().zip(&out.replies) {
-                held[side][k] = match reply {
-                    Reply::Job(rec) => Some(rec.clone()),
-                    Reply::Empty => None,
-                    other => panic!("{ns} slot {k}: {other:?}"),
+            let r = step_batch(con, &self.queues[side], &items, json[side])
+                .await
+                .unwrap();
+            for (&(k, _, _), (reply, applied)) in plan.iter().zip(&r.replies) {
+                let text = match reply {
+                    Reply::Job(rec) => {
+                        self.held[side][k] = Some(rec.clone());
+                        let rec = String::from_utf8_lossy(rec);
+                        format!("job {}", &rec[rec.find("\"payload\"").unwrap_or(0)..])
+                    }
+                    Reply::Empty => {
+                        self.held[side][k] = None;
+                        "none".into()
+                    }
+                    other => {
+                        if *applied {
+                            self.held[side][k] = None;
+                        }
+                        format!("{other:?}")
+                    }
                 };
+                out[side].push(format!("slot {k} applied {applied} {text}"));
+            }
+            out[side].push(format!("problems {:?}", r.tracking_problems));
+            out[side].push(format!("found {:?}", r.found));
+            for line in out[side].iter_mut() {
+                *line = line.replace(&format!("{ns}:"), "NS:");
             }
         }
-        let a = state(&mut con, &sides[0].0, &queues).await;
-        let b = state(&mut con, &sides[1].0, &queues).await;
-        assert_eq!(a, b, "round {round}");
+        out
+    }
+
+    /// What each side holds that the limits touch, with the namespace taken out.
+    async fn state(&self, con: &mut Con) -> [Vec<String>; 2] {
+        let mut out = [Vec::new(), Vec::new()];
+        for side in 0..2 {
+            let ns = &self.ns[side];
+            let mut keys = vec![format!("{ns}:resq:sharing")];
+            for name in ["qa", "qa2", "qb"] {
+                let base = format!("{ns}:resq:limit:{name}");
+                keys.push(format!("{base}:holders"));
+                keys.push(format!("{base}:held"));
+            }
+            for q in QUEUES {
+                keys.push(format!("{ns}:queue:{q}"));
+            }
+            for k in 0..SLOTS {
+                keys.push(format!("{ns}:worker:{}", id(k)));
+            }
+            for key in keys {
+                let mut v = dump(con, &key).await;
+                if key.contains(":worker:") {
+                    // A record's run_at is the call's time, which differs between the sides.
+                    v = v[v.find("payload").unwrap_or(0)..].to_string();
+                }
+                out[side].push(format!("{key} {v}").replace(&format!("{ns}:"), "NS:"));
+            }
+        }
+        out
+    }
+}
+
+/// A small deterministic generator (both sides must see the same calls).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// The limits of the quick side, and the same with the inert class limit for the general side.
+fn limits(with_qa2: bool) -> [String; 2] {
+    let mut l = vec![Limit::concurrency("qa", 3).queue("a")];
+    if with_qa2 {
+        l.push(Limit::concurrency("qa2", 2).queue("a"));
+    }
+    l.push(Limit::concurrency("qb", 2).queue("b"));
+    let now = chrono::Utc::now();
+    let quick = script_json(&l, now);
+    l.push(Limit::concurrency("inert", 1000).class("Nothing"));
+    [quick, script_json(&l, now)]
+}
+
+#[tokio::test]
+async fn the_quick_way_writes_what_the_general_way_writes() {
+    let mut con = testing::con().await;
+    let mut twin = Twin::new();
+    let both = limits(true);
+    // From the first round after the 60th in which a slot holds a share of it, the second limit
+    // on `a` is cleared: entries naming it are no longer what a job of `a` takes, and the calls
+    // of slots holding one go the general way on both sides.
+    let fewer = limits(false);
+    let mut rng = Rng(7);
+    let mut job = 0;
+    let mut full = std::collections::BTreeSet::new();
+    let mut cleared = None;
+    for round in 0..120 {
+        // New jobs, the same on both sides.
+        for _ in 0..rng.next(4) {
+            job += 1;
+            twin.push(&mut con, QUEUES[rng.next(3) as usize], job).await;
+        }
+        if round >= 60 && cleared.is_none() {
+            let sharing: Vec<String> = con
+                .hvals(format!("{}:resq:sharing", twin.ns[0]))
+                .await
+                .unwrap();
+            if sharing.iter().any(|v| v.contains(":qa2:")) {
+                cleared = Some(round);
+            }
+        }
+        // Which slots step, how their jobs ended, whether they want another.
+        let mut plan = Vec::new();
+        for (k, rec) in twin.held[0].iter().enumerate() {
+            if rng.next(3) == 0 {
+                continue;
+            }
+            let outcome = if rec.is_some() { rng.next(4) } else { 9 };
+            plan.push((k, outcome, rng.next(5) != 0));
+        }
+        let json = if cleared.is_none() { &both } else { &fewer };
+        let [a, b] = twin.step(&mut con, &plan, [&json[0], &json[1]]).await;
+        assert_eq!(a, b, "answers, round {round}");
+        assert!(!a.iter().any(|l| l.contains("Refused")), "{a:?}");
+        let [a, b] = twin.state(&mut con).await;
+        assert_eq!(a, b, "state, round {round}");
         for name in ["qa2", "qb"] {
             let sum: Option<u32> = con
                 .hget(
-                    format!("{}:resq:limit:{name}:holders", sides[0].0),
+                    format!("{}:resq:limit:{name}:holders", twin.ns[0]),
                     "__units",
                 )
                 .await
@@ -203,4 +282,57 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
     // slot held a share of it.
     assert_eq!(full.len(), 2, "{full:?} full, {job} jobs");
     assert!(cleared.is_some_and(|r| r < 110), "cleared at {cleared:?}");
+}
+
+/// Each key the quick way reads, made unusable on both sides while slots hold shares: the quick
+/// way must not write (a write it cannot make would fail the script after its first write) and
+/// leaves the call to the general way, so both sides answer, report and hold the same.
+#[tokio::test]
+async fn the_quick_way_leaves_unusable_keys_to_the_general_way() {
+    let bad: [(&str, &[&str]); 6] = [
+        ("resq:sharing", &["SET", "{k}", "x"]),
+        ("resq:limit:qa:holders", &["SET", "{k}", "x"]),
+        ("resq:limit:qa:holders", &["HSET", "{k}", "__units", "many"]),
+        ("resq:limit:qa:held", &["SET", "{k}", "x"]),
+        // A held job (a limit that had priorities before): returning a share releases it.
+        (
+            "resq:limit:qa:held",
+            &[
+                "ZADD",
+                "{k}",
+                "1",
+                "j\ta\t1\tqa\t{\"class\":\"J\",\"args\":[99]}",
+            ],
+        ),
+        ("resq:limit:qb:holders", &["RPUSH", "{k}", "x"]),
+    ];
+    let mut con = testing::con().await;
+    let json = limits(true);
+    for (key, cmd) in bad {
+        let mut twin = Twin::new();
+        for job in 0..4 {
+            twin.push(&mut con, "a", job).await;
+            twin.push(&mut con, "b", 10 + job).await;
+        }
+        // Four slots take jobs (shares of qa and qa2 or of qb), with every key usable.
+        let first: Vec<(usize, u64, bool)> = (0..4).map(|k| (k, 9, true)).collect();
+        let [a, b] = twin.step(&mut con, &first, [&json[0], &json[1]]).await;
+        assert_eq!(a, b);
+        for ns in &twin.ns {
+            let k = format!("{ns}:{key}");
+            let _: () = con.del(&k).await.unwrap();
+            let mut c = redis::cmd(cmd[0]);
+            for arg in &cmd[1..] {
+                c.arg(if *arg == "{k}" { k.as_str() } else { arg });
+            }
+            let _: () = c.query_async(&mut con).await.unwrap();
+        }
+        // They finish and want more; a fifth slot wants one too.
+        let mut next: Vec<(usize, u64, bool)> = (0..4).map(|k| (k, 1, true)).collect();
+        next.push((4, 9, true));
+        let [a, b] = twin.step(&mut con, &next, [&json[0], &json[1]]).await;
+        assert_eq!(a, b, "answers with {key} made unusable by {cmd:?}");
+        let [sa, sb] = twin.state(&mut con).await;
+        assert_eq!(sa, sb, "state with {key} made unusable by {cmd:?}");
+    }
 }
