@@ -170,8 +170,7 @@ impl Twin {
     /// What each side holds that the limits touch, with the namespace taken out.
     async fn state(&self, con: &mut Con) -> [Vec<String>; 2] {
         let mut out = [Vec::new(), Vec::new()];
-        for side in 0..2 {
-            let ns = &self.ns[side];
+        for (ns, lines) in self.ns.iter().zip(out.iter_mut()) {
             let mut keys = vec![format!("{ns}:resq:sharing")];
             for name in ["qa", "qa2", "qb"] {
                 let base = format!("{ns}:resq:limit:{name}");
@@ -190,7 +189,7 @@ impl Twin {
                     // A record's run_at is the call's time, which differs between the sides.
                     v = v[v.find("payload").unwrap_or(0)..].to_string();
                 }
-                out[side].push(format!("{key} {v}").replace(&format!("{ns}:"), "NS:"));
+                lines.push(format!("{key} {v}").replace(&format!("{ns}:"), "NS:"));
             }
         }
         out
