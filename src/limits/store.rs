@@ -94,19 +94,28 @@ pub(crate) fn script_json(limits: &[Limit], now: DateTime<Utc>) -> String {
                     (0, 0, false)
                 }
             };
-            let kind = l.kind.name();
-            json!({
-                "name": l.name,
-                "kind": kind,
-                "limit": limit,
-                "interval_ms": interval,
-                "sliding": sliding,
-                "queue": l.queue,
-                "class": l.class,
-                "key": l.key,
-                "weights": l.weights,
-                "priority": l.priority,
-            })
+            // Only what applies: the scripts read an absent field as the default (no queue, no
+            // class, no key, no weights or priorities), and every call decodes this text.
+            let mut d = Map::new();
+            d.insert("name".into(), json!(l.name));
+            d.insert("kind".into(), json!(l.kind.name()));
+            d.insert("limit".into(), json!(limit));
+            if matches!(l.kind, Kind::Rate { .. }) {
+                d.insert("interval_ms".into(), json!(interval));
+                d.insert("sliding".into(), json!(sliding));
+            }
+            for (field, v) in [("queue", &l.queue), ("class", &l.class), ("key", &l.key)] {
+                if let Some(v) = v {
+                    d.insert(field.into(), json!(v));
+                }
+            }
+            if !l.weights.is_empty() {
+                d.insert("weights".into(), json!(l.weights));
+            }
+            if !l.priority.is_empty() {
+                d.insert("priority".into(), json!(l.priority));
+            }
+            Value::Object(d)
         })
         .collect();
     json!({"defs": defs, "open": open}).to_string()

@@ -31,7 +31,9 @@
 --   P..'resq:held:due'                zset of held keys by when they may be released (ms)
 --
 -- The limits in force come from the worker as JSON: {"defs":[{name, kind, queue, class, key,
--- limit, interval_ms, sliding, weights, priority}…], "open":{name:{"open":b,"next":ms}}}.
+-- limit, interval_ms, sliding, weights, priority}…], "open":{name:{"open":b,"next":ms}}}; a
+-- field that does not apply is absent (no queue, class or key; interval_ms and sliding only
+-- for rate limits; weights and priority only when set).
 --
 -- A library made on first use (src/scripts/compose.rs) after guard.lua, whose functions it
 -- uses; local functions only.

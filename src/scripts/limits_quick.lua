@@ -24,7 +24,7 @@
 
 -- The plan of a step call, or nil when the call goes the general way. L: the limits JSON,
 -- decoded; who[s]: slot s's worker id (slots 1..n); moves(s): whether slot s ends or wants a
--- job (the others' entries are neither read for nor written by the call).
+-- job (the entries of the others are read with the rest, but not checked or written).
 local function quick_plan(P, L, who, n, moves)
   if n > 1000 then return nil end
   local byq, sums, order, known = {}, {}, {}, {}
@@ -42,8 +42,8 @@ local function quick_plan(P, L, who, n, moves)
       -- An error value (not raised: pcall) for a key of another type.
       local v = redis.pcall('HGET', h, '__units')
       if type(v) == 'table' or counter_err(h, v, 1) then return nil end
-      local top = redis.pcall('ZRANGE', base .. ':held', 0, 0)
-      if top.err or top[1] then return nil end
+      -- Held jobs (or a held key of another type): the general way releases or reports them.
+      if redis.call('EXISTS', base .. ':held') == 1 then return nil end
       sums[h] = tonumber(v) or 0
       order[#order + 1] = h
     end
@@ -142,7 +142,9 @@ local function quick_flush(Q, applied)
     local q = took[s]
     if q then
       local e = byq[queue_of[q]]
-      if e then now = (now or '') .. e.text end
+      if e then
+        if now then now = now .. e.text else now = e.text end
+      end
     end
     -- A slot that ended a job and took one of the same queue keeps the same entry.
     if now ~= was then
