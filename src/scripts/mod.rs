@@ -41,7 +41,7 @@ fn composed(body: &str) -> String {
     )
 }
 
-/// A script with the guard, the tracking and the limits functions prepended.
+/// A script with the guard and the libraries prepended (see [`composed`]).
 fn guarded(body: &str) -> Script {
     Script::new(&composed(body))
 }
