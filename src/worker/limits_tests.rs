@@ -88,11 +88,19 @@ impl Twin {
     }
 
     async fn push(&self, con: &mut Con, q: &str, job: usize) {
+        // Every 13th job is too large to be checked inside Redis: the step claims it for the
+        // worker to check (here it stays claimed), popped under the queue's room but taking no
+        // share, the same on both sides.
+        let pad = if job > 0 && job.is_multiple_of(13) {
+            "x".repeat(9000)
+        } else {
+            String::new()
+        };
         for ns in &self.ns {
             let _: () = con
                 .rpush(
                     format!("{ns}:queue:{q}"),
-                    format!(r#"{{"class":"J","args":[{job}]}}"#),
+                    format!(r#"{{"class":"J","args":[{job},"{pad}"]}}"#),
                 )
                 .await
                 .unwrap();
@@ -162,6 +170,11 @@ impl Twin {
             out[side].push(format!("found {:?}", r.found));
             for line in out[side].iter_mut() {
                 *line = line.replace(&format!("{ns}:"), "NS:");
+                // A claim's token numbers the call, which differs between the sides.
+                if let Some(at) = line.find("token: \"") {
+                    let end = line[at + 8..].find('"').map_or(line.len(), |e| at + 9 + e);
+                    line.replace_range(at..end, "token: T");
+                }
             }
         }
         out
@@ -234,6 +247,7 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
     let mut job = 0;
     let mut full = std::collections::BTreeSet::new();
     let mut cleared = None;
+    let mut claims = 0;
     for round in 0..120 {
         // New jobs, the same on both sides.
         for _ in 0..rng.next(4) {
@@ -262,6 +276,7 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
         let [a, b] = twin.step(&mut con, &plan, [&json[0], &json[1]]).await;
         assert_eq!(a, b, "answers, round {round}");
         assert!(!a.iter().any(|l| l.contains("Refused")), "{a:?}");
+        claims += a.iter().filter(|l| l.contains("Claim")).count();
         let [a, b] = twin.state(&mut con).await;
         assert_eq!(a, b, "state, round {round}");
         for name in ["qa2", "qb"] {
@@ -277,10 +292,11 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
             }
         }
     }
-    // The limits were used: each reached its cap at some point; and one was cleared while a
-    // slot held a share of it.
+    // The limits were used: each reached its cap at some point; one was cleared while a slot
+    // held a share of it; and large payloads were claimed under them.
     assert_eq!(full.len(), 2, "{full:?} full, {job} jobs");
     assert!(cleared.is_some_and(|r| r < 110), "cleared at {cleared:?}");
+    assert!(claims > 0, "no large payload was claimed");
 }
 
 /// Each key the quick way reads, made unusable on both sides while slots hold shares: the quick
