@@ -42,6 +42,17 @@ local track_fast_fns = nil
 -- Events kept in a record's history (the newest).
 local TRACK_HISTORY = 50
 
+-- The seconds a final record is kept, from a spec's number or text: a whole number from 0 (no
+-- expiry) to 100 years. `SET … EX` refuses a fraction, and a time past Redis's range, with an
+-- error raised after the script's first write: a longer TTL is kept as 100 years, and
+-- anything else that is no positive number means no expiry.
+local TRACK_TTL_MAX = 3155760000
+local function track_ttl(v)
+  local n = tonumber(v)
+  if not n or n ~= n or n < 1 then return 0 end
+  return math.min(math.floor(n), TRACK_TTL_MAX)
+end
+
 -- Whether s has the shape of an id (32 lowercase hex characters, resque-status's uuid).
 local function track_id_like(s)
   return type(s) == 'string' and #s == 32 and tfind(s, '^[0-9a-f]+$') ~= nil
@@ -1026,7 +1037,7 @@ local function track_spec(P, spec, now_ms, now_text)
     if not track_id_like(id) then
       return nil, 'BADSPEC a tracking transition the scripts cannot read'
     end
-    ttl = tonumber(ttl)
+    ttl = track_ttl(ttl)
     local v = track_get(P, id)
     now_text = now_text or tostring(now_ms)
     if track_fast().done(P, id, v, ttl, fin, msg, result, now_ms, now_text) then
@@ -1067,7 +1078,7 @@ local function track_spec(P, spec, now_ms, now_text)
   if type(s.event) == 'table' then event = s.event end
   return track(P, s.id, {
     state = s.state, now_ms = now_ms, now_s = math.floor(now_ms / 1000), set = set,
-    event = event, extra = extra, ttl = tonumber(s.ttl) or 0,
+    event = event, extra = extra, ttl = track_ttl(s.ttl),
     create = (s.create == true) and {} or nil, only_if = only,
     attempts_inc = s.attempts_inc == true,
   })

@@ -31,7 +31,7 @@ end
 local ok, why = track(P, id, {
   state = 'cancelled', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
   set = { { 'message', ARGV[4] } }, event = { event = 'cancelled' },
-  extra = { finished_at = now_ms }, ttl = tonumber(ARGV[5]) or 0,
+  extra = { finished_at = now_ms }, ttl = track_ttl(ARGV[5]),
 })
 if not ok then return redis.error_reply(why) end
 redis.call('SADD', P .. '_kill', id)

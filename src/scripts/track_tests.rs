@@ -1085,3 +1085,49 @@ async fn fast_and_general(tags: &[String], tags_text: &str, statused: Option<(&s
     )
     .await;
 }
+
+/// A completion's TTL out of what `SET … EX` takes (past Redis's range, a fraction, negative,
+/// not a number) cannot make a script fail after its first write: it is kept as 100 years, or
+/// as no expiry. A working record resque-status wrote takes the general way, which writes it
+/// completed with the TTL.
+#[tokio::test]
+async fn a_ttl_out_of_range_is_clamped_before_any_write() {
+    let mut con = testing::con().await;
+    let ttls: Vec<i64> = probe(
+        "return { track_ttl('99999999999999999999'), track_ttl('1.5'), track_ttl('-3'), \
+         track_ttl('x'), track_ttl(nil), track_ttl(60) }",
+    )
+    .invoke_async(&mut con)
+    .await
+    .expect("track_ttl");
+    assert_eq!(ttls, [3155760000, 1, 0, 0, 0, 60]);
+    let p = format!("ttl{}:", std::process::id());
+    let id = "0123456789abcdef0123456789abcdef";
+    let spec = format!("done\n{id}\n99999999999999999999\n1795495081000\n\"m\"\n");
+    // A working record as resque-status writes it (no resq member: the general way).
+    let _: () = redis::cmd("SET")
+        .arg(format!("{p}status:{id}"))
+        .arg(format!(
+            r#"{{"time":1795495079,"status":"working","uuid":"{id}","options":{{}}}}"#
+        ))
+        .query_async(&mut con)
+        .await
+        .expect("set");
+    let prev: String = probe(
+        "local a, b = track_spec(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[3]) \
+         return tostring(a) .. ' ' .. tostring(b)",
+    )
+    .arg(&p)
+    .arg(&spec)
+    .arg("1795495081789")
+    .invoke_async(&mut con)
+    .await
+    .expect("the completion applies");
+    assert_eq!(prev, "working nil");
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(format!("{p}status:{id}"))
+        .query_async(&mut con)
+        .await
+        .expect("ttl");
+    assert!(ttl > 3_000_000_000, "kept 100 years: {ttl}");
+}
