@@ -183,19 +183,13 @@ local function ids()
     return w
   end
 
-  -- Every slot's worker id, by slot number (the same list as worker_of's). Made at its size
-  -- in one step when none is known yet (a table grown one slot at a time is resized at each
-  -- power of two: ~10,000 instructions for 16 slots).
+  -- Every slot's worker id, by slot number (worker_of's list from then on), in a table made
+  -- at its size in one step (a table grown one slot at a time is resized at each power of
+  -- two: ~10,000 instructions for 16 slots).
   function ID.all_workers()
-    if next(workers) == nil then
-      local t = { unpack(KEYS, 1, slots) }
-      for s = 1, slots do t[s] = string.sub(wkey(s), #P + 8) end
-      workers = t
-    else
-      for s = 1, slots do
-        if not workers[s] then workers[s] = string.sub(wkey(s), #P + 8) end
-      end
-    end
+    local t = { unpack(KEYS, 1, slots) }
+    for s = 1, slots do t[s] = workers[s] or string.sub(wkey(s), #P + 8) end
+    workers = t
     return workers
   end
 
@@ -431,9 +425,8 @@ for s = 1, slots do
           untoken = untoken or {}
           untoken[s] = true
         end
-        if QL then
-          -- Returned after the completions, for all slots at once (quick_free).
-        elseif LIM or (sharing_any ~= false and may_share()) then
+        -- (The quick way returns them after the completions, for all slots at once.)
+        if not QL and (LIM or (sharing_any ~= false and may_share())) then
           local worker = ids().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
           if rel then
