@@ -1,7 +1,9 @@
 //! What tracking and limits cost, in one run against one redis-server it starts: one process
 //! with 64 slots draining Noop jobs with nothing on (the baseline), with every job tracked
 //! (through resq, or as resque-status jobs), with a queue limit of 32, and with a per-key
-//! concurrency limit over 100 keys (ratios to the baseline); the Redis memory of finished
+//! concurrency limit over 100 keys (each a ratio to the baseline's drain of the same round, the
+//! median over the rounds; a drain is timed from its first job's end to its last's); the Redis
+//! memory of finished
 //! tracked records before and after their TTL; the latency of `Client::wait` from a job's end
 //! to the waiter; and Redis commands per second while 1,000 jobs are held behind a full limit,
 //! next to an idle process's.
@@ -109,8 +111,22 @@ fn hook(name: &str, setup: Setup) {
     }
 }
 
-/// One drain: jobs/s, Redis CPU µs per job, script calls per job.
-async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64, f64) {
+/// One drain's figures.
+struct Drained {
+    /// Jobs per second from the first job's end to the last's (the steady drain: the worker's
+    /// start, which a short drain would otherwise count as a large part of its time, is not in
+    /// it).
+    rate: f64,
+    /// Redis CPU µs per job, the start included.
+    cpu: f64,
+    /// Script calls per job.
+    calls: f64,
+    /// From the worker's start to the first job's end, ms.
+    start_ms: f64,
+}
+
+/// One drain.
+async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
     let ns = format!("flow-{round}-{setup:?}");
     let client = Client::connect(url, &ns).await.unwrap();
     let mut con = redis::Client::open(url)
@@ -152,11 +168,16 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64,
         let _: () = con.sadd(format!("{ns}:queues"), "default").await.unwrap();
     }
     let done = Arc::new(AtomicUsize::new(0));
+    let first: Arc<std::sync::OnceLock<Instant>> = Arc::default();
     let d = done.clone();
+    let f = first.clone();
     let mut registry = Registry::new().handler("Noop", move |_ctx: JobContext| {
         let d = d.clone();
+        let f = f.clone();
         async move {
-            d.fetch_add(1, Ordering::Relaxed);
+            if d.fetch_add(1, Ordering::Relaxed) == 0 {
+                let _ = f.set(Instant::now());
+            }
             Ok(())
         }
     });
@@ -184,16 +205,18 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> (f64, f64,
     while done.load(Ordering::Relaxed) < jobs {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let rate = jobs as f64 / started.elapsed().as_secs_f64();
+    let ended = Instant::now();
+    let first = *first.get().expect("a job ended");
     let (cpu1, calls1) = redis_cpu_calls(&mut con).await;
     hook("FLOW_AFTER_DRAIN", setup);
     running.stop(Phase::Quit);
     running.wait().await.unwrap();
-    (
-        rate,
-        (cpu1 - cpu0) * 1e6 / jobs as f64,
-        (calls1 - calls0) / jobs as f64,
-    )
+    Drained {
+        rate: (jobs - 1) as f64 / (ended - first).as_secs_f64(),
+        cpu: (cpu1 - cpu0) * 1e6 / jobs as f64,
+        calls: (calls1 - calls0) / jobs as f64,
+        start_ms: (first - started).as_secs_f64() * 1000.0,
+    }
 }
 
 /// Memory of `n` finished tracked records, and after their TTL (1 s) has passed.
@@ -380,35 +403,36 @@ fn main() {
                 .into_iter()
                 .filter(|s| pick.is_empty() || pick.split(',').any(|p| p == format!("{s:?}")))
                 .collect();
-        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
-        let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
-        let mut calls: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+        // Each round runs every setup in turn, and a setup's ratio is taken to the first
+        // setup's drain of the same round: this machine's speed drifts by up to 2× between
+        // minutes, and a ratio of two drains seconds apart is what that drift moves least.
+        let mut runs: Vec<Vec<Drained>> = (0..setups.len()).map(|_| Vec::new()).collect();
         for r in 0..rounds {
             for (i, s) in setups.iter().enumerate() {
-                let (rate, cpu, call) = drain(&url, *s, r, jobs).await;
-                rates[i].push(rate);
-                cpus[i].push(cpu);
-                calls[i].push(call);
+                runs[i].push(drain(&url, *s, r, jobs).await);
             }
         }
-        let med = |v: &mut Vec<f64>| {
+        let med = |mut v: Vec<f64>| {
             v.sort_by(|a, b| a.total_cmp(b));
             v[v.len() / 2]
         };
-        let medians: Vec<f64> = rates.iter_mut().map(med).collect();
-        let cpu_med: Vec<f64> = cpus.iter_mut().map(med).collect();
-        let call_med: Vec<f64> = calls.iter_mut().map(med).collect();
         println!("Noop drain, one process, CONCURRENCY=64, {jobs} jobs × {rounds} rounds (median)\n");
-        println!("| setup | jobs/s | vs baseline | Redis CPU µs/job | script calls/job |");
-        println!("|---|---|---|---|---|");
+        println!("| setup | jobs/s | vs the first setup, same round (each round) | Redis CPU µs/job | script calls/job | start, ms |");
+        println!("|---|---|---|---|---|---|");
         for (i, s) in setups.iter().enumerate() {
+            let ratios: Vec<f64> = (0..rounds)
+                .map(|r| runs[i][r].rate / runs[0][r].rate)
+                .collect();
+            let each: Vec<String> = ratios.iter().map(|x| format!("{x:.2}")).collect();
             println!(
-                "| {} | {:.0} | {:.2} | {:.1} | {:.3} |",
+                "| {} | {:.0} | {:.2} ({}) | {:.1} | {:.3} | {:.0} |",
                 s.name(),
-                medians[i],
-                medians[i] / medians[0],
-                cpu_med[i],
-                call_med[i]
+                med(runs[i].iter().map(|d| d.rate).collect()),
+                med(ratios.clone()),
+                each.join(", "),
+                med(runs[i].iter().map(|d| d.cpu).collect()),
+                med(runs[i].iter().map(|d| d.calls).collect()),
+                med(runs[i].iter().map(|d| d.start_ms).collect()),
             );
         }
         }

@@ -188,9 +188,10 @@ local function ids()
   -- two: ~10,000 instructions for 16 slots).
   function ID.all_workers()
     local t = { unpack(KEYS, 1, slots) }
-    for s = 1, slots do t[s] = workers[s] or string.sub(wkey(s), #P + 8) end
+    local sub, from, k = string.sub, #P + 8, kq - 1
+    for s = 1, slots do t[s] = sub(KEYS[k + 2 * s], from) end
     workers = t
-    return workers
+    return t
   end
 
   return ID
