@@ -454,6 +454,61 @@ async fn finished_records_expire_and_the_indexes_forget_them() {
 }
 
 #[tokio::test]
+async fn purge_keeps_a_record_that_says_its_job_runs_again() {
+    let ns = support::namespace("jobs-purge-live");
+    let c = client(&ns).await;
+    let registry = Registry::new().handler("Doomed", |_ctx: JobContext| async {
+        Err(JobError::msg("always"))
+    });
+    let again = c
+        .enqueue_class_tracked("default", "Doomed", &[], Track::new().tag("t"))
+        .await
+        .unwrap();
+    let gone = c
+        .enqueue_class_tracked("default", "Doomed", &[], Track::new())
+        .await
+        .unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    assert_eq!(wait_final(&c, &again).await.state, State::Failed);
+    assert_eq!(wait_final(&c, &gone).await.state, State::Failed);
+    stop(w).await;
+    // A Ruby worker runs the failed job again (retried from Resque's failed list): resque-status
+    // merges its status into the record and leaves resq's member as it was.
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let text = raw_record(&ns, &again).await.unwrap();
+    let edited = text.replacen(r#""status":"failed""#, r#""status":"working""#, 1);
+    assert_ne!(edited, text);
+    let _: () = con
+        .set(k.resque_status(again.as_str()), &edited)
+        .await
+        .unwrap();
+    assert_eq!(
+        c.status(&again).await.unwrap().unwrap().state,
+        State::Working
+    );
+    let purged = admin(&ns)
+        .await
+        .purge_jobs(Some(State::Failed), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(purged, 1, "only the job that is still failed");
+    assert!(raw_record(&ns, &gone).await.is_none());
+    // The running job's record, its place in `_statuses` and its tag stay; the failed index,
+    // which no longer says where it is, forgets it.
+    assert_eq!(
+        raw_record(&ns, &again).await.as_deref(),
+        Some(edited.as_str())
+    );
+    let failed: Vec<String> = con.zrange(k.job_state("failed"), 0, -1).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    for key in [k.resque_statuses(), k.job_tag("t")] {
+        let ids: Vec<String> = con.zrange(&key, 0, -1).await.unwrap();
+        assert_eq!(ids, [again.to_string()], "{key}");
+    }
+}
+
+#[tokio::test]
 async fn bad_input_never_loses_a_job_or_stops_the_worker() {
     let ns = support::namespace("jobs-bad");
     let c = client(&ns).await;

@@ -110,7 +110,7 @@ impl Admin {
             // Records left behind (a key of another type) are passed over, not looped on.
             let mut skip = 0u64;
             loop {
-                let (n, looked): (u64, u64) = crate::scripts::TRACK_PURGE
+                let (n, looked, removed): (u64, u64, u64) = crate::scripts::TRACK_PURGE
                     .arg(self.keys().prefix())
                     .arg(now)
                     .arg("state")
@@ -121,7 +121,7 @@ impl Admin {
                     .invoke_async(&mut con)
                     .await?;
                 total += n;
-                skip += looked - n;
+                skip += looked.saturating_sub(removed);
                 if looked < 500 {
                     break;
                 }

@@ -1,14 +1,16 @@
 -- track_purge.lua: forget finished tracked jobs, a batch at a time: those whose time is up
 -- ('expired': out of `_statuses` and the indexes; their records expire on their own), or every
--- job of a final state that entered it before a cutoff ('state': records deleted too).
+-- job of a final state that entered it before a cutoff ('state': records deleted too). A record
+-- that no longer says that state (a Ruby worker ran the job again) is kept: only its entry in
+-- that state's index goes.
 --
 -- KEYS: none (built from the prefix; see track.lua).
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] now in epoch ms   ARGV[3] 'expired' | 'state'
 -- ARGV[4] the final state ('state')   ARGV[5] the cutoff, epoch ms ('state')   ARGV[6] batch size
 -- ARGV[7] entries of the index to pass over first ('state': those a previous batch left, their
 -- record key unusable)
--- Returns how many jobs were forgotten ('expired'), or {forgotten, index entries looked at}
--- ('state'); an error reply, before any write, when a key is unusable.
+-- Returns how many jobs were forgotten ('expired'), or {forgotten, index entries looked at,
+-- index entries removed} ('state'); an error reply, before any write, when a key is unusable.
 
 local P, now_ms, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[6])
 if ARGV[3] == 'expired' then
@@ -29,8 +31,17 @@ for _, id in ipairs(ids) do
   local tags, key = {}, nil
   if text then
     local extra = track_extra(text, ms, r)
-    if type(extra.tags) == 'table' then tags = extra.tags end
-    key = extra.key
+    local now = extra.state
+    if type(now) ~= 'string' then now = STATUS_STATE[rec_status(text, ms) or ''] end
+    if now ~= state then
+      -- The record says the job is elsewhere now (a Ruby worker ran it again and wrote its
+      -- status): the record is live, and only this index's entry, which is stale, goes.
+      tags = nil
+      plan[#plan + 1] = { id, false }
+    else
+      if type(extra.tags) == 'table' then tags = extra.tags end
+      key = extra.key
+    end
   elseif text == nil then
     -- An unusable record key: left alone, and so is its index entry.
     tags = nil
@@ -44,18 +55,22 @@ for _, id in ipairs(ids) do
   end
 end
 if e then return redis.error_reply(e) end
+local forgotten = 0
 for _, p in ipairs(plan) do
   local id, tags, key = p[1], p[2], p[3]
-  redis.call('DEL', P .. 'status:' .. id)
   redis.call('ZREM', idx, id)
-  redis.call('ZREM', P .. '_statuses', id)
-  redis.call('SREM', P .. '_kill', id)
-  local member = id
-  if #tags > 0 then member = id .. ' ' .. table.concat(tags, ' ') end
-  redis.call('ZREM', P .. 'resq:jobs:expiry', member)
-  for _, t in ipairs(tags) do redis.call('ZREM', P .. 'resq:tag:' .. t, id) end
-  if key and redis.call('GET', P .. 'resq:jobkey:' .. key) == id then
-    redis.call('DEL', P .. 'resq:jobkey:' .. key)
+  if tags then
+    forgotten = forgotten + 1
+    redis.call('DEL', P .. 'status:' .. id)
+    redis.call('ZREM', P .. '_statuses', id)
+    redis.call('SREM', P .. '_kill', id)
+    local member = id
+    if #tags > 0 then member = id .. ' ' .. table.concat(tags, ' ') end
+    redis.call('ZREM', P .. 'resq:jobs:expiry', member)
+    for _, t in ipairs(tags) do redis.call('ZREM', P .. 'resq:tag:' .. t, id) end
+    if key and redis.call('GET', P .. 'resq:jobkey:' .. key) == id then
+      redis.call('DEL', P .. 'resq:jobkey:' .. key)
+    end
   end
 end
-return { #plan, #ids }
+return { forgotten, #ids, #plan }
