@@ -229,6 +229,24 @@ async fn jobs_lists_with_counts_filters_and_json() {
 }
 
 #[tokio::test]
+async fn a_closed_pipe_ends_the_listing_quietly() {
+    // `resq jobs | head -1`: the reader is gone when resq writes.
+    let s = seed("cjpipe").await;
+    let mut c = cmd(&s.ns, &["jobs"]);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = c.spawn().expect("spawn");
+        // Gone before resq's first line, which comes after it has asked Redis.
+        drop(child.stdout.take());
+        child.wait_with_output().expect("wait")
+    })
+    .await
+    .unwrap();
+    assert_eq!(code(&out), 141, "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
+
+#[tokio::test]
 async fn job_show_prints_the_whole_record() {
     let s = seed("cjshow").await;
     let ns = s.ns.as_str();
@@ -364,6 +382,10 @@ async fn job_wait_exit_codes_say_how_the_job_ended() {
         assert_eq!(code(&out), 4, "{t}");
         assert!(stderr(&out).contains("--timeout"), "{t}: {}", stderr(&out));
     }
+    // Also when the value is its own argument: a value, not an unknown option (which clap
+    // would end with 2, "not finished").
+    let out = resq(ns, &["job", "wait", s.queued.as_str(), "--timeout", "-1"]).await;
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
     let mut c = Command::new(support::resq_bin());
     c.args([
         "--url",

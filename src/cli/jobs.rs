@@ -128,7 +128,9 @@ pub(crate) enum JobCmd {
         /// The job's id.
         id: String,
         /// Give up after this long: seconds, or with s, m, h or d (`90`, `15m`).
-        #[arg(long, default_value = "60")]
+        // A value that starts with '-' is taken as the value (and refused with 4, as any bad
+        // timeout is), not as an unknown option, which clap would end with 2: "not finished".
+        #[arg(long, default_value = "60", allow_hyphen_values = true)]
         timeout: String,
     },
     /// Cancel the job: one that has not started never runs; a running one is asked to stop.

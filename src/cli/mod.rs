@@ -129,6 +129,9 @@ where
         .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m))
         .unwrap_or_else(|e| e.exit());
+    if !matches!(cli.cmd, Command::Work(_)) {
+        quiet_on_closed_stdout();
+    }
     let rt = match crate::runtime::build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -143,6 +146,26 @@ where
             ExitCode::FAILURE
         }
     }
+}
+
+/// Ends the process quietly with status 141, as a Unix tool that SIGPIPE ends, once standard
+/// output is a pipe whose reader has gone (`resq jobs | head -1`): Rust ignores SIGPIPE, so the
+/// write fails instead, and `println!` panics on a failed write. Any other panic goes on to
+/// the hook that was there. Not for `work`, whose output is logs.
+fn quiet_on_closed_stdout() {
+    let next = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("os error 32") {
+            std::process::exit(141);
+        }
+        next(info)
+    }));
 }
 
 /// The command line's definition, its help showing an environment variable's value only when
