@@ -247,6 +247,31 @@ async fn a_closed_pipe_ends_the_listing_quietly() {
 }
 
 #[tokio::test]
+async fn a_record_that_is_no_record_is_named_not_hidden() {
+    let ns = support::namespace("cjgarbage");
+    let id = JobId::new();
+    let key = Keys::new(&ns).resque_status(id.as_str());
+    for garbage in ["garbage {", "[1,2,3]", "\"text\""] {
+        let _: () = support::con().await.set(&key, garbage).await.unwrap();
+        let out = resq(&ns, &["job", "show", id.as_str()]).await;
+        assert_eq!(code(&out), 1, "{garbage}");
+        assert!(
+            stderr(&out).contains(&format!("{key} holds"))
+                && stderr(&out).contains("not a resque-status record"),
+            "{garbage}: {}",
+            stderr(&out)
+        );
+        let out = resq(&ns, &["job", "wait", id.as_str(), "--timeout", "0"]).await;
+        assert_eq!(code(&out), 4, "{garbage}: {}", stderr(&out));
+        let err = client(&ns).await.status(&id).await.unwrap_err();
+        assert!(
+            err.to_string().contains("not a resque-status record"),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn job_show_prints_the_whole_record() {
     let s = seed("cjshow").await;
     let ns = s.ns.as_str();

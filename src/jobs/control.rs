@@ -58,13 +58,15 @@ impl Client {
         cancel(&mut self.connection(), self.keys(), id).await
     }
 
-    /// The record of job `id` (`None`: never tracked, or expired).
+    /// The record of job `id` (`None`: never tracked, or expired; an error when its key holds
+    /// something that is not a record).
     pub async fn status(&self, id: &JobId) -> Result<Option<JobStatus>> {
+        let key = self.keys().resque_status(id.as_str());
         let text: Option<String> = redis::cmd("GET")
-            .arg(self.keys().resque_status(id.as_str()))
+            .arg(&key)
             .query_async(&mut self.connection())
             .await?;
-        Ok(text.and_then(|t| JobStatus::parse(id, &t)))
+        JobStatus::from_reply(id, &key, text)
     }
 }
 

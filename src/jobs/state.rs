@@ -171,6 +171,23 @@ const KNOWN: &[&str] = &[
 ];
 
 impl JobStatus {
+    /// What `GET` of job `id`'s record key `key` gave, read: `None` when the key is absent, an
+    /// error naming the key when it holds something that is not a record.
+    pub(crate) fn from_reply(
+        id: &JobId,
+        key: &str,
+        text: Option<String>,
+    ) -> crate::error::Result<Option<JobStatus>> {
+        let Some(text) = text else { return Ok(None) };
+        match JobStatus::parse(id, &text) {
+            Some(s) => Ok(Some(s)),
+            None => Err(crate::error::Error::Protocol(format!(
+                "{key} holds {:?}, not a resque-status record (a JSON object)",
+                text.chars().take(60).collect::<String>()
+            ))),
+        }
+    }
+
     /// Reads the record text of job `id`; `None` when it is not a JSON object.
     pub fn parse(id: &JobId, text: &str) -> Option<JobStatus> {
         let mut obj: Map<String, Value> = serde_json::from_str(text).ok()?;
