@@ -539,3 +539,119 @@ async fn a_limit_cleared_while_its_job_runs_gets_its_share_back() {
     let sharing: u64 = con.hlen(keys.sharing()).await.unwrap();
     assert_eq!(sharing, 0, "no slot is left listed as holding shares");
 }
+
+#[tokio::test]
+async fn a_share_a_broken_key_kept_comes_back_once_the_key_is_mended() {
+    // Two jobs hold the limit's shares; while they run its held set becomes a string, so their
+    // completions cannot return the shares (the jobs end as usual, the problem is reported).
+    // Once the key is mended, the next prune round returns the shares and the held job runs.
+    let ns = support::namespace("lim-mended");
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    admin
+        .set_limit(&Limit::concurrency("pair", 2).class("Gated"))
+        .await
+        .unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::new().handler("Gated", {
+        let (gate, done) = (gate.clone(), done.clone());
+        move |_ctx: JobContext| {
+            let (gate, done) = (gate.clone(), done.clone());
+            async move {
+                gate.acquire().await.expect("gate").forget();
+                done.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        }
+    });
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for _ in 0..3 {
+        c.enqueue_class("Gated", &[]).await.unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(4)
+            .registry(registry),
+    )
+    .await;
+    let keys = Keys::new(&ns);
+    let held_key = keys.limit_held("pair", None);
+    let units = || async {
+        let v: Option<u64> = support::con()
+            .await
+            .hget(keys.limit_holders("pair", None), "__units")
+            .await
+            .unwrap();
+        v.unwrap_or(0)
+    };
+    support::eventually(10, "two jobs running and one held", || async {
+        (units().await == 2 && held(&ns, "pair", None).await == 1).then_some(())
+    })
+    .await;
+    let mut con = support::con().await;
+    let backup = format!("{held_key}:backup");
+    let _: () = con.rename(&held_key, &backup).await.unwrap();
+    let _: () = con.set(&held_key, "not a zset").await.unwrap();
+    gate.add_permits(2);
+    reaches(&done, 2, 10, "the two running jobs").await;
+    // Their records are gone, their shares are not.
+    let sharing: u64 = con.hlen(keys.sharing()).await.unwrap();
+    assert_eq!((units().await, sharing), (2, 2));
+    let _: () = con.del(&held_key).await.unwrap();
+    let _: () = con.rename(&backup, &held_key).await.unwrap();
+    // The worker's own round took Ruby's pruning lock at start: let this one run now.
+    let _: () = con.del(keys.pruning_lock()).await.unwrap();
+    let round = admin.prune(Duration::from_secs(300), false).await.unwrap();
+    assert!(round.locked);
+    // The two shares came back; the held job went back to its queue, and takes one again.
+    support::eventually(10, "the held job to start", || async {
+        (units().await == 1 && held(&ns, "pair", None).await == 0).then_some(())
+    })
+    .await;
+    gate.add_permits(1);
+    reaches(&done, 3, 10, "the held job").await;
+    stop(w).await;
+    let sharing: u64 = con.hlen(keys.sharing()).await.unwrap();
+    assert_eq!((units().await, sharing), (0, 0));
+}
+
+#[tokio::test]
+async fn a_prune_round_returns_only_shares_no_job_holds() {
+    // Slot `gone` runs nothing (Ruby's pruner removed its record); `running` has its worker
+    // record; `claiming` holds a claimed payload it has yet to promote. Only `gone`'s share
+    // comes back.
+    let ns = support::namespace("lim-orphans");
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    admin
+        .set_limit(&Limit::concurrency("three", 3).class("Any"))
+        .await
+        .unwrap();
+    let keys = Keys::new(&ns);
+    let holders = keys.limit_holders("three", None);
+    let entry = format!("1 {}:{holders}", holders.len());
+    let (gone, running, claiming) = (
+        "h~resq:1-0:default",
+        "h~resq:1-1:default",
+        "h~resq:1-2:default",
+    );
+    let mut con = support::con().await;
+    let _: () = con.hset(&holders, "__units", 3).await.unwrap();
+    for w in [gone, running, claiming] {
+        let _: () = con.hset(keys.sharing(), w, &entry).await.unwrap();
+    }
+    let _: () = con
+        .set(keys.worker(running), r#"{"queue":"default","run_at":"2026-11-27T00:00:00Z","payload":{"class":"Any","args":[]}}"#)
+        .await
+        .unwrap();
+    let _: () = con
+        .rpush(keys.claim(claiming), &["{}", "token", "\"default\""])
+        .await
+        .unwrap();
+    let round = admin.prune(Duration::from_secs(300), false).await.unwrap();
+    assert!(round.locked);
+    let units: u64 = con.hget(&holders, "__units").await.unwrap();
+    assert_eq!(units, 2);
+    let mut left: Vec<String> = con.hkeys(keys.sharing()).await.unwrap();
+    left.sort();
+    assert_eq!(left, [running, claiming]);
+}

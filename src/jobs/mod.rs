@@ -185,7 +185,7 @@ pub(crate) fn report_problem(problem: &str) {
     let now = std::time::Instant::now();
     if due.is_none_or(|d| now >= d) {
         *due = Some(now + Duration::from_secs(10));
-        tracing::warn!(problem, "a tracked job's record could not be written; the job itself moved as usual (repeats within 10 s are not logged)");
+        tracing::warn!(problem, "a tracked job's record or a limit's share could not be written (a key of the wrong type); the job itself moved as usual, and a share left behind is returned by a prune round once the key is usable (repeats within 10 s are not logged)");
     }
 }
 

@@ -106,6 +106,8 @@ scripts! {
     RELEASE = "release.lua";
     /// A claimed job's limits, at promote (worker/claim.rs).
     LIMIT_CLAIM = "limit_claim.lua";
+    /// Limit shares no job holds any more, returned (worker/prune.rs).
+    LIMIT_ORPHANS = "limit_orphans.lua";
 }
 
 /// Loads the scripts a worker runs on every job (`SCRIPT LOAD`), before its first step: the

@@ -214,7 +214,46 @@ impl Pruner {
         }
         self.return_orphan_claims(con, &mut report).await?;
         self.fail_orphan_tracked(con).await?;
+        self.return_orphan_shares(con).await?;
         Ok(report)
+    }
+
+    /// Returns the limit shares whose slot runs no job any more (`limit_orphans.lua`): left by
+    /// a completion that could not return them while a key of the limit was unusable, or by a
+    /// slot Ruby's pruner unregistered. At most 1,000 entries looked at per round.
+    async fn return_orphan_shares<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
+        let limits_json = match crate::limits::store::load(con, &self.keys).await {
+            Ok((limits, _)) => crate::limits::store::script_json(&limits, Utc::now()),
+            Err(_) => String::new(),
+        };
+        let r: RedisResult<(u64, String)> = crate::scripts::LIMIT_ORPHANS
+            .arg(self.keys.prefix())
+            .arg(limits_json)
+            .arg(1000)
+            .invoke_async(con)
+            .await;
+        match r {
+            Ok((returned, problems)) => {
+                if returned > 0 {
+                    tracing::info!(
+                        returned,
+                        "returned limit shares that no running job held any more"
+                    );
+                }
+                for line in problems.lines() {
+                    tracing::warn!("cannot return a limit share yet: {line}");
+                }
+                Ok(())
+            }
+            Err(e)
+                if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
+            {
+                let why = crate::conn::errors::describe_here(&e);
+                tracing::error!("cannot return leftover limit shares: {why}");
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Fails the records of tracked jobs marked working by a worker that is no longer
