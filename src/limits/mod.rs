@@ -198,8 +198,9 @@ impl Limit {
     }
 
     /// Checks the definition: a usable name, a positive limit and interval, weights of at
-    /// least 1, priorities up to 99, a key template whose fields are `class`, `queue` or
-    /// `args.…`, windows that parse, a known zone.
+    /// least 1 and at most the limit, priorities up to 99, no empty queue, class or key, a key
+    /// template whose fields are `class`, `queue` or `args.…`, windows that parse, a known
+    /// zone.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Error::Rejected(format!("limit {:?}: {m}", self.name));
         if self.name.is_empty()
@@ -234,6 +235,24 @@ impl Limit {
         }
         if let Some((c, _)) = self.weights.iter().find(|(_, w)| **w == 0) {
             return Err(bad(format!("the weight of {c} must be at least 1")));
+        }
+        if let Kind::Concurrency { limit } | Kind::Rate { limit, .. } = self.kind {
+            if let Some((c, w)) = self.weights.iter().find(|(_, w)| **w > limit) {
+                return Err(bad(format!(
+                    "a {c} job weighs {w}, more than the limit of {limit}: it could never start"
+                )));
+            }
+        }
+        for (what, v) in [
+            ("queue", &self.queue),
+            ("class", &self.class),
+            ("key", &self.key),
+        ] {
+            if v.as_deref().is_some_and(str::is_empty) {
+                return Err(bad(format!(
+                    "an empty {what} names nothing (leave it out instead)"
+                )));
+            }
         }
         if let Some((c, p)) = self.priority.iter().find(|(_, p)| **p > 99) {
             return Err(bad(format!("the priority of {c} is {p}, above 99")));
@@ -323,6 +342,16 @@ mod tests {
             (
                 Limit::concurrency("x", 1).class("A").weight("A", 0),
                 "weight",
+            ),
+            (
+                Limit::concurrency("x", 2).class("A").weight("A", 3),
+                "could never start",
+            ),
+            (Limit::concurrency("x", 1).key(""), "empty key"),
+            (Limit::concurrency("x", 1).queue(""), "empty queue"),
+            (
+                Limit::concurrency("x", 1).class("").queue("q"),
+                "empty class",
             ),
             (Limit::rate("x", 1, Duration::ZERO).class("A"), "interval"),
             (
