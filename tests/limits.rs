@@ -655,3 +655,64 @@ async fn a_prune_round_returns_only_shares_no_job_holds() {
     left.sort();
     assert_eq!(left, [running, claiming]);
 }
+
+#[tokio::test]
+async fn raising_a_full_queue_limit_starts_the_waiting_jobs_at_once() {
+    // A queue closed by its full limit of 1 (its jobs wait in it, not held) opens as soon as
+    // the process has read the raised limit: not at the next periodic poll (30 s here) nor when
+    // the running job ends (never, until the test lets it).
+    let ns = support::namespace("lim-raised");
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    admin
+        .set_limit(&Limit::concurrency("q", 1).queue("default"))
+        .await
+        .unwrap();
+    let gauge = Arc::new(Gauge::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let registry = Registry::new().handler("Gated", {
+        let (gate, gauge) = (gate.clone(), gauge.clone());
+        move |_ctx: JobContext| {
+            let (gate, gauge) = (gate.clone(), gauge.clone());
+            async move {
+                gauge.enter();
+                gate.acquire().await.expect("gate").forget();
+                gauge.leave();
+                Ok(())
+            }
+        }
+    });
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for _ in 0..6 {
+        c.enqueue_class("Gated", &[]).await.unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(4)
+            .interval(Duration::from_secs(30))
+            .registry(registry),
+    )
+    .await;
+    support::eventually(10, "one job running", || async {
+        (gauge.now.load(Ordering::SeqCst) == 1 && waiting(&ns, "default").await == 5).then_some(())
+    })
+    .await;
+    admin
+        .set_limit(&Limit::concurrency("q", 3).queue("default"))
+        .await
+        .unwrap();
+    support::eventually(5, "three jobs running", || async {
+        (gauge.now.load(Ordering::SeqCst) == 3).then_some(())
+    })
+    .await;
+    assert!(admin.clear_limit("q", false).await.unwrap());
+    support::eventually(5, "four jobs running (every slot)", || async {
+        (gauge.now.load(Ordering::SeqCst) == 4).then_some(())
+    })
+    .await;
+    gate.add_permits(6);
+    support::eventually(10, "every job", || async {
+        (gauge.done.load(Ordering::SeqCst) == 6).then_some(())
+    })
+    .await;
+    stop(w).await;
+}

@@ -37,6 +37,8 @@ pub(crate) struct LimitsCache {
     wake: Notify,
     /// The foreign workers last warned about (so a warning is not repeated every refresh).
     warned: Mutex<Vec<String>>,
+    /// Counts the changes of the limits in force, for [`LimitsCache::changes`].
+    version: watch::Sender<u64>,
 }
 
 impl LimitsCache {
@@ -49,7 +51,22 @@ impl LimitsCache {
             due: Mutex::new(None),
             wake: Notify::new(),
             warned: Mutex::new(Vec::new()),
+            version: watch::channel(0).0,
         })
+    }
+
+    /// Changes each time the limits in force change, once this process has read them: a
+    /// queue a limit closed may be open now, and only a reserve made with the new limits can
+    /// tell (one made on the notice of the change, before they were read, still sees it
+    /// closed).
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// How many times the limits in force have changed; read it before [`LimitsCache::json`]
+    /// to know whether a call was made with limits since replaced.
+    pub(crate) fn version(&self) -> u64 {
+        *self.version.borrow()
     }
 
     /// The scripts' JSON of the limits in force (`""` when there are none).
@@ -106,7 +123,12 @@ impl LimitsCache {
             .filter(|old| !limits.iter().any(|l| l.name == old.name))
             .map(|l| l.name.clone())
             .collect();
+        let changed = cur.1 != json;
         *cur = (limits, json);
+        drop(cur);
+        if changed {
+            self.version.send_modify(|v| *v += 1);
+        }
         Ok(gone)
     }
 

@@ -155,6 +155,7 @@ async fn lane(
             }
             continue;
         }
+        let version = limits.version();
         let result = {
             let items: Vec<StepItem<'_>> = batch
                 .iter()
@@ -169,7 +170,10 @@ async fn lane(
         };
         match result {
             Ok(out) => {
-                fetch.found_empty(&pick, &out.found);
+                // A queue a full limit closed, found so with limits replaced since (raised or
+                // cleared while the call was on its way), may be open: it is not taken as
+                // closed.
+                fetch.found_empty(&pick, &out.found, limits.version() != version);
                 for p in &out.tracking_problems {
                     crate::jobs::report_problem(p);
                 }

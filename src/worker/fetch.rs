@@ -305,12 +305,17 @@ impl Fetch {
     /// is armed: their jobs would wake the slots in a loop). When a queue still had jobs after
     /// the call, one more parked slot is woken, so a burst fans out to every idle slot without
     /// waiting for a wake-up per job.
-    pub(crate) fn found_empty(&self, pick: &Pick, found: &[Found]) {
+    /// `limits_replaced`: the limits in force changed after the call read them, so a queue it
+    /// found closed by a limit is polled again instead.
+    pub(crate) fn found_empty(&self, pick: &Pick, found: &[Found], limits_replaced: bool) {
         let mut more = false;
+        // The slot that made the call is not idle yet, and parks next: it must find a wake-up
+        // waiting (the change's own wake-up came while the call was on its way).
+        let reopen = limits_replaced && found.contains(&Found::Blocked);
         if pick.tracked {
             let mut states = self.states();
             for ((key, gen), &f) in pick.seen.iter().zip(found) {
-                if f == Found::Jobs {
+                if f == Found::Jobs || (limits_replaced && f == Found::Blocked) {
                     more = true;
                     continue;
                 }
@@ -327,7 +332,7 @@ impl Fetch {
         } else {
             more = found.contains(&Found::Jobs);
         }
-        if more && self.idle.load(Ordering::SeqCst) > 0 {
+        if reopen || (more && self.idle.load(Ordering::SeqCst) > 0) {
             self.work.notify_one();
         }
     }
@@ -487,6 +492,25 @@ impl Fetch {
             ]),
             stop.clone(),
         ));
+        if let Some(limits) = self.limits.get() {
+            // Once this process has read changed limits, the queues they closed are polled
+            // again (with the new limits: a limit raised or cleared opens them).
+            let mut changes = limits.changes();
+            let (me, mut stop) = (self.clone(), stop.clone());
+            trackers.spawn(async move {
+                loop {
+                    tokio::select! {
+                        r = changes.changed() => {
+                            if r.is_err() {
+                                return;
+                            }
+                            me.repoll(|st| st.last == Found::Blocked);
+                        }
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                }
+            });
+        }
         // Watchers only once tracking has had its chance: a watcher's BLMOVE moves a job's
         // bytes to this process and back, which tracking never does.
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracking_tried.notified()).await;
