@@ -509,6 +509,101 @@ async fn purge_keeps_a_record_that_says_its_job_runs_again() {
 }
 
 #[tokio::test]
+async fn the_indexes_follow_records_others_deleted_broke_or_ended() {
+    // Four jobs whose records someone else changes: deleted while queued, overwritten with
+    // garbage while queued, deleted while running (as an `expire_in` ends it), and marked
+    // killed while running (as a foreign client may write). Each job runs once and moves as
+    // usual; afterwards no index says a job is queued or working.
+    let ns = support::namespace("jobs-foreign");
+    let c = client(&ns).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let started = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::new()
+        .handler("Quick", |_ctx: JobContext| async { Ok(()) })
+        .handler("Gated", {
+            let (gate, started) = (gate.clone(), started.clone());
+            move |_ctx: JobContext| {
+                let (gate, started) = (gate.clone(), started.clone());
+                async move {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    gate.acquire().await.expect("gate").forget();
+                    Ok(())
+                }
+            }
+        });
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let deleted = c
+        .enqueue_class_tracked("default", "Quick", &[], Track::new())
+        .await
+        .unwrap();
+    let garbled = c
+        .enqueue_class_tracked("default", "Quick", &[], Track::new())
+        .await
+        .unwrap();
+    let expired = c
+        .enqueue_class_tracked("default", "Gated", &[], Track::new())
+        .await
+        .unwrap();
+    let killed = c
+        .enqueue_class_tracked("default", "Gated", &[], Track::new())
+        .await
+        .unwrap();
+    let _: () = con.del(k.resque_status(deleted.as_str())).await.unwrap();
+    let _: () = con
+        .set(k.resque_status(garbled.as_str()), "not json {")
+        .await
+        .unwrap();
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(4)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(10, "the gated jobs to start", || async {
+        (started.load(Ordering::SeqCst) == 2).then_some(())
+    })
+    .await;
+    let _: () = con.del(k.resque_status(expired.as_str())).await.unwrap();
+    let text = raw_record(&ns, &killed).await.unwrap();
+    let edited = text.replacen(r#""status":"working""#, r#""status":"killed""#, 1);
+    assert_ne!(edited, text);
+    let _: () = con
+        .set(k.resque_status(killed.as_str()), &edited)
+        .await
+        .unwrap();
+    gate.add_permits(2);
+    support::eventually(10, "all four jobs", || async {
+        let n: u64 = support::con()
+            .await
+            .get(k.stat_processed())
+            .await
+            .unwrap_or(0);
+        (n == 4).then_some(())
+    })
+    .await;
+    stop(w).await;
+    for state in ["queued", "working"] {
+        let ids: Vec<String> = con.zrange(k.job_state(state), 0, -1).await.unwrap();
+        assert!(ids.is_empty(), "{state}: {ids:?}");
+    }
+    // The deleted one was made again when it started, and completed.
+    assert_eq!(
+        c.status(&deleted).await.unwrap().unwrap().state,
+        State::Completed
+    );
+    let completed: Vec<String> = con.zrange(k.job_state("completed"), 0, -1).await.unwrap();
+    assert!(completed.contains(&deleted.to_string()), "{completed:?}");
+    // The killed one is listed as what its record says.
+    let listed: Vec<String> = con.zrange(k.job_state("killed"), 0, -1).await.unwrap();
+    assert_eq!(listed, [killed.to_string()]);
+    assert_eq!(
+        raw_record(&ns, &garbled).await.as_deref(),
+        Some("not json {")
+    );
+}
+
+#[tokio::test]
 async fn bad_input_never_loses_a_job_or_stops_the_worker() {
     let ns = support::namespace("jobs-bad");
     let c = client(&ns).await;

@@ -523,6 +523,20 @@ end
 --             written for an absent record ('absent')
 -- Returns the previous state ('' when none), or nil and the reason: 'absent', 'skip', or the
 -- error text of an unusable key (nothing is written then).
+-- The states whose index a job leaves when it moves on (a final state's entry stays until the
+-- record expires or is purged).
+local TRACK_PASSING = { 'queued', 'scheduled', 'retrying', 'working' }
+
+-- Takes job `id` out of the indexes of the passing states but `keep`: its record is gone or
+-- cannot be read (so nothing says where the job is), or was made again from nothing. An index
+-- of another type is left alone (its problem is reported where it is written).
+local function track_unindex(P, id, keep)
+  for _, st in ipairs(TRACK_PASSING) do
+    local idx = P .. 'resq:jobs:' .. st
+    if st ~= keep and not track_type_err(idx, 'zset') then redis.call('ZREM', idx, id) end
+  end
+end
+
 local function track(P, id, tr)
   if track_fast_fns then track_fast_fns.flush() end
   local text, ms, close, extra, stale
@@ -532,10 +546,16 @@ local function track(P, id, tr)
   else
     local r
     text, ms, close, r = track_read(P, id)
-    if text == nil then return nil, ms end
+    if text == nil then
+      track_unindex(P, id)
+      return nil, ms
+    end
     extra, stale = track_extra(text, ms, r)
   end
-  if not text and not tr.create then return nil, 'absent' end
+  if not text and not tr.create then
+    track_unindex(P, id)
+    return nil, 'absent'
+  end
   local old = extra.state
   if not old and text then
     -- A record resq has not touched: resque-status's own status says where it is.
@@ -546,7 +566,20 @@ local function track(P, id, tr)
     elseif st == '"killed"' then old = 'killed'
     else old = 'queued' end
   end
-  if tr.only_if and not tr.only_if[old or ''] then return nil, 'skip' end
+  if tr.only_if and not tr.only_if[old or ''] then
+    if not text then
+      track_unindex(P, id)
+    elseif stale and old ~= stale then
+      -- Another process wrote the record's status since resq did (a Ruby worker ended the
+      -- job, or a client marked it killed): the id moves to the index of what it says.
+      local from, to = P .. 'resq:jobs:' .. stale, P .. 'resq:jobs:' .. old
+      if not (track_type_err(from, 'zset') or track_type_err(to, 'zset')) then
+        redis.call('ZREM', from, id)
+        redis.call('ZADD', to, 'NX', tr.now_ms, id)
+      end
+    end
+    return nil, 'skip'
+  end
   local new = tr.state
   local final = TRACK_FINAL[new]
   local newidx = P .. 'resq:jobs:' .. new
@@ -634,6 +667,9 @@ local function track(P, id, tr)
     redis.call('SET', key, out, 'KEEPTTL')
   end
   if old and old ~= new then redis.call('ZREM', P .. 'resq:jobs:' .. old, id) end
+  -- Made again from nothing (its record was deleted or expired while it waited or ran): the
+  -- passing states' indexes may still list it.
+  if created then track_unindex(P, id, new) end
   if stale and stale ~= new and stale ~= old then
     redis.call('ZREM', P .. 'resq:jobs:' .. stale, id)
   end
