@@ -58,6 +58,20 @@ fn gauged(
     }
 }
 
+/// A registry whose `Gated` jobs hold `gauge` until the test gives `gate` a permit each.
+fn gated(gate: &Arc<tokio::sync::Semaphore>, gauge: &Arc<Gauge>) -> Registry {
+    let (gate, gauge) = (gate.clone(), gauge.clone());
+    Registry::new().handler("Gated", move |_ctx: JobContext| {
+        let (gate, gauge) = (gate.clone(), gauge.clone());
+        async move {
+            gauge.enter();
+            gate.acquire().await.expect("gate").forget();
+            gauge.leave();
+            Ok(())
+        }
+    })
+}
+
 async fn held(ns: &str, name: &str, part: Option<&str>) -> u64 {
     support::con()
         .await
@@ -552,18 +566,8 @@ async fn a_share_a_broken_key_kept_comes_back_once_the_key_is_mended() {
         .await
         .unwrap();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let done = Arc::new(AtomicUsize::new(0));
-    let registry = Registry::new().handler("Gated", {
-        let (gate, done) = (gate.clone(), done.clone());
-        move |_ctx: JobContext| {
-            let (gate, done) = (gate.clone(), done.clone());
-            async move {
-                gate.acquire().await.expect("gate").forget();
-                done.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }
-        }
-    });
+    let gauge = Arc::new(Gauge::default());
+    let registry = gated(&gate, &gauge);
     let c = Client::connect(&support::url(), &ns).await.unwrap();
     for _ in 0..3 {
         c.enqueue_class("Gated", &[]).await.unwrap();
@@ -593,7 +597,7 @@ async fn a_share_a_broken_key_kept_comes_back_once_the_key_is_mended() {
     let _: () = con.rename(&held_key, &backup).await.unwrap();
     let _: () = con.set(&held_key, "not a zset").await.unwrap();
     gate.add_permits(2);
-    reaches(&done, 2, 10, "the two running jobs").await;
+    reaches(&gauge.done, 2, 10, "the two running jobs").await;
     // Their records are gone, their shares are not.
     let sharing: u64 = con.hlen(keys.sharing()).await.unwrap();
     assert_eq!((units().await, sharing), (2, 2));
@@ -609,7 +613,7 @@ async fn a_share_a_broken_key_kept_comes_back_once_the_key_is_mended() {
     })
     .await;
     gate.add_permits(1);
-    reaches(&done, 3, 10, "the held job").await;
+    reaches(&gauge.done, 3, 10, "the held job").await;
     stop(w).await;
     let sharing: u64 = con.hlen(keys.sharing()).await.unwrap();
     assert_eq!((units().await, sharing), (0, 0));
@@ -669,18 +673,7 @@ async fn raising_a_full_queue_limit_starts_the_waiting_jobs_at_once() {
         .unwrap();
     let gauge = Arc::new(Gauge::default());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let registry = Registry::new().handler("Gated", {
-        let (gate, gauge) = (gate.clone(), gauge.clone());
-        move |_ctx: JobContext| {
-            let (gate, gauge) = (gate.clone(), gauge.clone());
-            async move {
-                gauge.enter();
-                gate.acquire().await.expect("gate").forget();
-                gauge.leave();
-                Ok(())
-            }
-        }
-    });
+    let registry = gated(&gate, &gauge);
     let c = Client::connect(&support::url(), &ns).await.unwrap();
     for _ in 0..6 {
         c.enqueue_class("Gated", &[]).await.unwrap();
