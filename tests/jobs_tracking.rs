@@ -604,6 +604,31 @@ async fn the_indexes_follow_records_others_deleted_broke_or_ended() {
 }
 
 #[tokio::test]
+async fn a_result_that_is_no_json_is_an_error_not_a_broken_record() {
+    let ns = support::namespace("jobs-result-json");
+    let c = client(&ns).await;
+    let registry = Registry::new().handler("Pairs", |ctx: JobContext| async move {
+        ctx.set_result(&json!({"kept": true}))?;
+        // serde_json cannot write a map whose keys are not strings.
+        let pairs: std::collections::HashMap<(u8, u8), u8> = [((1, 2), 3)].into();
+        let e = ctx.set_result(&pairs).unwrap_err();
+        assert_eq!(e.exception, "Resq::ResultNotJson", "{e:?}");
+        Ok(())
+    });
+    let id = c
+        .enqueue_class_tracked("default", "Pairs", &[], Track::new())
+        .await
+        .unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    let done = wait_final(&c, &id).await;
+    stop(w).await;
+    assert_eq!(done.state, State::Completed);
+    assert_eq!(done.result, Some(json!({"kept": true})));
+    let text = raw_record(&ns, &id).await.unwrap();
+    serde_json::from_str::<Value>(&text).expect("the record is JSON");
+}
+
+#[tokio::test]
 async fn bad_input_never_loses_a_job_or_stops_the_worker() {
     let ns = support::namespace("jobs-bad");
     let c = client(&ns).await;

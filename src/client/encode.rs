@@ -51,12 +51,21 @@ fn from_rust_f64(text: &str, x: f64) -> bool {
 
 /// Compact JSON of `v` with floats in `format`.
 pub(crate) fn to_json<T: Serialize + ?Sized>(v: &T, format: FloatFormat) -> String {
+    // Values, maps and strings always serialize (never reached in practice).
+    try_to_json(v, format).unwrap_or_default()
+}
+
+/// [`to_json`] of a value of the caller's own type, whose `Serialize` may fail (a map with
+/// keys that are not strings, an error of its own): the error, never a partial text.
+pub(crate) fn try_to_json<T: Serialize + ?Sized>(
+    v: &T,
+    format: FloatFormat,
+) -> Result<String, serde_json::Error> {
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, FloatText(format));
-    // Values, maps and strings always serialize; a failure would leave `out` partial, so
-    // return what was written (never reached in practice).
-    let _ = v.serialize(&mut ser);
-    String::from_utf8(out).unwrap_or_default()
+    v.serialize(&mut ser)?;
+    // serde_json writes UTF-8 only.
+    Ok(String::from_utf8(out).unwrap_or_default())
 }
 
 /// Ruby's payload shape, then any extra fields.

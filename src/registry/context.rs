@@ -205,13 +205,22 @@ impl JobContext {
     }
 
     /// Keeps `result` as the tracked job's result (in its record's `result` field). A result
-    /// larger than `RESQ_RESULT_MAX` (64 KiB of JSON by default) is an error. Does nothing for
-    /// a job that is not tracked.
+    /// larger than `RESQ_RESULT_MAX` (64 KiB of JSON by default) is an error
+    /// (`Resq::ResultTooLarge`), and so is one that cannot be written as JSON
+    /// (`Resq::ResultNotJson`: a map whose keys are not strings, a `Serialize` that fails); the
+    /// result kept before stays. Does nothing for a job that is not tracked.
     pub fn set_result(&self, result: &impl serde::Serialize) -> Result<(), JobError> {
         let Some(t) = &self.tracked else {
             return Ok(());
         };
-        let json = crate::client::encode::to_json(result, crate::client::FloatFormat::RubyJsonGem);
+        let json =
+            crate::client::encode::try_to_json(result, crate::client::FloatFormat::RubyJsonGem)
+                .map_err(|e| {
+                    JobError::new(
+                        "Resq::ResultNotJson",
+                        format!("the result cannot be written as JSON: {e}"),
+                    )
+                })?;
         t.set_result(json)
     }
 
