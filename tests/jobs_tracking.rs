@@ -629,6 +629,80 @@ async fn a_result_that_is_no_json_is_an_error_not_a_broken_record() {
 }
 
 #[tokio::test]
+async fn wait_keeps_its_timeout_while_redis_stalls_and_outlasts_a_restart() {
+    // A private server: this test stalls it and restarts it.
+    let server = support::RedisServer::start(&["--appendonly", "yes"]);
+    let ns = "jobs-wait-away";
+    let c = Client::connect(&server.url(), ns).await.unwrap();
+    let id = c
+        .enqueue_class_tracked("default", "Nobody", &[], Track::new())
+        .await
+        .unwrap();
+    // Stalled: every command waits 9 s. The wait still ends at its timeout, with the record
+    // as it last read it (its first read came before the stall).
+    let waiter = {
+        let (c, id) = (c.clone(), id.clone());
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let r = c.wait(&id, Duration::from_secs(3)).await;
+            (r, started.elapsed())
+        })
+    };
+    support::eventually(10, "the waiter to read the record", || async {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut server.con().await)
+            .await
+            .unwrap();
+        list.lines()
+            .any(|l| l.contains("cmd=get") || l.contains("cmd=type"))
+            .then_some(())
+    })
+    .await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(9_000)
+        .arg("ALL")
+        .query_async(&mut server.con().await)
+        .await
+        .unwrap();
+    let (r, took) = waiter.await.unwrap();
+    // Ended before the stall did (what follows waits for its end).
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert_eq!(r.unwrap().map(|s| s.state), Some(State::Queued));
+    support::eventually(20, "the stall to end", || async {
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut con = client.get_multiplexed_async_connection().await.ok()?;
+        let pong: Option<String> = redis::cmd("PING").query_async(&mut con).await.ok();
+        pong.map(|_| ())
+    })
+    .await;
+    // Restarted while a wait is on: it reads again until the job is done.
+    let waiter = {
+        let (c, id) = (c.clone(), id.clone());
+        tokio::spawn(async move { c.wait(&id, Duration::from_secs(30)).await })
+    };
+    support::eventually(10, "the second waiter to read the record", || async {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut server.con().await)
+            .await
+            .unwrap();
+        (list.lines().count() >= 3).then_some(())
+    })
+    .await;
+    server.stop();
+    server.restart();
+    let mut con = server.con().await;
+    let key = Keys::new(ns).resque_status(id.as_str());
+    let text: String = con.get(&key).await.unwrap();
+    let done = text.replacen(r#""status":"queued""#, r#""status":"completed""#, 1);
+    let _: () = con.set(&key, &done).await.unwrap();
+    let s = waiter.await.unwrap().unwrap().expect("the record");
+    assert_eq!(s.state, State::Completed);
+}
+
+#[tokio::test]
 async fn bad_input_never_loses_a_job_or_stops_the_worker() {
     let ns = support::namespace("jobs-bad");
     let c = client(&ns).await;

@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 impl Client {
     /// Waits up to `timeout` for job `id` to finish. Returns its record: final, or as it
     /// stood at the timeout; `None` when there is no such record (never tracked, or expired).
+    ///
+    /// The timeout holds while Redis is slow or away: a read that has not answered by then
+    /// ends the wait with the record as last read (a first read has at least a second), and a
+    /// connection that drops (a restart, a failover) is read again with a back-off until the
+    /// timeout. An error that needs a repair (a key of the wrong type) ends it at once.
     pub async fn wait(&self, id: &JobId, timeout: Duration) -> Result<Option<JobStatus>> {
         // A timeout too long to represent waits "forever" (a year).
         let deadline = Instant::now()
@@ -22,27 +27,74 @@ impl Client {
         let key = self.keys().resque_status(id.as_str());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watch = match self.endpoint() {
-            Some(e) => e.tracking(tx).await.ok().flatten(),
+            Some(e) => tokio::time::timeout(
+                deadline.saturating_duration_since(Instant::now()),
+                e.tracking(tx),
+            )
+            .await
+            .ok()
+            .and_then(|t| t.ok().flatten()),
             None => None,
         };
         let mut backoff = Duration::from_millis(50);
+        let mut last: Option<JobStatus> = None;
         loop {
             if let Some(con) = watch.as_mut() {
                 // Read on the watching connection before the record is read, so a change
                 // between the two is not missed.
-                let armed = crate::conn::track_reads(con, std::slice::from_ref(&key)).await;
-                if armed.is_err() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let armed = tokio::time::timeout(
+                    left,
+                    crate::conn::track_reads(con, std::slice::from_ref(&key)),
+                )
+                .await;
+                if !matches!(armed, Ok(Ok(_))) {
                     watch = None;
                 }
             }
-            let status = self.status(id).await?;
-            let Some(s) = status else { return Ok(None) };
-            if s.state.is_final() {
-                return Ok(Some(s));
+            let left = deadline.saturating_duration_since(Instant::now());
+            let budget = if last.is_none() {
+                left.max(Duration::from_secs(1))
+            } else {
+                left
+            };
+            match tokio::time::timeout(budget, self.status(id)).await {
+                Ok(Ok(None)) => return Ok(None),
+                Ok(Ok(Some(s))) => {
+                    if s.state.is_final() {
+                        return Ok(Some(s));
+                    }
+                    last = Some(s);
+                }
+                Ok(Err(crate::Error::Redis(e)))
+                    if crate::conn::errors::classify(&e)
+                        != crate::conn::errors::Class::Permanent =>
+                {
+                    // Away for now (a restart, a failover): read again until the timeout.
+                    if Instant::now() >= deadline {
+                        return match last {
+                            Some(s) => Ok(Some(s)),
+                            None => Err(crate::Error::Redis(e)),
+                        };
+                    }
+                    watch = None;
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return match last {
+                        Some(s) => Ok(Some(s)),
+                        None => Err(crate::Error::Redis(redis::RedisError::from(
+                            std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                format!("no answer from redis for the record of job {id}"),
+                            ),
+                        ))),
+                    }
+                }
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Ok(Some(s));
+                return Ok(last);
             }
             if watch.is_some() {
                 tokio::select! {
