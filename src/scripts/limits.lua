@@ -542,6 +542,12 @@ local function limit_requeue(P, m)
   redis.call('SADD', P .. 'queues', queue)
 end
 
+-- Puts held members `ms` (in the order they were held) back at the head of their queues, in
+-- that order: each goes to the head, so the last goes first.
+local function limit_requeue_all(P, ms)
+  for i = #ms, 1, -1 do limit_requeue(P, ms[i]) end
+end
+
 -- Whether held member m can be put back into its queue (the queue key, and a large payload's
 -- list, are lists or absent): nil when it can, else the error text.
 local function limit_requeue_err(P, m)
@@ -629,6 +635,7 @@ local function limits_release_due(P, L, now_ms, budget)
   for _, hd in ipairs(redis.call('ZRANGEBYSCORE', due_key, '-inf', now_ms, 'LIMIT', 0, 100)) do
     if track_type_err(hd, 'zset') then break end
     redis.call('ZREM', due_key, hd)
+    local out = {}
     while n < budget do
       local top = redis.call('ZRANGE', hd, 0, 0)[1]
       if not top then break end
@@ -660,10 +667,11 @@ local function limits_release_due(P, L, now_ms, budget)
       end
       if limit_requeue_err(P, top) then break end
       redis.call('ZREM', hd, top)
-      limit_requeue(P, top)
+      out[#out + 1] = top
       limit_pending[hd] = (limit_pending[hd] or 0) + 1
       n = n + 1
     end
+    limit_requeue_all(P, out)
   end
   return n
 end
@@ -691,7 +699,9 @@ local function limits_free_requeue(P, limits_json, worker, wake)
   end
   local rel, e = limits_free(P, L, worker)
   if not rel then return e end
-  for _, r in ipairs(rel) do limit_requeue(P, r[1]) end
+  local ms = {}
+  for i, r in ipairs(rel) do ms[i] = r[1] end
+  limit_requeue_all(P, ms)
   limits_flush(P)
   if wake then limits_wake(P, redis.call('TIME')[1] * 1000) end
   return ''

@@ -33,16 +33,18 @@ local function drain(base, cap)
   local hd, h = base .. ':held', base .. ':holders'
   if track_type_err(hd, 'zset') or track_type_err(h, 'hash') then return end
   local used = limit_used(h)
+  local out = {}
   while n < budget do
     local top = redis.call('ZRANGE', hd, 0, 0)[1]
     if not top then break end
     local _, units = limit_member(top)
     if used + units > cap or limit_requeue_err(P, top) then break end
     redis.call('ZREM', hd, top)
-    limit_requeue(P, top)
+    out[#out + 1] = top
     used = used + units
     n = n + 1
   end
+  limit_requeue_all(P, out)
 end
 
 -- Every partition of limit `name` (the unpartitioned base too).

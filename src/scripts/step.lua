@@ -156,9 +156,10 @@ local function ids()
   if ID then return ID end
   ID = {}
 
+  -- Zero-padded: held jobs of one millisecond are ordered by it as text.
   function ID.next_seq()
     seq_n = seq_n + 1
-    return ARGV[10] .. '.' .. seq_n
+    return ARGV[10] .. '.' .. string.format('%06d', seq_n)
   end
 
   -- Queue q's name (sent as a JSON string), decoded once per call.
@@ -288,11 +289,12 @@ local function rare()
     end
   end
 
-  -- The failure entry of a popped item that is not a job.
-  function R.entry_for(s, q, exception, message)
-    return '{"failed_at":"' .. ARGV[3] .. '","payload":null,"exception":"' .. exception .. '","error":'
-      .. cjson.encode(message) .. ',"backtrace":[],"worker":' .. R.arg(s, 5)
-      .. ',"queue":' .. ARGV[14 + q] .. '}'
+  -- The failure entry of a popped item that is not a job (payload null), or of a job that
+  -- cannot run (its payload text, a JSON object, so the entry can be retried).
+  function R.entry_for(s, q, exception, message, payload)
+    return '{"failed_at":"' .. ARGV[3] .. '","payload":' .. (payload or 'null') .. ',"exception":"'
+      .. exception .. '","error":' .. cjson.encode(message) .. ',"backtrace":[],"worker":'
+      .. R.arg(s, 5) .. ',"queue":' .. ARGV[14 + q] .. '}'
   end
 
   -- What stops slot s from taking a claim (its claim key must be free, the claims set usable).
@@ -582,7 +584,7 @@ local function take(raw, q)
       if not ls then
         local e = rare().failure_err(s)
         if e then return e end
-        rare().record_failure(s, rare().entry_for(s, q, 'Resq::LimitKeyError', lwhy))
+        rare().record_failure(s, rare().entry_for(s, q, 'Resq::LimitKeyError', lwhy, raw))
         budget = budget - 1
         return nil
       end
@@ -649,6 +651,7 @@ local function want() return #wanting - next_slot + 1 end
 if released_all then
   local qindex = {}
   for q = 1, nq do qindex[ids().queue_name(q)] = q end
+  local back = {}
   for _, r in ipairs(released_all) do
     local member, h = r[1], r[2]
     local queue, units, _, payload = limit_member(member)
@@ -665,8 +668,9 @@ if released_all then
         given = true
       end
     end
-    if not given then limit_requeue(P, member) end
+    if not given then back[#back + 1] = member end
   end
+  limit_requeue_all(P, back)
 end
 
 -- Queues paused with `resq pause --queue` are not popped (a key of another type pauses

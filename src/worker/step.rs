@@ -383,7 +383,8 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     inv.arg(CHECKED_IN_REDIS)
         .arg(shared.max_payload)
         .arg(CHARS_CHECKED_IN_REDIS)
-        .arg(format!("{:x}.{call:x}", std::process::id()))
+        // Zero-padded: the limits' held jobs of one millisecond are ordered by it as text.
+        .arg(format!("{:x}.{call:016x}", std::process::id()))
         .arg(keys.prefix())
         .arg(&*shared.statused)
         .arg(now.timestamp_millis())
