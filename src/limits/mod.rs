@@ -8,8 +8,8 @@
 //! use std::time::Duration;
 //!
 //! let registry = Registry::new()
-//!     // At most 5 Charge jobs at once across the fleet; a Refund counts twice.
-//!     .limit(Limit::concurrency("payments", 5).class("Charge").weight("Refund", 2))
+//!     // At most 5 jobs of the payments queue at once across the fleet; a Refund counts twice.
+//!     .limit(Limit::concurrency("payments", 5).queue("payments").weight("Refund", 2))
 //!     // At most 10 calls a second per customer.
 //!     .limit(Limit::rate("stripe", 10, Duration::from_secs(1)).queue("stripe").key("stripe-{args.0}"));
 //! # let _ = registry;
