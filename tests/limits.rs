@@ -72,6 +72,14 @@ fn gated(gate: &Arc<tokio::sync::Semaphore>, gauge: &Arc<Gauge>) -> Registry {
     })
 }
 
+/// A namespace for one test, with `limit` set in it, and its admin.
+async fn limited(prefix: &str, limit: Limit) -> (String, Admin) {
+    let ns = support::namespace(prefix);
+    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
+    admin.set_limit(&limit).await.unwrap();
+    (ns, admin)
+}
+
 async fn held(ns: &str, name: &str, part: Option<&str>) -> u64 {
     support::con()
         .await
@@ -520,12 +528,7 @@ async fn a_rate_limit_on_a_whole_queue_closes_it_between_windows() {
 
 #[tokio::test]
 async fn a_limit_cleared_while_its_job_runs_gets_its_share_back() {
-    let ns = support::namespace("lim-cleared");
-    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    admin
-        .set_limit(&Limit::concurrency("short", 1).class("Slow"))
-        .await
-        .unwrap();
+    let (ns, admin) = limited("lim-cleared", Limit::concurrency("short", 1).class("Slow")).await;
     let gauge = Arc::new(Gauge::default());
     let order = Arc::new(Mutex::new(Vec::new()));
     let registry = Registry::new().handler("Slow", gauged(gauge.clone(), order));
@@ -565,12 +568,7 @@ async fn a_share_a_broken_key_kept_comes_back_once_the_key_is_mended() {
     // Two jobs hold the limit's shares; while they run its held set becomes a string, so their
     // completions cannot return the shares (the jobs end as usual, the problem is reported).
     // Once the key is mended, the next prune round returns the shares and the held job runs.
-    let ns = support::namespace("lim-mended");
-    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    admin
-        .set_limit(&Limit::concurrency("pair", 2).class("Gated"))
-        .await
-        .unwrap();
+    let (ns, admin) = limited("lim-mended", Limit::concurrency("pair", 2).class("Gated")).await;
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let gauge = Arc::new(Gauge::default());
     let registry = gated(&gate, &gauge);
@@ -630,12 +628,7 @@ async fn a_prune_round_returns_only_shares_no_job_holds() {
     // Slot `gone` runs nothing (Ruby's pruner removed its record); `running` has its worker
     // record; `claiming` holds a claimed payload it has yet to promote. Only `gone`'s share
     // comes back.
-    let ns = support::namespace("lim-orphans");
-    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    admin
-        .set_limit(&Limit::concurrency("three", 3).class("Any"))
-        .await
-        .unwrap();
+    let (ns, admin) = limited("lim-orphans", Limit::concurrency("three", 3).class("Any")).await;
     let keys = Keys::new(&ns);
     let holders = keys.limit_holders("three", None);
     let entry = format!("1 {}:{holders}", holders.len());
@@ -671,12 +664,7 @@ async fn raising_a_full_queue_limit_starts_the_waiting_jobs_at_once() {
     // A queue closed by its full limit of 1 (its jobs wait in it, not held) opens as soon as
     // the process has read the raised limit: not at the next periodic poll (30 s here) nor when
     // the running job ends (never, until the test lets it).
-    let ns = support::namespace("lim-raised");
-    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    admin
-        .set_limit(&Limit::concurrency("q", 1).queue("default"))
-        .await
-        .unwrap();
+    let (ns, admin) = limited("lim-raised", Limit::concurrency("q", 1).queue("default")).await;
     let gauge = Arc::new(Gauge::default());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let registry = gated(&gate, &gauge);
@@ -752,12 +740,11 @@ async fn held_jobs_come_back_in_the_order_they_were_held() {
     // Twelve jobs held in one call (one millisecond), then all released at once by a raised
     // limit: they run in the order they were held (once ordered "1, 10, 11, 12, 2…", then
     // pushed back to the queue's head last first).
-    let ns = support::namespace("lim-order");
-    let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    admin
-        .set_limit(&Limit::concurrency("one", 1).queue("default").key("{queue}"))
-        .await
-        .unwrap();
+    let (ns, admin) = limited(
+        "lim-order",
+        Limit::concurrency("one", 1).queue("default").key("{queue}"),
+    )
+    .await;
     let (gate, gauge) = (
         Arc::new(tokio::sync::Semaphore::new(0)),
         Arc::new(Gauge::default()),
