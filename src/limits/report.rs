@@ -170,12 +170,15 @@ pub(crate) fn foreign<'a>(l: &Limit, workers: &'a [String]) -> Vec<&'a String> {
 }
 
 /// Whether worker id `w` (`host:pid:queue,queue`) polls a queue limit `l` covers (a limit on a
-/// class covers every queue: its jobs may be anywhere).
+/// class covers every queue: its jobs may be anywhere). A queue of the list may be a pattern,
+/// as Resque 2's workers read it (`File.fnmatch?`: `*`, `limi*`, `high_[ab]`).
 fn covers(l: &Limit, w: &str) -> bool {
     let queues = w.splitn(3, ':').nth(2).unwrap_or("");
     match &l.queue {
         None => true,
-        Some(q) => queues.split(',').any(|x| x == q || x == "*"),
+        Some(q) => queues
+            .split(',')
+            .any(|x| x == q || crate::queues::fnmatch(x, q)),
     }
 }
 
@@ -356,5 +359,32 @@ mod tests {
         assert_eq!(crate::human::interval(250), "250ms");
         assert_eq!(crate::human::interval(1500), "1500ms");
         assert_eq!(crate::human::interval(7_200_000), "2h");
+    }
+
+    #[test]
+    fn foreign_workers_are_found_by_their_queue_patterns_too() {
+        let l = Limit::concurrency("q", 1).queue("limited");
+        let workers: Vec<String> = [
+            "ruby:1:limited",
+            "ruby:2:limi*",
+            "ruby:3:*",
+            "ruby:4:other,lim?ted",
+            "ruby:5:other",
+            "ruby:6:limits",
+            "h~resq:7-0:limited",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let found: Vec<&String> = foreign(&l, &workers);
+        assert_eq!(
+            found,
+            [
+                "ruby:1:limited",
+                "ruby:2:limi*",
+                "ruby:3:*",
+                "ruby:4:other,lim?ted"
+            ]
+        );
     }
 }
