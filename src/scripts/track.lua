@@ -508,6 +508,14 @@ local function track_extra(text, ms, obj)
   return obj, stale
 end
 
+-- Where a record (text without resq's member, its members ms, and track_extra's table) says its
+-- job is: resq's state, or for a record resq has not touched, resque-status's own status
+-- (`queued` when it says nothing resq knows).
+local function track_state_of(text, ms, extra)
+  if extra.state then return extra.state end
+  return STATUS_STATE[rec_status(text, ms) or ''] or 'queued'
+end
+
 -- Applies transition `tr` to job `id` (P = '<ns>:'). `tr`:
 --   state     the new state (TRACK_STATUS's keys)
 --   now_ms    the time (epoch ms); now_s the same in seconds (resque-status's `time`)
@@ -522,7 +530,9 @@ end
 --             (resque-status's behaviour: a fresh `time`, no options); otherwise nothing is
 --             written for an absent record ('absent')
 -- Returns the previous state ('' when none), or nil and the reason: 'absent', 'skip', or the
--- error text of an unusable key (nothing is written then).
+-- error text of an unusable key. Nothing of the record is written then; only the indexes
+-- follow what the record says (track_unindex for one gone or unreadable, the index of a status
+-- another process wrote for a 'skip').
 -- The states whose index a job leaves when it moves on (a final state's entry stays until the
 -- record expires or is purged).
 local TRACK_PASSING = { 'queued', 'scheduled', 'retrying', 'working' }
@@ -557,15 +567,7 @@ local function track(P, id, tr)
     return nil, 'absent'
   end
   local old = extra.state
-  if not old and text then
-    -- A record resq has not touched: resque-status's own status says where it is.
-    local st = rec_status(text, ms)
-    if st == '"working"' then old = 'working'
-    elseif st == '"completed"' then old = 'completed'
-    elseif st == '"failed"' then old = 'failed'
-    elseif st == '"killed"' then old = 'killed'
-    else old = 'queued' end
-  end
+  if text then old = track_state_of(text, ms, extra) end
   if tr.only_if and not tr.only_if[old or ''] then
     if not text then
       track_unindex(P, id)

@@ -16,13 +16,7 @@ if e then return redis.error_reply(e) end
 local text, ms, _, r = track_read(P, id)
 if text == nil then return redis.error_reply(ms) end
 if not text then return 'unknown' end
-local state = track_extra(text, ms, r).state
-if not state then
-  local st = rec_status(text, ms)
-  if st == '"working"' then state = 'working'
-  elseif st == '"completed"' or st == '"failed"' or st == '"killed"' then state = string.sub(st, 2, -2)
-  else state = 'queued' end
-end
+local state = track_state_of(text, ms, track_extra(text, ms, r))
 if TRACK_FINAL[state] then return 'final ' .. state end
 if state == 'working' then
   redis.call('SADD', P .. '_kill', id)

@@ -31,9 +31,7 @@ for _, id in ipairs(ids) do
   local tags, key = {}, nil
   if text then
     local extra = track_extra(text, ms, r)
-    local now = extra.state
-    if type(now) ~= 'string' then now = STATUS_STATE[rec_status(text, ms) or ''] end
-    if now ~= state then
+    if track_state_of(text, ms, extra) ~= state then
       -- The record says the job is elsewhere now (a Ruby worker ran it again and wrote its
       -- status): the record is live, and only this index's entry, which is stale, goes.
       tags = nil
