@@ -61,12 +61,7 @@ impl Client {
     /// The record of job `id` (`None`: never tracked, or expired; an error when its key holds
     /// something that is not a record).
     pub async fn status(&self, id: &JobId) -> Result<Option<JobStatus>> {
-        let key = self.keys().resque_status(id.as_str());
-        let text: Option<String> = redis::cmd("GET")
-            .arg(&key)
-            .query_async(&mut self.connection())
-            .await?;
-        JobStatus::from_reply(id, &key, text)
+        JobStatus::read(&mut self.connection(), self.keys(), id).await
     }
 }
 

@@ -60,10 +60,7 @@ impl Admin {
     /// The record of job `id`; `None` when there is none (never tracked, or expired), an
     /// error when its key holds something that is not a record.
     pub async fn job(&self, id: &JobId) -> Result<Option<JobStatus>> {
-        let mut con = self.con();
-        let key = self.keys().resque_status(id.as_str());
-        let text: Option<String> = redis::cmd("GET").arg(&key).query_async(&mut con).await?;
-        JobStatus::from_reply(id, &key, text)
+        JobStatus::read(&mut self.con(), self.keys(), id).await
     }
 
     /// Jobs matching `filter`, newest first, skipping the first `offset` matches (looking at

@@ -171,13 +171,15 @@ const KNOWN: &[&str] = &[
 ];
 
 impl JobStatus {
-    /// What `GET` of job `id`'s record key `key` gave, read: `None` when the key is absent, an
-    /// error naming the key when it holds something that is not a record.
-    pub(crate) fn from_reply(
+    /// Job `id`'s record, read from Redis: `None` when its key is absent, an error naming the
+    /// key when it holds something that is not a record.
+    pub(crate) async fn read(
+        con: &mut crate::conn::Conn,
+        keys: &crate::Keys,
         id: &JobId,
-        key: &str,
-        text: Option<String>,
     ) -> crate::error::Result<Option<JobStatus>> {
+        let key = keys.resque_status(id.as_str());
+        let text: Option<String> = redis::cmd("GET").arg(&key).query_async(con).await?;
         let Some(text) = text else { return Ok(None) };
         match JobStatus::parse(id, &text) {
             Some(s) => Ok(Some(s)),

@@ -12,6 +12,19 @@ use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
+/// The scripts' JSON of the limits stored now ([`load`] then [`script_json`]), for a script run
+/// outside a worker's cache (pruning); `""` when they cannot be read, so the script returns
+/// shares as for no limit in force.
+pub(crate) async fn load_json<C: redis::aio::ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+) -> String {
+    match load(con, keys).await {
+        Ok((limits, _)) => script_json(&limits, Utc::now()),
+        Err(_) => String::new(),
+    }
+}
+
 /// The limits in force: declarations overlaid by overrides (by name), sorted by name, and the
 /// stored texts that could not be read (`name: why`).
 pub(crate) async fn load<C: redis::aio::ConnectionLike + Send>(

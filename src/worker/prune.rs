@@ -222,10 +222,7 @@ impl Pruner {
     /// a completion that could not return them while a key of the limit was unusable, or by a
     /// slot Ruby's pruner unregistered. At most 1,000 entries looked at per round.
     async fn return_orphan_shares<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
-        let limits_json = match crate::limits::store::load(con, &self.keys).await {
-            Ok((limits, _)) => crate::limits::store::script_json(&limits, Utc::now()),
-            Err(_) => String::new(),
-        };
+        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
         let r: RedisResult<(u64, String)> = crate::scripts::LIMIT_ORPHANS
             .arg(self.keys.prefix())
             .arg(limits_json)
@@ -394,10 +391,7 @@ impl Pruner {
         };
         let mut track = String::new();
         // The dead slot's limit shares go back (and the held jobs that then fit).
-        let limits_json = match crate::limits::store::load(con, &self.keys).await {
-            Ok((limits, _)) => crate::limits::store::script_json(&limits, Utc::now()),
-            Err(_) => String::new(),
-        };
+        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
         let (mode, entry, payload, queue) = match &job {
             Judged::Idle => ("", String::new(), String::new(), String::new()),
             Judged::Refused(why) => {
