@@ -315,7 +315,7 @@ impl Fetch {
         if pick.tracked {
             let mut states = self.states();
             for ((key, gen), &f) in pick.seen.iter().zip(found) {
-                if f == Found::Jobs || (limits_replaced && f == Found::Blocked) {
+                if f == Found::Jobs || (reopen && f == Found::Blocked) {
                     more = true;
                     continue;
                 }
@@ -383,11 +383,11 @@ impl Fetch {
                 return;
             }
             if k.starts_with(&self.keys.limits_declared()) {
+                // Read again; a limit raised or cleared opens the queues it closed once the
+                // new limits are read (the changes task in `run`), not before.
                 if let Some(l) = self.limits.get() {
                     l.changed();
                 }
-                // A limit raised or cleared may open a queue it closed.
-                self.repoll(|st| st.last == Found::Blocked);
                 return;
             }
         }
