@@ -224,6 +224,12 @@ local function shares_of(P, worker)
   return shares_note(key, worker, redis.call('HGET', key, worker))
 end
 
+-- `worker`'s entry as this call leaves it ('' none), or nil when the call did not read it.
+local function shares_known(worker)
+  if lim_shares[worker] == nil then return nil end
+  return lim_text[worker] or ''
+end
+
 -- Reads the entries of `workers` (slots about to end their jobs) with one HMGET, so that
 -- shares_of answers each of them without a command of its own. Nothing when the hash is
 -- unusable, and an unreadable entry is left for shares_of to report.

@@ -51,7 +51,10 @@
 -- ARGV[12] the statused classes, '\n'-separated with a '\n' at each end ('' when none)
 -- ARGV[13] now in epoch milliseconds (tracked jobs' history, limits)
 -- ARGV[14] the limits in force (limits.lua's JSON; '' when there are none)
--- ARGV[15..14+nq] the queue names as JSON strings, aligned with the queue keys
+-- ARGV[15] 'q' when the worker planned the quick way ('' otherwise): every limit in force is a
+-- concurrency limit on a whole queue, and the worker knows what each slot of the call holds
+-- (limits_quick.lua; the plan's arguments follow the slots' own, as its quick_plan says)
+-- ARGV[16..15+nq] the queue names as JSON strings, aligned with the queue keys
 -- Then six arguments per slot: completion ('0' none; 'sr' / 'fr' success / failure of the job
 -- whose record is the next argument; 'st' / 'ft' the same for a claimed job whose token is the
 -- next argument), the record or token, the failure entry JSON (failures), "1" to reserve after
@@ -66,18 +69,23 @@
 -- the quick way, limits_quick.lua, with the same writes). Queues in
 -- `<ns>:resq:paused_queues` are not popped.
 -- Returns three values per slot: a tag, applied (1 when the completion was applied now, 0 when
--- not: already applied, or refused), and data:
+-- not: already applied, or refused; plus 2 * q when the quick way gave the slot a job of queue
+-- q), and data:
 --   'job' + the record; 'claim' + '<token> <queue as JSON>', a newline and the payload's size
 --   in bytes (0 when unknown); 'none'; 'paused';
 --   'error' + what is wrong: the slot's reserve was refused, and so was its completion unless
 --   applied is 1 (a completion and a reserve are each all or nothing).
 -- Then one string with a character per queue: '0' when the call found it empty, 'p' when it is
 -- paused (not popped, whatever it holds), 'b' when a full limit on the whole queue kept it
--- from being popped, '1' otherwise.
+-- from being popped or is full after this call's pops, '1' otherwise.
 -- Then one string: the tracked jobs whose record could not be written, and the limits that
 -- could not be applied ('<id or key> <why>' lines; the jobs themselves moved as usual).
 -- Then the earliest time (epoch ms) a job held by a rate or window limit may be released
 -- ('' when none was held by one here).
+-- Then how the call counted its limits: 'q' the quick way, 'g' the general way, '' no limits;
+-- and, for the general way, every slot's entry in `<ns>:resq:sharing` as the call left it:
+-- slot number, entry text ('' none), one pair after another (0 otherwise: from the quick way's
+-- answers the worker knows what each slot holds; "What the worker knows" in docs/limits.md).
 
 local count_failed = ARGV[1] == '1'
 local nq = tonumber(ARGV[4])
@@ -85,7 +93,7 @@ local flags = ARGV[5]
 local jesque = flags ~= ''
 local kq = 5 + nq
 if jesque then kq = kq + nq end
-local aq = 14 + nq
+local aq = 15 + nq
 local P, statused, now_ms = ARGV[11], ARGV[12], tonumber(ARGV[13])
 local track_finals = 0
 -- The fast lane of tracked jobs (track.lua), its index writes gathered for the end of the call;
@@ -106,15 +114,20 @@ local function problem(line)
   if not problems then problems = {} end
   problems[#problems + 1] = line
 end
-local LIM = nil
-if ARGV[14] ~= '' then
-  local ok, l = pcall(cjson.decode, ARGV[14])
-  if ok and type(l) == 'table' and type(l.defs) == 'table' and #l.defs > 0 then LIM = l end
-end
 local released_all, earliest_due, seq_n = nil, nil, 0
 local small = tonumber(ARGV[7])
 local max_payload = tonumber(ARGV[8])
 local slots = (#KEYS - kq) / 2
+-- The call's limits the quick way (limits_quick.lua, QL: concurrency limits on whole queues,
+-- planned by the worker), or else the limits JSON, decoded (LIM: limits.lua).
+local QL, LIM = nil, nil
+if ARGV[15] == 'q' then QL = quick_plan(aq + 6 * slots + 1, slots) end
+-- Jobs the quick way gave slots since its counts were last brought up to date.
+local qtaken = 0
+if not QL and ARGV[14] ~= '' then
+  local ok, l = pcall(cjson.decode, ARGV[14])
+  if ok and type(l) == 'table' and type(l.defs) == 'table' and #l.defs > 0 then LIM = l end
+end
 local processed, failed = 0, 0
 local find, byte = string.find, string.byte
 
@@ -167,7 +180,7 @@ local function ids()
   function ID.queue_name(q)
     local n = qnames[q]
     if not n then
-      n = cjson.decode(ARGV[14 + q])
+      n = cjson.decode(ARGV[15 + q])
       qnames[q] = n
     end
     return n
@@ -182,17 +195,6 @@ local function ids()
       workers[s] = w
     end
     return w
-  end
-
-  -- Every slot's worker id, by slot number (worker_of's list from then on), in a table made
-  -- at its size in one step (a table grown one slot at a time is resized at each power of
-  -- two: ~10,000 instructions for 16 slots).
-  function ID.all_workers()
-    local t = { unpack(KEYS, 1, slots) }
-    local sub, from, k = string.sub, #P + 8, kq - 1
-    for s = 1, slots do t[s] = sub(KEYS[k + 2 * s], from) end
-    workers = t
-    return t
   end
 
   return ID
@@ -294,7 +296,7 @@ local function rare()
   function R.entry_for(s, q, exception, message, payload)
     return '{"failed_at":"' .. ARGV[3] .. '","payload":' .. (payload or 'null') .. ',"exception":"'
       .. exception .. '","error":' .. cjson.encode(message) .. ',"backtrace":[],"worker":'
-      .. R.arg(s, 5) .. ',"queue":' .. ARGV[14 + q] .. '}'
+      .. R.arg(s, 5) .. ',"queue":' .. ARGV[15 + q] .. '}'
   end
 
   -- What stops slot s from taking a claim (its claim key must be free, the claims set usable).
@@ -309,7 +311,7 @@ local function rare()
   -- Slot s holds the claim `token` of a payload of n bytes from queue q.
   function R.claimed(s, token, q, n)
     redis.call('SADD', KEYS[5], ids().worker_of(s))
-    tag[s], data[s] = 'claim', token .. ' ' .. ARGV[14 + q] .. '\n' .. n
+    tag[s], data[s] = 'claim', token .. ' ' .. ARGV[15 + q] .. '\n' .. n
     next_slot = next_slot + 1
   end
 
@@ -322,7 +324,7 @@ local function rare()
     local token = ARGV[10] .. '.' .. s
     redis.call('SORT', key, 'BY', 'nosort', 'LIMIT', 0, 1, 'STORE', R.ckey(s))
     redis.call('LTRIM', key, 1, -1)
-    redis.call('RPUSH', R.ckey(s), token, ARGV[14 + q])
+    redis.call('RPUSH', R.ckey(s), token, ARGV[15 + q])
     R.claimed(s, token, q, 0)
     return nil
   end
@@ -352,23 +354,14 @@ end
 -- What stops a success from being counted in `<ns>:stat:processed` (false: nothing), once.
 local processed_err = nil
 
--- The call's limits the quick way (limits_quick.lua: concurrency limits on whole queues, QL),
--- or else the limit shares of the slots that end a job, read in one command (limits.lua).
-local QL = nil
+-- The limit shares of the slots that end a job the general way, read in one command
+-- (limits.lua).
 if LIM then
-  -- Whether slot s ends or wants a job.
-  local function moves(s)
-    local a = aq + 6 * (s - 1)
-    return ARGV[a + 1] ~= '0' or ARGV[a + 4] == '1'
+  local ending = {}
+  for s = 1, slots do
+    if ARGV[aq + 6 * (s - 1) + 1] ~= '0' then ending[#ending + 1] = ids().worker_of(s) end
   end
-  QL = quick_plan(P, LIM, ids().all_workers(), slots, moves)
-  if not QL then
-    local ending = {}
-    for s = 1, slots do
-      if ARGV[aq + 6 * (s - 1) + 1] ~= '0' then ending[#ending + 1] = ids().worker_of(s) end
-    end
-    if #ending > 1 and #ending <= 1000 then shares_prefetch(P, ending) end
-  end
+  if #ending > 1 and #ending <= 1000 then shares_prefetch(P, ending) end
 end
 
 -- 1. Completions, in slot order; slots that want a job and hold none are noted. A finished
@@ -428,7 +421,7 @@ for s = 1, slots do
           untoken = untoken or {}
           untoken[s] = true
         end
-        -- (The quick way returns them after the completions, for all slots at once.)
+        -- (The quick way: the worker counted what the call's completions return.)
         if not QL and (LIM or (sharing_any ~= false and may_share())) then
           local worker = ids().worker_of(s)
           local rel, lerr = limits_free(P, LIM, worker)
@@ -450,6 +443,10 @@ for s = 1, slots do
         end
       end
     end
+  end
+  -- A completion not applied: the shares the worker counted as returned stay held.
+  if QL and code ~= '0' and applied[s] ~= 1 and QL[2][s] ~= 48 then
+    quick_room(QL, QL[2][s] - 48, 1)
   end
   if err then
     tag[s], data[s] = 'error', err
@@ -475,8 +472,6 @@ for s = 1, slots do
     end
   end
 end
-
-if QL then quick_free(QL, applied) end
 
 -- 2. Reserves: the slots that want a job take the queues' heads in priority order, in slot
 -- order (as if each had popped in turn). A payload that is not a job becomes a failure entry of
@@ -575,9 +570,10 @@ local function take(raw, q)
       if text ~= nil then tread = { text, ms, close, extra or { history = {} }, stale } end
     end
     if QL then
-      -- Counted by quick_room and quick_flush (the room bounded the pop: it is admitted).
-      QL.took[s] = q
-      QL.taken[q] = (QL.taken[q] or 0) + 1
+      -- The room bounded the pop: it is admitted. Counted after the pop; the slot's
+      -- `applied` says which queue's shares it took (quick_flush).
+      applied[s] = applied[s] + 2 * q
+      qtaken = qtaken + 1
     elseif LIM and obj then
       local qname = ids().queue_name(q)
       local ls, lwhy = limits_for(LIM, P, obj, qname)
@@ -617,7 +613,7 @@ local function take(raw, q)
         obj['class'], json_str(track_name(raw, obj['class'], is_status)), now_ms)
       if not ok then problem(tid .. ' ' .. twhy) end
     end
-    local r = '{"queue":' .. ARGV[14 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
+    local r = '{"queue":' .. ARGV[15 + q] .. ',"run_at":"' .. ARGV[2] .. '","payload":' .. raw .. '}'
     redis.call('SET', KEYS[kq + 2 * s - 1], r)
     tag[s], data[s], gone[s] = 'job', r, nil
     next_slot = next_slot + 1
@@ -625,7 +621,7 @@ local function take(raw, q)
     local e = rare().claim_err(s)
     if e then return e end
     local token = ARGV[10] .. '.' .. s
-    redis.call('RPUSH', rare().ckey(s), raw, token, ARGV[14 + q])
+    redis.call('RPUSH', rare().ckey(s), raw, token, ARGV[15 + q])
     rare().claimed(s, token, q, n)
   else
     local e = rare().failure_err(s)
@@ -692,13 +688,14 @@ for q = 1, nq do
   if closed then qflags[q] = 'p' end
   -- The queue's own limits are looked at before the first round, and again before each
   -- round after one that their room bounded (the jobs it took were admitted).
-  local gate, room_q = LIM ~= nil, nil
+  local gate, room_q = LIM ~= nil or QL ~= nil, nil
   while want() > 0 and budget > 0 and not stopped and not closed do
     if gate then
       -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
       local blocked, due, e, room
       if QL then
-        room = quick_room(QL, q, qname)
+        room = quick_room(QL, q, qtaken)
+        qtaken = 0
         blocked = room ~= nil and room < 1
       else
         blocked, due, e, room = limits_gate(P, LIM, qname, now_ms)
@@ -781,6 +778,26 @@ for q = 1, nq do
       break
     end
   end
+  -- A queue whose limit this call filled is closed, as one found full: idle slots are not
+  -- woken to find it so (the slots whose jobs hold its shares poll it as they end, and a rate
+  -- or window limit says when it may open).
+  if qflags[q] == '1' and not stopped then
+    if QL then
+      local room = quick_room(QL, q, qtaken)
+      qtaken = 0
+      if room and room < 1 then qflags[q] = 'b' end
+    elseif LIM then
+      local blocked, due = limits_gate(P, LIM, qname, now_ms)
+      if blocked then
+        qflags[q] = 'b'
+        if due and (not earliest_due or due < earliest_due) then earliest_due = due end
+      end
+    end
+  end
+  if qtaken > 0 then
+    quick_room(QL, q, qtaken)
+    qtaken = 0
+  end
   if stopped then break end
 end
 
@@ -795,11 +812,36 @@ for s = 1, slots do
   out[#out + 1] = data[s]
 end
 if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
--- The limits' counts and the slots' shares this call changed (checked when read).
+-- The limits' counts and the slots' shares this call changed (checked when read); what the
+-- worker needs to know of the slots' entries.
+local way, told = '', 0
 if QL then
-  quick_flush(QL, applied)
+  quick_flush(QL, slots, applied, wkey, #P + 8)
+  way = 'q'
 elseif LIM or sharing_any then
   limits_flush(P)
+  way, told = 'g', {}
+  -- Every slot's entry: as this call left it, or read now (a read fails on nothing written).
+  local unread, at = {}, {}
+  for s = 1, slots do
+    local t = shares_known(ids().worker_of(s))
+    if t then
+      told[#told + 1] = s
+      told[#told + 1] = t
+    elseif #unread < 1000 then
+      unread[#unread + 1] = ids().worker_of(s)
+      at[#at + 1] = s
+    end
+  end
+  if #unread > 0 then
+    local vs = redis.pcall('HMGET', P .. 'resq:sharing', unpack(unread))
+    if not vs.err then
+      for i = 1, #at do
+        told[#told + 1] = at[i]
+        told[#told + 1] = vs[i] or ''
+      end
+    end
+  end
 end
 if failed > 0 then redis.call('INCRBY', KEYS[2], failed) end
 out[#out + 1] = table.concat(qflags)
@@ -808,4 +850,6 @@ if fast_used then track_flush() end
 if track_finals > 0 then track_cleanup(P, now_ms, 10) end
 out[#out + 1] = problems and table.concat(problems, '\n') or ''
 out[#out + 1] = earliest_due and tostring(earliest_due) or ''
+out[#out + 1] = way
+out[#out + 1] = told
 return out

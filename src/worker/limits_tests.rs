@@ -64,6 +64,8 @@ struct Twin {
     queues: [QueueKeys; 2],
     /// Per side, per slot: the record of the job it holds.
     held: [Vec<Option<Vec<u8>>>; 2],
+    /// How many calls of the quick side went the quick way.
+    quick_calls: usize,
 }
 
 impl Twin {
@@ -84,6 +86,7 @@ impl Twin {
             steppers: [s0, s1],
             queues: [q0, q1],
             held: [vec![None; SLOTS], vec![None; SLOTS]],
+            quick_calls: 0,
         }
     }
 
@@ -146,6 +149,20 @@ impl Twin {
             let r = step_batch(con, &self.queues[side], &items, json[side])
                 .await
                 .unwrap();
+            if side == 0 && r.quick {
+                self.quick_calls += 1;
+            }
+            // What each slot holds, as its worker knows it, is what Redis holds.
+            for (k, stepper) in self.steppers[side].iter().enumerate() {
+                if let Some(known) = stepper.shares.known() {
+                    // (Unless the test made the hash unusable.)
+                    let entry: redis::RedisResult<Option<String>> =
+                        con.hget(format!("{ns}:resq:sharing"), id(k)).await;
+                    if let Ok(entry) = entry {
+                        assert_eq!(known, entry.unwrap_or_default(), "side {side}, slot {k}");
+                    }
+                }
+            }
             for (&(k, _, _), (reply, applied)) in plan.iter().zip(&r.replies) {
                 let text = match reply {
                     Reply::Job(rec) => {
@@ -244,6 +261,7 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
     // of slots holding one go the general way on both sides.
     let fewer = limits(false);
     let mut rng = Rng(7);
+    let mut forget = Rng(11);
     let mut job = 0;
     let mut full = std::collections::BTreeSet::new();
     let mut cleared = None;
@@ -272,6 +290,13 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
             let outcome = if rec.is_some() { rng.next(4) } else { 9 };
             plan.push((k, outcome, rng.next(5) != 0));
         }
+        // Now and then the quick side's worker does not know what a slot holds (as after a
+        // reply it did not get): that slot's entry is read.
+        if forget.next(3) == 0 {
+            twin.steppers[0][forget.next(SLOTS as u64) as usize]
+                .shares
+                .forget();
+        }
         let json = if cleared.is_none() { &both } else { &fewer };
         let [a, b] = twin.step(&mut con, &plan, [&json[0], &json[1]]).await;
         assert_eq!(a, b, "answers, round {round}");
@@ -297,6 +322,10 @@ async fn the_quick_way_writes_what_the_general_way_writes() {
     assert_eq!(full.len(), 2, "{full:?} full, {job} jobs");
     assert!(cleared.is_some_and(|r| r < 110), "cleared at {cleared:?}");
     assert!(claims > 0, "no large payload was claimed");
+    // Calls of the quick side went the quick way, and others the general way: a call with a
+    // slot whose entry its worker does not know (forgotten above, or a slot holding a claim,
+    // which this test never promotes) or that names the cleared limit.
+    assert!(twin.quick_calls >= 10, "{} quick calls", twin.quick_calls);
 }
 
 /// Each key the quick way reads, made unusable on both sides while slots hold shares: the quick
@@ -349,5 +378,61 @@ async fn the_quick_way_leaves_unusable_keys_to_the_general_way() {
         assert_eq!(a, b, "answers with {key} made unusable by {cmd:?}");
         let [sa, sb] = twin.state(&mut con).await;
         assert_eq!(sa, sb, "state with {key} made unusable by {cmd:?}");
+    }
+}
+
+/// The quick way takes the worker's word for the entries its slots hold (it does not read
+/// them). Ruby's pruner unregisters a running slot (its record goes, its entry stays): the
+/// slot, still running, ends its job (not applied: the record is gone) and takes another. Its
+/// entry must then name both shares (the old one is returned when this job ends: the slot has
+/// a record again, so the pass over leftover shares leaves it) — or, when that pass ran in
+/// between and returned the old share, the new one only. Both sides must hold the same
+/// entries and sums.
+#[tokio::test]
+async fn an_entry_kept_while_taking_more_is_read_not_trusted() {
+    for orphans_pass in [false, true] {
+        let mut con = testing::con().await;
+        let json = limits(true);
+        let mut twin = Twin::new();
+        for job in 0..6 {
+            twin.push(&mut con, "a", job).await;
+        }
+        // The first call reads every slot's entry; the second goes the quick way.
+        let first: Vec<(usize, u64, bool)> = (0..2).map(|k| (k, 9, true)).collect();
+        let [a, b] = twin.step(&mut con, &first, [&json[0], &json[1]]).await;
+        assert_eq!(a, b);
+        let next: Vec<(usize, u64, bool)> = (0..2).map(|k| (k, 1, true)).collect();
+        let [a, b] = twin.step(&mut con, &next, [&json[0], &json[1]]).await;
+        assert_eq!(a, b);
+        for (side, ns) in twin.ns.iter().enumerate() {
+            let _: () = con.del(format!("{ns}:worker:{}", id(0))).await.unwrap();
+            if orphans_pass {
+                let (returned, problems): (u64, String) = crate::scripts::LIMIT_ORPHANS
+                    .arg(format!("{ns}:"))
+                    .arg(&json[side])
+                    .arg(1000)
+                    .invoke_async(&mut con)
+                    .await
+                    .unwrap();
+                assert_eq!((returned, problems.as_str()), (1, ""));
+            }
+        }
+        let quick_before = twin.quick_calls;
+        let [a, b] = twin.step(&mut con, &next, [&json[0], &json[1]]).await;
+        assert_eq!(a, b);
+        assert_eq!(
+            twin.quick_calls,
+            quick_before + 1,
+            "the call went the quick way"
+        );
+        assert!(a[0].contains("applied false job"), "{a:?}");
+        let [sa, sb] = twin.state(&mut con).await;
+        assert_eq!(sa, sb, "orphans pass: {orphans_pass}");
+        let entry: String = con
+            .hget(format!("{}:resq:sharing", twin.ns[0]), id(0))
+            .await
+            .unwrap();
+        let shares = entry.matches(":qa:holders").count();
+        assert_eq!(shares, if orphans_pass { 1 } else { 2 }, "{entry}");
     }
 }

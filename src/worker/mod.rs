@@ -28,6 +28,7 @@ pub(crate) mod launcher;
 pub(crate) mod lifecycle;
 pub(crate) mod perform;
 pub(crate) mod prune;
+pub(crate) mod quick;
 pub(crate) mod requeue;
 pub(crate) mod shutdown;
 pub(crate) mod slot;

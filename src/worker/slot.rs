@@ -418,6 +418,8 @@ impl Slot {
         let Some(job) = HeldJob::from_record(&record) else {
             return Some(c);
         };
+        // requeue.lua returns the slot's shares.
+        self.stepper.shares.forget();
         let mut held = self.state.record.lock().await;
         let mut con = self.con.clone();
         let moved = tokio::time::timeout(

@@ -174,6 +174,42 @@ pub(crate) enum Reply {
     Refused(String),
 }
 
+/// What the worker knows of its slot's entry in `<ns>:resq:sharing` (the limit shares it holds):
+/// the text as its last step call left it (`""`: none), so that the next call can go the quick
+/// way without reading it ([`super::quick`]). Not known (`None`: the call goes the general way,
+/// which reads it) at first, after a call whose reply was not read or that carried no limits,
+/// and once any other script took or returned the slot's shares (see "What the worker knows"
+/// in docs/limits.md).
+#[derive(Debug, Default)]
+pub(crate) struct KnownShares(std::sync::Mutex<Option<String>>);
+
+impl Clone for KnownShares {
+    /// A copy knows nothing: an entry belongs to one slot.
+    fn clone(&self) -> Self {
+        KnownShares::default()
+    }
+}
+
+impl KnownShares {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The entry as known.
+    pub(crate) fn known(&self) -> Option<String> {
+        self.slot().clone()
+    }
+
+    fn set(&self, text: Option<String>) {
+        *self.slot() = text;
+    }
+
+    /// Forgets the entry: the next step call reads it.
+    pub(crate) fn forget(&self) {
+        *self.slot() = None;
+    }
+}
+
 /// The fixed part of one slot's step invocation.
 #[derive(Debug, Clone)]
 pub(crate) struct Stepper {
@@ -194,6 +230,8 @@ pub(crate) struct Stepper {
     statused: std::sync::Arc<str>,
     /// The limits in force (for completions outside the step script).
     limits: Option<std::sync::Arc<crate::limits::cache::LimitsCache>>,
+    /// The slot's limit shares as its last step call left them.
+    pub(crate) shares: KnownShares,
 }
 
 impl Stepper {
@@ -208,6 +246,7 @@ impl Stepper {
             keys: keys.clone(),
             statused: std::sync::Arc::from(""),
             limits: None,
+            shares: KnownShares::default(),
         }
     }
 
@@ -265,6 +304,8 @@ impl Stepper {
         con: &mut C,
         ext: &super::complete::Extended,
     ) -> RedisResult<bool> {
+        // complete.lua returns the slot's shares.
+        self.shares.forget();
         super::complete::apply(con, self, ext).await
     }
 
@@ -339,6 +380,9 @@ pub(crate) struct StepOutcome {
     pub tracking_problems: Vec<String>,
     /// When a job held by a rate or window limit here may be released (epoch ms).
     pub release_due: Option<i64>,
+    /// Whether the call counted its limits the quick way ([`super::quick`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub quick: bool,
 }
 
 /// Numbers the claims of this process's calls.
@@ -359,6 +403,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             found: Vec::new(),
             tracking_problems: Vec::new(),
             release_due: None,
+            quick: false,
         });
     };
     let shared = first.stepper;
@@ -389,6 +434,22 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         .arg(&*shared.statused)
         .arg(now.timestamp_millis())
         .arg(limits);
+    // What the slots hold, as this process knows it (the quick way needs all of it).
+    let known: Vec<Option<String>> = items.iter().map(|i| i.stepper.shares.known()).collect();
+    let plan = if limits.is_empty() {
+        None
+    } else {
+        let completes = items.iter().map(|i| {
+            matches!(
+                i.completion,
+                Some(Completion::Success { .. } | Completion::Failure { .. })
+            )
+        });
+        super::quick::limits(keys.prefix(), limits).and_then(|q| {
+            super::quick::plan(q, &queues.queues, known.iter().cloned().zip(completes))
+        })
+    };
+    inv.arg(if plan.is_some() { "q" } else { "" });
     for (_, _, json) in &queues.queues {
         inv.arg(json.as_str());
     }
@@ -417,14 +478,33 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .arg(s.worker_json.as_str())
             .arg(track.unwrap_or(""));
     }
+    if let Some(p) = &plan {
+        for a in &p.tail {
+            inv.arg(a.as_str());
+        }
+    }
+    // Until the reply is read, what the call did to the slots' entries is not known (nor when
+    // this call is dropped on its way, or fails).
+    items.iter().for_each(|i| i.stepper.shares.forget());
     let v: Vec<Value> = inv.invoke_async(con).await?;
-    if v.len() != 3 * items.len() + 3 {
+    if v.len() != 3 * items.len() + 5 {
         return Err(bad_reply());
     }
-    let replies = v[..3 * items.len()]
+    let (replies, took): (Vec<(Reply, bool)>, Vec<usize>) = v[..3 * items.len()]
         .chunks_exact(3)
         .map(parse_reply)
-        .collect::<RedisResult<Vec<_>>>()?;
+        .collect::<RedisResult<Vec<_>>>()?
+        .into_iter()
+        .map(|(r, a, t)| ((r, a), t))
+        .unzip();
+    learn(
+        items,
+        &known,
+        plan.as_ref(),
+        &queues.queues,
+        (&replies, &took),
+        &v[3 * items.len() + 3..],
+    );
     let found = match v.get(3 * items.len()) {
         Some(Value::BulkString(flags)) => flags
             .iter()
@@ -437,7 +517,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .collect(),
         _ => return Err(bad_reply()),
     };
-    let release_due = match v.last() {
+    let release_due = match v.get(3 * items.len() + 2) {
         Some(Value::BulkString(d)) => std::str::from_utf8(d)
             .ok()
             .and_then(|d| d.parse::<f64>().ok())
@@ -451,20 +531,79 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .collect(),
         _ => Vec::new(),
     };
+    let quick =
+        matches!(v.get(3 * items.len() + 3), Some(Value::BulkString(w)) if w.as_slice() == b"q");
     Ok(StepOutcome {
         replies,
         found,
         tracking_problems,
         release_due,
+        quick,
     })
+}
+
+/// What each slot holds after a call, from its reply's last two values (the way the call
+/// counted its limits, and what it says of the slots; see step.lua) and the slots' replies.
+fn learn(
+    items: &[StepItem<'_>],
+    known: &[Option<String>],
+    plan: Option<&super::quick::Plan>,
+    queues: &[(String, String, String)],
+    (replies, took): (&[(Reply, bool)], &[usize]),
+    tail: &[Value],
+) {
+    let told = match tail.get(1) {
+        Some(Value::Array(t)) => t.as_slice(),
+        _ => &[],
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => usize::try_from(*n).ok(),
+        _ => None,
+    };
+    match (tail.first(), plan) {
+        (Some(Value::BulkString(w)), Some(plan)) if w.as_slice() == b"q" => {
+            let after = super::quick::after_quick(plan, queues, known, replies, took);
+            for (item, a) in items.iter().zip(after) {
+                item.stepper.shares.set(a);
+            }
+        }
+        (Some(Value::BulkString(w)), _) if w.as_slice() == b"g" => {
+            // The general way answers every slot's entry (a slot it could not read stays
+            // unknown).
+            for pair in told.chunks_exact(2) {
+                let (Some(s), Value::BulkString(text)) = (int(&pair[0]), &pair[1]) else {
+                    continue;
+                };
+                if let Some(item) = s.checked_sub(1).and_then(|i| items.get(i)) {
+                    item.stepper
+                        .shares
+                        .set(String::from_utf8(text.clone()).ok());
+                }
+            }
+        }
+        // A call without limits may return shares (of limits cleared while jobs ran) and says
+        // nothing of them: the slots' entries stay unknown.
+        _ => {}
+    }
+    // A claimed job is admitted (limit_claim.lua) or given back by other scripts.
+    for (item, (reply, _)) in items.iter().zip(replies) {
+        if matches!(reply, Reply::Claim(_)) {
+            item.stepper.shares.forget();
+        }
+    }
 }
 
 fn bad_reply() -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"))
 }
 
-fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
-    let applied = matches!(v.get(1), Some(Value::Int(1)));
+/// A slot's reply: what it got, whether its completion was applied, and the index (from 1) of
+/// the queue whose job the quick way gave it (0: none).
+fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool, usize)> {
+    let (applied, took) = match v.get(1) {
+        Some(Value::Int(n)) => (n & 1 == 1, usize::try_from(n >> 1).unwrap_or(0)),
+        _ => (false, 0),
+    };
     let data = match v.get(2) {
         Some(Value::BulkString(d)) => d.as_slice(),
         _ => return Err(bad_reply()),
@@ -479,7 +618,7 @@ fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
         },
         _ => return Err(bad_reply()),
     };
-    Ok((reply, applied))
+    Ok((reply, applied, took))
 }
 
 #[cfg(test)]
