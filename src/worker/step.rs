@@ -178,10 +178,12 @@ pub(crate) enum Reply {
 /// the text as its last step call left it (`""`: none), so that the next call can go the quick
 /// way without reading it ([`super::quick`]). Not known (`None`: the call goes the general way,
 /// which reads it) at first, after a call whose reply was not read or that carried no limits,
-/// and once any other script took or returned the slot's shares (see "What the worker knows"
-/// in docs/limits.md).
+/// once any other script took or returned the slot's shares, and once any request of the
+/// process failed as a restart or a failover makes requests fail ([`crate::conn::faults`]: a
+/// promoted replica may not have the last calls' writes). See "What the worker knows" in
+/// docs/limits.md.
 #[derive(Debug, Default)]
-pub(crate) struct KnownShares(std::sync::Mutex<Option<String>>);
+pub(crate) struct KnownShares(std::sync::Mutex<(u64, Option<String>)>);
 
 impl Clone for KnownShares {
     /// A copy knows nothing: an entry belongs to one slot.
@@ -191,22 +193,27 @@ impl Clone for KnownShares {
 }
 
 impl KnownShares {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, (u64, Option<String>)> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The entry as known.
     pub(crate) fn known(&self) -> Option<String> {
-        self.slot().clone()
+        let s = self.slot();
+        if s.0 != crate::conn::faults() {
+            return None;
+        }
+        s.1.clone()
     }
 
-    fn set(&self, text: Option<String>) {
-        *self.slot() = text;
+    /// Sets the entry as a call sent when [`crate::conn::faults`] was `at` left it.
+    fn set(&self, text: Option<String>, at: u64) {
+        *self.slot() = (at, text);
     }
 
     /// Forgets the entry: the next step call reads it.
     pub(crate) fn forget(&self) {
-        *self.slot() = None;
+        self.slot().1 = None;
     }
 }
 
@@ -486,6 +493,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     // Until the reply is read, what the call did to the slots' entries is not known (nor when
     // this call is dropped on its way, or fails).
     items.iter().for_each(|i| i.stepper.shares.forget());
+    let at = crate::conn::faults();
     let v: Vec<Value> = inv.invoke_async(con).await?;
     if v.len() != 3 * items.len() + 5 {
         return Err(bad_reply());
@@ -498,7 +506,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         .map(|(r, a, t)| ((r, a), t))
         .unzip();
     learn(
-        items,
+        (items, at),
         &known,
         plan.as_ref(),
         &queues.queues,
@@ -542,10 +550,11 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     })
 }
 
-/// What each slot holds after a call, from its reply's last two values (the way the call
-/// counted its limits, and what it says of the slots; see step.lua) and the slots' replies.
+/// What each slot holds after a call sent when [`crate::conn::faults`] was `at`, from its
+/// reply's last two values (the way the call counted its limits, and what it says of the slots;
+/// see step.lua) and the slots' replies.
 fn learn(
-    items: &[StepItem<'_>],
+    (items, at): (&[StepItem<'_>], u64),
     known: &[Option<String>],
     plan: Option<&super::quick::Plan>,
     queues: &[(String, String, String)],
@@ -564,7 +573,7 @@ fn learn(
         (Some(Value::BulkString(w)), Some(plan)) if w.as_slice() == b"q" => {
             let after = super::quick::after_quick(plan, queues, known, replies, took);
             for (item, a) in items.iter().zip(after) {
-                item.stepper.shares.set(a);
+                item.stepper.shares.set(a, at);
             }
         }
         (Some(Value::BulkString(w)), _) if w.as_slice() == b"g" => {
@@ -577,7 +586,7 @@ fn learn(
                 if let Some(item) = s.checked_sub(1).and_then(|i| items.get(i)) {
                     item.stepper
                         .shares
-                        .set(String::from_utf8(text.clone()).ok());
+                        .set(String::from_utf8(text.clone()).ok(), at);
                 }
             }
         }
@@ -624,6 +633,22 @@ fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_slot_holds_is_forgotten_after_a_fault() {
+        let k = KnownShares::default();
+        assert_eq!(k.known(), None);
+        let now = crate::conn::faults();
+        k.set(Some("1 3:h:x".into()), now);
+        assert_eq!(k.known().as_deref(), Some("1 3:h:x"));
+        // Learned from a call sent before a request failed as a failover makes it fail.
+        k.set(Some("1 3:h:x".into()), now.wrapping_sub(1));
+        assert_eq!(k.known(), None);
+        k.set(Some(String::new()), now);
+        k.forget();
+        assert_eq!(k.known(), None);
+        assert_eq!(k.clone().known(), None);
+    }
 
     #[test]
     fn reads_a_claim() {
