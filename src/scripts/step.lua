@@ -51,9 +51,11 @@
 -- ARGV[12] the statused classes, '\n'-separated with a '\n' at each end ('' when none)
 -- ARGV[13] now in epoch milliseconds (tracked jobs' history, limits)
 -- ARGV[14] the limits in force (limits.lua's JSON; '' when there are none)
--- ARGV[15] 'q' when the worker planned the quick way ('' otherwise): every limit in force is a
--- concurrency limit on a whole queue, and the worker knows what each slot of the call holds
--- (limits_quick.lua; the plan's arguments follow the slots' own, as its quick_plan says)
+-- ARGV[15] 'q' when the worker planned the quick way: every limit in force is a concurrency
+-- limit on a whole queue, and the worker knows what each slot of the call holds
+-- (limits_quick.lua; the plan's arguments follow the slots' own, as its quick_plan says); 'k'
+-- when the limits are such but the worker does not know what every slot holds (the call
+-- tells it); '' otherwise
 -- ARGV[16..15+nq] the queue names as JSON strings, aligned with the queue keys
 -- Then six arguments per slot: completion ('0' none; 'sr' / 'fr' success / failure of the job
 -- whose record is the next argument; 'st' / 'ft' the same for a claimed job whose token is the
@@ -83,9 +85,10 @@
 -- Then the earliest time (epoch ms) a job held by a rate or window limit may be released
 -- ('' when none was held by one here).
 -- Then how the call counted its limits: 'q' the quick way, 'g' the general way, '' no limits;
--- and, for the general way, every slot's entry in `<ns>:resq:sharing` as the call left it:
--- slot number, entry text ('' none), one pair after another (0 otherwise: from the quick way's
--- answers the worker knows what each slot holds; "What the worker knows" in docs/limits.md).
+-- and, for the general way when ARGV[15] is not '', every slot's entry in `<ns>:resq:sharing`
+-- as the call left it: slot number, entry text ('' none), one pair after another (0 otherwise:
+-- from the quick way's answers the worker knows what each slot holds; "What the worker knows"
+-- in docs/limits.md).
 
 local count_failed = ARGV[1] == '1'
 local nq = tonumber(ARGV[4])
@@ -820,8 +823,12 @@ if QL then
   way = 'q'
 elseif LIM or sharing_any then
   limits_flush(P)
-  way, told = 'g', {}
-  -- Every slot's entry: as this call left it, or read now (a read fails on nothing written).
+  way = 'g'
+end
+-- For a worker that would plan the quick way: every slot's entry, as this call left it or read
+-- now (a read fails on nothing written).
+if way == 'g' and ARGV[15] ~= '' then
+  told = {}
   local unread, at = {}, {}
   for s = 1, slots do
     local t = shares_known(ids().worker_of(s))

@@ -443,20 +443,30 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         .arg(limits);
     // What the slots hold, as this process knows it (the quick way needs all of it).
     let known: Vec<Option<String>> = items.iter().map(|i| i.stepper.shares.known()).collect();
-    let plan = if limits.is_empty() {
+    let quick = if limits.is_empty() {
         None
     } else {
+        super::quick::limits(keys.prefix(), limits)
+    };
+    let plan = quick.as_ref().and_then(|q| {
         let completes = items.iter().map(|i| {
             matches!(
                 i.completion,
                 Some(Completion::Success { .. } | Completion::Failure { .. })
             )
         });
-        super::quick::limits(keys.prefix(), limits).and_then(|q| {
-            super::quick::plan(q, &queues.queues, known.iter().cloned().zip(completes))
-        })
-    };
-    inv.arg(if plan.is_some() { "q" } else { "" });
+        super::quick::plan(
+            q.clone(),
+            &queues.queues,
+            known.iter().cloned().zip(completes),
+        )
+    });
+    // With limits the quick way could count, a call it cannot plan tells what the slots hold.
+    inv.arg(match (&plan, &quick) {
+        (Some(_), _) => "q",
+        (None, Some(_)) => "k",
+        (None, None) => "",
+    });
     for (_, _, json) in &queues.queues {
         inv.arg(json.as_str());
     }
