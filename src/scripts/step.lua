@@ -781,25 +781,20 @@ for q = 1, nq do
       break
     end
   end
-  -- A queue whose limit this call filled is closed, as one found full: idle slots are not
-  -- woken to find it so (the slots whose jobs hold its shares poll it as they end, and a rate
-  -- or window limit says when it may open).
-  if qflags[q] == '1' and not stopped then
-    if QL then
-      local room = quick_room(QL, q, qtaken)
-      qtaken = 0
-      if room and room < 1 then qflags[q] = 'b' end
-    elseif LIM then
-      local blocked, due = limits_gate(P, LIM, qname, now_ms)
-      if blocked then
-        qflags[q] = 'b'
-        if due and (not earliest_due or due < earliest_due) then earliest_due = due end
-      end
-    end
-  end
-  if qtaken > 0 then
-    quick_room(QL, q, qtaken)
+  -- The quick way counts the queue's jobs taken. A queue whose limit this call filled is
+  -- closed, as one found full: idle slots are not woken to find it so (the slots whose jobs
+  -- hold its shares poll it as they end, and a rate or window limit says when it may open).
+  local open = qflags[q] == '1' and not stopped
+  if QL then
+    local room = quick_room(QL, q, qtaken)
     qtaken = 0
+    if open and room and room < 1 then qflags[q] = 'b' end
+  elseif LIM and open then
+    local blocked, due = limits_gate(P, LIM, qname, now_ms)
+    if blocked then
+      qflags[q] = 'b'
+      if due and (not earliest_due or due < earliest_due) then earliest_due = due end
+    end
   end
   if stopped then break end
 end

@@ -5,12 +5,14 @@
 //! weights, no priorities) and the worker knows what each slot of a call holds, the worker
 //! hands the step script the call's limits ready to use (per limit: the index of its queue in
 //! the call, its capacity, its keys, the units the call's completions return to it) and, per
-//! slot, the index of the queue whose limits its entry in `<ns>:resq:sharing` names. The script then neither decodes the limits nor reads the slots' entries nor does
-//! anything per slot but plain operations (a function call there costs as much as the rest of
-//! a slot's step), and marks the slots it gave a job with the job's queue: from that and the
-//! replies, the worker knows what each slot holds after the call ([`after_quick`]).
+//! slot, the index of the queue whose limits its entry in `<ns>:resq:sharing` names. The script
+//! then neither decodes the limits nor reads the slots' entries nor does anything per slot but
+//! plain operations (a function call there costs as much as the rest of a slot's step), and
+//! marks the slots it gave a job with the job's queue: from that and the replies, the worker
+//! knows what each slot holds after the call ([`after_quick`]).
 
 use super::step::Reply;
+use crate::keys::Keys;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -29,13 +31,14 @@ pub(crate) struct QuickLimits {
 }
 
 impl QuickLimits {
-    /// From the scripts' JSON of the limits in force under key prefix `prefix` (`<ns>:`);
-    /// `None` when a limit is not a concurrency limit on a whole queue.
-    fn from_json(prefix: &str, json: &str) -> Option<Self> {
+    /// From the scripts' JSON of the limits in force (`limits/store.rs`, the JSON the step's
+    /// general way reads), under `keys`; `None` when a limit is not a concurrency limit on a
+    /// whole queue.
+    fn from_json(keys: &Keys, json: &str) -> Option<Self> {
         let v: serde_json::Value = serde_json::from_str(json).ok()?;
         let defs = v.get("defs")?.as_array()?;
         let mut q = QuickLimits {
-            sharing: format!("{prefix}resq:sharing"),
+            sharing: keys.sharing(),
             ..QuickLimits::default()
         };
         for d in defs {
@@ -56,8 +59,8 @@ impl QuickLimits {
             let name = d.get("name")?.as_str()?;
             let queue = d.get("queue")?.as_str()?;
             let cap = d.get("limit")?.as_u64()?;
-            let holders = format!("{prefix}resq:limit:{name}:holders");
-            let held = format!("{prefix}resq:limit:{name}:held");
+            let holders = keys.limit_holders(name, None);
+            let held = keys.limit_held(name, None);
             q.texts
                 .entry(queue.to_string())
                 .or_default()
@@ -85,17 +88,17 @@ impl QuickLimits {
 type Memo = Option<(String, Arc<str>, Option<Arc<QuickLimits>>)>;
 static LAST: Mutex<Memo> = Mutex::new(None);
 
-/// The quick way's limits for the JSON `json` of the limits in force under `prefix`, made once
+/// The quick way's limits for the JSON `json` of the limits in force under `keys`, made once
 /// per change of the limits.
-pub(crate) fn limits(prefix: &str, json: &str) -> Option<Arc<QuickLimits>> {
+pub(crate) fn limits(keys: &Keys, json: &str) -> Option<Arc<QuickLimits>> {
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((p, j, q)) = last.as_ref() {
-        if p == prefix && &**j == json {
+        if p == keys.prefix() && &**j == json {
             return q.clone();
         }
     }
-    let q = QuickLimits::from_json(prefix, json).map(Arc::new);
-    *last = Some((prefix.to_string(), Arc::from(json), q.clone()));
+    let q = QuickLimits::from_json(keys, json).map(Arc::new);
+    *last = Some((keys.prefix().to_string(), Arc::from(json), q.clone()));
     q
 }
 

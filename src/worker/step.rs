@@ -446,7 +446,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     let quick = if limits.is_empty() {
         None
     } else {
-        super::quick::limits(keys.prefix(), limits)
+        super::quick::limits(keys, limits)
     };
     let plan = quick.as_ref().and_then(|q| {
         let completes = items.iter().map(|i| {
