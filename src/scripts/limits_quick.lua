@@ -31,10 +31,10 @@
 -- uses; local functions only.
 -- KEYS / ARGV: none of its own; the step's plan arguments are read as described at quick_plan.
 
--- Fields of a limit in the plan list, from its base b (3 + 5 * (i - 1)): queue index, capacity,
--- holders key, then its sum (where its held key was) and this call's change (where the units
--- returned were).
-local QI, QCAP, QH, QUNITS, QDELTA = 0, 1, 2, 3, 4
+-- Fields of a limit in the plan list, from its base b (3 + 5 * (i - 1)): b its queue's index,
+-- b + 1 its capacity, b + 2 its holders key, then b + 3 its sum (where its held key was) and
+-- b + 4 this call's change (where the units returned were). Numbers, not named locals: each
+-- local a function uses is an upvalue to look up whenever the library is made (every call).
 
 -- The plan of a step call of `slots` slots, or nil when the call goes the general way.
 -- ARGV[from]: `<ns>:resq:sharing`; ARGV[from + 1]: per slot, a byte: 48 + the index of the
@@ -42,7 +42,7 @@ local QI, QCAP, QH, QUNITS, QDELTA = 0, 1, 2, 3, 4
 -- queue whose shares a slot holds that the call does not poll); then five per limit, in the
 -- order of the limits in force: its queue's index, its capacity, its holders key, its held
 -- key, the units the call's completions return to it when all are applied. Returns that list
--- (the slots' bytes as a list at Q[2]; each limit's sum and change in its last two places).
+-- (the slots' bytes as they came at Q[2]; each limit's sum and change in its last two places).
 -- Reads each limit's sum and checks the keys; writes nothing.
 local function quick_plan(from, slots)
   -- The flush writes an entry per slot in one command.
@@ -52,16 +52,15 @@ local function quick_plan(from, slots)
   -- HLEN answers a number for a hash or nothing, an error (not raised: pcall) for another type.
   if type(redis.pcall('HLEN', Q[1])) ~= 'number' then return nil end
   for b = 3, #Q, 5 do
-    local h = Q[b + QH]
+    local h = Q[b + 2]
     -- An error value (not raised: pcall) for a key of another type.
     local v = redis.pcall('HGET', h, '__units')
     if type(v) == 'table' or counter_err(h, v, 1) then return nil end
     -- Held jobs (or a held key of another type): the general way releases or reports them.
-    if redis.call('EXISTS', Q[b + QUNITS]) == 1 then return nil end
-    Q[b + QI], Q[b + QCAP] = tonumber(Q[b + QI]), tonumber(Q[b + QCAP])
-    Q[b + QUNITS], Q[b + QDELTA] = tonumber(v) or 0, -tonumber(Q[b + QDELTA])
+    if redis.call('EXISTS', Q[b + 3]) == 1 then return nil end
+    Q[b], Q[b + 1] = tonumber(Q[b]), tonumber(Q[b + 1])
+    Q[b + 3], Q[b + 4] = tonumber(v) or 0, -tonumber(Q[b + 4])
   end
-  Q[2] = { string.byte(Q[2], 1, slots) }
   return Q
 end
 
@@ -72,10 +71,10 @@ end
 local function quick_room(Q, q, k)
   local room = nil
   for b = 3, #Q, 5 do
-    if Q[b + QI] == q then
-      local d = Q[b + QDELTA] + k
-      Q[b + QDELTA] = d
-      local left = Q[b + QCAP] - Q[b + QUNITS] - d
+    if Q[b] == q then
+      local d = Q[b + 4] + k
+      Q[b + 4] = d
+      local left = Q[b + 1] - Q[b + 3] - d
       if not room or left < room then room = left end
     end
   end
@@ -84,20 +83,24 @@ end
 
 -- Writes what the call changed: each sum (HDEL when it reaches 0), and the entry of each slot
 -- whose shares changed. applied[s]: 1 when slot s's completion was applied, plus 2 * q when it
--- took a job of queue q. wkey(s): slot s's worker key, whose id follows `skip` bytes. Every
--- key was read or checked in quick_plan, so nothing here can fail.
-local function quick_flush(Q, slots, applied, wkey, skip)
+-- took a job of queue q. wkey(s): slot s's worker key, whose id follows `skip` bytes. settled:
+-- the step knows that no entry changes (every slot held the shares of one queue, its
+-- completion was applied and it took a job of that queue again), so the slots are not looked
+-- at one by one. Every key was read or checked in quick_plan, so nothing here can fail.
+local function quick_flush(Q, slots, applied, wkey, skip, settled)
   for b = 3, #Q, 5 do
-    local d = Q[b + QDELTA]
+    local d = Q[b + 4]
     if d ~= 0 then
-      if Q[b + QUNITS] + d <= 0 then
-        redis.call('HDEL', Q[b + QH], '__units')
+      if Q[b + 3] + d <= 0 then
+        redis.call('HDEL', Q[b + 2], '__units')
       else
-        redis.call('HINCRBY', Q[b + QH], '__units', d)
+        redis.call('HINCRBY', Q[b + 2], '__units', d)
       end
     end
   end
-  local held, sets, dels = Q[2], nil, nil
+  if settled then return end
+  -- The slots' bytes as a list (one C call for all; made only here, where each is read).
+  local held, sets, dels = { string.byte(Q[2], 1, slots) }, nil, nil
   for s = 1, slots do
     local ap, hq = applied[s], held[s] - 48
     -- Nothing changes for a slot that returned its shares and took a job of the same queue,
@@ -110,8 +113,8 @@ local function quick_flush(Q, slots, applied, wkey, skip)
       local t = false
       if q > 0 then
         for b = 3, #Q, 5 do
-          if Q[b + QI] == q then
-            local h = Q[b + QH]
+          if Q[b] == q then
+            local h = Q[b + 2]
             t = (t or '') .. '1 ' .. #h .. ':' .. h
           end
         end

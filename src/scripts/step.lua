@@ -53,7 +53,9 @@
 -- ARGV[14] the limits in force (limits.lua's JSON; '' when there are none)
 -- ARGV[15] 'q' when the worker planned the quick way: every limit in force is a concurrency
 -- limit on a whole queue, and the worker knows what each slot of the call holds
--- (limits_quick.lua; the plan's arguments follow the slots' own, as its quick_plan says); 'k'
+-- (limits_quick.lua; the plan's arguments follow the slots' own, as its quick_plan says); 'u'
+-- the same, when besides every slot holds the shares of the same queue, sends the completion
+-- of a job named by its record, and reserves (the steady state under a full limit); 'k'
 -- when the limits are such but the worker does not know what every slot holds (the call
 -- tells it); '' otherwise
 -- ARGV[16..15+nq] the queue names as JSON strings, aligned with the queue keys
@@ -121,10 +123,22 @@ local released_all, earliest_due, seq_n = nil, nil, 0
 local small = tonumber(ARGV[7])
 local max_payload = tonumber(ARGV[8])
 local slots = (#KEYS - kq) / 2
+local find, byte = string.find, string.byte
 -- The call's limits the quick way (limits_quick.lua, QL: concurrency limits on whole queues,
 -- planned by the worker), or else the limits JSON, decoded (LIM: limits.lua).
 local QL, LIM = nil, nil
-if ARGV[15] == 'q' then QL = quick_plan(aq + 6 * slots + 1, slots) end
+-- The quick way's room function, looked up once. For a call planned 'u': the index of the
+-- queue whose shares every slot holds (nil once a completion was not applied), and the jobs
+-- of that queue the call gave; when every slot took one, no slot's entry changes
+-- (quick_flush's settled).
+local qroom, ustar, ujobs = nil, nil, 0
+if ARGV[15] == 'q' or ARGV[15] == 'u' then
+  QL = quick_plan(aq + 6 * slots + 1, slots)
+  if QL then
+    qroom = quick_room
+    if ARGV[15] == 'u' then ustar = byte(QL[2], 1) - 48 end
+  end
+end
 -- Jobs the quick way gave slots since its counts were last brought up to date.
 local qtaken = 0
 if not QL and ARGV[14] ~= '' then
@@ -132,7 +146,6 @@ if not QL and ARGV[14] ~= '' then
   if ok and type(l) == 'table' and type(l.defs) == 'table' and #l.defs > 0 then LIM = l end
 end
 local processed, failed = 0, 0
-local find, byte = string.find, string.byte
 
 local function wkey(s) return KEYS[kq + 2 * s - 1] end
 
@@ -448,8 +461,9 @@ for s = 1, slots do
     end
   end
   -- A completion not applied: the shares the worker counted as returned stay held.
-  if QL and code ~= '0' and applied[s] ~= 1 and QL[2][s] ~= 48 then
-    quick_room(QL, QL[2][s] - 48, 1)
+  if QL and code ~= '0' and applied[s] ~= 1 and byte(QL[2], s) ~= 48 then
+    qroom(QL, byte(QL[2], s) - 48, 1)
+    ustar = nil
   end
   if err then
     tag[s], data[s] = 'error', err
@@ -697,7 +711,8 @@ for q = 1, nq do
       -- A limit on the whole queue that is full: the queue is not popped (nothing to hold).
       local blocked, due, e, room
       if QL then
-        room = quick_room(QL, q, qtaken)
+        room = qroom(QL, q, qtaken)
+        if q == ustar then ujobs = ujobs + qtaken end
         qtaken = 0
         blocked = room ~= nil and room < 1
       else
@@ -786,7 +801,8 @@ for q = 1, nq do
   -- hold its shares poll it as they end, and a rate or window limit says when it may open).
   local open = qflags[q] == '1' and not stopped
   if QL then
-    local room = quick_room(QL, q, qtaken)
+    local room = qroom(QL, q, qtaken)
+    if q == ustar then ujobs = ujobs + qtaken end
     qtaken = 0
     if open and room and room < 1 then qflags[q] = 'b' end
   elseif LIM and open then
@@ -814,7 +830,7 @@ if processed > 0 then redis.call('INCRBY', KEYS[1], processed) end
 -- worker needs to know of the slots' entries.
 local way, told = '', 0
 if QL then
-  quick_flush(QL, slots, applied, wkey, #P + 8)
+  quick_flush(QL, slots, applied, wkey, #P + 8, ustar ~= nil and ujobs == slots)
   way = 'q'
 elseif LIM or sharing_any then
   limits_flush(P)

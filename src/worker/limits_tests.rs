@@ -66,6 +66,9 @@ struct Twin {
     held: [Vec<Option<Vec<u8>>>; 2],
     /// How many calls of the quick side went the quick way.
     quick_calls: usize,
+    /// How many of those were planned as uniform (`'u'`: every slot holds one queue's shares,
+    /// completes and goes on).
+    uniform_calls: usize,
 }
 
 impl Twin {
@@ -87,6 +90,7 @@ impl Twin {
             queues: [q0, q1],
             held: [vec![None; SLOTS], vec![None; SLOTS]],
             quick_calls: 0,
+            uniform_calls: 0,
         }
     }
 
@@ -151,6 +155,7 @@ impl Twin {
                 .unwrap();
             if side == 0 && r.quick {
                 self.quick_calls += 1;
+                self.uniform_calls += usize::from(r.uniform);
             }
             // What each slot holds, as its worker knows it, is what Redis holds.
             for (k, stepper) in self.steppers[side].iter().enumerate() {
@@ -195,6 +200,24 @@ impl Twin {
             }
         }
         out
+    }
+
+    /// One call per side that the quick side must plan as uniform; both sides must answer and
+    /// hold the same after it. Returns the quick side's answers.
+    async fn uniform_step(
+        &mut self,
+        con: &mut Con,
+        json: [&str; 2],
+        plan: &[(usize, u64, bool)],
+        what: &str,
+    ) -> Vec<String> {
+        let before = self.uniform_calls;
+        let [a, b] = self.step(con, plan, json).await;
+        assert_eq!(a, b, "answers: {what}");
+        let [sa, sb] = self.state(con).await;
+        assert_eq!(sa, sb, "state: {what}");
+        assert_eq!(self.uniform_calls, before + 1, "planned as uniform: {what}");
+        a
     }
 
     /// What each side holds that the limits touch, with the namespace taken out.
@@ -417,13 +440,13 @@ async fn an_entry_kept_while_taking_more_is_read_not_trusted() {
                 assert_eq!((returned, problems.as_str()), (1, ""));
             }
         }
-        let quick_before = twin.quick_calls;
+        let (quick_before, uniform_before) = (twin.quick_calls, twin.uniform_calls);
         let [a, b] = twin.step(&mut con, &next, [&json[0], &json[1]]).await;
         assert_eq!(a, b);
         assert_eq!(
-            twin.quick_calls,
-            quick_before + 1,
-            "the call went the quick way"
+            (twin.quick_calls, twin.uniform_calls),
+            (quick_before + 1, uniform_before + 1),
+            "the call went the quick way, planned as uniform"
         );
         assert!(a[0].contains("applied false job"), "{a:?}");
         let [sa, sb] = twin.state(&mut con).await;
@@ -435,4 +458,72 @@ async fn an_entry_kept_while_taking_more_is_read_not_trusted() {
         let shares = entry.matches(":qa:holders").count();
         assert_eq!(shares, if orphans_pass { 1 } else { 2 }, "{entry}");
     }
+}
+
+/// Calls planned as uniform (`'u'`: every slot holds the shares of queue `b`, completes and
+/// reserves), where the script skips looking at each slot's entry only when every slot took a
+/// job of `b` again. Each call below breaks that in one way after the plan was made, and must
+/// still write what the general way writes: the queue runs dry, a large payload is claimed
+/// instead of taken, a job of a queue polled first (`a`) goes to one of the slots, a
+/// completion fails instead of succeeding.
+#[tokio::test]
+async fn uniform_calls_write_what_the_general_way_writes() {
+    let mut con = testing::con().await;
+    let json = limits(true);
+    let json = [json[0].as_str(), json[1].as_str()];
+    let mut twin = Twin::new();
+    for job in 0..6 {
+        twin.push(&mut con, "b", job).await;
+    }
+    // Two slots take jobs of `b` (its limit of 2 is full), and learn what they hold.
+    let both = [(0, 9, true), (1, 9, true)];
+    let [a, b] = twin.step(&mut con, &both, json).await;
+    assert_eq!(a, b);
+    let again = [(0, 1, true), (1, 1, true)];
+    // Each takes the next job of `b`: nothing changes but the records.
+    let a = twin
+        .uniform_step(&mut con, json, &again, "each takes b again")
+        .await;
+    assert!(
+        a[..2].iter().all(|l| l.contains("applied true job")),
+        "{a:?}"
+    );
+    // One ends failed, one succeeds: both take the last two jobs.
+    twin.uniform_step(&mut con, json, &[(0, 0, true), (1, 1, true)], "a failure")
+        .await;
+    // The queue is dry: both return their shares and take nothing.
+    let a = twin.uniform_step(&mut con, json, &again, "b dry").await;
+    assert!(a[..2].iter().all(|l| l.contains("none")), "{a:?}");
+    let sharing: usize = con
+        .hlen(format!("{}:resq:sharing", twin.ns[0]))
+        .await
+        .unwrap();
+    assert_eq!(sharing, 0);
+    // Back to two slots holding `b`'s shares.
+    for job in 10..12 {
+        twin.push(&mut con, "b", job).await;
+    }
+    let [a, b] = twin.step(&mut con, &both, json).await;
+    assert_eq!(a, b);
+    // A large payload at the head (job 13) is claimed by one slot; the other takes job 14.
+    for job in [13, 14] {
+        twin.push(&mut con, "b", job).await;
+    }
+    let a = twin.uniform_step(&mut con, json, &again, "a claim").await;
+    assert!(a.iter().any(|l| l.contains("Claim")), "{a:?}");
+    // Slot 0 now holds the claim (this test never promotes it): slots 1 and 2 go on, both
+    // holding `b`'s shares after this call.
+    twin.push(&mut con, "b", 15).await;
+    twin.push(&mut con, "b", 16).await;
+    let [a, b] = twin
+        .step(&mut con, &[(1, 1, true), (2, 9, true)], json)
+        .await;
+    assert_eq!(a, b);
+    // A job of `a`, polled before `b`, goes to the first slot; the second takes `b`'s.
+    twin.push(&mut con, "a", 20).await;
+    twin.push(&mut con, "b", 21).await;
+    let a = twin
+        .uniform_step(&mut con, json, &[(1, 1, true), (2, 1, true)], "a job of a")
+        .await;
+    assert!(a[0].contains(r#""args":[20,"#), "{a:?}");
 }

@@ -115,15 +115,29 @@ pub(crate) struct Plan {
     pub tail: Vec<String>,
     /// The limits it was made from.
     pub limits: Arc<QuickLimits>,
+    /// Every slot holds the shares of the same queue, sends the completion of a job named by
+    /// its record, and reserves: the call is sent as `'u'`, and the script need not look at
+    /// each slot's entry when each takes a job of that queue again.
+    pub uniform: bool,
+}
+
+/// How a slot of a call ends and goes on, as a plan needs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotEnds {
+    /// It sends a completion (success or failure).
+    pub completes: bool,
+    /// It sends the completion of a job named by its record (not a claim's token) and
+    /// reserves a next job.
+    pub steady: bool,
 }
 
 /// The plan of a call polling `queues` (`(name, key, name as JSON)`, in order) for slots whose
-/// entries are `known` (`None`: not known), each with whether it sends a completion; `None`
-/// when the call must go the general way (an entry not known, or one no limit in force gives).
+/// entries are `known` (`None`: not known), each with how it ends; `None` when the call must
+/// go the general way (an entry not known, or one no limit in force gives).
 pub(crate) fn plan(
     limits: Arc<QuickLimits>,
     queues: &[(String, String, String)],
-    known: impl Iterator<Item = (Option<String>, bool)>,
+    known: impl Iterator<Item = (Option<String>, SlotEnds)>,
 ) -> Option<Plan> {
     let mut tail = vec![limits.sharing.clone(), String::new()];
     let mut index: HashMap<&str, usize> = HashMap::new();
@@ -150,9 +164,13 @@ pub(crate) fn plan(
     let mut slots = String::new();
     // Per queue index: the units the call's completions return to each of its limits.
     let mut returned: HashMap<usize, u64> = HashMap::new();
-    for (entry, completes) in known {
+    // The queue index the first slot holds, and whether every slot so far holds it and is
+    // steady.
+    let (mut first, mut uniform) = (None, true);
+    for (entry, ends) in known {
         let entry = entry?;
         if entry.is_empty() {
+            uniform = false;
             slots.push('0');
             continue;
         }
@@ -167,9 +185,10 @@ pub(crate) fn plan(
                 i
             }
         };
-        if completes {
+        if ends.completes {
             *returned.entry(i).or_default() += 1;
         }
+        uniform &= ends.steady && *first.get_or_insert(i) == i;
         slots.push(char::from(
             b'0' + u8::try_from(i)
                 .ok()
@@ -185,6 +204,7 @@ pub(crate) fn plan(
     Some(Plan {
         tail,
         limits: limits.clone(),
+        uniform: uniform && first.is_some(),
     })
 }
 

@@ -390,6 +390,10 @@ pub(crate) struct StepOutcome {
     /// Whether the call counted its limits the quick way ([`super::quick`]).
     #[cfg_attr(not(test), allow(dead_code))]
     pub quick: bool,
+    /// Whether the call was planned as one whose slots all hold one queue's shares, complete
+    /// and go on (`'u'`; [`super::quick::Plan::uniform`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub uniform: bool,
 }
 
 /// Numbers the claims of this process's calls.
@@ -411,6 +415,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             tracking_problems: Vec::new(),
             release_due: None,
             quick: false,
+            uniform: false,
         });
     };
     let shared = first.stepper;
@@ -449,20 +454,23 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         super::quick::limits(keys, limits)
     };
     let plan = quick.as_ref().and_then(|q| {
-        let completes = items.iter().map(|i| {
-            matches!(
-                i.completion,
-                Some(Completion::Success { .. } | Completion::Failure { .. })
-            )
+        let ends = items.iter().map(|i| {
+            let job = match i.completion {
+                Some(Completion::Success { job, .. } | Completion::Failure { job, .. }) => {
+                    Some(job)
+                }
+                _ => None,
+            };
+            super::quick::SlotEnds {
+                completes: job.is_some(),
+                steady: i.reserve && job.is_some_and(|j| j.record().is_some()),
+            }
         });
-        super::quick::plan(
-            q.clone(),
-            &queues.queues,
-            known.iter().cloned().zip(completes),
-        )
+        super::quick::plan(q.clone(), &queues.queues, known.iter().cloned().zip(ends))
     });
     // With limits the quick way could count, a call it cannot plan tells what the slots hold.
     inv.arg(match (&plan, &quick) {
+        (Some(p), _) if p.uniform => "u",
         (Some(_), _) => "q",
         (None, Some(_)) => "k",
         (None, None) => "",
@@ -504,6 +512,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     // this call is dropped on its way, or fails).
     items.iter().for_each(|i| i.stepper.shares.forget());
     let at = crate::conn::faults();
+    let uniform = plan.as_ref().is_some_and(|p| p.uniform);
     let v: Vec<Value> = inv.invoke_async(con).await?;
     if v.len() != 3 * items.len() + 5 {
         return Err(bad_reply());
@@ -557,6 +566,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         tracking_problems,
         release_due,
         quick,
+        uniform,
     })
 }
 
