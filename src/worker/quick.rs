@@ -243,3 +243,47 @@ pub(crate) fn after_quick(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call is uniform only when every slot holds the shares of one queue, ends a job named
+    /// by its record and reserves.
+    #[test]
+    fn a_plan_is_uniform_only_when_every_slot_holds_one_queue_and_goes_on() {
+        let keys = Keys::new("u");
+        let json = r#"{"defs":[{"name":"la","kind":"concurrency","limit":4,"queue":"a"},{"name":"lb","kind":"concurrency","limit":4,"queue":"b"}]}"#;
+        let limits = Arc::new(QuickLimits::from_json(&keys, json).expect("quick limits"));
+        let queues: Vec<(String, String, String)> = ["a", "b"]
+            .iter()
+            .map(|q| (q.to_string(), keys.queue(q), format!("\"{q}\"")))
+            .collect();
+        let text = |q: &str| limits.text(q).map(String::from);
+        let go = SlotEnds {
+            completes: true,
+            steady: true,
+        };
+        let stays = SlotEnds {
+            completes: true,
+            steady: false,
+        };
+        let uniform = |slots: Vec<(Option<String>, SlotEnds)>| {
+            plan(limits.clone(), &queues, slots.into_iter()).map(|p| p.uniform)
+        };
+        assert_eq!(uniform(vec![(text("a"), go), (text("a"), go)]), Some(true));
+        assert_eq!(uniform(vec![(text("b"), go)]), Some(true));
+        // Two queues' shares; a slot holding none; a slot that does not go on.
+        assert_eq!(uniform(vec![(text("a"), go), (text("b"), go)]), Some(false));
+        assert_eq!(
+            uniform(vec![(text("a"), go), (Some(String::new()), go)]),
+            Some(false)
+        );
+        assert_eq!(
+            uniform(vec![(text("a"), go), (text("a"), stays)]),
+            Some(false)
+        );
+        // An entry not known: no plan at all.
+        assert_eq!(uniform(vec![(text("a"), go), (None, go)]), None);
+    }
+}
