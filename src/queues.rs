@@ -1,7 +1,9 @@
 //! The queue list of a worker, with Ruby Resque's semantics.
 //!
-//! `QUEUES=a,b` is a static list polled in order. A list with any of `* ? [ ] { }` or any
-//! `!skip` entry is dynamic: on every resolution `<ns>:queues` is matched against each entry with
+//! `QUEUES=a,b` is a static list polled in order (a name given twice is polled once, at its
+//! first place: Ruby polls it twice in a round, and the second poll of a queue the first left
+//! or found empty gives nothing more). A list with any of `* ? [ ] { }` or any `!skip` entry is
+//! dynamic: on every resolution `<ns>:queues` is matched against each entry with
 //! Ruby's `File.fnmatch?` (no flags: `{a,b}` is literal, `*` does not match a leading `.`), each
 //! entry's matches sorted, concatenated in entry order, deduplicated, skip patterns removed.
 
@@ -70,12 +72,17 @@ impl QueueList {
         self.dynamic
     }
 
-    /// The queues to poll, in order, given the members of `<ns>:queues`.
+    /// The queues to poll, in order, each once, given the members of `<ns>:queues`.
     pub fn resolve(&self, known: &[String]) -> Vec<String> {
-        if !self.dynamic {
-            return self.queues.clone();
-        }
         let mut out: Vec<String> = Vec::new();
+        if !self.dynamic {
+            for q in &self.queues {
+                if !out.contains(q) {
+                    out.push(q.clone());
+                }
+            }
+            return out;
+        }
         for pattern in &self.queues {
             let mut matched: Vec<&String> = known
                 .iter()
@@ -235,6 +242,13 @@ mod tests {
             l.resolve(&known()),
             vec!["critical", "high_a", "high_b", "a", "{a,b}"]
         );
+    }
+
+    #[test]
+    fn a_static_list_polls_each_queue_once_and_keeps_its_entries() {
+        let l = QueueList::parse("a,b,a,c,b").unwrap();
+        assert_eq!(l.entries(), &["a", "b", "a", "c", "b"]);
+        assert_eq!(l.resolve(&[]), vec!["a", "b", "c"]);
     }
 
     #[test]

@@ -435,6 +435,37 @@ async fn a_queue_paused_and_resumed_again_is_taken_at_once_each_time() {
     stop(w).await;
 }
 
+/// A queue named twice in a static list is polled once, and its limit holds. (The quick way
+/// once counted the limit at the queue's first place in the call only, and popped its second
+/// place freely: 10 ran under a limit of 2.)
+#[tokio::test]
+async fn a_queue_named_twice_keeps_its_limit() {
+    let ns = support::namespace("lim-twice");
+    let gauge = Arc::new(Gauge::default());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let registry = Registry::new()
+        .limit(Limit::concurrency("twice", 2).queue("default"))
+        .handler("Slow", gauged(gauge.clone(), order));
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for i in 0..60 {
+        c.enqueue_class("Slow", &[json!(format!("s{i}")), json!(20)])
+            .await
+            .unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "default,default")
+            .concurrency(16)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(30, "every job", || async {
+        (gauge.done.load(Ordering::SeqCst) == 60).then_some(())
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(gauge.max.load(Ordering::SeqCst), 2, "at most 2 at once");
+}
+
 #[tokio::test]
 async fn large_payloads_are_limited_too() {
     let ns = support::namespace("lim-large");

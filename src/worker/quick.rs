@@ -154,8 +154,13 @@ pub(crate) fn plan(
         }
     };
     for (i, (name, _, _)) in queues.iter().enumerate() {
-        if limits.by_queue.contains_key(name) && !index.contains_key(name.as_str()) {
-            index.insert(name, i + 1);
+        if limits.by_queue.contains_key(name) {
+            // A limited queue the call polls twice: the script would count its limits at one
+            // index only and pop the other freely. (Worker lists poll each queue once; this
+            // keeps any other caller from exceeding a limit.)
+            if index.insert(name, i + 1).is_some() {
+                return None;
+            }
             add(&mut tail, name, i + 1);
         }
     }
@@ -285,5 +290,10 @@ mod tests {
         );
         // An entry not known: no plan at all.
         assert_eq!(uniform(vec![(text("a"), go), (None, go)]), None);
+        // A limited queue polled twice: no plan either (the general way counts it).
+        let twice: Vec<(String, String, String)> =
+            [queues[0].clone(), queues[1].clone(), queues[0].clone()].into();
+        let planned = plan(limits.clone(), &twice, vec![(text("a"), go)].into_iter());
+        assert!(planned.is_none(), "{planned:?}");
     }
 }
