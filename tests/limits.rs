@@ -435,64 +435,65 @@ async fn a_queue_paused_and_resumed_again_is_taken_at_once_each_time() {
     stop(w).await;
 }
 
+/// Enqueues `jobs` (the args of each, after its label) of `class` under `limit` in namespace
+/// `ns`, runs them through one worker of `slots` slots polling `queues`, and returns the most
+/// that ran at once.
+async fn most_at_once(
+    ns: &str,
+    limit: Limit,
+    class: &str,
+    jobs: Vec<Vec<Value>>,
+    queues: &str,
+    slots: usize,
+) -> usize {
+    let gauge = Arc::new(Gauge::default());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let registry = Registry::new()
+        .limit(limit)
+        .handler(class, gauged(gauge.clone(), order));
+    let c = Client::connect(&support::url(), ns).await.unwrap();
+    let n = jobs.len();
+    for (i, rest) in jobs.into_iter().enumerate() {
+        let mut args = vec![json!(format!("j{i}"))];
+        args.extend(rest);
+        c.enqueue_class(class, &args).await.unwrap();
+    }
+    let w = support::start(
+        support::builder(ns, queues)
+            .concurrency(slots)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(30, "every job", || async {
+        (gauge.done.load(Ordering::SeqCst) == n).then_some(())
+    })
+    .await;
+    stop(w).await;
+    gauge.max.load(Ordering::SeqCst)
+}
+
 /// A queue named twice in a static list is polled once, and its limit holds. (The quick way
 /// once counted the limit at the queue's first place in the call only, and popped its second
 /// place freely: 10 ran under a limit of 2.)
 #[tokio::test]
 async fn a_queue_named_twice_keeps_its_limit() {
     let ns = support::namespace("lim-twice");
-    let gauge = Arc::new(Gauge::default());
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let registry = Registry::new()
-        .limit(Limit::concurrency("twice", 2).queue("default"))
-        .handler("Slow", gauged(gauge.clone(), order));
-    let c = Client::connect(&support::url(), &ns).await.unwrap();
-    for i in 0..60 {
-        c.enqueue_class("Slow", &[json!(format!("s{i}")), json!(20)])
-            .await
-            .unwrap();
-    }
-    let w = support::start(
-        support::builder(&ns, "default,default")
-            .concurrency(16)
-            .registry(registry),
-    )
-    .await;
-    support::eventually(30, "every job", || async {
-        (gauge.done.load(Ordering::SeqCst) == 60).then_some(())
-    })
-    .await;
-    stop(w).await;
-    assert_eq!(gauge.max.load(Ordering::SeqCst), 2, "at most 2 at once");
+    let limit = Limit::concurrency("twice", 2).queue("default");
+    let jobs = vec![vec![json!(20)]; 60];
+    let most = most_at_once(&ns, limit, "Slow", jobs, "default,default", 16).await;
+    assert_eq!(most, 2, "at most 2 at once");
 }
 
 #[tokio::test]
 async fn large_payloads_are_limited_too() {
     let ns = support::namespace("lim-large");
-    let gauge = Arc::new(Gauge::default());
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let registry = Registry::new()
-        .limit(Limit::concurrency("big", 1).class("Blob"))
-        .handler("Blob", gauged(gauge.clone(), order));
-    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    let limit = Limit::concurrency("big", 1).class("Blob");
     let blob = "x".repeat(64 * 1024);
-    for i in 0..4 {
-        c.enqueue_class("Blob", &[json!(format!("b{i}")), json!(60), json!(blob)])
-            .await
-            .unwrap();
-    }
-    let w = support::start(
-        support::builder(&ns, "default")
-            .concurrency(4)
-            .registry(registry),
-    )
-    .await;
-    support::eventually(20, "every large job", || async {
-        (gauge.done.load(Ordering::SeqCst) == 4).then_some(())
-    })
-    .await;
-    stop(w).await;
-    assert_eq!(gauge.max.load(Ordering::SeqCst), 1);
+    let jobs = vec![vec![json!(60), json!(blob)]; 4];
+    assert_eq!(
+        most_at_once(&ns, limit, "Blob", jobs, "default", 4).await,
+        1
+    );
     let mut con = support::con().await;
     let leftover: Vec<String> = con.keys(format!("{ns}:resq:heldbig:*")).await.unwrap();
     assert!(leftover.is_empty(), "{leftover:?}");
