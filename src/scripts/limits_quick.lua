@@ -43,7 +43,7 @@
 -- order of the limits in force: its queue's index, its capacity, its holders key, its held
 -- key, the units the call's completions return to it when all are applied. Returns that list
 -- (the slots' bytes as they came at Q[2]; each limit's sum and change in its last two places).
--- Reads each limit's sum and checks the keys; writes nothing.
+-- Reads each limit's sum and checks the keys and the numbers; writes nothing.
 local function quick_plan(from, slots)
   -- The flush writes an entry per slot in one command.
   if slots > 1000 then return nil end
@@ -58,8 +58,14 @@ local function quick_plan(from, slots)
     if type(v) == 'table' or counter_err(h, v, 1) then return nil end
     -- Held jobs (or a held key of another type): the general way releases or reports them.
     if redis.call('EXISTS', Q[b + 3]) == 1 then return nil end
-    Q[b], Q[b + 1] = tonumber(Q[b]), tonumber(Q[b + 1])
-    Q[b + 3], Q[b + 4] = tonumber(v) or 0, -tonumber(Q[b + 4])
+    -- Whole numbers, or the call goes the general way: a missing one would make the counts
+    -- raise, and a fraction HINCRBY, after the call's first write.
+    local qi, cap, ret = tonumber(Q[b]), tonumber(Q[b + 1]), tonumber(Q[b + 4])
+    if not (qi and cap and ret) or qi % 1 ~= 0 or cap % 1 ~= 0 or ret % 1 ~= 0 then
+      return nil
+    end
+    Q[b], Q[b + 1] = qi, cap
+    Q[b + 3], Q[b + 4] = tonumber(v) or 0, -ret
   end
   return Q
 end

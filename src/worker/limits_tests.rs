@@ -527,3 +527,42 @@ async fn uniform_calls_write_what_the_general_way_writes() {
         .await;
     assert!(a[0].contains(r#""args":[20,"#), "{a:?}");
 }
+
+/// A plan whose numbers are not whole (a queue index, a capacity or the units returned that is
+/// a fraction, missing or not a number) sends the call the general way before it writes
+/// anything: such a number would make the quick way's counts, or its HINCRBY, raise after the
+/// call's first write. Both sides answer and hold the same, and no call of the quick side went
+/// the quick way.
+#[tokio::test]
+async fn a_plan_with_numbers_not_whole_goes_the_general_way() {
+    let bad: [fn(&mut Vec<String>); 4] = [
+        |t| t[2] = "1.5".into(),
+        |t| t[3] = "x".into(),
+        |t| t[3] = "nan".into(),
+        |t| t[6] = "2.5".into(),
+    ];
+    let mut con = testing::con().await;
+    let json = limits(false);
+    let json = [json[0].as_str(), json[1].as_str()];
+    for (i, f) in bad.into_iter().enumerate() {
+        let mut twin = Twin::new();
+        for job in 0..6 {
+            twin.push(&mut con, "b", job).await;
+        }
+        let both = [(0, 9, true), (1, 9, true)];
+        let [a, b] = twin.step(&mut con, &both, json).await;
+        assert_eq!(a, b);
+        super::step::tests::tamper(Some(f));
+        let again = [(0, 1, true), (1, 1, true)];
+        let [a, b] = twin.step(&mut con, &again, json).await;
+        super::step::tests::tamper(None);
+        assert_eq!(a, b, "answers, change {i}");
+        assert!(
+            a[..2].iter().all(|l| l.contains("applied true job")),
+            "{a:?}"
+        );
+        let [sa, sb] = twin.state(&mut con).await;
+        assert_eq!(sa, sb, "state, change {i}");
+        assert_eq!(twin.quick_calls, 0, "change {i} went the quick way");
+    }
+}

@@ -504,7 +504,11 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .arg(track.unwrap_or(""));
     }
     if let Some(p) = &plan {
-        for a in &p.tail {
+        #[cfg(test)]
+        let tail = &tests::tampered(&p.tail);
+        #[cfg(not(test))]
+        let tail = &p.tail;
+        for a in tail {
             inv.arg(a.as_str());
         }
     }
@@ -651,8 +655,31 @@ fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool, usize)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::cell::RefCell;
+
+    /// A change made to a plan's arguments.
+    type Change = fn(&mut Vec<String>);
+
+    thread_local! {
+        /// A change this thread's tests make to every quick-way plan before it is sent.
+        static TAMPER: RefCell<Option<Change>> = const { RefCell::new(None) };
+    }
+
+    /// Makes this thread's step calls send their plans changed by `f` (`None`: as made).
+    pub(crate) fn tamper(f: Option<Change>) {
+        TAMPER.with(|t| *t.borrow_mut() = f);
+    }
+
+    /// `tail` as this thread's tests want it sent.
+    pub(super) fn tampered(tail: &[String]) -> Vec<String> {
+        let mut tail = tail.to_vec();
+        if let Some(f) = TAMPER.with(|t| *t.borrow()) {
+            f(&mut tail);
+        }
+        tail
+    }
 
     #[test]
     fn what_a_slot_holds_is_forgotten_after_a_fault() {
