@@ -74,25 +74,25 @@ impl QueueList {
 
     /// The queues to poll, in order, each once, given the members of `<ns>:queues`.
     pub fn resolve(&self, known: &[String]) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        if !self.dynamic {
-            for q in &self.queues {
-                if !out.contains(q) {
-                    out.push(q.clone());
-                }
-            }
-            return out;
-        }
-        for pattern in &self.queues {
-            let mut matched: Vec<&String> = known
+        let picked: Vec<&String> = if self.dynamic {
+            self.queues
                 .iter()
-                .filter(|q| fnmatch(pattern, q) && !self.skip.iter().any(|s| fnmatch(s, q)))
-                .collect();
-            matched.sort();
-            for q in matched {
-                if !out.contains(q) {
-                    out.push(q.clone());
-                }
+                .flat_map(|pattern| {
+                    let mut matched: Vec<&String> = known
+                        .iter()
+                        .filter(|q| fnmatch(pattern, q) && !self.skip.iter().any(|s| fnmatch(s, q)))
+                        .collect();
+                    matched.sort();
+                    matched
+                })
+                .collect()
+        } else {
+            self.queues.iter().collect()
+        };
+        let mut out: Vec<String> = Vec::new();
+        for q in picked {
+            if !out.contains(q) {
+                out.push(q.clone());
             }
         }
         out
