@@ -202,6 +202,18 @@ impl Twin {
         out
     }
 
+    /// New twins with six jobs of `b` queued, two slots of which took one each (its limit of 2
+    /// is full) and learned what they hold.
+    async fn holding_b(con: &mut Con, json: [&str; 2]) -> Twin {
+        let mut twin = Twin::new();
+        for job in 0..6 {
+            twin.push(con, "b", job).await;
+        }
+        let [a, b] = twin.step(con, &[(0, 9, true), (1, 9, true)], json).await;
+        assert_eq!(a, b);
+        twin
+    }
+
     /// One call per side that the quick side must plan as uniform; both sides must answer and
     /// hold the same after it. Returns the quick side's answers.
     async fn uniform_step(
@@ -471,14 +483,8 @@ async fn uniform_calls_write_what_the_general_way_writes() {
     let mut con = testing::con().await;
     let json = limits(true);
     let json = [json[0].as_str(), json[1].as_str()];
-    let mut twin = Twin::new();
-    for job in 0..6 {
-        twin.push(&mut con, "b", job).await;
-    }
-    // Two slots take jobs of `b` (its limit of 2 is full), and learn what they hold.
+    let mut twin = Twin::holding_b(&mut con, json).await;
     let both = [(0, 9, true), (1, 9, true)];
-    let [a, b] = twin.step(&mut con, &both, json).await;
-    assert_eq!(a, b);
     let again = [(0, 1, true), (1, 1, true)];
     // Each takes the next job of `b`: nothing changes but the records.
     let a = twin
@@ -545,13 +551,7 @@ async fn a_plan_with_numbers_not_whole_goes_the_general_way() {
     let json = limits(false);
     let json = [json[0].as_str(), json[1].as_str()];
     for (i, f) in bad.into_iter().enumerate() {
-        let mut twin = Twin::new();
-        for job in 0..6 {
-            twin.push(&mut con, "b", job).await;
-        }
-        let both = [(0, 9, true), (1, 9, true)];
-        let [a, b] = twin.step(&mut con, &both, json).await;
-        assert_eq!(a, b);
+        let mut twin = Twin::holding_b(&mut con, json).await;
         super::step::tests::tamper(Some(f));
         let again = [(0, 1, true), (1, 1, true)];
         let [a, b] = twin.step(&mut con, &again, json).await;
