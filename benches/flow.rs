@@ -84,7 +84,11 @@ async fn redis_cpu_calls(con: &mut redis::aio::MultiplexedConnection) -> (f64, f
         .unwrap_or_default();
     let calls = stats
         .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| {
+            l.starts_with("cmdstat_fcall:")
+                || l.starts_with("cmdstat_evalsha:")
+                || l.starts_with("cmdstat_eval:")
+        })
         .filter_map(|l| {
             l.split("calls=")
                 .nth(1)?

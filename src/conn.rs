@@ -436,34 +436,6 @@ pub struct Conn {
     label: Arc<str>,
 }
 
-/// Requests of this process that failed in a way a server restart or a failover gives (a
-/// dropped or refused connection, a timeout, `LOADING`, `READONLY`, `MASTERDOWN`): what the
-/// process learned from Redis before one may no longer hold (a replica promoted before it had
-/// every write). See [`faults`].
-static FAULTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How many requests of this process failed as a restart or a failover makes them fail; a
-/// value that changed since something was learned from Redis says it must be read again.
-pub(crate) fn faults() -> u64 {
-    FAULTS.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// Whether a restart or a failover could be behind `e`.
-fn is_fault(e: &RedisError) -> bool {
-    matches!(e.code(), Some("LOADING" | "READONLY" | "MASTERDOWN"))
-        || e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-}
-
-/// Counts `e` in [`faults`] when a restart or a failover could be behind it.
-fn note_fault(e: &RedisError) {
-    if is_fault(e) {
-        FAULTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// How long without traffic makes a connection idle.
 const IDLE: Duration = Duration::from_secs(1);
 /// How soon a request on an idle-closed connection fails.
@@ -613,12 +585,6 @@ impl ConnectionLike for Conn {
                 let _f = InFlight::new(&activity);
                 self.request(cmd).await
             };
-            if let Err(e) = &first {
-                note_fault(e);
-            }
-            if let Ok(Value::ServerError(se)) = &first {
-                note_fault(&RedisError::from(se.clone()));
-            }
             let result = match first {
                 Err(e) if idle && e.is_connection_dropped() && started.elapsed() < QUICK => {
                     activity.report_close(&e);
@@ -654,8 +620,7 @@ impl ConnectionLike for Conn {
                 ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
                 ConnInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count).await,
                 ConnInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
-            }
-            .inspect_err(note_fault)?;
+            }?;
             if wait {
                 self.wait_replicas().await?;
             }
@@ -919,27 +884,6 @@ pub(crate) mod outage {
             assert!(same_outage(Some(t + s), t, t + 10 * s));
             // Long after, from a task that had succeeded since: a new outage.
             assert!(!same_outage(Some(t), t + 5 * s, t + 5 * s));
-        }
-    }
-}
-
-#[cfg(test)]
-mod fault_tests {
-    use super::*;
-
-    #[test]
-    fn restarts_and_failovers_count_as_faults_and_refusals_do_not() {
-        let io = |kind| RedisError::from(std::io::Error::new(kind, "x"));
-        assert!(is_fault(&io(std::io::ErrorKind::ConnectionReset)));
-        assert!(is_fault(&io(std::io::ErrorKind::ConnectionRefused)));
-        assert!(is_fault(&io(std::io::ErrorKind::TimedOut)));
-        let reply = |code: &str| redis::make_extension_error(code.to_string(), None);
-        for code in ["LOADING", "READONLY", "MASTERDOWN"] {
-            assert!(is_fault(&reply(code)), "{code}");
-        }
-        // Answers of a server that is where it was: what was learned from it still holds.
-        for code in ["WRONGTYPE", "NOSCRIPT", "OOM", "BUSY", "NOTINTEGER"] {
-            assert!(!is_fault(&reply(code)), "{code}");
         }
     }
 }

@@ -273,16 +273,17 @@ impl Keys {
         self.key("_kill")
     }
 
-    /// `<ns>:resq:jobs:<state>` — resq's ZSET of tracked job ids in one state, scored by when
-    /// they entered it (epoch ms). The scripts build this name from the prefix (track.lua).
-    pub fn job_state(&self, state: &str) -> String {
-        format!("{}resq:jobs:{state}", self.prefix)
+    /// `<ns>:resq:job:<id>` — resq's own record of a tracked job: a HASH the library writes
+    /// field by field (record.lua).
+    pub fn job_record(&self, id: &str) -> String {
+        format!("{}resq:job:{id}", self.prefix)
     }
 
-    /// `<ns>:resq:jobs:expiry` — finished tracked jobs (`<id>[ <tag>…]`) by when their record
-    /// expires (epoch ms), so the indexes forget them too (track.lua).
-    pub fn job_expiry(&self) -> String {
-        format!("{}resq:jobs:expiry", self.prefix)
+    /// `<ns>:resq:jobs:<state>` — resq's own tracked jobs of a final state (completed, failed,
+    /// killed, cancelled) by when they finished (epoch ms); the library builds this name from
+    /// the prefix (record.lua).
+    pub fn job_state(&self, state: &str) -> String {
+        format!("{}resq:jobs:{state}", self.prefix)
     }
 
     /// `<ns>:resq:tag:<tag>` — tracked job ids carrying a tag, by creation (epoch ms).

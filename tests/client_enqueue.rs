@@ -304,7 +304,7 @@ async fn batch_is_one_transaction_over_several_queues() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    // Successful calls (a first EVALSHA fails with NOSCRIPT and loads the script).
+    // Successful calls (a first FCALL fails with `Function not found` and loads the library).
     let calls = |s: &str, cmd: &str| -> u64 {
         let Some(line) = s
             .lines()
@@ -341,12 +341,8 @@ async fn batch_is_one_transaction_over_several_queues() {
         .query_async(&mut con)
         .await
         .unwrap();
-    // One atomic step (a checked script: every key's type first, then the writes).
-    assert_eq!(
-        calls(&stats, "evalsha") + calls(&stats, "eval"),
-        1,
-        "{stats}"
-    );
+    // One atomic step (a checked function: every key's type first, then the writes).
+    assert_eq!(calls(&stats, "fcall"), 1, "{stats}");
     assert_eq!(calls(&stats, "rpush"), 2, "one RPUSH per queue: {stats}");
     assert_eq!(
         c.peek("x", 0, 9).await.unwrap(),

@@ -202,26 +202,26 @@ impl Admin {
     }
 
     /// Retries `rows` (Ruby's requeue, each entry found again by its bytes if it moved) with
-    /// `retried_at` = `stamp`: one pipeline of one script call per row.
+    /// `retried_at` = `stamp`: one pipeline of one call per row.
     pub async fn retry_rows(&self, rows: &[FailureRow], stamp: &str) -> Result<Outcome> {
         let mut out = Outcome::default();
         let mut pipe = redis::pipe();
-        pipe.load_script(&crate::scripts::FAILED_RETRY).ignore();
         let mut sent = Vec::new();
         for row in rows {
             match retry_plan(row, stamp) {
                 Ok(plan) => {
-                    pipe.invoke_script(
-                        crate::scripts::FAILED_RETRY
-                            .key(self.keys().failed())
-                            .key(self.keys().queues())
-                            .key(self.keys().queue(&plan.queue))
-                            .arg(row.index)
-                            .arg(row.raw.as_slice())
-                            .arg(plan.entry)
-                            .arg(&plan.queue)
-                            .arg(plan.job),
-                    );
+                    crate::scripts::FAILED_RETRY
+                        .key(self.keys().failed())
+                        .key(self.keys().queues())
+                        .key(self.keys().queue(&plan.queue))
+                        .arg(row.index)
+                        .arg(row.raw.as_slice())
+                        .arg(plan.entry)
+                        .arg(&plan.queue)
+                        .arg(plan.job)
+                        .arg(self.keys().prefix())
+                        .arg(plan.tracked.as_deref().unwrap_or(""))
+                        .add_to(&mut pipe);
                     sent.push(row.index);
                 }
                 Err(why) => out.skipped.push(format!("#{}: {why}", row.index)),
@@ -231,6 +231,7 @@ impl Admin {
             return Ok(out);
         }
         let mut con = self.con();
+        crate::scripts::ensure_loaded(&mut con).await?;
         let replies: Vec<i64> = pipe.query_async(&mut con).await?;
         for (index, at) in sent.into_iter().zip(replies) {
             if at >= 0 {
@@ -307,8 +308,10 @@ struct RetryPlan {
     entry: String,
     /// The queue to push onto.
     queue: String,
-    /// `{"class","args"}`.
+    /// `{"class","args"}` (with `resq_id` for a job resq tracks, so it keeps its record).
     job: String,
+    /// The id of a job resq tracks.
+    tracked: Option<String>,
 }
 
 /// The rewritten entry and the job to enqueue, or why the entry cannot be retried.
@@ -333,11 +336,24 @@ fn retry_plan(row: &FailureRow, stamp: &str) -> std::result::Result<RetryPlan, S
         Some(Value::Array(a)) => a.clone(),
         Some(other) => vec![other.clone()],
     };
+    // Ruby's requeue writes `{"class","args"}`; a job resq tracks also keeps its id, a field
+    // every peer ignores, so the run is its record's.
+    let tracked = payload
+        .get("resq_id")
+        .and_then(Value::as_str)
+        .and_then(crate::jobs::JobId::parse)
+        .map(|id| id.to_string());
+    let mut job = payload::encode_resque(&class, &args);
+    if let Some(id) = &tracked {
+        job.pop();
+        job.push_str(&format!(r#","resq_id":"{id}"}}"#));
+    }
     entry.insert("retried_at".into(), Value::String(stamp.to_string()));
     Ok(RetryPlan {
         entry: serde_json::to_string(&entry).map_err(|e| e.to_string())?,
         queue,
-        job: payload::encode_resque(&class, &args),
+        job,
+        tracked,
     })
 }
 

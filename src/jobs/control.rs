@@ -19,23 +19,24 @@ pub enum Cancelled {
     Finished(State),
 }
 
-/// Sends the cancel script for `id`.
+/// Sends the cancel for `id`.
 async fn cancel(
     con: &mut crate::conn::Conn,
     keys: &crate::keys::Keys,
     id: &JobId,
 ) -> Result<Cancelled> {
     let now = chrono::Utc::now();
-    let message = format!("Cancelled at {}", crate::wire::time::started(now));
-    let reply: String = crate::scripts::TRACK_CANCEL
+    let message = format!("Killed at {}", crate::wire::time::started(now));
+    let reply: String = crate::scripts::JOB_CANCEL
+        .key(keys.resque_status_kill())
         .arg(keys.prefix())
         .arg(id.as_str())
         .arg(now.timestamp_millis())
+        .arg(super::DEFAULT_TTL.as_secs())
         .arg(crate::client::encode::to_json(
             &message,
             crate::client::FloatFormat::RubyJsonGem,
         ))
-        .arg(super::DEFAULT_TTL.as_secs())
         .invoke_async(con)
         .await?;
     match reply
@@ -87,40 +88,40 @@ impl Admin {
         let cutoff = now.saturating_sub(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX));
         let mut con = self.con();
         let mut total = 0u64;
-        loop {
-            let n: u64 = crate::scripts::TRACK_PURGE
-                .arg(self.keys().prefix())
-                .arg(now)
-                .arg("expired")
-                .arg("")
-                .arg(0)
-                .arg(500)
-                .arg(0)
-                .invoke_async(&mut con)
-                .await?;
-            total += n;
-            if n == 0 {
-                break;
-            }
-        }
+        // Entries of records that expired on their own.
+        let (forgotten, _, _): (u64, u64, u64) = crate::scripts::JOB_PURGE
+            .key(self.keys().resque_statuses())
+            .arg(self.keys().prefix())
+            .arg("expired")
+            .arg("")
+            .arg(0)
+            .arg(10_000)
+            .arg(0)
+            .arg(now)
+            .invoke_async(&mut con)
+            .await?;
+        total += forgotten;
         for s in states {
-            // Records left behind (a key of another type) are passed over, not looped on.
-            let mut skip = 0u64;
-            loop {
-                let (n, looked, removed): (u64, u64, u64) = crate::scripts::TRACK_PURGE
-                    .arg(self.keys().prefix())
-                    .arg(now)
-                    .arg("state")
-                    .arg(s.as_str())
-                    .arg(cutoff)
-                    .arg(500)
-                    .arg(skip)
-                    .invoke_async(&mut con)
-                    .await?;
-                total += n;
-                skip += looked.saturating_sub(removed);
-                if looked < 500 {
-                    break;
+            for mode in ["state", "status"] {
+                // Records left behind (a key of another type) are passed over, not looped on.
+                let mut skip = 0u64;
+                loop {
+                    let (n, looked, removed): (u64, u64, u64) = crate::scripts::JOB_PURGE
+                        .key(self.keys().resque_statuses())
+                        .arg(self.keys().prefix())
+                        .arg(mode)
+                        .arg(s.as_str())
+                        .arg(cutoff)
+                        .arg(500)
+                        .arg(skip)
+                        .arg(now)
+                        .invoke_async(&mut con)
+                        .await?;
+                    total += n;
+                    skip += looked.saturating_sub(removed);
+                    if looked < 500 {
+                        break;
+                    }
                 }
             }
         }

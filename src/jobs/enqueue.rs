@@ -1,8 +1,8 @@
-//! Enqueueing tracked jobs ([`Track`]): the record, its indexes, tags and job key, and the job
-//! itself, in one script call (`track_enqueue.lua`); and resque-status's `create`.
+//! Enqueueing tracked jobs ([`Track`]): the record, its tags and job key, and the job itself,
+//! in one call (the library's `job_enqueue`); and resque-status's `create`.
 
-use super::record::{new_record, new_resq};
-use super::{JobId, State};
+use super::record::new_status;
+use super::JobId;
 use crate::client::{encode, Client};
 use crate::error::{Error, Result};
 use crate::keys::Keys;
@@ -58,13 +58,14 @@ impl Track {
         self
     }
 
-    /// Adds a tag (no whitespace; up to 200 bytes).
+    /// Adds a tag (no whitespace; up to 200 bytes). Not for resque-status jobs: their record is
+    /// resque-status's, which has no tags.
     pub fn tag(mut self, tag: impl Into<String>) -> Self {
         self.tags.push(tag.into());
         self
     }
 
-    /// Sets the job key: one live job per key.
+    /// Sets the job key: one live job per key. Not for resque-status jobs.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
@@ -203,6 +204,13 @@ impl Client {
             return Err(Error::Rejected("not a tracked job".into()));
         };
         track.check()?;
+        let statused = track.options.is_some();
+        if statused && (!track.tags.is_empty() || track.key.is_some()) {
+            return Err(Error::Rejected(
+                "a resque-status job takes no tags and no job key: its record is resque-status's"
+                    .into(),
+            ));
+        }
         let id = track.id.clone().unwrap_or_default();
         let keys = self.keys();
         let now = Utc::now();
@@ -210,29 +218,11 @@ impl Client {
             .at
             .map(crate::client::delayed::epoch_secs)
             .filter(|ts| *ts > now.timestamp());
-        let state = if due.is_some() {
-            State::Scheduled
-        } else {
-            State::Queued
+        let status = match &track.options {
+            Some(o) => new_status(&id, o, now, self.float_format()),
+            None => String::new(),
         };
-        let resq = new_resq(
-            state,
-            &job.queue,
-            &job.class,
-            &track.tags,
-            track.key.as_deref(),
-            now,
-            job.at.filter(|_| due.is_some()),
-        );
-        let record = new_record(
-            &id,
-            state,
-            track.options.as_ref(),
-            &resq,
-            now,
-            self.float_format(),
-        );
-        let mut inv = crate::scripts::TRACK_ENQUEUE.prepare_invoke();
+        let mut inv = crate::scripts::JOB_ENQUEUE.prepare_invoke();
         inv.key(keys.queues()).key(keys.queue(&job.queue));
         match due {
             Some(ts) => {
@@ -248,7 +238,7 @@ impl Client {
                     .key(keys.timestamps(&item));
                 inv.arg(keys.prefix())
                     .arg(id.as_str())
-                    .arg(record)
+                    .arg(if statused { "s" } else { "r" })
                     .arg("delayed")
                     .arg(item)
                     .arg(ts)
@@ -265,7 +255,7 @@ impl Client {
                 inv.key(&unused).key(&unused).key(&unused);
                 inv.arg(keys.prefix())
                     .arg(id.as_str())
-                    .arg(record)
+                    .arg(if statused { "s" } else { "r" })
                     .arg("now")
                     .arg(payload)
                     .arg(0)
@@ -273,8 +263,10 @@ impl Client {
             }
         }
         inv.arg(now.timestamp_millis())
+            .arg(&job.queue)
+            .arg(&job.class)
             .arg(track.key.as_deref().unwrap_or(""))
-            .arg(&job.queue);
+            .arg(status);
         for t in &track.tags {
             inv.arg(t);
         }

@@ -1,30 +1,30 @@
-//! Tracked jobs: an id, a state you can query, wait for and cancel, progress and a result — in
-//! resque-status's layout, so resque-status's Ruby readers and web tab see resq's jobs and resq
-//! sees theirs (docs/jobs.md).
+//! Tracked jobs: an id, a state you can query, wait for and cancel, progress and a result
+//! (docs/jobs.md).
 //!
 //! * A job is tracked when it is enqueued with tracking ([`crate::Client::enqueue_tracked`];
 //!   its id travels in the payload field `resq_id`, which Resque, Jesque and node-resque
-//!   ignore), or when its class is a resque-status job ([`crate::Registry::statused`]: `args[0]`
-//!   is the id, `args[1]` the options; [`crate::Client::create_status`] enqueues one as
-//!   resque-status's `create` does).
-//! * Its record is `<ns>:status:<id>`: resque-status's JSON status, plus resq's `resq` object
-//!   (state, queue, class, worker, attempts, times, tags, job key, history). Every change is
-//!   written by the script that moves the job (enqueue, reserve, completion, retry, delayed
-//!   move, requeue, prune), in the same call.
+//!   ignore), or when its class is a resque-status job ([`crate::Registry::statused`]:
+//!   `args[0]` is the id, `args[1]` the options; [`crate::Client::create_status`] enqueues one
+//!   as resque-status's `create` does).
+//! * resq's own tracked jobs keep their record in a hash, `<ns>:resq:job:<id>`, that each move
+//!   of the job writes a few fields of, in the call that moves it (the library's `record.lua`);
+//!   resque-status jobs keep resque-status's JSON record, `<ns>:status:<id>`, which Ruby reads
+//!   and writes too (`status.lua`).
 //! * Query ([`crate::admin::Admin::job`], [`crate::admin::Admin::jobs`],
 //!   [`crate::admin::Admin::job_counts`]), wait ([`crate::Client::wait`]), cancel
 //!   ([`crate::Client::cancel`]); a running job reports progress and sees cancellation through
 //!   its [`crate::JobContext`].
-//! * Finished records expire (24 h by default, per class with
-//!   [`crate::Registry::track_ttl`]); the indexes forget them with them.
+//! * Finished records expire (24 h by default, per class with [`crate::Registry::track_ttl`]).
 //!
-//! Modules: `id` ([`JobId`]), `state` ([`State`], [`JobStatus`]), `record` (the texts written),
-//! `running` (a job while it runs), `enqueue`, `query`, `control`, `wait`.
+//! Modules: `id` ([`JobId`]), `state` ([`State`], [`JobStatus`]), `read` (a record read from
+//! Redis), `record` (what the worker tells the library), `running` (a job while it runs),
+//! `enqueue`, `query`, `control`, `wait`.
 
 mod control;
 mod enqueue;
 mod id;
 mod query;
+mod read;
 pub(crate) mod record;
 mod running;
 mod state;
@@ -36,10 +36,10 @@ pub use query::{JobFilter, JobPage};
 pub use state::{Event, JobStatus, State};
 
 pub use control::Cancelled;
-pub(crate) use record::{Ending, TrackEnd};
+pub(crate) use record::{Ending, Kind, TrackEnd};
 pub(crate) use running::{killed, TrackedRun, Tracker, KILLED};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 /// How long a finished record is kept by default (24 h).
@@ -69,10 +69,10 @@ pub(crate) fn tracked_id(
     None
 }
 
-/// The id a payload text may be tracked under: its `resq_id`, else an `args[0]` of an id's shape
-/// (a resque-status job). Used where the job's class is not known to be statused: the
-/// transitions sent with it apply only to an existing record in the expected state.
-pub(crate) fn id_in_payload(text: &str) -> Option<JobId> {
+/// The record a payload text may be tracked under, where the job's class is not known to be
+/// statused: its `resq_id` (resq's own), else an `args[0]` of an id's shape (a resque-status
+/// job, of the payload's class). The endings sent with it apply only to a record that exists.
+pub(crate) fn tracked_in_payload(text: &str) -> Option<(JobId, Kind)> {
     if !text.contains("resq_id") && !text.contains("\"args\"") {
         return None;
     }
@@ -82,99 +82,92 @@ pub(crate) fn id_in_payload(text: &str) -> Option<JobId> {
         .and_then(Value::as_str)
         .and_then(JobId::parse)
     {
-        return Some(id);
+        let kind = Kind::Tracked {
+            attempt: None,
+            key: String::new(),
+        };
+        return Some((id, kind));
     }
-    v.get("args")?
+    let id = v
+        .get("args")?
         .as_array()?
         .first()?
         .as_str()
-        .and_then(JobId::parse)
+        .and_then(JobId::parse)?;
+    let class = v
+        .get("class")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some((id, Kind::Statused { class }))
 }
 
-/// The transition of a running job put back at the head of its queue (at-least-once).
-pub(crate) fn requeued_spec(id: &JobId) -> String {
-    json!({
-        "id": id.as_str(),
-        "state": "queued",
-        "event": {"event": "requeued"},
-        "only_if": ["working"],
-    })
-    .to_string()
-}
-
-/// The transition of a running job whose worker died (found by pruning).
-pub(crate) fn died_spec(id: &JobId, worker: &str, ttl: Duration) -> String {
-    let why = format!("worker {worker} died while running it");
-    TrackEnd {
-        id: id.clone(),
-        ending: Ending::Failed(why),
-        result: None,
-        ttl_secs: ttl.as_secs(),
+/// The `r:<id>` / `s:<id>` the scheduler's move names a tracked item by ('' none).
+pub(crate) fn item_ref(text: &str) -> String {
+    match tracked_in_payload(text) {
+        Some((id, Kind::Tracked { .. })) => format!("r:{id}"),
+        Some((id, Kind::Statused { .. })) => format!("s:{id}"),
+        None => String::new(),
     }
-    .spec_only_working(chrono::Utc::now())
 }
 
-/// The start of a claimed job (its payload too large for the reserve script to read):
-/// `name` is abbreviated to `Class(…)`.
-pub(crate) fn started_spec(
-    id: &JobId,
-    class: &str,
-    worker: &str,
-    queue: &str,
-    now_ms: i64,
-) -> String {
-    json!({
-        "id": id.as_str(),
-        "state": "working",
-        "set": [["name", crate::client::encode::to_json(&format!("{class}(…)"), crate::client::FloatFormat::RubyJsonGem)]],
-        "event": {"event": "started", "worker": worker},
-        "extra": {"worker": worker, "started_at": now_ms, "queue": queue, "class": class},
-        "attempts_inc": true,
-        "create": true,
-        "only_if": ["", "queued", "scheduled", "working", "retrying", "completed", "failed", "killed"],
-    })
-    .to_string()
+/// The ending of a job found in payload text `text` (by [`tracked_in_payload`]), or `None`
+/// when the job is not tracked.
+pub(crate) fn ending_in_payload(text: &str, ending: Ending, ttl: Duration) -> Option<String> {
+    let (id, kind) = tracked_in_payload(text)?;
+    Some(
+        TrackEnd {
+            id,
+            kind,
+            ending,
+            result: None,
+            ttl_secs: ttl.as_secs(),
+        }
+        .spec(chrono::Utc::now(), None),
+    )
 }
 
-/// Marks a claimed tracked job working (its payload was too large for the reserve script);
-/// `false` when its record says it was cancelled: it must not run.
+/// What the start of a claimed tracked job (its payload too large for the step to read) said:
+/// `None` when its record says it was cancelled (it must not run), else what the step would
+/// have said ([`crate::worker::step::Started`], `None` inside when its record could not be
+/// written: the job runs all the same).
 pub(crate) async fn start_claimed(
     con: &mut crate::conn::Conn,
     keys: &crate::keys::Keys,
     id: &JobId,
+    statused: bool,
     class: &str,
     worker: &str,
-    queue: &str,
-) -> bool {
+) -> Option<Option<crate::worker::step::Started>> {
     let now = chrono::Utc::now().timestamp_millis();
-    let reply: redis::RedisResult<String> = crate::scripts::TRACK_APPLY
+    let key = if statused {
+        keys.resque_status(id.as_str())
+    } else {
+        keys.job_record(id.as_str())
+    };
+    let reply: redis::RedisResult<String> = crate::scripts::JOB_START
+        .key(key)
         .arg(keys.prefix())
-        .arg(started_spec(id, class, worker, queue, now))
+        .arg(if statused { "s" } else { "r" })
+        .arg(id.as_str())
+        .arg(worker)
         .arg(now)
+        .arg(class)
         .invoke_async(con)
         .await;
     match reply {
-        Ok(r) => r != "skip",
+        Ok(r) if r == "drop" => None,
+        Ok(r) => {
+            if let Some(problem) = r.strip_prefix("absent\t") {
+                report_problem(problem);
+            }
+            Some(crate::worker::step::Started::parse(r.as_bytes()))
+        }
         Err(e) => {
             report_problem(&format!("{id} {}", crate::conn::errors::display(&e)));
-            true
+            Some(None)
         }
     }
-}
-
-/// The end of a job whose payload the worker cannot read after the reserve script marked it
-/// working (`text`, when known, is searched for its id).
-pub(crate) fn ending_of_unreadable(message: &str, text: Option<&str>) -> Option<String> {
-    let id = id_in_payload(text?)?;
-    Some(
-        TrackEnd {
-            id,
-            ending: Ending::Failed(message.to_string()),
-            result: None,
-            ttl_secs: DEFAULT_TTL.as_secs(),
-        }
-        .spec_only_working(chrono::Utc::now()),
-    )
 }
 
 /// Logs a tracked job whose record could not be written (the job itself moved as usual), at a
@@ -185,7 +178,7 @@ pub(crate) fn report_problem(problem: &str) {
     let now = std::time::Instant::now();
     if due.is_none_or(|d| now >= d) {
         *due = Some(now + Duration::from_secs(10));
-        tracing::warn!(problem, "a tracked job's record or a limit's share could not be written (a key of the wrong type); the job itself moved as usual, and a share left behind is returned by a prune round once the key is usable (repeats within 10 s are not logged)");
+        tracing::warn!(problem, "a tracked job's record or a limit's share could not be written (a key of the wrong type, or a record gone); the job itself moved as usual, and a share left behind is returned by a prune round once the key is usable (repeats within 10 s are not logged)");
     }
 }
 
@@ -197,10 +190,16 @@ mod tests {
     fn ids_are_found_in_payloads() {
         let id = "ba69034b39c05d28a5403ac10e276e79";
         let t = format!(r#"{{"class":"A","args":[1],"resq_id":"{id}"}}"#);
-        assert_eq!(id_in_payload(&t).unwrap().as_str(), id);
+        let (found, kind) = tracked_in_payload(&t).unwrap();
+        assert_eq!(found.as_str(), id);
+        assert!(matches!(kind, Kind::Tracked { attempt: None, .. }));
         let s = format!(r#"{{"class":"S","args":["{id}",{{}}]}}"#);
-        assert_eq!(id_in_payload(&s).unwrap().as_str(), id);
-        assert!(id_in_payload(r#"{"class":"A","args":["nope"]}"#).is_none());
+        assert_eq!(
+            tracked_in_payload(&s).unwrap().1,
+            Kind::Statused { class: "S".into() }
+        );
+        assert_eq!(item_ref(&s), format!("s:{id}"));
+        assert!(tracked_in_payload(r#"{"class":"A","args":["nope"]}"#).is_none());
         let p = crate::wire::Payload::parse(s.as_bytes()).unwrap();
         let statused = ["S".to_string()].into_iter().collect();
         assert!(tracked_id(&p, &statused).unwrap().1);

@@ -1,69 +1,25 @@
-//! The texts resq writes about tracked jobs: a new job's record (byte for byte what
-//! resque-status's `create` writes, plus resq's `resq` object), and the end of a job as the
-//! scripts apply it (state, resque-status's message, result, history entry, expiry).
+//! What the worker tells the library about a tracked job: a new resque-status record (byte for
+//! byte what resque-status's `create` writes), and the end of a run as the library writes it
+//! (`record.lua` for resq's own jobs, `status.lua` for resque-status's).
 
-use super::{JobId, State};
+use super::JobId;
 use crate::client::{encode, FloatFormat};
 use chrono::{DateTime, Utc};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
-/// The record of a job being enqueued: resque-status's `{"time","status","uuid","options"}`
-/// (`options` only for a resque-status job: its `args[1]`) then `resq`.
-pub(crate) fn new_record(
+/// A resque-status job's new record: `{"time","status":"queued","uuid","options"}`, as the
+/// plugin's `create` writes it.
+pub(crate) fn new_status(
     id: &JobId,
-    state: State,
-    options: Option<&Value>,
-    resq: &Value,
+    options: &Value,
     now: DateTime<Utc>,
-    format: FloatFormat,
+    f: FloatFormat,
 ) -> String {
-    let options = options.map_or_else(|| "{}".to_string(), |o| encode::to_json(o, format));
     format!(
-        r#"{{"time":{},"status":"{}","uuid":"{id}","options":{options},"resq":{}}}"#,
+        r#"{{"time":{},"status":"queued","uuid":"{id}","options":{}}}"#,
         now.timestamp(),
-        state.resque_status(),
-        resq
+        encode::to_json(options, f)
     )
-}
-
-/// resq's object of a job being enqueued (`state` queued or scheduled).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn new_resq(
-    state: State,
-    queue: &str,
-    class: &str,
-    tags: &[String],
-    key: Option<&str>,
-    now: DateTime<Utc>,
-    run_at: Option<DateTime<Utc>>,
-) -> Value {
-    let mut ev = Map::new();
-    ev.insert(
-        "event".into(),
-        json!(if state == State::Scheduled {
-            "scheduled"
-        } else {
-            "enqueued"
-        }),
-    );
-    ev.insert("at".into(), json!(now.timestamp_millis()));
-    if let Some(t) = run_at {
-        ev.insert("run_at".into(), json!(t.timestamp_millis()));
-    }
-    let mut m = Map::new();
-    m.insert("state".into(), json!(state.as_str()));
-    m.insert("queue".into(), json!(queue));
-    m.insert("class".into(), json!(class));
-    m.insert("attempts".into(), json!(0));
-    m.insert("enqueued_at".into(), json!(now.timestamp_millis()));
-    if !tags.is_empty() {
-        m.insert("tags".into(), json!(tags));
-    }
-    if let Some(k) = key {
-        m.insert("key".into(), json!(k));
-    }
-    m.insert("history".into(), Value::Array(vec![Value::Object(ev)]));
-    Value::Object(m)
 }
 
 /// How a tracked job's run ended, as the worker saw it.
@@ -75,13 +31,34 @@ pub(crate) enum Ending {
     Failed(String),
     /// Stopped on request.
     Killed,
+    /// Put back at the head of its queue (at-least-once).
+    Requeued,
 }
 
-/// The end of a tracked job's run, for the script that completes it.
+/// Which record a tracked job has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// resq's own (`<ns>:resq:job:<id>`): the attempt this run is, and its job key.
+    Tracked {
+        /// The attempt (from 1; `None` when not known here: the library reads it, and the key).
+        attempt: Option<u64>,
+        /// The job key (`""` none).
+        key: String,
+    },
+    /// resque-status's (`<ns>:status:<id>`), of this class.
+    Statused {
+        /// The class (resque-status's `name` when the record has none).
+        class: String,
+    },
+}
+
+/// The end of a tracked job's run, for the function that completes it.
 #[derive(Debug, Clone)]
 pub(crate) struct TrackEnd {
     /// The job.
     pub id: JobId,
+    /// Its record.
+    pub kind: Kind,
     /// How it ended.
     pub ending: Ending,
     /// The handler's result (JSON text, already size-checked).
@@ -91,165 +68,106 @@ pub(crate) struct TrackEnd {
 }
 
 impl TrackEnd {
-    /// The spec the scripts apply (see `track.lua`'s `track`): the final state, or
-    /// `retry_at` (epoch s) for a failure that will be retried. It applies to a record that is
-    /// not finished (a finished record never changes), and creates a missing one, as
-    /// resque-status does. A completion is written as track.lua's `done` lines (its fast
-    /// lane reads them without a JSON decode): `done`, the id, the TTL, finished_at (epoch
-    /// ms), the message's JSON text and the result's (empty for none).
+    /// The spec the library applies: the final state, or for a failure that will be retried
+    /// at `retry_at` (epoch s) `retrying` (resque-status: `failed`, kept until it runs again).
+    /// Fields are `\n`-separated and the last one may hold anything (an error message).
     pub(crate) fn spec(&self, now: DateTime<Utc>, retry_at: Option<i64>) -> String {
-        if let Ending::Completed = self.ending {
-            let (_, message, _) = self.outcome(now, None);
-            return format!(
-                "done\n{}\n{}\n{}\n{}\n{}",
-                self.id.as_str(),
-                self.ttl_secs,
-                now.timestamp_millis(),
-                message,
-                self.result.as_deref().unwrap_or("")
-            );
+        let result = self.result.as_deref().unwrap_or("");
+        match &self.kind {
+            Kind::Tracked { attempt, key } => {
+                let (state, when, error) = match (&self.ending, retry_at) {
+                    (Ending::Failed(m), Some(at)) => {
+                        ("retrying", at.saturating_mul(1000).to_string(), m.as_str())
+                    }
+                    (Ending::Failed(m), None) => ("failed", self.ttl_secs.to_string(), m.as_str()),
+                    (Ending::Completed, _) => ("completed", self.ttl_secs.to_string(), ""),
+                    (Ending::Killed, _) => ("killed", self.ttl_secs.to_string(), ""),
+                    (Ending::Requeued, _) => ("queued", String::new(), ""),
+                };
+                // A key or an error cannot hold the separator where the library reads it.
+                let key = key.replace('\n', " ");
+                let attempt = attempt.map_or_else(String::new, |a| a.to_string());
+                format!(
+                    "r\n{}\n{attempt}\n{key}\n{state}\n{when}\n{}\n{error}",
+                    self.id,
+                    result.replace('\n', " ")
+                )
+            }
+            Kind::Statused { class } => {
+                let when = crate::wire::time::started(now);
+                let (state, message, ttl) = match (&self.ending, retry_at) {
+                    (Ending::Failed(m), retry) => (
+                        "failed",
+                        format!("The task failed because of an error: {m}"),
+                        if retry.is_some() { 0 } else { self.ttl_secs },
+                    ),
+                    (Ending::Completed, _) => {
+                        ("completed", format!("Completed at {when}"), self.ttl_secs)
+                    }
+                    (Ending::Killed, _) => ("killed", format!("Killed at {when}"), self.ttl_secs),
+                    (Ending::Requeued, _) => ("queued", format!("Requeued at {when}"), 0),
+                };
+                format!(
+                    "s\n{}\n{}\n{state}\n{ttl}\n{}\n{}",
+                    self.id,
+                    class.replace('\n', " "),
+                    encode::to_json(&message, FloatFormat::RubyJsonGem),
+                    result.replace('\n', " ")
+                )
+            }
         }
-        self.spec_with(
-            now,
-            retry_at,
-            &["queued", "scheduled", "working", "retrying"],
-            true,
-        )
-    }
-
-    /// [`TrackEnd::spec`] for a record that must be working (a job found by pruning, or whose
-    /// payload could not be read): nothing else is touched, nothing is created.
-    pub(crate) fn spec_only_working(&self, now: DateTime<Utc>) -> String {
-        self.spec_with(now, None, &["working"], false)
-    }
-
-    /// The state the run ends in, resque-status's message for it (as JSON text) and the
-    /// history entry.
-    fn outcome(&self, now: DateTime<Utc>, retry_at: Option<i64>) -> (State, String, Value) {
-        let when = crate::wire::time::started(now);
-        let (state, message, event) = match (&self.ending, retry_at) {
-            (Ending::Failed(m), Some(at)) => (
-                State::Retrying,
-                format!("The task failed because of an error: {m}"),
-                json!({"event": "retrying", "error": m, "retry_at": at * 1000}),
-            ),
-            (Ending::Failed(m), None) => (
-                State::Failed,
-                format!("The task failed because of an error: {m}"),
-                json!({"event": "failed", "error": m}),
-            ),
-            (Ending::Completed, _) => (
-                State::Completed,
-                format!("Completed at {when}"),
-                json!({"event": "completed"}),
-            ),
-            (Ending::Killed, _) => (
-                State::Killed,
-                format!("Killed at {when}"),
-                json!({"event": "killed"}),
-            ),
-        };
-        (
-            state,
-            encode::to_json(&message, FloatFormat::RubyJsonGem),
-            event,
-        )
-    }
-
-    fn spec_with(
-        &self,
-        now: DateTime<Utc>,
-        retry_at: Option<i64>,
-        only_if: &[&str],
-        create: bool,
-    ) -> String {
-        let (state, message, event) = self.outcome(now, retry_at);
-        let mut set = vec![json!(["message", message])];
-        if let Some(r) = &self.result {
-            set.push(json!(["result", r]));
-        }
-        let mut extra = Map::new();
-        if state.is_final() {
-            extra.insert("finished_at".into(), json!(now.timestamp_millis()));
-        }
-        if let Ending::Failed(m) = &self.ending {
-            extra.insert("error".into(), json!(m));
-        }
-        json!({
-            "id": self.id.as_str(),
-            "state": state.as_str(),
-            "set": set,
-            "event": event,
-            "extra": extra,
-            "ttl": if state.is_final() { self.ttl_secs } else { 0 },
-            "create": create,
-            "only_if": only_if,
-        })
-        .to_string()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn a_statused_create_is_resque_status_bytes_then_resq() {
+    fn a_status_create_is_resque_status_bytes() {
         let id = JobId::parse("ba69034b39c05d28a5403ac10e276e79").unwrap();
         let now = DateTime::from_timestamp(1795495079, 0).unwrap();
         let opts = json!({"num":10,"label":"ünïcødé ✓","nested":{"a":[1,2.5,null,true]}});
-        let resq = new_resq(
-            State::Queued,
-            "statused",
-            "MyStatusJob",
-            &[],
-            None,
-            now,
-            None,
+        assert_eq!(
+            new_status(&id, &opts, now, FloatFormat::RubyJsonGem),
+            r#"{"time":1795495079,"status":"queued","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10,"label":"ünïcødé ✓","nested":{"a":[1,2.5,null,true]}}}"#
         );
-        let text = new_record(
-            &id,
-            State::Queued,
-            Some(&opts),
-            &resq,
-            now,
-            FloatFormat::RubyJsonGem,
-        );
-        assert!(text.starts_with(
-            r#"{"time":1795495079,"status":"queued","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10,"label":"ünïcødé ✓","nested":{"a":[1,2.5,null,true]}},"resq":{"state":"queued""#
-        ), "{text}");
     }
 
     #[test]
-    fn ends_carry_resque_status_messages() {
+    fn ends_say_what_the_library_writes() {
+        let id = JobId::parse("ba69034b39c05d28a5403ac10e276e79").unwrap();
+        let now = DateTime::from_timestamp(1795495081, 0).unwrap();
         let end = TrackEnd {
-            id: JobId::new(),
-            ending: Ending::Failed("boom: <bad>".into()),
+            id: id.clone(),
+            kind: Kind::Tracked {
+                attempt: Some(2),
+                key: "inv-9".into(),
+            },
+            ending: Ending::Failed("boom:\n<bad>".into()),
             result: None,
             ttl_secs: 60,
         };
-        let now = DateTime::from_timestamp(1795495081, 0).unwrap();
-        let spec: Value = serde_json::from_str(&end.spec(now, None)).unwrap();
-        assert_eq!(spec["state"], "failed");
         assert_eq!(
-            spec["set"][0][1],
-            r#""The task failed because of an error: boom: <bad>""#
+            end.spec(now, None),
+            format!("r\n{id}\n2\ninv-9\nfailed\n60\n\nboom:\n<bad>")
         );
-        assert_eq!(spec["ttl"], 60);
-        let retry: Value = serde_json::from_str(&end.spec(now, Some(1795495090))).unwrap();
-        assert_eq!(retry["state"], "retrying");
-        assert_eq!(retry["ttl"], 0);
+        assert_eq!(
+            end.spec(now, Some(1795495090)),
+            format!("r\n{id}\n2\ninv-9\nretrying\n1795495090000\n\nboom:\n<bad>")
+        );
         let done = TrackEnd {
+            kind: Kind::Statused {
+                class: "MyJob".into(),
+            },
             ending: Ending::Completed,
             result: Some("{\"n\":1}".into()),
             ..end
         };
         assert_eq!(
             done.spec(now, None),
-            format!(
-                "done\n{}\n60\n1795495081000\n\"Completed at 2026-11-24 04:38:01 +0000\"\n{{\"n\":1}}",
-                done.id.as_str()
-            )
+            format!("s\n{id}\nMyJob\ncompleted\n60\n\"Completed at 2026-11-24 04:38:01 +0000\"\n{{\"n\":1}}")
         );
     }
 }

@@ -1,12 +1,12 @@
 //! A tracked job while it runs: its id, its kill switch and its result, as the handler reaches
 //! them through [`crate::JobContext`] (`job_id`, `progress`, `cancelled`, `set_result`).
 //!
-//! A kill request is resque-status's: the id in `<ns>:_kill`. One watcher per process looks
-//! for the ids of the tracked jobs it runs (`SMISMEMBER`, every [`KILL_POLL`], only while at
-//! least one runs) and flips their switches; `progress` also checks, in the script that writes
-//! the progress, as resque-status's `at` does.
+//! A kill request is the `kill` field of resq's own record, or (a resque-status job) the id in
+//! `<ns>:_kill`. One watcher per process looks for those of the tracked jobs it runs (every
+//! [`KILL_POLL`], only while at least one runs) and flips their switches; `progress` also
+//! checks, in the call that writes the progress, as resque-status's `at` does.
 
-use super::JobId;
+use super::{JobId, Kind};
 use crate::conn::Conn;
 use crate::keys::Keys;
 use crate::registry::JobError;
@@ -33,8 +33,8 @@ pub(crate) struct Tracker {
     pub ttl: Duration,
     /// The largest result kept (bytes of JSON).
     pub result_max: usize,
-    /// Kill switches of the tracked jobs running here.
-    running: Mutex<HashMap<JobId, watch::Sender<bool>>>,
+    /// Kill switches of the tracked jobs running here, and whether each is a resque-status job.
+    running: Mutex<HashMap<JobId, (bool, watch::Sender<bool>)>>,
     /// Wakes the watcher when the first job starts.
     started: tokio::sync::Notify,
 }
@@ -56,18 +56,20 @@ impl Tracker {
     pub(crate) fn begin(
         self: &Arc<Self>,
         id: JobId,
-        statused: bool,
+        kind: Kind,
         ttl: Option<Duration>,
     ) -> Arc<TrackedRun> {
         let (tx, rx) = watch::channel(false);
+        let statused = matches!(kind, Kind::Statused { .. });
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), tx);
+            .insert(id.clone(), (statused, tx));
         self.started.notify_one();
         Arc::new(TrackedRun {
             id,
             statused,
+            kind,
             ttl: ttl.unwrap_or(self.ttl),
             tracker: self.clone(),
             kill: rx,
@@ -83,12 +85,13 @@ impl Tracker {
             .remove(id);
     }
 
-    fn ids(&self) -> Vec<JobId> {
+    /// The ids running here, and whether each is a resque-status job.
+    fn ids(&self) -> Vec<(JobId, bool)> {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
+            .iter()
+            .map(|(id, (s, _))| (id.clone(), *s))
             .collect()
     }
 
@@ -99,11 +102,11 @@ impl Tracker {
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
         {
-            let _ = tx.send(true);
+            let _ = tx.1.send(true);
         }
     }
 
-    /// Watches `_kill` for the running tracked jobs until `stop` turns true.
+    /// Watches the kill requests of the running tracked jobs until `stop` turns true.
     pub(crate) async fn watch_kills(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         loop {
             let ids = self.ids();
@@ -114,14 +117,36 @@ impl Tracker {
                 }
             }
             let mut con = self.con.clone();
-            let flags: redis::RedisResult<Vec<bool>> = redis::cmd("SMISMEMBER")
-                .arg(self.keys.resque_status_kill())
-                .arg(ids.iter().map(JobId::as_str).collect::<Vec<_>>())
-                .query_async(&mut con)
-                .await;
-            if let Ok(flags) = flags {
-                for (id, on) in ids.iter().zip(flags) {
-                    if on {
+            let mut pipe = redis::pipe();
+            let statused: Vec<&str> = ids
+                .iter()
+                .filter(|(_, s)| *s)
+                .map(|(i, _)| i.as_str())
+                .collect();
+            if !statused.is_empty() {
+                pipe.cmd("SMISMEMBER")
+                    .arg(self.keys.resque_status_kill())
+                    .arg(&statused);
+            }
+            for (id, _) in ids.iter().filter(|(_, s)| !*s) {
+                pipe.cmd("HEXISTS")
+                    .arg(self.keys.job_record(id.as_str()))
+                    .arg("kill");
+            }
+            let replies: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(&mut con).await;
+            if let Ok(replies) = replies {
+                let mut rest = replies.into_iter();
+                if !statused.is_empty() {
+                    if let Some(redis::Value::Array(flags)) = rest.next() {
+                        for ((id, _), on) in ids.iter().filter(|(_, s)| *s).zip(flags) {
+                            if on == redis::Value::Int(1) {
+                                self.kill(id);
+                            }
+                        }
+                    }
+                }
+                for ((id, _), on) in ids.iter().filter(|(_, s)| !*s).zip(rest) {
+                    if on == redis::Value::Int(1) {
                         self.kill(id);
                     }
                 }
@@ -140,6 +165,8 @@ pub(crate) struct TrackedRun {
     pub id: JobId,
     /// Whether it is a resque-status job (`args[0]` is the id, `args[1]` the options).
     pub statused: bool,
+    /// Its record, as the step that started it said.
+    pub kind: Kind,
     /// How long its record is kept once finished.
     pub ttl: Duration,
     tracker: Arc<Tracker>,
@@ -229,10 +256,10 @@ impl TrackedRun {
             set.push((k.clone(), crate::client::encode::to_json(v, format)));
         }
         let mut con = self.tracker.con.clone();
-        let mut inv = crate::scripts::TRACK_PROGRESS.prepare_invoke();
+        let mut inv = crate::scripts::JOB_PROGRESS.key(self.tracker.keys.resque_status_kill());
         inv.arg(self.tracker.keys.prefix())
             .arg(self.id.as_str())
-            .arg(chrono::Utc::now().timestamp_millis());
+            .arg(if self.statused { "s" } else { "r" });
         for (k, v) in &set {
             inv.arg(k).arg(v);
         }

@@ -1,5 +1,6 @@
-//! Where a tracked job is ([`State`]) and what its record says ([`JobStatus`]), read from
-//! `<ns>:status:<id>`: resque-status's fields plus resq's own `resq` object.
+//! Where a tracked job is ([`State`]) and what its record says ([`JobStatus`]): resq's own
+//! record (a hash, `<ns>:resq:job:<id>`) or resque-status's (a JSON text, `<ns>:status:<id>`),
+//! read into one shape.
 
 use super::JobId;
 use chrono::{DateTime, Utc};
@@ -7,8 +8,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// A tracked job's state. resque-status knows five (`queued`, `working`, `completed`,
-/// `failed`, `killed`); resq's finer states map onto them in the record's `status` field
-/// (scheduled and retrying jobs read `queued`, a cancelled one `killed`).
+/// `failed`, `killed`); resq's finer states map onto them ([`State::resque_status`]: scheduled,
+/// waiting and retrying jobs read `queued`, a cancelled one `killed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
@@ -16,6 +17,8 @@ pub enum State {
     Queued,
     /// In the delayed set, due later.
     Scheduled,
+    /// Waiting for other jobs to finish first (its dependencies).
+    Waiting,
     /// Running on a worker.
     Working,
     /// Failed, waiting in the delayed set for its next attempt.
@@ -32,9 +35,10 @@ pub enum State {
 
 impl State {
     /// Every state, in lifecycle order.
-    pub const ALL: [State; 8] = [
+    pub const ALL: [State; 9] = [
         State::Queued,
         State::Scheduled,
+        State::Waiting,
         State::Working,
         State::Retrying,
         State::Completed,
@@ -48,6 +52,7 @@ impl State {
         match self {
             State::Queued => "queued",
             State::Scheduled => "scheduled",
+            State::Waiting => "waiting",
             State::Working => "working",
             State::Retrying => "retrying",
             State::Completed => "completed",
@@ -73,7 +78,7 @@ impl State {
     /// resque-status's `status` for this state.
     pub fn resque_status(self) -> &'static str {
         match self {
-            State::Queued | State::Scheduled | State::Retrying => "queued",
+            State::Queued | State::Scheduled | State::Waiting | State::Retrying => "queued",
             State::Working => "working",
             State::Completed => "completed",
             State::Failed => "failed",
@@ -165,34 +170,32 @@ pub struct JobStatus {
     pub custom: Map<String, Value>,
 }
 
-/// Fields of the record that [`JobStatus`] reads itself.
+/// Fields of a resque-status record that [`JobStatus`] reads itself.
 const KNOWN: &[&str] = &[
     "time", "status", "uuid", "options", "name", "num", "total", "message", "result", "resq",
 ];
 
-impl JobStatus {
-    /// Job `id`'s record, read from Redis: `None` when its key is absent, an error naming the
-    /// key when it holds something that is not a record.
-    pub(crate) async fn read(
-        con: &mut crate::conn::Conn,
-        keys: &crate::Keys,
-        id: &JobId,
-    ) -> crate::error::Result<Option<JobStatus>> {
-        let key = keys.resque_status(id.as_str());
-        let text: Option<String> = redis::cmd("GET").arg(&key).query_async(con).await?;
-        let Some(text) = text else { return Ok(None) };
-        match JobStatus::parse(id, &text) {
-            Some(s) => Ok(Some(s)),
-            None => Err(crate::error::Error::Protocol(format!(
-                "{key} holds {:?}, not a resque-status record (a JSON object)",
-                text.chars().take(60).collect::<String>()
-            ))),
+/// resque-status's percent complete: completed 100, queued 0, else `num / total`.
+fn pct(status: &str, num: Option<f64>, total: Option<f64>) -> f64 {
+    match status {
+        "completed" => 100.0,
+        "queued" => 0.0,
+        _ => {
+            let t = match total {
+                Some(t) if t != 0.0 => t,
+                _ => 1.0,
+            };
+            (num.unwrap_or(0.0) / t * 100.0).trunc()
         }
     }
+}
 
-    /// Reads the record text of job `id`; `None` when it is not a JSON object.
+impl JobStatus {
+    /// A resque-status record's text for job `id`; `None` when it is not a JSON object.
     pub fn parse(id: &JobId, text: &str) -> Option<JobStatus> {
         let mut obj: Map<String, Value> = serde_json::from_str(text).ok()?;
+        // Records written by resq before its own jobs had a record of their own carried resq's
+        // state in a `resq` member: read as it says.
         let resq = match obj.remove("resq") {
             Some(Value::Object(m)) => m,
             _ => Map::new(),
@@ -209,9 +212,6 @@ impl JobStatus {
             "killed" => Some(State::Killed),
             _ => None,
         };
-        // resq writes `status` and its state together; a `status` that no longer matches the
-        // state was written since by someone else (a Ruby resque-status worker running the
-        // job merges the record and leaves `resq` as it was), so it is the newer word.
         let state = match (
             resq.get("state")
                 .and_then(Value::as_str)
@@ -224,41 +224,12 @@ impl JobStatus {
         };
         let num = obj.get("num").and_then(number);
         let total = obj.get("total").and_then(number);
-        let pct_complete = match status.as_str() {
-            "completed" => 100.0,
-            "queued" => 0.0,
-            _ => {
-                let t = match total {
-                    Some(t) if t != 0.0 => t,
-                    _ => 1.0,
-                };
-                (num.unwrap_or(0.0) / t * 100.0).trunc()
-            }
-        };
         let string =
             |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(String::from);
         let ms = |k: &str| {
             resq.get(k)
                 .and_then(Value::as_f64)
                 .and_then(|v| DateTime::from_timestamp_millis(v as i64))
-        };
-        let history = match resq.get("history") {
-            Some(Value::Array(events)) => events
-                .iter()
-                .filter_map(|e| {
-                    let mut fields = e.as_object()?.clone();
-                    let event = match fields.remove("event") {
-                        Some(Value::String(s)) => s,
-                        _ => return None,
-                    };
-                    let at = fields
-                        .remove("at")
-                        .and_then(|v| v.as_f64())
-                        .and_then(|v| DateTime::from_timestamp_millis(v as i64));
-                    Some(Event { event, at, fields })
-                })
-                .collect(),
-            _ => Vec::new(),
         };
         let custom = obj
             .iter()
@@ -272,34 +243,168 @@ impl JobStatus {
             message: string(&obj, "message"),
             num,
             total,
-            pct_complete,
+            pct_complete: pct(&status, num, total),
             time: obj.get("time").and_then(Value::as_f64).map(|t| t as i64),
             options: obj.get("options").cloned(),
             result: obj.get("result").cloned(),
             queue: string(&resq, "queue"),
-            class: string(&resq, "class"),
+            class: string(&resq, "class").or_else(|| {
+                string(&obj, "name").and_then(|n| n.split('(').next().map(String::from))
+            }),
             worker: string(&resq, "worker"),
             attempts: resq
                 .get("attempts")
                 .and_then(Value::as_f64)
                 .map_or(0, |a| a as u64),
-            tags: match resq.get("tags") {
-                Some(Value::Array(t)) => t
-                    .iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect(),
-                _ => Vec::new(),
-            },
-            key: string(&resq, "key"),
+            tags: Vec::new(),
+            key: None,
             enqueued_at: ms("enqueued_at"),
             started_at: ms("started_at"),
             finished_at: ms("finished_at"),
             error: string(&resq, "error"),
-            history,
+            history: Vec::new(),
             custom,
             status,
         })
     }
+
+    /// resq's own record of job `id`, from its hash fields (any bytes: a field that does not
+    /// read as what it should is left out, never an error).
+    pub fn from_fields(id: &JobId, fields: &[(String, Vec<u8>)]) -> JobStatus {
+        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+        let get = |k: &str| fields.iter().find(|(f, _)| f == k).map(|(_, v)| text(v));
+        let json =
+            |k: &str| get(k).map(|t| serde_json::from_str::<Value>(&t).unwrap_or(Value::String(t)));
+        let ms = |k: &str| {
+            get(k)
+                .and_then(|t| t.trim().parse::<f64>().ok())
+                .and_then(|v| DateTime::from_timestamp_millis(v as i64))
+        };
+        let state = get("state")
+            .and_then(|s| State::parse(&s))
+            .unwrap_or(State::Queued);
+        let status = state.resque_status().to_string();
+        let num = json("p.num").as_ref().and_then(number);
+        let total = json("p.total").as_ref().and_then(number);
+        let message = json("p.message").and_then(|m| match m {
+            Value::String(s) => Some(s),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        });
+        let custom = fields
+            .iter()
+            .filter_map(|(f, v)| {
+                let k = f.strip_prefix("p.")?;
+                if ["num", "total", "message"].contains(&k) {
+                    return None;
+                }
+                let t = text(v);
+                Some((
+                    k.to_string(),
+                    serde_json::from_str(&t).unwrap_or(Value::String(t)),
+                ))
+            })
+            .collect();
+        let class = get("class");
+        JobStatus {
+            id: id.clone(),
+            state,
+            name: class.clone(),
+            message,
+            num,
+            total,
+            pct_complete: pct(&status, num, total),
+            time: ms("enqueued_at").map(|t| t.timestamp()),
+            options: None,
+            result: json("result"),
+            queue: get("queue"),
+            class,
+            worker: get("worker"),
+            attempts: get("attempts")
+                .and_then(|a| a.trim().parse::<u64>().ok())
+                .unwrap_or(0),
+            tags: get("tags")
+                .map(|t| t.split_whitespace().map(String::from).collect())
+                .unwrap_or_default(),
+            key: get("key").filter(|k| !k.is_empty()),
+            enqueued_at: ms("enqueued_at"),
+            started_at: ms("started_at"),
+            finished_at: ms("ended_at"),
+            error: get("error"),
+            history: history(fields),
+            custom,
+            status,
+        }
+    }
+}
+
+/// A record's history, from its fields (`enqueued_at`, `a<n>.moved`, `a<n>.start`, `a<n>.end`,
+/// `cancelled_at`), oldest first.
+fn history(fields: &[(String, Vec<u8>)]) -> Vec<Event> {
+    let mut out: Vec<(i64, usize, Event)> = Vec::new();
+    let at = |ms: i64| DateTime::from_timestamp_millis(ms);
+    let mut push = |ms: i64, order: usize, event: &str, extra: Map<String, Value>| {
+        out.push((
+            ms,
+            order,
+            Event {
+                event: event.to_string(),
+                at: at(ms),
+                fields: extra,
+            },
+        ));
+    };
+    for (f, v) in fields {
+        let t = String::from_utf8_lossy(v);
+        let first = |t: &str| t.split(' ').next().and_then(|x| x.parse::<i64>().ok());
+        if f == "enqueued_at" {
+            if let Some(ms) = first(&t) {
+                push(ms, 0, "enqueued", Map::new());
+            }
+        } else if f == "cancelled_at" {
+            if let Some(ms) = first(&t) {
+                push(ms, 9, "cancelled", Map::new());
+            }
+        } else if let Some(rest) = f.strip_prefix('a') {
+            let Some((n, what)) = rest.split_once('.') else {
+                continue;
+            };
+            let Ok(n) = n.parse::<usize>() else { continue };
+            match what {
+                "moved" => {
+                    if let Some(ms) = first(&t) {
+                        push(ms, n * 3, "moved", Map::new());
+                    }
+                }
+                "start" => {
+                    let mut parts = t.splitn(2, ' ');
+                    let ms = parts.next().and_then(|x| x.parse::<i64>().ok());
+                    let mut extra = Map::new();
+                    if let Some(w) = parts.next() {
+                        extra.insert("worker".into(), Value::String(w.to_string()));
+                    }
+                    if let Some(ms) = ms {
+                        push(ms, n * 3 + 1, "started", extra);
+                    }
+                }
+                "end" => {
+                    let mut parts = t.splitn(3, ' ');
+                    let event = parts.next().unwrap_or("").to_string();
+                    let ms = parts.next().and_then(|x| x.parse::<i64>().ok());
+                    let mut extra = Map::new();
+                    if let Some(e) = parts.next() {
+                        extra.insert("error".into(), Value::String(e.to_string()));
+                    }
+                    if let Some(ms) = ms {
+                        push(ms, n * 3 + 2, &event, extra);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out.sort_by_key(|(ms, order, _)| (*ms, *order));
+    out.into_iter().map(|(_, _, e)| e).collect()
 }
 
 /// A number, or a numeric string as resque-status's readers accept (`to_f`).
@@ -316,35 +421,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_resque_status_records_and_resqs_own() {
+    fn reads_resque_status_records() {
         let id = JobId::parse("ba69034b39c05d28a5403ac10e276e79").unwrap();
-        let ruby = r#"{"time":1795495079,"status":"working","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10},"name":"MyStatusJob({\"num\"=>10})","num":3,"total":10,"message":"msg"}"#;
+        let ruby = r#"{"time":1795495079,"status":"working","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10},"name":"MyStatusJob({\"num\"=>10})","num":3,"total":10,"message":"msg","custom_key":"v"}"#;
         let s = JobStatus::parse(&id, ruby).unwrap();
         assert_eq!(s.state, State::Working);
         assert_eq!(s.pct_complete, 30.0);
         assert_eq!(s.time, Some(1795495079));
-        let ours = r#"{"time":1,"status":"queued","uuid":"x","options":{},"resq":{"state":"retrying","attempts":2,"tags":["a"],"history":[{"event":"failed","at":1795495079000,"error":"boom"}]},"custom_key":"v"}"#;
-        let s = JobStatus::parse(&id, ours).unwrap();
+        assert_eq!(s.class.as_deref(), Some("MyStatusJob"));
+        assert_eq!(s.custom["custom_key"], "v");
+        assert!(JobStatus::parse(&id, "[1]").is_none());
+        let killed = r#"{"time":1,"status":"killed"}"#;
+        assert_eq!(JobStatus::parse(&id, killed).unwrap().state, State::Killed);
+        assert!(State::Cancelled.is_final() && !State::Retrying.is_final());
+    }
+
+    #[test]
+    fn reads_resqs_own_records_whatever_their_fields_hold() {
+        let id = JobId::parse("ba69034b39c05d28a5403ac10e276e79").unwrap();
+        let f = |k: &str, v: &[u8]| (k.to_string(), v.to_vec());
+        let fields = vec![
+            f("state", b"retrying"),
+            f("class", b"Export"),
+            f("queue", b"q"),
+            f("enqueued_at", b"1795495079000"),
+            f("attempts", b"2"),
+            f("tags", b"a b"),
+            f("a1.start", b"1795495079100 host~resq:1-0:q"),
+            f("a1.end", b"retrying 1795495079200 boom: it broke"),
+            f("a2.start", b"1795495080000 host~resq:1-0:q"),
+            f("p.num", b"3"),
+            f("p.total", b"4"),
+            f("p.message", b"\"half\""),
+            f("p.rows", b"[1,2]"),
+            f("result", b"{\"ok\":true}"),
+            f("error", b"\xff\xfe not UTF-8"),
+        ];
+        let s = JobStatus::from_fields(&id, &fields);
         assert_eq!(s.state, State::Retrying);
         assert_eq!(s.attempts, 2);
-        assert_eq!(s.tags, ["a"]);
-        assert_eq!(s.history[0].event, "failed");
-        assert_eq!(s.history[0].fields["error"], "boom");
-        assert_eq!(s.custom["custom_key"], "v");
-        assert_eq!(s.pct_complete, 0.0);
-        assert!(JobStatus::parse(&id, "[1]").is_none());
-        // A resq-created job that a Ruby resque-status worker ran: `resq` is stale, `status`
-        // is the truth.
-        let ruby_ran = r#"{"time":1,"status":"completed","uuid":"x","options":{},"resq":{"state":"queued","attempts":0},"name":"J()","message":"Completed at 2026-11-24 04:38:01 +0000"}"#;
-        let s = JobStatus::parse(&id, ruby_ran).unwrap();
-        assert_eq!(s.state, State::Completed);
-        assert_eq!(s.pct_complete, 100.0);
-        // A cancelled job reads `killed`, as it should: the state stands.
-        let cancelled = r#"{"time":1,"status":"killed","resq":{"state":"cancelled"}}"#;
-        assert_eq!(
-            JobStatus::parse(&id, cancelled).unwrap().state,
-            State::Cancelled
-        );
-        assert!(State::Cancelled.is_final() && !State::Retrying.is_final());
+        assert_eq!(s.tags, ["a", "b"]);
+        assert_eq!(s.num, Some(3.0));
+        assert_eq!(s.message.as_deref(), Some("half"));
+        assert_eq!(s.custom["rows"], serde_json::json!([1, 2]));
+        assert_eq!(s.result, Some(serde_json::json!({"ok": true})));
+        assert!(s.error.unwrap().ends_with("not UTF-8"));
+        let events: Vec<&str> = s.history.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(events, ["enqueued", "started", "retrying", "started"]);
+        assert_eq!(s.history[2].fields["error"], "boom: it broke");
+        // Garbage in every field: read as far as it goes, never an error.
+        let junk = vec![f("state", b"\x00"), f("attempts", b"-1"), f("a1.end", b"x")];
+        let s = JobStatus::from_fields(&id, &junk);
+        assert_eq!(s.state, State::Queued);
+        assert_eq!(s.attempts, 0);
+        assert!(s.history.is_empty());
     }
 }

@@ -1,6 +1,6 @@
 //! Waiting for a tracked job to finish without polling: a dedicated RESP3 connection with
-//! `CLIENT TRACKING ON` (Redis's default mode) reads the job's record key (`TYPE`) before each
-//! read of the record, so Redis tells it of the next change, and the record is read again only
+//! `CLIENT TRACKING ON` (Redis's default mode) reads the job's record keys (`TYPE`: resq's own
+//! and resque-status's) before each read of the record, so Redis tells it of the next change, and the record is read again only
 //! then. (Not `BCAST`: while a broadcast client is connected, Redis compares every key any
 //! client writes with its prefixes, a cost the whole fleet would pay for each waiter.) Where
 //! tracking is not available (Redis Cluster, a client built over a bare connection) the record
@@ -24,7 +24,10 @@ impl Client {
         let deadline = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
-        let key = self.keys().resque_status(id.as_str());
+        let watched = [
+            self.keys().job_record(id.as_str()),
+            self.keys().resque_status(id.as_str()),
+        ];
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watch = match self.endpoint() {
             Some(e) => tokio::time::timeout(
@@ -43,11 +46,8 @@ impl Client {
                 // Read on the watching connection before the record is read, so a change
                 // between the two is not missed.
                 let left = deadline.saturating_duration_since(Instant::now());
-                let armed = tokio::time::timeout(
-                    left,
-                    crate::conn::track_reads(con, std::slice::from_ref(&key)),
-                )
-                .await;
+                let armed =
+                    tokio::time::timeout(left, crate::conn::track_reads(con, &watched)).await;
                 if !matches!(armed, Ok(Ok(_))) {
                     watch = None;
                 }

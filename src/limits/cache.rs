@@ -176,7 +176,7 @@ impl LimitsCache {
     /// a concurrency limit now); returns when a held job is next due.
     async fn release(&self, con: &mut Conn, gone: &[String]) -> redis::RedisResult<Option<i64>> {
         let now = Utc::now().timestamp_millis();
-        let mut inv = crate::scripts::RELEASE.prepare_invoke();
+        let mut inv = crate::scripts::LIMITS_RELEASE.key(self.keys.held_due());
         inv.arg(self.keys.prefix())
             .arg(&*self.json())
             .arg(now)

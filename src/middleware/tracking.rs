@@ -1,7 +1,7 @@
 //! The tracking layer: for a tracked job ([`crate::jobs`]), decides how its record ends —
 //! completed (with the handler's result), failed (resque-status's message), killed (the
 //! handler returned after being asked to stop) — and attaches it to the context; the worker
-//! writes it with the job's completion, in the same script call. A killed job is a success for
+//! writes it with the job's completion, in the same call. A killed job is a success for
 //! Resque (counted as processed, no failure entry), as resque-status makes it.
 
 use super::{Middleware, Next};
@@ -27,6 +27,7 @@ impl Middleware for Tracking {
             };
             let end = TrackEnd {
                 id: run.id.clone(),
+                kind: run.kind.clone(),
                 ending,
                 result: run.take_result(),
                 ttl_secs: run.ttl.as_secs(),

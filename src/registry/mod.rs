@@ -184,6 +184,24 @@ impl Registry {
         &self.limits
     }
 
+    /// How long finished tracked jobs stay listed: the longest TTL any class keeps its records
+    /// (`default` for those without their own), or zero when one keeps them until purged.
+    pub(crate) fn longest_track_ttl(&self, default: Duration) -> Duration {
+        let mut longest = default;
+        for e in self.entries.values() {
+            let ttl = e.track_ttl.unwrap_or(default);
+            if ttl.is_zero() {
+                return Duration::ZERO;
+            }
+            longest = longest.max(ttl);
+        }
+        if default.is_zero() {
+            Duration::ZERO
+        } else {
+            longest
+        }
+    }
+
     /// The statused classes (see [`Registry::statused`]), sorted.
     pub(crate) fn statused_classes(&self) -> Vec<String> {
         let mut v: Vec<String> = self.statused.iter().cloned().collect();

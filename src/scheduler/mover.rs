@@ -96,13 +96,10 @@ impl Mover {
                         (String::new(), self.unschedulable(item, &why))
                     }
                 };
-                let tracked = crate::jobs::id_in_payload(item).map(|id| id.to_string());
+                let tracked = crate::jobs::item_ref(item);
                 inv.key(self.keys.timestamps(item))
                     .key(self.keys.queue(&queue));
-                inv.arg(item.as_str())
-                    .arg(queue)
-                    .arg(body)
-                    .arg(tracked.unwrap_or_default());
+                inv.arg(item.as_str()).arg(queue).arg(body).arg(tracked);
             }
             let r: i64 = inv.invoke_async(con).await?;
             match r {

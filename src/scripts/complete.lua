@@ -1,6 +1,6 @@
--- complete.lua: finish (or fail, or retry) a slot's job when the ending carries more than
--- step.lua's completion does: a retry through the delayed set, resque-retry's counter, a unique
--- job's lock. Used only for handlers with a retry policy and for unique jobs; the next reserve
+-- complete.lua: the function `complete` — finish (or fail, or retry) a slot's job when the
+-- ending carries more than a step's completion does: a retry through the delayed set,
+-- resque-retry's counter, a unique job's lock. Used only for handlers with a retry policy and for unique jobs; the next reserve
 -- is a plain step.lua call.
 --
 -- Everything happens only while the slot's record is still the exact bytes it reserved, so a
@@ -27,115 +27,129 @@
 -- ARGV[13] 'delayed:<ts>'     ARGV[14] KEYS[8] TTL in s ('0' = do not write it)
 -- ARGV[15] counter TTL in s   ARGV[16] retry delay in ms (extends the unique lock)
 -- ARGV[17] 'r' when ARGV[1] is the record, 't' when it is the claimed job's token
--- ARGV[18] the namespace prefix '<ns>:'   ARGV[19] a tracked job's end (track.lua spec; '' none)
--- ARGV[20] now in epoch ms   ARGV[21] the limits in force (limits.lua's JSON, or ''); the
--- slot's limit shares are returned with the job's end (limits.lua)
--- Returns {applied, status, tracking problem}: {1, outcome, ''} when applied; {0, 'stale'} when the record is not
--- there any more (already applied); {0, 'conflict'} when the counter moved (read it again);
--- an error reply, before any write, when a key it would write is unusable.
+-- ARGV[18] the namespace prefix '<ns>:'   ARGV[19] a tracked job's ending (record.lua's or
+-- status.lua's spec; '' none)   ARGV[20] now in epoch ms   ARGV[21] the limits in force
+-- (limits.lua's JSON, or '')   ARGV[22] '1' when the job was reserved under limits: the slot's
+-- shares are returned with the job's end, and held jobs that then fit go back to their queue
+-- ARGV[23] how long finished jobs stay listed (ms; the sweep, record.lua)
+-- Returns {applied, status, problem}: {1, outcome, ''} when applied (the problem: a tracked
+-- record or a limit that could not be written); {0, 'stale'} when the record is not there any
+-- more (already applied); {0, 'conflict'} when the counter moved (read it again); an error
+-- reply, before any write, when a key it would write is unusable.
 --
 -- Every key the chosen ending writes is checked first (guard.lua): nothing can fail after the
 -- first write.
 
-local by_token = ARGV[17] == 't'
-local held = redis.pcall('GET', KEYS[1])
-if type(held) == 'table' then
-  return redis.error_reply(wrongtype_msg(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'string'))
-end
-if by_token then
-  local t = redis.pcall('GET', KEYS[15])
-  if not held or t ~= ARGV[1] then return {0, 'stale'} end
-elseif held ~= ARGV[1] then
-  return {0, 'stale'}
-end
-if ARGV[5] ~= '-' then
-  local cur = redis.pcall('GET', KEYS[7])
-  if type(cur) == 'table' then
-    return redis.error_reply(wrongtype_msg(KEYS[7], redis.call('TYPE', KEYS[7])['ok'], 'string'))
+local function complete(KEYS, ARGV)
+  local by_token = ARGV[17] == 't'
+  local held = redis.pcall('GET', KEYS[1])
+  if type(held) == 'table' then
+    return redis.error_reply(G.wrongtype_msg(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'string'))
   end
-  if (cur or '') ~= ARGV[5] then
-    return {0, 'conflict'}
+  if by_token then
+    local t = redis.pcall('GET', KEYS[15])
+    if not held or t ~= ARGV[1] then return {0, 'stale'} end
+  elseif held ~= ARGV[1] then
+    return {0, 'stale'}
   end
-end
-
-local outcome = ARGV[2]
-local count_failed = ARGV[4] == '1'
-local e
-if outcome == 'success' then
-  e = bad_counter(KEYS[2], 1) or bad_counter(KEYS[3], 1)
-else
-  e = bad_counter(KEYS[4], 1) or bad_counter(KEYS[5], 1)
-  if not e and count_failed then e = bad_counter(KEYS[2], 1) or bad_counter(KEYS[3], 1) end
-  if not e and outcome == 'failure' then e = wrong_type(KEYS[6], 'list') end
-  if not e and outcome == 'retry' then
-    e = wrong_type(KEYS[7], 'string')
-    if not e and ARGV[9] == 'now' then
-      e = wrong_type(KEYS[10], 'set') or wrong_type(KEYS[11], 'list')
-    elseif not e then
-      e = wrong_type(KEYS[12], 'list') or wrong_type(KEYS[13], 'set') or wrong_type(KEYS[14], 'zset')
+  if ARGV[5] ~= '-' then
+    local cur = redis.pcall('GET', KEYS[7])
+    if type(cur) == 'table' then
+      return redis.error_reply(G.wrongtype_msg(KEYS[7], redis.call('TYPE', KEYS[7])['ok'], 'string'))
     end
-    if not e and ARGV[14] ~= '0' then e = wrong_type(KEYS[8], 'string') end
+    if (cur or '') ~= ARGV[5] then
+      return {0, 'conflict'}
+    end
   end
-end
-if e then return redis.error_reply(e) end
-local lock = nil
-if ARGV[8] ~= '' then
-  lock = redis.pcall('GET', KEYS[9])
-  if type(lock) == 'table' then lock = nil end
-end
 
-if outcome == 'success' then
-  redis.call('INCR', KEYS[2])
-  redis.call('INCR', KEYS[3])
-else
-  redis.call('INCR', KEYS[4])
-  redis.call('INCR', KEYS[5])
-  if count_failed then
+  local outcome = ARGV[2]
+  local count_failed = ARGV[4] == '1'
+  local e
+  if outcome == 'success' then
+    e = G.bad_counter(KEYS[2], 1) or G.bad_counter(KEYS[3], 1)
+  else
+    e = G.bad_counter(KEYS[4], 1) or G.bad_counter(KEYS[5], 1)
+    if not e and count_failed then e = G.bad_counter(KEYS[2], 1) or G.bad_counter(KEYS[3], 1) end
+    if not e and outcome == 'failure' then e = G.wrong_type(KEYS[6], 'list') end
+    if not e and outcome == 'retry' then
+      e = G.wrong_type(KEYS[7], 'string')
+      if not e and ARGV[9] == 'now' then
+        e = G.wrong_type(KEYS[10], 'set') or G.wrong_type(KEYS[11], 'list')
+      elseif not e then
+        e = G.wrong_type(KEYS[12], 'list') or G.wrong_type(KEYS[13], 'set') or G.wrong_type(KEYS[14], 'zset')
+      end
+      if not e and ARGV[14] ~= '0' then e = G.wrong_type(KEYS[8], 'string') end
+    end
+  end
+  if e then return redis.error_reply(e) end
+  local lock = nil
+  if ARGV[8] ~= '' then
+    lock = redis.pcall('GET', KEYS[9])
+    if type(lock) == 'table' then lock = nil end
+  end
+
+  if outcome == 'success' then
     redis.call('INCR', KEYS[2])
     redis.call('INCR', KEYS[3])
-  end
-  if outcome == 'failure' then
-    redis.call('RPUSH', KEYS[6], ARGV[3])
   else
-    redis.call('SET', KEYS[7], ARGV[6], 'EX', ARGV[15])
-    if ARGV[9] == 'now' then
-      redis.call('SADD', KEYS[10], ARGV[10])
-      redis.call('RPUSH', KEYS[11], ARGV[11])
-    else
-      redis.call('RPUSH', KEYS[12], ARGV[11])
-      redis.call('SADD', KEYS[13], ARGV[13])
-      redis.call('ZADD', KEYS[14], ARGV[12], ARGV[12])
+    redis.call('INCR', KEYS[4])
+    redis.call('INCR', KEYS[5])
+    if count_failed then
+      redis.call('INCR', KEYS[2])
+      redis.call('INCR', KEYS[3])
     end
-    if ARGV[14] ~= '0' then
-      redis.call('SET', KEYS[8], ARGV[3], 'EX', ARGV[14])
+    if outcome == 'failure' then
+      redis.call('RPUSH', KEYS[6], ARGV[3])
+    else
+      redis.call('SET', KEYS[7], ARGV[6], 'EX', ARGV[15])
+      if ARGV[9] == 'now' then
+        redis.call('SADD', KEYS[10], ARGV[10])
+        redis.call('RPUSH', KEYS[11], ARGV[11])
+      else
+        redis.call('RPUSH', KEYS[12], ARGV[11])
+        redis.call('SADD', KEYS[13], ARGV[13])
+        redis.call('ZADD', KEYS[14], ARGV[12], ARGV[12])
+      end
+      if ARGV[14] ~= '0' then
+        redis.call('SET', KEYS[8], ARGV[3], 'EX', ARGV[14])
+      end
     end
   end
+
+  if ARGV[7] == '1' then
+    redis.call('DEL', KEYS[7], KEYS[8])
+  end
+  if lock and lock == ARGV[8] then
+    if outcome == 'retry' then
+      -- Still waiting: keep the lock, long enough to cover the delay.
+      local left = redis.call('PTTL', KEYS[9])
+      if left > 0 then
+        redis.call('PEXPIRE', KEYS[9], left + tonumber(ARGV[16]))
+      end
+    else
+      redis.call('DEL', KEYS[9])
+    end
+  end
+  redis.call('DEL', KEYS[1])
+  if by_token then redis.call('DEL', KEYS[15]) end
+  local P = ARGV[18]
+  local problem = ''
+  if ARGV[22] == '1' then
+    problem = Lim.free_requeue(P, ARGV[21], string.sub(KEYS[1], #P + 8), false)
+  end
+  local spec = ARGV[19]
+  if spec ~= '' then
+    local now_ms = tonumber(ARGV[20])
+    local state, why
+    if string.byte(spec, 1) == 115 then
+      state, why = Status.finish(P, spec, math.floor(now_ms / 1000))
+    else
+      state, why = Rec.finish(P, spec, now_ms)
+      if state then Rec.sweep(P, state, now_ms, tonumber(ARGV[23]) or 0, 10) end
+    end
+    if why then problem = why end
+  end
+  return {1, outcome, problem}
 end
 
-if ARGV[7] == '1' then
-  redis.call('DEL', KEYS[7], KEYS[8])
-end
-if lock and lock == ARGV[8] then
-  if outcome == 'retry' then
-    -- Still waiting: keep the lock, long enough to cover the delay.
-    local left = redis.call('PTTL', KEYS[9])
-    if left > 0 then
-      redis.call('PEXPIRE', KEYS[9], left + tonumber(ARGV[16]))
-    end
-  else
-    redis.call('DEL', KEYS[9])
-  end
-end
-redis.call('DEL', KEYS[1])
-if by_token then redis.call('DEL', KEYS[15]) end
-local problem = limits_free_requeue(ARGV[18], ARGV[21] or '', string.sub(KEYS[1], #ARGV[18] + 8), false)
-if ARGV[19] ~= '' then
-  local now_ms = tonumber(ARGV[20])
-  local prev, why = track_spec(ARGV[18], ARGV[19], now_ms, ARGV[20])
-  if prev then
-    track_cleanup(ARGV[18], now_ms, 10)
-  elseif why ~= 'skip' then
-    problem = why
-  end
-end
-return {1, outcome, problem}
+register('complete', complete)

@@ -1,25 +1,42 @@
--- failed_retry.lua: Ruby's Resque::Failure.requeue for one entry, atomically and safe against
--- concurrent changes to the failure list.
+-- failed_retry.lua: the function `failed_retry` — Ruby's Resque::Failure.requeue for one entry,
+-- atomically and safe against concurrent changes to the failure list.
 --
 -- The entry is looked for at its index first; if someone moved it (a removal before it), it is
 -- found again by its exact bytes (LPOS). Then it is rewritten in place with its `retried_at`
 -- (LSET, as Ruby does) and the job is pushed onto its queue (SADD + RPUSH, as Job.create does).
+-- A job resq tracks keeps its id (the caller's job text carries `resq_id`), and its record says
+-- queued again, no longer finished, in the same step.
 --
 -- KEYS[1] the failure list   KEYS[2] <ns>:queues   KEYS[3] <ns>:queue:<q>
 -- ARGV[1] index seen         ARGV[2] entry bytes seen   ARGV[3] entry with retried_at
--- ARGV[4] queue name         ARGV[5] the job to push ({"class","args"})
--- Returns the index rewritten, or -1 when the entry is gone.
--- An error reply, before any write, when a key it would write is unusable.
+-- ARGV[4] queue name         ARGV[5] the job to push
+-- ARGV[6] the namespace prefix '<ns>:'   ARGV[7] the id of a job resq tracks ('' none)
+-- Returns the index rewritten, or -1 when the entry is gone; an error reply, before any write,
+-- when a key it would write is unusable.
 
-local e = wrong_type(KEYS[1], 'list') or wrong_type(KEYS[2], 'set') or wrong_type(KEYS[3], 'list')
-if e then return redis.error_reply(e) end
-local i = tonumber(ARGV[1])
-if redis.call('LINDEX', KEYS[1], i) ~= ARGV[2] then
-  local pos = redis.call('LPOS', KEYS[1], ARGV[2])
-  if not pos then return -1 end
-  i = pos
+local function failed_retry(KEYS, ARGV)
+  local e = G.wrong_type(KEYS[1], 'list') or G.wrong_type(KEYS[2], 'set')
+    or G.wrong_type(KEYS[3], 'list')
+  if e then return redis.error_reply(e) end
+  local i = tonumber(ARGV[1])
+  if redis.call('LINDEX', KEYS[1], i) ~= ARGV[2] then
+    local pos = redis.call('LPOS', KEYS[1], ARGV[2])
+    if not pos then return -1 end
+    i = pos
+  end
+  local P, id = ARGV[6] or '', ARGV[7] or ''
+  local v = nil
+  if id ~= '' then v = Rec.peek(P, id) end
+  redis.call('LSET', KEYS[1], i, ARGV[3])
+  redis.call('SADD', KEYS[2], ARGV[4])
+  redis.call('RPUSH', KEYS[3], ARGV[5])
+  if v and v[1] and Rec.FINAL[v[1]] then
+    local rk = Rec.key(P, id)
+    redis.call('HSET', rk, 'state', 'queued', 'queue', ARGV[4])
+    redis.call('PERSIST', rk)
+    redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
+  end
+  return i
 end
-redis.call('LSET', KEYS[1], i, ARGV[3])
-redis.call('SADD', KEYS[2], ARGV[4])
-redis.call('RPUSH', KEYS[3], ARGV[5])
-return i
+
+register('failed_retry', failed_retry)

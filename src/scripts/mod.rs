@@ -1,134 +1,214 @@
-//! Every Lua script resq runs, in one place.
+//! Every Lua function resq runs, in one Redis Functions library.
 //!
-//! Each script is a `.lua` file of this folder whose header names its KEYS and ARGV. Each is
-//! loaded with the checks of `guard.lua` prepended, and every one follows the rule those checks
-//! serve: **nothing can fail after the first write** (Redis keeps the writes a script made
-//! before an error, so a script that raised half-way would leave half a transition). A script
-//! checks the type of every key it will write and every counter it will increment first, and
-//! answers an error reply, before writing anything, when one is unusable; or, where one call
-//! carries several independent transitions (the step script), gives the unusable one an
-//! `error` verdict of its own and writes nothing of it.
+//! The `.lua` files of this folder, listed in order in `LIBRARY`, are put together when the
+//! crate builds (`build.rs`) into one library, loaded once per server with `FUNCTION LOAD` and
+//! called with `FCALL`. Each file is one concern with a header naming its KEYS and ARGV: the
+//! modules (`guard`, `config`, `payload`, `record`, `status`, `limits`, `claim`, `jesque`, the
+//! step's `finish` and `reserve`) and one file per function. A plain job's path is
+//! `step.lua` → `finish.lua` (the previous job's end) → `reserve.lua` (the next job's start).
 //!
-//! `redis::Script` sends `EVALSHA` and loads the script when the server does not know it yet.
+//! Every function follows one rule: **nothing can fail after the first write** (Redis keeps the
+//! writes a function made before an error, so one that raised half-way would leave half a
+//! transition). A function checks what could make a write fail first and answers an error
+//! reply, before writing anything, when a key is unusable; or, where one call carries several
+//! independent transitions (the step), gives the unusable one an `error` verdict of its own and
+//! writes nothing of it.
+//!
+//! The library and its functions are named after a hash of its source (`resq_<hash>`,
+//! `resq_<hash>_<name>`), so processes of two resq versions on one Redis each call their own. A
+//! server that does not have it (a restart without persistence, a new node) answers `Function
+//! not found`; the call then loads the library and is sent again.
 
 mod checked;
-mod compose;
 
 pub(crate) use checked::Checked;
 
-use redis::Script;
-use std::sync::LazyLock;
+use redis::aio::ConnectionLike;
+use redis::{FromRedisValue, RedisResult, ToRedisArgs};
 
-/// The checks every script may use before its first write.
-const GUARD: &str = include_str!("guard.lua");
+include!(concat!(env!("OUT_DIR"), "/resq_version.rs"));
 
-/// Tracked jobs' records, edited by the scripts that move the jobs (docs/jobs.md).
-const TRACK: &str = include_str!("track.lua");
+/// The library's source, as `FUNCTION LOAD` takes it.
+pub(crate) const LIBRARY: &str = include_str!(concat!(env!("OUT_DIR"), "/resq.lua"));
 
-/// Limits decided inside the reserve (docs/limits.md).
-const LIMITS: &str = include_str!("limits.lua");
+/// One function of the library, by its short name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Function(&'static str);
 
-/// The step's quick way with concurrency limits on whole queues (docs/limits.md).
-const QUICK: &str = include_str!("limits_quick.lua");
+impl Function {
+    /// The function's name on the server: `resq_<VERSION>_<name>`.
+    pub(crate) fn name(&self) -> String {
+        format!("resq_{VERSION}_{}", self.0)
+    }
 
-/// A script's source as Redis runs it: the guard, the tracking, the limits and the quick limits
-/// functions (libraries, each made on first use, `compose.rs`) and its body.
-fn composed(body: &str) -> String {
-    compose::compose(
-        GUARD,
-        &[("TRACK", TRACK), ("LIMITS", LIMITS), ("QUICK", QUICK)],
-        body,
-    )
+    /// A call of it, to which keys and arguments are added.
+    pub(crate) fn prepare_invoke(&self) -> Call {
+        Call {
+            name: self.name(),
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// A call of it with `key` as its first key.
+    pub(crate) fn key<T: ToRedisArgs>(&self, key: T) -> Call {
+        let mut c = self.prepare_invoke();
+        c.key(key);
+        c
+    }
+
+    /// A call of it with `arg` as its first argument.
+    pub(crate) fn arg<T: ToRedisArgs>(&self, arg: T) -> Call {
+        let mut c = self.prepare_invoke();
+        c.arg(arg);
+        c
+    }
 }
 
-/// A script with the guard and the libraries prepended (see [`composed`]).
-fn guarded(body: &str) -> Script {
-    Script::new(&composed(body))
+/// One `FCALL`: the function, its keys and its arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    name: String,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
 }
 
-macro_rules! scripts {
-    ($($(#[$doc:meta])* $name:ident = $file:literal;)*) => {
+impl Call {
+    /// Adds a key.
+    pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        key.write_redis_args(&mut self.keys);
+        self
+    }
+
+    /// Adds an argument.
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// The `FCALL` command.
+    fn cmd(&self) -> redis::Cmd {
+        let mut c = redis::cmd("FCALL");
+        c.arg(&self.name)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        c
+    }
+
+    /// Sends the call; a server without the library gets it loaded, and the call again.
+    pub(crate) async fn invoke_async<T: FromRedisValue, C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+    ) -> RedisResult<T> {
+        match self.cmd().query_async(con).await {
+            Err(e) if not_loaded(&e) => {
+                load(con).await?;
+                self.cmd().query_async(con).await
+            }
+            r => r,
+        }
+    }
+
+    /// Adds the call to `pipe` (load the library first: [`ensure_loaded`]).
+    pub(crate) fn add_to(&self, pipe: &mut redis::Pipeline) {
+        pipe.add_command(self.cmd());
+    }
+}
+
+/// Whether `e` says the server does not have the function (its library is not loaded).
+pub(crate) fn not_loaded(e: &redis::RedisError) -> bool {
+    e.to_string().contains("Function not found")
+}
+
+/// Loads the library (`FUNCTION LOAD`); one already loaded is fine.
+pub(crate) async fn load<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<()> {
+    let r: RedisResult<String> = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(LIBRARY)
+        .query_async(con)
+        .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if e.to_string().contains("already exists") => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes sure the server has the library, with one cheap call (for pipelines of `FCALL`s, which
+/// must not be sent again as a whole).
+pub(crate) async fn ensure_loaded<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<()> {
+    let _: String = VERSION_FN.prepare_invoke().invoke_async(con).await?;
+    Ok(())
+}
+
+macro_rules! functions {
+    ($($(#[$doc:meta])* $name:ident = $fname:literal;)*) => {
         $(
             $(#[$doc])*
-            pub(crate) static $name: LazyLock<Script> =
-                LazyLock::new(|| guarded(include_str!($file)));
+            pub(crate) const $name: Function = Function($fname);
         )*
-
-        /// Every script's name and source (without the guard), for tests that run each one
-        /// against keys of every wrong type.
-        #[allow(dead_code)]
-        pub(crate) const ALL: &[(&str, &str)] = &[$((stringify!($name), include_str!($file))),*];
     };
 }
 
-scripts! {
+functions! {
+    /// The library's version (a cheap call that proves it is loaded).
+    VERSION_FN = "version";
     /// Finish / fail each slot's job and reserve its next one (worker/step.rs).
-    STEP = "step.lua";
-    /// A claimed payload becomes its slot's record, or a failure entry (worker/claim.rs).
-    PROMOTE = "promote.lua";
+    STEP = "step";
+    /// A claimed payload becomes a failure entry (worker/claim.rs).
+    PROMOTE = "promote";
     /// A claimed payload goes back to the head of its queue (worker/claim.rs, pruning).
-    UNCLAIM = "unclaim.lua";
+    UNCLAIM = "unclaim";
     /// Endings with a retry or a unique lock (worker/complete.rs).
-    COMPLETE = "complete.lua";
+    COMPLETE = "complete";
     /// An interrupted job back to the head of its queue (worker/requeue.rs).
-    REQUEUE = "requeue.lua";
+    REQUEUE = "requeue";
     /// Unregister a dead worker and record its job (worker/prune.rs).
-    PRUNE = "prune.lua";
+    PRUNE = "prune";
     /// Move due resque-scheduler items to their queues (scheduler/mover.rs).
-    MOVE_DELAYED = "move_delayed.lua";
+    MOVE_DELAYED = "move_delayed";
     /// Fire a recurring schedule once (scheduler/recurring.rs).
-    FIRE_SCHEDULE = "fire_schedule.lua";
+    FIRE_SCHEDULE = "fire_schedule";
     /// The scheduler's master lock (scheduler/lock.rs).
-    SCHEDULER_POLL = "scheduler_poll.lua";
+    SCHEDULER_POLL = "scheduler_poll";
     /// Enqueue under a unique lock (client/unique.rs).
-    UNIQUE_ENQUEUE = "unique_enqueue.lua";
+    UNIQUE_ENQUEUE = "unique_enqueue";
     /// Jesque delayed and recurring enqueue and removal (client/jesque.rs).
-    JESQUE_ENQUEUE = "jesque_enqueue.lua";
+    JESQUE_ENQUEUE = "jesque_enqueue";
     /// Retry one failure entry, Ruby's way (admin/failures.rs).
-    FAILED_RETRY = "failed_retry.lua";
+    FAILED_RETRY = "failed_retry";
     /// Remove failure entries, Ruby's way (admin/failures.rs).
-    FAILED_REMOVE = "failed_remove.lua";
+    FAILED_REMOVE = "failed_remove";
     /// Take one resque-scheduler item out of its bucket, and enqueue it (admin/delayed_ops.rs).
-    DELAYED_TAKE = "delayed_take.lua";
+    DELAYED_TAKE = "delayed_take";
     /// Several writes as one step, every key's type checked first ([`Checked`]).
-    CHECKED_WRITE = "checked_write.lua";
-    /// A running tracked job's progress, unless it is asked to stop (jobs/running.rs).
-    TRACK_PROGRESS = "track_progress.lua";
+    CHECKED_WRITE = "checked_write";
     /// Enqueue a tracked job with its record, tags and job key (jobs/enqueue.rs).
-    TRACK_ENQUEUE = "track_enqueue.lua";
+    JOB_ENQUEUE = "job_enqueue";
     /// Cancel a tracked job, or ask a running one to stop (jobs/control.rs).
-    TRACK_CANCEL = "track_cancel.lua";
-    /// A transition computed by the worker, on its own (claims, requeues; jobs/mod.rs).
-    TRACK_APPLY = "track_apply.lua";
-    /// Forget finished records: expired ones, or by state and age (jobs/control.rs).
-    TRACK_PURGE = "track_purge.lua";
+    JOB_CANCEL = "job_cancel";
+    /// A running tracked job's progress, unless it is asked to stop (jobs/running.rs).
+    JOB_PROGRESS = "job_progress";
+    /// A claimed tracked job starts (worker/claim.rs).
+    JOB_START = "job_start";
+    /// Forget finished tracked jobs (jobs/control.rs).
+    JOB_PURGE = "job_purge";
     /// Held jobs back to their queues by time, capacity or a limit gone (limits/cache.rs).
-    RELEASE = "release.lua";
+    LIMITS_RELEASE = "limits_release";
     /// A claimed job's limits, at promote (worker/claim.rs).
-    LIMIT_CLAIM = "limit_claim.lua";
+    LIMIT_CLAIM = "limit_claim";
     /// Limit shares no job holds any more, returned (worker/prune.rs).
-    LIMIT_ORPHANS = "limit_orphans.lua";
+    LIMIT_ORPHANS = "limit_orphans";
 }
 
-/// Loads the scripts a worker runs on every job (`SCRIPT LOAD`), before its first step: the
-/// first reserve is then one `EVALSHA`, not `EVALSHA` → `NOSCRIPT` → `SCRIPT LOAD` → `EVALSHA`
-/// (a few milliseconds during which a signal could arrive between the decision to reserve and
-/// the reserve). Best effort: a script not loaded is loaded on first use.
-pub(crate) async fn preload<C: redis::aio::ConnectionLike + Send>(con: &mut C) {
-    for s in [
-        &*STEP,
-        &*COMPLETE,
-        &*PROMOTE,
-        &*TRACK_PROGRESS,
-        &*TRACK_APPLY,
-    ] {
-        let _ = s.load_async(con).await;
-    }
+/// Loads the library before a worker's first step (best effort: a call of a server without it
+/// loads it then), so the first reserve is one `FCALL`.
+pub(crate) async fn preload<C: ConnectionLike + Send>(con: &mut C) {
+    let _ = load(con).await;
 }
 
 #[cfg(test)]
 mod globals_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod track_tests;

@@ -1,4 +1,5 @@
--- move_delayed.lua: move one batch of due resque-scheduler items onto their queues, atomically.
+-- move_delayed.lua: the function `move_delayed` — move one batch of due resque-scheduler
+-- items onto their queues, atomically.
 --
 -- The caller read the head of the bucket (LRANGE) and turned each item into its job, as
 -- resque-scheduler's enqueue_from_config does; this script applies that only if the lock is
@@ -13,71 +14,79 @@
 -- ARGV[5] the namespace prefix '<ns>:'   ARGV[6] now in epoch ms
 -- then per item i: ARGV[6+4i-3] the item (exact bytes), ARGV[6+4i-2] queue name ('' when the
 -- item cannot be enqueued), ARGV[6+4i-1] the job payload, or the failure entry when the queue
--- name is '', ARGV[6+4i] the id of a tracked job ('' when not tracked)
--- A tracked job's record goes from scheduled (or retrying) to queued in the same step; one
--- whose record says cancelled is dropped instead of being enqueued: it never runs.
+-- name is '', ARGV[6+4i] 'r:<id>' for a job resq tracks, 's:<id>' for a resque-status job,
+-- '' otherwise
+-- A tracked job's record says queued (and when it was moved) in the same step; one whose
+-- record says cancelled (killed, for a resque-status job) is dropped instead: it never runs.
 -- Returns n when moved; -1 when the lock is not ours; -2 when the bucket changed (read again);
 -- an error reply, before any write, when a key it would write is unusable.
 
-local lock = redis.pcall('GET', KEYS[1])
-if type(lock) == 'table' or lock ~= ARGV[1] then
-  return -1
-end
-local e = wrong_type(KEYS[3], 'list') or wrong_type(KEYS[2], 'zset')
-if e then return redis.error_reply(e) end
-local n = tonumber(ARGV[4])
-if n > 0 then
-  local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
-  if #head ~= n then
-    return -2
+local function move_delayed(KEYS, ARGV)
+  local lock = redis.pcall('GET', KEYS[1])
+  if type(lock) == 'table' or lock ~= ARGV[1] then
+    return -1
   end
-  for i = 1, n do
-    if head[i] ~= ARGV[6 + 4 * i - 3] then
+  local e = G.wrong_type(KEYS[3], 'list') or G.wrong_type(KEYS[2], 'zset')
+  if e then return redis.error_reply(e) end
+  local n = tonumber(ARGV[4])
+  if n > 0 then
+    local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
+    if #head ~= n then
       return -2
     end
-  end
-  for i = 1, n do
-    e = wrong_type(KEYS[5 + 2 * i - 1], 'set')
-    if not e and ARGV[6 + 4 * i - 2] ~= '' then
-      e = wrong_type(KEYS[4], 'set') or wrong_type(KEYS[5 + 2 * i], 'list')
-    elseif not e then
-      e = wrong_type(KEYS[5], 'list')
-    end
-    if e then return redis.error_reply(e) end
-  end
-  local P, now_ms = ARGV[5], tonumber(ARGV[6])
-  local dropped = {}
-  for i = 1, n do
-    local tid = ARGV[6 + 4 * i]
-    if tid ~= '' then
-      local text, ms, _, r = track_read(P, tid)
-      if text and track_extra(text, ms, r).state == 'cancelled' then dropped[i] = true end
-    end
-  end
-  for i = 1, n do
-    redis.call('SREM', KEYS[5 + 2 * i - 1], ARGV[3])
-    local queue = ARGV[6 + 4 * i - 2]
-    local tid = ARGV[6 + 4 * i]
-    if dropped[i] then
-      -- Cancelled while it waited.
-    elseif queue ~= '' then
-      if tid ~= '' then
-        track(P, tid, {
-          state = 'queued', now_ms = now_ms, now_s = math.floor(now_ms / 1000),
-          event = { event = 'moved', queue = queue },
-          extra = { queue = queue }, only_if = { scheduled = true, retrying = true },
-        })
+    for i = 1, n do
+      if head[i] ~= ARGV[6 + 4 * i - 3] then
+        return -2
       end
-      redis.call('SADD', KEYS[4], queue)
-      redis.call('RPUSH', KEYS[5 + 2 * i], ARGV[6 + 4 * i - 1])
-    else
-      redis.call('RPUSH', KEYS[5], ARGV[6 + 4 * i - 1])
     end
+    for i = 1, n do
+      e = G.wrong_type(KEYS[5 + 2 * i - 1], 'set')
+      if not e and ARGV[6 + 4 * i - 2] ~= '' then
+        e = G.wrong_type(KEYS[4], 'set') or G.wrong_type(KEYS[5 + 2 * i], 'list')
+      elseif not e then
+        e = G.wrong_type(KEYS[5], 'list')
+      end
+      if e then return redis.error_reply(e) end
+    end
+    local P, now_ms = ARGV[5], tonumber(ARGV[6])
+    -- What each tracked item's record says (read before any write).
+    local dropped, peeked = {}, {}
+    for i = 1, n do
+      local t = ARGV[6 + 4 * i]
+      local kind, tid = string.sub(t, 1, 1), string.sub(t, 3)
+      if kind == 'r' then
+        local v = Rec.peek(P, tid)
+        if v and v[1] == 'cancelled' then dropped[i] = true elseif v and v[1] then peeked[i] = v end
+      elseif kind == 's' then
+        local text, ms = Status.read(P, tid)
+        if Status.cancelled(text, ms) then dropped[i] = true end
+      end
+    end
+    for i = 1, n do
+      redis.call('SREM', KEYS[5 + 2 * i - 1], ARGV[3])
+      local queue = ARGV[6 + 4 * i - 2]
+      local v = peeked[i]
+      if dropped[i] then
+        -- Cancelled while it waited.
+      elseif queue ~= '' then
+        if v and (v[1] == 'scheduled' or v[1] == 'retrying') then
+          local tid = string.sub(ARGV[6 + 4 * i], 3)
+          redis.call('HSET', Rec.key(P, tid), 'state', 'queued', 'queue', queue,
+            'a' .. (Rec.whole(v[2]) + 1) .. '.moved', now_ms)
+        end
+        redis.call('SADD', KEYS[4], queue)
+        redis.call('RPUSH', KEYS[5 + 2 * i], ARGV[6 + 4 * i - 1])
+      else
+        redis.call('RPUSH', KEYS[5], ARGV[6 + 4 * i - 1])
+      end
+    end
+    redis.call('LTRIM', KEYS[3], n, -1)
   end
-  redis.call('LTRIM', KEYS[3], n, -1)
+  if redis.call('LLEN', KEYS[3]) == 0 then
+    redis.call('DEL', KEYS[3])
+    redis.call('ZREM', KEYS[2], ARGV[2])
+  end
+  return n
 end
-if redis.call('LLEN', KEYS[3]) == 0 then
-  redis.call('DEL', KEYS[3])
-  redis.call('ZREM', KEYS[2], ARGV[2])
-end
-return n
+
+register('move_delayed', move_delayed)

@@ -1,6 +1,7 @@
--- scheduler_poll.lua: one scheduler tick's first step, with resque-scheduler's master-lock
--- semantics (its Resilient lock): take the lock if free (SETNX + EXPIRE), or keep it if it is
--- still ours (GET == value → EXPIRE); then, as master, name the earliest due timestamp.
+-- scheduler_poll.lua: the function `scheduler_poll`: one scheduler tick's first step, with resque-
+-- scheduler's master-lock semantics (its Resilient lock): take the lock if free (SETNX + EXPIRE),
+-- or keep it if it is still ours (GET == value → EXPIRE); then, as master, name the earliest due
+-- timestamp.
 --
 -- KEYS[1] <ns>:<ns>:resque_scheduler_master_lock   KEYS[2] <ns>:delayed_queue_schedule
 -- ARGV[1] lock value '<host>:<pid>'   ARGV[2] lock timeout (s)   ARGV[3] now (epoch s)
@@ -10,26 +11,30 @@
 -- For 'release': {1, ''} when the lock was ours and is deleted, {0, ''} otherwise.
 -- An error reply, before any write, when a key it would write is unusable.
 
-if ARGV[4] == 'release' then
-  if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-    redis.call('DEL', KEYS[1])
-    return {1, ''}
+local function scheduler_poll(KEYS, ARGV)
+  if ARGV[4] == 'release' then
+    if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+      redis.call('DEL', KEYS[1])
+      return {1, ''}
+    end
+    return {0, ''}
   end
-  return {0, ''}
+
+  local e = G.wrong_type(KEYS[1], 'string') or G.wrong_type(KEYS[2], 'zset')
+  if e then return redis.error_reply(e) end
+  local master = 0
+  if redis.call('SETNX', KEYS[1], ARGV[1]) == 1 then
+    redis.call('EXPIRE', KEYS[1], ARGV[2])
+    master = 1
+  elseif redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('EXPIRE', KEYS[1], ARGV[2])
+    master = 2
+  end
+  if master == 0 then
+    return {0, ''}
+  end
+  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[3], 'LIMIT', 0, 1)[1]
+  return {master, due or ''}
 end
 
-local e = wrong_type(KEYS[1], 'string') or wrong_type(KEYS[2], 'zset')
-if e then return redis.error_reply(e) end
-local master = 0
-if redis.call('SETNX', KEYS[1], ARGV[1]) == 1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-  master = 1
-elseif redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-  master = 2
-end
-if master == 0 then
-  return {0, ''}
-end
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[3], 'LIMIT', 0, 1)[1]
-return {master, due or ''}
+register('scheduler_poll', scheduler_poll)

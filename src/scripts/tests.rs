@@ -266,6 +266,7 @@ mod step_scenarios {
             stepper: &stepper,
             completion: completion.as_ref(),
             reserve: true,
+            limited: false,
         };
         match step_batch(&mut con, &queues, &[item], "").await {
             Err(e) => refused(e),
@@ -452,11 +453,13 @@ mod step_scenarios {
                 stepper: &steppers[0],
                 completion: Some(&failed),
                 reserve: true,
+                limited: false,
             },
             StepItem {
                 stepper: &steppers[1],
                 completion: None,
                 reserve: true,
+                limited: false,
             },
         ];
         let out = step_batch(&mut con, &queues, &items, "").await.unwrap();
@@ -467,7 +470,7 @@ mod step_scenarios {
             other => panic!("slot 0 not refused: {other:?}"),
         }
         assert!(
-            matches!(&out.replies[1], (Reply::Job(r), _) if String::from_utf8_lossy(r).contains("b-1"))
+            matches!(&out.replies[1], (Reply::Job(r, _), _) if String::from_utf8_lossy(r).contains("b-1"))
         );
         // Slot 0's job is still its record; nothing counted for it.
         let held: String = con.get(keys.worker(ids[0])).await.unwrap();
@@ -504,6 +507,7 @@ mod other_scenarios {
                         r.as_bytes(),
                         &job,
                         "",
+                        false,
                     )
                     .await
                     {
@@ -674,7 +678,7 @@ mod more_scenarios {
                         panic!("not extended")
                     };
                     let stepper = Stepper::new(&keys, ID, true);
-                    match stepper.apply_extended(&mut con, &ext).await {
+                    match stepper.apply_extended(&mut con, &ext, false).await {
                         Ok(b) => Answer::Done(b.to_string()),
                         Err(e) => refused(e),
                     }

@@ -1,9 +1,9 @@
 //! Step batching: the steps of all slots that are ready at the same moment go to Redis as one
-//! step-script call.
+//! step call.
 //!
 //! A slot hands its step (previous job's completion + "reserve the next") to the process's
 //! [`Batcher`] and waits for its reply. Each of a few lanes takes the first waiting step, adds
-//! every other step already waiting (up to [`MAX_BATCH`]), sends them as one `EVALSHA` and hands
+//! every other step already waiting (up to [`MAX_BATCH`]), sends them as one `FCALL` and hands
 //! each slot its own reply. Nothing waits for a batch to fill: a lone step is sent at once, and
 //! steps that arrive while a call is in flight form the next one. Under load this turns 64
 //! slots' round trips into a couple of calls, cutting Redis's per-call work and the process's
@@ -38,10 +38,22 @@ struct Request {
     stepper: Arc<Stepper>,
     completion: Option<Completion>,
     reserve: bool,
+    limited: bool,
     /// Poll every queue, whatever the wake-up state says (the periodic fallback).
     full: bool,
     queues: Arc<QueueKeys>,
-    reply: oneshot::Sender<RedisResult<(Reply, bool)>>,
+    reply: oneshot::Sender<RedisResult<Answer>>,
+}
+
+/// What a slot's step came back with.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    /// The reply.
+    pub reply: Reply,
+    /// Whether the completion was applied by this call.
+    pub applied: bool,
+    /// Whether the call reserved under limits (a job it gave holds shares until it ends).
+    pub limited: bool,
 }
 
 /// The process's step sender; cheap to clone, one per slot.
@@ -58,6 +70,8 @@ pub(crate) struct StepRequest<'a> {
     pub completion: Option<&'a Completion>,
     /// Whether to reserve a next job.
     pub reserve: bool,
+    /// Whether the job it completes was reserved under limits.
+    pub limited: bool,
     /// Poll every queue of `queues`, not only those not known to be empty.
     pub full: bool,
     /// The slot's queues.
@@ -81,15 +95,15 @@ impl Batcher {
         Batcher { tx }
     }
 
-    /// Sends one slot's step and waits for its reply: the reply and whether the completion was
-    /// applied by this call, or the error of the call (sent once; the slot decides whether and
+    /// Sends one slot's step and waits for its answer, or the error of the call (sent once; the slot decides whether and
     /// when to send it again, which the script makes safe).
-    pub(crate) async fn step(&self, req: StepRequest<'_>) -> RedisResult<(Reply, bool)> {
+    pub(crate) async fn step(&self, req: StepRequest<'_>) -> RedisResult<Answer> {
         let (reply, rx) = oneshot::channel();
         let req = Request {
             stepper: req.stepper.clone(),
             completion: req.completion.cloned(),
             reserve: req.reserve,
+            limited: req.limited,
             full: req.full,
             queues: req.queues,
             reply,
@@ -151,11 +165,16 @@ async fn lane(
         let pick = fetch.pick(&batch[0].queues, reserving, full, completing);
         if pick.nothing_to_do(&batch) {
             for req in batch {
-                let _ = req.reply.send(Ok((Reply::Empty, false)));
+                let _ = req.reply.send(Ok(Answer {
+                    reply: Reply::Empty,
+                    applied: false,
+                    limited: false,
+                }));
             }
             continue;
         }
         let version = limits.version();
+        let json = limits.json();
         let result = {
             let items: Vec<StepItem<'_>> = batch
                 .iter()
@@ -163,11 +182,13 @@ async fn lane(
                     stepper: &r.stepper,
                     completion: r.completion.as_ref(),
                     reserve: r.reserve,
+                    limited: r.limited,
                 })
                 .collect();
             let mut con = con.clone();
-            step_batch(&mut con, &pick.queues, &items, &limits.json()).await
+            step_batch(&mut con, &pick.queues, &items, &json).await
         };
+        let limited = !json.is_empty();
         match result {
             Ok(out) => {
                 // A queue a full limit closed, found so with limits replaced since (raised or
@@ -180,10 +201,14 @@ async fn lane(
                 if let Some(due) = out.release_due {
                     limits.note_due(due);
                 }
-                for (req, reply) in batch.into_iter().zip(out.replies) {
+                for (req, (reply, applied)) in batch.into_iter().zip(out.replies) {
                     // A slot that stopped waiting (its task was cancelled) simply misses its
                     // reply; its record stays in Redis for the pruner, as after a crash.
-                    let _ = req.reply.send(Ok(reply));
+                    let _ = req.reply.send(Ok(Answer {
+                        reply,
+                        applied,
+                        limited,
+                    }));
                 }
             }
             Err(e) => {

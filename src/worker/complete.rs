@@ -1,11 +1,11 @@
-//! Endings that need more than the step script: retry with back-off (see
+//! Endings that need more than the step's completion: retry with back-off (see
 //! [`crate::registry::retry`]) and unique jobs (see [`crate::registry::unique`]).
 //!
 //! [`success`] and [`failure`] turn a job's result and what the chain's layers decided
 //! ([`Extras`]: a retry plan, a lock to release) into a [`Completion`]: the plain variants when
 //! nothing extra applies (the hot path), [`Completion::Extended`] otherwise.
-//! The stepper applies an extended completion with `complete.lua` — one atomic step, like the
-//! step script's own completion — and then reserves with a plain step (so these jobs cost one
+//! The stepper applies an extended completion with the library's `complete` — one atomic step, like the
+//! step's own completion — and then reserves with a plain step (so these jobs cost one
 //! more round trip than others).
 
 use super::perform::failure_entry;
@@ -131,11 +131,12 @@ pub(crate) async fn apply<C: ConnectionLike + Send>(
     con: &mut C,
     stepper: &Stepper,
     ext: &Extended,
+    limited: bool,
 ) -> RedisResult<bool> {
     // A counter that keeps moving under us means another copy of the same job fails at the
     // same moment; a few rounds settle it, and the last one does not check.
     for round in 0..5 {
-        let (applied, status) = attempt(con, stepper, ext, round < 4).await?;
+        let (applied, status) = attempt(con, stepper, ext, round < 4, limited).await?;
         if status != "conflict" {
             return Ok(applied);
         }
@@ -149,6 +150,7 @@ async fn attempt<C: ConnectionLike + Send>(
     stepper: &Stepper,
     ext: &Extended,
     cas: bool,
+    limited: bool,
 ) -> RedisResult<(bool, String)> {
     let keys = stepper.keys();
     let id = stepper.id();
@@ -166,8 +168,10 @@ async fn attempt<C: ConnectionLike + Send>(
     k.push(keys.claim_token(id));
     // ARGV[2..=16] after the record; defaults are "nothing to do".
     // `a[n]` is ARGV[n] (ARGV[1], the record, is sent as bytes); defaults do nothing.
-    let mut a: Vec<String> = vec![String::new(); 22];
+    let mut a: Vec<String> = vec![String::new(); 24];
     a[21] = stepper.limits_json().to_string();
+    a[22] = if limited { "1" } else { "0" }.into();
+    a[23] = stepper.sweep().as_millis().to_string();
     a[4] = if count_failed { "1" } else { "0" }.into();
     a[5] = "-".into();
     a[7] = "0".into();

@@ -4,7 +4,7 @@
 //! Jesque turns `<ns>:queue:<q>` into a ZSET of job JSON scored by due time in epoch ms, with
 //! recurring periods in `<ns>:queue:<q>:frequency` (wire notes §9.2). A resq slot reserves from
 //! such a queue with Jesque's pop rules, inside the same step script that writes its worker
-//! record (`step.lua`): the lowest member scored ≤ now is taken; a recurring one is re-scored
+//! record (`reserve.lua`): the lowest member scored ≤ now is taken; a recurring one is re-scored
 //! `score + period` (so it catches up one period per pop when behind, as in Jesque), others are
 //! removed. The member's bytes become the record's payload unchanged.
 //!
@@ -20,7 +20,7 @@
 use crate::keys::Keys;
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, ScriptInvocation};
+use redis::RedisResult;
 use std::time::Duration;
 
 /// Longest sleep of a zset queue's watcher.
@@ -57,11 +57,6 @@ impl JesqueQueues {
         }
     }
 
-    /// Whether no queue is a zset queue (the step script then runs its list-only path).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.flags.is_empty()
-    }
-
     /// Whether `key` is one of the zset queues' keys.
     pub(crate) fn is_zset_key(&self, key: &str) -> bool {
         self.zset_keys.iter().any(|k| k == key)
@@ -93,22 +88,6 @@ impl JesqueQueues {
                 })
                 .collect(),
             frequency,
-        }
-    }
-
-    /// Adds the frequency keys of a step invocation (nothing for list-only workers).
-    pub(crate) fn append_keys(&self, inv: &mut ScriptInvocation<'_>) {
-        for k in &self.frequency {
-            inv.key(k);
-        }
-    }
-
-    /// Adds the flags and the time of a step invocation (`''` twice for list-only workers).
-    pub(crate) fn append_args(&self, inv: &mut ScriptInvocation<'_>, now: DateTime<Utc>) {
-        if self.is_empty() {
-            inv.arg("").arg("");
-        } else {
-            inv.arg(self.flags.as_str()).arg(now.timestamp_millis());
         }
     }
 }
@@ -152,6 +131,9 @@ mod tests {
         assert_eq!(j.frequency[1], "ns:queue:z:frequency");
         assert!(j.is_zset_key("ns:queue:z"));
         assert!(!j.is_zset_key("ns:queue:a"));
-        assert!(JesqueQueues::new(&keys, &names, &["other".to_string()]).is_empty());
+        assert_eq!(
+            JesqueQueues::new(&keys, &names, &["other".to_string()]),
+            JesqueQueues::default()
+        );
     }
 }

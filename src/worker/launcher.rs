@@ -302,13 +302,19 @@ impl Worker {
             fetch.clone(),
             limits.clone(),
         );
+        let settings = super::step::Settings {
+            count_failed: cfg.count_failed_as_processed,
+            max_payload: cfg.max_payload,
+            statused: self.registry.statused_classes(),
+            sweep: self.registry.longest_track_ttl(cfg.job_ttl),
+        };
+        let ids: Vec<String> = states.iter().map(|s| s.id.to_string()).collect();
+        let config = super::step::StepConfig::new(&keys, &ids, &settings);
         let mut slots = JoinSet::new();
-        for state in &states {
+        for (i, state) in states.iter().enumerate() {
             let slot = Slot {
                 stepper: Arc::new(
-                    Stepper::new(&keys, &state.id, cfg.count_failed_as_processed)
-                        .with_max_payload(cfg.max_payload)
-                        .with_statused(&self.registry.statused_classes())
+                    Stepper::in_process(&keys, &state.id, config.clone(), i + 1, settings.clone())
                         .with_limits(limits.clone()),
                 ),
                 steps: steps.clone(),

@@ -28,7 +28,6 @@ pub(crate) mod launcher;
 pub(crate) mod lifecycle;
 pub(crate) mod perform;
 pub(crate) mod prune;
-pub(crate) mod quick;
 pub(crate) mod requeue;
 pub(crate) mod shutdown;
 pub(crate) mod slot;
@@ -39,6 +38,5 @@ pub use launcher::{Running, Worker, WorkerBuilder};
 pub use shutdown::Phase;
 
 #[cfg(test)]
-mod limits_tests;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! around it (see [`crate::middleware`]), and turn the outcome into the completion the next
 //! step writes.
 
-use super::step::{Completion, JobRef};
+use super::step::{Completion, JobRef, Started};
 use crate::middleware::Chain;
 use crate::registry::{JobContext, JobError, Registry};
 use crate::wire::{time, Failure, Payload, WorkerRecord};
@@ -15,8 +15,9 @@ pub(crate) const TERM_EXCEPTION: &str = "Resque::TermException";
 /// A job a slot holds, ready to run.
 #[derive(Debug)]
 pub(crate) enum Reserved {
-    /// Reserved and checked by the step script: its worker record's exact bytes.
-    Record(Vec<u8>),
+    /// Reserved and checked by the step: its worker record's exact bytes, and what a tracked
+    /// job's record said when the step started it.
+    Record(Vec<u8>, Option<Started>),
     /// Claimed, checked by the worker and promoted (see [`super::claim`]).
     Claimed {
         /// The decoded payload.
@@ -25,6 +26,8 @@ pub(crate) enum Reserved {
         queue: String,
         /// The claim's token, which names the job in its completion.
         token: String,
+        /// What a tracked job's record said when it started.
+        started: Option<Started>,
     },
 }
 
@@ -43,14 +46,15 @@ pub(crate) async fn perform(
     worker: &Arc<str>,
     abort: impl Future<Output = &'static str>,
 ) -> Completion {
-    let (payload, queue, job) = match job {
+    let (payload, queue, job, started) = match job {
         Reserved::Claimed {
             payload,
             queue,
             token,
-        } => (Arc::new(payload), queue, JobRef::Token(token)),
-        Reserved::Record(record) => match decode_record(record, worker) {
-            Ok((payload, queue, record)) => (payload, queue, JobRef::Record(record)),
+            started,
+        } => (Arc::new(payload), queue, JobRef::Token(token), started),
+        Reserved::Record(record, started) => match decode_record(record, worker) {
+            Ok((payload, queue, record)) => (payload, queue, JobRef::Record(record), started),
             Err(failed) => return failed,
         },
     };
@@ -76,9 +80,23 @@ pub(crate) async fn perform(
     } else {
         handler
     };
-    let ctx = match (tracker, tracked) {
-        (Some(t), Some((id, statused))) => {
-            let run = t.begin(id, statused, ctx.handler_track_ttl());
+    // Followed only when the step wrote its record's start (a job whose record is gone runs
+    // untracked).
+    let kind = match (&tracked, started) {
+        (Some((_, false)), Some(Started::Tracked { attempt, key })) => {
+            Some(crate::jobs::Kind::Tracked {
+                attempt: Some(attempt),
+                key,
+            })
+        }
+        (Some((_, true)), Some(Started::Statused)) => Some(crate::jobs::Kind::Statused {
+            class: payload.class().to_string(),
+        }),
+        _ => None,
+    };
+    let ctx = match (tracker, tracked, kind) {
+        (Some(t), Some((id, _)), Some(kind)) => {
+            let run = t.begin(id, kind, ctx.handler_track_ttl());
             ctx.with_tracked(run)
         }
         _ => ctx,
@@ -95,6 +113,7 @@ pub(crate) async fn perform(
         // Aborted: the tracking layer never saw an outcome.
         extras.track = Some(Box::new(crate::jobs::TrackEnd {
             id: run.id.clone(),
+            kind: run.kind.clone(),
             ending: crate::jobs::Ending::Failed(err.message.clone()),
             result: None,
             ttl_secs: run.ttl.as_secs(),
@@ -119,7 +138,7 @@ fn refusing(err: JobError) -> crate::registry::Handler {
     })
 }
 
-/// The payload and queue of a record the step script wrote, or the failure completion of a
+/// The payload and queue of a record the step wrote, or the failure completion of a
 /// record that cannot be read after all.
 fn decode_record(
     record: Vec<u8>,
@@ -129,7 +148,7 @@ fn decode_record(
         .ok()
         .and_then(|t| WorkerRecord::parse(t).ok());
     let Some(rec) = parsed else {
-        // The reserve script checks payloads with Lua's cjson, which also reads a few things
+        // The step checks payloads with Lua's cjson, which also reads a few things
         // strict JSON does not (NaN, Infinity, hex numbers, raw control characters in
         // strings); such a record lands here. Keep its queue and text.
         let (queue, text) = salvage(&record);
@@ -139,7 +158,11 @@ fn decode_record(
         );
         tracing::warn!(queue = %queue, worker = %worker, "malformed payload");
         let entry = failure_entry(None, &queue, worker, &err);
-        let track = crate::jobs::ending_of_unreadable(&err.message, Some(&text));
+        let track = crate::jobs::ending_in_payload(
+            &text,
+            crate::jobs::Ending::Failed(err.message.clone()),
+            crate::jobs::DEFAULT_TTL,
+        );
         return Err(Completion::Failure {
             job: JobRef::Record(record),
             entry,
@@ -155,7 +178,11 @@ fn decode_record(
             );
             tracing::warn!(queue = %rec.queue, worker = %worker, error = %err, "malformed payload");
             let entry = failure_entry(None, &rec.queue, worker, &err);
-            let track = crate::jobs::ending_of_unreadable(&err.message, Some(&rec.payload_text));
+            let track = crate::jobs::ending_in_payload(
+                &rec.payload_text,
+                crate::jobs::Ending::Failed(err.message.clone()),
+                crate::jobs::DEFAULT_TTL,
+            );
             Err(Completion::Failure {
                 job: JobRef::Record(record),
                 entry,

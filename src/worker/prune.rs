@@ -213,7 +213,6 @@ impl Pruner {
             }
         }
         self.return_orphan_claims(con, &mut report).await?;
-        self.fail_orphan_tracked(con).await?;
         self.return_orphan_shares(con).await?;
         Ok(report)
     }
@@ -251,53 +250,6 @@ impl Pruner {
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Fails the records of tracked jobs marked working by a worker that is no longer
-    /// registered (Ruby's pruner removed it, which does not know resq's records): at most
-    /// 1,000 per round, each only if it is still working (`track_apply.lua`).
-    async fn fail_orphan_tracked<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
-        let ids: Vec<String> = redis::cmd("ZRANGE")
-            .arg(self.keys.job_state("working"))
-            .arg(0)
-            .arg(999)
-            .query_async(con)
-            .await?;
-        let ids: Vec<crate::jobs::JobId> = ids
-            .iter()
-            .filter_map(|i| crate::jobs::JobId::parse(i))
-            .collect();
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let workers: BTreeSet<String> = redis::cmd("SMEMBERS")
-            .arg(self.keys.workers())
-            .query_async(con)
-            .await?;
-        let texts: Vec<Option<String>> = redis::cmd("MGET")
-            .arg(
-                ids.iter()
-                    .map(|i| self.keys.resque_status(i.as_str()))
-                    .collect::<Vec<_>>(),
-            )
-            .query_async(con)
-            .await?;
-        for (id, text) in ids.iter().zip(texts) {
-            let Some(s) = text.and_then(|t| crate::jobs::JobStatus::parse(id, &t)) else {
-                continue;
-            };
-            let Some(w) = s.worker.filter(|w| !workers.contains(w)) else {
-                continue;
-            };
-            let now = Utc::now().timestamp_millis();
-            let _: String = crate::scripts::TRACK_APPLY
-                .arg(self.keys.prefix())
-                .arg(crate::jobs::died_spec(id, &w, crate::jobs::DEFAULT_TTL))
-                .arg(now)
-                .invoke_async(con)
-                .await?;
-        }
-        Ok(())
     }
 
     /// Puts back the claimed payloads (see [`super::claim`]) of worker ids no longer
@@ -399,13 +351,14 @@ impl Pruner {
                 return Ok(());
             }
             Judged::Job { held, class } => {
-                if let Some(tid) = crate::jobs::id_in_payload(&held.payload) {
-                    track = if self.at_least_once {
-                        crate::jobs::requeued_spec(&tid)
-                    } else {
-                        crate::jobs::died_spec(&tid, id, crate::jobs::DEFAULT_TTL)
-                    };
-                }
+                let ending = if self.at_least_once {
+                    crate::jobs::Ending::Requeued
+                } else {
+                    crate::jobs::Ending::Failed(format!("worker {id} died while running it"))
+                };
+                track =
+                    crate::jobs::ending_in_payload(&held.payload, ending, crate::jobs::DEFAULT_TTL)
+                        .unwrap_or_default();
                 if self.at_least_once {
                     (
                         "requeue",

@@ -44,10 +44,14 @@ pub(crate) async fn requeue<C: ConnectionLike + Send>(
     record: &[u8],
     job: &HeldJob,
     limits: &str,
+    limited: bool,
 ) -> RedisResult<bool> {
-    let track = crate::jobs::id_in_payload(&job.payload)
-        .map(|tid| crate::jobs::requeued_spec(&tid))
-        .unwrap_or_default();
+    let track = crate::jobs::ending_in_payload(
+        &job.payload,
+        crate::jobs::Ending::Requeued,
+        crate::jobs::DEFAULT_TTL,
+    )
+    .unwrap_or_default();
     let n: i64 = crate::scripts::REQUEUE
         .key(keys.worker(id))
         .key(keys.queue(&job.queue))
@@ -59,6 +63,7 @@ pub(crate) async fn requeue<C: ConnectionLike + Send>(
         .arg(track)
         .arg(chrono::Utc::now().timestamp_millis())
         .arg(limits)
+        .arg(if limited { "1" } else { "0" })
         .invoke_async(con)
         .await?;
     Ok(n == 1)

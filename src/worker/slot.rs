@@ -23,7 +23,7 @@
 //! as a `Resque::TermException` failure, or, with `at_least_once`, put back at the head of its
 //! queue.
 
-use super::batch::{Batcher, StepRequest};
+use super::batch::{Answer, Batcher, StepRequest};
 use super::claim::{self, Promoted};
 use super::fetch::Fetch;
 use super::perform::{perform, Reserved};
@@ -175,6 +175,8 @@ impl Slot {
     /// [`Stopped::LeftRecord`] when it gave up on recording it (the record stays for pruning).
     pub(crate) async fn run(mut self) -> Stopped {
         let mut pending: Option<Completion> = None;
+        // Whether the job of `pending` was taken under limits (its shares come back with it).
+        let mut limited = false;
         let mut trouble = Trouble::new();
         let mut full = false;
         loop {
@@ -187,8 +189,14 @@ impl Slot {
                 self.wait_unpaused().await;
                 continue;
             }
-            let reply = match self.step(&mut pending, take, full, &mut trouble).await {
-                Ok(r) => r,
+            let reply = match self
+                .step(&mut pending, limited, take, full, &mut trouble)
+                .await
+            {
+                Ok(a) => {
+                    limited = a.limited;
+                    a.reply
+                }
                 Err(problem) => {
                     full = true;
                     if !self
@@ -210,11 +218,13 @@ impl Slot {
                 continue;
             }
             match reply {
-                Reply::Job(record) => {
-                    pending = self.run_job(Reserved::Record(record)).await;
+                Reply::Job(record, started) => {
+                    pending = self
+                        .run_job(Reserved::Record(record, started), limited)
+                        .await;
                 }
                 Reply::Claim(c) => {
-                    pending = self.claimed(c, &mut trouble).await;
+                    (pending, limited) = self.claimed(c, &mut trouble).await;
                 }
                 Reply::Empty if self.fetch.locally_paused() => {}
                 Reply::Empty => {
@@ -233,8 +243,9 @@ impl Slot {
         }
     }
 
-    /// Performs a job and returns its completion (none when at-least-once put it back).
-    async fn run_job(&mut self, job: Reserved) -> Option<Completion> {
+    /// Performs a job and returns its completion (none when at-least-once put it back);
+    /// `limited`: whether it was taken under limits.
+    async fn run_job(&mut self, job: Reserved, limited: bool) -> Option<Completion> {
         let mut rx = self.shutdown.clone();
         let mut usr1 = self.abort_jobs.clone();
         usr1.borrow_and_update();
@@ -256,74 +267,88 @@ impl Slot {
             abort,
         )
         .await;
-        self.after_abort(c, fired.load(Ordering::SeqCst)).await
+        self.after_abort(c, fired.load(Ordering::SeqCst), limited)
+            .await
     }
 
     /// A claimed payload: read, check, promote, run — on a connection of the slot's own (so
     /// a large payload never holds up the other slots' steps on the shared one, and its read
-    /// buffer is freed with it). Returns the completion of the job run, if one ran.
-    async fn claimed(&mut self, c: Claim, trouble: &mut Trouble) -> Option<Completion> {
+    /// buffer is freed with it). Returns the completion of the job run, if one ran, and
+    /// whether it was taken under limits.
+    async fn claimed(&mut self, c: Claim, trouble: &mut Trouble) -> (Option<Completion>, bool) {
         let outcome = loop {
             if *self.shutdown.borrow() != Phase::Running {
                 self.unclaim(&c).await;
-                return None;
+                return (None, false);
             }
             match self.read_and_promote(&c).await {
                 Ok(o) => break o,
                 Err(e) => {
                     if !self.back_off(trouble, &Problem::Call(e), None).await {
                         // Still claimed: pruning puts it back in its queue.
-                        return None;
+                        return (None, false);
                     }
                 }
             }
         };
         self.recovered(trouble);
-        let payload = match outcome {
-            None => return None,
-            Some(Ok(p)) => p,
-            Some(Err(why)) => {
+        let (payload, limited) = match outcome {
+            None => return (None, false),
+            Some((Ok(p), limited)) => (p, limited),
+            Some((Err(why), limited)) => {
                 // Promoted, yet the decoder refuses what the check passed: it fails as a job.
                 let err = crate::registry::JobError::new("Resq::MalformedPayload", why.to_string());
                 let entry = super::perform::failure_entry(None, &c.queue, &self.state.id, &err);
-                return Some(Completion::Failure {
+                let failed = Completion::Failure {
                     job: super::step::JobRef::Token(c.token.clone()),
                     entry,
-                    track: crate::jobs::ending_of_unreadable(&why.to_string(), None),
-                });
+                    track: None,
+                };
+                return (Some(failed), limited);
             }
         };
-        if let Some((id, _)) = crate::jobs::tracked_id(&payload, self.registry.statused_set()) {
+        let mut started = None;
+        if let Some((id, statused)) =
+            crate::jobs::tracked_id(&payload, self.registry.statused_set())
+        {
             let mut con = self.con.clone();
-            let runs = crate::jobs::start_claimed(
+            match crate::jobs::start_claimed(
                 &mut con,
                 &self.keys,
                 &id,
+                statused,
                 payload.class(),
                 &self.state.id,
-                &c.queue,
             )
-            .await;
-            if !runs {
-                tracing::info!(job = %id, worker = %self.state.id, "cancelled job dropped");
-                return Some(Completion::Success {
-                    job: super::step::JobRef::Token(c.token.clone()),
-                    track: None,
-                });
+            .await
+            {
+                None => {
+                    tracing::info!(job = %id, worker = %self.state.id, "cancelled job dropped");
+                    let dropped = Completion::Success {
+                        job: super::step::JobRef::Token(c.token.clone()),
+                        track: None,
+                    };
+                    return (Some(dropped), limited);
+                }
+                Some(s) => started = s,
             }
         }
         let large = payload.text().len() >= claim::LARGE;
         let completion = self
-            .run_job(Reserved::Claimed {
-                payload,
-                queue: c.queue.clone(),
-                token: c.token.clone(),
-            })
+            .run_job(
+                Reserved::Claimed {
+                    payload,
+                    queue: c.queue.clone(),
+                    token: c.token.clone(),
+                    started,
+                },
+                limited,
+            )
             .await;
         if large {
             crate::runtime::release_memory();
         }
-        completion
+        (completion, limited)
     }
 
     /// Reads, checks and promotes a claim; the payload to run, or `None` (malformed: recorded
@@ -332,8 +357,12 @@ impl Slot {
     async fn read_and_promote(
         &self,
         c: &Claim,
-    ) -> redis::RedisResult<Option<Result<crate::wire::Payload, crate::wire::payload::PayloadError>>>
-    {
+    ) -> redis::RedisResult<
+        Option<(
+            Result<crate::wire::Payload, crate::wire::payload::PayloadError>,
+            bool,
+        )>,
+    > {
         let _one = claim::ONE_AT_A_TIME.acquire().await;
         let bytes = {
             let mut con = self.endpoint.blocking(CLAIM_PATIENCE).await?;
@@ -355,7 +384,8 @@ impl Slot {
             }
         };
         let json = self.limits.json();
-        if !json.is_empty() {
+        let limited = !json.is_empty();
+        if limited {
             // Only when limits are in force: the limits need the class and the small args.
             if let Ok(p) = crate::wire::Payload::parse(text.as_bytes()) {
                 let mut con = self.con.clone();
@@ -388,7 +418,7 @@ impl Slot {
             _ => return Ok(None),
         }
         drop(con);
-        Ok(Some(crate::wire::Payload::from_string(text)))
+        Ok(Some((crate::wire::Payload::from_string(text), limited)))
     }
 
     /// Puts a claim that will not run back at the head of its queue (best effort: pruning
@@ -407,7 +437,7 @@ impl Slot {
 
     /// With `at_least_once`, an aborted job goes back to the head of its queue (and leaves no
     /// completion to send); otherwise the completion stands.
-    async fn after_abort(&self, c: Completion, aborted: bool) -> Option<Completion> {
+    async fn after_abort(&self, c: Completion, aborted: bool, limited: bool) -> Option<Completion> {
         if !aborted || !self.at_least_once {
             return Some(c);
         }
@@ -418,8 +448,6 @@ impl Slot {
         let Some(job) = HeldJob::from_record(&record) else {
             return Some(c);
         };
-        // requeue.lua returns the slot's shares.
-        self.stepper.shares.forget();
         let mut held = self.state.record.lock().await;
         let mut con = self.con.clone();
         let moved = tokio::time::timeout(
@@ -431,6 +459,7 @@ impl Slot {
                 &record,
                 &job,
                 &self.limits.json(),
+                limited,
             ),
         )
         .await;
@@ -456,10 +485,11 @@ impl Slot {
     async fn step(
         &self,
         pending: &mut Option<Completion>,
+        limited: bool,
         reserve: bool,
         full: bool,
         trouble: &mut Trouble,
-    ) -> Result<Reply, Problem> {
+    ) -> Result<Answer, Problem> {
         let queues = self.fetch.queues();
         let mut record = self.state.record.lock().await;
         let mut rx = self.shutdown.clone();
@@ -482,36 +512,41 @@ impl Slot {
             if let Some(Completion::Extended(ext)) = pending.as_ref() {
                 let mut con = self.con.clone();
                 self.stepper
-                    .apply_extended(&mut con, ext)
+                    .apply_extended(&mut con, ext, limited)
                     .await
                     .map_err(Problem::Call)?;
                 *pending = None;
             }
             if pending.is_none() && !reserve {
-                return Ok(Reply::Empty);
+                return Ok(Answer {
+                    reply: Reply::Empty,
+                    applied: false,
+                    limited: false,
+                });
             }
-            let reply = self
+            let answer = self
                 .steps
                 .step(StepRequest {
                     stepper: &self.stepper,
                     completion: pending.as_ref(),
                     reserve,
+                    limited,
                     full,
                     queues,
                 })
                 .await
                 .map_err(Problem::Call)?;
-            match reply {
+            match answer.reply {
                 // The completion may have gone through while the reserve was refused.
-                (Reply::Refused(text), applied) => {
-                    if applied {
+                Reply::Refused(text) => {
+                    if answer.applied {
                         *pending = None;
                     }
                     Err(Problem::Refused(text))
                 }
-                (r, _) => {
+                _ => {
                     *pending = None;
-                    Ok(r)
+                    Ok(answer)
                 }
             }
         };
@@ -525,9 +560,9 @@ impl Slot {
                 ))))
             }
         };
-        if let Ok(reply) = &result {
-            *record = match reply {
-                Reply::Job(r) => Some(r.clone()),
+        if let Ok(answer) = &result {
+            *record = match &answer.reply {
+                Reply::Job(r, _) => Some(r.clone()),
                 _ => None,
             };
         }

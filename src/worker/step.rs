@@ -1,24 +1,30 @@
-//! The step script: finish (or fail) a slot's job and reserve its next one in one call — for
-//! one slot, or for every slot of the process that is ready at the same moment (see
-//! [`super::batch`]).
+//! The step: finish (or fail) a slot's job and reserve its next one in one call of the library's
+//! `step` function (`src/scripts/step.lua`) — for one slot, or for every slot of the process that
+//! is ready at the same moment (see [`super::batch`]).
 //!
-//! What the script answers per slot ([`Reply`]) is the whole of what the slot needs: a job (its
-//! record), a claim (a payload too large or too unusual to check inside Redis, see
-//! [`super::claim`]), nothing, "paused", or a refusal naming the unusable key (nothing of the
-//! slot's transition was written; its job stays where it is).
+//! What the function answers per slot ([`Reply`]) is the whole of what the slot needs: a job
+//! (its record, and what a tracked job's record said), a claim (a payload too large or too
+//! unusual to check inside Redis, see [`super::claim`]), nothing, "paused", or a refusal naming
+//! the unusable key (nothing of the slot's transition was written; its job stays where it is).
+//!
+//! What never changes between calls — the process's settings, its slots, its queues — travels
+//! as three texts the library decodes once and keeps ([`StepConfig`]), so a call carries only
+//! what is new: the time, the queues to poll, and per slot its index, its completion and
+//! whether it reserves.
 
 use crate::keys::Keys;
 use crate::wire::record;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Largest payload the step script checks itself (bytes); larger ones are claimed and checked
-/// by the worker. Bounds how long one reserve can hold Redis (about 5 ns a byte).
+/// Largest payload the step checks inside Redis (bytes); larger ones are claimed and checked by
+/// the worker. Bounds how long one reserve can hold Redis (about 5 ns a byte).
 pub(crate) const CHECKED_IN_REDIS: usize = 8 * 1024;
 
-/// Most non-ASCII characters the step script checks in one payload; a payload with more is
-/// claimed and checked by the worker.
+/// Most non-ASCII characters the step checks in one payload; a payload with more is claimed and
+/// checked by the worker.
 pub(crate) const CHARS_CHECKED_IN_REDIS: usize = 32;
 
 /// Default `RESQ_MAX_PAYLOAD`: Redis's own largest string (`proto-max-bulk-len`), 512 MiB.
@@ -31,25 +37,38 @@ pub(crate) struct QueueKeys {
     pub queues: Vec<(String, String, String)>,
     /// Jesque zset queues among them (see [`super::jesque`]); empty for list-only workers.
     pub jesque: super::jesque::JesqueQueues,
+    /// The whole list as the step's queues text (`[[name, name as JSON, zset], …]`).
+    text: Arc<str>,
+    /// Each queue's position (from 1) in `text`.
+    index: Vec<usize>,
 }
 
 impl QueueKeys {
     /// Resolves names to keys.
+    #[cfg(test)]
     pub(crate) fn new(keys: &Keys, names: &[String]) -> Self {
-        QueueKeys {
-            queues: names
-                .iter()
-                .map(|n| (n.clone(), keys.queue(n), record::encode_queue(n)))
-                .collect(),
-            jesque: Default::default(),
-        }
+        Self::with_jesque(keys, names, &[])
     }
 
     /// Resolves names to keys, marking those named in `zsets` as Jesque zset queues.
     pub(crate) fn with_jesque(keys: &Keys, names: &[String], zsets: &[String]) -> Self {
-        let mut q = Self::new(keys, names);
-        q.jesque = super::jesque::JesqueQueues::new(keys, names, zsets);
-        q
+        let queues: Vec<(String, String, String)> = names
+            .iter()
+            .map(|n| (n.clone(), keys.queue(n), record::encode_queue(n)))
+            .collect();
+        let text = serde_json::Value::Array(
+            queues
+                .iter()
+                .map(|(n, _, json)| serde_json::json!([n, json, u8::from(zsets.contains(n))]))
+                .collect(),
+        )
+        .to_string();
+        QueueKeys {
+            index: (1..=queues.len()).collect(),
+            queues,
+            jesque: super::jesque::JesqueQueues::new(keys, names, zsets),
+            text: Arc::from(text),
+        }
     }
 
     /// The queues at `picked` (indexes into `self.queues`, in order), as a list of their own.
@@ -57,6 +76,8 @@ impl QueueKeys {
         QueueKeys {
             queues: picked.iter().map(|&i| self.queues[i].clone()).collect(),
             jesque: self.jesque.subset(picked),
+            text: self.text.clone(),
+            index: picked.iter().map(|&i| self.index[i]).collect(),
         }
     }
 }
@@ -64,20 +85,20 @@ impl QueueKeys {
 /// How a completion names the job it completes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum JobRef {
-    /// By the exact bytes of its worker record (what the step script wrote at reserve).
+    /// By the exact bytes of its worker record (what the step wrote at reserve).
     Record(Vec<u8>),
     /// A claimed job, by the token its promote wrote (its record is too large to send back).
     Token(String),
 }
 
 impl JobRef {
-    /// The script's completion code (`success` or not) and the argument it compares.
-    fn code_and_arg(&self, success: bool) -> (&'static str, &[u8]) {
+    /// The step's completion code (`success` or not) and the argument it compares.
+    fn code_and_arg(&self, success: bool) -> (u8, &[u8]) {
         match (self, success) {
-            (JobRef::Record(r), true) => ("sr", r),
-            (JobRef::Record(r), false) => ("fr", r),
-            (JobRef::Token(t), true) => ("st", t.as_bytes()),
-            (JobRef::Token(t), false) => ("ft", t.as_bytes()),
+            (JobRef::Record(r), true) => (b's', r),
+            (JobRef::Record(r), false) => (b'f', r),
+            (JobRef::Token(t), true) => (b'S', t.as_bytes()),
+            (JobRef::Token(t), false) => (b'F', t.as_bytes()),
         }
     }
 
@@ -97,7 +118,7 @@ pub(crate) enum Completion {
     Success {
         /// The job.
         job: JobRef,
-        /// A tracked job's end (a `track.lua` spec), written with the completion.
+        /// A tracked job's ending (a record.lua or status.lua spec), written with it.
         track: Option<String>,
     },
     /// Failed; `entry` is the failure entry to push.
@@ -106,7 +127,7 @@ pub(crate) enum Completion {
         job: JobRef,
         /// The failure entry JSON.
         entry: String,
-        /// A tracked job's end (a `track.lua` spec), written with the completion.
+        /// A tracked job's ending, written with it.
         track: Option<String>,
     },
     /// Ended with a retry or a unique lock to handle (see [`super::complete`]).
@@ -134,19 +155,19 @@ impl Completion {
     }
 }
 
-/// A payload the step script claimed for the worker to check (see [`super::claim`]).
+/// A payload the step claimed for the worker to check (see [`super::claim`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Claim {
     /// The claim's token.
     pub token: String,
     /// The queue it was popped from.
     pub queue: String,
-    /// The payload's size in bytes (0 when the step script did not look).
+    /// The payload's size in bytes (0 when the step did not look).
     pub size: usize,
 }
 
 impl Claim {
-    /// Reads the step script's `<token> <queue as JSON>\n<bytes>`.
+    /// Reads the step's `<token> <queue as JSON>\n<bytes>`.
     fn parse(data: &[u8]) -> Option<Claim> {
         let text = std::str::from_utf8(data).ok()?;
         let (header, size) = text.rsplit_once('\n')?;
@@ -159,11 +180,44 @@ impl Claim {
     }
 }
 
-/// What the script answered for one slot.
+/// What a tracked job's record said when the step started it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Started {
+    /// A job resq tracks: the attempt this run is, and its job key (`""` none).
+    Tracked {
+        /// The attempt number (from 1).
+        attempt: u64,
+        /// The job key.
+        key: String,
+    },
+    /// A resque-status job.
+    Statused,
+}
+
+impl Started {
+    /// Reads the step's `r\t<attempt>\t<key>` or `s`; `None` for anything else.
+    pub(crate) fn parse(data: &[u8]) -> Option<Started> {
+        let text = std::str::from_utf8(data).ok()?;
+        if text == "s" {
+            return Some(Started::Statused);
+        }
+        let mut parts = text.splitn(3, '\t');
+        if parts.next()? != "r" {
+            return None;
+        }
+        Some(Started::Tracked {
+            attempt: parts.next()?.parse().ok()?,
+            key: parts.next().unwrap_or("").to_string(),
+        })
+    }
+}
+
+/// What the step answered for one slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// A job was reserved (or was already held): its record text.
-    Job(Vec<u8>),
+    /// A job was reserved (or was already held): its record text, and what a tracked job's
+    /// record said.
+    Job(Vec<u8>, Option<Started>),
     /// A payload was claimed for the worker to check (or was already claimed).
     Claim(Claim),
     /// Nothing to do in any queue.
@@ -174,119 +228,136 @@ pub(crate) enum Reply {
     Refused(String),
 }
 
-/// What the worker knows of its slot's entry in `<ns>:resq:sharing` (the limit shares it holds):
-/// the text as its last step call left it (`""`: none), so that the next call can go the quick
-/// way without reading it ([`super::quick`]). Not known (`None`: the call goes the general way,
-/// which reads it) at first, after a call whose reply was not read or that carried no limits,
-/// once any other script took or returned the slot's shares, and once any request of the
-/// process failed as a restart or a failover makes requests fail ([`crate::conn::faults`]: a
-/// promoted replica may not have the last calls' writes). See "What the worker knows" in
-/// docs/limits.md.
-#[derive(Debug, Default)]
-pub(crate) struct KnownShares(std::sync::Mutex<(u64, Option<String>)>);
+/// What never changes between a process's step calls: its settings, its slots, as the texts
+/// the library decodes once (config.lua).
+#[derive(Debug)]
+pub(crate) struct StepConfig {
+    /// The settings text.
+    settings: Arc<str>,
+    /// The slots text (`[[id, id as JSON], …]`).
+    slots: Arc<str>,
+}
 
-impl Clone for KnownShares {
-    /// A copy knows nothing: an entry belongs to one slot.
-    fn clone(&self) -> Self {
-        KnownShares::default()
+impl StepConfig {
+    /// The config of a process whose slots are `ids`.
+    pub(crate) fn new(keys: &Keys, ids: &[String], settings: &Settings) -> Arc<Self> {
+        let slots = serde_json::Value::Array(
+            ids.iter()
+                .map(|id| serde_json::json!([id, record::encode_queue(id)]))
+                .collect(),
+        )
+        .to_string();
+        Arc::new(StepConfig {
+            settings: Arc::from(settings.text(keys)),
+            slots: Arc::from(slots),
+        })
     }
 }
 
-impl KnownShares {
-    fn slot(&self) -> std::sync::MutexGuard<'_, (u64, Option<String>)> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
+/// A process's settings as the step needs them.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Ruby's processed-counts-failures semantics.
+    pub count_failed: bool,
+    /// `RESQ_MAX_PAYLOAD`: larger payloads become failure entries.
+    pub max_payload: u64,
+    /// The classes whose jobs follow resque-status's convention (`args[0]` is the id).
+    pub statused: Vec<String>,
+    /// How long a finished tracked job stays listed (the longest TTL any class has; zero:
+    /// kept until purged).
+    pub sweep: std::time::Duration,
+}
 
-    /// The entry as known.
-    pub(crate) fn known(&self) -> Option<String> {
-        let s = self.slot();
-        if s.0 != crate::conn::faults() {
-            return None;
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            count_failed: true,
+            max_payload: DEFAULT_MAX_PAYLOAD,
+            statused: Vec::new(),
+            sweep: crate::jobs::DEFAULT_TTL,
         }
-        s.1.clone()
-    }
-
-    /// Sets the entry as a call sent when [`crate::conn::faults`] was `at` left it.
-    fn set(&self, text: Option<String>, at: u64) {
-        *self.slot() = (at, text);
-    }
-
-    /// Forgets the entry: the next step call reads it.
-    pub(crate) fn forget(&self) {
-        self.slot().1 = None;
     }
 }
 
-/// The fixed part of one slot's step invocation.
+impl Settings {
+    /// The settings text (config.lua).
+    fn text(&self, keys: &Keys) -> String {
+        serde_json::json!({
+            "p": keys.prefix(),
+            "count_failed": self.count_failed,
+            "small": CHECKED_IN_REDIS,
+            "max": self.max_payload,
+            "chars": CHARS_CHECKED_IN_REDIS,
+            "statused": self.statused,
+            "sweep_ms": u64::try_from(self.sweep.as_millis()).unwrap_or(u64::MAX),
+        })
+        .to_string()
+    }
+}
+
+/// One slot's part of the step: its id, its keys and its place in the process's config.
 #[derive(Debug, Clone)]
 pub(crate) struct Stepper {
     /// The slot's worker id.
     id: String,
-    /// `<ns>:worker:<id>` and `<ns>:stat:processed:<id>` (the script names the slot's keys that
-    /// only failures and claims use from the first).
-    own: [String; 2],
-    /// The worker id as a JSON string.
-    worker_json: String,
-    /// Ruby's processed-counts-failures semantics.
-    count_failed: bool,
-    /// `RESQ_MAX_PAYLOAD`: larger payloads become failure entries.
-    max_payload: u64,
-    /// Key names (shared keys, extended completions).
+    /// The process's config.
+    config: Arc<StepConfig>,
+    /// The slot's position (from 1) in the config's slots.
+    index: usize,
+    /// The process's settings.
+    settings: Settings,
+    /// Key names.
     keys: Keys,
-    /// The statused classes, as the step script reads them (`\nA\nB\n`, or empty).
-    statused: std::sync::Arc<str>,
-    /// The limits in force (for completions outside the step script).
-    limits: Option<std::sync::Arc<crate::limits::cache::LimitsCache>>,
-    /// The slot's limit shares as its last step call left them.
-    pub(crate) shares: KnownShares,
+    /// The limits in force (for completions outside the step).
+    limits: Option<Arc<crate::limits::cache::LimitsCache>>,
 }
 
 impl Stepper {
-    /// A stepper for worker `id`.
+    /// A stepper for worker `id` alone (a process of one slot).
+    #[cfg(test)]
     pub(crate) fn new(keys: &Keys, id: &str, count_failed: bool) -> Self {
+        let settings = Settings {
+            count_failed,
+            ..Settings::default()
+        };
+        Self::in_process(
+            keys,
+            id,
+            StepConfig::new(keys, &[id.to_string()], &settings),
+            1,
+            settings,
+        )
+    }
+
+    /// The stepper of slot `index` (from 1) of a process whose config is `config`.
+    pub(crate) fn in_process(
+        keys: &Keys,
+        id: &str,
+        config: Arc<StepConfig>,
+        index: usize,
+        settings: Settings,
+    ) -> Self {
         Stepper {
             id: id.to_string(),
-            own: [keys.worker(id), keys.stat_processed_by(id)],
-            worker_json: record::encode_queue(id),
-            count_failed,
-            max_payload: DEFAULT_MAX_PAYLOAD,
+            config,
+            index,
+            settings,
             keys: keys.clone(),
-            statused: std::sync::Arc::from(""),
             limits: None,
-            shares: KnownShares::default(),
         }
     }
 
     /// Sets the process's limits (their shares go back with extended completions).
-    pub(crate) fn with_limits(
-        mut self,
-        limits: std::sync::Arc<crate::limits::cache::LimitsCache>,
-    ) -> Self {
+    pub(crate) fn with_limits(mut self, limits: Arc<crate::limits::cache::LimitsCache>) -> Self {
         self.limits = Some(limits);
         self
     }
 
-    /// The scripts' JSON of the limits in force (`""` when none).
-    pub(crate) fn limits_json(&self) -> std::sync::Arc<str> {
+    /// The limits' JSON in force (`""` when none).
+    pub(crate) fn limits_json(&self) -> Arc<str> {
         self.limits
             .as_ref()
-            .map_or_else(|| std::sync::Arc::from(""), |l| l.json())
-    }
-
-    /// Sets the classes whose jobs follow resque-status's convention (`args[0]` is the id).
-    pub(crate) fn with_statused(mut self, classes: &[String]) -> Self {
-        self.statused = if classes.is_empty() {
-            std::sync::Arc::from("")
-        } else {
-            std::sync::Arc::from(format!("\n{}\n", classes.join("\n")))
-        };
-        self
-    }
-
-    /// Sets the largest payload accepted (`RESQ_MAX_PAYLOAD`, bytes).
-    pub(crate) fn with_max_payload(mut self, bytes: u64) -> Self {
-        self.max_payload = bytes;
-        self
+            .map_or_else(|| Arc::from(""), |l| l.json())
     }
 
     /// The slot's worker id.
@@ -301,19 +372,23 @@ impl Stepper {
 
     /// Whether failures count as processed.
     pub(crate) fn count_failed(&self) -> bool {
-        self.count_failed
+        self.settings.count_failed
     }
 
-    /// Applies an extended completion (retry, unique lock) with its own script; returns
+    /// How long finished tracked jobs stay listed.
+    pub(crate) fn sweep(&self) -> std::time::Duration {
+        self.settings.sweep
+    }
+
+    /// Applies an extended completion (retry, unique lock) with its own function; returns
     /// whether it was applied by this call.
     pub(crate) async fn apply_extended<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         ext: &super::complete::Extended,
+        limited: bool,
     ) -> RedisResult<bool> {
-        // complete.lua returns the slot's shares.
-        self.shares.forget();
-        super::complete::apply(con, self, ext).await
+        super::complete::apply(con, self, ext, limited).await
     }
 
     /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`:
@@ -325,12 +400,12 @@ impl Stepper {
         con: &mut C,
         completion: Option<&Completion>,
         reserve: bool,
-        queues: &std::sync::Arc<QueueKeys>,
+        queues: &Arc<QueueKeys>,
     ) -> RedisResult<(Reply, bool)> {
         let mut completion = completion;
         let mut extended_applied = false;
         if let Some(Completion::Extended(ext)) = completion {
-            extended_applied = self.apply_extended(con, ext).await?;
+            extended_applied = self.apply_extended(con, ext, false).await?;
             completion = None;
             if !reserve {
                 return Ok((Reply::Empty, extended_applied));
@@ -340,6 +415,7 @@ impl Stepper {
             stepper: self,
             completion,
             reserve,
+            limited: false,
         };
         let mut out = step_batch(con, queues, std::slice::from_ref(&item), "").await?;
         match out.replies.pop() {
@@ -359,6 +435,8 @@ pub(crate) struct StepItem<'a> {
     pub completion: Option<&'a Completion>,
     /// Whether to reserve a next job.
     pub reserve: bool,
+    /// Whether the job it completes was reserved under limits (its shares come back).
+    pub limited: bool,
 }
 
 /// What a step call found in one of the queues it polled.
@@ -387,21 +465,14 @@ pub(crate) struct StepOutcome {
     pub tracking_problems: Vec<String>,
     /// When a job held by a rate or window limit here may be released (epoch ms).
     pub release_due: Option<i64>,
-    /// Whether the call counted its limits the quick way ([`super::quick`]).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub quick: bool,
-    /// Whether the call was planned as one whose slots all hold one queue's shares, complete
-    /// and go on (`'u'`; [`super::quick::Plan::uniform`]).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub uniform: bool,
 }
 
 /// Numbers the claims of this process's calls.
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
-/// Runs the step script once for `items` (slots of one process, polling `queues`), each one's
+/// Runs the step once for `items` (slots of one process, polling `queues`), each one's
 /// completion applied and next job reserved in order; replies in the same order. An empty
-/// `items` sends nothing.
+/// `items` sends nothing. `limits`: the limits' JSON in force (`""` none).
 pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     con: &mut C,
     queues: &QueueKeys,
@@ -414,130 +485,89 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             found: Vec::new(),
             tracking_problems: Vec::new(),
             release_due: None,
-            quick: false,
-            uniform: false,
         });
     };
     let shared = first.stepper;
     let keys = &shared.keys;
+    // Slots of one process share their config; steppers made apart (tests) get one for the
+    // call.
+    let alone;
+    let config = if items
+        .iter()
+        .all(|i| Arc::ptr_eq(&i.stepper.config, &shared.config))
+    {
+        &shared.config
+    } else {
+        let ids: Vec<String> = items.iter().map(|i| i.stepper.id.clone()).collect();
+        alone = StepConfig::new(keys, &ids, &shared.settings);
+        &alone
+    };
+    let own_index = |k: usize, s: &Stepper| {
+        if Arc::ptr_eq(config, &s.config) {
+            s.index
+        } else {
+            k + 1
+        }
+    };
     let now = chrono::Utc::now();
-    let mut inv = crate::scripts::STEP.prepare_invoke();
-    inv.key(keys.stat_processed())
-        .key(keys.stat_failed())
-        .key(keys.failed())
-        .key(keys.pause_all_workers())
-        .key(keys.claims());
-    for (_, key, _) in &queues.queues {
-        inv.key(key);
-    }
-    queues.jesque.append_keys(&mut inv);
     let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    inv.arg(if shared.count_failed { "1" } else { "0" })
+    let mut inv = crate::scripts::STEP.key(keys.stat_processed());
+    inv.arg(&*config.settings)
+        .arg(&*config.slots)
+        .arg(&*queues.text)
+        .arg(now.timestamp_millis())
         .arg(crate::wire::time::run_at(now))
         .arg(crate::wire::time::failed_at(now))
-        .arg(queues.queues.len());
-    queues.jesque.append_args(&mut inv, now);
-    inv.arg(CHECKED_IN_REDIS)
-        .arg(shared.max_payload)
-        .arg(CHARS_CHECKED_IN_REDIS)
         // Zero-padded: the limits' held jobs of one millisecond are ordered by it as text.
         .arg(format!("{:x}.{call:016x}", std::process::id()))
-        .arg(keys.prefix())
-        .arg(&*shared.statused)
-        .arg(now.timestamp_millis())
-        .arg(limits);
-    // What the slots hold, as this process knows it (the quick way needs all of it).
-    let known: Vec<Option<String>> = items.iter().map(|i| i.stepper.shares.known()).collect();
-    let quick = if limits.is_empty() {
-        None
-    } else {
-        super::quick::limits(keys, limits)
-    };
-    let plan = quick.as_ref().and_then(|q| {
-        let ends = items.iter().map(|i| {
-            let job = match i.completion {
-                Some(Completion::Success { job, .. } | Completion::Failure { job, .. }) => {
-                    Some(job)
-                }
-                _ => None,
-            };
-            super::quick::SlotEnds {
-                completes: job.is_some(),
-                steady: i.reserve && job.is_some_and(|j| j.record().is_some()),
-            }
-        });
-        super::quick::plan(q.clone(), &queues.queues, known.iter().cloned().zip(ends))
-    });
-    // With limits the quick way could count, a call it cannot plan tells what the slots hold.
-    inv.arg(match (&plan, &quick) {
-        (Some(p), _) if p.uniform => "u",
-        (Some(_), _) => "q",
-        (None, Some(_)) => "k",
-        (None, None) => "",
-    });
-    for (_, _, json) in &queues.queues {
-        inv.arg(json.as_str());
+        .arg(limits)
+        .arg(queues.index.len());
+    for i in &queues.index {
+        inv.arg(*i);
     }
-    for item in items {
-        let s = item.stepper;
-        for k in &s.own {
-            inv.key(k);
-        }
-        let track = match item.completion {
+    for (k, item) in items.iter().enumerate() {
+        let (code, reference, entry, track) = match item.completion {
             Some(Completion::Success { job, track }) => {
                 let (c, a) = job.code_and_arg(true);
-                inv.arg(c).arg(a).arg("");
-                track.as_deref()
+                (c, a, None, track.as_deref())
             }
             Some(Completion::Failure { job, entry, track }) => {
                 let (c, a) = job.code_and_arg(false);
-                inv.arg(c).arg(a).arg(entry.as_str());
-                track.as_deref()
+                (c, a, Some(entry.as_str()), track.as_deref())
             }
-            None | Some(Completion::Extended(_)) => {
-                inv.arg("0").arg("").arg("");
-                None
-            }
+            None | Some(Completion::Extended(_)) => (b'-', &[][..], None, None),
         };
-        inv.arg(if item.reserve { "1" } else { "0" })
-            .arg(s.worker_json.as_str())
-            .arg(track.unwrap_or(""));
-    }
-    if let Some(p) = &plan {
-        #[cfg(test)]
-        let tail = &tests::tampered(&p.tail);
-        #[cfg(not(test))]
-        let tail = &p.tail;
-        for a in tail {
-            inv.arg(a.as_str());
+        let op = [
+            code,
+            if item.reserve { b'1' } else { b'0' },
+            if track.is_some() { b't' } else { b'-' },
+            if item.limited && code != b'-' {
+                b'l'
+            } else {
+                b'-'
+            },
+        ];
+        inv.arg(own_index(k, item.stepper))
+            .arg(&op[..])
+            .arg(reference);
+        if let Some(e) = entry {
+            inv.arg(e);
+        }
+        if let Some(t) = track {
+            inv.arg(t);
         }
     }
-    // Until the reply is read, what the call did to the slots' entries is not known (nor when
-    // this call is dropped on its way, or fails).
-    items.iter().for_each(|i| i.stepper.shares.forget());
-    let at = crate::conn::faults();
-    let uniform = plan.as_ref().is_some_and(|p| p.uniform);
     let v: Vec<Value> = inv.invoke_async(con).await?;
-    if v.len() != 3 * items.len() + 5 {
+    if v.len() != 4 * items.len() + 3 {
         return Err(bad_reply());
     }
-    let (replies, took): (Vec<(Reply, bool)>, Vec<usize>) = v[..3 * items.len()]
-        .chunks_exact(3)
+    let replies = v[..4 * items.len()]
+        .chunks_exact(4)
         .map(parse_reply)
-        .collect::<RedisResult<Vec<_>>>()?
-        .into_iter()
-        .map(|(r, a, t)| ((r, a), t))
-        .unzip();
-    learn(
-        (items, at),
-        &known,
-        plan.as_ref(),
-        &queues.queues,
-        (&replies, &took),
-        &v[3 * items.len() + 3..],
-    );
-    let found = match v.get(3 * items.len()) {
-        Some(Value::BulkString(flags)) => flags
+        .collect::<RedisResult<Vec<_>>>()?;
+    let tail = &v[4 * items.len()..];
+    let found = match &tail[0] {
+        Value::BulkString(flags) => flags
             .iter()
             .map(|&f| match f {
                 b'0' => Found::Empty,
@@ -548,102 +578,49 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .collect(),
         _ => return Err(bad_reply()),
     };
-    let release_due = match v.get(3 * items.len() + 2) {
-        Some(Value::BulkString(d)) => std::str::from_utf8(d)
-            .ok()
-            .and_then(|d| d.parse::<f64>().ok())
-            .map(|d| d as i64),
-        _ => None,
-    };
-    let tracking_problems = match v.get(3 * items.len() + 1) {
-        Some(Value::BulkString(p)) if !p.is_empty() => String::from_utf8_lossy(p)
+    let tracking_problems = match &tail[1] {
+        Value::BulkString(p) if !p.is_empty() => String::from_utf8_lossy(p)
             .lines()
             .map(String::from)
             .collect(),
         _ => Vec::new(),
     };
-    let quick =
-        matches!(v.get(3 * items.len() + 3), Some(Value::BulkString(w)) if w.as_slice() == b"q");
+    let release_due = match &tail[2] {
+        Value::BulkString(d) => std::str::from_utf8(d)
+            .ok()
+            .and_then(|d| d.parse::<f64>().ok())
+            .map(|d| d as i64),
+        _ => None,
+    };
     Ok(StepOutcome {
         replies,
         found,
         tracking_problems,
         release_due,
-        quick,
-        uniform,
     })
-}
-
-/// What each slot holds after a call sent when [`crate::conn::faults`] was `at`, from its
-/// reply's last two values (the way the call counted its limits, and what it says of the slots;
-/// see step.lua) and the slots' replies.
-fn learn(
-    (items, at): (&[StepItem<'_>], u64),
-    known: &[Option<String>],
-    plan: Option<&super::quick::Plan>,
-    queues: &[(String, String, String)],
-    (replies, took): (&[(Reply, bool)], &[usize]),
-    tail: &[Value],
-) {
-    let told = match tail.get(1) {
-        Some(Value::Array(t)) => t.as_slice(),
-        _ => &[],
-    };
-    let int = |v: &Value| match v {
-        Value::Int(n) => usize::try_from(*n).ok(),
-        _ => None,
-    };
-    match (tail.first(), plan) {
-        (Some(Value::BulkString(w)), Some(plan)) if w.as_slice() == b"q" => {
-            let after = super::quick::after_quick(plan, queues, known, replies, took);
-            for (item, a) in items.iter().zip(after) {
-                item.stepper.shares.set(a, at);
-            }
-        }
-        (Some(Value::BulkString(w)), _) if w.as_slice() == b"g" => {
-            // The general way answers every slot's entry (a slot it could not read stays
-            // unknown).
-            for pair in told.chunks_exact(2) {
-                let (Some(s), Value::BulkString(text)) = (int(&pair[0]), &pair[1]) else {
-                    continue;
-                };
-                if let Some(item) = s.checked_sub(1).and_then(|i| items.get(i)) {
-                    item.stepper
-                        .shares
-                        .set(String::from_utf8(text.clone()).ok(), at);
-                }
-            }
-        }
-        // A call without limits may return shares (of limits cleared while jobs ran) and says
-        // nothing of them: the slots' entries stay unknown.
-        _ => {}
-    }
-    // A claimed job is admitted (limit_claim.lua) or given back by other scripts.
-    for (item, (reply, _)) in items.iter().zip(replies) {
-        if matches!(reply, Reply::Claim(_)) {
-            item.stepper.shares.forget();
-        }
-    }
 }
 
 fn bad_reply() -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"))
 }
 
-/// A slot's reply: what it got, whether its completion was applied, and the index (from 1) of
-/// the queue whose job the quick way gave it (0: none).
-fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool, usize)> {
-    let (applied, took) = match v.get(1) {
-        Some(Value::Int(n)) => (n & 1 == 1, usize::try_from(n >> 1).unwrap_or(0)),
-        _ => (false, 0),
-    };
+/// A slot's reply (tag, applied, data, tracked start): what it got, and whether its completion
+/// was applied.
+fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
+    let applied = matches!(v.get(1), Some(Value::Int(1)));
     let data = match v.get(2) {
         Some(Value::BulkString(d)) => d.as_slice(),
         _ => return Err(bad_reply()),
     };
     let reply = match v.first() {
         Some(Value::BulkString(tag)) => match tag.as_slice() {
-            b"job" => Reply::Job(data.to_vec()),
+            b"job" => {
+                let started = match v.get(3) {
+                    Some(Value::BulkString(s)) => Started::parse(s),
+                    _ => None,
+                };
+                Reply::Job(data.to_vec(), started)
+            }
             b"claim" => Reply::Claim(Claim::parse(data).ok_or_else(bad_reply)?),
             b"paused" => Reply::Paused,
             b"error" => Reply::Refused(String::from_utf8_lossy(data).into_owned()),
@@ -651,58 +628,12 @@ fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool, usize)> {
         },
         _ => return Err(bad_reply()),
     };
-    Ok((reply, applied, took))
+    Ok((reply, applied))
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use std::cell::RefCell;
-
-    /// A change made to a plan's arguments.
-    type Change = fn(&mut Vec<String>);
-
-    thread_local! {
-        /// A change this thread's tests make to every quick-way plan before it is sent.
-        static TAMPER: RefCell<Option<Change>> = const { RefCell::new(None) };
-    }
-
-    /// Makes this thread's step calls send their plans changed by `f` (`None`: as made).
-    pub(crate) fn tamper(f: Option<Change>) {
-        TAMPER.with(|t| *t.borrow_mut() = f);
-    }
-
-    /// `tail` as this thread's tests want it sent.
-    pub(super) fn tampered(tail: &[String]) -> Vec<String> {
-        let mut tail = tail.to_vec();
-        if let Some(f) = TAMPER.with(|t| *t.borrow()) {
-            f(&mut tail);
-        }
-        tail
-    }
-
-    #[test]
-    fn what_a_slot_holds_is_forgotten_after_a_fault() {
-        let k = KnownShares::default();
-        assert_eq!(k.known(), None);
-        // (Read again should another test's request fail meanwhile: the count is the process's.)
-        let now = loop {
-            let now = crate::conn::faults();
-            k.set(Some("1 3:h:x".into()), now);
-            let seen = k.known();
-            if crate::conn::faults() == now {
-                assert_eq!(seen.as_deref(), Some("1 3:h:x"));
-                break now;
-            }
-        };
-        // Learned from a call sent before a request failed as a failover makes it fail.
-        k.set(Some("1 3:h:x".into()), now.wrapping_sub(1));
-        assert_eq!(k.known(), None);
-        k.set(Some(String::new()), now);
-        k.forget();
-        assert_eq!(k.known(), None);
-        assert_eq!(k.clone().known(), None);
-    }
 
     #[test]
     fn reads_a_claim() {
@@ -710,5 +641,40 @@ pub(crate) mod tests {
         assert_eq!(c.token, "1f.2.3");
         assert_eq!(c.queue, "q:a");
         assert_eq!(c.size, 123);
+    }
+
+    #[test]
+    fn reads_what_a_tracked_start_said() {
+        assert_eq!(
+            Started::parse(b"r\t3\tinvoice-9"),
+            Some(Started::Tracked {
+                attempt: 3,
+                key: "invoice-9".into()
+            })
+        );
+        assert_eq!(
+            Started::parse(b"r\t1\t"),
+            Some(Started::Tracked {
+                attempt: 1,
+                key: String::new()
+            })
+        );
+        assert_eq!(Started::parse(b"s"), Some(Started::Statused));
+        assert_eq!(Started::parse(b""), None);
+        assert_eq!(Started::parse(b"r\tx\t"), None);
+    }
+
+    #[test]
+    fn a_subset_keeps_its_positions_in_the_whole_list() {
+        let keys = Keys::new("ns");
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let all = QueueKeys::new(&keys, &names);
+        let sub = all.subset(&[0, 2]);
+        assert_eq!(sub.index, [1, 3]);
+        assert!(Arc::ptr_eq(&sub.text, &all.text));
+        assert_eq!(
+            &*all.text,
+            r#"[["a","\"a\"",0],["b","\"b\"",0],["c","\"c\"",0]]"#
+        );
     }
 }

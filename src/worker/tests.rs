@@ -58,7 +58,7 @@ async fn the_step_is_safe_to_resend() {
     let (again, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
     assert_eq!(first, again);
     assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 1);
-    let Reply::Job(record) = first else {
+    let Reply::Job(record, _) = first else {
         panic!("no job: {first:?}")
     };
     let done = Completion::Success {
@@ -101,6 +101,7 @@ async fn a_batched_step_is_each_slots_own_step() {
         stepper: &s[k],
         completion,
         reserve,
+        limited: false,
     };
     // Three slots reserve at once; the queue has two jobs.
     let r = step_batch(
@@ -120,7 +121,7 @@ async fn a_batched_step_is_each_slots_own_step() {
         .iter()
         .take(2)
         .map(|(reply, _)| match reply {
-            Reply::Job(rec) => rec.clone(),
+            Reply::Job(rec, _) => rec.clone(),
             other => panic!("no job: {other:?}"),
         })
         .collect();
@@ -160,7 +161,7 @@ async fn a_batched_step_is_each_slots_own_step() {
     .unwrap()
     .replies;
     assert!(
-        matches!(&r[0], (Reply::Job(rec), true) if String::from_utf8_lossy(rec.as_slice()).contains("[2]")),
+        matches!(&r[0], (Reply::Job(rec, _), true) if String::from_utf8_lossy(rec.as_slice()).contains("[2]")),
         "{r:?}"
     );
     assert_eq!(r[1], (Reply::Empty, true));
@@ -229,7 +230,7 @@ async fn a_resent_retry_completion_is_applied_once() {
         .await
         .unwrap();
     let (reply, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
-    let Reply::Job(record) = reply else {
+    let Reply::Job(record, _) = reply else {
         panic!("no job")
     };
     let chain = crate::middleware::Chain::new(registry.layers(), None);
@@ -237,7 +238,7 @@ async fn a_resent_retry_completion_is_applied_once() {
         &chain,
         &registry,
         None,
-        super::perform::Reserved::Record(record),
+        super::perform::Reserved::Record(record, None),
         &Arc::from(id),
         std::future::pending::<&'static str>(),
     )

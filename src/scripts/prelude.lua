@@ -1,0 +1,35 @@
+-- prelude.lua: the start of resq's Redis Functions library (build.rs puts the files of
+-- src/scripts/LIBRARY together, this one first; VERSION, a hash of the library's source, is
+-- defined just above it).
+--
+-- Every later file is wrapped in `do … end`: its locals are its own. What files share lives in
+-- the module tables declared here, one per concern:
+--   G       guard: type and counter checks, error texts, per-call state (guard.lua)
+--   Cfg     a process's settings, slots and queues, decoded once per text (config.lua)
+--   Pay     payload checks and failure entries (payload.lua)
+--   Rec     resq's own tracked jobs: the record hash (record.lua)
+--   Status  resque-status jobs: the JSON status (status.lua, status_text.lua)
+--   Lim     limits (limits.lua, limits_held.lua)
+--   Jes     Jesque zset queues (jesque.lua)
+--   Claim   large payloads claimed for the worker (claim.lua)
+--   Reserve, Finish  the two halves of a step (reserve.lua, finish.lua)
+--
+-- `register(name, f)` makes f the function `resq_<VERSION>_<name>`: called as f(KEYS, ARGV)
+-- with G.call counting calls, so a module's per-call state (its caches of what this call read)
+-- starts empty in each call: the library lives as long as the server, a call does not.
+--
+-- KEYS / ARGV: none of its own.
+
+local G, Cfg, Pay, Rec, Status, Lim, Jes, Claim = {}, {}, {}, {}, {}, {}, {}, {}
+local Reserve, Finish = {}, {}
+G.call = 0
+
+local function register(name, f)
+  redis.register_function('resq_' .. VERSION .. '_' .. name, function(KEYS, ARGV)
+    G.call = G.call + 1
+    return f(KEYS, ARGV)
+  end)
+end
+
+-- The library's version: lets a process check the library is loaded with one cheap call.
+register('version', function() return VERSION end)

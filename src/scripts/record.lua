@@ -1,0 +1,156 @@
+-- record.lua (module Rec): the record of a job resq tracks itself — a hash that each move of the
+-- job writes a few fields of, in the call that moves it. Redis never parses it.
+--
+-- Keys (src/keys.rs names them too; built here from the prefix P = '<ns>:'):
+--   P..'resq:job:'..id         the record (hash, fields below)
+--   P..'resq:jobs:'..state     finished jobs of a final state (completed, failed, killed,
+--                              cancelled) by the time they finished (ms); a job in any other
+--                              state is found where it is (its queue, a worker record, the
+--                              delayed set), so no index is kept for those
+--   P..'resq:tag:'..tag        ids carrying the tag, by when they were enqueued (ms)
+--   P..'resq:jobkey:'..key     the id of the unfinished job enqueued under that job key
+-- Fields: state, class, queue, enqueued_at, due_at (scheduled or retrying: when), attempts,
+-- worker, started_at, ended_at, result (JSON text), error (the last failure's message),
+-- num, total, message (progress), tags (JSON array text), key, ttl, kill (a kill request's
+-- time), cancelled_at, and the history: a<n>.moved (ms), a<n>.start ('<ms> <worker>'),
+-- a<n>.end ('<state> <ms>[ <error>]') for the n-th attempt, the last HISTORY attempts kept.
+--
+-- Every write is a command that cannot fail on a hash, made after a read of the same key
+-- proved it one (or through pcall, writing nothing when it is not): a record of another type,
+-- or with garbage in any field, never stops the job's own move; the problem is returned for
+-- the worker to log.
+--
+-- KEYS / ARGV: none (a module).
+
+local HISTORY = 50
+local FINAL = { completed = true, failed = true, killed = true, cancelled = true }
+Rec.FINAL = FINAL
+
+-- Longest TTL handed to EXPIRE (100 years); a longer one is kept as that.
+local TTL_MAX = 3155760000
+
+function Rec.key(P, id) return P .. 'resq:job:' .. id end
+
+-- Whether s has the shape of an id (32 lowercase hex characters).
+function Rec.id_like(s)
+  return type(s) == 'string' and #s == 32 and string.find(s, '^[0-9a-f]+$') ~= nil
+end
+
+-- A field read as a whole number (0 when it is absent or holds anything else).
+local function whole(v)
+  local n = tonumber(v)
+  if not n or n ~= n or n < 0 or n > 1e15 then return 0 end
+  return math.floor(n)
+end
+Rec.whole = whole
+
+-- The history fields of attempt n that are dropped when attempt n + HISTORY starts.
+local function forget_old(rk, n)
+  if n > HISTORY then
+    local o = 'a' .. (n - HISTORY)
+    redis.call('HDEL', rk, o .. '.moved', o .. '.start', o .. '.end')
+  end
+end
+
+-- What a reserve needs of job `id`'s record: {state, attempts, job key} (state nil when there
+-- is no record), or nil and the problem when it cannot be read. A state of 'cancelled' means
+-- the job must not run.
+function Rec.peek(P, id)
+  local rk = Rec.key(P, id)
+  local v = redis.pcall('HMGET', rk, 'state', 'attempts', 'key')
+  if v.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
+  return v
+end
+
+-- A reserved job's start, given what Rec.peek read (a record that exists and is not
+-- cancelled): its state, worker, start time, attempt and history. Returns the attempt number
+-- and the job key ('' none).
+function Rec.start(P, id, worker, now_ms, v)
+  local rk = Rec.key(P, id)
+  local n = whole(v[2]) + 1
+  redis.call('HSET', rk, 'state', 'working', 'worker', worker, 'started_at', now_ms,
+    'attempts', n, 'a' .. n .. '.start', now_ms .. ' ' .. worker)
+  forget_old(rk, n)
+  if FINAL[v[1]] then
+    -- Run again (a failure retried from the failure list): no longer finished.
+    redis.call('PERSIST', rk)
+    redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
+  end
+  return n, v[3] or ''
+end
+
+-- Frees job key `key` of job `id` (only while it names that job).
+function Rec.free_key(P, key, id)
+  if key and key ~= '' then
+    local jk = P .. 'resq:jobkey:' .. key
+    if redis.pcall('GET', jk) == id then redis.call('DEL', jk) end
+  end
+end
+
+-- The end of a run, from the worker's spec ('\n'-separated: 'r', id, attempt ('' when the
+-- worker does not know it: read here, with the job key), job key, state, TTL in s, result JSON
+-- ('' none), the error message (the rest, '' none)): state completed, failed, killed (final),
+-- retrying (due_at = the TTL field, epoch ms), or queued (put back). With `only_working`, only
+-- a record still working is written (pruning's view of a dead worker). Returns the final state
+-- written (nil when not final) and a problem (or nil).
+function Rec.finish(P, spec, now_ms, only_working)
+  local _, _, id, n, key, state, ttl, result, err =
+    string.find(spec, '^r\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  if not id then return nil, 'BADSPEC a tracked ending the worker sent: ' .. string.sub(spec, 1, 80) end
+  local rk = Rec.key(P, id)
+  if only_working or n == '' then
+    -- Pruning, or a worker that does not know the attempt (a job put back at shutdown): read.
+    local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key')
+    if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
+    if only_working and cur[1] ~= 'working' then return nil end
+    n, key = cur[2] or n, cur[3] or key
+  end
+  local a = 'a' .. whole(n)
+  local ev = (state == 'queued' and 'requeued' or state) .. ' ' .. now_ms
+  if err ~= '' then ev = ev .. ' ' .. err end
+  local f = { 'state', state, a .. '.end', ev }
+  if FINAL[state] then
+    f[#f + 1] = 'ended_at'
+    f[#f + 1] = now_ms
+  elseif state == 'retrying' then
+    f[#f + 1] = 'due_at'
+    f[#f + 1] = ttl
+  end
+  if result ~= '' then
+    f[#f + 1] = 'result'
+    f[#f + 1] = result
+  end
+  if err ~= '' then
+    f[#f + 1] = 'error'
+    f[#f + 1] = err
+  end
+  local added = redis.pcall('HSET', rk, unpack(f))
+  if type(added) == 'table' then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
+  if added == #f / 2 then
+    -- Every field was new, `state` too: there was no record (deleted while the job ran). It
+    -- is not made again from this ending alone.
+    redis.call('DEL', rk)
+    return nil, id .. ' has no record (' .. rk .. ')'
+  end
+  if not FINAL[state] then return nil end
+  local secs = whole(ttl)
+  if secs > 0 then redis.call('EXPIRE', rk, math.min(secs, TTL_MAX)) end
+  local problem = nil
+  local ix = P .. 'resq:jobs:' .. state
+  if type(redis.pcall('ZADD', ix, now_ms, id)) == 'table' then
+    problem = id .. ' ' .. G.wrongtype_of(ix, 'zset')
+  end
+  Rec.free_key(P, key, id)
+  return state, problem
+end
+
+-- Forgets the oldest entries of final index `state` finished over `sweep_ms` ago (their
+-- records have expired: no TTL is longer than the one the sweep is told), at most `most`.
+function Rec.sweep(P, state, now_ms, sweep_ms, most)
+  if sweep_ms <= 0 then return end
+  local ix = P .. 'resq:jobs:' .. state
+  local c = redis.pcall('ZCOUNT', ix, '-inf', '(' .. (now_ms - sweep_ms))
+  if type(c) == 'number' and c > 0 then
+    redis.call('ZREMRANGEBYRANK', ix, 0, math.min(c, most) - 1)
+  end
+end

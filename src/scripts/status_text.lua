@@ -1,0 +1,312 @@
+-- status_text.lua (module Status, text helpers): resque-status's record is a JSON text that
+-- Ruby reads and writes; resq edits it as text, so that every member it does not write keeps
+-- its bytes and its place: a member is replaced where it stands or appended at the end, which is
+-- exactly what Ruby's `old.merge(new)` gives. And resque-status's `name` is Ruby's
+-- `"Class(#{options.inspect})"`, made here from the options' JSON text.
+--
+-- The scans jump from quote to bracket with string.find (C), never byte by byte in Lua.
+--
+-- KEYS / ARGV: none (a module).
+
+-- The end index of the JSON value starting at index i of t, or nil when t is not JSON there.
+local function json_end(t, i)
+  local c = string.sub(t, i, i)
+  if c == '"' then
+    local j = i + 1
+    while true do
+      local q = string.find(t, '["\\]', j)
+      if not q then return nil end
+      if string.sub(t, q, q) == '"' then return q end
+      j = q + 2
+    end
+  elseif c == '{' or c == '[' then
+    local depth, j = 0, i
+    while true do
+      local q = string.find(t, '[%[%]{}"]', j)
+      if not q then return nil end
+      local d = string.sub(t, q, q)
+      if d == '"' then
+        q = json_end(t, q)
+        if not q then return nil end
+      elseif d == '{' or d == '[' then
+        depth = depth + 1
+      else
+        depth = depth - 1
+        if depth == 0 then return q end
+      end
+      j = q + 1
+    end
+  else
+    local _, e = string.find(t, '^[%w%.%+%-]+', i)
+    return e
+  end
+end
+
+-- The index of the first byte at or after i of t that is not JSON whitespace.
+local function json_ws(t, i)
+  local b = string.byte(t, i)
+  while b == 32 or b == 10 or b == 13 or b == 9 do
+    i = i + 1
+    b = string.byte(t, i)
+  end
+  return i
+end
+
+-- The members of the JSON object text t: a list of {key text (as written, unescaped keys
+-- only matter here), value start, value end, key start}, and the index of its closing brace;
+-- nil when t is not one JSON object. (Bytes are compared directly: records are compact, and
+-- this runs for every tracked transition.)
+local function json_members(t)
+  local i = json_ws(t, 1)
+  if string.byte(t, i) ~= 123 then return nil end
+  i = json_ws(t, i + 1)
+  local out = {}
+  if string.byte(t, i) == 125 then
+    if json_ws(t, i + 1) > #t then return out, i end
+    return nil
+  end
+  while true do
+    if string.byte(t, i) ~= 34 then return nil end
+    local ke = json_end(t, i)
+    if not ke then return nil end
+    local c = json_ws(t, ke + 1)
+    if string.byte(t, c) ~= 58 then return nil end
+    local vs = json_ws(t, c + 1)
+    local ve = json_end(t, vs)
+    if not ve then return nil end
+    out[#out + 1] = { string.sub(t, i + 1, ke - 1), vs, ve, i }
+    local n = json_ws(t, ve + 1)
+    local d = string.byte(t, n)
+    if d == 125 then
+      if json_ws(t, n + 1) > #t then return out, n end
+      return nil
+    end
+    if d ~= 44 then return nil end
+    i = json_ws(t, n + 1)
+  end
+end
+
+-- The value text of member `key` of object text t (members ms), or nil.
+local function json_get(t, ms, key)
+  for _, m in ipairs(ms) do
+    if m[1] == key then return string.sub(t, m[2], m[3]) end
+  end
+  return nil
+end
+
+-- Object text t (members ms, closing brace at close) with each {key, value text} of `updates`
+-- replacing the member of that key where it stands, or appended in order: Ruby's merge.
+local function json_merge(t, ms, close, updates)
+  local want, order = {}, {}
+  for _, u in ipairs(updates) do
+    if want[u[1]] == nil then order[#order + 1] = u[1] end
+    want[u[1]] = u[2]
+  end
+  local parts, from = {}, 1
+  for _, m in ipairs(ms) do
+    local v = want[m[1]]
+    if v ~= nil then
+      parts[#parts + 1] = string.sub(t, from, m[2] - 1)
+      parts[#parts + 1] = v
+      from = m[3] + 1
+      want[m[1]] = nil
+    end
+  end
+  parts[#parts + 1] = string.sub(t, from, close - 1)
+  local n = #ms
+  for _, k in ipairs(order) do
+    local v = want[k]
+    if v ~= nil then
+      if n > 0 then parts[#parts + 1] = ',' end
+      parts[#parts + 1] = '"' .. k .. '":' .. v
+      n = n + 1
+    end
+  end
+  parts[#parts + 1] = string.sub(t, close)
+  return table.concat(parts)
+end
+
+-- Ruby's Float#to_s of the double x (what Hash#inspect prints for a float).
+local function rb_float(x)
+  if x ~= x then return 'NaN' end
+  if x == math.huge then return 'Infinity' end
+  if x == -math.huge then return '-Infinity' end
+  if x == 0 then
+    if 1 / x < 0 then return '-0.0' end
+    return '0.0'
+  end
+  local s
+  for p = 1, 17 do
+    s = string.format('%.' .. p .. 'e', x)
+    if tonumber(s) == x then break end
+  end
+  -- s = '-d.ddde+XX': the shortest digits and the decimal point's position.
+  local sign, d1, rest, ex = string.match(s, '^(%-?)(%d)%.?(%d*)e([-+]%d+)$')
+  local digits = string.gsub(d1 .. rest, '0+$', '')
+  if digits == '' then digits = '0' end
+  local decpt = tonumber(ex) + 1
+  -- Ruby's flo_to_s: the point inside the digits, or up to 15 integer digits, or 0.000ddd.
+  if decpt > 0 and decpt < #digits then
+    return sign .. string.sub(digits, 1, decpt) .. '.' .. string.sub(digits, decpt + 1)
+  elseif decpt > 0 and decpt <= 15 then
+    return sign .. digits .. string.rep('0', decpt - #digits) .. '.0'
+  elseif decpt <= 0 and decpt > -4 then
+    return sign .. '0.' .. string.rep('0', -decpt) .. digits
+  end
+  local frac = string.sub(digits, 2)
+  if frac == '' then frac = '0' end
+  local e = decpt - 1
+  local es = '+'
+  if e < 0 then es, e = '-', -e end
+  return sign .. string.sub(digits, 1, 1) .. '.' .. frac .. 'e' .. es .. string.format('%02d', e)
+end
+
+-- UTF-8 bytes of code point c.
+local function utf8_char(c)
+  if c < 0x80 then return string.char(c) end
+  if c < 0x800 then return string.char(0xC0 + math.floor(c / 64), 0x80 + c % 64) end
+  if c < 0x10000 then
+    return string.char(0xE0 + math.floor(c / 4096), 0x80 + math.floor(c / 64) % 64, 0x80 + c % 64)
+  end
+  return string.char(0xF0 + math.floor(c / 262144), 0x80 + math.floor(c / 4096) % 64,
+    0x80 + math.floor(c / 64) % 64, 0x80 + c % 64)
+end
+
+-- Non-ASCII code points Ruby's String#inspect escapes: the line and paragraph separators and
+-- the noncharacters. (Ruby also escapes code points unassigned in its Unicode tables; those are
+-- written as they are here.)
+local function rb_unprintable(c)
+  return c == 0x2028 or c == 0x2029 or (c >= 0xFDD0 and c <= 0xFDEF) or c % 65536 >= 0xFFFE
+end
+
+local RB_ESC = { [7] = '\\a', [8] = '\\b', [9] = '\\t', [10] = '\\n', [11] = '\\v', [12] = '\\f',
+  [13] = '\\r', [27] = '\\e', [34] = '\\"', [92] = '\\\\' }
+
+-- Ruby's String#inspect of the JSON string literal t[i..j] (quotes included).
+local function rb_string(t, i, j)
+  local out, k = { '"' }, i + 1
+  local function put(c)
+    local e = RB_ESC[c]
+    if e then
+      out[#out + 1] = e
+    elseif c < 32 or c == 127 then
+      out[#out + 1] = string.format('\\u%04X', c)
+    elseif c >= 0x10000 and rb_unprintable(c) then
+      out[#out + 1] = string.format('\\u{%X}', c)
+    elseif c >= 0x80 and rb_unprintable(c) then
+      out[#out + 1] = string.format('\\u%04X', c)
+    else
+      out[#out + 1] = utf8_char(c)
+    end
+  end
+  while k < j do
+    local b = string.byte(t, k)
+    if b == 92 then
+      local e = string.sub(t, k + 1, k + 1)
+      if e == 'u' then
+        local c = tonumber(string.sub(t, k + 2, k + 5), 16) or 0xFFFD
+        k = k + 6
+        if c >= 0xD800 and c <= 0xDBFF and string.sub(t, k, k + 1) == '\\u' then
+          local lo = tonumber(string.sub(t, k + 2, k + 5), 16) or 0
+          if lo >= 0xDC00 and lo <= 0xDFFF then
+            c = 0x10000 + (c - 0xD800) * 1024 + (lo - 0xDC00)
+            k = k + 6
+          end
+        end
+        put(c)
+      else
+        local map = { n = 10, t = 9, r = 13, b = 8, f = 12 }
+        put(map[e] or string.byte(e))
+        k = k + 2
+      end
+    elseif b == 35 and string.find(t, '^[{$@]', k + 1) then
+      out[#out + 1] = '\\#'
+      k = k + 1
+    elseif b < 0x80 then
+      put(b)
+      k = k + 1
+    else
+      -- A multi-byte character (the payload was checked to be valid UTF-8).
+      local n = (b >= 0xF0 and 4) or (b >= 0xE0 and 3) or 2
+      local c = b % (2 ^ (7 - n))
+      for x = 1, n - 1 do c = c * 64 + string.byte(t, k + x) % 64 end
+      if rb_unprintable(c) then put(c) else out[#out + 1] = string.sub(t, k, k + n - 1) end
+      k = k + n
+    end
+  end
+  out[#out + 1] = '"'
+  return table.concat(out)
+end
+
+-- Ruby 3.1's #inspect of the JSON value at t[i..] as JSON.parse gives it; nil when the text
+-- is not JSON there. Returns the text and the value's end index.
+local function rb_inspect(t, i)
+  local _, s = string.find(t, '^%s*', i)
+  i = s + 1
+  local c = string.sub(t, i, i)
+  local e = json_end(t, i)
+  if not e then return nil end
+  if c == '"' then return rb_string(t, i, e), e end
+  if c == '{' or c == '[' then
+    local open, close, parts, k = c, (c == '{' and '}' or ']'), {}, i + 1
+    while true do
+      local _, w = string.find(t, '^[%s,]*', k)
+      k = w + 1
+      if string.sub(t, k, k) == close then break end
+      local item, ie
+      if open == '{' then
+        local ke = json_end(t, k)
+        if not ke then return nil end
+        local _, colon = string.find(t, '^%s*:', ke + 1)
+        if not colon then return nil end
+        local v, ve = rb_inspect(t, colon + 1)
+        if not v then return nil end
+        item, ie = rb_string(t, k, ke) .. '=>' .. v, ve
+      else
+        item, ie = rb_inspect(t, k)
+        if not item then return nil end
+      end
+      parts[#parts + 1] = item
+      k = ie + 1
+    end
+    return open .. table.concat(parts, ', ') .. close, e
+  end
+  local word = string.sub(t, i, e)
+  if word == 'null' then return 'nil', e end
+  if word == 'true' or word == 'false' then return word, e end
+  if string.find(word, '^%-?%d+$') then
+    return (string.gsub(word, '^%-0+$', '0')), e
+  end
+  local x = tonumber(word)
+  if not x then return nil end
+  return rb_float(x), e
+end
+
+-- resque-status's `name`: "Class(#{options.inspect unless options.empty?})", from the JSON
+-- text of the options (nil: no options). Unreadable options give "Class(…)".
+local function rb_name(class, options)
+  if not options or string.find(options, '^%s*{%s*}%s*$') or string.find(options, '^%s*%[%s*%]%s*$')
+      or options == '""' or options == 'null' then
+    return class .. '()'
+  end
+  local s = rb_inspect(options, 1)
+  return class .. '(' .. (s or '…') .. ')'
+end
+
+
+Status.json_end = json_end
+Status.json_members = json_members
+Status.json_get = json_get
+Status.json_merge = json_merge
+Status.rb_name = rb_name
+
+-- A JSON string literal of s as Ruby's json and Oj write it ('/' and non-ASCII as they are).
+local NAMED = { [8] = '\\b', [9] = '\\t', [10] = '\\n', [12] = '\\f', [13] = '\\r' }
+function Status.json_str(s)
+  return '"' .. string.gsub(s, '[%z\1-\31"\\]', function(c)
+    if c == '"' then return '\\"' end
+    if c == '\\' then return '\\\\' end
+    local b = string.byte(c)
+    return NAMED[b] or string.format('\\u%04x', b)
+  end) .. '"'
+end
