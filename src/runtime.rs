@@ -4,8 +4,8 @@
 //! round trips, and the step batcher, the slots and the connection hand work to one another
 //! constantly. On one worker thread those hand-offs are plain task switches; on several they
 //! become cross-thread wake-ups (futex, context switches) that cost more than the job. So the
-//! runtime has **one worker thread** by default, which measured 15–25 % more jobs/s and
-//! 20–30 % less CPU per job than two (`docs/performance.md`). Handlers registered with
+//! runtime has **one worker thread** by default, which measured 17–30 % more jobs/s and
+//! 19–25 % less CPU per job than two (`docs/performance.md`). Handlers registered with
 //! [`crate::Registry::blocking`] run on the blocking pool (many threads) either way; a program
 //! whose *async* handlers burn CPU sets `TOKIO_WORKER_THREADS` (tokio's own variable) to the
 //! number of threads it wants.
