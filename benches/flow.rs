@@ -11,9 +11,13 @@
 //! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3; `ONLY`, a comma
 //! list of `drain`, `memory`, `wait`, `held`; `FLOW_REDIS_URL`, a server of your own instead of
 //! the one it starts, e.g. to profile it; `SETUPS`, a comma list of `Baseline`, `Slots32`,
-//! `Tracked`, `Statused`, `QueueLimit32`, `KeyLimit100`; `FLOW_BEFORE_DRAIN` /
-//! `FLOW_AFTER_DRAIN`, shell commands run right before and after a drain's measured part, which
-//! scripts/drain-cost uses).
+//! `Tracked`, `Statused`, `QueueLimit32`, `KeyLimit100` (the default: all of these), and
+//! `Slots1`, `StatusedRuby` (only when named); `FLOW_BEFORE_DRAIN` / `FLOW_AFTER_DRAIN`, shell
+//! commands run right before and after a drain's measured part, which scripts/drain-cost uses;
+//! `FLOW_ENQUEUE`, the shell command that enqueues the jobs of a setup whose jobs another
+//! program makes (`StatusedRuby`: real resque-status's `create`; see `Setup::external`);
+//! `FLOW_SLOTS`, every setup's slots instead of its own; `FLOW_JSON`, a file to which each
+//! drain appends its figures as one JSON line, which scripts/drain-cost reads).
 
 #[path = "../src/testing/server.rs"]
 mod server;
@@ -27,26 +31,86 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// One drain's setup: how its jobs are enqueued, what the registry declares, how many slots.
+///
+/// **Extension point.** A new setup (e.g. the workflows' `BatchMember`: every job a member of a
+/// batch; `OneDependency`: every job waiting on one other job) is a variant here, a name, an
+/// arm in [`enqueue`] (or [`Setup::external`] plus `FLOW_ENQUEUE` when another program makes
+/// the jobs), an arm in the registry `match` of [`drain`] and an entry in `ALL` (default runs)
+/// or `BY_NAME` (run only when named in `SETUPS`). scripts/drain-cost passes any name it is
+/// given through `SETUPS`, so it needs no change to price a new setup. A latency that is not a
+/// drain (e.g. from a batch's last member's end to its callback's start, p50/p99) is a section
+/// of its own in `main` (next to `wait`), chosen with `ONLY`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Setup {
     Baseline,
+    /// Nothing on, one slot (the one-call-per-job shape the ceiling client's `ceiling.lua`
+    /// measures at one connection).
+    Slots1,
     Slots32,
     Tracked,
     Statused,
+    /// Every job a resque-status job created by real resque-status (`FLOW_ENQUEUE`), so that
+    /// resq and a real Ruby worker drain the same bytes.
+    StatusedRuby,
     QueueLimit32,
     KeyLimit100,
 }
+
+/// The setups run when `SETUPS` is not set, in order (the ratios are to the first one run).
+const ALL: [Setup; 6] = [
+    Setup::Baseline,
+    Setup::Slots32,
+    Setup::Tracked,
+    Setup::Statused,
+    Setup::QueueLimit32,
+    Setup::KeyLimit100,
+];
+
+/// Every setup `SETUPS` can name.
+const BY_NAME: [Setup; 8] = [
+    Setup::Baseline,
+    Setup::Slots1,
+    Setup::Slots32,
+    Setup::Tracked,
+    Setup::Statused,
+    Setup::StatusedRuby,
+    Setup::QueueLimit32,
+    Setup::KeyLimit100,
+];
 
 impl Setup {
     fn name(self) -> &'static str {
         match self {
             Setup::Baseline => "nothing on (baseline)",
+            Setup::Slots1 => "nothing on, 1 slot",
             Setup::Slots32 => "nothing on, 32 slots",
             Setup::Tracked => "every job tracked",
             Setup::Statused => "every job a resque-status job",
+            Setup::StatusedRuby => "every job a resque-status job, created by Ruby",
             Setup::QueueLimit32 => "queue limit 32 (64 slots)",
             Setup::KeyLimit100 => "per-key limit 1 over 100 keys",
         }
+    }
+
+    /// Its slots (`FLOW_SLOTS` overrides every setup's).
+    fn slots(self) -> usize {
+        if let Some(n) = std::env::var("FLOW_SLOTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            return n;
+        }
+        match self {
+            Setup::Slots1 => 1,
+            Setup::Slots32 => 32,
+            _ => 64,
+        }
+    }
+
+    /// Whether another program enqueues its jobs (`FLOW_ENQUEUE`).
+    fn external(self) -> bool {
+        matches!(self, Setup::StatusedRuby)
     }
 }
 
@@ -73,7 +137,8 @@ async fn info_field(
         .unwrap_or(0.0)
 }
 
-/// Redis's CPU seconds (user + sys) and the number of script calls it has run so far.
+/// Redis's CPU seconds (user + sys) and the number of script calls (`EVAL`, `EVALSHA`, `FCALL`)
+/// it has run so far.
 async fn redis_cpu_calls(con: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
     let cpu = info_field(con, "cpu", "used_cpu_user").await
         + info_field(con, "cpu", "used_cpu_sys").await;
@@ -85,9 +150,15 @@ async fn redis_cpu_calls(con: &mut redis::aio::MultiplexedConnection) -> (f64, f
     let calls = stats
         .lines()
         .filter(|l| {
-            l.starts_with("cmdstat_fcall:")
-                || l.starts_with("cmdstat_evalsha:")
-                || l.starts_with("cmdstat_eval:")
+            [
+                "cmdstat_evalsha:",
+                "cmdstat_eval:",
+                "cmdstat_fcall:",
+                "cmdstat_evalsha_ro:",
+                "cmdstat_fcall_ro:",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
         })
         .filter_map(|l| {
             l.split("calls=")
@@ -129,17 +200,37 @@ struct Drained {
     start_ms: f64,
 }
 
-/// One drain.
-async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
-    let ns = format!("flow-{round}-{setup:?}");
-    let client = Client::connect(url, &ns).await.unwrap();
-    let mut con = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+/// Enqueues the setup's `jobs` Noop jobs on queue `default` of namespace `ns`.
+async fn enqueue(
+    url: &str,
+    ns: &str,
+    client: &Client,
+    con: &mut redis::aio::MultiplexedConnection,
+    setup: Setup,
+    jobs: usize,
+) {
     let queue = format!("{ns}:queue:default");
-    if setup == Setup::Tracked {
+    if setup.external() {
+        // FLOW_ENQUEUE: another program makes the jobs (e.g. real resque-status's `create`).
+        let cmd = std::env::var("FLOW_ENQUEUE").unwrap_or_else(|_| {
+            panic!("setup {setup:?} needs FLOW_ENQUEUE (scripts/drain-cost sets it)")
+        });
+        let status = std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .env("SETUP", format!("{setup:?}"))
+            .env("FLOW_REDIS_URL", url)
+            .env("FLOW_NS", ns)
+            .env("FLOW_QUEUE", "default")
+            .env("FLOW_JOBS", jobs.to_string())
+            .status()
+            .expect("sh");
+        assert!(status.success(), "FLOW_ENQUEUE failed: {cmd}");
+        let have: usize = con.llen(&queue).await.unwrap();
+        assert_eq!(
+            have, jobs,
+            "FLOW_ENQUEUE left {have} jobs on {queue}, not {jobs}"
+        );
+    } else if setup == Setup::Tracked {
         for i in 0..jobs {
             client
                 .enqueue_class_tracked("default", "Noop", &[json!(i % 100)], Track::new())
@@ -167,10 +258,22 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
                 )
                 .ignore();
             }
-            let _: () = pipe.query_async(&mut con).await.unwrap();
+            let _: () = pipe.query_async(con).await.unwrap();
         }
         let _: () = con.sadd(format!("{ns}:queues"), "default").await.unwrap();
     }
+}
+
+/// One drain.
+async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
+    let ns = format!("flow-{round}-{setup:?}");
+    let client = Client::connect(url, &ns).await.unwrap();
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    enqueue(url, &ns, &client, &mut con, setup, jobs).await;
     let done = Arc::new(AtomicUsize::new(0));
     let first: Arc<std::sync::OnceLock<Instant>> = Arc::default();
     let d = done.clone();
@@ -190,7 +293,7 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
         Setup::KeyLimit100 => {
             registry.limit(Limit::concurrency("k100", 1).class("Noop").key("k{args.0}"))
         }
-        Setup::Statused => registry.statused("Noop"),
+        Setup::Statused | Setup::StatusedRuby => registry.statused("Noop"),
         _ => registry,
     };
     hook("FLOW_BEFORE_DRAIN", setup);
@@ -199,7 +302,7 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
     let running = Worker::builder()
         .redis_url(url)
         .namespace(&ns)
-        .concurrency(if setup == Setup::Slots32 { 32 } else { 64 })
+        .concurrency(setup.slots())
         .registry(registry)
         .build()
         .unwrap()
@@ -215,12 +318,28 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
     hook("FLOW_AFTER_DRAIN", setup);
     running.stop(Phase::Quit);
     running.wait().await.unwrap();
-    Drained {
+    let d = Drained {
         rate: (jobs - 1) as f64 / (ended - first).as_secs_f64(),
         cpu: (cpu1 - cpu0) * 1e6 / jobs as f64,
         calls: (calls1 - calls0) / jobs as f64,
         start_ms: (first - started).as_secs_f64() * 1000.0,
+    };
+    // FLOW_JSON: one line per drain, for scripts/drain-cost.
+    if let Ok(path) = std::env::var("FLOW_JSON") {
+        use std::io::Write as _;
+        let line = json!({
+            "setup": format!("{setup:?}"), "slots": setup.slots(), "jobs": jobs, "round": round,
+            "jobs_per_s": d.rate, "redis_cpu_us_per_job": d.cpu,
+            "script_calls_per_job": d.calls, "start_ms": d.start_ms,
+        });
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        writeln!(f, "{line}").unwrap();
     }
+    d
 }
 
 /// Memory of `n` finished tracked records, and after their TTL (1 s) has passed.
@@ -392,21 +511,21 @@ fn main() {
         let only = std::env::var("ONLY").unwrap_or_default();
         let on = |s: &str| only.is_empty() || only.split(',').any(|o| o == s);
         if on("drain") {
-        // SETUPS: a comma list of Baseline, Slots32, Tracked, Statused, QueueLimit32,
-        // KeyLimit100 (default all); the ratios are to the first one run.
+        // SETUPS: a comma list of setups' names (default `ALL`), run in that order; the ratios
+        // are to the first one run.
         let pick = std::env::var("SETUPS").unwrap_or_default();
-        let setups: Vec<Setup> =
-            [
-                Setup::Baseline,
-                Setup::Slots32,
-                Setup::Tracked,
-                Setup::Statused,
-                Setup::QueueLimit32,
-                Setup::KeyLimit100,
-            ]
-                .into_iter()
-                .filter(|s| pick.is_empty() || pick.split(',').any(|p| p == format!("{s:?}")))
-                .collect();
+        let setups: Vec<Setup> = if pick.is_empty() {
+            ALL.to_vec()
+        } else {
+            pick.split(',')
+                .map(|p| {
+                    *BY_NAME
+                        .iter()
+                        .find(|s| format!("{s:?}") == p.trim())
+                        .unwrap_or_else(|| panic!("SETUPS: no setup {p:?} (have {BY_NAME:?})"))
+                })
+                .collect()
+        };
         // Each round runs every setup in turn, and a setup's ratio is taken to the first
         // setup's drain of the same round: this machine's speed drifts by up to 2× between
         // minutes, and a ratio of two drains seconds apart is what that drift moves least.
@@ -420,7 +539,7 @@ fn main() {
             v.sort_by(|a, b| a.total_cmp(b));
             v[v.len() / 2]
         };
-        println!("Noop drain, one process, CONCURRENCY=64, {jobs} jobs × {rounds} rounds (median)\n");
+        println!("Noop drain, one process (64 slots unless the setup says otherwise), {jobs} jobs × {rounds} rounds (median)\n");
         println!("| setup | jobs/s | vs the first setup, same round (each round) | Redis CPU µs/job | script calls/job | start, ms |");
         println!("|---|---|---|---|---|---|");
         for (i, s) in setups.iter().enumerate() {

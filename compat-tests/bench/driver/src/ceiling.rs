@@ -16,6 +16,31 @@ static BATCH_SCRIPT: &str = include_str!("ceiling_batch.lua");
 /// One client thread's loop: given its connection, drains until the queue is empty.
 type Drainer = Box<dyn FnOnce(&mut redis::Connection) -> Result<()> + Send>;
 
+/// Runs the shell command in env `name`, if set (`FLOW_BEFORE_DRAIN` / `FLOW_AFTER_DRAIN`, the
+/// flow bench's hooks around a drain's measured part: scripts/drain-cost zeroes and dumps
+/// callgrind's counts of the server with them, so the fill is not counted).
+fn hook(name: &str) -> Result<()> {
+    if let Ok(cmd) = std::env::var(name) {
+        let status = std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .env("SETUP", "ceiling")
+            .status()?;
+        if !status.success() {
+            bail!("{name} failed: {cmd}");
+        }
+    }
+    Ok(())
+}
+
+/// Redis CPU µs per job over the last ceiling drain's measured part (between the hooks): the
+/// fill is not in it.
+static WINDOW_REDIS_US: std::sync::Mutex<Option<f64>> = std::sync::Mutex::new(None);
+
+/// Redis CPU µs per job over the last drain's measured part (between the hooks).
+pub fn window_redis_us() -> Option<f64> {
+    *WINDOW_REDIS_US.lock().unwrap()
+}
+
 /// Fills the queue with `n` Noop jobs, starts one thread per drainer (each with its own
 /// connection), times them from a common start to the last one's end, checks that all `n`
 /// jobs were counted and returns jobs/s.
@@ -23,6 +48,8 @@ fn drain(url: &str, ns: &str, queue: &str, n: usize, drainers: Vec<Drainer>) -> 
     let client = redis::Client::open(url)?;
     let mut con = client.get_connection()?;
     measure::fill(&mut con, ns, queue, n)?;
+    hook("FLOW_BEFORE_DRAIN")?;
+    let cpu0 = measure::redis_cpu(&mut con)?;
     let barrier = Arc::new(Barrier::new(drainers.len() + 1));
     let mut handles = Vec::new();
     for d in drainers {
@@ -42,6 +69,9 @@ fn drain(url: &str, ns: &str, queue: &str, n: usize, drainers: Vec<Drainer>) -> 
         }
     }
     let secs = t.elapsed().as_secs_f64();
+    let cpu1 = measure::redis_cpu(&mut con)?;
+    hook("FLOW_AFTER_DRAIN")?;
+    *WINDOW_REDIS_US.lock().unwrap() = Some((cpu1 - cpu0) * 1e6 / n as f64);
     let done: u64 = redis::cmd("GET")
         .arg(format!("{ns}:stat:processed"))
         .query(&mut con)?;

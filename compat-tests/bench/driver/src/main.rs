@@ -8,6 +8,11 @@
 //! that many bytes; none by default), `BASELINE_BIN` (another build's `compat_worker`, run as
 //! `resq-before-c1/c8/c64` just before each resq subject; its "resq best ÷ this" column is the
 //! speed-up since that build) and `BASELINE_LABEL` (its row label, e.g. `@1a59a29`).
+//! For scripts/drain-cost: `BENCH_REDIS_URL` (a running server instead of a private one, left
+//! running), `FLOW_BEFORE_DRAIN` / `FLOW_AFTER_DRAIN` (shell commands run right after a ceiling
+//! drain's fill and right after its last job), `NOOP_ARG_MOD` (the flow bench's jobs,
+//! `{"class":"Noop","args":[i % m]}`) and `BENCH_JSON` (a file to which each ceiling row is
+//! appended as one JSON line, with Redis CPU µs/job between the hooks).
 
 mod ceiling;
 mod measure;
@@ -112,6 +117,18 @@ fn main() -> Result<()> {
         );
         let per = |a: f64, b: f64| (b - a) * 1e6 / jobs as f64;
         eprintln!("   {rate:.0} jobs/s");
+        if let Ok(path) = std::env::var("BENCH_JSON") {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)?;
+            writeln!(
+                f,
+                "{{\"tag\":\"{tag}\",\"jobs\":{jobs},\"jobs_per_s\":{rate},\"redis_cpu_us_per_job\":{}}}",
+                ceiling::window_redis_us().unwrap_or(f64::NAN)
+            )?;
+        }
         rows.push(Row {
             tag,
             name: {

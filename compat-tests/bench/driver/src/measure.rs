@@ -22,15 +22,33 @@ pub fn fill(con: &mut redis::Connection, ns: &str, queue: &str, n: usize) -> Res
     } else {
         format!(r#"{{"class":"Noop","args":["{}"]}}"#, "a".repeat(pad))
     };
+    // NOOP_ARG_MOD=m: job i is `{"class":"Noop","args":[i % m]}`, the flow bench's jobs
+    // (scripts/drain-cost prices the ceiling with the same jobs as resq's drains).
+    let arg_mod = std::env::var("NOOP_ARG_MOD")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&m| m > 0);
     let mut p = redis::pipe();
     p.cmd("SADD")
         .arg(format!("{ns}:queues"))
         .arg(queue)
         .ignore();
     let mut left = n;
+    let mut i = 0;
     while left > 0 {
         let k = left.min(1000);
-        p.cmd("RPUSH").arg(&key).arg(vec![job.as_str(); k]).ignore();
+        match arg_mod {
+            Some(m) => {
+                let jobs: Vec<String> = (i..i + k)
+                    .map(|j| format!(r#"{{"class":"Noop","args":[{}]}}"#, j % m))
+                    .collect();
+                p.cmd("RPUSH").arg(&key).arg(jobs).ignore();
+            }
+            None => {
+                p.cmd("RPUSH").arg(&key).arg(vec![job.as_str(); k]).ignore();
+            }
+        }
+        i += k;
         left -= k;
     }
     let () = p.query(con)?;

@@ -7,15 +7,24 @@ use std::time::Duration;
 
 /// A running redis-server.
 pub struct Server {
-    /// The process.
-    child: Child,
+    /// The process (none for a server of the caller's, `BENCH_REDIS_URL`).
+    child: Option<Child>,
     /// Its port.
     pub port: u16,
 }
 
 impl Server {
-    /// Starts redis-server on a free port.
+    /// Starts redis-server on a free port; or, with `BENCH_REDIS_URL=redis://127.0.0.1:<port>`,
+    /// uses that server (scripts/drain-cost runs one under callgrind), which it leaves running.
     pub fn start() -> Result<Server> {
+        if let Ok(url) = std::env::var("BENCH_REDIS_URL") {
+            let port = url
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.trim_end_matches('/').parse().ok())
+                .with_context(|| format!("BENCH_REDIS_URL={url}: want redis://127.0.0.1:<port>"))?;
+            return Ok(Server { child: None, port });
+        }
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -36,7 +45,10 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .context("redis-server (apt-get install redis-server)")?;
-        let server = Server { child, port };
+        let server = Server {
+            child: Some(child),
+            port,
+        };
         for _ in 0..500 {
             if let Ok(mut c) = server.con() {
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
@@ -59,14 +71,16 @@ impl Server {
     }
 
     /// The server's pid.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
