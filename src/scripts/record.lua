@@ -9,11 +9,12 @@
 --                              delayed set), so no index is kept for those
 --   P..'resq:tag:'..tag        ids carrying the tag, by when they were enqueued (ms)
 --   P..'resq:jobkey:'..key     the id of the unfinished job enqueued under that job key
--- Fields: state, class, queue, enqueued_at, due_at (scheduled or retrying: when), attempts,
--- worker, started_at, ended_at, result (JSON text), error (the last failure's message),
--- num, total, message (progress), tags (JSON array text), key, ttl, kill (a kill request's
--- time), cancelled_at, and the history: a<n>.moved (ms), a<n>.start ('<ms> <worker>'),
--- a<n>.end ('<state> <ms>[ <error>]') for the n-th attempt, the last HISTORY attempts kept.
+-- Fields: state, class, queue, enqueued_at (ms), due_at (scheduled or retrying: when, ms),
+-- attempts, worker, started_at, ended_at (ms), result (JSON text), error (the last failure's
+-- message), p.num, p.total, p.message and p.<custom> (progress, JSON texts), tags (space-
+-- separated), key, kill (a kill request's time), cancelled_at, and the history: a<n>.moved
+-- (ms), a<n>.start ('<ms> <worker>'), a<n>.end ('<state> <ms>[ <error>]') for the n-th
+-- attempt, the last HISTORY attempts kept.
 --
 -- Every write is a command that cannot fail on a hash, made after a read of the same key
 -- proved it one (or through pcall, writing nothing when it is not): a record of another type,
