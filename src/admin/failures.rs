@@ -231,7 +231,7 @@ impl Admin {
             return Ok(out);
         }
         let mut con = self.con();
-        crate::scripts::ensure_loaded(&mut con).await?;
+        crate::scripts::ensure_loaded(&mut con, &self.keys().failed()).await?;
         let replies: Vec<i64> = pipe.query_async(&mut con).await?;
         for (index, at) in sent.into_iter().zip(replies) {
             if at >= 0 {

@@ -56,13 +56,6 @@ impl Function {
         c.key(key);
         c
     }
-
-    /// A call of it with `arg` as its first argument.
-    pub(crate) fn arg<T: ToRedisArgs>(&self, arg: T) -> Call {
-        let mut c = self.prepare_invoke();
-        c.arg(arg);
-        c
-    }
 }
 
 /// One `FCALL`: the function, its keys and its arguments.
@@ -135,10 +128,10 @@ pub(crate) async fn load<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<(
     }
 }
 
-/// Makes sure the server has the library, with one cheap call (for pipelines of `FCALL`s, which
-/// must not be sent again as a whole).
-pub(crate) async fn ensure_loaded<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<()> {
-    let _: String = VERSION_FN.prepare_invoke().invoke_async(con).await?;
+/// Makes sure the server that holds `key` has the library, with one cheap call (before a
+/// pipeline of `FCALL`s on that key's slot, which must not be sent again as a whole).
+pub(crate) async fn ensure_loaded<C: ConnectionLike + Send>(con: &mut C, key: &str) -> RedisResult<()> {
+    let _: String = VERSION_FN.key(key).invoke_async(con).await?;
     Ok(())
 }
 

@@ -223,6 +223,7 @@ impl Pruner {
     async fn return_orphan_shares<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         let limits_json = crate::limits::store::load_json(con, &self.keys).await;
         let r: RedisResult<(u64, String)> = crate::scripts::LIMIT_ORPHANS
+            .key(self.keys.sharing())
             .arg(self.keys.prefix())
             .arg(limits_json)
             .arg(1000)

@@ -3,7 +3,7 @@
 //! sends each request there ([`ClusterConn`]).
 //!
 //! A request goes to the known owner of its first key's slot (keyless commands such as
-//! `TIME` or `SCRIPT LOAD` go to the node used last, normally the namespace's owner). A node
+//! `TIME`, `SCRIPT LOAD` or `FUNCTION LOAD` go to the node used last, normally the namespace's owner). A node
 //! that does not own the slot answers `MOVED <slot> <host:port>` without running anything —
 //! for a transaction, every queued command is refused and `EXEC` discards it — so the request
 //! is sent again to that node. A node that cannot be reached is forgotten and the seeds are
@@ -52,6 +52,7 @@ fn command_key(cmd: &Cmd) -> Option<Vec<u8>> {
     let name = args.next()?.to_ascii_uppercase();
     let key = match name.as_slice() {
         b"MULTI" | b"EXEC" | b"DISCARD" | b"UNWATCH" | b"PING" | b"TIME" | b"INFO" | b"SCRIPT"
+        | b"FUNCTION"
         | b"CLIENT" | b"CONFIG" | b"WAIT" | b"DBSIZE" | b"ECHO" | b"HELLO" | b"AUTH"
         | b"SELECT" | b"CLUSTER" | b"COMMAND" | b"READONLY" | b"READWRITE" | b"FLUSHDB"
         | b"FLUSHALL" | b"KEYS" | b"SCAN" | b"RANDOMKEY" | b"ROLE" => None,
