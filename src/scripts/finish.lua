@@ -8,7 +8,14 @@
 -- shares (limits_held.lua's Lim.free), and a tracked job's ending is written (record.lua,
 -- status.lua) — only for the slots that carry them.
 --
--- KEYS / ARGV: none (a module; the step's context X is made by step.lua).
+-- KEYS / ARGV: none (a module; the step's frame X is step.lua's).
+
+local rcall, rpcall, byte, sub, ipairs, type
+
+on_init(function(E)
+  rcall, rpcall, byte, sub = E.redis.call, E.redis.pcall, E.string.byte, E.string.sub
+  ipairs, type = E.ipairs, E.type
+end)
 
 -- A problem to report: a record or a limit that could not be written while the job moved.
 function Finish.problem(X, line)
@@ -19,13 +26,13 @@ end
 -- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET never
 -- fails: a key that is no string reads as absent).
 function Finish.shared(X)
-  if not X.gets then X.gets = redis.call('MGET', X.P .. 'pause-all-workers', X.processed_key) end
+  if not X.gets then X.gets = rcall('MGET', X.P .. 'pause-all-workers', X.processed_key) end
   return X.gets
 end
 
 -- What stops the call's successes from being counted in `<ns>:stat:processed` (checked once).
 local function processed_err(X)
-  if X.processed_err == nil then
+  if X.processed_err == 0 then
     local v = Finish.shared(X)[2]
     local e
     if v then e = G.counter_err(X.processed_key, v, 1000) else e = G.bad_counter(X.processed_key, 1000) end
@@ -36,7 +43,7 @@ end
 
 -- What stops slot sl's failures from being recorded.
 function Finish.failure_err(X, sl)
-  if X.failed_err == nil then
+  if X.failed_err == 0 then
     X.failed_err = G.type_err(X.P .. 'failed', 'list') or G.bad_counter(X.P .. 'stat:failed', 1000) or false
   end
   local e = X.failed_err or G.bad_counter(sl.fkey, 1)
@@ -46,18 +53,18 @@ end
 
 -- Records a failure of slot sl (checked with Finish.failure_err first).
 function Finish.record_failure(X, sl, entry)
-  redis.call('RPUSH', X.P .. 'failed', entry)
+  rcall('RPUSH', X.P .. 'failed', entry)
   X.failed = X.failed + 1
-  redis.call('INCR', sl.fkey)
+  rcall('INCR', sl.fkey)
   if X.C.count_failed then
     X.processed = X.processed + 1
-    redis.call('INCR', sl.pkey)
+    rcall('INCR', sl.pkey)
   end
 end
 
 -- A tracked job's ending, written with its completion.
 local function track_end(X, spec)
-  local kind = string.byte(spec, 1)
+  local kind = byte(spec, 1)
   local state, problem
   if kind == 114 then
     state, problem = Rec.finish(X.P, spec, X.now_ms)
@@ -69,7 +76,7 @@ local function track_end(X, spec)
     state, problem = Status.finish(X.P, spec, X.now_s)
     if state then X.status_finals = (X.status_finals or 0) + 1 end
   else
-    problem = 'BADSPEC a tracked ending the worker sent: ' .. string.sub(spec, 1, 40)
+    problem = 'BADSPEC a tracked ending the worker sent: ' .. sub(spec, 1, 40)
   end
   if problem then Finish.problem(X, problem) end
 end
@@ -89,80 +96,93 @@ local function free_shares(X, sl)
   end
 end
 
-function Finish.run(X)
-  -- The entries of the slots that return shares, read in one command.
-  local sharing = {}
-  for _, it in ipairs(X.items) do
-    if it.limited and it.code ~= 45 then sharing[#sharing + 1] = it.sl.id end
+-- Slot i's completion (its part `it`); what it then wants.
+local function finish_one(X, i, it)
+  local sl, code = it.sl, it.code
+  local by_token = code == 83 or code == 70
+  local err, held = nil, nil
+  if by_token then
+    -- A claimed job's record is too large to send back: its token key says the record is still
+    -- the one this slot promoted.
+    local t = rcall('TYPE', sl.wkey)['ok']
+    if t ~= 'none' and t ~= 'string' then err = G.wrongtype_msg(sl.wkey, t, 'string') end
+  elseif code ~= 45 or it.reserve then
+    -- (G.get, inline: the path of every job.)
+    held = rpcall('GET', sl.wkey)
+    if type(held) == 'table' then held, err = nil, G.wrongtype_of(sl.wkey, 'string') end
   end
-  if #sharing > 1 then Lim.prefetch(X.P, sharing) end
-  for i, it in ipairs(X.items) do
-    local sl, code = it.sl, it.code
-    X.tag[i], X.applied[i], X.data[i] = 'none', 0, ''
-    local by_token = code == 83 or code == 70
-    local err, held = nil, nil
+  if not err and code ~= 45 then
+    local mine
     if by_token then
-      -- A claimed job's record is too large to send back: its token key says the record is
-      -- still the one this slot promoted.
-      local t = redis.call('TYPE', sl.wkey)['ok']
-      if t ~= 'none' and t ~= 'string' then err = G.wrongtype_msg(sl.wkey, t, 'string') end
-    elseif code ~= 45 or it.reserve then
-      held, err = G.get(sl.wkey)
+      local t
+      t, err = G.get(sl.tkey)
+      mine = rcall('EXISTS', sl.wkey) == 1 and t == it.ref
+      if not mine and not err and it.reserve then held, err = G.get(sl.wkey) end
+    else
+      mine = held == it.ref
     end
-    if not err and code ~= 45 then
-      local mine
-      if by_token then
-        local t
-        t, err = G.get(sl.tkey)
-        mine = redis.call('EXISTS', sl.wkey) == 1 and t == it.ref
-        if not mine and not err and it.reserve then held, err = G.get(sl.wkey) end
-      else
-        mine = held == it.ref
-      end
-      if mine and not err then
-        if code == 115 or code == 83 then
-          err = processed_err(X)
-          if not err then
-            local r = redis.pcall('INCR', sl.pkey)
-            if type(r) == 'table' then
-              err = G.bad_counter(sl.pkey, 1) or ('NOTINTEGER ' .. sl.pkey .. ': ' .. tostring(r.err))
-            else
-              X.processed = X.processed + 1
-            end
-          end
-        else
-          err = Finish.failure_err(X, sl)
-          if not err then Finish.record_failure(X, sl, it.entry) end
-        end
+    if mine and not err then
+      if code == 115 or code == 83 then
+        err = processed_err(X)
         if not err then
-          X.applied[i], X.gone[i], held = 1, true, false
-          if by_token then it.untoken = true end
-          if it.limited then free_shares(X, sl) end
-          if it.track then track_end(X, it.track) end
+          local r = rpcall('INCR', sl.pkey)
+          if type(r) == 'table' then
+            err = G.bad_counter(sl.pkey, 1) or ('NOTINTEGER ' .. sl.pkey .. ': ' .. tostring(r.err))
+          else
+            X.processed = X.processed + 1
+          end
         end
-      end
-    end
-    if err then
-      X.tag[i], X.data[i] = 'error', err
-    elseif it.reserve then
-      if held then
-        -- The job this slot already holds (the reply of the call that reserved it was lost).
-        X.tag[i], X.data[i] = 'job', held
-      elseif X.applied[i] == 1 and not by_token then
-        -- Its job's record was still there, so it holds no claim from a lost reply.
-        X.wanting[#X.wanting + 1] = i
       else
-        local data, cerr = Claim.held(sl)
-        if cerr then
-          X.tag[i], X.data[i] = 'error', cerr
-        elseif data then
-          X.tag[i], X.data[i] = 'claim', data
-        else
-          X.wanting[#X.wanting + 1] = i
-        end
+        err = Finish.failure_err(X, sl)
+        if not err then Finish.record_failure(X, sl, it.entry) end
+      end
+      if not err then
+        X.applied[i], X.gone[i], held = 1, true, false
+        if by_token then it.untoken = true end
+        if it.limited then free_shares(X, sl) end
+        if it.track then track_end(X, it.track) end
       end
     end
   end
+  if err then
+    X.tag[i], X.data[i] = 'error', err
+  elseif it.reserve then
+    if held then
+      -- The job this slot already holds (the reply of the call that reserved it was lost).
+      X.tag[i], X.data[i] = 'job', held
+    elseif X.applied[i] == 1 and not by_token then
+      -- Its job's record was still there, so it holds no claim from a lost reply.
+      X.nw = X.nw + 1
+      X.wanting[X.nw] = i
+    else
+      local d, cerr = Claim.held(sl)
+      if cerr then
+        X.tag[i], X.data[i] = 'error', cerr
+      elseif d then
+        X.tag[i], X.data[i] = 'claim', d
+      else
+        X.nw = X.nw + 1
+        X.wanting[X.nw] = i
+      end
+    end
+  end
+end
+
+function Finish.run(X)
+  local items, n = X.items, X.n
+  local tag, applied, data, extra, gone = X.tag, X.applied, X.data, X.extra, X.gone
+  -- The entries of the slots that return shares, read in one command.
+  local sharing = nil
+  for i = 1, n do
+    local it = items[i]
+    tag[i], applied[i], data[i], extra[i], gone[i] = 'none', 0, '', false, false
+    if it.limited and it.code ~= 45 then
+      sharing = sharing or {}
+      sharing[#sharing + 1] = it.sl.id
+    end
+  end
+  if sharing and #sharing > 1 then Lim.prefetch(X.P, sharing) end
+  for i = 1, n do finish_one(X, i, items[i]) end
 end
 
 -- After the call's writes: the finished jobs' entries that are due to be forgotten (their

@@ -9,7 +9,9 @@
 -- The due member of zset queue `key` at now_ms and its period (nil: not recurring), or nil
 -- when none is due; or nil, nil and the error text when the frequency hash is unusable.
 function Jes.due(key, freq, now_ms)
-  local due = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms, 'LIMIT', 0, 1)[1]
+  -- (A key of another type than a zset holds nothing due.)
+  local r = redis.pcall('ZRANGEBYSCORE', key, '-inf', now_ms, 'LIMIT', 0, 1)
+  local due = type(r) == 'table' and not r.err and r[1] or nil
   if not due then return nil end
   local period = redis.pcall('HGET', freq, due)
   if type(period) == 'table' then return nil, nil, G.wrongtype_of(freq, 'hash') end

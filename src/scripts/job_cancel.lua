@@ -4,6 +4,9 @@
 -- stop — its record's `kill` field (resque-status: its id in `<ns>:_kill`, which Ruby's workers
 -- also look at) — and ends killed when it next looks. A finished job is left as it is.
 --
+-- Cancelling a job also cancels its children (`<ns>:resq:children:<id>`), and theirs: queued
+-- and waiting ones never run, running ones are asked to stop (workflow.lua).
+--
 -- KEYS[1] <ns>:_kill (resque-status's; the records' keys are built from the prefix)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the id   ARGV[3] now in epoch ms
 -- ARGV[4] seconds the cancelled record is kept (0: until purged)
@@ -11,25 +14,59 @@
 -- Returns 'cancelled', 'killing', 'final <state>' or 'unknown'; an error reply, before any
 -- write, when a key is unusable.
 
+-- Cancels resq's own job `id` given its record's fields v (state, key, batch, waiters): one
+-- that has not started is cancelled (and ends, for its batch and the jobs waiting for it), a
+-- running one is asked to stop. Returns what it did.
+local function cancel_own(P, id, v, now_ms, ttl)
+  local state = v[1]
+  if Rec.FINAL[state] then return 'final ' .. state end
+  local rk = Rec.key(P, id)
+  if state == 'working' then
+    redis.call('HSET', rk, 'kill', now_ms)
+    return 'killing'
+  end
+  redis.call('HSET', rk, 'state', 'cancelled', 'cancelled_at', now_ms, 'ended_at', now_ms)
+  if ttl > 0 then redis.call('EXPIRE', rk, math.min(ttl, 3155760000)) end
+  redis.pcall('ZADD', P .. 'resq:jobs:cancelled', now_ms, id)
+  if state == 'waiting' then redis.pcall('ZREM', P .. 'resq:jobs:waiting', id) end
+  Rec.free_key(P, v[2], id)
+  if v[3] or v[4] then
+    Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4], first = true }, now_ms)
+  end
+  return 'cancelled'
+end
+
+-- Cancels the children of job `id`, and theirs (at most 10,000 jobs).
+local function cancel_children(P, id, now_ms, ttl)
+  local todo, k = { id }, 1
+  while k <= #todo and #todo <= 10000 do
+    local kids = redis.pcall('SMEMBERS', P .. 'resq:children:' .. todo[k])
+    k = k + 1
+    if type(kids) == 'table' and not kids.err then
+      for _, c in ipairs(kids) do
+        local v = redis.pcall('HMGET', Rec.key(P, c), 'state', 'key', 'batch', 'waiters')
+        if type(v) == 'table' and not v.err and v[1] then
+          cancel_own(P, c, v, now_ms, ttl)
+          todo[#todo + 1] = c
+        end
+      end
+    end
+  end
+end
+
 local function job_cancel(KEYS, ARGV)
   local P, id, now_ms, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), Rec.whole(ARGV[4])
-  local v, problem = Rec.peek(P, id)
-  if not v then return redis.error_reply(problem) end
-  local state = v[1]
-  if state then
-    if Rec.FINAL[state] then return 'final ' .. state end
-    local rk = Rec.key(P, id)
-    if state == 'working' then
-      redis.call('HSET', rk, 'kill', now_ms)
-      return 'killing'
+  local rk = Rec.key(P, id)
+  local v = redis.pcall('HMGET', rk, 'state', 'key', 'batch', 'waiters')
+  if v.err then return redis.error_reply(id .. ' ' .. G.wrongtype_of(rk, 'hash')) end
+  if v[1] then
+    if not Rec.FINAL[v[1]] and v[1] ~= 'working' then
+      local e = G.wrong_type(P .. 'resq:jobs:cancelled', 'zset')
+      if e then return redis.error_reply(e) end
     end
-    local e = G.wrong_type(P .. 'resq:jobs:cancelled', 'zset')
-    if e then return redis.error_reply(e) end
-    redis.call('HSET', rk, 'state', 'cancelled', 'cancelled_at', now_ms, 'ended_at', now_ms)
-    if ttl > 0 then redis.call('EXPIRE', rk, math.min(ttl, 3155760000)) end
-    redis.call('ZADD', P .. 'resq:jobs:cancelled', now_ms, id)
-    Rec.free_key(P, v[3], id)
-    return 'cancelled'
+    local did = cancel_own(P, id, v, now_ms, ttl)
+    if string.sub(did, 1, 5) ~= 'final' then cancel_children(P, id, now_ms, ttl) end
+    return did
   end
   local text, ms, close = Status.read(P, id)
   if text == nil then return redis.error_reply(ms) end

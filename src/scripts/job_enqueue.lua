@@ -3,7 +3,10 @@
 --   kind 'r' (a job resq tracks): the record hash (record.lua) — state queued or scheduled,
 --            class, queue, enqueued_at, attempts 0, due_at, job key, tags — its tags' indexes
 --            and its job key. With a job key whose job has not finished, nothing is written
---            and that job's id comes back instead (one live job per key).
+--            and that job's id comes back instead (one live job per key). Workflows
+--            (workflow.lua): a job that waits for others is `waiting`, its payload kept in its
+--            record until the last of them ends; a job of a batch counts in it; a child is
+--            listed under its parent.
 --   kind 's' (resque-status's `create`): the status text the caller made, listed in
 --            `_statuses` (as the plugin's `Hash.create` writes it).
 --
@@ -13,9 +16,48 @@
 -- ARGV[4] 'now' or 'delayed'   ARGV[5] the payload ('now') or the scheduler item ('delayed')
 -- ARGV[6] the due time, epoch s ('delayed')   ARGV[7] 'delayed:<ts>' ('delayed')
 -- ARGV[8] now in epoch ms   ARGV[9] the queue name   ARGV[10] the class
--- ARGV[11] the job key ('' none)   ARGV[12] the status text (kind 's')   ARGV[13..] tags
--- Returns {'ok', id} or {'existing', id of the live job with that key}; an error reply, before
--- any write, when a key is unusable or the id is taken.
+-- ARGV[11] the job key ('' none)   ARGV[12] the status text (kind 's')
+-- ARGV[13] the workflow ('' none, else '\t'-separated: batch id, parent id, what a dependency
+-- that did not complete means (run | fail | cancel), seconds a finished record is kept, the
+-- dependencies' ids (space-separated))   ARGV[14..] tags
+-- Returns {'ok', id, state} or {'existing', id of the live job with that key}; an error reply,
+-- before any write, when a key is unusable, the id is taken, a dependency has no record, or the
+-- batch cannot take the job.
+
+-- Reads the workflow ARGV: its parts, and the dependencies' records (before any write):
+-- {batch, parent, policy, ttl, deps = {id…}, left = how many have not ended, failed = the
+-- first that ended otherwise than completed}, or nil and the error text.
+local function workflow(P, text)
+  if text == '' then return {} end
+  local batch, parent, policy, ttl, deps = string.match(text, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  if not batch then return nil, 'ERR job_enqueue: a workflow the client sent cannot be read' end
+  local w = { batch = batch ~= '' and batch or nil, parent = parent ~= '' and parent or nil,
+    policy = policy, ttl = ttl, deps = {}, left = 0 }
+  for d in string.gmatch(deps, '%S+') do
+    local rk = Rec.key(P, d)
+    local v = redis.pcall('HMGET', rk, 'state')
+    if v.err then return nil, G.wrongtype_of(rk, 'hash') end
+    if not v[1] then return nil, 'NOJOB ' .. d .. ' is not a tracked job (no record ' .. rk .. ')' end
+    w.deps[#w.deps + 1] = d
+    if not Rec.FINAL[v[1]] then
+      w.left = w.left + 1
+      local e = G.wrong_type(P .. 'resq:waiters:' .. d, 'set')
+      if e then return nil, e end
+    elseif v[1] ~= 'completed' and not w.failed then
+      w.failed = d
+    end
+  end
+  if w.batch then
+    local bk = P .. 'resq:batch:' .. w.batch
+    local b = redis.pcall('HMGET', bk, 'pending', 'created_at')
+    if b.err then return nil, G.wrongtype_of(bk, 'hash') end
+    if not b[2] then return nil, 'NOBATCH ' .. w.batch .. ' is not a batch (no ' .. bk .. ')' end
+    if (tonumber(b[1]) or 0) <= 0 then
+      return nil, 'CLOSED batch ' .. w.batch .. ' has ended: no job can join it'
+    end
+  end
+  return w
+end
 
 local function job_enqueue(KEYS, ARGV)
   local P, id, kind, now_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[8])
@@ -29,7 +71,7 @@ local function job_enqueue(KEYS, ARGV)
     e = G.wrong_type(KEYS[1], 'set') or G.wrong_type(KEYS[2], 'list')
   end
   if kind == 's' then e = e or G.wrong_type(P .. '_statuses', 'zset') end
-  for i = 13, #ARGV do e = e or G.wrong_type(P .. 'resq:tag:' .. ARGV[i], 'zset') end
+  for i = 14, #ARGV do e = e or G.wrong_type(P .. 'resq:tag:' .. ARGV[i], 'zset') end
   if jk then e = e or G.wrong_type(jk, 'string') end
   if e then return redis.error_reply(e) end
   if redis.call('EXISTS', rk) == 1 then
@@ -42,30 +84,68 @@ local function job_enqueue(KEYS, ARGV)
       if v and v[1] and not Rec.FINAL[v[1]] then return { 'existing', live } end
     end
   end
+  local w, werr = workflow(P, ARGV[13] or '')
+  if not w then return redis.error_reply(werr) end
+  if #(w.deps or {}) > 0 and delayed then
+    return redis.error_reply('ERR a job that waits for others cannot also be delayed')
+  end
 
+  -- What the job is now: waiting for others, ended already (a dependency that did not
+  -- complete, and it said fail or cancel), or in its queue (or delayed set).
+  local state = delayed and 'scheduled' or 'queued'
+  if w.left and w.left > 0 then
+    state = 'waiting'
+  elseif w.failed and (w.policy == 'fail' or w.policy == 'cancel') then
+    state = w.policy == 'fail' and 'failed' or 'cancelled'
+  end
   if kind == 's' then
     redis.call('SET', rk, ARGV[12])
     redis.call('ZADD', P .. '_statuses', math.floor(now_ms / 1000), id)
   else
-    local f = { 'state', delayed and 'scheduled' or 'queued', 'class', ARGV[10], 'queue', ARGV[9],
-      'enqueued_at', now_ms, 'attempts', 0 }
-    if delayed then
-      f[#f + 1] = 'due_at'
-      f[#f + 1] = tonumber(ARGV[6]) * 1000
+    local f = { 'state', state, 'class', ARGV[10], 'queue', ARGV[9], 'enqueued_at', now_ms, 'attempts', 0 }
+    local function put(k, v) f[#f + 1], f[#f + 1] = k, v end
+    if delayed then put('due_at', tonumber(ARGV[6]) * 1000) end
+    if jk then put('key', ARGV[11]) end
+    if #ARGV >= 14 then put('tags', table.concat({ unpack(ARGV, 14) }, ' ')) end
+    if w.batch then put('batch', w.batch) end
+    if w.parent then put('parent', w.parent) end
+    if #(w.deps or {}) > 0 then
+      put('deps', table.concat(w.deps, ' '))
+      put('if_dep_failed', w.policy)
+      put('ttl', w.ttl)
     end
-    if jk then
-      f[#f + 1] = 'key'
-      f[#f + 1] = ARGV[11]
-    end
-    if #ARGV >= 13 then
-      f[#f + 1] = 'tags'
-      f[#f + 1] = table.concat({ unpack(ARGV, 13) }, ' ')
+    if w.failed then put('dep_failed', w.failed) end
+    if state == 'waiting' then
+      put('deps_left', w.left)
+      put('payload', ARGV[5])
+    elseif Rec.FINAL[state] then
+      put('ended_at', now_ms)
+      put('error', 'dependency ' .. w.failed .. ' did not complete')
     end
     redis.call('HSET', rk, unpack(f))
   end
-  for i = 13, #ARGV do redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id) end
-  if jk then redis.call('SET', jk, id) end
-  if delayed then
+  for i = 14, #ARGV do redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id) end
+  if jk and not Rec.FINAL[state] then redis.call('SET', jk, id) end
+  if w.batch then
+    local bk = P .. 'resq:batch:' .. w.batch
+    redis.pcall('HINCRBY', bk, 'total', 1)
+    redis.pcall('HINCRBY', bk, 'pending', 1)
+    redis.pcall('HINCRBY', bk, 'unsucceeded', 1)
+    redis.pcall('SADD', bk .. ':jobs', id)
+  end
+  if w.parent then redis.pcall('SADD', P .. 'resq:children:' .. w.parent, id) end
+  if state == 'waiting' then
+    for _, d in ipairs(w.deps) do
+      redis.call('SADD', P .. 'resq:waiters:' .. d, id)
+      redis.call('HSET', Rec.key(P, d), 'waiters', '1')
+    end
+    redis.pcall('ZADD', P .. 'resq:jobs:waiting', now_ms, id)
+  elseif Rec.FINAL[state] then
+    local secs = Rec.whole(w.ttl)
+    if secs > 0 then redis.call('EXPIRE', rk, math.min(secs, 3155760000)) end
+    redis.pcall('ZADD', P .. 'resq:jobs:' .. state, now_ms, id)
+    if w.batch then Flow.after_final(P, id, state, { batch = w.batch, first = true }, now_ms) end
+  elseif delayed then
     redis.call('RPUSH', KEYS[4], ARGV[5])
     redis.call('SADD', KEYS[5], ARGV[7])
     redis.call('ZADD', KEYS[3], ARGV[6], ARGV[6])
@@ -73,7 +153,7 @@ local function job_enqueue(KEYS, ARGV)
     redis.call('SADD', KEYS[1], ARGV[9])
     redis.call('RPUSH', KEYS[2], ARGV[5])
   end
-  return { 'ok', id }
+  return { 'ok', id, state }
 end
 
 register('job_enqueue', job_enqueue)

@@ -9,26 +9,32 @@
 --
 -- KEYS / ARGV: none (a module).
 
+local find, pcall, decode, type
+
+on_init(function(E)
+  find, pcall, decode, type = E.string.find, E.pcall, E.cjson.decode, E.type
+end)
+
 -- Whether s is valid UTF-8 with at most `budget` non-ASCII characters: true, or nil when that
 -- is not known within the budget (invalid, or too many to check here).
 local function utf8_within(s, from, budget)
   local i, n, left = from, #s, budget
   while true do
-    local _, e = string.find(s, '^[^\128-\255]*', i)
+    local _, e = find(s, '^[^\128-\255]*', i)
     i = e + 1
     if i > n then return true end
     left = left - 1
     if left < 0 then return nil end
-    if string.find(s, '^[\194-\223][\128-\191]', i) then
+    if find(s, '^[\194-\223][\128-\191]', i) then
       i = i + 2
-    elseif string.find(s, '^\224[\160-\191][\128-\191]', i)
-        or string.find(s, '^[\225-\236\238\239][\128-\191][\128-\191]', i)
-        or string.find(s, '^\237[\128-\159][\128-\191]', i) then
+    elseif find(s, '^\224[\160-\191][\128-\191]', i)
+        or find(s, '^[\225-\236\238\239][\128-\191][\128-\191]', i)
+        or find(s, '^\237[\128-\159][\128-\191]', i) then
       -- three bytes, no overlong forms (E0 80..9F) and no surrogates (ED A0..BF)
       i = i + 3
-    elseif string.find(s, '^\240[\144-\191][\128-\191][\128-\191]', i)
-        or string.find(s, '^[\241-\243][\128-\191][\128-\191][\128-\191]', i)
-        or string.find(s, '^\244[\128-\143][\128-\191][\128-\191]', i) then
+    elseif find(s, '^\240[\144-\191][\128-\191][\128-\191]', i)
+        or find(s, '^[\241-\243][\128-\191][\128-\191][\128-\191]', i)
+        or find(s, '^\244[\128-\143][\128-\191][\128-\191]', i) then
       -- four bytes, no overlong forms (F0 80..8F) and nothing above U+10FFFF (F4 90..)
       i = i + 4
     else
@@ -48,9 +54,9 @@ function Pay.classify(C, raw)
   if n > C.small then return 'claim' end
   -- ASCII unless the scan stops short. Anchored at the start, the matcher runs through the
   -- bytes once (~60 instructions a byte); unanchored it restarts at every byte.
-  local _, ascii = string.find(raw, '^[^\128-\255]*')
+  local _, ascii = find(raw, '^[^\128-\255]*')
   if ascii < n and not utf8_within(raw, ascii + 1, C.chars) then return 'claim' end
-  local ok, obj = pcall(cjson.decode, raw)
+  local ok, obj = pcall(decode, raw)
   if not ok then return 'malformed', 'payload is not valid JSON (' .. tostring(obj) .. ')' end
   if type(obj) ~= 'table' then return 'malformed', 'payload is not a JSON object' end
   local class = obj['class']

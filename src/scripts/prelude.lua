@@ -12,20 +12,41 @@
 --   Lim     limits (limits.lua, limits_held.lua)
 --   Jes     Jesque zset queues (jesque.lua)
 --   Claim   large payloads claimed for the worker (claim.lua)
+--   Flow    workflows: batches, jobs waiting for others, children (workflow.lua)
 --   Reserve, Finish  the two halves of a step (reserve.lua, finish.lua)
 --
 -- `register(name, f)` makes f the function `resq_<VERSION>_<name>`: called as f(KEYS, ARGV)
 -- with G.call counting calls, so a module's per-call state (its caches of what this call read)
 -- starts empty in each call: the library lives as long as the server, a call does not.
 --
+-- While FUNCTION LOAD runs this top level, Redis gives it only `redis`; the standard libraries
+-- appear when a function is called. A global read in a function goes through a metatable on
+-- every read, so a file keeps the library functions it uses in locals of its own, set once,
+-- at the first call of any function: `on_init(function(E) … end)` with E the globals.
+--
 -- KEYS / ARGV: none of its own.
 
 local G, Cfg, Pay, Rec, Status, Lim, Jes, Claim = {}, {}, {}, {}, {}, {}, {}, {}
-local Reserve, Finish = {}, {}
+local Flow, Reserve, Finish = {}, {}, {}
 G.call = 0
+
+local INIT, ready = {}, false
+local function on_init(f) INIT[#INIT + 1] = f end
+
+-- The globals a function sees (read at call time: here they are Redis's and Lua's).
+local function globals()
+  return { redis = redis, string = string, table = table, math = math, type = type,
+    tonumber = tonumber, tostring = tostring, pairs = pairs, ipairs = ipairs, pcall = pcall,
+    unpack = unpack, cjson = cjson, select = select, next = next }
+end
 
 local function register(name, f)
   redis.register_function('resq_' .. VERSION .. '_' .. name, function(KEYS, ARGV)
+    if not ready then
+      local E = globals()
+      for i = 1, #INIT do INIT[i](E) end
+      ready = true
+    end
     G.call = G.call + 1
     return f(KEYS, ARGV)
   end)

@@ -19,7 +19,8 @@
 -- Every write is a command that cannot fail on a hash, made after a read of the same key
 -- proved it one (or through pcall, writing nothing when it is not): a record of another type,
 -- or with garbage in any field, never stops the job's own move; the problem is returned for
--- the worker to log.
+-- the worker to log. Workflow fields (batch, waiters, parent, and a waiting job's deps) are
+-- workflow.lua's.
 --
 -- KEYS / ARGV: none (a module).
 
@@ -88,25 +89,25 @@ function Rec.free_key(P, key, id)
   end
 end
 
--- The end of a run, from the worker's spec ('\n'-separated: 'r', id, attempt ('' when the
--- worker does not know it: read here, with the job key), job key, state, TTL in s, result JSON
--- ('' none), the error message (the rest, '' none)): state completed, failed, killed (final),
--- retrying (due_at = the TTL field, epoch ms), or queued (put back). With `only_working`, only
--- a record still working is written (pruning's view of a dead worker). Returns the final state
--- written (nil when not final) and a problem (or nil).
+-- The end of a run, from the worker's spec ('\n'-separated: 'r', id, attempt, job key (both
+-- read here; the worker's are not used), state, TTL in s, result JSON ('' none), the error
+-- message (the rest, '' none)): state completed, failed, killed (final), retrying (due_at = the
+-- TTL field, epoch ms), or queued (put back). The record is read first (one HMGET): one that is
+-- gone is not made again from an ending alone, one already finished is left as it is, and with
+-- `only_working` (pruning's view of a dead worker) only a working one is written. A final end
+-- then counts in its batch and releases the jobs waiting for it (workflow.lua). Returns the
+-- final state written (nil when not final) and a problem (or nil).
 function Rec.finish(P, spec, now_ms, only_working)
-  local _, _, id, n, key, state, ttl, result, err =
+  local _, _, id, _, _, state, ttl, result, err =
     string.find(spec, '^r\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
   if not id then return nil, 'BADSPEC a tracked ending the worker sent: ' .. string.sub(spec, 1, 80) end
   local rk = Rec.key(P, id)
-  if only_working or n == '' then
-    -- Pruning, or a worker that does not know the attempt (a job put back at shutdown): read.
-    local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key')
-    if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
-    if only_working and cur[1] ~= 'working' then return nil end
-    n, key = cur[2] or n, cur[3] or key
-  end
-  local a = 'a' .. whole(n)
+  local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters')
+  if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
+  if not cur[1] then return nil, id .. ' has no record (' .. rk .. ')' end
+  if FINAL[cur[1]] or (only_working and cur[1] ~= 'working') then return nil end
+  local n, key = whole(cur[2]), cur[3]
+  local a = 'a' .. n
   local ev = (state == 'queued' and 'requeued' or state) .. ' ' .. now_ms
   if err ~= '' then ev = ev .. ' ' .. err end
   local f = { 'state', state, a .. '.end', ev }
@@ -125,15 +126,12 @@ function Rec.finish(P, spec, now_ms, only_working)
     f[#f + 1] = 'error'
     f[#f + 1] = err
   end
-  local added = redis.pcall('HSET', rk, unpack(f))
-  if type(added) == 'table' then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
-  if added == #f / 2 then
-    -- Every field was new, `state` too: there was no record (deleted while the job ran). It
-    -- is not made again from this ending alone.
-    redis.call('DEL', rk)
-    return nil, id .. ' has no record (' .. rk .. ')'
+  redis.call('HSET', rk, unpack(f))
+  local batch = cur[4]
+  if not FINAL[state] then
+    if state == 'retrying' and n <= 1 and batch then return nil, Flow.attempted(P, batch, now_ms) end
+    return nil
   end
-  if not FINAL[state] then return nil end
   local secs = whole(ttl)
   if secs > 0 then redis.call('EXPIRE', rk, math.min(secs, TTL_MAX)) end
   local problem = nil
@@ -142,6 +140,10 @@ function Rec.finish(P, spec, now_ms, only_working)
     problem = id .. ' ' .. G.wrongtype_of(ix, 'zset')
   end
   Rec.free_key(P, key, id)
+  if batch or cur[5] then
+    problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5], first = n <= 1 },
+      now_ms) or problem
+  end
   return state, problem
 end
 

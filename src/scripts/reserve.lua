@@ -11,14 +11,21 @@
 -- admit is held (limits.lua), and held jobs the call's completions freed go to its slots first.
 -- Queues in `<ns>:resq:paused_queues` are not popped; `<ns>:pause-all-workers` pauses all.
 --
--- KEYS / ARGV: none (a module; the step's context X is made by step.lua).
+-- KEYS / ARGV: none (a module; the step's frame X is step.lua's).
 
-local function want(X) return #X.wanting - X.next + 1 end
+local rcall, rpcall, sub, format, min, ipairs, type
+
+on_init(function(E)
+  rcall, rpcall, sub, format = E.redis.call, E.redis.pcall, E.string.sub, E.string.format
+  min, ipairs, type = E.math.min, E.ipairs, E.type
+end)
+
+local function want(X) return X.nw - X.next + 1 end
 
 -- A sequence unique in this call, zero-padded: held jobs of one millisecond sort by it.
 local function seq(X)
   X.seq_n = (X.seq_n or 0) + 1
-  return X.token .. '.' .. string.format('%06d', X.seq_n)
+  return X.token .. '.' .. format('%06d', X.seq_n)
 end
 
 -- The next wanting slot's index in the call, and its slot.
@@ -32,7 +39,7 @@ end
 local function stop(X, i, e, key, raws, from)
   X.tag[i], X.data[i] = 'error', e
   if raws then
-    for j = #raws, from, -1 do redis.call('LPUSH', key, raws[j]) end
+    for j = #raws, from, -1 do rcall('LPUSH', key, raws[j]) end
   end
   X.stopped = true
 end
@@ -119,8 +126,8 @@ local function take(X, raw, q)
     end
     if start then X.extra[i] = start() end
     local rec = '{"queue":' .. q.json .. ',"run_at":"' .. X.run_at .. '","payload":' .. raw .. '}'
-    redis.call('SET', sl.wkey, rec)
-    X.tag[i], X.data[i], X.gone[i] = 'job', rec, nil
+    rcall('SET', sl.wkey, rec)
+    X.tag[i], X.data[i], X.gone[i] = 'job', rec, false
     X.next = X.next + 1
   elseif kind == 'claim' then
     local claims = X.P .. 'resq:claims'
@@ -165,7 +172,7 @@ end
 -- from take), so a limit never sits idle while jobs wait behind it.
 local function give_released(X)
   local by_name = {}
-  for _, q in ipairs(X.polled) do by_name[q.name] = q end
+  for k = 1, X.np do by_name[X.polled[k].name] = X.polled[k] end
   local back, s = {}, Lim.S()
   X.more_released = false
   local list, k = X.released, X.released_at or 1
@@ -175,7 +182,7 @@ local function give_released(X)
     local qname, units, _, payload = Lim.member(member)
     s.pending[h] = (s.pending[h] or 0) - units
     local q = by_name[qname]
-    if q and want(X) > 0 and not X.stopped and string.sub(payload, 1, 1) ~= '@' then
+    if q and want(X) > 0 and not X.stopped and sub(payload, 1, 1) ~= '@' then
       local i = X.wanting[X.next]
       local e = take(X, payload, q)
       if e then
@@ -212,9 +219,9 @@ local function pop_queue(X, q, paused)
       end
       room, gate = r, r ~= nil
     end
-    local n = math.min(want(X), X.budget)
-    if room then n = math.min(n, room) end
-    local len = redis.pcall('LLEN', q.key)
+    local n = min(want(X), X.budget)
+    if room then n = min(n, room) end
+    local len = rpcall('LLEN', q.key)
     if type(len) == 'number' and len > 0 and Claim.head_large(q.key, len, X.C.small) then
       -- A large payload at the head: claimed inside Redis, then the next one.
       local i, sl = slot(X)
@@ -229,7 +236,7 @@ local function pop_queue(X, q, paused)
       n = 0
     end
     if n > 0 then
-      local raws = redis.pcall('LPOP', q.key, n)
+      local raws = rpcall('LPOP', q.key, n)
       if type(raws) == 'table' and raws.err then
         flag = '0'
         if not q.zset then break end
@@ -264,7 +271,7 @@ local function pop_queue(X, q, paused)
             -- queue's head, in order, behind them.
             X.more_released = false
             if j < #raws then
-              for r = #raws, j + 1, -1 do redis.call('LPUSH', q.key, raws[r]) end
+              for r = #raws, j + 1, -1 do rcall('LPUSH', q.key, raws[r]) end
             end
             give_released(X)
             break
@@ -290,26 +297,28 @@ local function pop_queue(X, q, paused)
   return flag
 end
 
+local flags = {}
+
 function Reserve.run(X)
-  local flags = {}
-  if #X.wanting > 0 then
+  if X.nw > 0 then
     local p = Finish.shared(X)[1]
     if type(p) == 'string' and string.lower(string.match(p, '^%s*(.-)%s*$')) == 'true' then
-      for _, i in ipairs(X.wanting) do X.tag[i] = 'paused' end
-      X.wanting = {}
+      for k = 1, X.nw do X.tag[X.wanting[k]] = 'paused' end
+      X.nw = 0
     end
   end
   if X.released then give_released(X) end
   -- Queues paused with `resq pause --queue` (a key of another type pauses nothing).
   local paused = nil
   if want(X) > 0 then
-    local names = redis.pcall('SMEMBERS', X.P .. 'resq:paused_queues')
+    local names = rpcall('SMEMBERS', X.P .. 'resq:paused_queues')
     if type(names) == 'table' and not names.err and #names > 0 then
       paused = {}
       for _, name in ipairs(names) do paused[name] = true end
     end
   end
-  for k, q in ipairs(X.polled) do
+  for k = 1, X.np do
+    local q = X.polled[k]
     if X.stopped then
       flags[k] = '1'
     elseif want(X) > 0 or (paused and paused[q.name]) then
@@ -318,5 +327,6 @@ function Reserve.run(X)
       flags[k] = '1'
     end
   end
+  for k = X.np + 1, #flags do flags[k] = nil end
   X.qflags = table.concat(flags)
 end

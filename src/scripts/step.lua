@@ -37,32 +37,64 @@
 -- jobs moved), and the earliest time (ms) a job held by a rate or window limit may be released
 -- ('' none).
 
+local rcall, byte, tonumber, floor, concat
+
+on_init(function(E)
+  rcall, byte, tonumber = E.redis.call, E.string.byte, E.tonumber
+  floor, concat = E.math.floor, E.table.concat
+end)
+
+-- The call's frame (what finish.lua and reserve.lua share), made once and reset by each call:
+-- the library outlives its calls, and a table made per call would cost more than the call's
+-- own work. Per slot of the call (1..X.n): the slot's part `items[i]` (reused tables) and its
+-- reply (tag, applied, data, extra); `gone[i]` its record is removed at the end; `wanting`
+-- (1..X.nw) the slots that want a job.
+local items, OUT, out_n = {}, {}, 0
+local X = {
+  tag = {}, applied = {}, data = {}, extra = {}, gone = {}, wanting = {}, polled = {}, items = items,
+}
+
+local function reset(X, C, slots, queues, KEYS, ARGV)
+  X.C, X.P, X.slots, X.queues = C, C.P, slots, queues
+  X.processed_key, X.now_ms = KEYS[1], tonumber(ARGV[4])
+  X.now_s = floor(X.now_ms / 1000)
+  X.run_at, X.failed_at, X.token, X.L = ARGV[5], ARGV[6], ARGV[7], Lim.load(ARGV[8])
+  X.n, X.nw, X.np, X.next, X.budget, X.stopped = 0, 0, 0, 1, 100, false
+  X.processed, X.failed = 0, 0
+  -- (false, never nil: a field set to nil and back makes Lua rehash the table; 0: not checked.)
+  X.gets, X.processed_err, X.failed_err = false, 0, 0
+  X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
+  X.released, X.released_at, X.more_released, X.outcome, X.seq_n = false, false, false, false, false
+  X.finals, X.status_finals = false, false
+end
+
 local function step(KEYS, ARGV)
   local C = Cfg.settings(ARGV[1])
   if not C then return redis.error_reply('ERR step: settings the worker sent cannot be read') end
-  local P = C.P
-  local slots, queues = C.slots(ARGV[2], P), C.queues(ARGV[3], P)
+  local slots, queues = C.slots(ARGV[2], C.P), C.queues(ARGV[3], C.P)
   if not slots or not queues then return redis.error_reply('ERR step: slots or queues unreadable') end
-  local now_ms = tonumber(ARGV[4])
-  local X = {
-    C = C, P = P, processed_key = KEYS[1], now_ms = now_ms, now_s = math.floor(now_ms / 1000),
-    run_at = ARGV[5], failed_at = ARGV[6], token = ARGV[7], L = Lim.load(ARGV[8]),
-    polled = {}, items = {}, tag = {}, applied = {}, data = {}, extra = {}, gone = {},
-    wanting = {}, next = 1, budget = 100, stopped = false, processed = 0, failed = 0,
-  }
+  reset(X, C, slots, queues, KEYS, ARGV)
   local np = tonumber(ARGV[9]) or 0
   for i = 1, np do
     local q = queues[tonumber(ARGV[9 + i])]
     if not q then return redis.error_reply('ERR step: no queue ' .. tostring(ARGV[9 + i])) end
     X.polled[i] = q
   end
-  local a = 10 + np
-  while a <= #ARGV do
+  X.np = np
+  local a, nargs, n = 10 + np, #ARGV, 0
+  while a <= nargs do
     local sl = slots[tonumber(ARGV[a])]
     local op = ARGV[a + 1]
     if not sl or #op ~= 4 then return redis.error_reply('ERR step: bad slot at argument ' .. a) end
-    local c, r, t, l = string.byte(op, 1, 4)
-    local it = { sl = sl, code = c, reserve = r == 49, ref = ARGV[a + 2], limited = l == 108 }
+    local c, r, t, l = byte(op, 1, 4)
+    n = n + 1
+    local it = items[n]
+    if not it then
+      it = {}
+      items[n] = it
+    end
+    it.sl, it.code, it.reserve, it.ref, it.limited = sl, c, r == 49, ARGV[a + 2], l == 108
+    it.entry, it.track, it.untoken = false, false, false
     a = a + 3
     if c == 102 or c == 70 then
       it.entry = ARGV[a]
@@ -72,32 +104,35 @@ local function step(KEYS, ARGV)
       it.track = ARGV[a]
       a = a + 1
     end
-    X.items[#X.items + 1] = it
   end
-  if a ~= #ARGV + 1 then return redis.error_reply('ERR step: arguments cut short') end
+  if a ~= nargs + 1 then return redis.error_reply('ERR step: arguments cut short') end
+  X.n = n
 
   Finish.run(X)
   Reserve.run(X)
 
   -- Records of finished slots that got no new job, their claimed jobs' tokens; the shared
   -- counters once per call (the same totals as one INCR per job); the limits' counts.
-  local out = {}
-  for i, it in ipairs(X.items) do
-    if X.gone[i] then redis.call('DEL', it.sl.wkey) end
-    if it.untoken then redis.call('DEL', it.sl.tkey) end
-    out[#out + 1] = X.tag[i]
-    out[#out + 1] = X.applied[i]
-    out[#out + 1] = X.data[i]
-    out[#out + 1] = X.extra[i] or ''
+  local tag, applied, data, extra, gone = X.tag, X.applied, X.data, X.extra, X.gone
+  local k = 0
+  for i = 1, n do
+    local it = items[i]
+    if gone[i] then rcall('DEL', it.sl.wkey) end
+    if it.untoken then rcall('DEL', it.sl.tkey) end
+    OUT[k + 1], OUT[k + 2], OUT[k + 3], OUT[k + 4] = tag[i], applied[i], data[i], extra[i] or ''
+    k = k + 4
   end
-  if X.processed > 0 then redis.call('INCRBY', KEYS[1], X.processed) end
-  if X.failed > 0 then redis.call('INCRBY', P .. 'stat:failed', X.failed) end
-  if X.limits_touched then Lim.flush(P) end
-  Finish.sweep(X)
-  out[#out + 1] = X.qflags or ''
-  out[#out + 1] = X.problems and table.concat(X.problems, '\n') or ''
-  out[#out + 1] = X.earliest and tostring(X.earliest) or ''
-  return out
+  if X.processed > 0 then rcall('INCRBY', KEYS[1], X.processed) end
+  if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', X.failed) end
+  if X.limits_touched then Lim.flush(X.P) end
+  if X.finals or X.status_finals then Finish.sweep(X) end
+  OUT[k + 1] = X.qflags or ''
+  OUT[k + 2] = X.problems and concat(X.problems, '\n') or ''
+  OUT[k + 3] = X.earliest and tostring(X.earliest) or ''
+  -- (The reply is read up to its first nil: what a larger call left goes.)
+  for j = k + 4, out_n do OUT[j] = nil end
+  out_n = k + 3
+  return OUT
 end
 
 register('step', step)

@@ -1,0 +1,47 @@
+-- batch_commit.lua: the function `batch_commit` — makes a batch created with `batch_stage`
+-- visible: every staged member's payload moves to its queue, in the order staged, in this one
+-- step (a thousand at a time inside it: memory copies, no per-member command), and the batch
+-- is open. A batch of no member has ended at once: its callbacks fire now. Safe to resend: a
+-- batch already open answers 'open' and nothing is written.
+--
+-- KEYS[1] <ns>:resq:batch:<bid>
+-- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
+-- Returns 'committed' or 'open'; an error reply, before any write, when a key is unusable or
+-- the batch is not being created.
+
+local function batch_commit(KEYS, ARGV)
+  local P, bid, now_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+  local bk = KEYS[1]
+  local v = redis.pcall('HMGET', bk, 'state', 'total')
+  if v.err then return redis.error_reply(G.wrongtype_of(bk, 'hash')) end
+  if v[1] == 'open' then return 'open' end
+  if v[1] ~= 'staging' then return redis.error_reply('ERR batch ' .. bid .. ' is not being created') end
+  local qs = redis.pcall('SMEMBERS', bk .. ':queues')
+  if qs.err then return redis.error_reply(G.wrongtype_of(bk .. ':queues', 'set')) end
+  local e = G.wrong_type(P .. 'queues', 'set')
+  for _, q in ipairs(qs) do
+    e = e or G.wrong_type(P .. 'queue:' .. q, 'list') or G.wrong_type(bk .. ':staged:' .. q, 'list')
+  end
+  if e then return redis.error_reply(e) end
+  for _, q in ipairs(qs) do
+    local from, to = bk .. ':staged:' .. q, P .. 'queue:' .. q
+    while true do
+      local chunk = redis.call('LRANGE', from, 0, 999)
+      if #chunk == 0 then break end
+      redis.call('RPUSH', to, unpack(chunk))
+      redis.call('LTRIM', from, #chunk, -1)
+    end
+    redis.call('DEL', from)
+    redis.call('SADD', P .. 'queues', q)
+  end
+  redis.call('DEL', bk .. ':queues')
+  redis.call('HSET', bk, 'state', 'open', 'committed_at', now_ms)
+  if (tonumber(v[2]) or 0) == 0 then
+    local problems = {}
+    Flow.fire(P, bid, 'complete', now_ms, problems)
+    Flow.fire(P, bid, 'success', now_ms, problems)
+  end
+  return 'committed'
+end
+
+register('batch_commit', batch_commit)

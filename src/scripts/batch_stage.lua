@@ -1,0 +1,90 @@
+-- batch_stage.lua: the function `batch_stage` — one chunk of a batch being created
+-- (workflow.lua): its members' records, and their payloads kept aside, per queue, in lists no
+-- worker polls (`<batch key>:staged:<queue>`) until `batch_commit` moves them all to their
+-- queues in one step — so a batch is visible all at once or not at all, however many members
+-- it has, and no call holds Redis for long. The first chunk creates the batch (state staging)
+-- and counts it as a member of its parent batch.
+--
+-- KEYS[1] <ns>:resq:batch:<bid>
+-- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
+-- ARGV[4] '' for a later chunk; for the first, '\t'-separated: the callbacks' queue, the parent
+-- batch id ('' none), a description   ARGV[5..7] the on_complete, on_success, on_death
+-- callbacks' payloads ('' none)   ARGV[8] n, then per member: id, queue, class, payload
+-- Returns n; an error reply, before any write, when a key is unusable, an id is taken, the
+-- batch exists already (a first chunk) or is not being created (a later one).
+
+local function batch_stage(KEYS, ARGV)
+  local P, bid, now_ms, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[8])
+  local bk = KEYS[1]
+  local first = ARGV[4] ~= ''
+  local cq, parent, desc
+  if first then
+    cq, parent, desc = string.match(ARGV[4], '^([^\t]*)\t([^\t]*)\t(.*)$')
+    if not cq then return redis.error_reply('ERR batch_stage: a header the client sent cannot be read') end
+    if redis.call('EXISTS', bk) == 1 then
+      return redis.error_reply('EXISTS ' .. bk .. ' is taken: a batch with this id exists')
+    end
+    local e = G.wrong_type(P .. 'resq:batches', 'zset')
+    if e then return redis.error_reply(e) end
+    if parent ~= '' then
+      local pk = P .. 'resq:batch:' .. parent
+      local v = redis.pcall('HMGET', pk, 'pending', 'created_at')
+      if v.err then return redis.error_reply(G.wrongtype_of(pk, 'hash')) end
+      if not v[2] then return redis.error_reply('NOBATCH ' .. parent .. ' is not a batch') end
+      if (tonumber(v[1]) or 0) <= 0 then
+        return redis.error_reply('CLOSED batch ' .. parent .. ' has ended: no batch can join it')
+      end
+      e = G.counter_err(pk .. ' field pending', v[1], 1) or G.wrong_type(pk .. ':jobs', 'set')
+      if e then return redis.error_reply(e) end
+    end
+  else
+    local v = redis.pcall('HGET', bk, 'state')
+    if type(v) == 'table' then return redis.error_reply(G.wrongtype_of(bk, 'hash')) end
+    if v ~= 'staging' then return redis.error_reply('ERR batch ' .. bid .. ' is not being created') end
+  end
+  local e = G.wrong_type(bk .. ':jobs', 'set') or G.wrong_type(bk .. ':queues', 'set')
+  if e then return redis.error_reply(e) end
+  for i = 0, n - 1 do
+    local id, q = ARGV[9 + 4 * i], ARGV[10 + 4 * i]
+    if redis.call('EXISTS', Rec.key(P, id)) == 1 then
+      return redis.error_reply('EXISTS ' .. Rec.key(P, id) .. ' is taken: a job with this id exists')
+    end
+    e = G.type_err(bk .. ':staged:' .. q, 'list')
+    if e then return redis.error_reply(e) end
+  end
+
+  if first then
+    local f = { 'state', 'staging', 'created_at', now_ms, 'queue', cq, 'total', 0, 'pending', 0,
+      'unsucceeded', 0, 'failed', 0 }
+    if parent ~= '' then f[#f + 1], f[#f + 1] = 'parent', parent end
+    if desc ~= '' then f[#f + 1], f[#f + 1] = 'description', desc end
+    for k, kind in ipairs({ 'complete', 'success', 'death' }) do
+      if ARGV[4 + k] ~= '' then f[#f + 1], f[#f + 1] = 'on_' .. kind, ARGV[4 + k] end
+    end
+    redis.call('HSET', bk, unpack(f))
+    redis.call('ZADD', P .. 'resq:batches', now_ms, bid)
+    if parent ~= '' then
+      local pk = P .. 'resq:batch:' .. parent
+      redis.pcall('HINCRBY', pk, 'total', 1)
+      redis.pcall('HINCRBY', pk, 'pending', 1)
+      redis.pcall('HINCRBY', pk, 'unsucceeded', 1)
+      redis.call('SADD', pk .. ':jobs', '@' .. bid)
+    end
+  end
+  if n > 0 then
+    redis.pcall('HINCRBY', bk, 'total', n)
+    redis.pcall('HINCRBY', bk, 'pending', n)
+    redis.pcall('HINCRBY', bk, 'unsucceeded', n)
+  end
+  for i = 0, n - 1 do
+    local id, q, class, payload = ARGV[9 + 4 * i], ARGV[10 + 4 * i], ARGV[11 + 4 * i], ARGV[12 + 4 * i]
+    redis.call('HSET', Rec.key(P, id), 'state', 'queued', 'class', class, 'queue', q,
+      'enqueued_at', now_ms, 'attempts', 0, 'batch', bid)
+    redis.call('SADD', bk .. ':jobs', id)
+    redis.call('RPUSH', bk .. ':staged:' .. q, payload)
+    redis.call('SADD', bk .. ':queues', q)
+  end
+  return n
+end
+
+register('batch_stage', batch_stage)

@@ -1,0 +1,164 @@
+-- workflow.lua (module Flow): what a tracked job's end means for the jobs around it
+-- (docs/workflows.md) — its batch, the jobs waiting for it, its children — written in the same
+-- call as the end itself, so a callback fires exactly once and a waiting job is released exactly
+-- once, whatever dies or restarts around it.
+--
+-- Keys (src/keys.rs; P = '<ns>:'):
+--   P..'resq:batch:'..bid          hash: total, pending (members not attempted yet: a member
+--                                  counts as attempted once its first run ends, or it ends
+--                                  without running), unsucceeded (members not succeeded yet),
+--                                  failed (members failed for good), created_at, queue (the
+--                                  callbacks' queue), parent (a parent batch), on_complete,
+--                                  on_success, on_death (the callbacks' payloads), complete_at,
+--                                  success_at, death_at, description
+--   P..'resq:batch:'..bid..':jobs' set of the batch's member job ids (and child batch ids,
+--                                  '@<bid>')
+--   P..'resq:batches'              zset of batch ids by creation time (ms)
+--   P..'resq:waiters:'..id         set of the jobs waiting for job `id`
+--   P..'resq:jobs:waiting'         zset of waiting jobs by when they were enqueued (ms)
+--   P..'resq:children:'..id        set of job `id`'s children
+-- A waiting job's record holds its payload and queue (payload, queue), its dependencies (deps,
+-- space-separated), how many have not ended (deps_left), the first that did not complete
+-- (dep_failed) and what that means for it (if_dep_failed: run | fail | cancel).
+--
+-- Every write here comes after the job's own move, so none may raise: each goes through pcall
+-- on keys read first; a key that cannot be used is a problem returned to the worker, and the
+-- bookkeeping it would have done is left (a batch whose hash is garbage stops counting).
+--
+-- KEYS / ARGV: none (a module).
+
+-- The ends still to settle in this call (a released job that fails or is cancelled has ends of
+-- its own): {id, state, fields} entries, worked through in order (no recursion).
+local function settle_all(P, first, now_ms, problems)
+  local todo, k = { first }, 1
+  while k <= #todo and k <= 10000 do
+    local id, state, f = todo[k][1], todo[k][2], todo[k][3]
+    k = k + 1
+    if f.batch and f.batch ~= '' then
+      Flow.member_end(P, f.batch, f.first, state == 'completed', state ~= 'completed'
+        and Rec.FINAL[state], now_ms, problems)
+    end
+    if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
+  end
+end
+
+-- A tracked job `id` ended in final `state` (its record written): its batch counts it, the jobs
+-- waiting for it move on. `f`: the record's batch, waiters and whether this was its first run
+-- (or it never ran). Returns the problems ('<key> <why>' lines), or nil.
+function Flow.after_final(P, id, state, f, now_ms)
+  local problems = {}
+  settle_all(P, { id, state, f }, now_ms, problems)
+  if #problems > 0 then return table.concat(problems, '\n') end
+  return nil
+end
+
+-- A batch member's first run ended without the job ending (it will be retried).
+function Flow.attempted(P, bid, now_ms)
+  local problems = {}
+  Flow.member_end(P, bid, true, false, false, now_ms, problems)
+  if #problems > 0 then return table.concat(problems, '\n') end
+  return nil
+end
+
+local function count(key, field, by, problems)
+  local n = redis.pcall('HINCRBY', key, field, by)
+  if type(n) == 'table' then
+    problems[#problems + 1] = key .. ' ' .. tostring(n.err)
+    return nil
+  end
+  return n
+end
+
+-- Fires batch bid's callback `kind` (complete, success, death): its payload onto the callbacks'
+-- queue, the time it fired, and the batch's own end in its parent batch.
+function Flow.fire(P, bid, kind, now_ms, problems)
+  local bk = P .. 'resq:batch:' .. bid
+  local v = redis.pcall('HMGET', bk, 'on_' .. kind, 'queue', 'parent')
+  if type(v) ~= 'table' or v.err then return end
+  redis.pcall('HSET', bk, kind .. '_at', now_ms)
+  if v[1] and v[1] ~= '' and v[2] then
+    local q = P .. 'queue:' .. v[2]
+    local r = redis.pcall('RPUSH', q, v[1])
+    if type(r) == 'table' then
+      problems[#problems + 1] = q .. ' ' .. tostring(r.err)
+    else
+      redis.pcall('SADD', P .. 'queues', v[2])
+    end
+  end
+  if v[3] and v[3] ~= '' then
+    -- A child batch is one member of its parent.
+    Flow.member_end(P, v[3], kind == 'complete', kind == 'success', kind == 'death', now_ms, problems)
+  end
+end
+
+-- One member of batch bid ended a run: `first` (its first run, or it never ran: attempted),
+-- `succeeded`, `dead` (failed for good). Fires the callbacks this completes, once each.
+function Flow.member_end(P, bid, first, succeeded, dead, now_ms, problems)
+  local bk = P .. 'resq:batch:' .. bid
+  if first and count(bk, 'pending', -1, problems) == 0 then Flow.fire(P, bid, 'complete', now_ms, problems) end
+  if succeeded and count(bk, 'unsucceeded', -1, problems) == 0 then
+    Flow.fire(P, bid, 'success', now_ms, problems)
+  end
+  if dead then
+    count(bk, 'failed', 1, problems)
+    if redis.pcall('HSETNX', bk, 'death_at', now_ms) == 1 then
+      -- (Flow.fire writes death_at again, with the same time.)
+      Flow.fire(P, bid, 'death', now_ms, problems)
+    end
+  end
+end
+
+-- Job `id` ended in `state`: each job waiting for it counts it; one whose dependencies have all
+-- ended is released (to its queue, or — a dependency that did not complete, and it said so —
+-- failed or cancelled, whose own end is added to `todo`).
+function Flow.release(P, id, state, now_ms, problems, todo)
+  local wk = P .. 'resq:waiters:' .. id
+  local ws = redis.pcall('SMEMBERS', wk)
+  if type(ws) ~= 'table' or ws.err then return end
+  redis.call('DEL', wk)
+  for _, w in ipairs(ws) do
+    local rk = Rec.key(P, w)
+    local v = redis.pcall('HMGET', rk, 'state', 'if_dep_failed', 'dep_failed', 'payload', 'queue',
+      'batch', 'waiters', 'ttl')
+    if type(v) == 'table' and not v.err and v[1] == 'waiting' then
+      local failed_dep = v[3]
+      if state ~= 'completed' and (not failed_dep or failed_dep == '') then
+        failed_dep = id
+        redis.pcall('HSET', rk, 'dep_failed', id)
+      end
+      local left = count(rk, 'deps_left', -1, problems)
+      if left and left <= 0 then
+        redis.pcall('ZREM', P .. 'resq:jobs:waiting', w)
+        local policy = v[2]
+        if failed_dep and failed_dep ~= '' and (policy == 'fail' or policy == 'cancel') then
+          local final = policy == 'fail' and 'failed' or 'cancelled'
+          local f = { 'state', final, 'ended_at', now_ms }
+          if final == 'failed' then
+            f[#f + 1] = 'error'
+            f[#f + 1] = 'dependency ' .. failed_dep .. ' did not complete'
+          else
+            f[#f + 1] = 'cancelled_at'
+            f[#f + 1] = now_ms
+          end
+          redis.pcall('HSET', rk, unpack(f))
+          local secs = Rec.whole(v[8])
+          if secs > 0 then redis.pcall('EXPIRE', rk, math.min(secs, 3155760000)) end
+          redis.pcall('ZADD', P .. 'resq:jobs:' .. final, now_ms, w)
+          todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7], first = true } }
+        elseif v[4] and v[5] then
+          local q = P .. 'queue:' .. v[5]
+          local r = redis.pcall('RPUSH', q, v[4])
+          if type(r) == 'table' then
+            -- Its queue cannot take it: it stays waiting, its payload in its record.
+            problems[#problems + 1] = q .. ' ' .. tostring(r.err)
+            redis.pcall('ZADD', P .. 'resq:jobs:waiting', now_ms, w)
+          else
+            redis.pcall('SADD', P .. 'queues', v[5])
+            redis.pcall('HSET', rk, 'state', 'queued', 'released_at', now_ms)
+            redis.pcall('HDEL', rk, 'payload')
+          end
+        end
+      end
+    end
+  end
+end
