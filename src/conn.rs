@@ -400,6 +400,14 @@ pub(crate) fn check_url(url: &str, options: &RedisOptions) -> Result<()> {
     url::Target::parse(url, options.cluster).map(|_| ())
 }
 
+/// Checks that `v` is a Redis URL resq can use (`redis://`, `rediss://`, `redis+sentinel://`,
+/// `redis+cluster://`, unix sockets; see [`url`]) and returns it. The error never shows the
+/// password.
+pub(crate) fn parse_url(v: &str, options: &RedisOptions) -> Result<String> {
+    check_url(v, options)?;
+    Ok(v.to_string())
+}
+
 fn async_config(response: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
         .set_response_timeout(Some(response))

@@ -95,6 +95,7 @@ mod registry;
 pub mod runtime;
 pub mod scheduler;
 mod scripts;
+mod settings;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "web")]

@@ -57,10 +57,10 @@ pub(crate) struct Cli {
 pub(crate) struct ConnArgs {
     /// Redis URL (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`); its
     /// value is never shown.
-    #[arg(long = "url", env = "REDIS_URL", hide_env_values = true, default_value = crate::config::DEFAULT_REDIS_URL, global = true)]
+    #[arg(long = "url", env = "REDIS_URL", hide_env_values = true, default_value = crate::settings::DEFAULT_REDIS_URL, global = true)]
     pub url: String,
     /// Key prefix, used verbatim (`myapp:jobs` → `myapp:jobs:queue:x`).
-    #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::config::DEFAULT_NAMESPACE, global = true)]
+    #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::settings::DEFAULT_NAMESPACE, global = true)]
     pub namespace: String,
 }
 

@@ -66,11 +66,11 @@ pub(crate) struct AddArgs {
 /// Runs `resq scheduler` until a signal.
 pub(crate) async fn run_scheduler(target: &Target, a: SchedulerArgs) -> Result<()> {
     let mut cfg = SchedulerConfig::from_env()?;
-    cfg.redis_url = crate::config::parse_url(&target.url, &target.redis)?;
+    cfg.redis_url = crate::conn::parse_url(&target.url, &target.redis)?;
     cfg.namespace = target.namespace.clone();
     cfg.redis = target.redis.clone();
     if let Some(i) = &a.interval {
-        cfg.interval = crate::config::parse_secs("RESQ_SCHEDULER_INTERVAL", i)?;
+        cfg.interval = crate::settings::parse_secs("RESQ_SCHEDULER_INTERVAL", i)?;
     }
     cfg.recurring = !a.no_recurring;
     let scheduler = Scheduler::connect(cfg).await?;
@@ -227,7 +227,7 @@ pub(crate) fn due_time(
     at_epoch: Option<&str>,
 ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
     if let Some(s) = in_secs {
-        let d: Duration = crate::config::parse_secs("--in", s)?;
+        let d: Duration = crate::settings::parse_secs("--in", s)?;
         return Ok(Some(crate::wire::time::after_now(d)?));
     }
     if let Some(s) = at_epoch {

@@ -72,8 +72,8 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
-            redis_url: crate::config::DEFAULT_REDIS_URL.into(),
-            namespace: crate::config::DEFAULT_NAMESPACE.into(),
+            redis_url: crate::settings::DEFAULT_REDIS_URL.into(),
+            namespace: crate::settings::DEFAULT_NAMESPACE.into(),
             interval: Duration::from_secs(1),
             batch_size: 100,
             lock_timeout: Duration::from_secs(180),
@@ -114,13 +114,13 @@ impl SchedulerConfig {
             ..SchedulerConfig::default()
         };
         if let Some(v) = get("REDIS_URL") {
-            s.redis_url = crate::config::parse_url(&v, &s.redis)?;
+            s.redis_url = crate::conn::parse_url(&v, &s.redis)?;
         }
         if let Some(v) = get("RESQUE_NAMESPACE") {
             s.namespace = v;
         }
         if let Some(v) = get("RESQ_SCHEDULER_INTERVAL") {
-            s.interval = crate::config::parse_secs("RESQ_SCHEDULER_INTERVAL", &v)?;
+            s.interval = crate::settings::parse_secs("RESQ_SCHEDULER_INTERVAL", &v)?;
         }
         if let Some(v) = get("DELAYED_REQUEUE_BATCH_SIZE") {
             s.batch_size =
@@ -134,7 +134,7 @@ impl SchedulerConfig {
                     })?;
         }
         if let Some(v) = get("LOCK_TIMEOUT") {
-            s.lock_timeout = crate::config::parse_secs("LOCK_TIMEOUT", &v)?;
+            s.lock_timeout = crate::settings::parse_secs("LOCK_TIMEOUT", &v)?;
         }
         if let Some(v) = get("RESQUE_SCHEDULER_MASTER_LOCK_PREFIX") {
             s.lock_prefix = v;
