@@ -360,6 +360,16 @@ impl ConnectionLike for Blocking {
     }
 }
 
+/// Redis server time: every heartbeat is written with it, so every age is measured against it.
+pub(crate) async fn redis_time<C: ConnectionLike + Send>(
+    con: &mut C,
+) -> RedisResult<chrono::DateTime<chrono::Utc>> {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(con).await?;
+    crate::wire::time::from_redis_time(secs, micros).ok_or_else(|| {
+        redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "TIME out of range"))
+    })
+}
+
 #[cfg(test)]
 mod fault_tests {
     use super::*;

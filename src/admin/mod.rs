@@ -10,7 +10,8 @@
 //! * `failures` — the failure list: list, show, retry, remove, clear (Ruby's semantics).
 //! * `delayed` — resque-scheduler's delayed items and Jesque's delayed zset queues.
 //! * `pause` — `<ns>:pause-all-workers`.
-//! * `prune` — dead-worker pruning, delegated to the worker's pruning module.
+//! * `prune` — what a dead-worker pruning round did; the round ([`Admin::prune`]) is
+//!   defined by the worker, with its rules.
 //! * `scheduler` — whether a scheduler holds resque-scheduler's master lock.
 //! * `presence` — whether the namespace holds any Resque data at all.
 //!
@@ -122,7 +123,7 @@ impl Admin {
     /// Redis server time: every age is measured against it, as heartbeats are written with it.
     pub async fn now(&self) -> Result<DateTime<Utc>> {
         let mut con = self.con.clone();
-        Ok(crate::worker::lifecycle::redis_time(&mut con).await?)
+        Ok(crate::conn::redis_time(&mut con).await?)
     }
 }
 

@@ -17,7 +17,9 @@
 //! * [`claim`] — payloads too large (or unusual) to check inside Redis: claimed, checked by the
 //!   worker, promoted.
 //! * [`tracking`] — invalidation messages that wake idle slots whatever the number of queues.
+//! * `admin` — what the worker adds to [`crate::admin::Admin`]: a pruning round (`resq prune`).
 
+mod admin;
 pub(crate) mod batch;
 pub(crate) mod claim;
 pub(crate) mod complete;
