@@ -20,8 +20,8 @@
 //! * `failure_scan` — failures by id, filtered pages within a scan budget, bulk by filter,
 //!   counts by class, exception and queue;
 //! * `queue_jobs` — a page of one queue, delete one job by its bytes, clear or remove a queue;
-//! * `delayed_ops` — resque-scheduler's delayed items page by page, run now, delete; enqueue a
-//!   stored schedule now;
+//! * `delayed_ops` — resque-scheduler's delayed items page by page (running one now, deleting
+//!   it and the stored schedules are the scheduler's: `crate::scheduler::admin`);
 //! * `statuses` — resque-status's statuses and its kill switch;
 //! * [`history`] — per-minute and per-hour samples of the stat totals, for graphs;
 //! * `server_info` — Redis `INFO`.

@@ -12,8 +12,11 @@
 //! On stop, the lock is released if still ours. Redis errors are logged and the next tick tries
 //! again. Runs in a worker process (`RESQ_SCHEDULER=1` or [`crate::WorkerBuilder::scheduler`])
 //! or alone (`resq scheduler`). Modules: `job` (item → job), `schedule` (cron/every),
-//! [`store`] (`persistent_schedules`).
+//! [`store`] (`persistent_schedules`), `admin` (what the scheduler adds to
+//! [`crate::admin::Admin`]: run a delayed item now or delete it, list and enqueue stored
+//! schedules).
 
+mod admin;
 #[cfg(feature = "cli")]
 pub(crate) mod cli;
 pub(crate) mod job;
