@@ -76,7 +76,6 @@ pub mod admin;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
-mod config;
 pub mod conn;
 mod error;
 // Always built: limit reports (`resq::limits`) show intervals with it; the rest is for the CLI
@@ -104,11 +103,10 @@ mod wire;
 mod worker;
 
 pub use client::Client;
-pub use config::Config;
 pub use error::{Error, Result};
 pub use keys::Keys;
 pub use queues::QueueList;
 pub use registry::{Delays, Job, JobContext, JobError, JobResult, Registry, RetryPolicy};
 pub use wire::payload::{Payload, PayloadError};
 pub use wire::time;
-pub use worker::{Phase, Running, Worker, WorkerBuilder};
+pub use worker::{Config, Phase, Running, Worker, WorkerBuilder};

@@ -94,11 +94,6 @@ impl Admin {
         Self::connect_with(url, namespace, &RedisOptions::default()).await
     }
 
-    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
-    pub async fn from_config(config: &crate::Config) -> Result<Self> {
-        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
-    }
-
     /// [`Admin::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).
     pub async fn connect_with(url: &str, namespace: &str, options: &RedisOptions) -> Result<Self> {
         let con = Endpoint::connect_namespace(url, namespace, options).await?;

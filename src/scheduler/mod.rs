@@ -27,7 +27,6 @@ pub(crate) mod schedule;
 pub mod store;
 
 use crate::client::FloatFormat;
-use crate::config::Config;
 use crate::conn::Conn;
 use crate::conn::RedisOptions;
 use crate::error::{Error, Result};
@@ -93,18 +92,6 @@ impl Default for SchedulerConfig {
 }
 
 impl SchedulerConfig {
-    /// The scheduler of a worker process: [`Config::schedule`] with the worker's URL,
-    /// namespace, host name and connection options.
-    pub fn from_config(c: &Config) -> Self {
-        SchedulerConfig {
-            redis_url: c.redis_url.clone(),
-            namespace: c.namespace.clone(),
-            hostname: c.hostname.clone(),
-            redis: c.redis.clone(),
-            ..c.schedule.clone()
-        }
-    }
-
     /// Reads the environment over the defaults.
     pub fn from_env() -> Result<Self> {
         Self::from_lookup(|k| std::env::var(k).ok())

@@ -15,6 +15,7 @@
 //! Pruning ([`super::prune`]) runs once before registering and then every minute.
 
 use super::batch::Batcher;
+use super::config::Config;
 use super::fetch::Fetch;
 use super::heartbeat::Heartbeat;
 use super::lifecycle;
@@ -22,7 +23,6 @@ use super::prune::{self, Pruner};
 use super::shutdown::{Phase, Shutdown};
 use super::slot::{Slot, SlotState};
 use super::step::Stepper;
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::identity::WorkerId;
 use crate::keys::Keys;

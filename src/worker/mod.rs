@@ -1,5 +1,7 @@
 //! The runtime: N slots in one process, each a Resque worker of its own.
 //!
+//! * [`config`] — [`Config`], every setting of a worker process (and the constructors of the
+//!   client, admin and scheduler settings from one).
 //! * [`launcher`] — the process: registration, heartbeat, signals, slots, shutdown.
 //! * [`slot`] — one worker: reserve → perform → finish/fail, in a loop.
 //! * [`step`] — the one Lua script that finishes a job and reserves the next.
@@ -23,6 +25,7 @@ mod admin;
 pub(crate) mod batch;
 pub(crate) mod claim;
 pub(crate) mod complete;
+pub(crate) mod config;
 pub(crate) mod fetch;
 pub(crate) mod heartbeat;
 pub(crate) mod jesque;
@@ -37,6 +40,7 @@ pub(crate) mod slot;
 pub(crate) mod step;
 pub(crate) mod tracking;
 
+pub use config::Config;
 pub use launcher::{Running, Worker, WorkerBuilder};
 pub use shutdown::Phase;
 

@@ -1,6 +1,13 @@
 //! Worker configuration: Resque's environment variables, builder methods and CLI flags all set
 //! the same [`Config`].
+//!
+//! It lives with the worker it configures: the launcher reads it, and its defaults are the
+//! worker's and the tracked jobs' own. The handles of the lower layers are built from one here
+//! ([`Client::from_config`], [`Admin::from_config`], [`SchedulerConfig::from_config`]), so
+//! they need not know the type.
 
+use crate::admin::Admin;
+use crate::client::Client;
 use crate::conn::RedisOptions;
 use crate::error::{Error, Result};
 use crate::queues::QueueList;
@@ -137,7 +144,7 @@ impl Default for Config {
             scheduler: false,
             schedule: SchedulerConfig::default(),
             redis: RedisOptions::default(),
-            max_payload: crate::worker::step::DEFAULT_MAX_PAYLOAD,
+            max_payload: super::step::DEFAULT_MAX_PAYLOAD,
             job_ttl: crate::jobs::DEFAULT_TTL,
             result_max: crate::jobs::DEFAULT_RESULT_MAX,
         }
@@ -252,6 +259,34 @@ impl Config {
             });
         }
         Ok(())
+    }
+}
+
+impl Client {
+    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
+    pub async fn from_config(config: &Config) -> Result<Self> {
+        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
+    }
+}
+
+impl Admin {
+    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
+    pub async fn from_config(config: &Config) -> Result<Self> {
+        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
+    }
+}
+
+impl SchedulerConfig {
+    /// The scheduler of a worker process: [`Config::schedule`] with the worker's URL,
+    /// namespace, host name and connection options.
+    pub fn from_config(c: &Config) -> Self {
+        SchedulerConfig {
+            redis_url: c.redis_url.clone(),
+            namespace: c.namespace.clone(),
+            hostname: c.hostname.clone(),
+            redis: c.redis.clone(),
+            ..c.schedule.clone()
+        }
     }
 }
 
