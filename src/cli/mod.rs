@@ -9,7 +9,7 @@
 //! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
 //! * `limits` — `limits list|set|clear`, `pause --queue`, `resume --queue` (flow control);
-//! * `scheduler`, `schedule list|add|remove` — in `crate::scheduler::cli`;
+//! * `schedule` — `scheduler`, `schedule list|add|remove`;
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod enqueue;
@@ -17,6 +17,7 @@ pub(crate) mod failed;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod output;
+pub(crate) mod schedule;
 pub(crate) mod show;
 #[cfg(feature = "top")]
 pub(crate) mod top;
@@ -105,10 +106,10 @@ pub(crate) enum Command {
     #[cfg(feature = "web")]
     Web(web::WebArgs),
     /// Run the scheduler (delayed and recurring jobs; resque-scheduler's master lock).
-    Scheduler(crate::scheduler::cli::SchedulerArgs),
+    Scheduler(schedule::SchedulerArgs),
     /// Stored recurring schedules (resque-scheduler's persistent_schedules).
     #[command(subcommand)]
-    Schedule(crate::scheduler::cli::ScheduleCmd),
+    Schedule(schedule::ScheduleCmd),
 }
 
 /// Parses the process's arguments and runs the command with `registry`'s handlers (used by
@@ -255,14 +256,14 @@ async fn run_command(
     match cmd {
         Command::Work(w) => work::run(url, ns, w, registry).await,
         Command::Enqueue(e) => enqueue::run(target, e, json).await,
-        Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(target, s).await,
+        Command::Scheduler(s) => schedule::run_scheduler(target, s).await,
         Command::Schedule(s) => {
-            let list = matches!(s, crate::scheduler::cli::ScheduleCmd::List);
+            let list = matches!(s, schedule::ScheduleCmd::List);
             let admin = target.admin().await?;
             if list && !admin.has_data().await? {
                 eprintln!("{}", empty_namespace_hint(url, ns));
             }
-            crate::scheduler::cli::run_schedule(target, s, json).await?;
+            schedule::run_schedule(target, s, json).await?;
             if list && !json {
                 let status = admin.scheduler_status(&lock_prefix()).await?;
                 println!("scheduler: {}", status.describe());

@@ -17,8 +17,6 @@
 //! schedules).
 
 mod admin;
-#[cfg(feature = "cli")]
-pub(crate) mod cli;
 pub(crate) mod job;
 pub(crate) mod lock;
 pub(crate) mod mover;
@@ -321,5 +319,38 @@ impl Scheduler {
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, "could not release the master lock"),
         }
+    }
+}
+
+/// What `resq enqueue` reads from the scheduler (by this path, `src/cli/enqueue.rs`): the due
+/// time of a delayed enqueue. The scheduler's own commands are in `crate::cli::schedule`.
+#[cfg(feature = "cli")]
+pub(crate) mod cli {
+    use crate::error::{Error, Result};
+    use std::time::Duration;
+
+    /// The due time of `resq enqueue --in SECS` / `--at EPOCH_SECS`.
+    pub(crate) fn due_time(
+        in_secs: Option<&str>,
+        at_epoch: Option<&str>,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        if let Some(s) = in_secs {
+            let d: Duration = crate::settings::parse_secs("--in", s)?;
+            return Ok(Some(crate::wire::time::after_now(d)?));
+        }
+        if let Some(s) = at_epoch {
+            let secs: f64 = s.trim().parse().map_err(|_| Error::Config {
+                var: "--at",
+                message: format!("{s:?} is not epoch seconds"),
+            })?;
+            let ms = (secs * 1000.0).round() as i64;
+            return chrono::DateTime::from_timestamp_millis(ms)
+                .map(Some)
+                .ok_or_else(|| Error::Config {
+                    var: "--at",
+                    message: format!("{s:?} is out of range"),
+                });
+        }
+        Ok(None)
     }
 }
