@@ -78,6 +78,8 @@ pub mod cli;
 pub mod client;
 pub mod conn;
 mod error;
+#[cfg(feature = "metrics")]
+mod exporter;
 // Always built: limit reports (`resq::limits`) show intervals with it; the rest is for the CLI
 // and the dashboard.
 #[cfg_attr(not(any(feature = "cli", feature = "web")), allow(dead_code))]

@@ -212,7 +212,7 @@ impl Worker {
             Some(addr) => {
                 // Bound before registering, so a bad address fails before anything is written.
                 let admin = crate::admin::Admin::new(con.clone(), keys.clone());
-                let listener = crate::metrics::server::serve(addr, admin).await?;
+                let listener = crate::exporter::serve(addr, admin).await?;
                 crate::metrics::set_slots(cfg.concurrency);
                 Some(listener)
             }
@@ -416,7 +416,7 @@ pub struct Running {
     left: Vec<Arc<str>>,
     /// The metrics listener, when serving (it stops with the worker).
     #[cfg(feature = "metrics")]
-    metrics: Option<crate::metrics::server::Listener>,
+    metrics: Option<crate::exporter::Listener>,
     /// Never set without the `metrics` feature.
     #[cfg(not(feature = "metrics"))]
     #[allow(dead_code)]
