@@ -214,7 +214,7 @@ impl JobContext {
             return Ok(());
         };
         let json =
-            crate::client::encode::try_to_json(result, crate::client::FloatFormat::RubyJsonGem)
+            crate::wire::encode::try_to_json(result, crate::wire::number::FloatFormat::RubyJsonGem)
                 .map_err(|e| {
                     JobError::new(
                         "Resq::ResultNotJson",
