@@ -9,12 +9,14 @@
 
 mod context;
 mod error;
+pub(crate) mod layer;
 pub(crate) mod panic;
 pub(crate) mod retry;
 pub(crate) mod unique;
 
 pub use context::JobContext;
 pub use error::JobError;
+use layer::Middleware;
 pub use retry::{Delays, RetryPolicy};
 
 use futures::future::BoxFuture;
@@ -91,7 +93,7 @@ pub struct Registry {
     /// Handlers by class name.
     entries: HashMap<String, Arc<Entry>>,
     /// Middleware added with [`Registry::layer`], outermost first.
-    layers: Vec<Arc<dyn crate::middleware::Middleware>>,
+    layers: Vec<Arc<dyn Middleware>>,
     /// Classes whose jobs follow resque-status's convention (`args[0]` is the job id).
     statused: std::collections::HashSet<String>,
     /// Limits declared with [`Registry::limit`].
@@ -215,18 +217,13 @@ impl Registry {
 
     /// Adds a middleware around every job (after those added before it: the first added is
     /// the outermost of yours). See [`crate::middleware`] for where yours run among resq's own.
-    pub fn layer(mut self, middleware: impl crate::middleware::Middleware) -> Self {
+    pub fn layer(mut self, middleware: impl Middleware) -> Self {
         self.layers.push(Arc::new(middleware));
         self
     }
 
-    /// Adds Resque-style hooks (a thin [`crate::middleware::Hooks`] layer).
-    pub fn hooks(self, hooks: crate::middleware::Hooks) -> Self {
-        self.layer(hooks)
-    }
-
     /// The middleware added with [`Registry::layer`], outermost first.
-    pub(crate) fn layers(&self) -> &[Arc<dyn crate::middleware::Middleware>] {
+    pub(crate) fn layers(&self) -> &[Arc<dyn Middleware>] {
         &self.layers
     }
 
