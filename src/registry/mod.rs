@@ -6,7 +6,13 @@
 //! * blocking functions, run on tokio's blocking pool so they never stall the async threads.
 //!
 //! A handler's error or panic becomes a failure entry (see [`JobError`] and [`mod@panic`]).
+//!
+//! This is the job-handler API every layer above builds on: [`Job`], [`JobContext`],
+//! [`JobError`], the [`Registry`] and what a layer around a job is (`layer`: the `Middleware`
+//! trait, re-exported by [`crate::middleware`]); `activejob` routes a Rails wrapper payload to
+//! the handler of its `job_class`.
 
+mod activejob;
 mod context;
 mod error;
 pub(crate) mod layer;
@@ -248,8 +254,8 @@ impl Registry {
         if let Some(entry) = self.entries.get(&class) {
             return Ok((entry.clone(), ctx.with_entry(entry.clone())));
         }
-        if crate::activejob::is_wrapper(&class) {
-            return match crate::activejob::route(self, ctx.clone()) {
+        if crate::wire::activejob::is_wrapper(&class) {
+            return match activejob::route(self, ctx.clone()) {
                 Ok((entry, ctx)) => Ok((entry.clone(), ctx.with_entry(entry))),
                 Err(e) => Err(Box::new((e, ctx))),
             };
