@@ -2,6 +2,7 @@
 //!
 //! * [`config`] — [`Config`], every setting of a worker process (and the constructors of the
 //!   client, admin and scheduler settings from one).
+//! * [`builder`] — [`WorkerBuilder`]: the configuration and the handlers of a worker.
 //! * [`launcher`] — the process: registration, heartbeat, signals, slots, shutdown.
 //! * [`slot`] — one worker: reserve → perform → finish/fail, in a loop.
 //! * [`step`] — the one Lua script that finishes a job and reserves the next.
@@ -23,6 +24,7 @@
 
 mod admin;
 pub(crate) mod batch;
+pub(crate) mod builder;
 pub(crate) mod claim;
 pub(crate) mod complete;
 pub(crate) mod config;
@@ -40,8 +42,9 @@ pub(crate) mod slot;
 pub(crate) mod step;
 pub(crate) mod tracking;
 
+pub use builder::WorkerBuilder;
 pub use config::Config;
-pub use launcher::{Running, Worker, WorkerBuilder};
+pub use launcher::{Running, Worker};
 pub use shutdown::Phase;
 
 #[cfg(test)]
