@@ -8,7 +8,8 @@
 //! * `failed` — `failed list|show|retry|remove|clear`;
 //! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
-//! * `limits` — `limits list|set|clear`, `pause --queue`, `resume --queue` (flow control);
+//! * `limits` — `limits list|set|clear` (flow control);
+//! * `pause` — `pause`, `resume`: every worker (`show`'s), or `--queue` queues;
 //! * `schedule` — `scheduler`, `schedule list|add|remove`;
 //! * `output` — tables, JSON and durations.
 
@@ -17,6 +18,7 @@ pub(crate) mod failed;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod output;
+pub(crate) mod pause;
 pub(crate) mod schedule;
 pub(crate) mod show;
 #[cfg(feature = "top")]
@@ -96,9 +98,9 @@ pub(crate) enum Command {
     Limits(limits::LimitsCmd),
     /// Set `<ns>:pause-all-workers`: every worker stops taking jobs; with `--queue`, only
     /// that queue, for resq workers.
-    Pause(limits::PauseArgs),
+    Pause(pause::PauseArgs),
     /// Clear `<ns>:pause-all-workers`; with `--queue`, resume that queue.
-    Resume(limits::PauseArgs),
+    Resume(pause::PauseArgs),
     /// Live view of queues, workers and rates.
     #[cfg(feature = "top")]
     Top(top::TopArgs),
@@ -284,8 +286,8 @@ async fn run_command(
                 Command::Failed(f) => failed::run(&admin, f, json).await,
                 Command::Delayed(d) => show::delayed(&admin, d, json).await,
                 Command::Prune(p) => show::prune(&admin, p, json).await,
-                Command::Pause(p) => limits::pause(&admin, p, true, json).await,
-                Command::Resume(p) => limits::pause(&admin, p, false, json).await,
+                Command::Pause(p) => pause::pause(&admin, p, true, json).await,
+                Command::Resume(p) => pause::pause(&admin, p, false, json).await,
                 Command::Limits(l) => limits::run(&admin, l, json).await,
                 Command::Jobs(j) => jobs::jobs(&admin, j, json).await,
                 #[cfg(feature = "top")]
