@@ -33,7 +33,7 @@ pub enum Error {
     Unsupported(String),
     /// An ActiveJob job cannot be read or written.
     #[error("activejob: {0}")]
-    ActiveJob(#[from] crate::activejob::ActiveJobError),
+    ActiveJob(#[from] crate::wire::activejob::ActiveJobError),
 }
 
 /// Result with resq's [`Error`].

@@ -76,9 +76,10 @@ pub mod admin;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
-mod config;
 pub mod conn;
 mod error;
+#[cfg(feature = "metrics")]
+mod exporter;
 // Always built: limit reports (`resq::limits`) show intervals with it; the rest is for the CLI
 // and the dashboard.
 #[cfg_attr(not(any(feature = "cli", feature = "web")), allow(dead_code))]
@@ -95,6 +96,7 @@ mod registry;
 pub mod runtime;
 pub mod scheduler;
 mod scripts;
+mod settings;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "web")]
@@ -103,11 +105,10 @@ mod wire;
 mod worker;
 
 pub use client::Client;
-pub use config::Config;
 pub use error::{Error, Result};
 pub use keys::Keys;
 pub use queues::QueueList;
 pub use registry::{Delays, Job, JobContext, JobError, JobResult, Registry, RetryPolicy};
 pub use wire::payload::{Payload, PayloadError};
 pub use wire::time;
-pub use worker::{Phase, Running, Worker, WorkerBuilder};
+pub use worker::{Config, Phase, Running, Worker, WorkerBuilder};

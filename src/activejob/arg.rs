@@ -7,9 +7,9 @@
 //! symbols, symbol-keyed hashes, keyword arguments, times, dates, decimals, durations, class
 //! names, ranges, GlobalIDs, and objects of an application's own serializers.
 
-use super::error::ActiveJobError;
 use super::rails::Rails;
-use super::tags;
+use crate::wire::activejob::tags;
+use crate::wire::activejob::ActiveJobError;
 use crate::wire::time;
 use chrono::{DateTime, FixedOffset, NaiveDate, Utc};
 use serde::Serialize;

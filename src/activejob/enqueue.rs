@@ -3,11 +3,11 @@
 //! (`Resque.enqueue_at_with_queue(queue, timestamp, JobWrapper, job.serialize)`, resque-scheduler
 //! 5.0's layout).
 
-use super::error::ActiveJobError;
 use super::job::NewJob;
 use super::rails::Rails;
 use crate::client::Client;
 use crate::error::Result;
+use crate::wire::activejob::ActiveJobError;
 use chrono::{DateTime, Utc};
 
 /// A producer of ActiveJob jobs, for Ruby workers running Rails `rails`.

@@ -2,9 +2,9 @@
 //! payload the Resque adapter pushes, and the resque-scheduler item it delays.
 
 use super::arg::{serialize_all, Arg};
-use super::error::ActiveJobError;
 use super::rails::Rails;
-use super::tags::WRAPPER_CLASS;
+use crate::wire::activejob::ActiveJobError;
+use crate::wire::activejob::WRAPPER_CLASS;
 use crate::wire::{payload, time};
 use chrono::{DateTime, Utc};
 use serde::Serialize;

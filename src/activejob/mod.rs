@@ -9,32 +9,25 @@
 //! re-encoded: the worker record and any failure entry hold the wrapper bytes as reserved, so
 //! a Rails-side retry from resque-web works.
 //!
-//! * `tags` — the reserved keys and serializer names;
-//! * `decode` — serialized arguments → plain JSON;
-//! * `envelope` — the serialized job read from a wrapper payload ([`ActiveJob`], [`Metadata`]);
-//! * `dispatch` — routing a wrapper payload to its handler;
+//! Reading a wrapper payload is the wire format's (`crate::wire::activejob`, which the worker's
+//! dispatch needs: `tags` — the reserved keys and serializer names; `decode` — serialized
+//! arguments → plain JSON; `envelope` — the serialized job read from a wrapper payload,
+//! [`ActiveJob`], [`Metadata`]); routing it to its handler is the registry's
+//! (`crate::registry::activejob`). Writing one is here:
 //! * `arg` — Rust values → serialized arguments ([`Arg`]);
 //! * `job` — a new job's `serialize` hash and payloads ([`NewJob`]);
 //! * `enqueue` — pushing it, now or delayed ([`ActiveJobClient`]);
 //! * `rails` — the Rails version a job is written for ([`Rails`]).
 
 pub(crate) mod arg;
-pub(crate) mod decode;
-pub(crate) mod dispatch;
 pub(crate) mod enqueue;
-pub(crate) mod envelope;
-mod error;
 pub(crate) mod job;
 pub(crate) mod rails;
-pub(crate) mod tags;
 
+pub use crate::wire::activejob::{
+    is_wrapper, job_class_of, ActiveJob, ActiveJobError, Decoded, Metadata, Unknown, WRAPPER_CLASS,
+};
 pub use arg::{Arg, DurationUnit, Key};
-pub use decode::{Decoded, Unknown};
-pub(crate) use dispatch::route;
-pub use dispatch::{is_wrapper, job_class_of};
 pub use enqueue::{ActiveJobClient, Enqueued};
-pub use envelope::{ActiveJob, Metadata};
-pub use error::ActiveJobError;
 pub use job::{NewJob, Serialized};
 pub use rails::{Rails, UnknownRails};
-pub use tags::WRAPPER_CLASS;

@@ -10,7 +10,8 @@
 //! * `failures` — the failure list: list, show, retry, remove, clear (Ruby's semantics).
 //! * `delayed` — resque-scheduler's delayed items and Jesque's delayed zset queues.
 //! * `pause` — `<ns>:pause-all-workers`.
-//! * `prune` — dead-worker pruning, delegated to the worker's pruning module.
+//! * `prune` — what a dead-worker pruning round did; the round ([`Admin::prune`]) is
+//!   defined by the worker, with its rules.
 //! * `scheduler` — whether a scheduler holds resque-scheduler's master lock.
 //! * `presence` — whether the namespace holds any Resque data at all.
 //!
@@ -19,8 +20,8 @@
 //! * `failure_scan` — failures by id, filtered pages within a scan budget, bulk by filter,
 //!   counts by class, exception and queue;
 //! * `queue_jobs` — a page of one queue, delete one job by its bytes, clear or remove a queue;
-//! * `delayed_ops` — resque-scheduler's delayed items page by page, run now, delete; enqueue a
-//!   stored schedule now;
+//! * `delayed_ops` — resque-scheduler's delayed items page by page (running one now, deleting
+//!   it and the stored schedules are the scheduler's: `crate::scheduler::admin`);
 //! * `statuses` — resque-status's statuses and its kill switch;
 //! * [`history`] — per-minute and per-hour samples of the stat totals, for graphs;
 //! * `server_info` — Redis `INFO`.
@@ -93,11 +94,6 @@ impl Admin {
         Self::connect_with(url, namespace, &RedisOptions::default()).await
     }
 
-    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
-    pub async fn from_config(config: &crate::Config) -> Result<Self> {
-        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
-    }
-
     /// [`Admin::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).
     pub async fn connect_with(url: &str, namespace: &str, options: &RedisOptions) -> Result<Self> {
         let con = Endpoint::connect_namespace(url, namespace, options).await?;
@@ -122,7 +118,7 @@ impl Admin {
     /// Redis server time: every age is measured against it, as heartbeats are written with it.
     pub async fn now(&self) -> Result<DateTime<Utc>> {
         let mut con = self.con.clone();
-        Ok(crate::worker::lifecycle::redis_time(&mut con).await?)
+        Ok(crate::conn::redis_time(&mut con).await?)
     }
 }
 

@@ -1,16 +1,8 @@
-//! `prune`: one round of dead-worker pruning, run from the CLI with the worker's own rules
-//! ([`crate::worker::prune`]: Ruby's lock, Ruby's heartbeat expiry, dead local resq pids).
-//!
-//! The round acts as a resq process of this host: its lock value and host field are those of
-//! a slot id of this process, so its pid rule can only ever match resq ids of this host whose
-//! process is gone.
+//! `prune`: what one round of dead-worker pruning did ([`PruneOutcome`]). The round itself,
+//! `Admin::prune`, is the worker's (it runs the worker's own rules, so it is defined with them,
+//! in `crate::worker::admin`).
 
-use super::Admin;
-use crate::error::Result;
-use crate::identity::{self, WorkerId};
-use crate::worker::prune::{Fate, Pruner, Reason};
 use serde::Serialize;
-use std::time::Duration;
 
 /// One pruned worker.
 #[derive(Debug, Clone, Serialize)]
@@ -33,46 +25,4 @@ pub struct PruneOutcome {
     pub pruned: Vec<PrunedWorker>,
     /// Workers a rule selected but that were left alone, with why.
     pub skipped: Vec<(String, String)>,
-}
-
-impl Admin {
-    /// Runs one pruning round. `prune_after` is Ruby's `prune_interval` (at least 300 s);
-    /// with `at_least_once` interrupted jobs go back to their queue instead of failing.
-    pub async fn prune(&self, prune_after: Duration, at_least_once: bool) -> Result<PruneOutcome> {
-        let me = WorkerId::for_slot(
-            &identity::hostname(),
-            std::process::id(),
-            0,
-            &["resq-prune".to_string()],
-        );
-        let pruner = Pruner::new(
-            self.keys().clone(),
-            &[me.as_str().to_string()],
-            std::process::id(),
-            prune_after.max(Duration::from_secs(300)),
-            at_least_once,
-        );
-        let mut con = self.con();
-        let report = pruner.run_once(&mut con).await?;
-        Ok(PruneOutcome {
-            locked: report.locked,
-            pruned: report
-                .pruned
-                .into_iter()
-                .map(|p| PrunedWorker {
-                    id: p.id,
-                    reason: match p.reason {
-                        Reason::Expired => "expired",
-                        Reason::DeadLocal => "dead_local",
-                    },
-                    job: match p.fate {
-                        Fate::Idle => "idle",
-                        Fate::Failed => "failed",
-                        Fate::Requeued => "requeued",
-                    },
-                })
-                .collect(),
-            skipped: report.skipped,
-        })
-    }
 }

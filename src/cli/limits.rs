@@ -1,5 +1,5 @@
-//! `resq limits list|set|clear` and `resq pause|resume --queue`: flow-control limits
-//! ([`crate::limits`]) and per-queue pause from the command line (docs/limits.md).
+//! `resq limits list|set|clear`: flow-control limits ([`crate::limits`]) from the command line
+//! (docs/limits.md); per-queue pause is `super::pause`.
 //!
 //! `set` starts from the limit in force under that name (declared or already overridden) and
 //! changes what its flags name, so `resq limits set payments --concurrency 8` keeps the
@@ -79,16 +79,6 @@ pub(crate) struct SetArgs {
     /// Jobs of CLASS held by the limit go first, 0–99, higher first (repeatable).
     #[arg(long, value_name = "CLASS=N", allow_hyphen_values = true)]
     pub priority: Vec<String>,
-}
-
-/// `resq pause [--queue Q]…` / `resq resume [--queue Q]…`.
-#[derive(Args, Debug, Clone, Default)]
-pub(crate) struct PauseArgs {
-    /// Only this queue, for every resq process (`<ns>:resq:paused_queues`; Ruby, Jesque and
-    /// node-resque workers do not look); repeatable. Without it, every worker
-    /// (`<ns>:pause-all-workers`).
-    #[arg(long = "queue", value_name = "QUEUE")]
-    pub queues: Vec<String>,
 }
 
 /// Runs `resq limits …`.
@@ -435,50 +425,6 @@ async fn clear(admin: &Admin, name: &str, declaration: bool, as_json: bool) -> R
         Some(_) => println!("limit {name}: override removed, its declaration applies"),
         None => println!("limit {name}: removed"),
     }
-    Ok(())
-}
-
-/// Runs `resq pause` / `resq resume`: every worker, or `--queue` queues for resq processes.
-pub(crate) async fn pause(admin: &Admin, a: PauseArgs, paused: bool, as_json: bool) -> Result<()> {
-    if a.queues.is_empty() {
-        return super::show::pause(admin, paused, as_json).await;
-    }
-    if let Some(q) = a.queues.iter().find(|q| q.trim().is_empty()) {
-        return Err(Error::Config {
-            var: "--queue",
-            message: format!("{q:?} is not a queue name"),
-        });
-    }
-    for q in &a.queues {
-        admin.pause_queue(q, paused).await?;
-    }
-    let now = admin.paused_queues().await?;
-    if as_json {
-        return json(&serde_json::json!({
-            "queues": a.queues,
-            "paused": paused,
-            "paused_queues": now,
-        }));
-    }
-    for q in &a.queues {
-        if paused {
-            println!(
-                "queue {q}: paused for resq workers (Ruby, Jesque and node-resque workers do \
-                 not look at {})",
-                admin.keys().paused_queues()
-            );
-        } else {
-            println!("queue {q}: resumed");
-        }
-    }
-    println!(
-        "paused queues: {}",
-        if now.is_empty() {
-            "none".to_string()
-        } else {
-            now.join(", ")
-        }
-    );
     Ok(())
 }
 

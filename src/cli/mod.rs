@@ -8,8 +8,9 @@
 //! * `failed` — `failed list|show|retry|remove|clear`;
 //! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
-//! * `limits` — `limits list|set|clear`, `pause --queue`, `resume --queue` (flow control);
-//! * `scheduler`, `schedule list|add|remove` — in `crate::scheduler::cli`;
+//! * `limits` — `limits list|set|clear` (flow control);
+//! * `pause` — `pause`, `resume`: every worker (`show`'s), or `--queue` queues;
+//! * `schedule` — `scheduler`, `schedule list|add|remove`;
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod enqueue;
@@ -17,6 +18,8 @@ pub(crate) mod failed;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod output;
+pub(crate) mod pause;
+pub(crate) mod schedule;
 pub(crate) mod show;
 #[cfg(feature = "top")]
 pub(crate) mod top;
@@ -57,10 +60,10 @@ pub(crate) struct Cli {
 pub(crate) struct ConnArgs {
     /// Redis URL (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`); its
     /// value is never shown.
-    #[arg(long = "url", env = "REDIS_URL", hide_env_values = true, default_value = crate::config::DEFAULT_REDIS_URL, global = true)]
+    #[arg(long = "url", env = "REDIS_URL", hide_env_values = true, default_value = crate::settings::DEFAULT_REDIS_URL, global = true)]
     pub url: String,
     /// Key prefix, used verbatim (`myapp:jobs` → `myapp:jobs:queue:x`).
-    #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::config::DEFAULT_NAMESPACE, global = true)]
+    #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::settings::DEFAULT_NAMESPACE, global = true)]
     pub namespace: String,
 }
 
@@ -95,9 +98,9 @@ pub(crate) enum Command {
     Limits(limits::LimitsCmd),
     /// Set `<ns>:pause-all-workers`: every worker stops taking jobs; with `--queue`, only
     /// that queue, for resq workers.
-    Pause(limits::PauseArgs),
+    Pause(pause::PauseArgs),
     /// Clear `<ns>:pause-all-workers`; with `--queue`, resume that queue.
-    Resume(limits::PauseArgs),
+    Resume(pause::PauseArgs),
     /// Live view of queues, workers and rates.
     #[cfg(feature = "top")]
     Top(top::TopArgs),
@@ -105,10 +108,10 @@ pub(crate) enum Command {
     #[cfg(feature = "web")]
     Web(web::WebArgs),
     /// Run the scheduler (delayed and recurring jobs; resque-scheduler's master lock).
-    Scheduler(crate::scheduler::cli::SchedulerArgs),
+    Scheduler(schedule::SchedulerArgs),
     /// Stored recurring schedules (resque-scheduler's persistent_schedules).
     #[command(subcommand)]
-    Schedule(crate::scheduler::cli::ScheduleCmd),
+    Schedule(schedule::ScheduleCmd),
 }
 
 /// Parses the process's arguments and runs the command with `registry`'s handlers (used by
@@ -255,14 +258,14 @@ async fn run_command(
     match cmd {
         Command::Work(w) => work::run(url, ns, w, registry).await,
         Command::Enqueue(e) => enqueue::run(target, e, json).await,
-        Command::Scheduler(s) => crate::scheduler::cli::run_scheduler(target, s).await,
+        Command::Scheduler(s) => schedule::run_scheduler(target, s).await,
         Command::Schedule(s) => {
-            let list = matches!(s, crate::scheduler::cli::ScheduleCmd::List);
+            let list = matches!(s, schedule::ScheduleCmd::List);
             let admin = target.admin().await?;
             if list && !admin.has_data().await? {
                 eprintln!("{}", empty_namespace_hint(url, ns));
             }
-            crate::scheduler::cli::run_schedule(target, s, json).await?;
+            schedule::run_schedule(target, s, json).await?;
             if list && !json {
                 let status = admin.scheduler_status(&lock_prefix()).await?;
                 println!("scheduler: {}", status.describe());
@@ -283,8 +286,8 @@ async fn run_command(
                 Command::Failed(f) => failed::run(&admin, f, json).await,
                 Command::Delayed(d) => show::delayed(&admin, d, json).await,
                 Command::Prune(p) => show::prune(&admin, p, json).await,
-                Command::Pause(p) => limits::pause(&admin, p, true, json).await,
-                Command::Resume(p) => limits::pause(&admin, p, false, json).await,
+                Command::Pause(p) => pause::pause(&admin, p, true, json).await,
+                Command::Resume(p) => pause::pause(&admin, p, false, json).await,
                 Command::Limits(l) => limits::run(&admin, l, json).await,
                 Command::Jobs(j) => jobs::jobs(&admin, j, json).await,
                 #[cfg(feature = "top")]

@@ -5,10 +5,10 @@
 //! malformed value is reported the way the library reports it, naming the variable
 //! (`CONCURRENCY: "lots" is not a whole number`), whichever of the two gave it.
 
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::registry::Registry;
 use crate::worker::Worker;
+use crate::Config;
 use clap::Args;
 
 /// `resq work [--queues Q] [--concurrency N] [--interval S] [--metrics-addr ADDR]

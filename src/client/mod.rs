@@ -8,7 +8,8 @@
 //!   `remove_delayed`, peeks and sizes);
 //! * `jesque` — Jesque's delayed and recurring zset queues;
 //! * `unique` — unique jobs: a second enqueue while one waits or runs is a no-op that says so;
-//! * `encode` / `number` — the bytes.
+//! * the bytes (payloads, scheduler items, Ruby's and Java's float text) are written by
+//!   `crate::wire::encode` and `crate::wire::number`.
 //!
 //! ```no_run
 //! # async fn f() -> resq::Result<()> {
@@ -20,17 +21,18 @@
 //! ```
 
 pub(crate) mod delayed;
-pub(crate) mod encode;
 pub(crate) mod enqueue;
 pub(crate) mod jesque;
-pub(crate) mod number;
 pub(crate) mod queues;
 pub(crate) mod unique;
 
+// The bytes a producer writes are the wire format's; `client::encode` stays for its users.
+pub(crate) use crate::wire::encode;
+
+pub use crate::wire::number::FloatFormat;
 pub use delayed::Scheduled;
 pub use enqueue::NewJob;
 pub use jesque::JesqueJob;
-pub use number::FloatFormat;
 pub use unique::{Enqueued, Unique};
 
 use crate::conn::{Conn, Endpoint, RedisOptions};
@@ -73,11 +75,6 @@ impl Client {
     /// Connects to `url` for namespace `namespace` (connection settings only from the URL).
     pub async fn connect(url: &str, namespace: &str) -> Result<Self> {
         Self::connect_with(url, namespace, &RedisOptions::default()).await
-    }
-
-    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
-    pub async fn from_config(config: &crate::Config) -> Result<Self> {
-        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
     }
 
     /// [`Client::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).

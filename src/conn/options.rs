@@ -50,7 +50,7 @@ impl RedisOptions {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut o = RedisOptions::default();
         if let Some(v) = get("RESQ_CLUSTER") {
-            o.cluster = crate::config::parse_bool("RESQ_CLUSTER", &v)?;
+            o.cluster = crate::settings::parse_bool("RESQ_CLUSTER", &v)?;
         }
         let path = |var| get(var).filter(|s| !s.trim().is_empty()).map(PathBuf::from);
         o.tls_ca = path("REDIS_TLS_CA");
@@ -63,7 +63,7 @@ impl RedisOptions {
             })?;
         }
         if let Some(v) = get("RESQ_WAIT_TIMEOUT") {
-            o.wait_timeout = crate::config::parse_secs("RESQ_WAIT_TIMEOUT", &v)?;
+            o.wait_timeout = crate::settings::parse_secs("RESQ_WAIT_TIMEOUT", &v)?;
         }
         Ok(o)
     }

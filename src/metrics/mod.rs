@@ -2,8 +2,10 @@
 //! (`METRICS_ADDR` / `--metrics-addr` / [`crate::WorkerBuilder::metrics_addr`]); without the
 //! `metrics` feature the hooks compile to nothing.
 //!
-//! * [`server`] — the HTTP listener: `/metrics` (Prometheus text), `/healthz`, `/readyz`; it
-//!   lives as long as the worker that started it.
+//! This module is the counters and the series registry, a leaf every layer may count into
+//! (`conn`, `middleware`, `worker`). The HTTP listener — `/metrics` (Prometheus text),
+//! `/healthz`, `/readyz`, and the series it reads from Redis at each scrape — is
+//! `crate::exporter`, above the admin side, tracked jobs and limits it reads.
 //!
 //! Series (all prefixed `resq_`): `jobs_processed_total` and `jobs_failed_total` by queue and
 //! class (processed counts every job that ended, failed the ones that failed),
@@ -20,9 +22,9 @@
 
 #[cfg(feature = "metrics")]
 mod prom;
-#[cfg(feature = "metrics")]
-pub(crate) mod server;
 
+#[cfg(feature = "metrics")]
+pub(crate) use prom::{install, LimitSample};
 #[cfg(feature = "metrics")]
 pub(crate) use prom::{job_finished, job_started, on, redis_error, redis_reconnect, set_slots};
 

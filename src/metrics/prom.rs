@@ -1,4 +1,6 @@
-//! The Prometheus registry and the hot-path hooks (compiled with the `metrics` feature).
+//! The Prometheus registry and the hot-path hooks (compiled with the `metrics` feature). The
+//! series read from Redis at scrape time are set by `crate::exporter` from plain values, so
+//! this module knows nothing of queues' admin reads, tracked jobs or limits.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -48,8 +50,22 @@ pub(super) struct LimitLabels {
 /// Constructor of duration histograms.
 type HistogramNew = fn() -> Histogram;
 
+/// One flow-control limit at a scrape, as the limit series show it.
+pub(crate) struct LimitSample<'a> {
+    /// The limit's name.
+    pub name: &'a str,
+    /// Its capacity (concurrency units or starts per interval), when it has one.
+    pub capacity: Option<u32>,
+    /// Units in use (concurrency) or starts in the current window (rate).
+    pub in_use: u64,
+    /// Jobs it holds out of their queues.
+    pub held: u64,
+    /// Age of the oldest job it holds (0 when none).
+    pub oldest_held_secs: f64,
+}
+
 /// Every series this process exports.
-pub(super) struct Metrics {
+pub(crate) struct Metrics {
     /// The registry `/metrics` encodes.
     registry: Registry,
     /// Jobs that ended, by queue and class.
@@ -174,18 +190,18 @@ impl Metrics {
     }
 
     /// The text exposition of every series.
-    pub(super) fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
 
-    /// Sets the tracked-job series to `counts` (every state, zeros included).
-    pub(super) fn set_jobs(&self, counts: &[(crate::jobs::State, u64)]) {
+    /// Sets the tracked-job series to `counts` (every state by name, zeros included).
+    pub(crate) fn set_jobs(&self, counts: &[(&str, u64)]) {
         for (state, n) in counts {
             let l = StateLabels {
-                state: state.as_str().to_string(),
+                state: state.to_string(),
             };
             self.jobs
                 .get_or_create(&l)
@@ -194,7 +210,7 @@ impl Metrics {
     }
 
     /// Replaces the limit series with `limits` (a limit removed since the last scrape goes).
-    pub(super) fn set_limits(&self, limits: &[crate::limits::LimitReport]) {
+    pub(crate) fn set_limits(&self, limits: &[LimitSample<'_>]) {
         self.limit_capacity.clear();
         self.limit_in_use.clear();
         self.limit_held.clear();
@@ -202,21 +218,21 @@ impl Metrics {
         let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         for r in limits {
             let l = LimitLabels {
-                limit: r.limit.name.clone(),
+                limit: r.name.to_string(),
             };
-            if let Some(c) = r.limit.capacity() {
+            if let Some(c) = r.capacity {
                 self.limit_capacity.get_or_create(&l).set(i64::from(c));
             }
-            self.limit_in_use.get_or_create(&l).set(int(r.in_use()));
-            self.limit_held.get_or_create(&l).set(int(r.held()));
+            self.limit_in_use.get_or_create(&l).set(int(r.in_use));
+            self.limit_held.get_or_create(&l).set(int(r.held));
             self.limit_oldest_held
                 .get_or_create(&l)
-                .set(r.oldest_held_secs().unwrap_or(0.0));
+                .set(r.oldest_held_secs);
         }
     }
 
     /// Replaces the queue series with `queues` (name, depth, oldest age if known).
-    pub(super) fn set_queues(&self, queues: &[(String, i64, Option<f64>)]) {
+    pub(crate) fn set_queues(&self, queues: &[(String, i64, Option<f64>)]) {
         self.queue_depth.clear();
         self.queue_latency.clear();
         for (name, depth, age) in queues {
@@ -232,7 +248,7 @@ impl Metrics {
 }
 
 /// Turns metrics on for this process (idempotent) and returns them.
-pub(super) fn install() -> &'static Metrics {
+pub(crate) fn install() -> &'static Metrics {
     METRICS.get_or_init(Metrics::new)
 }
 

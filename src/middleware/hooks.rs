@@ -21,7 +21,7 @@
 
 use super::enqueue::{EnqueueMiddleware, EnqueueNext, Outgoing};
 use super::{Middleware, Next};
-use crate::registry::{JobContext, JobError, JobResult};
+use crate::registry::{JobContext, JobError, JobResult, Registry};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 
@@ -107,6 +107,14 @@ impl Hooks {
 
     fn applies(&self, class: &str) -> bool {
         self.class.as_deref().is_none_or(|c| c == class)
+    }
+}
+
+// Defined with the hooks: the registry sits below the middleware and does not name them.
+impl Registry {
+    /// Adds Resque-style hooks (a thin [`Hooks`] layer).
+    pub fn hooks(self, hooks: Hooks) -> Self {
+        self.layer(hooks)
     }
 }
 

@@ -51,84 +51,12 @@ pub use enqueue::{EnqueueMiddleware, EnqueueNext, Outgoing};
 /// The boxed future a middleware returns (`Box::pin(async move { … })`).
 pub use futures::future::BoxFuture;
 pub use hooks::Hooks;
+// What a layer is belongs to the job-handler API (the registry holds the user's layers).
+pub use crate::registry::layer::{from_fn, Middleware, Next};
 
 use crate::registry::{Handler, JobContext, JobResult};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Code that runs around every job (see the [module docs](self) for where it runs).
-///
-/// ```
-/// use resq::middleware::{BoxFuture, Middleware, Next};
-/// use resq::{JobContext, JobResult};
-///
-/// /// Logs every failure with the job's class.
-/// struct ReportFailures;
-///
-/// impl Middleware for ReportFailures {
-///     fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult> {
-///         Box::pin(async move {
-///             let class = ctx.class().to_string();
-///             let outcome = next.run(ctx).await;
-///             if let Err(e) = &outcome {
-///                 eprintln!("{class} failed: {e}");
-///             }
-///             outcome
-///         })
-///     }
-/// }
-/// ```
-pub trait Middleware: Send + Sync + 'static {
-    /// Runs around the job: call `next.run(ctx)` to go on, or return without calling it to
-    /// skip the job (it then counts as done). The result is the job's outcome: return it
-    /// changed to change it (a failure's exception or message, a failure turned into a
-    /// success, or the reverse).
-    fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult>;
-}
-
-/// The rest of the chain, handed to a [`Middleware`].
-pub struct Next<'a> {
-    /// The layers still to run.
-    layers: &'a [Arc<dyn Middleware>],
-    /// The handler at the end.
-    handler: &'a Handler,
-}
-
-impl<'a> Next<'a> {
-    /// Runs the rest of the chain (and the handler) with `ctx`.
-    pub fn run(self, ctx: JobContext) -> BoxFuture<'a, JobResult> {
-        match self.layers.split_first() {
-            Some((first, rest)) => first.call(
-                ctx,
-                Next {
-                    layers: rest,
-                    handler: self.handler,
-                },
-            ),
-            None => (self.handler)(ctx),
-        }
-    }
-}
-
-/// A [`Middleware`] from a function: `from_fn(|ctx, next| Box::pin(async move { … next.run(ctx).await … }))`.
-pub fn from_fn<F>(f: F) -> impl Middleware
-where
-    F: for<'a> Fn(JobContext, Next<'a>) -> BoxFuture<'a, JobResult> + Send + Sync + 'static,
-{
-    FnMiddleware(f)
-}
-
-/// See [`from_fn`].
-struct FnMiddleware<F>(F);
-
-impl<F> Middleware for FnMiddleware<F>
-where
-    F: for<'a> Fn(JobContext, Next<'a>) -> BoxFuture<'a, JobResult> + Send + Sync + 'static,
-{
-    fn call<'a>(&'a self, ctx: JobContext, next: Next<'a>) -> BoxFuture<'a, JobResult> {
-        (self.0)(ctx, next)
-    }
-}
 
 /// The whole server-side chain of a worker: resq's layers around the user's, in the documented
 /// order. Built once per worker, shared by its slots.
@@ -165,10 +93,6 @@ impl Chain {
         handler: &'a Handler,
         ctx: JobContext,
     ) -> BoxFuture<'a, JobResult> {
-        Next {
-            layers: &self.layers,
-            handler,
-        }
-        .run(ctx)
+        Next::new(&self.layers, handler).run(ctx)
     }
 }

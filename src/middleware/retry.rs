@@ -6,10 +6,11 @@
 //! ActiveJob wrapper, the handler of its `job_class`.
 
 use super::{Middleware, Next};
-use crate::client::{encode, FloatFormat};
 use crate::keys::Keys;
 use crate::registry::retry::retry_identifier;
 use crate::registry::{JobContext, JobResult};
+use crate::wire::encode;
+use crate::wire::number::FloatFormat;
 use crate::wire::Payload;
 use crate::worker::complete::RetryPlan;
 use futures::future::BoxFuture;

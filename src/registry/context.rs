@@ -2,7 +2,7 @@
 
 use super::Entry;
 use super::JobError;
-use crate::activejob::ActiveJob;
+use crate::wire::activejob::ActiveJob;
 use crate::wire::Payload;
 use crate::worker::complete::Extras;
 use serde::de::DeserializeOwned;
@@ -130,7 +130,7 @@ impl JobContext {
     }
 
     /// Positional arguments: the payload's, or for an ActiveJob job its arguments decoded
-    /// into plain JSON (see `crate::activejob::decode`). For a resque-status job
+    /// into plain JSON (see `crate::wire::activejob::decode`). For a resque-status job
     /// ([`crate::Registry::statused`]) the id in `args[0]` is left out: `[options]`.
     pub fn args(&self) -> &[Value] {
         match &self.activejob {
@@ -214,7 +214,7 @@ impl JobContext {
             return Ok(());
         };
         let json =
-            crate::client::encode::try_to_json(result, crate::client::FloatFormat::RubyJsonGem)
+            crate::wire::encode::try_to_json(result, crate::wire::number::FloatFormat::RubyJsonGem)
                 .map_err(|e| {
                     JobError::new(
                         "Resq::ResultNotJson",

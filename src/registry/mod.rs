@@ -6,15 +6,23 @@
 //! * blocking functions, run on tokio's blocking pool so they never stall the async threads.
 //!
 //! A handler's error or panic becomes a failure entry (see [`JobError`] and [`mod@panic`]).
+//!
+//! This is the job-handler API every layer above builds on: [`Job`], [`JobContext`],
+//! [`JobError`], the [`Registry`] and what a layer around a job is (`layer`: the `Middleware`
+//! trait, re-exported by [`crate::middleware`]); `activejob` routes a Rails wrapper payload to
+//! the handler of its `job_class`.
 
+mod activejob;
 mod context;
 mod error;
+pub(crate) mod layer;
 pub(crate) mod panic;
 pub(crate) mod retry;
 pub(crate) mod unique;
 
 pub use context::JobContext;
 pub use error::JobError;
+use layer::Middleware;
 pub use retry::{Delays, RetryPolicy};
 
 use futures::future::BoxFuture;
@@ -91,7 +99,7 @@ pub struct Registry {
     /// Handlers by class name.
     entries: HashMap<String, Arc<Entry>>,
     /// Middleware added with [`Registry::layer`], outermost first.
-    layers: Vec<Arc<dyn crate::middleware::Middleware>>,
+    layers: Vec<Arc<dyn Middleware>>,
     /// Classes whose jobs follow resque-status's convention (`args[0]` is the job id).
     statused: std::collections::HashSet<String>,
     /// Limits declared with [`Registry::limit`].
@@ -233,18 +241,13 @@ impl Registry {
 
     /// Adds a middleware around every job (after those added before it: the first added is
     /// the outermost of yours). See [`crate::middleware`] for where yours run among resq's own.
-    pub fn layer(mut self, middleware: impl crate::middleware::Middleware) -> Self {
+    pub fn layer(mut self, middleware: impl Middleware) -> Self {
         self.layers.push(Arc::new(middleware));
         self
     }
 
-    /// Adds Resque-style hooks (a thin [`crate::middleware::Hooks`] layer).
-    pub fn hooks(self, hooks: crate::middleware::Hooks) -> Self {
-        self.layer(hooks)
-    }
-
     /// The middleware added with [`Registry::layer`], outermost first.
-    pub(crate) fn layers(&self) -> &[Arc<dyn crate::middleware::Middleware>] {
+    pub(crate) fn layers(&self) -> &[Arc<dyn Middleware>] {
         &self.layers
     }
 
@@ -269,8 +272,8 @@ impl Registry {
         if let Some(entry) = self.entries.get(&class) {
             return Ok((entry.clone(), ctx.with_entry(entry.clone())));
         }
-        if crate::activejob::is_wrapper(&class) {
-            return match crate::activejob::route(self, ctx.clone()) {
+        if crate::wire::activejob::is_wrapper(&class) {
+            return match activejob::route(self, ctx.clone()) {
                 Ok((entry, ctx)) => Ok((entry.clone(), ctx.with_entry(entry))),
                 Err(e) => Err(Box::new((e, ctx))),
             };

@@ -16,7 +16,7 @@
 //!
 //! Every attempt counts in `stat:failed` (as in a Ruby fleet running resque-retry).
 
-use crate::client::number;
+use crate::wire::number;
 use serde_json::Value;
 use std::time::Duration;
 

@@ -12,10 +12,11 @@
 //! On stop, the lock is released if still ours. Redis errors are logged and the next tick tries
 //! again. Runs in a worker process (`RESQ_SCHEDULER=1` or [`crate::WorkerBuilder::scheduler`])
 //! or alone (`resq scheduler`). Modules: `job` (item → job), `schedule` (cron/every),
-//! [`store`] (`persistent_schedules`).
+//! [`store`] (`persistent_schedules`), `admin` (what the scheduler adds to
+//! [`crate::admin::Admin`]: run a delayed item now or delete it, list and enqueue stored
+//! schedules).
 
-#[cfg(feature = "cli")]
-pub(crate) mod cli;
+mod admin;
 pub(crate) mod job;
 pub(crate) mod lock;
 pub(crate) mod mover;
@@ -24,7 +25,6 @@ pub(crate) mod schedule;
 pub mod store;
 
 use crate::client::FloatFormat;
-use crate::config::Config;
 use crate::conn::Conn;
 use crate::conn::RedisOptions;
 use crate::error::{Error, Result};
@@ -72,8 +72,8 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
-            redis_url: crate::config::DEFAULT_REDIS_URL.into(),
-            namespace: crate::config::DEFAULT_NAMESPACE.into(),
+            redis_url: crate::settings::DEFAULT_REDIS_URL.into(),
+            namespace: crate::settings::DEFAULT_NAMESPACE.into(),
             interval: Duration::from_secs(1),
             batch_size: 100,
             lock_timeout: Duration::from_secs(180),
@@ -90,18 +90,6 @@ impl Default for SchedulerConfig {
 }
 
 impl SchedulerConfig {
-    /// The scheduler of a worker process: [`Config::schedule`] with the worker's URL,
-    /// namespace, host name and connection options.
-    pub fn from_config(c: &Config) -> Self {
-        SchedulerConfig {
-            redis_url: c.redis_url.clone(),
-            namespace: c.namespace.clone(),
-            hostname: c.hostname.clone(),
-            redis: c.redis.clone(),
-            ..c.schedule.clone()
-        }
-    }
-
     /// Reads the environment over the defaults.
     pub fn from_env() -> Result<Self> {
         Self::from_lookup(|k| std::env::var(k).ok())
@@ -114,13 +102,13 @@ impl SchedulerConfig {
             ..SchedulerConfig::default()
         };
         if let Some(v) = get("REDIS_URL") {
-            s.redis_url = crate::config::parse_url(&v, &s.redis)?;
+            s.redis_url = crate::conn::parse_url(&v, &s.redis)?;
         }
         if let Some(v) = get("RESQUE_NAMESPACE") {
             s.namespace = v;
         }
         if let Some(v) = get("RESQ_SCHEDULER_INTERVAL") {
-            s.interval = crate::config::parse_secs("RESQ_SCHEDULER_INTERVAL", &v)?;
+            s.interval = crate::settings::parse_secs("RESQ_SCHEDULER_INTERVAL", &v)?;
         }
         if let Some(v) = get("DELAYED_REQUEUE_BATCH_SIZE") {
             s.batch_size =
@@ -134,7 +122,7 @@ impl SchedulerConfig {
                     })?;
         }
         if let Some(v) = get("LOCK_TIMEOUT") {
-            s.lock_timeout = crate::config::parse_secs("LOCK_TIMEOUT", &v)?;
+            s.lock_timeout = crate::settings::parse_secs("LOCK_TIMEOUT", &v)?;
         }
         if let Some(v) = get("RESQUE_SCHEDULER_MASTER_LOCK_PREFIX") {
             s.lock_prefix = v;
@@ -331,5 +319,38 @@ impl Scheduler {
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, "could not release the master lock"),
         }
+    }
+}
+
+/// What `resq enqueue` reads from the scheduler (by this path, `src/cli/enqueue.rs`): the due
+/// time of a delayed enqueue. The scheduler's own commands are in `crate::cli::schedule`.
+#[cfg(feature = "cli")]
+pub(crate) mod cli {
+    use crate::error::{Error, Result};
+    use std::time::Duration;
+
+    /// The due time of `resq enqueue --in SECS` / `--at EPOCH_SECS`.
+    pub(crate) fn due_time(
+        in_secs: Option<&str>,
+        at_epoch: Option<&str>,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        if let Some(s) = in_secs {
+            let d: Duration = crate::settings::parse_secs("--in", s)?;
+            return Ok(Some(crate::wire::time::after_now(d)?));
+        }
+        if let Some(s) = at_epoch {
+            let secs: f64 = s.trim().parse().map_err(|_| Error::Config {
+                var: "--at",
+                message: format!("{s:?} is not epoch seconds"),
+            })?;
+            let ms = (secs * 1000.0).round() as i64;
+            return chrono::DateTime::from_timestamp_millis(ms)
+                .map(Some)
+                .ok_or_else(|| Error::Config {
+                    var: "--at",
+                    message: format!("{s:?} is out of range"),
+                });
+        }
+        Ok(None)
     }
 }

@@ -117,7 +117,7 @@ impl Heartbeat {
 
     /// Writes every heartbeat, then re-registers ids that vanished.
     async fn beat_slots(&self, con: &mut crate::conn::Conn) -> redis::RedisResult<()> {
-        let now = super::lifecycle::redis_time(con).await?;
+        let now = crate::conn::redis_time(con).await?;
         let hb = time::heartbeat(now);
         let ids: Vec<String> = self.slots.iter().map(|s| s.id.to_string()).collect();
         let fields: Vec<(&str, &str)> = ids.iter().map(|id| (id.as_str(), hb.as_str())).collect();

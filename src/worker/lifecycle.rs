@@ -12,15 +12,9 @@ use chrono::{DateTime, Utc};
 use redis::aio::ConnectionLike;
 use redis::RedisResult;
 
-/// Redis server time.
-pub(crate) async fn redis_time<C: ConnectionLike + Send>(
-    con: &mut C,
-) -> RedisResult<DateTime<Utc>> {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(con).await?;
-    time::from_redis_time(secs, micros).ok_or_else(|| {
-        redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "TIME out of range"))
-    })
-}
+/// Redis server time (in `conn`, which the admin side reads it with too; this path is the
+/// one the pruner uses).
+pub(crate) use crate::conn::redis_time;
 
 /// Registers `ids` as Ruby does, with `started` the local start time.
 pub(crate) async fn register<C: ConnectionLike + Send>(

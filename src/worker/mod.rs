@@ -1,5 +1,8 @@
 //! The runtime: N slots in one process, each a Resque worker of its own.
 //!
+//! * [`config`] — [`Config`], every setting of a worker process (and the constructors of the
+//!   client, admin and scheduler settings from one).
+//! * [`builder`] — [`WorkerBuilder`]: the configuration and the handlers of a worker.
 //! * [`launcher`] — the process: registration, heartbeat, signals, slots, shutdown.
 //! * [`slot`] — one worker: reserve → perform → finish/fail, in a loop.
 //! * [`step`] — the one Lua script that finishes a job and reserves the next.
@@ -17,10 +20,14 @@
 //! * [`claim`] — payloads too large (or unusual) to check inside Redis: claimed, checked by the
 //!   worker, promoted.
 //! * [`tracking`] — invalidation messages that wake idle slots whatever the number of queues.
+//! * `admin` — what the worker adds to [`crate::admin::Admin`]: a pruning round (`resq prune`).
 
+mod admin;
 pub(crate) mod batch;
+pub(crate) mod builder;
 pub(crate) mod claim;
 pub(crate) mod complete;
+pub(crate) mod config;
 pub(crate) mod fetch;
 pub(crate) mod heartbeat;
 pub(crate) mod jesque;
@@ -34,7 +41,9 @@ pub(crate) mod slot;
 pub(crate) mod step;
 pub(crate) mod tracking;
 
-pub use launcher::{Running, Worker, WorkerBuilder};
+pub use builder::WorkerBuilder;
+pub use config::Config;
+pub use launcher::{Running, Worker};
 pub use shutdown::Phase;
 
 #[cfg(test)]

@@ -1,41 +1,12 @@
-//! Routing a wrapper payload to the handler registered under its ActiveJob class.
+//! Routing a Rails ActiveJob wrapper payload to the handler registered under its
+//! `job_class` (the payload's format is read by [`crate::wire::activejob`]).
 //!
 //! The worker calls [`route`] only when no handler is registered under the payload's class
 //! itself, so an application can still take over the wrapper class wholesale.
 
-use super::envelope::ActiveJob;
-use super::tags::WRAPPER_CLASS;
-use crate::registry::{Entry, JobContext, JobError, Registry};
-use crate::wire::Payload;
-use serde_json::Value;
+use super::{Entry, JobContext, JobError, Registry};
+use crate::wire::activejob::{ActiveJob, WRAPPER_CLASS};
 use std::sync::Arc;
-
-/// Whether `class` is Rails' Resque wrapper class.
-pub fn is_wrapper(class: &str) -> bool {
-    class == WRAPPER_CLASS
-}
-
-/// The `job_class` of a wrapper payload (`None` for any other payload, or a wrapper without
-/// one), read without decoding the arguments.
-pub fn job_class_of(payload: &Payload) -> Option<&str> {
-    if !is_wrapper(payload.class()) {
-        return None;
-    }
-    match payload.args().first()?.get("job_class")? {
-        Value::String(c) if !c.is_empty() => Some(c),
-        _ => None,
-    }
-}
-
-/// The registry entry the worker runs `payload` with: the one under its class, else for a
-/// wrapper payload the one under its `job_class` (the rule [`route`] applies), so per-handler
-/// options (time limit, retry policy) are looked up the same way.
-#[cfg(test)]
-fn entry_for<'r>(registry: &'r Registry, payload: &Payload) -> Option<&'r Arc<Entry>> {
-    registry
-        .get(payload.class())
-        .or_else(|| job_class_of(payload).and_then(|c| registry.get(c)))
-}
 
 /// Reads the ActiveJob job in `ctx`'s (wrapper) payload and finds the handler registered under
 /// its `job_class`; returns it with `ctx` carrying the job (decoded arguments, metadata).
@@ -70,6 +41,17 @@ pub(crate) fn route(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::activejob::job_class_of;
+    use crate::wire::Payload;
+
+    /// The registry entry the worker runs `payload` with: the one under its class, else for a
+    /// wrapper payload the one under its `job_class` (the rule [`route`] applies), so
+    /// per-handler options (time limit, retry policy) are looked up the same way.
+    fn entry_for<'r>(registry: &'r Registry, payload: &Payload) -> Option<&'r Arc<Entry>> {
+        registry
+            .get(payload.class())
+            .or_else(|| job_class_of(payload).and_then(|c| registry.get(c)))
+    }
 
     #[test]
     fn entries_are_found_by_job_class_unless_the_wrapper_has_one() {

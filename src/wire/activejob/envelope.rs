@@ -6,10 +6,28 @@
 
 use super::decode::{self, Decoded, Unknown};
 use super::error::ActiveJobError;
+use super::tags::WRAPPER_CLASS;
 use crate::wire::{time, Payload};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+/// Whether `class` is Rails' Resque wrapper class.
+pub fn is_wrapper(class: &str) -> bool {
+    class == WRAPPER_CLASS
+}
+
+/// The `job_class` of a wrapper payload (`None` for any other payload, or a wrapper without
+/// one), read without decoding the arguments.
+pub fn job_class_of(payload: &Payload) -> Option<&str> {
+    if !is_wrapper(payload.class()) {
+        return None;
+    }
+    match payload.args().first()?.get("job_class")? {
+        Value::String(c) if !c.is_empty() => Some(c),
+        _ => None,
+    }
+}
 
 /// The job's metadata, as `ActiveJob::Core#serialize` writes it (Rails 6.1–8.1).
 #[derive(Debug, Clone, PartialEq, Serialize)]

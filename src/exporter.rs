@@ -1,6 +1,7 @@
 //! The metrics listener: `GET /metrics` (Prometheus text), `/healthz` (the process serves),
 //! `/readyz` (the worker is registered, not shutting down, and Redis answers a `PING` within a
-//! second).
+//! second). It lives as long as the worker that started it; the counters it exports are
+//! [`crate::metrics`]'s.
 //!
 //! Queue, tracked-job and limit series are refreshed from Redis on each scrape (one `SMEMBERS`
 //! and a pipeline for the queues, one pipeline of `ZCARD`s for the job states,
@@ -9,6 +10,7 @@
 
 use crate::admin::Admin;
 use crate::error::Result;
+use crate::metrics::LimitSample;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -50,7 +52,7 @@ impl Drop for Listener {
 
 /// Binds `addr`, turns metrics on, and serves until the returned [`Listener`] is dropped.
 pub(crate) async fn serve(addr: SocketAddr, admin: Admin) -> Result<Listener> {
-    super::prom::install();
+    crate::metrics::install();
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let ready = Arc::new(AtomicBool::new(false));
@@ -72,7 +74,7 @@ pub(crate) async fn serve(addr: SocketAddr, admin: Admin) -> Result<Listener> {
 }
 
 async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
-    let m = super::prom::install();
+    let m = crate::metrics::install();
     if let Some(queues) = scraped(s.admin.queues().await, "queues") {
         let rows: Vec<(String, i64, Option<f64>)> = queues
             .into_iter()
@@ -88,10 +90,21 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         m.set_queues(&rows);
     }
     if let Some(counts) = scraped(s.admin.job_counts().await, "tracked-job counts") {
+        let counts: Vec<(&str, u64)> = counts.iter().map(|(s, n)| (s.as_str(), *n)).collect();
         m.set_jobs(&counts);
     }
     if let Some(reports) = scraped(s.admin.limit_reports().await, "limits") {
-        m.set_limits(&reports);
+        let samples: Vec<LimitSample<'_>> = reports
+            .iter()
+            .map(|r| LimitSample {
+                name: &r.limit.name,
+                capacity: r.limit.capacity(),
+                in_use: r.in_use(),
+                held: r.held(),
+                oldest_held_secs: r.oldest_held_secs().unwrap_or(0.0),
+            })
+            .collect();
+        m.set_limits(&samples);
     }
     (
         [(

@@ -1,16 +1,19 @@
 //! Worker configuration: Resque's environment variables, builder methods and CLI flags all set
 //! the same [`Config`].
+//!
+//! It lives with the worker it configures: the launcher reads it, and its defaults are the
+//! worker's and the tracked jobs' own. The handles of the lower layers are built from one here
+//! ([`Client::from_config`], [`Admin::from_config`], [`SchedulerConfig::from_config`]), so
+//! they need not know the type.
 
+use crate::admin::Admin;
+use crate::client::Client;
 use crate::conn::RedisOptions;
 use crate::error::{Error, Result};
 use crate::queues::QueueList;
 use crate::scheduler::SchedulerConfig;
+use crate::settings::{parse_bool, parse_secs, DEFAULT_NAMESPACE, DEFAULT_REDIS_URL};
 use std::time::Duration;
-
-/// Default Redis URL (what Ruby's redis client uses when nothing is set).
-pub(crate) const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
-/// Default namespace of every Resque-family peer.
-pub(crate) const DEFAULT_NAMESPACE: &str = "resque";
 
 /// Everything a worker process needs to know: the one place every setting lives (the
 /// environment is read only by [`Config::from_env`]). Its `Debug` output hides the URL's
@@ -141,7 +144,7 @@ impl Default for Config {
             scheduler: false,
             schedule: SchedulerConfig::default(),
             redis: RedisOptions::default(),
-            max_payload: crate::worker::step::DEFAULT_MAX_PAYLOAD,
+            max_payload: super::step::DEFAULT_MAX_PAYLOAD,
             job_ttl: crate::jobs::DEFAULT_TTL,
             result_max: crate::jobs::DEFAULT_RESULT_MAX,
         }
@@ -163,7 +166,7 @@ impl Config {
             ..Config::default()
         };
         if let Some(v) = get("REDIS_URL") {
-            c.redis_url = parse_url(&v, &c.redis)?;
+            c.redis_url = crate::conn::parse_url(&v, &c.redis)?;
         }
         if let Some(v) = get("RESQUE_NAMESPACE") {
             c.namespace = v;
@@ -230,7 +233,7 @@ impl Config {
 
     /// Checks values that cannot be checked one at a time.
     pub fn validate(&self) -> Result<()> {
-        parse_url(&self.redis_url, &self.redis)?;
+        crate::conn::parse_url(&self.redis_url, &self.redis)?;
         // TLS files readable, WAIT not with Cluster, and in Cluster mode a hash-tagged
         // namespace.
         crate::conn::Endpoint::with_options(&self.redis_url, &self.redis)?
@@ -259,12 +262,32 @@ impl Config {
     }
 }
 
-/// Checks that `v` is a Redis URL resq can use (`redis://`, `rediss://`, `redis+sentinel://`,
-/// `redis+cluster://`, unix sockets; see [`crate::conn::url`]). The error never shows the
-/// password.
-pub(crate) fn parse_url(v: &str, options: &RedisOptions) -> Result<String> {
-    crate::conn::check_url(v, options)?;
-    Ok(v.to_string())
+impl Client {
+    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
+    pub async fn from_config(config: &Config) -> Result<Self> {
+        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
+    }
+}
+
+impl Admin {
+    /// Connects where `config` says: its URL, namespace and [`RedisOptions`].
+    pub async fn from_config(config: &Config) -> Result<Self> {
+        Self::connect_with(&config.redis_url, &config.namespace, &config.redis).await
+    }
+}
+
+impl SchedulerConfig {
+    /// The scheduler of a worker process: [`Config::schedule`] with the worker's URL,
+    /// namespace, host name and connection options.
+    pub fn from_config(c: &Config) -> Self {
+        SchedulerConfig {
+            redis_url: c.redis_url.clone(),
+            namespace: c.namespace.clone(),
+            hostname: c.hostname.clone(),
+            redis: c.redis.clone(),
+            ..c.schedule.clone()
+        }
+    }
 }
 
 fn parse_count(var: &'static str, v: &str) -> Result<usize> {
@@ -274,20 +297,8 @@ fn parse_count(var: &'static str, v: &str) -> Result<usize> {
     })
 }
 
-/// Seconds as Ruby gives them (`5`, `0.1`).
-pub(crate) fn parse_secs(var: &'static str, v: &str) -> Result<Duration> {
-    let f: f64 = v.trim().parse().map_err(|_| Error::Config {
-        var,
-        message: format!("{v:?} is not a number of seconds"),
-    })?;
-    Duration::try_from_secs_f64(f).map_err(|_| Error::Config {
-        var,
-        message: format!("{v:?} is not a non-negative number of seconds"),
-    })
-}
-
 /// A size in bytes: a whole number with an optional `k`, `m` or `g` (binary multiples).
-pub(crate) fn parse_bytes(var: &'static str, v: &str) -> Result<u64> {
+fn parse_bytes(var: &'static str, v: &str) -> Result<u64> {
     let t = v.trim().to_ascii_lowercase();
     let (digits, unit) = match t.strip_suffix('b').unwrap_or(&t) {
         s if s.ends_with('k') => (&s[..s.len() - 1], 1u64 << 10),
@@ -305,18 +316,6 @@ pub(crate) fn parse_bytes(var: &'static str, v: &str) -> Result<u64> {
             var,
             message: format!("{v:?} is not a size in bytes (e.g. 1048576, 64m, 1g)"),
         })
-}
-
-/// A boolean as Resque's tooling writes them (`1`/`true`/`yes`; `0`/`false`/`no`/empty).
-pub(crate) fn parse_bool(var: &'static str, v: &str) -> Result<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" => Ok(true),
-        "" | "0" | "false" | "no" => Ok(false),
-        _ => Err(Error::Config {
-            var,
-            message: format!("{v:?} is not a boolean (true/false)"),
-        }),
-    }
 }
 
 #[cfg(test)]

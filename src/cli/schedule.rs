@@ -1,17 +1,16 @@
-//! The scheduler's commands for `resq` (wired in `src/cli/mod.rs`):
+//! The scheduler's commands:
 //! * `resq scheduler` — run the scheduler standalone until INT/TERM/QUIT;
 //! * `resq schedule list|add|remove` — the stored recurring schedules.
 
-use super::schedule::at;
-use super::store::{self, NewSchedule};
-use super::{Scheduler, SchedulerConfig};
-use crate::cli::{output, Target};
+use super::{output, Target};
 use crate::error::{Error, Result};
 use crate::keys::Keys;
+use crate::scheduler::schedule::{self, at, Schedule};
+use crate::scheduler::store::{self, NewSchedule};
+use crate::scheduler::{Scheduler, SchedulerConfig};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde_json::Value;
-use std::time::Duration;
 
 /// `resq scheduler [--interval SECS]`.
 #[derive(Args, Debug, Clone)]
@@ -66,11 +65,11 @@ pub(crate) struct AddArgs {
 /// Runs `resq scheduler` until a signal.
 pub(crate) async fn run_scheduler(target: &Target, a: SchedulerArgs) -> Result<()> {
     let mut cfg = SchedulerConfig::from_env()?;
-    cfg.redis_url = crate::config::parse_url(&target.url, &target.redis)?;
+    cfg.redis_url = crate::conn::parse_url(&target.url, &target.redis)?;
     cfg.namespace = target.namespace.clone();
     cfg.redis = target.redis.clone();
     if let Some(i) = &a.interval {
-        cfg.interval = crate::config::parse_secs("RESQ_SCHEDULER_INTERVAL", i)?;
+        cfg.interval = crate::settings::parse_secs("RESQ_SCHEDULER_INTERVAL", i)?;
     }
     cfg.recurring = !a.no_recurring;
     let scheduler = Scheduler::connect(cfg).await?;
@@ -125,7 +124,7 @@ pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) 
                 .map(|s| {
                     let (config, when, class, queue) = match &s.config {
                         Ok(c) => {
-                            let when = super::schedule::Schedule::from_config(&s.name, c, tz)
+                            let when = Schedule::from_config(&s.name, c, tz)
                                 .map(|x| x.describe_when())
                                 .unwrap_or_else(|e| format!("invalid: {e}"));
                             let get =
@@ -188,7 +187,7 @@ pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) 
                 })
                 .collect::<Result<_>>()?;
             if let Some(every) = &a.every {
-                super::schedule::parse_duration(every).map_err(Error::Rejected)?;
+                schedule::parse_duration(every).map_err(Error::Rejected)?;
             }
             let spec = NewSchedule {
                 class: a.class.clone().unwrap_or_else(|| a.name.clone()),
@@ -219,29 +218,4 @@ pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) 
             }
         }
     }
-}
-
-/// The due time of `resq enqueue --in SECS` / `--at EPOCH_SECS`.
-pub(crate) fn due_time(
-    in_secs: Option<&str>,
-    at_epoch: Option<&str>,
-) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
-    if let Some(s) = in_secs {
-        let d: Duration = crate::config::parse_secs("--in", s)?;
-        return Ok(Some(crate::wire::time::after_now(d)?));
-    }
-    if let Some(s) = at_epoch {
-        let secs: f64 = s.trim().parse().map_err(|_| Error::Config {
-            var: "--at",
-            message: format!("{s:?} is not epoch seconds"),
-        })?;
-        let ms = (secs * 1000.0).round() as i64;
-        return chrono::DateTime::from_timestamp_millis(ms)
-            .map(Some)
-            .ok_or_else(|| Error::Config {
-                var: "--at",
-                message: format!("{s:?} is out of range"),
-            });
-    }
-    Ok(None)
 }

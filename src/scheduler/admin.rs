@@ -1,0 +1,98 @@
+//! What the scheduler adds to an [`Admin`] handle: the two things resque-scheduler's web tab
+//! does to a delayed item (run it now, or delete it), and its recurring schedules (list the
+//! stored ones, enqueue one now). Defined here, above `admin`, because they build jobs the way
+//! the scheduler does; the item pages are read by `crate::admin::delayed_ops`.
+//!
+//! Taking an item out is one script (`delayed_take.lua`): `LREM 1` of its bytes, the reverse
+//! index and an emptied bucket cleaned as resque-scheduler cleans them, and — for "run now" —
+//! the job pushed as resque-scheduler's `enqueue_from_config` would ([`super::job::from_item`]:
+//! the item's `queue` is not carried into the job).
+
+use super::{job, store};
+use crate::admin::{element_id, text, Admin, DelayedAction, Taken};
+use crate::client::FloatFormat;
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use serde_json::Value;
+
+impl Admin {
+    /// Runs now or deletes the item with id `id` of bucket `ts` (looked for among its first
+    /// `hint + 1000` items).
+    pub async fn delayed_act(
+        &self,
+        ts: i64,
+        id: &str,
+        hint: usize,
+        action: DelayedAction,
+        format: FloatFormat,
+    ) -> Result<Taken> {
+        let mut con = self.con();
+        let k = self.keys();
+        let bucket = k.delayed_bucket(ts);
+        let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(&bucket)
+            .arg(0)
+            .arg(hint + 1000)
+            .query_async(&mut con)
+            .await?;
+        let Some(bytes) = items.into_iter().find(|b| element_id(b) == id) else {
+            return Ok(Taken::Gone);
+        };
+        let (queue, payload) = match action {
+            DelayedAction::Delete => (String::new(), String::new()),
+            DelayedAction::RunNow => {
+                let item = std::str::from_utf8(&bytes)
+                    .map_err(|_| Error::Rejected("the item is not UTF-8 text".into()))?;
+                let j = job::from_item(item, format).map_err(Error::Rejected)?;
+                (j.queue, j.payload)
+            }
+        };
+        let queue_key = if queue.is_empty() {
+            bucket.clone()
+        } else {
+            k.queue(&queue)
+        };
+        let taken: i64 = crate::scripts::DELAYED_TAKE
+            .key(&bucket)
+            .key(k.delayed_schedule())
+            .key(k.timestamps(&text(&bytes)))
+            .key(k.queues())
+            .key(queue_key)
+            .arg(bytes.as_slice())
+            .arg(ts)
+            .arg(Keys::delayed_bucket_member(ts))
+            .arg(&queue)
+            .arg(&payload)
+            .invoke_async(&mut con)
+            .await?;
+        Ok(if taken > 0 { Taken::Done } else { Taken::Gone })
+    }
+
+    /// Every stored recurring schedule (resque-scheduler's `persistent_schedules`), with
+    /// `last_enqueued_at` and resq's next due time.
+    pub async fn schedules(&self) -> Result<Vec<store::StoredSchedule>> {
+        let mut con = self.con();
+        store::list(&mut con, self.keys()).await
+    }
+
+    /// Enqueues stored schedule `name` now, as resque-scheduler's web "Queue now" does
+    /// (`enqueue_from_config`; `last_enqueued_at` is left to the scheduler). Returns the queue.
+    pub async fn enqueue_schedule_now(&self, name: &str, format: FloatFormat) -> Result<String> {
+        let mut con = self.con();
+        let stored = store::get(&mut con, self.keys(), name)
+            .await?
+            .ok_or_else(|| Error::Rejected(format!("no stored schedule named {name:?}")))?;
+        let config: serde_json::Map<String, Value> = serde_json::from_str(&stored)
+            .map_err(|_| Error::Rejected(format!("schedule {name:?} is not a JSON object")))?;
+        let j = job::from_config(&config, false, format).map_err(Error::Rejected)?;
+        let _: () = redis::pipe()
+            .atomic()
+            .sadd(self.keys().queues(), &j.queue)
+            .ignore()
+            .rpush(self.keys().queue(&j.queue), &j.payload)
+            .ignore()
+            .query_async(&mut con)
+            .await?;
+        Ok(j.queue)
+    }
+}
