@@ -85,6 +85,7 @@ mod exporter;
 #[cfg_attr(not(any(feature = "cli", feature = "web")), allow(dead_code))]
 mod human;
 mod identity;
+mod job_error;
 pub mod jobs;
 mod keys;
 pub mod limits;

@@ -341,7 +341,7 @@ fn retry_plan(row: &FailureRow, stamp: &str) -> std::result::Result<RetryPlan, S
     let tracked = payload
         .get("resq_id")
         .and_then(Value::as_str)
-        .and_then(crate::jobs::JobId::parse)
+        .and_then(crate::wire::job_id::JobId::parse)
         .map(|id| id.to_string());
     let mut job = payload::encode_resque(&class, &args);
     if let Some(id) = &tracked {

@@ -16,13 +16,12 @@
 //!   its [`crate::JobContext`].
 //! * Finished records expire (24 h by default, per class with [`crate::Registry::track_ttl`]).
 //!
-//! Modules: `id` ([`JobId`]), `state` ([`State`], [`JobStatus`]), `read` (a record read from
+//! Modules: `state` ([`State`], [`JobStatus`]), `read` (a record read from
 //! Redis), `record` (what the worker tells the library), `running` (a job while it runs),
 //! `enqueue`, `query`, `control`, `wait`.
 
 mod control;
 mod enqueue;
-mod id;
 mod query;
 mod read;
 pub(crate) mod record;
@@ -30,8 +29,8 @@ mod running;
 mod state;
 mod wait;
 
+pub use crate::wire::job_id::JobId;
 pub use enqueue::Track;
-pub use id::JobId;
 pub use query::{JobFilter, JobPage};
 pub use state::{Event, JobStatus, State};
 
@@ -127,9 +126,42 @@ pub(crate) fn ending_in_payload(text: &str, ending: Ending, ttl: Duration) -> Op
     )
 }
 
+/// What a tracked job's record said when the step started it (the step's reply,
+/// `r\t<attempt>\t<key>` or `s`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Started {
+    /// A job resq tracks: the attempt this run is, and its job key (`""` none).
+    Tracked {
+        /// The attempt number (from 1).
+        attempt: u64,
+        /// The job key.
+        key: String,
+    },
+    /// A resque-status job.
+    Statused,
+}
+
+impl Started {
+    /// Reads the step's `r\t<attempt>\t<key>` or `s`; `None` for anything else.
+    pub(crate) fn parse(data: &[u8]) -> Option<Started> {
+        let text = std::str::from_utf8(data).ok()?;
+        if text == "s" {
+            return Some(Started::Statused);
+        }
+        let mut parts = text.splitn(3, '\t');
+        if parts.next()? != "r" {
+            return None;
+        }
+        Some(Started::Tracked {
+            attempt: parts.next()?.parse().ok()?,
+            key: parts.next().unwrap_or("").to_string(),
+        })
+    }
+}
+
 /// What the start of a claimed tracked job (its payload too large for the step to read) said:
 /// `None` when its record says it was cancelled (it must not run), else what the step would
-/// have said ([`crate::worker::step::Started`], `None` inside when its record could not be
+/// have said ([`Started`], `None` inside when its record could not be
 /// written: the job runs all the same).
 pub(crate) async fn start_claimed(
     con: &mut crate::conn::Conn,
@@ -138,7 +170,7 @@ pub(crate) async fn start_claimed(
     statused: bool,
     class: &str,
     worker: &str,
-) -> Option<Option<crate::worker::step::Started>> {
+) -> Option<Option<Started>> {
     let now = chrono::Utc::now().timestamp_millis();
     let key = if statused {
         keys.resque_status(id.as_str())
@@ -161,7 +193,7 @@ pub(crate) async fn start_claimed(
             if let Some(problem) = r.strip_prefix("absent\t") {
                 report_problem(problem);
             }
-            Some(crate::worker::step::Started::parse(r.as_bytes()))
+            Some(Started::parse(r.as_bytes()))
         }
         Err(e) => {
             report_problem(&format!("{id} {}", crate::conn::errors::display(&e)));

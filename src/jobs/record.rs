@@ -3,7 +3,8 @@
 //! (`record.lua` for resq's own jobs, `status.lua` for resque-status's).
 
 use super::JobId;
-use crate::client::{encode, FloatFormat};
+use crate::wire::encode;
+use crate::wire::number::FloatFormat;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 

@@ -8,8 +8,8 @@
 
 use super::{JobId, Kind};
 use crate::conn::Conn;
+use crate::job_error::JobError;
 use crate::keys::Keys;
-use crate::registry::JobError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -225,12 +225,12 @@ impl TrackedRun {
         message: Option<&str>,
         fields: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<(), JobError> {
-        let format = crate::client::FloatFormat::RubyJsonGem;
+        let format = crate::wire::number::FloatFormat::RubyJsonGem;
         let number = |x: f64| {
             if x.fract() == 0.0 && x.abs() < 9.0e15 {
                 format!("{}", x as i64)
             } else {
-                crate::client::encode::to_json(&x, format)
+                crate::wire::encode::to_json(&x, format)
             }
         };
         if let Some(t) = total {
@@ -250,10 +250,10 @@ impl TrackedRun {
             set.push(("total".into(), number(t)));
         }
         if let Some(m) = message {
-            set.push(("message".into(), crate::client::encode::to_json(m, format)));
+            set.push(("message".into(), crate::wire::encode::to_json(m, format)));
         }
         for (k, v) in fields {
-            set.push((k.clone(), crate::client::encode::to_json(v, format)));
+            set.push((k.clone(), crate::wire::encode::to_json(v, format)));
         }
         let mut con = self.tracker.con.clone();
         let mut inv = crate::scripts::JOB_PROGRESS.key(self.tracker.keys.resque_status_kill());

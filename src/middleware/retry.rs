@@ -7,12 +7,12 @@
 
 use super::{Middleware, Next};
 use crate::keys::Keys;
+use crate::registry::extras::RetryPlan;
 use crate::registry::retry::retry_identifier;
 use crate::registry::{JobContext, JobResult};
 use crate::wire::encode;
 use crate::wire::number::FloatFormat;
 use crate::wire::Payload;
-use crate::worker::complete::RetryPlan;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 

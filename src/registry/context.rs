@@ -1,10 +1,10 @@
 //! What a handler receives: the job's args, its whole payload, where it came from.
 
+use super::extras::Extras;
 use super::Entry;
 use super::JobError;
 use crate::wire::activejob::ActiveJob;
 use crate::wire::Payload;
-use crate::worker::complete::Extras;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::any::{Any, TypeId};

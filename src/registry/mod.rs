@@ -14,14 +14,14 @@
 
 mod activejob;
 mod context;
-mod error;
+pub(crate) mod extras;
 pub(crate) mod layer;
 pub(crate) mod panic;
 pub(crate) mod retry;
 pub(crate) mod unique;
 
+pub use crate::job_error::JobError;
 pub use context::JobContext;
-pub use error::JobError;
 use layer::Middleware;
 pub use retry::{Delays, RetryPolicy};
 

@@ -130,7 +130,10 @@ pub(crate) async fn load<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<(
 
 /// Makes sure the server that holds `key` has the library, with one cheap call (before a
 /// pipeline of `FCALL`s on that key's slot, which must not be sent again as a whole).
-pub(crate) async fn ensure_loaded<C: ConnectionLike + Send>(con: &mut C, key: &str) -> RedisResult<()> {
+pub(crate) async fn ensure_loaded<C: ConnectionLike + Send>(
+    con: &mut C,
+    key: &str,
+) -> RedisResult<()> {
     let _: String = VERSION_FN.key(key).invoke_async(con).await?;
     Ok(())
 }

@@ -11,6 +11,7 @@
 pub(crate) mod activejob;
 pub(crate) mod encode;
 pub(crate) mod failure;
+pub(crate) mod job_id;
 pub(crate) mod number;
 pub(crate) mod payload;
 pub(crate) mod record;

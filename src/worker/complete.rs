@@ -11,13 +11,10 @@
 use super::perform::failure_entry;
 use super::step::{Completion, JobRef, Stepper};
 use crate::keys::Keys;
-use crate::registry::retry::RetryPolicy;
+pub(crate) use crate::registry::extras::{Extras, RetryPlan};
 use crate::registry::unique::UniqueMark;
-use crate::registry::JobError;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value as RedisValue};
-use serde_json::value::RawValue;
-use std::sync::Arc;
 
 /// A completion with extras.
 #[derive(Debug, Clone)]
@@ -47,49 +44,6 @@ pub(crate) enum Outcome {
         /// The retry plan, when the handler has a policy.
         retry: Option<Box<RetryPlan>>,
     },
-}
-
-/// Everything a retry needs, prepared when the job failed.
-#[derive(Debug, Clone)]
-pub(crate) struct RetryPlan {
-    /// The handler's policy.
-    pub policy: Arc<RetryPolicy>,
-    /// resque-retry's logical key (`resque-retry:<class>[:<digest>]`).
-    pub retry_key: String,
-    /// The queue to retry on.
-    pub queue: String,
-    /// The resque-scheduler item (`{"class","args","queue"}` + extra payload fields).
-    pub item: String,
-    /// The payload for a retry without delay (`{"class","args"}` + extra fields).
-    pub payload: String,
-    /// The error, to restate in the final failure with the attempt count.
-    pub error: JobError,
-    /// The payload as reserved, for the final failure entry.
-    pub raw: Box<RawValue>,
-    /// The queue the job came from.
-    pub from_queue: String,
-    /// The worker id.
-    pub worker: Arc<str>,
-}
-
-/// What the chain's layers decided for a job's completion (see [`crate::middleware`]): written
-/// with the completion, in the same atomic step.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Extras {
-    /// A failure to retry (the retry layer's plan).
-    pub retry: Option<Box<RetryPlan>>,
-    /// resque-retry's logical key whose attempt counter a success clears.
-    pub clear_retry: Option<String>,
-    /// The unique lock to release (or keep, when retried).
-    pub unique: Option<UniqueMark>,
-    /// A tracked job's end (the tracking layer's).
-    pub track: Option<Box<crate::jobs::TrackEnd>>,
-}
-
-impl Extras {
-    fn is_empty(&self) -> bool {
-        self.retry.is_none() && self.clear_retry.is_none() && self.unique.is_none()
-    }
 }
 
 /// The completion of a job that succeeded.

@@ -12,6 +12,7 @@
 //! what is new: the time, the queues to poll, and per slot its index, its completion and
 //! whether it reserves.
 
+pub(crate) use crate::jobs::Started;
 use crate::keys::Keys;
 use crate::wire::record;
 use redis::aio::ConnectionLike;
@@ -176,38 +177,6 @@ impl Claim {
             token: token.to_string(),
             queue: serde_json::from_str(queue_json).ok()?,
             size: size.parse().ok()?,
-        })
-    }
-}
-
-/// What a tracked job's record said when the step started it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Started {
-    /// A job resq tracks: the attempt this run is, and its job key (`""` none).
-    Tracked {
-        /// The attempt number (from 1).
-        attempt: u64,
-        /// The job key.
-        key: String,
-    },
-    /// A resque-status job.
-    Statused,
-}
-
-impl Started {
-    /// Reads the step's `r\t<attempt>\t<key>` or `s`; `None` for anything else.
-    pub(crate) fn parse(data: &[u8]) -> Option<Started> {
-        let text = std::str::from_utf8(data).ok()?;
-        if text == "s" {
-            return Some(Started::Statused);
-        }
-        let mut parts = text.splitn(3, '\t');
-        if parts.next()? != "r" {
-            return None;
-        }
-        Some(Started::Tracked {
-            attempt: parts.next()?.parse().ok()?,
-            key: parts.next().unwrap_or("").to_string(),
         })
     }
 }

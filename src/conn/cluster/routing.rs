@@ -52,10 +52,9 @@ fn command_key(cmd: &Cmd) -> Option<Vec<u8>> {
     let name = args.next()?.to_ascii_uppercase();
     let key = match name.as_slice() {
         b"MULTI" | b"EXEC" | b"DISCARD" | b"UNWATCH" | b"PING" | b"TIME" | b"INFO" | b"SCRIPT"
-        | b"FUNCTION"
-        | b"CLIENT" | b"CONFIG" | b"WAIT" | b"DBSIZE" | b"ECHO" | b"HELLO" | b"AUTH"
-        | b"SELECT" | b"CLUSTER" | b"COMMAND" | b"READONLY" | b"READWRITE" | b"FLUSHDB"
-        | b"FLUSHALL" | b"KEYS" | b"SCAN" | b"RANDOMKEY" | b"ROLE" => None,
+        | b"FUNCTION" | b"CLIENT" | b"CONFIG" | b"WAIT" | b"DBSIZE" | b"ECHO" | b"HELLO"
+        | b"AUTH" | b"SELECT" | b"CLUSTER" | b"COMMAND" | b"READONLY" | b"READWRITE"
+        | b"FLUSHDB" | b"FLUSHALL" | b"KEYS" | b"SCAN" | b"RANDOMKEY" | b"ROLE" => None,
         b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
             let _script = args.next()?;
             let n: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;

@@ -1,4 +1,6 @@
-//! A job's failure: the exception name, message and backtrace that go into `<ns>:failed`.
+//! A job's failure: the exception name, message and backtrace that go into `<ns>:failed` (a
+//! leaf: the handler API, the tracked-job layer and the worker all speak it; re-exported as
+//! [`crate::JobError`]).
 
 use std::fmt;
 

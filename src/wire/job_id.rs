@@ -1,5 +1,6 @@
 //! A tracked job's id: 32 lowercase hex characters, resque-status's uuid shape
-//! (`SecureRandom.hex`), so the same id names a resq-tracked job and a resque-status job.
+//! (`SecureRandom.hex`), so the same id names a resq-tracked job and a resque-status job
+//! (re-exported as `resq::jobs::JobId`).
 
 use std::fmt;
 
