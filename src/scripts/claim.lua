@@ -4,9 +4,8 @@
 -- [payload bytes, token, queue as JSON]; `<ns>:resq:claims` holds the ids of slots holding
 -- one, so pruning can put it back.
 --
--- A large payload at the head of a queue is not even brought into Lua: `MEMORY USAGE … SAMPLES
--- 1` (the head node's size) gives it away, and it moves to the claim key inside Redis (SORT …
--- STORE + LTRIM), which costs what a Ruby worker's LPOP of it costs.
+-- A claimed payload passes through the step as a string (two memory copies, no loop over its
+-- bytes): popped with the others, pushed to the claim key.
 --
 -- KEYS / ARGV: none (a module).
 
@@ -25,25 +24,6 @@ function Claim.item(sl, claims_key, raw, token, qjson)
   redis.call('RPUSH', sl.ckey, raw, token, qjson)
   redis.call('SADD', claims_key, sl.id)
   return token .. ' ' .. qjson .. '\n' .. #raw
-end
-
--- Whether the head of list `key` (of `len` items) may be larger than `small` bytes: MEMORY
--- USAGE with one sample is the head node's size times the node count, and a node of small items
--- is at most 8 KiB (the list-max-listpack-size default), so only a head node holding a large
--- item makes it exceed len * (small + overhead).
-function Claim.head_large(key, len, small)
-  local usage = redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '1')
-  return usage ~= nil and usage > len * (small + 128) + 1024
-end
-
--- Moves the head of list `key` to slot sl's claim key inside Redis, without bringing it into
--- Lua (checked with Claim.err). The reply data (its size is not known: 0).
-function Claim.head(sl, claims_key, key, token, qjson)
-  redis.call('SORT', key, 'BY', 'nosort', 'LIMIT', 0, 1, 'STORE', sl.ckey)
-  redis.call('LTRIM', key, 1, -1)
-  redis.call('RPUSH', sl.ckey, token, qjson)
-  redis.call('SADD', claims_key, sl.id)
-  return token .. ' ' .. qjson .. '\n0'
 end
 
 -- A claim slot sl already holds (the reply of the call that took it was lost): its reply data,

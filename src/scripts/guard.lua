@@ -33,6 +33,8 @@ end
 -- " 1", "01", "1.0".)
 function G.counter_err(what, v, n)
   if not v then return nil end
+  -- (The usual value, checked without making a string: digits, no leading zero, 18 at most.)
+  if #v < 19 and string.find(v, '^[1-9]%d*$') then return nil end
   local digits = string.match(v, '^%-?([1-9]%d*)$')
   if v ~= '0' and not digits then
     return 'NOTINTEGER ' .. what .. ' holds ' .. string.format('%q', string.sub(v, 1, 40))

@@ -5,7 +5,7 @@
 -- An item becomes the slot's worker record `{"queue":…,"run_at":…,"payload":<bytes>}` in the
 -- same call that pops it; one that is not a job becomes a failure entry of the slot it would
 -- have gone to, which then takes the next (payload.lua); one too large to check here is
--- claimed (claim.lua). Up to 100 items per call: the remaining slots get 'none' and call again.
+-- claimed (claim.lua): moved, as it is, to the slot's claim key for the worker to check. Up to 100 items per call: the remaining slots get 'none' and call again.
 -- Only when they apply: a tracked job's record says it started (record.lua, status.lua), and
 -- one whose record says cancelled is dropped instead — it never runs; a job its limits do not
 -- admit is held (limits.lua), and held jobs the call's completions freed go to its slots first.
@@ -221,20 +221,6 @@ local function pop_queue(X, q, paused)
     end
     local n = min(want(X), X.budget)
     if room then n = min(n, room) end
-    local len = rpcall('LLEN', q.key)
-    if type(len) == 'number' and len > 0 and Claim.head_large(q.key, len, X.C.small) then
-      -- A large payload at the head: claimed inside Redis, then the next one.
-      local i, sl = slot(X)
-      local claims = X.P .. 'resq:claims'
-      local e = Claim.err(sl, claims)
-      if e then
-        stop(X, i, e)
-        break
-      end
-      X.tag[i], X.data[i] = 'claim', Claim.head(sl, claims, q.key, X.token .. '.' .. i, q.json)
-      X.next = X.next + 1
-      n = 0
-    end
     if n > 0 then
       local raws = rpcall('LPOP', q.key, n)
       if type(raws) == 'table' and raws.err then
