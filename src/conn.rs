@@ -650,12 +650,13 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         let wait = self.wait.is_some();
         Box::pin(async move {
-            let v = match &mut self.inner {
+            let mut v = match &mut self.inner {
                 ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
                 ConnInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count).await,
                 ConnInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
             }
             .inspect_err(note_fault)?;
+            errors::name_the_keys(&mut v, pipeline);
             if wait {
                 self.wait_replicas().await?;
             }
