@@ -16,6 +16,7 @@
 //! makes the shared connection follow every request with `WAIT N <RESQ_WAIT_TIMEOUT>`, so a
 //! write is only acknowledged once N replicas have it (see docs/production-redis.md).
 
+mod bound;
 pub(crate) mod cluster;
 pub(crate) mod errors;
 mod node;
@@ -87,6 +88,8 @@ struct EndpointInner {
     deploy: Deploy,
     /// `RESQ_WAIT_REPLICAS`.
     wait: Option<Wait>,
+    /// [`RedisOptions::response_timeout`]: how long each request of its connections may wait.
+    bound: Option<Duration>,
     /// The Sentinel master last found by any connection of this endpoint.
     master: sentinel::MasterHint,
     /// Cluster slot owners learned by any connection of this endpoint.
@@ -175,6 +178,11 @@ impl Endpoint {
             shown: Redacted(url).to_string(),
             deploy,
             wait,
+            bound: options.response_timeout.map(|b| match wait {
+                // A request's `WAIT` may block that long by itself.
+                Some(w) => b.max(Duration::from_millis(w.timeout_ms) + Duration::from_secs(1)),
+                None => b,
+            }),
             master: sentinel::MasterHint::default(),
             routes: cluster::Routes::default(),
             tracking,
@@ -218,8 +226,19 @@ impl Endpoint {
 
     /// Opens the shared connection: it reconnects by itself (to the new master after a
     /// Sentinel failover; to the new slot owner in a cluster), and commands time out after
-    /// 30 s so a dead peer is noticed.
+    /// 30 s so a dead peer is noticed, or after [`RedisOptions::response_timeout`] when set
+    /// (connecting then takes at most that long too).
     pub async fn connect(&self) -> Result<Conn> {
+        match self.0.bound {
+            None => self.open_shared().await,
+            Some(b) => tokio::time::timeout(b, self.open_shared())
+                .await
+                .unwrap_or_else(|_| Err(bound::timed_out(b, "no connection").into())),
+        }
+    }
+
+    /// [`Endpoint::connect`] without the bound.
+    async fn open_shared(&self) -> Result<Conn> {
         let inner = match &self.0.deploy {
             Deploy::Single(client) => {
                 // The manager retries its first connection for several seconds whatever the
@@ -263,6 +282,7 @@ impl Endpoint {
         Ok(Conn {
             inner,
             wait: self.0.wait,
+            bound: self.0.bound,
             activity: Arc::new(Activity::new()),
             label: self.0.label.clone(),
         })
@@ -430,6 +450,8 @@ pub struct Conn {
     inner: ConnInner,
     /// `RESQ_WAIT_REPLICAS`.
     wait: Option<Wait>,
+    /// How long each request may wait for its reply (`None`: redis-rs's response timeout).
+    bound: Option<Duration>,
     /// Traffic on it, to recognise an idle close.
     activity: Arc<Activity>,
     /// Where it goes, for messages.
@@ -609,9 +631,10 @@ impl ConnectionLike for Conn {
             let activity = self.activity.clone();
             let idle = activity.idle();
             let started = std::time::Instant::now();
+            let bound = self.bound;
             let first = {
                 let _f = InFlight::new(&activity);
-                self.request(cmd).await
+                bound::within(bound, self.request(cmd)).await
             };
             if let Err(e) = &first {
                 note_fault(e);
@@ -623,7 +646,7 @@ impl ConnectionLike for Conn {
                 Err(e) if idle && e.is_connection_dropped() && started.elapsed() < QUICK => {
                     activity.report_close(&e);
                     let _f = InFlight::new(&activity);
-                    self.request(cmd).await
+                    bound::within(bound, self.request(cmd)).await
                 }
                 other => other,
             };
@@ -648,17 +671,19 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let wait = self.wait.is_some();
+        let (wait, bound) = (self.wait.is_some(), self.bound);
         Box::pin(async move {
-            let mut v = match &mut self.inner {
-                ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
-                ConnInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count).await,
-                ConnInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
-            }
-            .inspect_err(note_fault)?;
+            let sent = bound::within(bound, async {
+                match &mut self.inner {
+                    ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
+                    ConnInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count).await,
+                    ConnInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
+                }
+            });
+            let mut v = sent.await.inspect_err(note_fault)?;
             errors::name_the_keys(&mut v, pipeline);
             if wait {
-                self.wait_replicas().await?;
+                bound::within(bound, self.wait_replicas()).await?;
             }
             Ok(v)
         })
