@@ -6,13 +6,15 @@
 //! or `crate::worker`:
 //! * `show` — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
 //! * `failed` — `failed list|show|retry|remove|clear`;
-//! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
+//! * `enqueue` — `enqueue` (with `--track`), and `enqueue_file` — `enqueue --file`;
+//!   `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
 //! * `limits` — `limits list|set|clear`, `pause --queue`, `resume --queue` (flow control);
 //! * `scheduler`, `schedule list|add|remove` — in `crate::scheduler::cli`;
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod enqueue;
+pub(crate) mod enqueue_file;
 pub(crate) mod failed;
 pub(crate) mod jobs;
 pub(crate) mod limits;
@@ -79,7 +81,7 @@ pub(crate) struct ConnArgs {
 pub(crate) enum Command {
     /// Run a worker process for this binary's handlers.
     Work(work::WorkArgs),
-    /// Enqueue a job.
+    /// Enqueue a job (`--track`: with an id, printed), or one per line of a file (`--file`).
     Enqueue(enqueue::EnqueueArgs),
     /// Counters and totals.
     Info,

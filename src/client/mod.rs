@@ -8,6 +8,8 @@
 //!   `remove_delayed`, peeks and sizes);
 //! * `jesque` — Jesque's delayed and recurring zset queues;
 //! * `unique` — unique jobs: a second enqueue while one waits or runs is a no-op that says so;
+//! * `pipelined` — many jobs in pipelines, each the script call of its own enqueue
+//!   (`resq enqueue --file`);
 //! * `encode` / `number` — the bytes.
 //!
 //! ```no_run
@@ -24,6 +26,8 @@ pub(crate) mod encode;
 pub(crate) mod enqueue;
 pub(crate) mod jesque;
 pub(crate) mod number;
+#[cfg(feature = "cli")]
+pub(crate) mod pipelined;
 pub(crate) mod queues;
 pub(crate) mod unique;
 

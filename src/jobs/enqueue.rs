@@ -82,7 +82,9 @@ impl Track {
         Ok(self)
     }
 
-    fn check(&self) -> Result<()> {
+    /// Refuses tags and a job key the record cannot carry (an empty or too long one, a tag
+    /// with whitespace).
+    pub(crate) fn check(&self) -> Result<()> {
         for t in &self.tags {
             if t.is_empty() || t.len() > 200 || t.chars().any(char::is_whitespace) {
                 return Err(Error::Rejected(format!(
@@ -199,7 +201,20 @@ impl Client {
 
     /// The write at the end of the enqueue chain for a tracked job.
     pub(crate) async fn write_tracked(&self, job: Outgoing) -> Result<JobId> {
-        let Some(track) = job.track else {
+        let inv = self.tracked_invocation(&job)?;
+        let mut con = self.connection();
+        let reply: Vec<RedisValue> = inv.invoke_async(&mut con).await?;
+        Ok(tracked_reply(&reply)?.0)
+    }
+
+    /// The script call that enqueues the tracked `job` with its record, indexes, tags and job
+    /// key (`track_enqueue.lua`), as [`Client::write_tracked`] sends it; its reply is read by
+    /// [`tracked_reply`]. `resq enqueue --file` sends many in a pipeline.
+    pub(crate) fn tracked_invocation(
+        &self,
+        job: &Outgoing,
+    ) -> Result<redis::ScriptInvocation<'static>> {
+        let Some(track) = &job.track else {
             return Err(Error::Rejected("not a tracked job".into()));
         };
         track.check()?;
@@ -278,17 +293,23 @@ impl Client {
         for t in &track.tags {
             inv.arg(t);
         }
-        let mut con = self.connection();
-        let reply: Vec<RedisValue> = inv.invoke_async(&mut con).await?;
-        match reply.get(1) {
-            Some(RedisValue::BulkString(b)) => {
-                let s = String::from_utf8_lossy(b);
-                JobId::parse(&s)
-                    .ok_or_else(|| Error::Protocol(format!("enqueue answered id {s:?}")))
-            }
-            _ => Err(Error::Protocol(
-                "enqueue of a tracked job: unexpected reply".into(),
-            )),
+        Ok(inv)
+    }
+}
+
+/// The id a `track_enqueue.lua` reply names, and whether it is that of a live job with the
+/// same job key (nothing was written) rather than the new job's.
+pub(crate) fn tracked_reply(reply: &[RedisValue]) -> Result<(JobId, bool)> {
+    let existing = matches!(reply.first(), Some(RedisValue::BulkString(b)) if b == b"existing");
+    match reply.get(1) {
+        Some(RedisValue::BulkString(b)) => {
+            let s = String::from_utf8_lossy(b);
+            JobId::parse(&s)
+                .map(|id| (id, existing))
+                .ok_or_else(|| Error::Protocol(format!("enqueue answered id {s:?}")))
         }
+        _ => Err(Error::Protocol(
+            "enqueue of a tracked job: unexpected reply".into(),
+        )),
     }
 }

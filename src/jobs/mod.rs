@@ -36,6 +36,8 @@ pub use query::{JobFilter, JobPage};
 pub use state::{Event, JobStatus, State};
 
 pub use control::Cancelled;
+#[cfg(feature = "cli")]
+pub(crate) use enqueue::tracked_reply;
 pub(crate) use record::{Ending, TrackEnd};
 pub(crate) use running::{killed, TrackedRun, Tracker, KILLED};
 
