@@ -112,6 +112,15 @@ async fn an_override_that_does_not_parse_keeps_the_one_last_read() {
     );
     let max = gauge_batch(&ns, 12).await;
     assert!(max <= 2, "{max} ran at once under a limit of 2\n{log}");
+    // The operator's listing says so too.
+    let out = cli::ok(&ns, &["limits", "list"]).await;
+    let err = cli::stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "WARNING: limit \"pair\" in {set_key} cannot be read"
+        )),
+        "{err}"
+    );
 }
 
 #[tokio::test]

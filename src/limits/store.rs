@@ -254,6 +254,32 @@ impl Admin {
         Ok(load(&mut self.con(), self.keys()).await?.0)
     }
 
+    /// The stored definitions that cannot be read, each naming its key: a hash of another type
+    /// (`WRONGTYPE at <ns>:resq:limits:set: …`), or a definition that does not parse. A worker
+    /// keeps what it last read of it in force; a worker that never read it does not apply it
+    /// (docs/limits.md, "Bad input"). `resq limits list` prints them as warnings.
+    pub async fn limit_problems(&self) -> Result<Vec<String>> {
+        let stored = read(&mut self.con(), self.keys()).await?;
+        let mut out = Vec::new();
+        for (key, r) in [
+            (self.keys().limits_declared(), stored.declared),
+            (self.keys().limits_set(), stored.set),
+        ] {
+            match r {
+                Err(why) => out.push(why),
+                Ok(texts) => {
+                    for (name, text) in texts {
+                        let name = String::from_utf8_lossy(&name);
+                        if let Err(why) = parse(&name, &text) {
+                            out.push(format!("limit {name:?} in {key} cannot be read ({why})"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Sets `limit` fleet-wide, over any declaration of its name, until
     /// [`Admin::clear_limit`]; workers apply it within a reserve or two.
     pub async fn set_limit(&self, limit: &Limit) -> Result<()> {
