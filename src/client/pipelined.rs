@@ -60,6 +60,12 @@ impl Client {
             calls.push(self.call(j).await);
         }
         let mut outcomes = Vec::with_capacity(jobs.len());
+        if let Err(e) = self.load_scripts(&mut self.connection(), jobs.iter()).await {
+            return Sent {
+                outcomes,
+                failure: Some(e),
+            };
+        }
         for (jobs, calls) in jobs.chunks(CHUNK).zip(calls.chunks(CHUNK)) {
             match self.send(jobs, calls).await {
                 Ok(done) => outcomes.extend(done),
@@ -110,8 +116,9 @@ impl Client {
             .ok_or_else(|| Error::Protocol("no script call was made for the job".into()))
     }
 
-    /// Sends one chunk's calls in one pipeline (loading the scripts first, and sending again
-    /// the calls Redis answered `NOSCRIPT`: they did not run); the outcome of each job.
+    /// Sends one chunk's calls in one pipeline (the scripts loaded before; the calls Redis
+    /// answered `NOSCRIPT`, which did not run, are sent again once the scripts are loaded
+    /// again); the outcome of each job.
     async fn send(&self, jobs: &[Pending], calls: &[Result<Cmd>]) -> Result<Vec<Outcome>> {
         let mut con = self.connection();
         let mut replies: Vec<Option<RedisResult<Value>>> = vec![None; calls.len()];
@@ -127,8 +134,10 @@ impl Client {
             if todo.is_empty() {
                 break;
             }
-            self.load_scripts(&mut con, todo.iter().map(|&i| &jobs[i]))
-                .await?;
+            if attempt > 0 {
+                self.load_scripts(&mut con, todo.iter().map(|&i| &jobs[i]))
+                    .await?;
+            }
             let mut pipe = Pipeline::with_capacity(todo.len());
             pipe.ignore_errors();
             for &i in &todo {
