@@ -19,6 +19,7 @@
 //! This file holds the connections themselves ([`Conn`], [`Blocking`]); `endpoint` opens them,
 //! `retry` resends a step until Redis answers and logs an outage once.
 
+mod bound;
 pub(crate) mod cluster;
 mod endpoint;
 pub(crate) mod errors;
@@ -73,6 +74,8 @@ pub struct Conn {
     inner: ConnInner,
     /// `RESQ_WAIT_REPLICAS`.
     wait: Option<Wait>,
+    /// How long each request may wait for its reply (`None`: redis-rs's response timeout).
+    bound: Option<Duration>,
     /// Traffic on it, to recognise an idle close.
     activity: Arc<Activity>,
     /// Where it goes, for messages.
@@ -224,15 +227,16 @@ impl ConnectionLike for Conn {
             let activity = self.activity.clone();
             let idle = activity.idle();
             let started = std::time::Instant::now();
+            let bound = self.bound;
             let first = {
                 let _f = InFlight::new(&activity);
-                self.request(cmd).await
+                bound::within(bound, self.request(cmd)).await
             };
             let result = match first {
                 Err(e) if idle && e.is_connection_dropped() && started.elapsed() < QUICK => {
                     activity.report_close(&e);
                     let _f = InFlight::new(&activity);
-                    self.request(cmd).await
+                    bound::within(bound, self.request(cmd)).await
                 }
                 other => other,
             };
@@ -257,15 +261,19 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let wait = self.wait.is_some();
+        let (wait, bound) = (self.wait.is_some(), self.bound);
         Box::pin(async move {
-            let v = match &mut self.inner {
-                ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
-                ConnInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count).await,
-                ConnInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
-            }?;
+            let sent = bound::within(bound, async {
+                match &mut self.inner {
+                    ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
+                    ConnInner::Sentinel(c) => c.req_packed_commands(pipeline, offset, count).await,
+                    ConnInner::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
+                }
+            });
+            let mut v = sent.await?;
+            errors::name_the_keys(&mut v, pipeline);
             if wait {
-                self.wait_replicas().await?;
+                bound::within(bound, self.wait_replicas()).await?;
             }
             Ok(v)
         })

@@ -286,6 +286,32 @@ impl Keys {
         format!("{}resq:jobs:{state}", self.prefix)
     }
 
+    /// `<ns>:resq:batch:<bid>` — a batch: HASH of its counts, times and callbacks
+    /// (workflow.lua).
+    pub fn batch(&self, bid: &str) -> String {
+        format!("{}resq:batch:{bid}", self.prefix)
+    }
+
+    /// `<ns>:resq:batch:<bid>:jobs` — a batch's member job ids (`@<bid>` for a child batch).
+    pub fn batch_jobs(&self, bid: &str) -> String {
+        format!("{}resq:batch:{bid}:jobs", self.prefix)
+    }
+
+    /// `<ns>:resq:batches` — batch ids by creation (epoch ms).
+    pub fn batches(&self) -> String {
+        format!("{}resq:batches", self.prefix)
+    }
+
+    /// `<ns>:resq:waiters:<id>` — the jobs waiting for job `id` to end.
+    pub fn job_waiters(&self, id: &str) -> String {
+        format!("{}resq:waiters:{id}", self.prefix)
+    }
+
+    /// `<ns>:resq:children:<id>` — job `id`'s children.
+    pub fn job_children(&self, id: &str) -> String {
+        format!("{}resq:children:{id}", self.prefix)
+    }
+
     /// `<ns>:resq:tag:<tag>` — tracked job ids carrying a tag, by creation (epoch ms).
     pub fn job_tag(&self, tag: &str) -> String {
         format!("{}resq:tag:{tag}", self.prefix)

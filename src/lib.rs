@@ -104,6 +104,7 @@ mod testing;
 pub mod web;
 mod wire;
 mod worker;
+pub mod workflows;
 
 pub use client::Client;
 pub use error::{Error, Result};

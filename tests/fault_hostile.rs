@@ -495,7 +495,7 @@ fn a_20_mb_non_ascii_payload_never_holds_redis_nor_the_worker() {
             Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_ascii_uppercase(),
             _ => String::new(),
         };
-        if name.starts_with("EVAL") {
+        if name.starts_with("EVAL") || name.starts_with("FCALL") {
             longest_script = longest_script.max(*us);
         }
         longest = longest.max(*us);

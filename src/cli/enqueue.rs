@@ -1,19 +1,24 @@
 //! `resq enqueue`: push one job, in Resque's form (`{"class","args"}`, exactly Ruby's bytes)
-//! or Jesque's (`{"class","args","vars"}`), and print what was written where.
+//! or Jesque's (`{"class","args","vars"}`), or with tracking (`--track`: an id, tags, a job
+//! key), and print what was written where; or, with `--file`, one job per line of a file
+//! (`enqueue_file`).
 
 use super::output;
 use crate::client::delayed::Scheduled;
 use crate::client::encode;
 use crate::error::{Error, Result};
+use crate::jobs::{JobId, Track};
 use chrono::SecondsFormat;
 use clap::Args;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// `resq enqueue [--queue Q] [--jesque] [--vars JSON] CLASS [ARG_JSON …]`.
+/// `resq enqueue [--queue Q] [--jesque] [--vars JSON] [--track [--tag T]… [--key K]]
+/// [--in S | --at T] CLASS [ARG_JSON …]`, or `resq enqueue [--queue Q] [--track [--tag T]…]
+/// --file F`.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct EnqueueArgs {
-    /// Queue.
+    /// Queue (with --file, of the lines that name none).
     #[arg(long, default_value = "default")]
     pub queue: String,
     /// Write Jesque's form (`class, args, vars`).
@@ -28,11 +33,40 @@ pub(crate) struct EnqueueArgs {
     /// Due time in epoch seconds (as --in).
     #[arg(long)]
     pub at: Option<String>,
+    /// Track the job (docs/jobs.md): prints its id, for `resq job show|wait|cancel ID`.
+    #[arg(long)]
+    pub track: bool,
+    /// A tag to find the tracked job by, `resq jobs --tag T` (repeatable; needs --track).
+    #[arg(long = "tag", value_name = "T")]
+    pub tags: Vec<String>,
+    /// A job key (needs --track): while a job enqueued with it has not finished, nothing is
+    /// enqueued and that job's id is printed.
+    #[arg(long, value_name = "K")]
+    pub key: Option<String>,
+    /// One job per line of F (`-`: standard input): `{"class":…,"args":[…]}` and an optional
+    /// `"queue"`; blank lines are skipped. Every line is checked first: one bad line and
+    /// nothing is enqueued (exit 1).
+    #[arg(long, value_name = "F", conflicts_with_all = ["class", "args", "jesque", "vars", "in_secs", "at", "key"])]
+    pub file: Option<String>,
     /// Class name.
-    pub class: String,
+    #[arg(required_unless_present = "file")]
+    pub class: Option<String>,
     /// Positional args, each one JSON value (negative numbers such as `-7` are values, not flags).
     #[arg(allow_negative_numbers = true)]
     pub args: Vec<String>,
+}
+
+/// A tracked job's part of what `resq enqueue --track` prints.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Tracked {
+    /// The job's id (with a job key whose job is still live, that job's).
+    pub id: JobId,
+    /// Its tags.
+    pub tags: Vec<String>,
+    /// Its job key.
+    pub job_key: Option<String>,
+    /// Whether `id` is that of a live job with the same job key: nothing was enqueued.
+    pub existing: bool,
 }
 
 /// What `resq enqueue` wrote, printed as its confirmation (as JSON with `--json`).
@@ -50,17 +84,35 @@ pub(crate) struct Enqueued {
     pub form: &'static str,
     /// Where it went: the queue list, resque-scheduler's delayed bucket or Jesque's zset queue.
     pub key: String,
-    /// The exact bytes written.
-    pub payload: String,
+    /// The exact bytes written (`None`: nothing was, a tracked job's key being live).
+    pub payload: Option<String>,
     /// When it is due (RFC 3339), for a delayed job; `None` when it was pushed now.
     pub due_at: Option<String>,
+    /// With `--track`: the id, tags, job key.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub tracked: Option<Tracked>,
 }
 
 /// Runs `resq enqueue` and prints what it wrote.
 pub(crate) async fn run(target: &super::Target, e: EnqueueArgs, as_json: bool) -> Result<()> {
+    check_flags(&e)?;
+    if let Some(file) = e.file.clone() {
+        return super::enqueue_file::run(target, &e, &file, as_json).await;
+    }
     let done = enqueue(target, e).await?;
     if as_json {
         return output::json(&done);
+    }
+    if let Some(t) = &done.tracked {
+        if t.existing {
+            eprintln!(
+                "job key {}: job {} has not finished; nothing was enqueued",
+                t.job_key.as_deref().unwrap_or(""),
+                t.id
+            );
+        }
+        println!("{}", t.id);
+        return Ok(());
     }
     let (verb, when) = match &done.due_at {
         Some(at) => ("scheduled", format!(" for {at}")),
@@ -68,9 +120,53 @@ pub(crate) async fn run(target: &super::Target, e: EnqueueArgs, as_json: bool) -
     };
     println!(
         "{verb} {} on queue {}{when} ({}): {}",
-        done.class, done.queue, done.key, done.payload
+        done.class,
+        done.queue,
+        done.key,
+        done.payload.as_deref().unwrap_or("")
     );
     Ok(())
+}
+
+/// Refuses flags that do not go together, naming the flag: `--tag` and `--key` without
+/// `--track`, and `--track` with Jesque's form.
+fn check_flags(e: &EnqueueArgs) -> Result<()> {
+    if !e.track {
+        if !e.tags.is_empty() {
+            return Err(Error::Config {
+                var: "--tag",
+                message: "needs --track (tags are kept in a tracked job's record)".into(),
+            });
+        }
+        if e.key.is_some() {
+            return Err(Error::Config {
+                var: "--key",
+                message: "needs --track (a job key is kept with a tracked job)".into(),
+            });
+        }
+        return Ok(());
+    }
+    for (flag, given) in [("--jesque", e.jesque), ("--vars", e.vars.is_some())] {
+        if given {
+            return Err(Error::Config {
+                var: flag,
+                message: "a tracked job is written in Resque's form; drop it or --track".into(),
+            });
+        }
+    }
+    tracking(e).check()
+}
+
+/// The tracking `--tag` and `--key` ask for.
+pub(crate) fn tracking(e: &EnqueueArgs) -> Track {
+    let mut t = Track::new();
+    for tag in &e.tags {
+        t = t.tag(tag);
+    }
+    if let Some(k) = &e.key {
+        t = t.key(k);
+    }
+    t
 }
 
 /// Pushes the job `e` describes and says what was written.
@@ -88,6 +184,7 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         .into_iter()
         .map(as_typed_value)
         .collect();
+    let class = e.class.clone().unwrap_or_default();
     let client = target.client().await?;
     let keys = client.keys().clone();
     let due = crate::scheduler::cli::due_time(e.in_secs.as_deref(), e.at.as_deref())?;
@@ -99,23 +196,58 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
     };
     let mut done = Enqueued {
         queue: e.queue.clone(),
-        class: e.class.clone(),
+        class: class.clone(),
         args: Some(args.clone()),
         vars: vars.clone(),
         form: if jesque { "jesque" } else { "resque" },
         key: keys.queue(&e.queue),
-        payload: String::new(),
+        payload: None,
         due_at: None,
+        tracked: None,
     };
+    if e.track {
+        let id = JobId::new();
+        let mut track = tracking(&e).id(id.clone());
+        if let Some(at) = due {
+            track = track.at(at);
+        }
+        let got = client
+            .enqueue_class_tracked(&e.queue, &class, &args, track)
+            .await?;
+        let existing = got != id;
+        let mut extra = Map::new();
+        extra.insert("resq_id".into(), Value::String(id.to_string()));
+        let fmt = client.float_format();
+        let delayed = due
+            .map(crate::client::delayed::epoch_secs)
+            .filter(|ts| *ts > chrono::Utc::now().timestamp());
+        done.payload = Some(match delayed {
+            Some(ts) => {
+                done.key = keys.delayed_bucket(ts);
+                done.due_at = chrono::DateTime::from_timestamp(ts, 0)
+                    .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
+                encode::scheduler_item(&e.queue, &class, &args, &extra, fmt)
+            }
+            None => encode::resque_payload_with(&class, &args, &extra, fmt),
+        })
+        .filter(|_| !existing);
+        done.tracked = Some(Tracked {
+            id: got,
+            tags: e.tags.clone(),
+            job_key: e.key.clone(),
+            existing,
+        });
+        return Ok(done);
+    }
     if jesque {
         // Jesque writes `"args":null` when only named args are given.
         let args = (!args.is_empty() || vars.is_none()).then_some(args);
         let job = crate::client::JesqueJob {
-            class: e.class.clone(),
+            class: class.clone(),
             args: args.clone(),
             vars: vars.clone(),
         };
-        done.payload = job.encode();
+        done.payload = Some(job.encode());
         done.args = args;
         match due {
             Some(at) => {
@@ -124,23 +256,23 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
             }
             None => {
                 client
-                    .enqueue_jesque(&e.queue, &e.class, job.args.as_deref(), vars.as_ref())
+                    .enqueue_jesque(&e.queue, &class, job.args.as_deref(), vars.as_ref())
                     .await?;
             }
         }
         return Ok(done);
     }
-    done.payload = encode::resque_payload(&e.class, &args, client.float_format());
+    done.payload = Some(encode::resque_payload(&class, &args, client.float_format()));
     if let Some(at) = due {
-        if let Scheduled::Delayed(ts) = client.enqueue_at(&e.queue, at, &e.class, &args).await? {
+        if let Scheduled::Delayed(ts) = client.enqueue_at(&e.queue, at, &class, &args).await? {
             // resque-scheduler's item names its queue; the bucket is `delayed:<ts>`.
-            done.payload = encode::scheduler_item(
+            done.payload = Some(encode::scheduler_item(
                 &e.queue,
-                &e.class,
+                &class,
                 &args,
                 &Map::new(),
                 client.float_format(),
-            );
+            ));
             done.key = keys.delayed_bucket(ts);
             // resque-scheduler files items by whole second.
             done.due_at = chrono::DateTime::from_timestamp(ts, 0)
@@ -148,7 +280,7 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         }
         return Ok(done);
     }
-    client.enqueue_to(&e.queue, &e.class, &args).await?;
+    client.enqueue_to(&e.queue, &class, &args).await?;
     Ok(done)
 }
 
@@ -171,7 +303,7 @@ fn parse_vars(text: Option<&str>) -> Result<Option<Map<String, Value>>> {
 /// A command-line argument is a value typed by a person, so its numbers are read as the
 /// reading peer reads them: a number with a fraction or an exponent becomes a float (written in
 /// the peer's own float text: `1E2` → `100.0` for Ruby and Java), an integer stays an integer.
-fn as_typed_value(v: Value) -> Value {
+pub(crate) fn as_typed_value(v: Value) -> Value {
     match v {
         Value::Number(n) if n.to_string().contains(['.', 'e', 'E']) => n
             .to_string()

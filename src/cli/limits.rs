@@ -100,6 +100,9 @@ struct ListOut<'a> {
 async fn list(admin: &Admin, as_json: bool) -> Result<()> {
     let reports = admin.limit_reports().await?;
     let paused = admin.paused_queues().await?;
+    for p in admin.limit_problems().await? {
+        eprintln!("WARNING: {p}; workers that read it before keep what they read");
+    }
     for r in &reports {
         if let Some(w) = foreign_warning(r) {
             eprintln!("{w}");

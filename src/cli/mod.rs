@@ -6,7 +6,8 @@
 //! or `crate::worker`:
 //! * `show` — `info`, `queues`, `workers`, `delayed list`, `prune`, `pause`, `resume`;
 //! * `failed` — `failed list|show|retry|remove|clear`;
-//! * `enqueue` — `enqueue`; `work` — `work`; `top` — `top`; `web` — `web`;
+//! * `enqueue` — `enqueue` (with `--track`), and `enqueue_file` — `enqueue --file`;
+//!   `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
 //! * `limits` — `limits list|set|clear` (flow control);
 //! * `pause` — `pause`, `resume`: every worker (`show`'s), or `--queue` queues;
@@ -14,6 +15,7 @@
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod enqueue;
+pub(crate) mod enqueue_file;
 pub(crate) mod failed;
 pub(crate) mod jobs;
 pub(crate) mod limits;
@@ -65,6 +67,16 @@ pub(crate) struct ConnArgs {
     /// Key prefix, used verbatim (`myapp:jobs` → `myapp:jobs:queue:x`).
     #[arg(long, env = "RESQUE_NAMESPACE", default_value = crate::settings::DEFAULT_NAMESPACE, global = true)]
     pub namespace: String,
+    /// Seconds each Redis call may wait for its reply before the command fails saying so
+    /// (every command but `work` and `scheduler`, whose own timeouts apply).
+    #[arg(
+        long,
+        env = "RESQ_REDIS_TIMEOUT",
+        default_value = "5",
+        value_name = "SECS",
+        global = true
+    )]
+    pub redis_timeout: String,
 }
 
 /// Every command.
@@ -72,7 +84,7 @@ pub(crate) struct ConnArgs {
 pub(crate) enum Command {
     /// Run a worker process for this binary's handlers.
     Work(work::WorkArgs),
-    /// Enqueue a job.
+    /// Enqueue a job (`--track`: with an id, printed), or one per line of a file (`--file`).
     Enqueue(enqueue::EnqueueArgs),
     /// Counters and totals.
     Info,
@@ -145,9 +157,20 @@ where
     match rt.block_on(execute(cli, registry)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {e}{}", timeout_hint(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// What to add to an error that is a Redis call timing out: where the bound comes from.
+fn timeout_hint(e: &crate::Error) -> &'static str {
+    match e {
+        crate::Error::Redis(r) if r.is_timeout() => {
+            " (each Redis call waits at most --redis-timeout seconds, RESQ_REDIS_TIMEOUT; 5 by \
+             default)"
+        }
+        _ => "",
     }
 }
 
@@ -202,32 +225,54 @@ fn empty_namespace_hint(url: &str, namespace: &str) -> String {
     )
 }
 
-/// Where a command works: `--url`, `--namespace`, and the connection settings beyond the URL
-/// from the environment (`REDIS_TLS_*`, `RESQ_CLUSTER`, `RESQ_WAIT_*`).
+/// Where a command works: `--url`, `--namespace`, the connection settings beyond the URL from
+/// the environment (`REDIS_TLS_*`, `RESQ_CLUSTER`, `RESQ_WAIT_*`) and `--redis-timeout`.
 pub(crate) struct Target {
     /// The Redis URL.
     pub url: String,
     /// The namespace.
     pub namespace: String,
-    /// Connection settings beyond the URL.
+    /// Connection settings beyond the URL (without the bound: what a long-running command,
+    /// `scheduler`, takes).
     pub redis: RedisOptions,
+    /// `--redis-timeout`: how long each Redis call of a handle made here may wait.
+    pub timeout: std::time::Duration,
 }
 
 impl Target {
+    /// The connection settings of the handles made here: [`Target::redis`] with the bound.
+    fn bounded(&self) -> RedisOptions {
+        let mut o = self.redis.clone();
+        o.response_timeout = Some(self.timeout);
+        o
+    }
+
     /// An admin handle on the target.
     pub(crate) async fn admin(&self) -> Result<Admin> {
-        Admin::connect_with(&self.url, &self.namespace, &self.redis).await
+        Admin::connect_with(&self.url, &self.namespace, &self.bounded()).await
     }
 
     /// A client on the target.
     pub(crate) async fn client(&self) -> Result<crate::Client> {
-        crate::Client::connect_with(&self.url, &self.namespace, &self.redis).await
+        crate::Client::connect_with(&self.url, &self.namespace, &self.bounded()).await
     }
 
     /// A connection to the target's Redis.
     pub(crate) async fn con(&self) -> Result<crate::conn::Conn> {
-        crate::conn::Endpoint::connect_namespace(&self.url, &self.namespace, &self.redis).await
+        crate::conn::Endpoint::connect_namespace(&self.url, &self.namespace, &self.bounded()).await
     }
+}
+
+/// `--redis-timeout`: a positive number of seconds.
+fn redis_timeout(text: &str) -> Result<std::time::Duration> {
+    let d = crate::settings::parse_secs("--redis-timeout (RESQ_REDIS_TIMEOUT)", text)?;
+    if d.is_zero() {
+        return Err(crate::Error::Config {
+            var: "--redis-timeout (RESQ_REDIS_TIMEOUT)",
+            message: format!("{text:?}: must be more than 0 seconds"),
+        });
+    }
+    Ok(d)
 }
 
 /// Runs a parsed command; the process's exit status (`job wait` has its own codes).
@@ -237,6 +282,7 @@ pub(crate) async fn execute(cli: Cli, registry: Registry) -> Result<ExitCode> {
         url: conn.url.clone(),
         namespace: conn.namespace.clone(),
         redis: RedisOptions::from_env()?,
+        timeout: redis_timeout(&conn.redis_timeout)?,
     };
     match cmd {
         Command::Job(j) => jobs::job(&target, j, json).await,

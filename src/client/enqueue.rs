@@ -253,6 +253,15 @@ impl Client {
 
     /// `SADD <ns>:queues` + `RPUSH` (or `LPUSH` when `front`) as one checked step.
     async fn push(&self, queue: &str, json: &str, front: bool) -> Result<()> {
+        self.push_step(queue, json, front)
+            .run(&mut self.con())
+            .await?;
+        Ok(())
+    }
+
+    /// The checked step [`Client::push_raw`] (or, when `front`, [`Client::push_raw_front`])
+    /// sends.
+    pub(crate) fn push_step(&self, queue: &str, json: &str, front: bool) -> Checked {
         let mut w = Checked::new();
         w.sadd(&self.keys.queues(), queue);
         if front {
@@ -260,7 +269,6 @@ impl Client {
         } else {
             w.rpush(&self.keys.queue(queue), json);
         }
-        w.run(&mut self.con()).await?;
-        Ok(())
+        w
     }
 }

@@ -8,6 +8,8 @@
 //!   `remove_delayed`, peeks and sizes);
 //! * `jesque` — Jesque's delayed and recurring zset queues;
 //! * `unique` — unique jobs: a second enqueue while one waits or runs is a no-op that says so;
+//! * `pipelined` — many jobs in pipelines, each the call of its own enqueue
+//!   (`resq enqueue --file`);
 //! * the bytes (payloads, scheduler items, Ruby's and Java's float text) are written by
 //!   `crate::wire::encode` and `crate::wire::number`.
 //!
@@ -23,6 +25,8 @@
 pub(crate) mod delayed;
 pub(crate) mod enqueue;
 pub(crate) mod jesque;
+#[cfg(feature = "cli")]
+pub(crate) mod pipelined;
 pub(crate) mod queues;
 pub(crate) mod unique;
 
@@ -158,7 +162,7 @@ impl Client {
 }
 
 /// Ruby's `Job.create` checks: a queue and a class, both non-empty.
-fn validate(queue: &str, class: &str) -> Result<()> {
+pub(crate) fn validate(queue: &str, class: &str) -> Result<()> {
     if queue.is_empty() {
         return Err(Error::Rejected(
             "no queue given (Resque::NoQueueError)".into(),

@@ -53,6 +53,8 @@ struct EndpointInner {
     deploy: Deploy,
     /// `RESQ_WAIT_REPLICAS`.
     wait: Option<Wait>,
+    /// [`RedisOptions::response_timeout`]: how long each request of its connections may wait.
+    bound: Option<Duration>,
     /// The Sentinel master last found by any connection of this endpoint.
     master: sentinel::MasterHint,
     /// Cluster slot owners learned by any connection of this endpoint.
@@ -141,6 +143,11 @@ impl Endpoint {
             shown: Redacted(url).to_string(),
             deploy,
             wait,
+            bound: options.response_timeout.map(|b| match wait {
+                // A request's `WAIT` may block that long by itself.
+                Some(w) => b.max(Duration::from_millis(w.timeout_ms) + Duration::from_secs(1)),
+                None => b,
+            }),
             master: sentinel::MasterHint::default(),
             routes: cluster::Routes::default(),
             tracking,
@@ -184,8 +191,19 @@ impl Endpoint {
 
     /// Opens the shared connection: it reconnects by itself (to the new master after a
     /// Sentinel failover; to the new slot owner in a cluster), and commands time out after
-    /// 30 s so a dead peer is noticed.
+    /// 30 s so a dead peer is noticed, or after [`RedisOptions::response_timeout`] when set
+    /// (connecting then takes at most that long too).
     pub async fn connect(&self) -> Result<Conn> {
+        match self.0.bound {
+            None => self.open_shared().await,
+            Some(b) => tokio::time::timeout(b, self.open_shared())
+                .await
+                .unwrap_or_else(|_| Err(super::bound::timed_out(b, "no connection").into())),
+        }
+    }
+
+    /// [`Endpoint::connect`] without the bound.
+    async fn open_shared(&self) -> Result<Conn> {
         let inner = match &self.0.deploy {
             Deploy::Single(client) => {
                 // The manager retries its first connection for several seconds whatever the
@@ -229,6 +247,7 @@ impl Endpoint {
         Ok(Conn {
             inner,
             wait: self.0.wait,
+            bound: self.0.bound,
             activity: Arc::new(Activity::new()),
             label: self.0.label.clone(),
         })

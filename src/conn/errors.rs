@@ -32,8 +32,17 @@ pub(crate) enum Class {
     Permanent,
 }
 
-/// The class of `e`.
+/// The class of `e`; a pipeline's failure is the worst class among its commands' errors.
 pub(crate) fn classify(e: &RedisError) -> Class {
+    if let Some(parts) = pipeline_parts(e) {
+        let classes: Vec<Class> = parts.iter().map(classify).collect();
+        for worst in [Class::Permanent, Class::RefusedWrite] {
+            if classes.contains(&worst) {
+                return worst;
+            }
+        }
+        return Class::Transient;
+    }
     if let Some(code) = e.code() {
         match code {
             "OOM" => return Class::RefusedWrite,
@@ -106,32 +115,79 @@ pub(crate) fn display(e: &RedisError) -> String {
 /// first argument) the error is given the key's name, so every report can say `WRONGTYPE at
 /// <key>`. Scripts' errors already name their keys.
 pub(crate) fn name_the_key(e: RedisError, cmd: &redis::Cmd) -> RedisError {
-    if e.code() != Some("WRONGTYPE") || !detail(&e).starts_with("Operation against") {
-        return e;
+    named(&e, cmd).unwrap_or(e)
+}
+
+/// `e` naming the key of `cmd`, when `e` is Redis's anonymous `WRONGTYPE` for a plain command.
+fn named(e: &RedisError, cmd: &redis::Cmd) -> Option<RedisError> {
+    if e.code() != Some("WRONGTYPE") || !detail(e).starts_with("Operation against") {
+        return None;
     }
     let mut args = cmd.args_iter().filter_map(|a| match a {
         redis::Arg::Simple(b) => Some(String::from_utf8_lossy(b).into_owned()),
         _ => None,
     });
-    let (Some(name), Some(key)) = (args.next(), args.next()) else {
-        return e;
-    };
+    let (name, key) = (args.next()?, args.next()?);
     let name = name.to_ascii_uppercase();
     if matches!(
         name.as_str(),
         "EVAL" | "EVALSHA" | "FCALL" | "EVAL_RO" | "EVALSHA_RO"
     ) {
-        return e;
+        return None;
     }
-    redis::make_extension_error(
+    Some(redis::make_extension_error(
         "WRONGTYPE".into(),
         Some(format!("{key} holds the wrong kind of value for {name}")),
-    )
+    ))
+}
+
+/// [`name_the_key`] for the replies of a pipeline: each `WRONGTYPE` reply names the key of the
+/// command it answers (`replies` are one per command, or, for a transaction, `EXEC`'s one
+/// array of them), so the error redis-rs gathers from them says which keys are wrong.
+pub(crate) fn name_the_keys(replies: &mut [redis::Value], pipeline: &redis::Pipeline) {
+    let replies = match replies {
+        [redis::Value::Array(inner)] if pipeline.is_transaction() => inner.as_mut_slice(),
+        all => all,
+    };
+    for (reply, cmd) in replies.iter_mut().zip(pipeline.cmd_iter()) {
+        let redis::Value::ServerError(se) = reply else {
+            continue;
+        };
+        let Some(e) = named(&RedisError::from(se.clone()), cmd) else {
+            continue;
+        };
+        if let Ok(se) = redis::ServerError::try_from(e) {
+            *reply = redis::Value::ServerError(se);
+        }
+    }
+}
+
+/// The errors of a pipeline's commands, each an error of its own, when `e` is the one error
+/// redis-rs gathers them into (`Pipeline failure: [(Index 1, …)]`); `None` for any other error.
+fn pipeline_parts(e: &RedisError) -> Option<Vec<RedisError>> {
+    let items = e.clone().into_server_errors()?;
+    let parts: Vec<RedisError> = items
+        .iter()
+        .map(|(_, se)| RedisError::from(se.clone()))
+        .collect();
+    // A plain server error is handed back as a "pipeline" of itself.
+    let alone = parts.len() == 1 && parts[0].to_string() == e.to_string();
+    (!parts.is_empty() && !alone).then_some(parts)
 }
 
 /// What is wrong, for a log line: the class in words, the key or target, and the server's text.
 /// `target` is where the connection goes (`host:port`).
 pub(crate) fn describe(e: &RedisError, target: &str) -> String {
+    if let Some(parts) = pipeline_parts(e) {
+        let mut said: Vec<String> = Vec::new();
+        for p in &parts {
+            let d = describe(p, target);
+            if !said.contains(&d) {
+                said.push(d);
+            }
+        }
+        return said.join("; ");
+    }
     let text = e.to_string();
     match e.code() {
         Some("OOM") => return format!("Redis refuses writes (OOM): {}", detail(e)),
@@ -318,6 +374,87 @@ mod tests {
         assert_eq!(
             describe(&io, "127.0.0.1:6380"),
             "redis 127.0.0.1:6380: connection refused"
+        );
+    }
+
+    /// Answers every pipeline with `replies`, naming their keys as `Conn` does.
+    struct Replies(Vec<redis::Value>);
+
+    impl redis::aio::ConnectionLike for Replies {
+        fn req_packed_command<'a>(
+            &'a mut self,
+            _cmd: &'a redis::Cmd,
+        ) -> redis::RedisFuture<'a, redis::Value> {
+            Box::pin(async { Ok(redis::Value::Okay) })
+        }
+
+        fn req_packed_commands<'a>(
+            &'a mut self,
+            pipeline: &'a redis::Pipeline,
+            _offset: usize,
+            _count: usize,
+        ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+            let mut replies = self.0.clone();
+            name_the_keys(&mut replies, pipeline);
+            Box::pin(async move { Ok(replies) })
+        }
+
+        fn get_db(&self) -> i64 {
+            0
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_failure_names_each_key() {
+        let anonymous = || {
+            let e = server(
+                "WRONGTYPE",
+                "Operation against a key holding the wrong kind of value",
+            );
+            redis::Value::ServerError(redis::ServerError::try_from(e).unwrap())
+        };
+        let mut con = Replies(vec![redis::Value::Array(vec![]), anonymous()]);
+        let e = redis::pipe()
+            .hgetall("ns:resq:limits")
+            .hgetall("ns:resq:limits:set")
+            .query_async::<()>(&mut con)
+            .await
+            .unwrap_err();
+        let d = describe(&e, "x");
+        assert!(
+            d.starts_with(
+                "WRONGTYPE at ns:resq:limits:set: it holds the wrong kind of value for HGETALL"
+            ),
+            "{d}"
+        );
+        assert_eq!(classify(&e), Class::Permanent);
+        // Two keys: both named, once each.
+        let mut con = Replies(vec![anonymous(), anonymous()]);
+        let e = redis::pipe()
+            .llen("ns:failed")
+            .get("ns:stat:processed")
+            .query_async::<()>(&mut con)
+            .await
+            .unwrap_err();
+        let d = describe(&e, "x");
+        assert!(
+            d.contains("WRONGTYPE at ns:failed:") && d.contains("WRONGTYPE at ns:stat:processed:"),
+            "{d}"
+        );
+        // A transaction's EXEC answers one array of replies.
+        let mut replies = vec![redis::Value::Array(vec![redis::Value::Okay, anonymous()])];
+        let mut pipe = redis::pipe();
+        pipe.atomic().set("ns:a", 1).lpush("ns:b", 2);
+        name_the_keys(&mut replies, &pipe);
+        let redis::Value::Array(inner) = &replies[0] else {
+            panic!("{replies:?}")
+        };
+        let redis::Value::ServerError(se) = &inner[1] else {
+            panic!("{inner:?}")
+        };
+        assert_eq!(
+            se.details(),
+            Some("ns:b holds the wrong kind of value for LPUSH")
         );
     }
 

@@ -23,6 +23,13 @@ pub struct RedisOptions {
     pub wait_replicas: u32,
     /// `RESQ_WAIT_TIMEOUT`: how long each `WAIT` may block (default 1 s).
     pub wait_timeout: Duration,
+    /// How long each request may wait for its reply before it fails as a timeout that says so
+    /// (`redis 127.0.0.1:6380: no reply within 5s`); `None` (the default, a worker's) leaves
+    /// only redis-rs's 30 s response timeout, which notices a dead peer. The `resq` CLI and
+    /// `resq web` set it (`--redis-timeout`, `RESQ_REDIS_TIMEOUT`, 5 s by default); it is not
+    /// read from the environment here. With `WAIT`, a request may take at least
+    /// `wait_timeout` and a second more.
+    pub response_timeout: Option<Duration>,
 }
 
 impl Default for RedisOptions {
@@ -34,6 +41,7 @@ impl Default for RedisOptions {
             tls_key: None,
             wait_replicas: 0,
             wait_timeout: Duration::from_secs(1),
+            response_timeout: None,
         }
     }
 }

@@ -44,6 +44,52 @@ pub struct Track {
     pub(crate) at: Option<DateTime<Utc>>,
     /// resque-status's options (a resque-status job's `args[1]`).
     pub(crate) options: Option<Value>,
+    /// Jobs it waits for (docs/workflows.md).
+    pub(crate) after: Vec<JobId>,
+    /// What a dependency that did not complete means for it.
+    pub(crate) if_dep_failed: IfDepFailed,
+    /// Its parent job: cancelling the parent cancels it.
+    pub(crate) parent: Option<JobId>,
+    /// The batch it joins (an open one).
+    pub(crate) batch: Option<String>,
+}
+
+/// What a job that waits for others (`Track::after`) does when one of them ended otherwise
+/// than completed (failed, killed or cancelled): it runs all the same (the default), it fails
+/// without running, or it is cancelled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IfDepFailed {
+    /// Run all the same.
+    #[default]
+    Run,
+    /// End `failed` without running ("dependency <id> did not complete").
+    Fail,
+    /// End `cancelled` without running.
+    Cancel,
+}
+
+impl IfDepFailed {
+    fn as_str(self) -> &'static str {
+        match self {
+            IfDepFailed::Run => "run",
+            IfDepFailed::Fail => "fail",
+            IfDepFailed::Cancel => "cancel",
+        }
+    }
+}
+
+impl std::str::FromStr for IfDepFailed {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "run" => Ok(IfDepFailed::Run),
+            "fail" => Ok(IfDepFailed::Fail),
+            "cancel" => Ok(IfDepFailed::Cancel),
+            _ => Err(Error::Rejected(format!(
+                "{s:?}: what a failed dependency means is run, fail or cancel"
+            ))),
+        }
+    }
 }
 
 impl Track {
@@ -77,13 +123,59 @@ impl Track {
         self
     }
 
+    /// Waits until job `id` has ended (completed, failed, killed or cancelled) before it is
+    /// queued: until then it is `waiting`, its payload kept in its record. Repeat for several;
+    /// a job that waits cannot also be delayed.
+    pub fn after(mut self, id: JobId) -> Self {
+        self.after.push(id);
+        self
+    }
+
+    /// What a dependency that did not complete means for it (default: it runs all the same).
+    pub fn if_dep_failed(mut self, policy: IfDepFailed) -> Self {
+        self.if_dep_failed = policy;
+        self
+    }
+
+    /// Makes it a child of job `parent`: cancelling the parent cancels it (and its own
+    /// children), or asks it to stop if it runs.
+    pub fn parent(mut self, parent: JobId) -> Self {
+        self.parent = Some(parent);
+        self
+    }
+
+    /// Adds it to batch `batch`, which must not have ended (a member's handler adds jobs to
+    /// its own batch this way: `ctx.batch()`).
+    pub fn in_batch(mut self, batch: &crate::workflows::BatchId) -> Self {
+        self.batch = Some(batch.to_string());
+        self
+    }
+
+    /// The workflow argument of the library's `job_enqueue` ('' when none applies).
+    pub(crate) fn workflow(&self) -> String {
+        if self.after.is_empty() && self.parent.is_none() && self.batch.is_none() {
+            return String::new();
+        }
+        let deps: Vec<&str> = self.after.iter().map(JobId::as_str).collect();
+        format!(
+            "{}\t{}\t{}\t{}\t{}",
+            self.batch.as_deref().unwrap_or(""),
+            self.parent.as_ref().map_or("", JobId::as_str),
+            self.if_dep_failed.as_str(),
+            super::DEFAULT_TTL.as_secs(),
+            deps.join(" ")
+        )
+    }
+
     /// Due after `delay`.
     pub fn delay(mut self, delay: std::time::Duration) -> Result<Self> {
         self.at = Some(crate::wire::time::after_now(delay)?);
         Ok(self)
     }
 
-    fn check(&self) -> Result<()> {
+    /// Refuses tags and a job key the record cannot carry (an empty or too long one, a tag
+    /// with whitespace).
+    pub(crate) fn check(&self) -> Result<()> {
         for t in &self.tags {
             if t.is_empty() || t.len() > 200 || t.chars().any(char::is_whitespace) {
                 return Err(Error::Rejected(format!(
@@ -200,7 +292,17 @@ impl Client {
 
     /// The write at the end of the enqueue chain for a tracked job.
     pub(crate) async fn write_tracked(&self, job: Outgoing) -> Result<JobId> {
-        let Some(track) = job.track else {
+        let inv = self.tracked_invocation(&job)?;
+        let mut con = self.connection();
+        let reply: Vec<RedisValue> = inv.invoke_async(&mut con).await?;
+        Ok(tracked_reply(&reply)?.0)
+    }
+
+    /// The script call that enqueues the tracked `job` with its record, indexes, tags and job
+    /// key (the library's `job_enqueue`), as [`Client::write_tracked`] sends it; its reply is read by
+    /// [`tracked_reply`]. `resq enqueue --file` sends many in a pipeline.
+    pub(crate) fn tracked_invocation(&self, job: &Outgoing) -> Result<crate::scripts::Call> {
+        let Some(track) = &job.track else {
             return Err(Error::Rejected("not a tracked job".into()));
         };
         track.check()?;
@@ -266,21 +368,28 @@ impl Client {
             .arg(&job.queue)
             .arg(&job.class)
             .arg(track.key.as_deref().unwrap_or(""))
-            .arg(status);
+            .arg(status)
+            .arg(track.workflow());
         for t in &track.tags {
             inv.arg(t);
         }
-        let mut con = self.connection();
-        let reply: Vec<RedisValue> = inv.invoke_async(&mut con).await?;
-        match reply.get(1) {
-            Some(RedisValue::BulkString(b)) => {
-                let s = String::from_utf8_lossy(b);
-                JobId::parse(&s)
-                    .ok_or_else(|| Error::Protocol(format!("enqueue answered id {s:?}")))
-            }
-            _ => Err(Error::Protocol(
-                "enqueue of a tracked job: unexpected reply".into(),
-            )),
+        Ok(inv)
+    }
+}
+
+/// The id a `job_enqueue` reply names, and whether it is that of a live job with the
+/// same job key (nothing was written) rather than the new job's.
+pub(crate) fn tracked_reply(reply: &[RedisValue]) -> Result<(JobId, bool)> {
+    let existing = matches!(reply.first(), Some(RedisValue::BulkString(b)) if b == b"existing");
+    match reply.get(1) {
+        Some(RedisValue::BulkString(b)) => {
+            let s = String::from_utf8_lossy(b);
+            JobId::parse(&s)
+                .map(|id| (id, existing))
+                .ok_or_else(|| Error::Protocol(format!("enqueue answered id {s:?}")))
         }
+        _ => Err(Error::Protocol(
+            "enqueue of a tracked job: unexpected reply".into(),
+        )),
     }
 }

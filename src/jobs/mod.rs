@@ -30,11 +30,13 @@ mod state;
 mod wait;
 
 pub use crate::wire::job_id::JobId;
-pub use enqueue::Track;
+pub use enqueue::{IfDepFailed, Track};
 pub use query::{JobFilter, JobPage};
 pub use state::{Event, JobStatus, State};
 
 pub use control::Cancelled;
+#[cfg(feature = "cli")]
+pub(crate) use enqueue::tracked_reply;
 pub(crate) use record::{Ending, Kind, TrackEnd};
 pub(crate) use running::{killed, TrackedRun, Tracker, KILLED};
 

@@ -7,12 +7,21 @@
 //! time releases (rate and window limits) are put back by `release.lua` at the earliest time
 //! any reserve of this process reported, and at each refresh; a concurrency-held job is
 //! released by the call that returns a share, so it needs no timer.
+//!
+//! A stored hash that cannot be read (a key of another type) or a definition in it that does not
+//! parse never lifts a limit: what this process last read of that hash, or of that definition,
+//! stays in force, and a warning naming the key is logged at a bounded rate until it is mended
+//! (then one line says the stored limits apply again). A process that starts while a hash
+//! cannot be read starts with what it can know — its own declarations and what the other hash
+//! holds — and logs an error naming the key (docs/limits.md, "Bad input").
 
 use super::store;
 use super::Limit;
+use crate::conn::errors::{self, Reporter};
 use crate::conn::Conn;
 use crate::keys::Keys;
 use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -39,11 +48,84 @@ pub(crate) struct LimitsCache {
     warned: Mutex<Vec<String>>,
     /// Counts the changes of the limits in force, for [`LimitsCache::changes`].
     version: watch::Sender<u64>,
+    /// What was last read of each stored hash.
+    known: Mutex<Known>,
+    /// The stored limits' problems met at the last read, each reported at a bounded rate.
+    problems: Mutex<BTreeMap<String, Reporter>>,
+}
+
+/// What this process last read of the stored definitions, per hash: what stays in force when a
+/// hash, or one definition in it, cannot be read.
+#[derive(Debug, Default)]
+struct Known {
+    /// Of `<ns>:resq:limits` (this process's own declarations until it is first read).
+    declared: BTreeMap<String, Limit>,
+    /// Of `<ns>:resq:limits:set`.
+    set: BTreeMap<String, Limit>,
+    /// Whether this process's declarations are written (a key of another type refuses them;
+    /// each read writes them again until they are).
+    written: bool,
+}
+
+/// Replaces `last`, what was last read of the hash `key`, with what `read` found in it: a
+/// definition that does not parse keeps its last read one (if any), a hash that cannot be
+/// read keeps all of them; each problem is added to `problems`, naming the key.
+fn settle(
+    last: &mut BTreeMap<String, Limit>,
+    read: Result<store::Texts, String>,
+    key: &str,
+    problems: &mut Vec<String>,
+) {
+    let texts = match read {
+        Ok(t) => t,
+        Err(why) => {
+            let names: Vec<&str> = last.keys().map(String::as_str).collect();
+            problems.push(if names.is_empty() {
+                format!("{why}; no limit read from it is known, so none of it applies until it is mended")
+            } else {
+                format!(
+                    "{why}; the limits last read from it stay in force until it is mended: {}",
+                    names.join(", ")
+                )
+            });
+            return;
+        }
+    };
+    let mut now = BTreeMap::new();
+    for (name, text) in texts {
+        let name = String::from_utf8_lossy(&name).into_owned();
+        match store::parse(&name, &text) {
+            Ok(l) => {
+                now.insert(name, l);
+            }
+            Err(why) => match last.get(&name) {
+                Some(l) => {
+                    problems.push(format!(
+                        "limit {name:?} in {key} cannot be read ({why}); the definition last \
+                         read stays in force until it is mended"
+                    ));
+                    now.insert(name, l.clone());
+                }
+                None => problems.push(format!(
+                    "limit {name:?} in {key} cannot be read ({why}); none was read before, so \
+                     it does not apply until it is mended"
+                )),
+            },
+        }
+    }
+    *last = now;
 }
 
 impl LimitsCache {
     /// The cache of a process whose registry declares `declared`.
     pub(crate) fn new(keys: Keys, declared: Vec<Limit>) -> Arc<Self> {
+        let known = Known {
+            declared: declared
+                .iter()
+                .map(|l| (l.name.clone(), l.clone()))
+                .collect(),
+            ..Known::default()
+        };
         Arc::new(LimitsCache {
             keys,
             declared,
@@ -52,6 +134,8 @@ impl LimitsCache {
             wake: Notify::new(),
             warned: Mutex::new(Vec::new()),
             version: watch::channel(0).0,
+            known: Mutex::new(known),
+            problems: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -102,18 +186,85 @@ impl LimitsCache {
     }
 
     /// Declares this process's limits and reads the limits in force (before the first reserve).
+    /// A stored hash that cannot be read does not stop the process (see the module's doc); Redis
+    /// that cannot be reached does.
     pub(crate) async fn start(&self, con: &mut Conn) -> crate::Result<()> {
-        store::declare(con, &self.keys, &self.declared).await?;
-        self.refresh(con).await?;
+        self.refresh(con, true).await?;
         Ok(())
     }
 
-    /// Reads the limits in force again; returns the names that are no longer in force.
-    async fn refresh(&self, con: &mut Conn) -> crate::Result<Vec<String>> {
-        let (limits, problems) = store::load(con, &self.keys).await?;
-        for p in problems {
-            tracing::warn!(problem = %p, "a stored limit cannot be read; it is not applied");
+    /// Writes this process's declarations, unless they are written. A key that refuses them
+    /// (of another type) is a problem returned (they are written again at the next read).
+    async fn declare(&self, con: &mut Conn, starting: bool) -> crate::Result<Option<String>> {
+        if self.known.lock().unwrap_or_else(|p| p.into_inner()).written {
+            return Ok(None);
         }
+        match store::declare(con, &self.keys, &self.declared).await {
+            Ok(()) => {
+                self.known.lock().unwrap_or_else(|p| p.into_inner()).written = true;
+                Ok(None)
+            }
+            Err(crate::Error::Redis(e)) if errors::classify(&e) == errors::Class::Permanent => {
+                Ok(Some(format!(
+                    "this process's limit declarations cannot be written: {}; they apply in \
+                     this process, and are written again once it is mended",
+                    errors::describe_here(&e)
+                )))
+            }
+            Err(e) if starting => Err(e),
+            Err(e) => {
+                tracing::debug!(error = %e, "writing the limit declarations failed; trying again");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Logs each of `problems` (a warning, an error at start) at a bounded rate while it lasts,
+    /// and once that the stored limits apply again when the last one is gone.
+    fn report(&self, problems: &[String], starting: bool) {
+        let mut known = self.problems.lock().unwrap_or_else(|p| p.into_inner());
+        let had = !known.is_empty();
+        known.retain(|p, _| problems.contains(p));
+        for p in problems {
+            let Some(times) = known.entry(p.clone()).or_default().due() else {
+                continue;
+            };
+            if starting {
+                tracing::error!(problem = %p, "the stored limits cannot all be read");
+            } else {
+                tracing::warn!(problem = %p, times, "the stored limits cannot all be read (repeats within 10 s are not logged)");
+            }
+        }
+        if had && known.is_empty() {
+            tracing::info!("the stored limits can be read again; they are in force");
+        }
+    }
+
+    /// Reads the limits in force again; returns the names that are no longer in force. A hash
+    /// or a definition that cannot be read keeps what was last read of it in force.
+    async fn refresh(&self, con: &mut Conn, starting: bool) -> crate::Result<Vec<String>> {
+        let mut problems: Vec<String> = self.declare(con, starting).await?.into_iter().collect();
+        let stored = store::read(con, &self.keys).await?;
+        let limits: Vec<Limit> = {
+            let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+            let k = &mut *known;
+            settle(
+                &mut k.declared,
+                stored.declared,
+                &self.keys.limits_declared(),
+                &mut problems,
+            );
+            settle(
+                &mut k.set,
+                stored.set,
+                &self.keys.limits_set(),
+                &mut problems,
+            );
+            let mut merged = k.declared.clone();
+            merged.extend(k.set.iter().map(|(n, l)| (n.clone(), l.clone())));
+            merged.into_values().collect()
+        };
+        self.report(&problems, starting);
         self.warn_foreign(con, &limits).await;
         let json: Arc<str> = Arc::from(store::script_json(&limits, Utc::now()));
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
@@ -228,7 +379,7 @@ impl LimitsCache {
             if timed_out && due.is_some_and(|d| d <= Utc::now().timestamp_millis()) {
                 *self.due.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
-            match self.refresh(&mut con).await {
+            match self.refresh(&mut con, false).await {
                 Ok(g) => gone.extend(g),
                 Err(e) => {
                     tracing::debug!(error = %e, "reading the limits failed; keeping the last ones")

@@ -2,6 +2,11 @@
 //! written by workers from their registry) overlaid by operators' overrides
 //! (`<ns>:resq:limits:set`), and the JSON the scripts read (the definitions, plus whether each
 //! time window is open now and when it next opens).
+//!
+//! [`read`] reads both hashes and says, per hash, why one cannot be read (a key of another
+//! type), and per definition, why one does not parse, each naming its key: a worker's cache
+//! (`cache.rs`) then keeps what it last read of that hash or that definition in force, so a
+//! broken key never lifts a limit.
 
 use super::{parse_window, Kind, Limit};
 use crate::admin::Admin;
@@ -12,17 +17,79 @@ use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-/// The scripts' JSON of the limits stored now ([`load`] then [`script_json`]), for a script run
-/// outside a worker's cache (pruning); `""` when they cannot be read, so the script returns
-/// shares as for no limit in force.
+/// The scripts' JSON of the limits stored now, for a script run outside a worker's cache
+/// (pruning): what can be read ([`read`], a hash that cannot be read counting as empty); `""`
+/// when Redis cannot be read at all, so the script returns shares as for no limit in force.
 pub(crate) async fn load_json<C: redis::aio::ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
 ) -> String {
-    match load(con, keys).await {
-        Ok((limits, _)) => script_json(&limits, Utc::now()),
+    match read(con, keys).await {
+        Ok(stored) => {
+            let texts = |r: Result<Texts, String>| r.unwrap_or_default();
+            let (limits, _) = merge_bytes(texts(stored.declared), texts(stored.set));
+            script_json(&limits, Utc::now())
+        }
         Err(_) => String::new(),
     }
+}
+
+/// The definitions of one hash: name → stored text (bytes, so one field that is not UTF-8
+/// does not make the whole hash unreadable).
+pub(crate) type Texts = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// What [`read`] found in the two hashes: each hash's definitions, or why it cannot be read
+/// (naming its key: `WRONGTYPE at <ns>:resq:limits:set: …`).
+#[derive(Debug)]
+pub(crate) struct Stored {
+    /// `<ns>:resq:limits`.
+    pub declared: Result<Texts, String>,
+    /// `<ns>:resq:limits:set`.
+    pub set: Result<Texts, String>,
+}
+
+/// Reads both hashes in one round trip; a hash that cannot be read (a key of another type, a
+/// refused permission) is said so in [`Stored`], without failing the other. An error is
+/// returned only when Redis cannot be read at all (a dropped connection, a timeout).
+pub(crate) async fn read<C: redis::aio::ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+) -> Result<Stored> {
+    let (dk, sk) = (keys.limits_declared(), keys.limits_set());
+    let mut replies: Vec<redis::RedisResult<Texts>> = redis::pipe()
+        .ignore_errors()
+        .hgetall(&dk)
+        .hgetall(&sk)
+        .query_async(con)
+        .await?;
+    let said = |key: &str, r: Option<redis::RedisResult<Texts>>| match r {
+        Some(Ok(t)) => Ok(t),
+        Some(Err(e)) => Err(naming(key, &e)),
+        None => Err(format!("{key}: no reply")),
+    };
+    let set = said(&sk, replies.pop());
+    let declared = said(&dk, replies.pop());
+    Ok(Stored { declared, set })
+}
+
+/// `e` in words, naming `key` (a reply that does not name it is prefixed with it).
+fn naming(key: &str, e: &redis::RedisError) -> String {
+    let d = crate::conn::errors::describe_here(e);
+    if d.contains(key) {
+        d
+    } else {
+        format!("{key}: {d}")
+    }
+}
+
+/// One stored definition read from its text: the limit, or why it cannot be applied.
+pub(crate) fn parse(name: &str, text: &[u8]) -> std::result::Result<Limit, String> {
+    let l = serde_json::from_slice::<Limit>(text).map_err(|e| e.to_string())?;
+    l.validate().map_err(|e| e.to_string())?;
+    if l.name != name {
+        return Err(format!("stored under {name:?} but named {:?}", l.name));
+    }
+    Ok(l)
 }
 
 /// The limits in force: declarations overlaid by overrides (by name), sorted by name, and the
@@ -45,18 +112,21 @@ pub(crate) fn merge(
     declared: BTreeMap<String, String>,
     set: BTreeMap<String, String>,
 ) -> (Vec<Limit>, Vec<String>) {
+    let bytes = |m: BTreeMap<String, String>| -> Texts {
+        m.into_iter()
+            .map(|(k, v)| (k.into_bytes(), v.into_bytes()))
+            .collect()
+    };
+    merge_bytes(bytes(declared), bytes(set))
+}
+
+/// [`merge`] of texts as [`read`] returns them.
+fn merge_bytes(declared: Texts, set: Texts) -> (Vec<Limit>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut problems = Vec::new();
     for (name, text) in declared.into_iter().chain(set) {
-        match serde_json::from_str::<Limit>(&text)
-            .map_err(|e| e.to_string())
-            .and_then(|l| {
-                l.validate().map_err(|e| e.to_string())?;
-                if l.name != name {
-                    return Err(format!("stored under {name:?} but named {:?}", l.name));
-                }
-                Ok(l)
-            }) {
+        let name = String::from_utf8_lossy(&name).into_owned();
+        match parse(&name, &text) {
             Ok(l) => {
                 out.insert(name, l);
             }
@@ -182,6 +252,32 @@ impl Admin {
     /// The limits in force (declared by workers, overridden with [`Admin::set_limit`]).
     pub async fn limits(&self) -> Result<Vec<Limit>> {
         Ok(load(&mut self.con(), self.keys()).await?.0)
+    }
+
+    /// The stored definitions that cannot be read, each naming its key: a hash of another type
+    /// (`WRONGTYPE at <ns>:resq:limits:set: …`), or a definition that does not parse. A worker
+    /// keeps what it last read of it in force; a worker that never read it does not apply it
+    /// (docs/limits.md, "Bad input"). `resq limits list` prints them as warnings.
+    pub async fn limit_problems(&self) -> Result<Vec<String>> {
+        let stored = read(&mut self.con(), self.keys()).await?;
+        let mut out = Vec::new();
+        for (key, r) in [
+            (self.keys().limits_declared(), stored.declared),
+            (self.keys().limits_set(), stored.set),
+        ] {
+            match r {
+                Err(why) => out.push(why),
+                Ok(texts) => {
+                    for (name, text) in texts {
+                        let name = String::from_utf8_lossy(&name);
+                        if let Err(why) = parse(&name, &text) {
+                            out.push(format!("limit {name:?} in {key} cannot be read ({why})"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Sets `limit` fleet-wide, over any declaration of its name, until

@@ -190,6 +190,10 @@ functions! {
     JOB_START = "job_start";
     /// Forget finished tracked jobs (jobs/control.rs).
     JOB_PURGE = "job_purge";
+    /// One chunk of a batch being created (workflows/batch.rs).
+    BATCH_STAGE = "batch_stage";
+    /// A batch created with batch_stage made visible (workflows/batch.rs).
+    BATCH_COMMIT = "batch_commit";
     /// Held jobs back to their queues by time, capacity or a limit gone (limits/cache.rs).
     LIMITS_RELEASE = "limits_release";
     /// A claimed job's limits, at promote (worker/claim.rs).

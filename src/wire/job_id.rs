@@ -1,6 +1,7 @@
 //! A tracked job's id: 32 lowercase hex characters, resque-status's uuid shape
 //! (`SecureRandom.hex`), so the same id names a resq-tracked job and a resque-status job
-//! (re-exported as `resq::jobs::JobId`).
+//! (re-exported as `resq::jobs::JobId`); a batch's id has the same shape
+//! (`resq::workflows::BatchId`).
 
 use std::fmt;
 
@@ -54,6 +55,51 @@ impl std::str::FromStr for JobId {
 impl AsRef<str> for JobId {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+/// A batch's id (32 lowercase hex characters, as a job's).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct BatchId(String);
+
+impl BatchId {
+    /// A fresh random id.
+    pub fn new() -> Self {
+        BatchId(JobId::new().0)
+    }
+
+    /// `s` as an id, when it has an id's shape.
+    pub fn parse(s: &str) -> Option<Self> {
+        is_id(s).then(|| BatchId(s.to_string()))
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for BatchId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for BatchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for BatchId {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        BatchId::parse(s).ok_or_else(|| {
+            crate::Error::Rejected(format!(
+                "{s:?} is not a batch id (32 lowercase hex characters)"
+            ))
+        })
     }
 }
 

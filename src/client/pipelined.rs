@@ -1,0 +1,221 @@
+//! Many jobs enqueued in pipelines (`resq enqueue --file`): each job is the very script call its
+//! own enqueue makes — Resque's checked `SADD` + `RPUSH` (`checked_write.lua`, as
+//! [`Client::push_raw`]), or a tracked job's `track_enqueue.lua` (as
+//! [`Client::enqueue_class_tracked`]) — so each job is atomic on its own, all of it or none of
+//! it, and up to [`CHUNK`] of them go to Redis in one round trip instead of one each. The calls
+//! are built by those enqueues' own code and recorded ([`Recorder`]), not encoded again here.
+//! No enqueue middleware runs (the CLI's client has none).
+
+use super::{encode, validate, Client};
+use crate::error::{Error, Result};
+use crate::jobs::{JobId, Track};
+use crate::middleware::enqueue::Outgoing;
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Value};
+use serde_json::{Map, Value as Json};
+
+/// Jobs per pipeline: one round trip each.
+pub(crate) const CHUNK: usize = 1000;
+
+/// One job to enqueue now.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// Its queue.
+    pub queue: String,
+    /// Its class.
+    pub class: String,
+    /// Its positional args.
+    pub args: Vec<Json>,
+    /// Tracking (`None`: Ruby's `{"class","args"}`, byte for byte).
+    pub track: Option<Track>,
+}
+
+/// What became of one job.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// Written; a tracked job's id, and whether it is that of a live job with the same job key
+    /// (nothing written then).
+    Enqueued(Option<(JobId, bool)>),
+    /// Refused before or by Redis (a key of another type, a bad tag), nothing of it written:
+    /// why, naming the key.
+    Refused(String),
+}
+
+/// What [`Client::enqueue_pipelined`] did.
+#[derive(Debug)]
+pub(crate) struct Sent {
+    /// The outcome of each job, in order, as far as known: all of them, unless `failure`.
+    pub outcomes: Vec<Outcome>,
+    /// Redis failed (a dropped connection, a timeout) while the jobs from `outcomes.len()` on
+    /// were sent: the next [`CHUNK`] of them (at most) may or may not have been enqueued, and
+    /// those after were not sent.
+    pub failure: Option<Error>,
+}
+
+impl Client {
+    /// Enqueues `jobs` in order, [`CHUNK`] per round trip, each atomically on its own.
+    pub(crate) async fn enqueue_pipelined(&self, jobs: &[Pending]) -> Sent {
+        let mut calls: Vec<Result<Cmd>> = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            calls.push(self.call(j).await);
+        }
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        if let Err(e) = crate::scripts::ensure_loaded(&mut self.connection(), &self.keys().queues())
+            .await
+            .map_err(Error::from)
+        {
+            return Sent {
+                outcomes,
+                failure: Some(e),
+            };
+        }
+        for (jobs, calls) in jobs.chunks(CHUNK).zip(calls.chunks(CHUNK)) {
+            match self.send(jobs, calls).await {
+                Ok(done) => outcomes.extend(done),
+                Err(e) => {
+                    return Sent {
+                        outcomes,
+                        failure: Some(e),
+                    }
+                }
+            }
+        }
+        Sent {
+            outcomes,
+            failure: None,
+        }
+    }
+
+    /// The script call that enqueues `job`, built by its single enqueue's code (recorded:
+    /// nothing is sent).
+    async fn call(&self, job: &Pending) -> Result<Cmd> {
+        validate(&job.queue, &job.class)?;
+        let mut rec = Recorder::default();
+        let recorded = match &job.track {
+            None => {
+                let json = encode::resque_payload(&job.class, &job.args, self.float_format);
+                let step = self.push_step(&job.queue, &json, false);
+                step.run(&mut rec).await
+            }
+            Some(track) => {
+                let id = track.id.clone().unwrap_or_default();
+                let mut extra = Map::new();
+                extra.insert("resq_id".into(), Json::String(id.to_string()));
+                let job = Outgoing {
+                    queue: job.queue.clone(),
+                    class: job.class.clone(),
+                    args: job.args.clone(),
+                    extra,
+                    at: None,
+                    track: Some(track.clone().id(id)),
+                };
+                let inv = self.tracked_invocation(&job)?;
+                inv.invoke_async::<Value, _>(&mut rec).await.map(|_| ())
+            }
+        };
+        recorded?;
+        rec.0
+            .pop()
+            .ok_or_else(|| Error::Protocol("no script call was made for the job".into()))
+    }
+
+    /// Sends one chunk's calls in one pipeline (the library loaded before; the calls Redis
+    /// answered `Function not found`, which did not run, are sent again once it is loaded
+    /// again); the outcome of each job.
+    async fn send(&self, jobs: &[Pending], calls: &[Result<Cmd>]) -> Result<Vec<Outcome>> {
+        let mut con = self.connection();
+        let mut replies: Vec<Option<RedisResult<Value>>> = vec![None; calls.len()];
+        for attempt in 0..2 {
+            let todo: Vec<usize> = (0..calls.len())
+                .filter(|&i| calls[i].is_ok())
+                .filter(|&i| match &replies[i] {
+                    None => true,
+                    Some(Err(e)) => attempt > 0 && crate::scripts::not_loaded(e),
+                    Some(Ok(_)) => false,
+                })
+                .collect();
+            if todo.is_empty() {
+                break;
+            }
+            if attempt > 0 {
+                crate::scripts::load(&mut con).await?;
+            }
+            let mut pipe = Pipeline::with_capacity(todo.len());
+            pipe.ignore_errors();
+            for &i in &todo {
+                if let Ok(cmd) = &calls[i] {
+                    pipe.add_command(cmd.clone());
+                }
+            }
+            let answered: Vec<RedisResult<Value>> = pipe.query_async(&mut con).await?;
+            if answered.len() != todo.len() {
+                return Err(Error::Protocol(format!(
+                    "a pipeline of {} enqueues answered {} replies",
+                    todo.len(),
+                    answered.len()
+                )));
+            }
+            let mut again = false;
+            for (&i, r) in todo.iter().zip(answered) {
+                again |= matches!(&r, Err(e) if crate::scripts::not_loaded(e));
+                replies[i] = Some(r);
+            }
+            if !again {
+                break;
+            }
+        }
+        Ok(jobs
+            .iter()
+            .zip(calls)
+            .zip(replies)
+            .map(|((job, call), reply)| match (call, reply) {
+                (Err(e), _) => Outcome::Refused(e.to_string()),
+                (Ok(_), Some(Ok(v))) => match &job.track {
+                    None => Outcome::Enqueued(None),
+                    Some(_) => {
+                        let reply = match v {
+                            Value::Array(a) => a,
+                            other => vec![other],
+                        };
+                        match crate::jobs::tracked_reply(&reply) {
+                            Ok(r) => Outcome::Enqueued(Some(r)),
+                            Err(e) => Outcome::Refused(e.to_string()),
+                        }
+                    }
+                },
+                (Ok(_), Some(Err(e))) => Outcome::Refused(Error::Redis(e).to_string()),
+                (Ok(_), None) => Outcome::Refused("not sent".into()),
+            })
+            .collect())
+    }
+}
+
+/// A connection that sends nothing: it keeps each command it is given (and answers nil), so a
+/// job's script call is built by its single enqueue's own code and then sent in a pipeline.
+#[derive(Default)]
+struct Recorder(Vec<Cmd>);
+
+impl ConnectionLike for Recorder {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.0.push(cmd.clone());
+        Box::pin(async { Ok(Value::Nil) })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        _pipeline: &'a Pipeline,
+        _offset: usize,
+        _count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async {
+            Err(redis::RedisError::from((
+                ErrorKind::Client,
+                "a pipeline is not recorded",
+            )))
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
