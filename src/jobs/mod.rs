@@ -129,34 +129,37 @@ pub(crate) fn ending_in_payload(text: &str, ending: Ending, ttl: Duration) -> Op
 }
 
 /// What a tracked job's record said when the step started it (the step's reply,
-/// `r\t<attempt>\t<key>` or `s`).
+/// `r\t<attempt>\t<key>\t<batch>` or `s`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Started {
-    /// A job resq tracks: the attempt this run is, and its job key (`""` none).
+    /// A job resq tracks: the attempt this run is, its job key (`""` none) and its batch.
     Tracked {
         /// The attempt number (from 1).
         attempt: u64,
         /// The job key.
         key: String,
+        /// The batch it is a member of.
+        batch: Option<crate::wire::job_id::BatchId>,
     },
     /// A resque-status job.
     Statused,
 }
 
 impl Started {
-    /// Reads the step's `r\t<attempt>\t<key>` or `s`; `None` for anything else.
+    /// Reads the step's `r\t<attempt>\t<key>\t<batch>` or `s`; `None` for anything else.
     pub(crate) fn parse(data: &[u8]) -> Option<Started> {
         let text = std::str::from_utf8(data).ok()?;
         if text == "s" {
             return Some(Started::Statused);
         }
-        let mut parts = text.splitn(3, '\t');
+        let mut parts = text.splitn(4, '\t');
         if parts.next()? != "r" {
             return None;
         }
         Some(Started::Tracked {
             attempt: parts.next()?.parse().ok()?,
             key: parts.next().unwrap_or("").to_string(),
+            batch: parts.next().and_then(crate::wire::job_id::BatchId::parse),
         })
     }
 }

@@ -58,6 +58,7 @@ impl Tracker {
         id: JobId,
         kind: Kind,
         ttl: Option<Duration>,
+        batch: Option<crate::wire::job_id::BatchId>,
     ) -> Arc<TrackedRun> {
         let (tx, rx) = watch::channel(false);
         let statused = matches!(kind, Kind::Statused { .. });
@@ -70,6 +71,7 @@ impl Tracker {
             id,
             statused,
             kind,
+            batch,
             ttl: ttl.unwrap_or(self.ttl),
             tracker: self.clone(),
             kill: rx,
@@ -167,6 +169,8 @@ pub(crate) struct TrackedRun {
     pub statused: bool,
     /// Its record, as the step that started it said.
     pub kind: Kind,
+    /// The batch it is a member of.
+    pub batch: Option<crate::wire::job_id::BatchId>,
     /// How long its record is kept once finished.
     pub ttl: Duration,
     tracker: Arc<Tracker>,
@@ -279,6 +283,40 @@ impl TrackedRun {
                 ),
             )),
         }
+    }
+}
+
+impl TrackedRun {
+    /// The records of the jobs it waited for (its record's `deps`), in that order; a
+    /// dependency whose record is gone or unreadable is left out.
+    pub(crate) async fn dependencies(&self) -> Result<Vec<super::JobStatus>, JobError> {
+        let redis_error = |e: redis::RedisError| {
+            JobError::new(
+                "Redis::CommandError",
+                format!(
+                    "dependencies of job {}: {}",
+                    self.id,
+                    crate::conn::errors::display(&e)
+                ),
+            )
+        };
+        let mut con = self.tracker.con.clone();
+        let deps: Option<String> = redis::cmd("HGET")
+            .arg(self.tracker.keys.job_record(self.id.as_str()))
+            .arg("deps")
+            .query_async(&mut con)
+            .await
+            .map_err(redis_error)?;
+        let mut out = Vec::new();
+        for d in deps.unwrap_or_default().split_whitespace() {
+            let Some(id) = JobId::parse(d) else { continue };
+            if let Ok(super::read::Found::Record(s)) =
+                super::read::find(&mut con, &self.tracker.keys, &id).await
+            {
+                out.push(s);
+            }
+        }
+        Ok(out)
     }
 }
 

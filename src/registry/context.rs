@@ -147,6 +147,30 @@ impl JobContext {
         self.tracked.as_ref().map(|t| &t.id)
     }
 
+    /// The batch of the job: the one it is a member of (so its handler can add jobs to it:
+    /// [`crate::jobs::Track::in_batch`]), or for a batch's callback the batch that fired it
+    /// (its payload's `resq_batch`).
+    pub fn batch(&self) -> Option<crate::wire::job_id::BatchId> {
+        if let Some(b) = self.tracked.as_ref().and_then(|t| t.batch.clone()) {
+            return Some(b);
+        }
+        self.payload
+            .object()
+            .get("resq_batch")
+            .and_then(Value::as_str)
+            .and_then(crate::wire::job_id::BatchId::parse)
+    }
+
+    /// The records of the jobs this one waited for ([`crate::jobs::Track::after`]), in the
+    /// order given: their states and results (fan-in). Empty for a job that waited for none,
+    /// or is not tracked.
+    pub async fn dependencies(&self) -> Result<Vec<crate::jobs::JobStatus>, JobError> {
+        match &self.tracked {
+            Some(t) => t.dependencies().await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// A resque-status job's options (its `args[1]` hash), when it is one.
     pub fn options(&self) -> Option<&Map<String, Value>> {
         if !self.tracked.as_ref().is_some_and(|t| t.statused) {

@@ -56,10 +56,10 @@ local function batch_stage(KEYS, ARGV)
   if first then
     local f = { 'state', 'staging', 'created_at', now_ms, 'queue', cq, 'total', 0, 'pending', 0,
       'unsucceeded', 0, 'failed', 0 }
-    if parent ~= '' then f[#f + 1], f[#f + 1] = 'parent', parent end
-    if desc ~= '' then f[#f + 1], f[#f + 1] = 'description', desc end
+    if parent ~= '' then f[#f + 1] = 'parent'; f[#f + 1] = parent end
+    if desc ~= '' then f[#f + 1] = 'description'; f[#f + 1] = desc end
     for k, kind in ipairs({ 'complete', 'success', 'death' }) do
-      if ARGV[4 + k] ~= '' then f[#f + 1], f[#f + 1] = 'on_' .. kind, ARGV[4 + k] end
+      if ARGV[4 + k] ~= '' then f[#f + 1] = 'on_' .. kind; f[#f + 1] = ARGV[4 + k] end
     end
     redis.call('HSET', bk, unpack(f))
     redis.call('ZADD', P .. 'resq:batches', now_ms, bid)

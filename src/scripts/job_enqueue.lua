@@ -103,7 +103,10 @@ local function job_enqueue(KEYS, ARGV)
     redis.call('ZADD', P .. '_statuses', math.floor(now_ms / 1000), id)
   else
     local f = { 'state', state, 'class', ARGV[10], 'queue', ARGV[9], 'enqueued_at', now_ms, 'attempts', 0 }
-    local function put(k, v) f[#f + 1], f[#f + 1] = k, v end
+    local function put(k, v)
+      f[#f + 1] = k
+      f[#f + 1] = v
+    end
     if delayed then put('due_at', tonumber(ARGV[6]) * 1000) end
     if jk then put('key', ARGV[11]) end
     if #ARGV >= 14 then put('tags', table.concat({ unpack(ARGV, 14) }, ' ')) end

@@ -5,7 +5,7 @@
 -- KEYS[1] the record's key (resq:job:<id> or status:<id>)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] kind 'r' | 's'   ARGV[3] the id
 -- ARGV[4] the worker (slot) id   ARGV[5] now in epoch ms   ARGV[6] the class
--- Returns 'drop' (cancelled: do not run), 'r\t<attempt>\t<job key>' (kind 'r'), 's', or
+-- Returns 'drop' (cancelled: do not run), 'r\t<attempt>\t<job key>\t<batch>' (kind 'r'), 's', or
 -- 'absent\t<problem>' (the job runs; its record could not be written).
 
 local function job_start(KEYS, ARGV)
@@ -14,8 +14,7 @@ local function job_start(KEYS, ARGV)
     local v, problem = Rec.peek(P, id)
     if not v or not v[1] then return 'absent\t' .. (problem or (id .. ' has no record')) end
     if v[1] == 'cancelled' then return 'drop' end
-    local n, key = Rec.start(P, id, ARGV[4], now_ms, v)
-    return 'r\t' .. n .. '\t' .. key
+    return Rec.start(P, id, ARGV[4], now_ms, v)
   end
   local text, ms, close = Status.read(P, id)
   if text == nil then return 'absent\t' .. id .. ' ' .. ms end

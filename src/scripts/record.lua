@@ -54,19 +54,19 @@ local function forget_old(rk, n)
   end
 end
 
--- What a reserve needs of job `id`'s record: {state, attempts, job key} (state nil when there
--- is no record), or nil and the problem when it cannot be read. A state of 'cancelled' means
--- the job must not run.
+-- What a reserve needs of job `id`'s record: {state, attempts, job key, batch} (state nil when
+-- there is no record), or nil and the problem when it cannot be read. A state of 'cancelled'
+-- means the job must not run.
 function Rec.peek(P, id)
   local rk = Rec.key(P, id)
-  local v = redis.pcall('HMGET', rk, 'state', 'attempts', 'key')
+  local v = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch')
   if v.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
   return v
 end
 
 -- A reserved job's start, given what Rec.peek read (a record that exists and is not
--- cancelled): its state, worker, start time, attempt and history. Returns the attempt number
--- and the job key ('' none).
+-- cancelled): its state, worker, start time, attempt and history. Returns the step's word for
+-- it: 'r\t<attempt>\t<job key>\t<batch>'.
 function Rec.start(P, id, worker, now_ms, v)
   local rk = Rec.key(P, id)
   local n = whole(v[2]) + 1
@@ -78,7 +78,7 @@ function Rec.start(P, id, worker, now_ms, v)
     redis.call('PERSIST', rk)
     redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
   end
-  return n, v[3] or ''
+  return 'r\t' .. n .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
 end
 
 -- Frees job key `key` of job `id` (only while it names that job).

@@ -56,10 +56,7 @@ local function tracked(X, obj, raw, sl)
       return nil
     end
     if v[1] == 'cancelled' then return 'drop' end
-    return function()
-      local n, key = Rec.start(X.P, id, sl.id, X.now_ms, v)
-      return 'r\t' .. n .. '\t' .. key
-    end
+    return function() return Rec.start(X.P, id, sl.id, X.now_ms, v) end
   end
   local class = obj['class']
   if not (X.C.any_statused and X.C.statused[class]) then return nil end

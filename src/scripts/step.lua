@@ -31,7 +31,7 @@
 -- Returns four values per slot — a tag ('job', 'claim', 'none', 'paused', 'error'), 1 when its
 -- completion was applied by this call (else 0), the data (the record; the claim's
 -- '<token> <queue as JSON>\n<size>'; the error text), and for a tracked job 'r\t<attempt>\t<job
--- key>' (resq's own) or 's' (resque-status's), else '' — then a string with a character per
+-- key>\t<batch>' (resq's own) or 's' (resque-status's), else '' — then a string with a character per
 -- polled queue ('0' found empty, 'p' paused, 'b' closed by a full limit, '1' otherwise), the
 -- problems ('<id or key> <why>' lines: records and limits that could not be written while the
 -- jobs moved), and the earliest time (ms) a job held by a rate or window limit may be released

@@ -83,20 +83,31 @@ pub(crate) async fn perform(
     // Followed only when the step wrote its record's start (a job whose record is gone runs
     // untracked).
     let kind = match (&tracked, started) {
-        (Some((_, false)), Some(Started::Tracked { attempt, key })) => {
-            Some(crate::jobs::Kind::Tracked {
+        (
+            Some((_, false)),
+            Some(Started::Tracked {
+                attempt,
+                key,
+                batch,
+            }),
+        ) => Some((
+            crate::jobs::Kind::Tracked {
                 attempt: Some(attempt),
                 key,
-            })
-        }
-        (Some((_, true)), Some(Started::Statused)) => Some(crate::jobs::Kind::Statused {
-            class: payload.class().to_string(),
-        }),
+            },
+            batch,
+        )),
+        (Some((_, true)), Some(Started::Statused)) => Some((
+            crate::jobs::Kind::Statused {
+                class: payload.class().to_string(),
+            },
+            None,
+        )),
         _ => None,
     };
     let ctx = match (tracker, tracked, kind) {
-        (Some(t), Some((id, _)), Some(kind)) => {
-            let run = t.begin(id, kind, ctx.handler_track_ttl());
+        (Some(t), Some((id, _)), Some((kind, batch))) => {
+            let run = t.begin(id, kind, ctx.handler_track_ttl(), batch);
             ctx.with_tracked(run)
         }
         _ => ctx,

@@ -615,17 +615,19 @@ mod tests {
     #[test]
     fn reads_what_a_tracked_start_said() {
         assert_eq!(
-            Started::parse(b"r\t3\tinvoice-9"),
+            Started::parse(b"r\t3\tinvoice-9\t"),
             Some(Started::Tracked {
                 attempt: 3,
-                key: "invoice-9".into()
+                key: "invoice-9".into(),
+                batch: None
             })
         );
         assert_eq!(
-            Started::parse(b"r\t1\t"),
+            Started::parse(b"r\t1\t\tba69034b39c05d28a5403ac10e276e79"),
             Some(Started::Tracked {
                 attempt: 1,
-                key: String::new()
+                key: String::new(),
+                batch: crate::wire::job_id::BatchId::parse("ba69034b39c05d28a5403ac10e276e79")
             })
         );
         assert_eq!(Started::parse(b"s"), Some(Started::Statused));

@@ -1,0 +1,377 @@
+//! Workflows against a real Redis and the real runtime (docs/workflows.md): batches and their
+//! callbacks (complete, success, death; members added while the batch runs; nested batches),
+//! jobs that wait for others (each policy for a dependency that did not complete; fan-in of
+//! the dependencies' results), children cancelled with their parent.
+
+mod support;
+
+use redis::AsyncCommands;
+use resq::admin::Admin;
+use resq::jobs::{Cancelled, IfDepFailed, JobId, State, Track};
+use resq::workflows::{Batch, BatchId};
+use resq::{Client, JobContext, JobError, Keys, Registry};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+async fn client(ns: &str) -> Client {
+    Client::connect(&support::url(), ns).await.unwrap()
+}
+
+async fn admin(ns: &str) -> Admin {
+    Admin::connect(&support::url(), ns).await.unwrap()
+}
+
+/// The jobs the `Echo` handler saw, as `"<class> <args>"` lines, from `<ns>:test:echo`.
+async fn echoes(ns: &str) -> Vec<String> {
+    support::con()
+        .await
+        .lrange(format!("{ns}:test:echo"), 0, -1)
+        .await
+        .unwrap()
+}
+
+/// A registry whose handlers record what they ran: `Ok` succeeds, `Fail` fails, `Echo` and
+/// `Sheet` are callbacks and fan-ins that record their args (and a fan-in's dependencies'
+/// results).
+fn registry(ns: &str) -> Registry {
+    let key = format!("{ns}:test:echo");
+    let k1 = key.clone();
+    let k2 = key.clone();
+    let k3 = key.clone();
+    Registry::new()
+        .handler("Ok", move |ctx: JobContext| {
+            let key = k1.clone();
+            async move {
+                ctx.set_result(&json!({"from": ctx.args().first().cloned()}))?;
+                let mut con = support::con().await;
+                let line = format!("Ok {}", Value::Array(ctx.args().to_vec()));
+                let _: () = con.rpush(&key, line).await.map_err(JobError::from)?;
+                Ok(())
+            }
+        })
+        .handler("Fail", |_ctx: JobContext| async move {
+            Err(JobError::msg("no"))
+        })
+        .handler("Echo", move |ctx: JobContext| {
+            let key = k2.clone();
+            async move {
+                let mut con = support::con().await;
+                let batch = ctx.batch().map(|b| b.to_string()).unwrap_or_default();
+                let line = format!("Echo {} {batch}", Value::Array(ctx.args().to_vec()));
+                let _: () = con.rpush(&key, line).await.map_err(JobError::from)?;
+                Ok(())
+            }
+        })
+        .handler("Sheet", move |ctx: JobContext| {
+            let key = k3.clone();
+            async move {
+                let deps = ctx.dependencies().await?;
+                let results: Vec<Value> = deps
+                    .iter()
+                    .map(|d| d.result.clone().unwrap_or(Value::Null))
+                    .collect();
+                let mut con = support::con().await;
+                let line = format!("Sheet {}", Value::Array(results));
+                let _: () = con.rpush(&key, line).await.map_err(JobError::from)?;
+                Ok(())
+            }
+        })
+}
+
+/// Waits until `check` says yes (10 s at most).
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..2000 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn a_batch_fires_complete_and_success_once_and_death_at_its_first_dead_member() {
+    let ns = support::namespace("wf-batch");
+    let c = client(&ns).await;
+    let a = admin(&ns).await;
+    let ok = Batch::new()
+        .description("all fine")
+        .on_complete("Echo", vec![json!("complete")])
+        .on_success("Echo", vec![json!("success")])
+        .on_death("Echo", vec![json!("death")])
+        .job("wf", "Ok", vec![json!(1)])
+        .job("wf", "Ok", vec![json!(2)])
+        .job("wf", "Ok", vec![json!(3)]);
+    let (bid, members) = c.create_batch(ok).await.unwrap();
+    assert_eq!(members.len(), 3);
+    let staged = a.batch(&bid).await.unwrap().unwrap();
+    assert_eq!(
+        (staged.total, staged.pending, staged.state.as_str()),
+        (3, 3, "open")
+    );
+    let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
+    until("the callbacks", async || echoes(&ns).await.len() >= 5).await;
+    // No late third callback.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut seen = echoes(&ns).await;
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            format!("Echo [\"complete\"] {bid}"),
+            format!("Echo [\"success\"] {bid}"),
+            "Ok [1]".to_string(),
+            "Ok [2]".to_string(),
+            "Ok [3]".to_string(),
+        ]
+    );
+    let done = a.batch(&bid).await.unwrap().unwrap();
+    assert_eq!((done.pending, done.succeeded, done.failed), (0, 3, 0));
+    assert!(done.complete_at.is_some() && done.success_at.is_some() && done.death_at.is_none());
+    for m in &members {
+        assert_eq!(c.status(m).await.unwrap().unwrap().state, State::Completed);
+    }
+
+    // A member that fails for good: death once, complete once, never success.
+    let _: () = support::con()
+        .await
+        .del(format!("{ns}:test:echo"))
+        .await
+        .unwrap();
+    let mixed = Batch::new()
+        .on_complete("Echo", vec![json!("complete")])
+        .on_success("Echo", vec![json!("success")])
+        .on_death("Echo", vec![json!("death")])
+        .job("wf", "Ok", vec![json!(4)])
+        .job("wf", "Fail", vec![])
+        .job("wf", "Fail", vec![]);
+    let (bid2, _) = c.create_batch(mixed).await.unwrap();
+    until("the second batch's callbacks", async || {
+        echoes(&ns).await.len() >= 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut seen = echoes(&ns).await;
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            format!("Echo [\"complete\"] {bid2}"),
+            format!("Echo [\"death\"] {bid2}"),
+            "Ok [4]".to_string(),
+        ]
+    );
+    let b2 = a.batch(&bid2).await.unwrap().unwrap();
+    assert_eq!((b2.pending, b2.succeeded, b2.failed), (0, 1, 2));
+    assert!(b2.success_at.is_none() && b2.death_at.is_some());
+    support::stop(w).await;
+}
+
+#[tokio::test]
+async fn a_job_waits_for_its_dependencies_and_reads_their_results() {
+    let ns = support::namespace("wf-deps");
+    let c = client(&ns).await;
+    let a1 = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("a")], Track::new())
+        .await
+        .unwrap();
+    let a2 = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("b")], Track::new())
+        .await
+        .unwrap();
+    let sheet = c
+        .enqueue_class_tracked(
+            "wf",
+            "Sheet",
+            &[],
+            Track::new().after(a1.clone()).after(a2.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        c.status(&sheet).await.unwrap().unwrap().state,
+        State::Waiting
+    );
+    // Not in any queue while it waits.
+    let queued: Vec<String> = support::con()
+        .await
+        .lrange(Keys::new(&ns).queue("wf"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 2, "{queued:?}");
+    let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
+    let done = c
+        .wait(&sheet, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.state, State::Completed);
+    let seen = echoes(&ns).await;
+    assert_eq!(seen.last().unwrap(), r#"Sheet [{"from":"a"},{"from":"b"}]"#);
+
+    // A dependency that failed: each policy.
+    let failed = c
+        .enqueue_class_tracked("wf", "Fail", &[], Track::new())
+        .await
+        .unwrap();
+    let after = |p: IfDepFailed| Track::new().after(failed.clone()).if_dep_failed(p);
+    let runs = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("ran")], after(IfDepFailed::Run))
+        .await
+        .unwrap();
+    let fails = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("never")], after(IfDepFailed::Fail))
+        .await
+        .unwrap();
+    let cancels = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("never")], after(IfDepFailed::Cancel))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.wait(&runs, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        State::Completed
+    );
+    let f = c
+        .wait(&fails, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(f.state, State::Failed);
+    assert!(f.error.unwrap().contains(failed.as_str()));
+    assert_eq!(
+        c.wait(&cancels, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        State::Cancelled
+    );
+    assert!(!echoes(&ns).await.iter().any(|l| l.contains("never")));
+
+    // A dependency already ended: released at once; an unknown one is refused.
+    let late = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("late")], Track::new().after(a1.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.wait(&late, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        State::Completed
+    );
+    let unknown = c
+        .enqueue_class_tracked("wf", "Ok", &[], Track::new().after(JobId::new()))
+        .await
+        .unwrap_err();
+    assert!(
+        unknown.to_string().contains("not a tracked job"),
+        "{unknown}"
+    );
+    support::stop(w).await;
+}
+
+#[tokio::test]
+async fn cancelling_a_parent_cancels_its_waiting_and_queued_children() {
+    let ns = support::namespace("wf-parent");
+    let c = client(&ns).await;
+    let parent = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("p")], Track::new())
+        .await
+        .unwrap();
+    let child = c
+        .enqueue_class_tracked(
+            "wf",
+            "Ok",
+            &[json!("c")],
+            Track::new().parent(parent.clone()),
+        )
+        .await
+        .unwrap();
+    let grandchild = c
+        .enqueue_class_tracked(
+            "wf",
+            "Ok",
+            &[json!("g")],
+            Track::new().parent(child.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(c.cancel(&parent).await.unwrap(), Cancelled::Cancelled);
+    for id in [&child, &grandchild] {
+        assert_eq!(c.status(id).await.unwrap().unwrap().state, State::Cancelled);
+    }
+    // None of them runs.
+    let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
+    let probe = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("probe")], Track::new())
+        .await
+        .unwrap();
+    c.wait(&probe, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(echoes(&ns).await, ["Ok [\"probe\"]"]);
+    support::stop(w).await;
+}
+
+#[tokio::test]
+async fn nested_batches_and_members_added_while_running_count() {
+    let ns = support::namespace("wf-nest");
+    let c = client(&ns).await;
+    let a = admin(&ns).await;
+    // A parent batch of one job and one child batch of two: the parent succeeds after both.
+    let (parent, _) = c
+        .create_batch(Batch::new().on_success("Echo", vec![json!("parent")]).job(
+            "wf",
+            "Ok",
+            vec![json!(1)],
+        ))
+        .await
+        .unwrap();
+    let (child, _) = c
+        .create_batch(
+            Batch::new()
+                .parent(parent.clone())
+                .on_success("Echo", vec![json!("child")])
+                .job("wf", "Ok", vec![json!(2)])
+                .job("wf", "Ok", vec![json!(3)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.batch(&parent).await.unwrap().unwrap().total, 2);
+    // A job added to the child while it is open counts in it.
+    let extra = c
+        .enqueue_class_tracked("wf", "Ok", &[json!(4)], Track::new().in_batch(&child))
+        .await
+        .unwrap();
+    assert_eq!(a.batch(&child).await.unwrap().unwrap().total, 3);
+    let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
+    until("both callbacks", async || {
+        echoes(&ns)
+            .await
+            .iter()
+            .filter(|l| l.starts_with("Echo"))
+            .count()
+            >= 2
+    })
+    .await;
+    let seen = echoes(&ns).await;
+    let child_at = seen.iter().position(|l| l.contains("\"child\"")).unwrap();
+    let parent_at = seen.iter().position(|l| l.contains("\"parent\"")).unwrap();
+    assert!(child_at < parent_at, "{seen:?}");
+    assert_eq!(
+        c.status(&extra).await.unwrap().unwrap().state,
+        State::Completed
+    );
+    // An ended batch takes no more jobs.
+    let refused = c
+        .enqueue_class_tracked("wf", "Ok", &[], Track::new().in_batch(&child))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("has ended"), "{refused}");
+    assert!(a.batch(&BatchId::new()).await.unwrap().is_none());
+    support::stop(w).await;
+}
