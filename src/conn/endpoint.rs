@@ -331,8 +331,9 @@ fn version_ok(version: &str) -> bool {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= MIN_REDIS
 }
 
-/// The oldest Redis resq runs on: `LPOP` with a count, `BLMOVE`, `SMISMEMBER` are 6.2's.
-pub(crate) const MIN_REDIS: (u32, u32) = (6, 2);
+/// The oldest Redis resq runs on: its scripts are a Redis Functions library (`FUNCTION LOAD`,
+/// `FCALL`), which came with 7.0.
+pub(crate) const MIN_REDIS: (u32, u32) = (7, 0);
 
 /// Checks that the server is Redis (or a compatible server reporting a `redis_version`) ≥
 /// [`MIN_REDIS`]; an older one is refused with a clear message instead of failing later in
@@ -349,8 +350,8 @@ pub(crate) async fn check_server<C: ConnectionLike + Send>(
         .unwrap_or("");
     if !version_ok(version) {
         return Err(Error::Unsupported(format!(
-            "redis {target} runs Redis {} but resq needs Redis {}.{} or newer (LPOP with a \
-             count, BLMOVE, SMISMEMBER); upgrade the server",
+            "redis {target} runs Redis {} but resq needs Redis {}.{} or newer (its scripts are \
+             a Redis Functions library); upgrade the server",
             if version.is_empty() {
                 "of an unknown version"
             } else {
@@ -404,8 +405,9 @@ mod tests {
     #[test]
     fn server_versions() {
         assert!(super::version_ok("7.0.15"));
-        assert!(super::version_ok("6.2.0"));
+        assert!(super::version_ok("7.0.0"));
         assert!(super::version_ok("10.0.1"));
+        assert!(!super::version_ok("6.2.14"));
         assert!(!super::version_ok("6.0.16"));
         assert!(!super::version_ok("5.0.7"));
         assert!(!super::version_ok(""));
