@@ -144,7 +144,7 @@ local function complete(KEYS, ARGV)
     if string.byte(spec, 1) == 115 then
       state, why = Status.finish(P, spec, math.floor(now_ms / 1000))
     else
-      state, why = Rec.finish(P, spec, now_ms)
+      state, why = Rec.finish(P, spec, ARGV[20])
       if state then Rec.sweep(P, state, now_ms, tonumber(ARGV[23]) or 0, 10) end
     end
     if why then problem = why end

@@ -67,7 +67,7 @@ local function track_end(X, spec)
   local kind = byte(spec, 1)
   local state, problem
   if kind == 114 then
-    state, problem = Rec.finish(X.P, spec, X.now_ms)
+    state, problem = Rec.finish(X.P, spec, X.now)
     if state then
       X.finals = X.finals or {}
       X.finals[state] = (X.finals[state] or 0) + 1

@@ -5,8 +5,9 @@
 //! function that fails half-way. `luac5.1 -l` lists every global access of the compiled chunk;
 //! the test fails when `luac5.1` is missing. While `FUNCTION LOAD` runs the library's top level,
 //! Redis gives it only `redis` (the standard libraries appear when a function is called), so the
-//! top level reads nothing else. With `RESQ_SCRIPTS_DIR=<dir>` the library is kept there
-//! (`resq.lua`).
+//! top level reads nothing else. And since a global read in a function goes through the
+//! globals' metatable, no function reads one but the prelude's `globals`, once (prelude.lua).
+//! With `RESQ_SCRIPTS_DIR=<dir>` the library is kept there (`resq.lua`).
 
 use std::process::Command;
 
@@ -59,11 +60,20 @@ fn the_library_reads_no_unknown_global_and_sets_none() {
         "the library does not compile: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // `luac -l` lists the main chunk (the library's top level) first, then each function.
+    // `luac -l` lists the main chunk (the library's top level) first, then each function, as
+    // `function <file:line,last> …`.
+    let globals_at = super::LIBRARY
+        .lines()
+        .position(|l| l.starts_with("local function globals()"))
+        .expect("the prelude defines `globals`")
+        + 1;
+    let globals_fn = format!(":{globals_at},");
     let mut top_level = true;
+    let mut in_globals = false;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         if line.starts_with("function <") {
             top_level = false;
+            in_globals = line.contains(&globals_fn);
         }
         let op = if line.contains("GETGLOBAL") {
             "reads"
@@ -82,6 +92,11 @@ fn the_library_reads_no_unknown_global_and_sets_none() {
         } else if top_level && global != "redis" {
             problems.push(format!(
                 "the library's top level reads `{global}`, which FUNCTION LOAD does not give it: {}",
+                line.trim()
+            ));
+        } else if !top_level && !in_globals {
+            problems.push(format!(
+                "a function reads global `{global}` at each call (use the prelude's local): {}",
                 line.trim()
             ));
         }

@@ -14,7 +14,7 @@ local function job_start(KEYS, ARGV)
     local v, problem = Rec.peek(P, id)
     if not v or not v[1] then return 'absent\t' .. (problem or (id .. ' has no record')) end
     if v[1] == 'cancelled' then return 'drop' end
-    return Rec.start(P, id, ARGV[4], now_ms, v)
+    return Rec.start(P, id, ARGV[4], ARGV[5], v)
   end
   local text, ms, close = Status.read(P, id)
   if text == nil then return 'absent\t' .. id .. ' ' .. ms end

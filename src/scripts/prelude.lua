@@ -19,12 +19,29 @@
 -- with G.call counting calls, so a module's per-call state (its caches of what this call read)
 -- starts empty in each call: the library lives as long as the server, a call does not.
 --
--- While FUNCTION LOAD runs this top level, Redis gives it only `redis`; the standard libraries
--- appear when a function is called. A global read in a function goes through a metatable on
--- every read, so a file keeps the library functions it uses in locals of its own, set once,
--- at the first call of any function: `on_init(function(E) … end)` with E the globals.
+-- While FUNCTION LOAD runs this top level, Redis gives it only `redis` (the loading API:
+-- `register_function`); Redis's call API and the standard libraries appear when a function is
+-- called. A global read in a function goes through a metatable on every read (Redis guards the
+-- globals of functions), so no function reads a global: the ones the library uses are locals
+-- declared here, which every file sees, set once at the first call of any function. A file may
+-- also keep the library functions it uses most in locals of its own:
+-- `on_init(function(E) … end)`, with E the globals, runs at that first call too.
 --
 -- KEYS / ARGV: none of its own.
+
+local LOADING = redis
+
+-- The globals, read at call time: here they are Redis's and Lua's. (The one function that
+-- reads globals: it is defined before the locals below, which hide them from what follows.)
+local function globals()
+  return { redis = redis, string = string, table = table, math = math, type = type,
+    tonumber = tonumber, tostring = tostring, pairs = pairs, ipairs = ipairs, pcall = pcall,
+    unpack = unpack, cjson = cjson, select = select, next = next }
+end
+
+local redis, string, table, math, cjson = nil, nil, nil, nil, nil
+local type, tonumber, tostring, pairs, ipairs, pcall, unpack, select, next =
+  nil, nil, nil, nil, nil, nil, nil, nil, nil
 
 local G, Cfg, Pay, Rec, Status, Lim, Jes, Claim = {}, {}, {}, {}, {}, {}, {}, {}
 local Flow, Reserve, Finish = {}, {}, {}
@@ -33,15 +50,14 @@ G.call = 0
 local INIT, ready = {}, false
 local function on_init(f) INIT[#INIT + 1] = f end
 
--- The globals a function sees (read at call time: here they are Redis's and Lua's).
-local function globals()
-  return { redis = redis, string = string, table = table, math = math, type = type,
-    tonumber = tonumber, tostring = tostring, pairs = pairs, ipairs = ipairs, pcall = pcall,
-    unpack = unpack, cjson = cjson, select = select, next = next }
-end
+on_init(function(E)
+  redis, string, table, math, cjson = E.redis, E.string, E.table, E.math, E.cjson
+  type, tonumber, tostring, pairs, ipairs = E.type, E.tonumber, E.tostring, E.pairs, E.ipairs
+  pcall, unpack, select, next = E.pcall, E.unpack, E.select, E.next
+end)
 
 local function register(name, f)
-  redis.register_function('resq_' .. VERSION .. '_' .. name, function(KEYS, ARGV)
+  LOADING.register_function('resq_' .. VERSION .. '_' .. name, function(KEYS, ARGV)
     if not ready then
       local E = globals()
       for i = 1, #INIT do INIT[i](E) end

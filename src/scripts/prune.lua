@@ -51,7 +51,7 @@ local function prune(KEYS, ARGV)
     if string.byte(spec, 1) == 115 then
       Status.finish(P, spec, math.floor(now_ms / 1000), true)
     else
-      Rec.finish(P, spec, now_ms, true)
+      Rec.finish(P, spec, ARGV[10], true)
     end
   end
   Lim.free_requeue(P, ARGV[11], ARGV[1], true)

@@ -25,6 +25,15 @@
 -- KEYS / ARGV: none (a module).
 
 local HISTORY = 50
+local find, sub, byte, unpack, type, tonumber, tostring
+
+on_init(function(E)
+  find, sub, byte, unpack = E.string.find, E.string.sub, E.string.byte, E.unpack
+  type, tonumber, tostring = E.type, E.tonumber, E.tostring
+end)
+
+-- The fields of an ending's HSET (reused: at most 12 are set).
+local F = {}
 local FINAL = { completed = true, failed = true, killed = true, cancelled = true }
 Rec.FINAL = FINAL
 
@@ -33,9 +42,9 @@ local TTL_MAX = 3155760000
 
 function Rec.key(P, id) return P .. 'resq:job:' .. id end
 
--- Whether s has the shape of an id (32 lowercase hex characters).
+-- Whether s has the shape of an id (32 hex characters).
 function Rec.id_like(s)
-  return type(s) == 'string' and #s == 32 and string.find(s, '^[0-9a-f]+$') ~= nil
+  return type(s) == 'string' and #s == 32 and find(s, '^%x+$') ~= nil
 end
 
 -- A field read as a whole number (0 when it is absent or holds anything else).
@@ -46,10 +55,23 @@ local function whole(v)
 end
 Rec.whole = whole
 
+-- Small whole numbers as text, made once: Lua turns a number into text with the C library's
+-- printf (thousands of instructions), and attempts are small numbers written on every move.
+local NUMS = {}
+local function num(n)
+  local t = NUMS[n]
+  if not t then
+    t = tostring(n)
+    if n < 4096 then NUMS[n] = t end
+  end
+  return t
+end
+Rec.num = num
+
 -- The history fields of attempt n that are dropped when attempt n + HISTORY starts.
 local function forget_old(rk, n)
   if n > HISTORY then
-    local o = 'a' .. (n - HISTORY)
+    local o = 'a' .. num(n - HISTORY)
     redis.call('HDEL', rk, o .. '.moved', o .. '.start', o .. '.end')
   end
 end
@@ -58,27 +80,29 @@ end
 -- there is no record), or nil and the problem when it cannot be read. A state of 'cancelled'
 -- means the job must not run.
 function Rec.peek(P, id)
-  local rk = Rec.key(P, id)
+  local rk = P .. 'resq:job:' .. id
   local v = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch')
   if v.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
   return v
 end
 
 -- A reserved job's start, given what Rec.peek read (a record that exists and is not
--- cancelled): its state, worker, start time, attempt and history. Returns the step's word for
--- it: 'r\t<attempt>\t<job key>\t<batch>'.
-function Rec.start(P, id, worker, now_ms, v)
-  local rk = Rec.key(P, id)
+-- cancelled): its state, worker, start time, attempt and history. `now` is the time in epoch
+-- ms as text (written as it is). Returns the step's word for it:
+-- 'r\t<attempt>\t<job key>\t<batch>'.
+function Rec.start(P, id, worker, now, v)
+  local rk = P .. 'resq:job:' .. id
   local n = whole(v[2]) + 1
-  redis.call('HSET', rk, 'state', 'working', 'worker', worker, 'started_at', now_ms,
-    'attempts', n, 'a' .. n .. '.start', now_ms .. ' ' .. worker)
+  local a = num(n)
+  redis.call('HSET', rk, 'state', 'working', 'worker', worker, 'started_at', now,
+    'attempts', a, 'a' .. a .. '.start', now .. ' ' .. worker)
   forget_old(rk, n)
   if FINAL[v[1]] then
     -- Run again (a failure retried from the failure list): no longer finished.
     redis.call('PERSIST', rk)
     redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
   end
-  return 'r\t' .. n .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
+  return 'r\t' .. a .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
 end
 
 -- Frees job key `key` of job `id` (only while it names that job).
@@ -92,57 +116,68 @@ end
 -- The end of a run, from the worker's spec ('\n'-separated: 'r', id, attempt, job key (both
 -- read here; the worker's are not used), state, TTL in s, result JSON ('' none), the error
 -- message (the rest, '' none)): state completed, failed, killed (final), retrying (due_at = the
--- TTL field, epoch ms), or queued (put back). The record is read first (one HMGET): one that is
--- gone is not made again from an ending alone, one already finished is left as it is, and with
--- `only_working` (pruning's view of a dead worker) only a working one is written. A final end
--- then counts in its batch and releases the jobs waiting for it (workflow.lua). Returns the
--- final state written (nil when not final) and a problem (or nil).
-function Rec.finish(P, spec, now_ms, only_working)
-  local _, _, id, _, _, state, ttl, result, err =
-    string.find(spec, '^r\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
-  if not id then return nil, 'BADSPEC a tracked ending the worker sent: ' .. string.sub(spec, 1, 80) end
-  local rk = Rec.key(P, id)
+-- TTL field, epoch ms), or queued (put back). `now` is epoch ms as text. The record is read
+-- first (one HMGET): one that is gone is not made again from an ending alone, one already
+-- finished is left as it is, and with `only_working` (pruning's view of a dead worker) only a
+-- working one is written. A final end then counts in its batch and releases the jobs waiting
+-- for it (workflow.lua). Returns the final state written (nil when not final) and a problem
+-- (or nil).
+function Rec.finish(P, spec, now, only_working)
+  -- (Plain finds: a pattern of classes would run its matcher over every byte of the result.)
+  local e1 = find(spec, '\n', 3, true)
+  local e2 = e1 and find(spec, '\n', e1 + 1, true)
+  local e3 = e2 and find(spec, '\n', e2 + 1, true)
+  local e4 = e3 and find(spec, '\n', e3 + 1, true)
+  local e5 = e4 and find(spec, '\n', e4 + 1, true)
+  local e6 = e5 and find(spec, '\n', e5 + 1, true)
+  if not e6 or byte(spec, 1) ~= 114 or byte(spec, 2) ~= 10 then
+    return nil, 'BADSPEC a tracked ending the worker sent: ' .. sub(spec, 1, 80)
+  end
+  -- (The error, last, may hold newlines; the result, JSON on one line, does not.)
+  local id, state, ttl = sub(spec, 3, e1 - 1), sub(spec, e3 + 1, e4 - 1), sub(spec, e4 + 1, e5 - 1)
+  local result, err = sub(spec, e5 + 1, e6 - 1), sub(spec, e6 + 1)
+  local rk = P .. 'resq:job:' .. id
   local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters')
   if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
   if not cur[1] then return nil, id .. ' has no record (' .. rk .. ')' end
   if FINAL[cur[1]] or (only_working and cur[1] ~= 'working') then return nil end
   local n, key = whole(cur[2]), cur[3]
-  local a = 'a' .. n
-  local ev = (state == 'queued' and 'requeued' or state) .. ' ' .. now_ms
+  local ev = (state == 'queued' and 'requeued' or state) .. ' ' .. now
   if err ~= '' then ev = ev .. ' ' .. err end
-  local f = { 'state', state, a .. '.end', ev }
+  local f = F
+  f[1], f[2], f[3], f[4] = 'state', state, 'a' .. num(n) .. '.end', ev
+  local k = 4
   if FINAL[state] then
-    f[#f + 1] = 'ended_at'
-    f[#f + 1] = now_ms
+    f[k + 1], f[k + 2], k = 'ended_at', now, k + 2
   elseif state == 'retrying' then
-    f[#f + 1] = 'due_at'
-    f[#f + 1] = ttl
+    f[k + 1], f[k + 2], k = 'due_at', ttl, k + 2
   end
-  if result ~= '' then
-    f[#f + 1] = 'result'
-    f[#f + 1] = result
-  end
-  if err ~= '' then
-    f[#f + 1] = 'error'
-    f[#f + 1] = err
-  end
-  redis.call('HSET', rk, unpack(f))
+  if result ~= '' then f[k + 1], f[k + 2], k = 'result', result, k + 2 end
+  if err ~= '' then f[k + 1], f[k + 2], k = 'error', err, k + 2 end
+  redis.call('HSET', rk, unpack(f, 1, k))
   local batch = cur[4]
   if not FINAL[state] then
-    if state == 'retrying' and n <= 1 and batch then return nil, Flow.attempted(P, batch, now_ms) end
+    if state == 'retrying' and n <= 1 and batch then
+      return nil, Flow.attempted(P, batch, tonumber(now))
+    end
     return nil
   end
+  -- (The TTL as the worker wrote it: a number handed to Redis would be printed again.)
   local secs = whole(ttl)
-  if secs > 0 then redis.call('EXPIRE', rk, math.min(secs, TTL_MAX)) end
+  if secs > TTL_MAX then
+    redis.call('EXPIRE', rk, TTL_MAX)
+  elseif secs > 0 then
+    redis.call('EXPIRE', rk, secs == tonumber(ttl) and ttl or secs)
+  end
   local problem = nil
   local ix = P .. 'resq:jobs:' .. state
-  if type(redis.pcall('ZADD', ix, now_ms, id)) == 'table' then
+  if type(redis.pcall('ZADD', ix, now, id)) == 'table' then
     problem = id .. ' ' .. G.wrongtype_of(ix, 'zset')
   end
   Rec.free_key(P, key, id)
   if batch or cur[5] then
     problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5], first = n <= 1 },
-      now_ms) or problem
+      tonumber(now)) or problem
   end
   return state, problem
 end

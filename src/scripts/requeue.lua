@@ -30,7 +30,7 @@ local function requeue(KEYS, ARGV)
     if string.byte(spec, 1) == 115 then
       Status.finish(P, spec, math.floor(now_ms / 1000))
     else
-      Rec.finish(P, spec, now_ms)
+      Rec.finish(P, spec, ARGV[6])
     end
   end
   if ARGV[8] == '1' then Lim.free_requeue(P, ARGV[7], string.sub(KEYS[1], #P + 8), true) end

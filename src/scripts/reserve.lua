@@ -44,9 +44,10 @@ local function stop(X, i, e, key, raws, from)
   X.stopped = true
 end
 
--- The tracked part of a job about to start: 'drop' (cancelled), or a function that writes its
--- start and returns the reply's extra; nil when the job is not tracked (or has no record).
-local function tracked(X, obj, raw, sl)
+-- The tracked part of a job about to start: 'drop' (cancelled), 'r' (resq's record, read into
+-- X.rec_id / X.rec_v) or 's' (resque-status's, into X.st_*), to be written when the job starts
+-- (start); nil when the job is not tracked (or has no record).
+local function tracked(X, obj)
   local id = obj['resq_id']
   if id ~= nil then
     if not Rec.id_like(id) then return nil end
@@ -56,7 +57,8 @@ local function tracked(X, obj, raw, sl)
       return nil
     end
     if v[1] == 'cancelled' then return 'drop' end
-    return function() return Rec.start(X.P, id, sl.id, X.now_ms, v) end
+    X.rec_id, X.rec_v = id, v
+    return 'r'
   end
   local class = obj['class']
   if not (X.C.any_statused and X.C.statused[class]) then return nil end
@@ -65,13 +67,21 @@ local function tracked(X, obj, raw, sl)
   local text, ms, close = Status.read(X.P, id)
   if text == nil then
     Finish.problem(X, id .. ' ' .. ms)
-    return function() return 's' end
+    return 'S'
   end
   if Status.cancelled(text, ms) then return 'drop' end
-  return function()
-    Status.start(X.P, id, class, raw, X.now_s, text, ms, close)
-    return 's'
+  X.st_id, X.st_class, X.st_text, X.st_ms, X.st_close = id, class, text, ms, close
+  return 's'
+end
+
+-- Writes the start tracked() read (kind 'r' or 's'; 'S': a status that could not be read)
+-- for slot sl taking item raw; the reply's extra.
+local function start(X, kind, raw, sl)
+  if kind == 'r' then return Rec.start(X.P, X.rec_id, sl.id, X.now, X.rec_v) end
+  if kind == 's' then
+    Status.start(X.P, X.st_id, X.st_class, raw, X.now_s, X.st_text, X.st_ms, X.st_close)
   end
+  return 's'
 end
 
 -- The limits of job obj (raw) from queue q for slot sl: nil to run it; 'held' (held now);
@@ -103,10 +113,10 @@ local function take(X, raw, q)
   local i, sl = slot(X)
   local kind, obj = Pay.classify(X.C, raw)
   if kind == 'job' then
-    local start = nil
+    local track = nil
     -- Only a payload with an id, or of a statused class, is looked at for tracking.
-    if obj['resq_id'] ~= nil or X.C.any_statused then start = tracked(X, obj, raw, sl) end
-    if start == 'drop' then
+    if obj['resq_id'] ~= nil or X.C.any_statused then track = tracked(X, obj) end
+    if track == 'drop' then
       X.budget, X.outcome = X.budget - 1, 'dropped'
       -- Its limits may hold jobs that its place in the queue kept waiting: those that fit now
       -- are released, as a completion releases them.
@@ -121,7 +131,7 @@ local function take(X, raw, q)
       end
       if r then return r end
     end
-    if start then X.extra[i] = start() end
+    if track then X.extra[i] = start(X, track, raw, sl) end
     local rec = '{"queue":' .. q.json .. ',"run_at":"' .. X.run_at .. '","payload":' .. raw .. '}'
     rcall('SET', sl.wkey, rec)
     X.tag[i], X.data[i], X.gone[i] = 'job', rec, false

@@ -56,7 +56,7 @@ local X = {
 
 local function reset(X, C, slots, queues, KEYS, ARGV)
   X.C, X.P, X.slots, X.queues = C, C.P, slots, queues
-  X.processed_key, X.now_ms = KEYS[1], tonumber(ARGV[4])
+  X.processed_key, X.now_ms, X.now = KEYS[1], tonumber(ARGV[4]), ARGV[4]
   X.now_s = floor(X.now_ms / 1000)
   X.run_at, X.failed_at, X.token, X.L = ARGV[5], ARGV[6], ARGV[7], Lim.load(ARGV[8])
   X.n, X.nw, X.np, X.next, X.budget, X.stopped = 0, 0, 0, 1, 100, false
