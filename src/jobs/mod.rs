@@ -10,30 +10,37 @@
 //!   of the job writes a few fields of, in the call that moves it (the library's `record.lua`);
 //!   resque-status jobs keep resque-status's JSON record, `<ns>:status:<id>`, which Ruby reads
 //!   and writes too (`status.lua`).
-//! * Query ([`crate::admin::Admin::job`], [`crate::admin::Admin::jobs`],
-//!   [`crate::admin::Admin::job_counts`]), wait ([`crate::Client::wait`]), cancel
-//!   ([`crate::Client::cancel`]); a running job reports progress and sees cancellation through
-//!   its [`crate::JobContext`].
+//! * Only finished jobs are indexed (`<ns>:resq:jobs:<state>`, by end time), and tags
+//!   (`<ns>:resq:tag:<tag>`): a queued, scheduled, retrying or working job is found where it
+//!   is — its queue (or a limit's held set), the delayed set, a worker's record.
+//! * Query ([`crate::admin::Admin::job`], [`crate::admin::Admin::jobs`] and
+//!   [`crate::admin::Admin::jobs_from`], [`crate::admin::Admin::job_counts`]), wait
+//!   ([`crate::Client::wait`]), cancel ([`crate::Client::cancel`]); a running job reports
+//!   progress and sees cancellation through its [`crate::JobContext`].
 //! * Finished records expire (24 h by default, per class with [`crate::Registry::track_ttl`]).
 //!
-//! Modules: `id` ([`JobId`]), `state` ([`State`], [`JobStatus`]), `read` (a record read from
-//! Redis), `record` (what the worker tells the library), `running` (a job while it runs),
-//! `enqueue`, `query`, `control`, `wait`.
+//! Modules: `id` ([`JobId`]), `state` ([`State`], [`JobStatus`]), `own` and `statused` (the
+//! two records read into a [`JobStatus`]), `read` (records read from Redis), `record` (what the
+//! worker tells the library), `running` (a job while it runs), `enqueue`, `query` (listing),
+//! `position` ([`JobPosition`]), `walk` and `places` (the sources a listing reads), `counts`,
+//! `control`, `wait`.
 
 mod control;
 mod enqueue;
 mod id;
+mod own;
 mod query;
 mod read;
 pub(crate) mod record;
 mod running;
 mod state;
+mod statused;
 mod wait;
 
 pub use enqueue::Track;
 pub use id::JobId;
 pub use query::{JobFilter, JobPage};
-pub use state::{Event, JobStatus, State};
+pub use state::{BadField, Event, JobStatus, State};
 
 pub use control::Cancelled;
 pub(crate) use record::{Ending, Kind, TrackEnd};
