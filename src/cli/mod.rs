@@ -14,6 +14,7 @@
 
 pub(crate) mod enqueue;
 pub(crate) mod failed;
+pub(crate) mod job_show;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod output;

@@ -26,9 +26,12 @@
 //! `control`, `wait`.
 
 mod control;
+mod counts;
 mod enqueue;
 mod id;
 mod own;
+mod places;
+mod position;
 mod query;
 mod read;
 pub(crate) mod record;
@@ -36,9 +39,11 @@ mod running;
 mod state;
 mod statused;
 mod wait;
+mod walk;
 
 pub use enqueue::Track;
 pub use id::JobId;
+pub use position::JobPosition;
 pub use query::{JobFilter, JobPage};
 pub use state::{BadField, Event, JobStatus, State};
 

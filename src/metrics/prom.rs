@@ -66,7 +66,7 @@ pub(super) struct Metrics {
     queue_depth: Family<QueueLabels, Gauge>,
     /// Age of each queue's oldest job at the last scrape, where knowable.
     queue_latency: Family<QueueLabels, Gauge<f64, AtomicU64>>,
-    /// Tracked jobs in each state at the last scrape.
+    /// Jobs in each state at the last scrape ([`crate::admin::Admin::job_counts`]).
     jobs: Family<StateLabels, Gauge>,
     /// Each limit's capacity at the last scrape.
     limit_capacity: Family<LimitLabels, Gauge>,
@@ -137,7 +137,7 @@ impl Metrics {
         );
         registry.register(
             "jobs",
-            "Tracked jobs in each state (read from Redis at scrape time)",
+            "Jobs in each state, read from Redis at scrape time: queued, scheduled and working count every job in the queues (and held by limits), the delayed set (retries too) and on the workers; waiting and the finished states count resq's tracked jobs",
             m.jobs.clone(),
         );
         registry.register(
@@ -181,7 +181,7 @@ impl Metrics {
         out
     }
 
-    /// Sets the tracked-job series to `counts` (every state, zeros included).
+    /// Sets the job series to `counts` (every state counted, zeros included).
     pub(super) fn set_jobs(&self, counts: &[(crate::jobs::State, u64)]) {
         for (state, n) in counts {
             let l = StateLabels {
