@@ -91,7 +91,10 @@ pub(crate) fn show(s: &JobStatus, record: &str, now: DateTime<Utc>) -> String {
         ("started", at(now, s.started_at)),
         ("finished", at(now, s.finished_at)),
         ("error", opt(&s.error)),
-        ("result", s.result.as_ref().map_or_else(|| "-".into(), pretty)),
+        (
+            "result",
+            s.result.as_ref().map_or_else(|| "-".into(), pretty),
+        ),
         (
             "options",
             s.options.as_ref().map_or_else(|| "-".into(), pretty),
@@ -104,7 +107,10 @@ pub(crate) fn show(s: &JobStatus, record: &str, now: DateTime<Utc>) -> String {
         let bad: Vec<String> = s.unreadable.iter().map(|b| b.to_string()).collect();
         rows.push((
             "unreadable",
-            format!("{} (in {record})", bad.join(&format!("\n{}", " ".repeat(W)))),
+            format!(
+                "{} (in {record})",
+                bad.join(&format!("\n{}", " ".repeat(W)))
+            ),
         ));
     }
     let mut out: Vec<String> = rows

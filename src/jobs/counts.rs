@@ -88,10 +88,7 @@ impl Admin {
         let queued = queued + held_n.iter().map(n).sum::<u64>();
         let working = busy.iter().filter(|r| n(r) > 0).count() as u64;
         let scheduled = self.delayed_items(&mut con).await?;
-        let mut out = vec![
-            (State::Queued, queued),
-            (State::Scheduled, scheduled),
-        ];
+        let mut out = vec![(State::Queued, queued), (State::Scheduled, scheduled)];
         out.push((State::Waiting, ix.first().map_or(0, n)));
         out.push((State::Working, working));
         for (s, r) in indexed.iter().zip(ix).skip(1) {

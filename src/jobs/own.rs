@@ -188,7 +188,11 @@ fn history(fields: &[(String, Vec<u8>)], bad: &mut Vec<BadField>) -> Vec<Event> 
             },
         ));
     };
-    let first = |t: &str| t.split(' ').next().and_then(|x| x.trim().parse::<i64>().ok());
+    let first = |t: &str| {
+        t.split(' ')
+            .next()
+            .and_then(|x| x.trim().parse::<i64>().ok())
+    };
     for (f, v) in fields {
         let t = String::from_utf8_lossy(v);
         let mut extra = Map::new();
@@ -279,7 +283,10 @@ mod tests {
         assert_eq!(s.due_at.map(|t| t.timestamp()), Some(1795495090));
         assert!(s.unreadable.is_empty(), "{:?}", s.unreadable);
         let events: Vec<&str> = s.history.iter().map(|e| e.event.as_str()).collect();
-        assert_eq!(events, ["enqueued", "started", "retrying", "moved", "started"]);
+        assert_eq!(
+            events,
+            ["enqueued", "started", "retrying", "moved", "started"]
+        );
         assert_eq!(s.history[2].fields["error"], "boom: it broke");
     }
 
@@ -325,7 +332,15 @@ mod tests {
         bad.sort();
         assert_eq!(
             bad,
-            ["a1.end", "attempts", "class", "enqueued_at", "p.total", "result", "state"]
+            [
+                "a1.end",
+                "attempts",
+                "class",
+                "enqueued_at",
+                "p.total",
+                "result",
+                "state"
+            ]
         );
         // No state at all.
         let s = JobStatus::from_fields(&id, &[f("class", b"A")]);

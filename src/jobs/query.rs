@@ -124,7 +124,8 @@ impl JobFilter {
 
     /// Whether records are read only to be dropped by a filter the source does not apply.
     fn narrows(&self) -> bool {
-        self.class.is_some() || (self.tag.is_some() && (self.state.is_some() || self.queue.is_some()))
+        self.class.is_some()
+            || (self.tag.is_some() && (self.state.is_some() || self.queue.is_some()))
     }
 }
 
@@ -139,7 +140,11 @@ fn listed_state(place: Place, seg: Seg, s: &JobStatus) -> Option<State> {
     match (place, seg) {
         (Place::Worker, _) => Some(State::Working),
         (Place::Held, _) => Some(State::Queued),
-        (Place::Queue, _) => Some(if retrying { State::Retrying } else { State::Queued }),
+        (Place::Queue, _) => Some(if retrying {
+            State::Retrying
+        } else {
+            State::Queued
+        }),
         (Place::Delayed, _) => Some(if retrying {
             State::Retrying
         } else {
@@ -313,7 +318,8 @@ impl Admin {
         }
         let index = match (plan, &filter.tag, filter.state) {
             ([Seg::Tag], Some(t), None) => self.keys().job_tag(t),
-            ([Seg::State(s)], None, Some(_)) | ([Seg::State(s), Seg::Statuses(_)], None, Some(_)) => {
+            ([Seg::State(s)], None, Some(_))
+            | ([Seg::State(s), Seg::Statuses(_)], None, Some(_)) => {
                 self.keys().job_state(s.as_str())
             }
             _ => return Ok(None),
@@ -401,7 +407,10 @@ mod tests {
         assert_eq!(f(Some(State::Failed), Some("t"), None).plan(), [Seg::Tag]);
         assert_eq!(
             f(Some(State::Failed), None, None).plan(),
-            [Seg::State(State::Failed), Seg::Statuses(Some(State::Failed))]
+            [
+                Seg::State(State::Failed),
+                Seg::Statuses(Some(State::Failed))
+            ]
         );
         assert_eq!(
             f(Some(State::Failed), None, Some("q")).plan(),

@@ -62,11 +62,14 @@ pub(crate) async fn read_many<C: ConnectionLike + Send>(
     let own: Vec<usize> = (0..wanted.len())
         .filter(|&i| wanted[i].1 != Want::Statused)
         .collect();
-    let replies = each(con, own.iter().map(|&i| {
-        let mut c = redis::cmd("HGETALL");
-        c.arg(keys.job_record(wanted[i].0.as_str()));
-        c
-    }))
+    let replies = each(
+        con,
+        own.iter().map(|&i| {
+            let mut c = redis::cmd("HGETALL");
+            c.arg(keys.job_record(wanted[i].0.as_str()));
+            c
+        }),
+    )
     .await?;
     for (&i, r) in own.iter().zip(replies) {
         let id = &wanted[i].0;
@@ -86,11 +89,14 @@ pub(crate) async fn read_many<C: ConnectionLike + Send>(
     let statused: Vec<usize> = (0..wanted.len())
         .filter(|&i| out[i].is_none() && wanted[i].1 != Want::Own)
         .collect();
-    let replies = each(con, statused.iter().map(|&i| {
-        let mut c = redis::cmd("GET");
-        c.arg(keys.resque_status(wanted[i].0.as_str()));
-        c
-    }))
+    let replies = each(
+        con,
+        statused.iter().map(|&i| {
+            let mut c = redis::cmd("GET");
+            c.arg(keys.resque_status(wanted[i].0.as_str()));
+            c
+        }),
+    )
     .await?;
     for (&i, r) in statused.iter().zip(replies) {
         let id = &wanted[i].0;
@@ -109,17 +115,20 @@ pub(crate) async fn read_many<C: ConnectionLike + Send>(
         });
     }
     if !wrong.is_empty() {
-        let types = each(con, wrong.iter().map(|(_, k, _)| {
-            let mut c = redis::cmd("TYPE");
-            c.arg(k);
-            c
-        }))
+        let types = each(
+            con,
+            wrong.iter().map(|(_, k, _)| {
+                let mut c = redis::cmd("TYPE");
+                c.arg(k);
+                c
+            }),
+        )
         .await?;
         for ((i, key, what), t) in wrong.into_iter().zip(types) {
-            let t = t
-                .ok()
-                .and_then(bytes)
-                .map_or_else(|| "?".to_string(), |b| String::from_utf8_lossy(&b).into_owned());
+            let t = t.ok().and_then(bytes).map_or_else(
+                || "?".to_string(),
+                |b| String::from_utf8_lossy(&b).into_owned(),
+            );
             out[i] = Some(Found::Unreadable(format!("{key} holds a {t}, not {what}")));
         }
     }
@@ -172,11 +181,14 @@ async fn gone_workers<C: ConnectionLike + Send>(
     if doubt.is_empty() {
         return Ok(());
     }
-    let member = each(con, doubt.iter().map(|(_, w)| {
-        let mut c = redis::cmd("SISMEMBER");
-        c.arg(keys.workers()).arg(w);
-        c
-    }))
+    let member = each(
+        con,
+        doubt.iter().map(|(_, w)| {
+            let mut c = redis::cmd("SISMEMBER");
+            c.arg(keys.workers()).arg(w);
+            c
+        }),
+    )
     .await?;
     // An error (a key of the wrong type) says nothing: the worker is taken as there.
     doubt = doubt
@@ -185,11 +197,14 @@ async fn gone_workers<C: ConnectionLike + Send>(
         .filter(|(_, m)| matches!(m, Ok(Value::Int(0)) | Ok(Value::Boolean(false))))
         .map(|(d, _)| d)
         .collect();
-    let records = each(con, doubt.iter().map(|(_, w)| {
-        let mut c = redis::cmd("GET");
-        c.arg(keys.worker(w));
-        c
-    }))
+    let records = each(
+        con,
+        doubt.iter().map(|(_, w)| {
+            let mut c = redis::cmd("GET");
+            c.arg(keys.worker(w));
+            c
+        }),
+    )
     .await?;
     doubt = doubt
         .into_iter()
@@ -217,11 +232,14 @@ async fn gone_workers<C: ConnectionLike + Send>(
             _ => None,
         })
         .collect();
-    let again = each(con, ids.iter().map(|(id, _)| {
-        let mut c = redis::cmd("HGETALL");
-        c.arg(keys.job_record(id.as_str()));
-        c
-    }))
+    let again = each(
+        con,
+        ids.iter().map(|(id, _)| {
+            let mut c = redis::cmd("HGETALL");
+            c.arg(keys.job_record(id.as_str()));
+            c
+        }),
+    )
     .await?;
     for (((i, w), (id, _)), r) in doubt.into_iter().zip(&ids).zip(again) {
         let fresh = r

@@ -196,7 +196,9 @@ impl Walk {
             let from = if i == 0 { self.off } else { 0 };
             // A key of another type holds no jobs here.
             let mut items: Vec<Vec<u8>> = match r {
-                Ok(Value::Array(v)) | Ok(Value::Set(v)) => v.into_iter().filter_map(bytes).collect(),
+                Ok(Value::Array(v)) | Ok(Value::Set(v)) => {
+                    v.into_iter().filter_map(bytes).collect()
+                }
                 _ => Vec::new(),
             };
             if queues {
@@ -411,7 +413,9 @@ async fn index_rank<C: ConnectionLike + Send>(con: &mut C, key: &str, cur: &Cur)
 /// An error reading index `key`, naming it.
 fn index_error(e: redis::RedisError, key: &str) -> Error {
     if e.code() == Some("WRONGTYPE") {
-        Error::Protocol(format!("{key} is not an index of tracked jobs (a sorted set)"))
+        Error::Protocol(format!(
+            "{key} is not an index of tracked jobs (a sorted set)"
+        ))
     } else {
         e.into()
     }
