@@ -1,7 +1,8 @@
 //! `resq jobs`, `resq jobs purge` and `resq job show|wait|cancel` (issue 14, operator side):
 //! the real `resq` binary against the test binary's own `redis-server`, with jobs enqueued
 //! through `resq::Client` and run by an in-process worker. Every command, human and `--json`;
-//! `job wait`'s exit codes; cancelling queued and running jobs; purging; bad ids.
+//! going on with `--from`, past 20,000 entries; `job wait`'s exit codes; cancelling queued and
+//! running jobs; purging; bad ids and records that are no records.
 
 mod support;
 
@@ -139,7 +140,7 @@ async fn jobs_lists_with_counts_filters_and_json() {
     let mut lines = out.lines();
     assert_eq!(
         lines.next(),
-        Some("jobs: 1 queued · 0 scheduled · 0 working · 0 retrying · 1 completed · 1 failed · 0 killed · 1 cancelled"),
+        Some("jobs: 1 queued · 0 scheduled · 0 waiting · 0 working · 1 completed · 1 failed · 0 killed · 1 cancelled"),
         "{out}"
     );
     let header = lines.next().unwrap_or_default();
@@ -148,16 +149,13 @@ async fn jobs_lists_with_counts_filters_and_json() {
     ] {
         assert!(header.contains(col), "{header}");
     }
-    // Every job once (newest first by resque-status's `time`, whole seconds: jobs created in the
-    // same second come in no particular order).
-    let mut ids = listed(&out);
-    ids.sort();
-    let mut want: Vec<String> = [&s.completed, &s.failed, &s.queued, &s.cancelled]
+    // Every job once, in the listing's order: where jobs are (the queued one), then the
+    // finished states.
+    let want: Vec<String> = [&s.queued, &s.completed, &s.failed, &s.cancelled]
         .iter()
         .map(|i| i.to_string())
         .collect();
-    want.sort();
-    assert_eq!(ids, want, "{out}");
+    assert_eq!(listed(&out), want, "{out}");
     let row = |id: &JobId| {
         out.lines()
             .find(|l| l.starts_with(id.as_str()))
@@ -165,7 +163,7 @@ async fn jobs_lists_with_counts_filters_and_json() {
             .to_string()
     };
     let done = row(&s.completed);
-    for want in ["completed", "Report", "default", "100%", "Completed at "] {
+    for want in ["completed", "Report", "default", "100%", "half way"] {
         assert!(done.contains(want), "{want:?} not in {done:?}");
     }
     let failed = row(&s.failed);
@@ -175,10 +173,7 @@ async fn jobs_lists_with_counts_filters_and_json() {
     );
     assert!(row(&s.cancelled).contains("cancelled"));
     assert!(row(&s.queued).contains("later"));
-    assert!(
-        out.contains("(4 shown of 4 tracked jobs, newest first)"),
-        "{out}"
-    );
+    assert!(out.contains("\n(4 shown; the end)"), "{out}");
 
     // Each filter narrows the list.
     for (args, want) in [
@@ -195,16 +190,44 @@ async fn jobs_lists_with_counts_filters_and_json() {
     }
     let none = ok(ns, &["jobs", "--state", "working"]).await;
     assert!(listed(&none).is_empty(), "{none}");
-    // Paging: --limit and --offset over matches.
+    // Paging: --limit and --offset over matches, then on from where a page ended.
     let page = ok(ns, &["jobs", "--limit", "2", "--offset", "1"]).await;
     let all = listed(&out);
     assert_eq!(listed(&page), all[1..3], "{page}");
-    assert!(page.contains("next: --offset 3"), "{page}");
+    let from = page
+        .split("next: --from ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("no next: {page}"))
+        .to_string();
+    let rest = ok(ns, &["jobs", "--limit", "2", "--from", &from]).await;
+    assert_eq!(listed(&rest), all[3..], "{rest}");
+    assert!(rest.contains("(1 shown; the end)"), "{rest}");
+    let out = resq(ns, &["jobs", "--from", "nowhere"]).await;
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("--from: \"nowhere\" is not a position"),
+        "{}",
+        stderr(&out)
+    );
+    let out = resq(ns, &["jobs", "--state", "completed", "--from", &from]).await;
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("not one of this listing's"),
+        "{}",
+        stderr(&out)
+    );
+    let v = json_of(ns, &["jobs", "--limit", "2", "--offset", "1"]).await;
+    assert_eq!(v["next"], from.as_str(), "{v}");
 
     // --json: the page.
     let v = json_of(ns, &["jobs"]).await;
-    assert_eq!(v["total"], 4, "{v}");
+    assert_eq!(v["total"], Value::Null, "{v}");
+    assert_eq!(v["next"], Value::Null, "{v}");
     assert_eq!(v["truncated"], false);
+    assert_eq!(v["unreadable"], json!([]));
+    let one = json_of(ns, &["jobs", "--state", "completed"]).await;
+    assert_eq!(one["total"], 1, "{one}");
     let jobs = v["jobs"].as_array().expect("jobs");
     assert_eq!(jobs.len(), 4);
     assert_eq!(
@@ -249,10 +272,13 @@ async fn a_closed_pipe_ends_the_listing_quietly() {
 #[tokio::test]
 async fn a_record_that_is_no_record_is_named_not_hidden() {
     let ns = support::namespace("cjgarbage");
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    // resque-status's record: a text that is no JSON object.
     let id = JobId::new();
-    let key = Keys::new(&ns).resque_status(id.as_str());
-    for garbage in ["garbage {", "[1,2,3]", "\"text\""] {
-        let _: () = support::con().await.set(&key, garbage).await.unwrap();
+    let key = k.resque_status(id.as_str());
+    for garbage in ["garbage {", "[1,2,3]", "\"text\"", "null"] {
+        let _: () = con.set(&key, garbage).await.unwrap();
         let out = resq(&ns, &["job", "show", id.as_str()]).await;
         assert_eq!(code(&out), 1, "{garbage}");
         assert!(
@@ -269,6 +295,76 @@ async fn a_record_that_is_no_record_is_named_not_hidden() {
             "{err}"
         );
     }
+    // resq's own record: a key of another type.
+    let own = JobId::new();
+    let rkey = k.job_record(own.as_str());
+    let _: () = con.rpush(&rkey, "x").await.unwrap();
+    for args in [
+        vec!["job", "show", own.as_str()],
+        vec!["job", "cancel", own.as_str()],
+    ] {
+        let out = resq(&ns, &args).await;
+        assert_eq!(code(&out), 1, "{args:?}");
+        assert!(stderr(&out).contains(&rkey), "{args:?}: {}", stderr(&out));
+    }
+    let out = resq(&ns, &["job", "wait", own.as_str(), "--timeout", "0"]).await;
+    assert_eq!(code(&out), 4);
+    assert!(
+        stderr(&out).contains(&format!("{rkey} holds a list, not a record (a hash)")),
+        "{}",
+        stderr(&out)
+    );
+    // A hash whose state is no state (nor UTF-8), whose fields hold JSON null and wrong types:
+    // shown as far as it reads, the fields named with the key.
+    let odd = JobId::new();
+    let okey = k.job_record(odd.as_str());
+    let () = redis::pipe()
+        .hset(&okey, "state", b"\xff".as_slice())
+        .hset(&okey, "class", "Odd")
+        .hset(&okey, "p.num", "null")
+        .hset(&okey, "attempts", "many")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let out = ok(&ns, &["job", "show", odd.as_str()]).await;
+    assert!(
+        out.contains("state        ? (the record's state cannot be read"),
+        "{out}"
+    );
+    assert!(out.contains("class        Odd\n"), "{out}");
+    assert!(
+        out.contains("unreadable   state holds \"\u{fffd}\"\n             attempts holds \"many\""),
+        "{out}"
+    );
+    assert!(out.contains(&format!("(in {okey})")), "{out}");
+    let out = resq(&ns, &["job", "wait", odd.as_str(), "--timeout", "0"]).await;
+    assert_eq!(code(&out), 4);
+    assert!(
+        stderr(&out).contains("has no state to read"),
+        "{}",
+        stderr(&out)
+    );
+    // Listed among good ones: the listing goes on and names them.
+    let good = client(&ns)
+        .await
+        .enqueue_class_tracked("q", "Good", &[], Track::new().tag("t"))
+        .await
+        .unwrap();
+    for (i, id) in [&own, &odd, &id].into_iter().enumerate() {
+        let _: () = con.zadd(k.job_tag("t"), id.as_str(), i).await.unwrap();
+    }
+    let _: () = con.zadd(k.job_tag("t"), good.as_str(), 9).await.unwrap();
+    let out = ok(&ns, &["jobs", "--tag", "t"]).await;
+    assert_eq!(listed(&out), [good.to_string()], "{out}");
+    for key in [&rkey, &okey, &key] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("unreadable: ") && l.contains(key.as_str())),
+            "{key}: {out}"
+        );
+    }
+    let v = json_of(&ns, &["jobs", "--tag", "t"]).await;
+    assert_eq!(v["unreadable"].as_array().map(Vec::len), Some(3), "{v}");
 }
 
 #[tokio::test]
@@ -287,9 +383,10 @@ async fn job_show_prints_the_whole_record() {
     assert_eq!(field("id"), s.completed.as_str());
     assert_eq!(field("state"), "completed");
     assert_eq!(field("status"), "completed (resque-status)");
-    // A job tracked through the client (not statused) is named by its class.
+    // A job tracked through the client (not statused) is named by its class; its message is
+    // its last progress message.
     assert_eq!(field("name"), "Report");
-    assert!(field("message").starts_with("Completed at "), "{out}");
+    assert_eq!(field("message"), "half way");
     assert_eq!(field("progress"), "100% (1 of 2)");
     assert_eq!(field("class"), "Report");
     assert_eq!(field("queue"), "default");
@@ -299,8 +396,13 @@ async fn job_show_prints_the_whole_record() {
     assert_eq!(field("job key"), "-");
     assert_eq!(
         field("record"),
-        Keys::new(ns).resque_status(s.completed.as_str())
+        format!(
+            "{} (resq's own record, a hash)",
+            Keys::new(ns).job_record(s.completed.as_str())
+        )
     );
+    assert_eq!(field("stop asked"), "-");
+    assert_eq!(field("due"), "-");
     for t in ["created", "enqueued", "started", "finished"] {
         assert!(field(t).ends_with(" ago)"), "{t}: {out}");
     }
@@ -322,6 +424,21 @@ async fn job_show_prints_the_whole_record() {
 
     let failed = ok(ns, &["job", "show", s.failed.as_str()]).await;
     assert!(failed.contains("error        always <fails>"), "{failed}");
+    // A resque-status job: its record is resque-status's.
+    let st = client(ns)
+        .await
+        .create_status_class("statused", "Stat", serde_json::Map::new(), Track::new())
+        .await
+        .unwrap();
+    let shown = ok(ns, &["job", "show", st.as_str()]).await;
+    assert!(
+        shown.contains(&format!(
+            "record       {} (resque-status's record, a JSON text)",
+            Keys::new(ns).resque_status(st.as_str())
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("state        queued\n"), "{shown}");
     // --json: the JobStatus.
     let v = json_of(ns, &["job", "show", s.completed.as_str()]).await;
     assert_eq!(v["id"], s.completed.as_str());
@@ -377,7 +494,7 @@ async fn job_wait_exit_codes_say_how_the_job_ended() {
     let out = resq(ns, &["job", "wait", s.cancelled.as_str()]).await;
     assert_eq!(code(&out), 1);
     assert!(
-        stdout(&out).starts_with("cancelled: Cancelled at "),
+        stdout(&out).starts_with("cancelled at 20") && stdout(&out).ends_with(" UTC\n"),
         "{}",
         stdout(&out)
     );
@@ -566,19 +683,114 @@ async fn jobs_purge_deletes_finished_records() {
         ok(ns, &["jobs", "purge", "--state", "failed"]).await,
         "purged 1 job\n"
     );
-    let gone: Option<String> = con.get(k.resque_status(s.failed.as_str())).await.unwrap();
-    assert_eq!(gone, None);
-    let kept: Option<String> = con
-        .get(k.resque_status(s.completed.as_str()))
+    let gone: bool = con.exists(k.job_record(s.failed.as_str())).await.unwrap();
+    assert!(!gone);
+    let kept: bool = con
+        .exists(k.job_record(s.completed.as_str()))
         .await
         .unwrap();
-    assert!(kept.is_some());
+    assert!(kept);
     // The rest of the finished ones (completed, cancelled); the queued one stays.
     let v = json_of(ns, &["jobs", "purge", "--older-than", "0s"]).await;
     assert_eq!(v, json!({"purged": 2}));
     let left = json_of(ns, &["jobs"]).await;
-    assert_eq!(left["total"], 1, "{left}");
+    assert_eq!(left["jobs"].as_array().map(Vec::len), Some(1), "{left}");
     assert_eq!(left["jobs"][0]["id"], s.queued.as_str());
     let out = ok(ns, &["jobs"]).await;
     assert!(out.starts_with("jobs: 1 queued · 0 scheduled"), "{out}");
+}
+
+#[tokio::test]
+async fn jobs_go_on_past_twenty_thousand_entries() {
+    // 20,050 finished jobs of resq's own, written as the library writes them; the oldest is
+    // the only `Rare` one.
+    let ns = support::namespace("cjdeep");
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let ids: Vec<String> = (0..20_050).map(|_| JobId::new().to_string()).collect();
+    for (c, chunk) in ids.chunks(2500).enumerate() {
+        let mut p = redis::pipe();
+        for (i, id) in chunk.iter().enumerate() {
+            let at = c * 2500 + i;
+            let class = if at == 0 { "Rare" } else { "Bulk" };
+            p.hset_multiple(
+                k.job_record(id),
+                &[("state", "completed"), ("class", class)],
+            )
+            .ignore()
+            .zadd(k.job_state("completed"), id, at + 1)
+            .ignore();
+        }
+        let () = p.query_async(&mut con).await.unwrap();
+    }
+    let args = [
+        "jobs",
+        "--state",
+        "completed",
+        "--class",
+        "Rare",
+        "--limit",
+        "5",
+    ];
+    let out = ok(&ns, &args).await;
+    assert!(listed(&out).is_empty(), "{out}");
+    let from = out
+        .split("go on with --from ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_else(|| panic!("no position: {out}"))
+        .to_string();
+    assert!(
+        out.contains("stopped after looking at 20,000 entries"),
+        "{out}"
+    );
+    let mut more = args.to_vec();
+    more.extend(["--from", from.as_str()]);
+    let out = ok(&ns, &more).await;
+    assert_eq!(listed(&out), [ids[0].clone()], "{out}");
+    assert!(out.contains("(1 shown; the end)"), "{out}");
+    let v = json_of(&ns, &args).await;
+    assert_eq!(
+        (v["truncated"].clone(), v["next"].clone()),
+        (json!(true), json!(from))
+    );
+    // Past the 20,000th newest by --offset: the page stops, and --from goes on from there.
+    let out = ok(
+        &ns,
+        &[
+            "jobs",
+            "--state",
+            "completed",
+            "--offset",
+            "20040",
+            "--limit",
+            "3",
+        ],
+    )
+    .await;
+    let from = out
+        .split("go on with --from ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_else(|| panic!("no position: {out}"))
+        .to_string();
+    let out = ok(
+        &ns,
+        &[
+            "jobs",
+            "--state",
+            "completed",
+            "--limit",
+            "3",
+            "--from",
+            &from,
+        ],
+    )
+    .await;
+    // Newest first: the 20,001st newest is the 50th written.
+    assert_eq!(
+        listed(&out),
+        [ids[49].clone(), ids[48].clone(), ids[47].clone()],
+        "{out}"
+    );
 }

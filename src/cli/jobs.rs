@@ -205,7 +205,10 @@ async fn list(admin: &Admin, a: ListArgs, as_json: bool) -> Result<()> {
         Some(p) => {
             let from: JobPosition = p.parse().map_err(|e: Error| Error::Config {
                 var: "--from",
-                message: e.to_string(),
+                message: match e {
+                    Error::Rejected(m) => m,
+                    e => e.to_string(),
+                },
             })?;
             admin
                 .jobs_from(&filter, &from, a.limit)

@@ -67,7 +67,9 @@ const SCAN_BUDGET: usize = 20_000;
 const CHUNK: usize = 200;
 
 impl JobFilter {
-    fn matches(&self, s: &JobStatus) -> bool {
+    /// Whether record `s` passes the filter (its tag, when read from the tag's own index, is
+    /// the index's: a resque-status record keeps no tags).
+    fn matches(&self, s: &JobStatus, seg: Seg) -> bool {
         self.state.is_none_or(|st| s.state == st)
             && self
                 .queue
@@ -77,7 +79,7 @@ impl JobFilter {
                 .class
                 .as_ref()
                 .is_none_or(|c| s.class.as_ref() == Some(c))
-            && self.tag.as_ref().is_none_or(|t| s.tags.contains(t))
+            && (seg == Seg::Tag || self.tag.as_ref().is_none_or(|t| s.tags.contains(t)))
     }
 
     /// The sources of this filter, in order.
@@ -273,7 +275,7 @@ impl Admin {
                                 continue;
                             };
                             located(&mut s, &c, st);
-                            if filter.matches(&s) {
+                            if filter.matches(&s, seg) {
                                 kept[i] = Some(s);
                             }
                         }
