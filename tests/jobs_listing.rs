@@ -177,6 +177,7 @@ async fn each_state_is_read_where_its_jobs_are() {
         .zadd(k.job_state("cancelled"), &cancelled, 1)
         .await
         .unwrap();
+    let _: () = con.zadd(k.resque_statuses(), &statused, 1).await.unwrap();
 
     let a = admin(&ns).await;
     let list = |f: JobFilter| {
@@ -192,7 +193,7 @@ async fn each_state_is_read_where_its_jobs_are() {
     assert!(q.jobs.iter().all(|j| j.state == State::Queued));
     assert_eq!(q.jobs[1].queue.as_deref(), Some("b"), "where it is");
     assert!(q.jobs[1].statused && q.jobs[1].class.as_deref() == Some("Stat"));
-    assert_eq!(ids(&list(state(State::Scheduled)).await), [sched.clone()]);
+    assert_eq!(ids(&list(state(State::Scheduled)).await), [sched.as_str()]);
     assert_eq!(
         ids(&list(state(State::Retrying)).await),
         [retry.clone(), retry_now.clone()]
@@ -203,7 +204,7 @@ async fn each_state_is_read_where_its_jobs_are() {
     assert!(w.jobs.iter().all(|j| j.state == State::Working), "{w:?}");
     assert_eq!(
         ids(&list(state(State::Cancelled)).await),
-        [cancelled.clone()]
+        [cancelled.as_str()]
     );
     let by_queue = list(JobFilter {
         state: Some(State::Queued),
@@ -212,10 +213,11 @@ async fn each_state_is_read_where_its_jobs_are() {
     })
     .await;
     assert_eq!(ids(&by_queue), [statused.clone(), qb.clone()]);
-    // No filter: working, queued (queues, held), the delayed set, then the indexes; every job
+    // No filter: resq's own where they are — working, queued (queues, held), the delayed set —
+    // and in the indexes, then resque-status's records as `_statuses` lists them; every job
     // once, in pages of two that go on across the sources.
     let want = [
-        &working, &on_ruby, &qa, &retry_now, &statused, &qb, &held, &sched, &retry, &cancelled,
+        &working, &on_ruby, &qa, &retry_now, &qb, &held, &sched, &retry, &cancelled, &statused,
     ];
     let all = list(JobFilter::default()).await;
     assert_eq!(ids(&all), want.map(|s| s.to_string()));
@@ -481,7 +483,7 @@ async fn records_of_every_bad_shape_never_blind_a_listing_show_wait_or_cancel() 
         assert!(!p.unreadable.is_empty(), "{f:?}: {p:?}");
     }
     let queued = a.jobs(&state(State::Queued), 0, 50).await.unwrap();
-    assert_eq!(ids(&queued), [no_state.clone()], "listed where it is");
+    assert_eq!(ids(&queued), [no_state.as_str()], "listed where it is");
 
     // One job: its key named; a record it can read, read as far as it goes.
     let c = client(&ns).await;
@@ -585,7 +587,7 @@ async fn a_working_record_whose_worker_is_gone_reads_failed() {
         )
         .await
         .unwrap();
-    assert_eq!(ids(&tagged), [gone.clone()]);
+    assert_eq!(ids(&tagged), [gone.as_str()]);
     // A wait on a job whose worker leaves (as Ruby's pruner unregisters it) ends then, told by
     // Redis, not at its timeout.
     let here_id: JobId = here.parse().unwrap();

@@ -617,7 +617,7 @@ async fn the_indexes_follow_records_others_deleted_broke_or_ended() {
     }
     // The killed one is listed as what its record says; the garbled one is named, not hidden.
     let (ids, unreadable) = listed(State::Killed).await;
-    assert_eq!(ids, [killed.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&killed));
     assert_eq!(
         unreadable,
         [format!(

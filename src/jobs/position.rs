@@ -11,7 +11,7 @@
 //! | `<index>`, `<index>:<score>:<member>` | in an index (newest first), after that entry |
 //!
 //! `<index>` is a state (`completed`, `failed`, `killed`, `cancelled`, `waiting`), `tag`, or
-//! `status-<state>` / `status-final` (resque-status records in `<ns>:_statuses`). An index is
+//! `status-<state>` / `statuses` (resque-status records in `<ns>:_statuses`). An index is
 //! resumed at its entry, wherever it is now, so entries added meanwhile do not shift a page; an
 //! entry gone meanwhile is resumed after its score.
 
@@ -33,7 +33,7 @@ pub(crate) enum Seg {
     State(State),
     /// `<ns>:resq:tag:<tag>` (the filter's tag).
     Tag,
-    /// `<ns>:_statuses`: resque-status records of this status (`None`: every final one).
+    /// `<ns>:_statuses`: resque-status records of this status (`None`: every one).
     Statuses(Option<State>),
 }
 
@@ -80,7 +80,7 @@ impl JobPosition {
             Seg::State(s) => s.as_str().into(),
             Seg::Tag => "tag".into(),
             Seg::Statuses(Some(s)) => format!("status-{s}"),
-            Seg::Statuses(None) => "status-final".into(),
+            Seg::Statuses(None) => "statuses".into(),
         }
     }
 }
@@ -117,7 +117,7 @@ impl std::str::FromStr for JobPosition {
             "held" => Seg::Held,
             "delayed" => Seg::Delayed,
             "tag" => Seg::Tag,
-            "status-final" => Seg::Statuses(None),
+            "statuses" => Seg::Statuses(None),
             other => match other.strip_prefix("status-") {
                 Some(st) => Seg::Statuses(Some(State::parse(st).ok_or_else(bad)?)),
                 None => Seg::State(State::parse(other).ok_or_else(bad)?),
@@ -191,7 +191,8 @@ mod tests {
             "waiting:1.5:x",
             "tag:-3:odd:member",
             "status-failed:1795495079:ba69034b39c05d28a5403ac10e276e79",
-            "status-final",
+            "statuses",
+            "statuses:5:ba69034b39c05d28a5403ac10e276e79",
         ] {
             let p: JobPosition = text.parse().unwrap();
             assert_eq!(p.to_string(), text);

@@ -11,7 +11,7 @@
 //! | `scheduled` | the delayed set (soonest first) |
 //! | `retrying` | the delayed set, then the queues (a retry due at once) |
 //! | `working` | the workers' records (by worker id) |
-//! | no state, no tag | working, queued (queues, held sets), the delayed set, waiting, completed, failed, killed, cancelled, then every finished resque-status record |
+//! | no state, no tag | resq's own jobs: working, queued (queues, held sets), the delayed set, waiting, completed, failed, killed, cancelled; then every resque-status record (`<ns>:_statuses`, newest first, as resque-status's tab lists them) |
 //!
 //! Where jobs are read from where they are, a job is listed in the state of that place
 //! (queued, scheduled, retrying, working) unless its record says it finished. A record that
@@ -156,9 +156,7 @@ fn listed_state(place: Place, seg: Seg, s: &JobStatus) -> Option<State> {
         (Place::Index, Seg::Statuses(Some(st))) => {
             (readable && s.statused && s.state == st).then_some(st)
         }
-        (Place::Index, Seg::Statuses(None)) => {
-            (readable && s.statused && s.state.is_final()).then_some(s.state)
-        }
+        (Place::Index, Seg::Statuses(None)) => (readable && s.statused).then_some(s.state),
         (Place::Index, _) => readable.then_some(s.state),
     }
 }
@@ -227,6 +225,8 @@ impl Admin {
             page.next = Some(from);
             return Ok(page);
         }
+        // Every resque-status record is read from `_statuses`: none where jobs are.
+        let everything = plan.contains(&Seg::Statuses(None));
         let mut skip = offset;
         let mut looked = 0usize;
         let start = plan.iter().position(|s| *s == from.seg).unwrap_or(0);
@@ -257,6 +257,9 @@ impl Admin {
                     .enumerate()
                     .filter_map(|(i, e)| Some((i, e.cand.clone()?)))
                     .filter(|(_, c)| pre_match(filter, c))
+                    .filter(|(_, c)| {
+                        !(everything && c.place != Place::Index && c.want == Want::Statused)
+                    })
                     .collect();
                 let wanted: Vec<(super::JobId, Want)> =
                     cands.iter().map(|(_, c)| (c.id.clone(), c.want)).collect();
