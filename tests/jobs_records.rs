@@ -295,6 +295,11 @@ async fn a_working_record_whose_worker_is_gone_reads_failed() {
         .unwrap()
         .unwrap();
     assert_eq!(done.state, State::Failed);
+    // Nobody runs it: a cancel leaves it as it reads.
+    assert_eq!(
+        c.cancel(&gone_id).await.unwrap(),
+        resq::jobs::Cancelled::Finished(State::Failed)
+    );
     for id in [&here, &held] {
         let s = a.job(&id.parse().unwrap()).await.unwrap().unwrap();
         assert_eq!(s.state, State::Working, "{id}");

@@ -22,7 +22,7 @@ pub(crate) struct Entry {
 }
 
 /// Delayed timestamps read per round trip.
-const STAMPS: isize = 20;
+const STAMPS: isize = 100;
 /// Queues (or held sets) read per round trip.
 const LISTS: usize = 20;
 
