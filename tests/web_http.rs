@@ -899,6 +899,51 @@ async fn tracked_jobs_are_paged_fifty_at_a_time() {
 }
 
 #[tokio::test]
+async fn records_that_cannot_be_read_are_named_and_the_page_goes_on() {
+    let ns = support::namespace("webjobbad");
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    let (good, list, odd) = (
+        resq::jobs::JobId::new().to_string(),
+        resq::jobs::JobId::new().to_string(),
+        resq::jobs::JobId::new().to_string(),
+    );
+    let () = redis::pipe()
+        .hset(k.job_record(&good), "state", "failed")
+        .rpush(k.job_record(&list), "x")
+        .hset(k.job_record(&odd), "state", b"\xff".as_slice())
+        .hset(k.job_record(&odd), "class", "<b>Odd</b>")
+        .zadd(k.job_state("failed"), &good, 1)
+        .zadd(k.job_state("failed"), &list, 2)
+        .zadd(k.job_state("failed"), &odd, 3)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let app = router(&ns, |c| c).await;
+    let r = get(&app, "/jobs?state=failed").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(job_links(&r.body), std::slice::from_ref(&good));
+    assert!(
+        r.body.contains(&format!(
+            "{} holds a list, not a record",
+            k.job_record(&list)
+        )),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains(&k.job_record(&odd)), "{}", r.body);
+    // One record: read as far as it goes, its bad fields named.
+    let r = get(&app, &format!("/job?id={odd}")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains(">?</span>"), "{}", r.body);
+    assert!(r.body.contains("state holds"), "{}", r.body);
+    assert!(r.body.contains("&lt;b&gt;Odd&lt;/b&gt;"), "{}", r.body);
+    let r = get(&app, &format!("/job?id={list}")).await;
+    assert_ne!(r.status, StatusCode::OK);
+    assert!(r.body.contains(&k.job_record(&list)), "{}", r.body);
+}
+
+#[tokio::test]
 async fn cancel_through_the_page_needs_the_token_and_is_refused_read_only() {
     let ns = support::namespace("webjobcancel");
     let mut con = support::con().await;

@@ -211,10 +211,16 @@ fn at(t: Option<DateTime<Utc>>) -> Markup {
     }
 }
 
-fn state(r: &JobRow) -> Markup {
+/// A job's state badge; on its own page (`one`), `?` when its record's state cannot be read (a
+/// list shows the state it was listed in).
+fn state(r: &JobRow, one: bool) -> Markup {
     let s = r.job.state.as_str();
     html! {
-        span.badge.(s) { (s) }
+        @if !one || r.job.state_readable() {
+            span.badge.(s) { (s) }
+        } @else {
+            span.badge title="the record's state cannot be read" { "?" }
+        }
         @if r.stop_requested { " " span.badge.killed { "stop asked" } }
     }
 }
@@ -268,7 +274,7 @@ fn row(ctx: &Ctx, r: &JobRow, back: &str) -> Markup {
     html! {
         tr {
             td.mono.nowrap { a href={ (ctx.base) "job?id=" (enc(j.id.as_str())) } title=(j.id.as_str()) { (short(j.id.as_str(), 13)) } }
-            td.nowrap { (state(r)) }
+            td.nowrap { (state(r, false)) }
             td.mono.nowrap title=[j.name.as_deref()] {
                 // A status only resque-status wrote has no class: its name says what it is.
                 @match (&j.class, &j.name) {
@@ -319,7 +325,7 @@ pub(crate) async fn show(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
         div.actions { (cancel(&ctx, &r, None)) a href={ (ctx.base) "jobs" } { "← all jobs" } }
         dl.kv {
             dt { "id" } dd.mono { (j.id.as_str()) }
-            dt { "state" } dd { (state(&r)) }
+            dt { "state" } dd { (state(&r, true)) }
             dt { "resque-status" } dd { span.badge.(j.status.as_str()) { (j.status) } }
             dt { "name" } dd.mono.wrap { (j.name.as_deref().unwrap_or("—")) }
             dt { "message" } dd.wrap { (j.message.as_deref().unwrap_or("—")) }
