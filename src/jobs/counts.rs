@@ -21,19 +21,6 @@ use redis::Value;
 /// Delayed timestamps counted per round trip.
 const STAMPS: usize = 1000;
 
-/// The states [`Admin::job_counts`] reports, in lifecycle order (every state but `retrying`).
-#[allow(dead_code)]
-pub(crate) const COUNTED: [State; 8] = [
-    State::Queued,
-    State::Scheduled,
-    State::Waiting,
-    State::Working,
-    State::Completed,
-    State::Failed,
-    State::Killed,
-    State::Cancelled,
-];
-
 impl Admin {
     /// How many jobs each state holds, in lifecycle order (every state but `retrying`): the
     /// finished states
