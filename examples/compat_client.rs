@@ -8,7 +8,7 @@
 //! compat_client enqueue-tracked QUEUE CLASS [ARG_JSON ...]   # Client::enqueue_class_tracked → the id
 //! compat_client create-status QUEUE CLASS OPTIONS_JSON       # Client::create_status_class → the id
 //! compat_client job ID [ID ...]      # Admin::job of each: {"<id>": JobStatus | null | {"read_error": …}}
-//! compat_client jobs [LIMIT]         # Admin::jobs (no filter, newest first, default 1000): JobPage
+//! compat_client jobs [LIMIT]         # Admin::jobs (no filter, default 1000): JobPage
 //! ```
 //!
 //! An id that is not a job id's shape (32 lowercase hex characters) reads as `null`, as

@@ -1,7 +1,9 @@
 //! Tracked jobs against a real Redis and the real runtime (issue 14): the record through its
 //! life (queued → working → completed, with progress, result and history), failures and
-//! retries, delayed jobs, resque-status jobs with resque-status's bytes, cancel before and
-//! while running, job keys and tags, expiry, waiting, pruning, and bad input.
+//! retries (and a failure retried from the failure list), delayed jobs, resque-status jobs with
+//! resque-status's bytes, cancel before and while running, job keys and tags, expiry, waiting,
+//! pruning (and a worker gone without a word), and bad input. Listings, paging and bad records
+//! are in `jobs_listing.rs`.
 
 mod support;
 
@@ -10,6 +12,7 @@ use resq::admin::Admin;
 use resq::jobs::{Cancelled, JobFilter, JobId, State, Track};
 use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, RetryPolicy};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +26,20 @@ async fn admin(ns: &str) -> Admin {
     Admin::connect(&support::url(), ns).await.unwrap()
 }
 
+/// A resque-status job's record, as stored.
 async fn raw_record(ns: &str, id: &JobId) -> Option<String> {
     support::con()
         .await
         .get(Keys::new(ns).resque_status(id.as_str()))
+        .await
+        .unwrap()
+}
+
+/// resq's own record of a job: its hash's fields (empty when there is none).
+async fn fields(ns: &str, id: &JobId) -> HashMap<String, String> {
+    support::con()
+        .await
+        .hgetall(Keys::new(ns).job_record(id.as_str()))
         .await
         .unwrap()
 }
@@ -86,19 +99,15 @@ async fn a_tracked_job_is_followed_from_enqueue_to_its_result() {
     assert_eq!(done.status, "completed");
     assert_eq!(done.result, Some(json!({"rows": 7, "ok": true})));
     assert_eq!((done.num, done.total), (Some(1.0), Some(2.0)));
-    assert!(
-        done.message
-            .as_deref()
-            .unwrap()
-            .starts_with("Completed at "),
-        "{done:?}"
-    );
+    // The last progress message (resq's own record keeps no resque-status message).
+    assert_eq!(done.message.as_deref(), Some("half"), "{done:?}");
+    assert!(done.finished_at.is_some() && !done.statused, "{done:?}");
     assert_eq!(done.name.as_deref(), Some("Report"));
     assert_eq!(done.attempts, 1);
     assert!(done.worker.is_some());
     let events: Vec<&str> = done.history.iter().map(|e| e.event.as_str()).collect();
     assert_eq!(events, ["enqueued", "started", "completed"]);
-    // Indexes: one per state, and the tags.
+    // Indexes: the finished state's, and the tags.
     let a = admin(&ns).await;
     let counts = a.job_counts().await.unwrap();
     assert!(counts.contains(&(State::Completed, 1)), "{counts:?}");
@@ -117,21 +126,20 @@ async fn a_tracked_job_is_followed_from_enqueue_to_its_result() {
     assert_eq!(tagged.jobs.len(), 1);
     assert_eq!(tagged.jobs[0].id, id);
     // Finished records expire (24 h by default).
-    let ttl: i64 = support::con()
-        .await
-        .ttl(Keys::new(&ns).resque_status(id.as_str()))
-        .await
-        .unwrap();
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let ttl: i64 = con.ttl(k.job_record(id.as_str())).await.unwrap();
     assert!((86_000..=86_400).contains(&ttl), "ttl {ttl}");
-    let listed: Option<f64> = support::con()
-        .await
-        .zscore(Keys::new(&ns).resque_statuses(), id.as_str())
+    let completed: Option<f64> = con
+        .zscore(k.job_state("completed"), id.as_str())
         .await
         .unwrap();
-    assert!(
-        listed.is_some(),
-        "listed in _statuses for resque-status's tab"
-    );
+    assert!(completed.is_some());
+    // resq's own record is a hash under `resq:`: not resque-status's, nor in its list.
+    assert_eq!(fields(&ns, &id).await["state"], "completed");
+    assert!(raw_record(&ns, &id).await.is_none());
+    let listed: Option<f64> = con.zscore(k.resque_statuses(), id.as_str()).await.unwrap();
+    assert!(listed.is_none(), "not in _statuses");
 }
 
 #[tokio::test]
@@ -172,11 +180,8 @@ async fn failures_are_recorded_and_retries_come_back_to_queued() {
     .await;
     let failed = wait_final(&c, &doomed).await;
     assert_eq!(failed.state, State::Failed);
-    assert_eq!(
-        failed.message.as_deref(),
-        Some("The task failed because of an error: always")
-    );
     assert_eq!(failed.error.as_deref(), Some("always"));
+    assert_eq!(failed.message, None, "no progress was reported");
     let done = wait_final(&c, &flaky).await;
     stop(w).await;
     assert_eq!(done.state, State::Completed);
@@ -339,7 +344,7 @@ async fn a_cancelled_job_never_runs_and_a_running_one_is_killed() {
     stop(w).await;
     assert_eq!(killed.state, State::Killed);
     assert_eq!(killed.status, "killed");
-    assert!(killed.message.as_deref().unwrap().starts_with("Killed at "));
+    assert!(killed.finished_at.is_some(), "{killed:?}");
     assert_eq!(ran.load(Ordering::SeqCst), 0, "a cancelled job ran");
     let k = Keys::new(&ns);
     let mut con = support::con().await;
@@ -417,40 +422,51 @@ async fn finished_records_expire_and_the_indexes_forget_them() {
         .enqueue_class_tracked("default", "Quick", &[], Track::new().tag("t"))
         .await
         .unwrap();
-    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    // The process's own TTL is 1 s too, so its sweep forgets entries finished a second ago.
+    let b = support::builder(&ns, "default").registry(registry);
+    let mut cfg = b.current().clone();
+    cfg.job_ttl = Duration::from_secs(1);
+    let w = support::start(b.config(cfg)).await;
     wait_final(&c, &first).await;
     support::eventually(5, "the record to expire", || async {
-        raw_record(&ns, &first).await.is_none().then_some(())
+        fields(&ns, &first).await.is_empty().then_some(())
     })
     .await;
-    // The next finished job cleans the indexes of expired ones.
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let a = admin(&ns).await;
+    let by = |state: Option<State>, tag: Option<&str>| JobFilter {
+        state,
+        tag: tag.map(String::from),
+        ..Default::default()
+    };
+    // Listings pass over an entry whose record expired.
+    for f in [
+        by(Some(State::Completed), None),
+        by(None, Some("t")),
+        by(None, None),
+    ] {
+        let page = a.jobs(&f, 0, 10).await.unwrap();
+        assert!(
+            page.jobs.is_empty() && page.unreadable.is_empty(),
+            "{f:?}: {page:?}"
+        );
+    }
+    // The next finished job sweeps the index of expired ones.
     let second = c
         .enqueue_class_tracked("default", "Quick", &[], Track::new())
         .await
         .unwrap();
     wait_final(&c, &second).await;
     stop(w).await;
-    let k = Keys::new(&ns);
-    let mut con = support::con().await;
-    for key in [
-        k.resque_statuses(),
-        k.job_state("completed"),
-        k.job_tag("t"),
-    ] {
-        let ids: Vec<String> = con.zrange(&key, 0, -1).await.unwrap();
-        assert!(
-            !ids.contains(&first.to_string()),
-            "{key} still lists {first}"
-        );
-    }
+    let ids: Vec<String> = con.zrange(k.job_state("completed"), 0, -1).await.unwrap();
+    assert_eq!(ids, [second.to_string()]);
     // Purge forgets the rest on demand.
-    let purged = admin(&ns)
-        .await
-        .purge_jobs(None, Duration::ZERO)
-        .await
-        .unwrap();
+    let purged = a.purge_jobs(None, Duration::ZERO).await.unwrap();
     assert!(purged >= 1);
-    assert!(raw_record(&ns, &second).await.is_none());
+    assert!(fields(&ns, &second).await.is_empty());
+    let ids: Vec<String> = con.zrange(k.job_state("completed"), 0, -1).await.unwrap();
+    assert!(ids.is_empty(), "{ids:?}");
 }
 
 #[tokio::test]
@@ -472,20 +488,17 @@ async fn purge_keeps_a_record_that_says_its_job_runs_again() {
     assert_eq!(wait_final(&c, &again).await.state, State::Failed);
     assert_eq!(wait_final(&c, &gone).await.state, State::Failed);
     stop(w).await;
-    // A Ruby worker runs the failed job again (retried from Resque's failed list): resque-status
-    // merges its status into the record and leaves resq's member as it was.
+    // The failed job runs again, and its record says so while the failed index still lists
+    // it (as a record another tool moved would be).
     let k = Keys::new(&ns);
     let mut con = support::con().await;
-    let text = raw_record(&ns, &again).await.unwrap();
-    let edited = text.replacen(r#""status":"failed""#, r#""status":"working""#, 1);
-    assert_ne!(edited, text);
     let _: () = con
-        .set(k.resque_status(again.as_str()), &edited)
+        .hset(k.job_record(again.as_str()), "state", "queued")
         .await
         .unwrap();
     assert_eq!(
         c.status(&again).await.unwrap().unwrap().state,
-        State::Working
+        State::Queued
     );
     let purged = admin(&ns)
         .await
@@ -493,32 +506,30 @@ async fn purge_keeps_a_record_that_says_its_job_runs_again() {
         .await
         .unwrap();
     assert_eq!(purged, 1, "only the job that is still failed");
-    assert!(raw_record(&ns, &gone).await.is_none());
-    // The running job's record, its place in `_statuses` and its tag stay; the failed index,
-    // which no longer says where it is, forgets it.
-    assert_eq!(
-        raw_record(&ns, &again).await.as_deref(),
-        Some(edited.as_str())
-    );
+    assert!(fields(&ns, &gone).await.is_empty());
+    // The queued job's record and its tag stay; the failed index, which no longer says where
+    // it is, forgets it.
+    assert_eq!(fields(&ns, &again).await["state"], "queued");
     let failed: Vec<String> = con.zrange(k.job_state("failed"), 0, -1).await.unwrap();
     assert!(failed.is_empty(), "{failed:?}");
-    for key in [k.resque_statuses(), k.job_tag("t")] {
-        let ids: Vec<String> = con.zrange(&key, 0, -1).await.unwrap();
-        assert_eq!(ids, [again.to_string()], "{key}");
-    }
+    let ids: Vec<String> = con.zrange(k.job_tag("t"), 0, -1).await.unwrap();
+    assert_eq!(ids, [again.to_string()]);
 }
 
 #[tokio::test]
 async fn the_indexes_follow_records_others_deleted_broke_or_ended() {
-    // Four jobs whose records someone else changes: deleted while queued, overwritten with
-    // garbage while queued, deleted while running (as an `expire_in` ends it), and marked
-    // killed while running (as a foreign client may write). Each job runs once and moves as
-    // usual; afterwards no index says a job is queued or working.
+    // Four resque-status jobs whose records someone else changes (Ruby's plugin shares them):
+    // deleted while queued, overwritten with garbage while queued, deleted while running (as an
+    // `expire_in` ends it), and marked killed while running (as Ruby may write). Each job runs
+    // once and moves as usual; afterwards no listing says a job is queued or working, and each
+    // is listed as its record says.
     let ns = support::namespace("jobs-foreign");
     let c = client(&ns).await;
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let started = Arc::new(AtomicUsize::new(0));
     let registry = Registry::new()
+        .statused("Quick")
+        .statused("Gated")
         .handler("Quick", |_ctx: JobContext| async { Ok(()) })
         .handler("Gated", {
             let (gate, started) = (gate.clone(), started.clone());
@@ -533,22 +544,18 @@ async fn the_indexes_follow_records_others_deleted_broke_or_ended() {
         });
     let k = Keys::new(&ns);
     let mut con = support::con().await;
-    let deleted = c
-        .enqueue_class_tracked("default", "Quick", &[], Track::new())
-        .await
-        .unwrap();
-    let garbled = c
-        .enqueue_class_tracked("default", "Quick", &[], Track::new())
-        .await
-        .unwrap();
-    let expired = c
-        .enqueue_class_tracked("default", "Gated", &[], Track::new())
-        .await
-        .unwrap();
-    let killed = c
-        .enqueue_class_tracked("default", "Gated", &[], Track::new())
-        .await
-        .unwrap();
+    let create = |class: &'static str| {
+        let c = c.clone();
+        async move {
+            c.create_status_class("default", class, Map::new(), Track::new())
+                .await
+                .unwrap()
+        }
+    };
+    let deleted = create("Quick").await;
+    let garbled = create("Quick").await;
+    let expired = create("Gated").await;
+    let killed = create("Gated").await;
     let _: () = con.del(k.resque_status(deleted.as_str())).await.unwrap();
     let _: () = con
         .set(k.resque_status(garbled.as_str()), "not json {")
@@ -564,6 +571,23 @@ async fn the_indexes_follow_records_others_deleted_broke_or_ended() {
         (started.load(Ordering::SeqCst) == 2).then_some(())
     })
     .await;
+    let a = admin(&ns).await;
+    let listed = |state: State| {
+        let a = a.clone();
+        async move {
+            let f = JobFilter {
+                state: Some(state),
+                ..Default::default()
+            };
+            let p = a.jobs(&f, 0, 50).await.unwrap();
+            let ids: Vec<JobId> = p.jobs.into_iter().map(|j| j.id).collect();
+            (ids, p.unreadable)
+        }
+    };
+    // Where they are tells it: the two gated ones are working.
+    let (working, _) = listed(State::Working).await;
+    assert_eq!(working.len(), 2, "{working:?}");
+    assert!(working.contains(&expired) && working.contains(&killed));
     let _: () = con.del(k.resque_status(expired.as_str())).await.unwrap();
     let text = raw_record(&ns, &killed).await.unwrap();
     let edited = text.replacen(r#""status":"working""#, r#""status":"killed""#, 1);
@@ -583,20 +607,24 @@ async fn the_indexes_follow_records_others_deleted_broke_or_ended() {
     })
     .await;
     stop(w).await;
-    for state in ["queued", "working"] {
-        let ids: Vec<String> = con.zrange(k.job_state(state), 0, -1).await.unwrap();
+    for state in [State::Queued, State::Working] {
+        let (ids, _) = listed(state).await;
         assert!(ids.is_empty(), "{state}: {ids:?}");
     }
-    // The deleted one was made again when it started, and completed.
+    // The deleted ones were made again (at the start, at the end), and completed.
+    for id in [&deleted, &expired] {
+        assert_eq!(c.status(id).await.unwrap().unwrap().state, State::Completed);
+    }
+    // The killed one is listed as what its record says; the garbled one is named, not hidden.
+    let (ids, unreadable) = listed(State::Killed).await;
+    assert_eq!(ids, std::slice::from_ref(&killed));
     assert_eq!(
-        c.status(&deleted).await.unwrap().unwrap().state,
-        State::Completed
+        unreadable,
+        [format!(
+            "{} holds \"not json {{\", not a resque-status record (a JSON object)",
+            k.resque_status(garbled.as_str())
+        )]
     );
-    let completed: Vec<String> = con.zrange(k.job_state("completed"), 0, -1).await.unwrap();
-    assert!(completed.contains(&deleted.to_string()), "{completed:?}");
-    // The killed one is listed as what its record says.
-    let listed: Vec<String> = con.zrange(k.job_state("killed"), 0, -1).await.unwrap();
-    assert_eq!(listed, [killed.to_string()]);
     assert_eq!(
         raw_record(&ns, &garbled).await.as_deref(),
         Some("not json {")
@@ -624,8 +652,11 @@ async fn a_result_that_is_no_json_is_an_error_not_a_broken_record() {
     stop(w).await;
     assert_eq!(done.state, State::Completed);
     assert_eq!(done.result, Some(json!({"kept": true})));
-    let text = raw_record(&ns, &id).await.unwrap();
-    serde_json::from_str::<Value>(&text).expect("the record is JSON");
+    let text = &fields(&ns, &id).await["result"];
+    assert_eq!(
+        serde_json::from_str::<Value>(text).expect("the result is JSON"),
+        json!({"kept": true})
+    );
 }
 
 #[tokio::test]
@@ -694,10 +725,8 @@ async fn wait_keeps_its_timeout_while_redis_stalls_and_outlasts_a_restart() {
     server.stop();
     server.restart();
     let mut con = server.con().await;
-    let key = Keys::new(ns).resque_status(id.as_str());
-    let text: String = con.get(&key).await.unwrap();
-    let done = text.replacen(r#""status":"queued""#, r#""status":"completed""#, 1);
-    let _: () = con.set(&key, &done).await.unwrap();
+    let key = Keys::new(ns).job_record(id.as_str());
+    let _: () = con.hset(&key, "state", "completed").await.unwrap();
     let s = waiter.await.unwrap().unwrap().expect("the record");
     assert_eq!(s.state, State::Completed);
 }
@@ -721,11 +750,8 @@ async fn bad_input_never_loses_a_job_or_stops_the_worker() {
         .enqueue_class_tracked("default", "Plain", &[], Track::new())
         .await
         .unwrap();
-    let _: () = con.del(k.resque_status(wrong.as_str())).await.unwrap();
-    let _: () = con
-        .rpush(k.resque_status(wrong.as_str()), "x")
-        .await
-        .unwrap();
+    let _: () = con.del(k.job_record(wrong.as_str())).await.unwrap();
+    let _: () = con.rpush(k.job_record(wrong.as_str()), "x").await.unwrap();
     // A resque-status job whose args[0] is no id: a clear failure entry.
     c.enqueue_to("default", "Stat", &[json!("not-an-id"), json!({})])
         .await
@@ -740,8 +766,9 @@ async fn bad_input_never_loses_a_job_or_stops_the_worker() {
         .enqueue_class_tracked("default", "Plain", &[], Track::new())
         .await
         .unwrap();
+    let _: () = con.del(k.job_record(garbage.as_str())).await.unwrap();
     let _: () = con
-        .set(k.resque_status(garbage.as_str()), "{not json")
+        .set(k.job_record(garbage.as_str()), "{not json")
         .await
         .unwrap();
     c.enqueue_class("Plain", &[json!("after")]).await.unwrap();
@@ -764,15 +791,13 @@ async fn bad_input_never_loses_a_job_or_stops_the_worker() {
         .collect();
     assert_eq!(exceptions, ["Resq::BadJobId", "Resq::ResultTooLarge"]);
     let t: String = redis::cmd("TYPE")
-        .arg(k.resque_status(wrong.as_str()))
+        .arg(k.job_record(wrong.as_str()))
         .query_async(&mut con)
         .await
         .unwrap();
     assert_eq!(t, "list", "the wrong-type key was left alone");
-    assert_eq!(
-        raw_record(&ns, &garbage).await.as_deref(),
-        Some("{not json")
-    );
+    let kept: String = con.get(k.job_record(garbage.as_str())).await.unwrap();
+    assert_eq!(kept, "{not json");
     let big = c.status(&big).await.unwrap().unwrap();
     assert_eq!(big.state, State::Failed);
     assert!(
@@ -847,7 +872,11 @@ async fn after_rubys_prune_the_next_resq_prune_fails_the_record() {
         .query_async(&mut con)
         .await
         .unwrap();
-    assert_eq!(c.status(&id).await.unwrap().unwrap().state, State::Working);
+    // The record still says working, and reads failed: its worker is gone.
+    assert_eq!(fields(&ns, &id).await["state"], "working");
+    let s = c.status(&id).await.unwrap().unwrap();
+    assert_eq!(s.state, State::Failed, "{s:?}");
+    assert!(s.error.as_deref().unwrap().contains(&slot), "{s:?}");
     let _: () = con.del(k.pruning_lock()).await.unwrap();
     admin(&ns)
         .await

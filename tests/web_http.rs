@@ -656,6 +656,18 @@ fn job_links(html: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `from=` of a page's "next ›" link (as the link carries it, HTML-escaped).
+fn next_link(html: &str) -> Option<String> {
+    let end = html.find("\">next ›</a>")?;
+    let start = html[..end].rfind("href=\"")? + 6;
+    Some(
+        html[start..end]
+            .replace("&amp;", "&")
+            .trim_start_matches("./")
+            .to_string(),
+    )
+}
+
 /// The count a state tab shows.
 fn tab_count(html: &str, state: &str) -> Option<u64> {
     let marker = format!(">{state}</span> <span class=\"count\">");
@@ -679,24 +691,23 @@ async fn tracked_jobs_are_listed_by_state_filtered_and_shown_whole() {
     assert_eq!(page.status, StatusCode::OK);
     let body = &page.body;
     web_common::assert_escaped(body, "/jobs");
-    // A tab per state with its count, and "all" (resque-status's list: the Ruby status too).
+    // A tab per state with its count: where jobs are (the Ruby worker's job is working), and
+    // resq's indexes; retries count as scheduled.
     for (state, n) in [
-        ("queued", 1),
-        ("scheduled", 1),
-        ("working", 0),
-        ("retrying", 0),
-        ("completed", 1),
-        ("failed", 1),
-        ("killed", 0),
-        ("cancelled", 1),
+        ("queued", Some(1)),
+        ("scheduled", Some(1)),
+        ("waiting", Some(0)),
+        ("working", Some(1)),
+        ("retrying", None),
+        ("completed", Some(1)),
+        ("failed", Some(1)),
+        ("killed", Some(0)),
+        ("cancelled", Some(1)),
     ] {
-        assert_eq!(tab_count(body, state), Some(n), "{state}: {body}");
+        assert_eq!(tab_count(body, state), n, "{state}: {body}");
     }
-    assert!(
-        body.contains("all <span class=\"count\">6</span>"),
-        "{body}"
-    );
-    assert!(body.contains("; 1 listed job is in none ("), "{body}");
+    assert!(body.contains(">all</a>"), "{body}");
+    assert!(body.contains("tracked or not"), "{body}");
     let mut listed = job_links(body);
     listed.sort();
     let mut all: Vec<String> = [
@@ -746,13 +757,15 @@ async fn tracked_jobs_are_listed_by_state_filtered_and_shown_whole() {
         ("tag=eu", vec![&t.completed]),
         ("class=Doomed", vec![&t.failed]),
         ("queue=later&state=scheduled", vec![&t.scheduled]),
-        ("state=working", vec![]),
+        ("state=retrying", vec![]),
     ] {
         let r = get(&app, &format!("/jobs?{q}")).await;
         assert_eq!(r.status, StatusCode::OK, "{q}");
         let want: Vec<String> = want.iter().map(|i| i.to_string()).collect();
         assert_eq!(job_links(&r.body), want, "{q}");
     }
+    let working = get(&app, "/jobs?state=working").await.body;
+    assert_eq!(job_links(&working), std::slice::from_ref(&ruby));
     let later = get(&app, "/jobs?queue=later").await.body;
     assert!(
         later.contains("href=\"./jobs?state=queued&amp;queue=later\""),
@@ -781,7 +794,8 @@ async fn tracked_jobs_are_listed_by_state_filtered_and_shown_whole() {
         job.contains("&quot;html&quot;: &quot;&lt;script&gt;window.__pwned=1&lt;/script&gt;&quot;"),
         "the result, pretty and escaped: {job}"
     );
-    assert!(job.contains("<pre class=\"options\">{}</pre>"), "{job}");
+    assert!(job.contains("No options."), "{job}");
+    assert!(job.contains("(resq's own record, a hash)"), "{job}");
     assert!(job.contains("<dt>attempts</dt><dd>1</dd>"), "{job}");
     assert!(job.contains("href=\"./jobs?tag=nightly\""), "{job}");
     assert!(job.contains("href=\"./jobs?class=Report\""), "{job}");
@@ -831,32 +845,102 @@ async fn tracked_jobs_are_paged_fifty_at_a_time() {
         );
     }
     let app = router(&ns, |c| c).await;
-    // Exact totals (a state): numbered pages.
-    let first = get(&app, "/jobs?state=queued").await.body;
-    let p1 = job_links(&first);
-    assert_eq!(p1.len(), 50);
-    assert!(first.contains("page 1 of 2 (55)"), "{first}");
-    assert!(
-        first.contains("href=\"./jobs?state=queued&amp;offset=50\""),
-        "{first}"
+    // A page of 50, and "next ›" from where it ended.
+    for view in ["state=queued", "queue=bulk"] {
+        let first = get(&app, &format!("/jobs?{view}")).await.body;
+        let p1 = job_links(&first);
+        assert_eq!(p1.len(), 50, "{view}");
+        assert!(!first.contains("« first"), "{view}");
+        let next = next_link(&first).unwrap_or_else(|| panic!("{view}: no next: {first}"));
+        assert!(next.starts_with(&format!("jobs?{view}&from=")), "{next}");
+        let second = get(&app, &format!("/{next}")).await.body;
+        let p2 = job_links(&second);
+        assert_eq!(p2.len(), 5, "{view}");
+        assert!(second.contains("« first"), "{view}");
+        assert!(next_link(&second).is_none(), "{view}: the end");
+        let mut seen: Vec<String> = p1.into_iter().chain(p2).collect();
+        seen.sort();
+        ids.sort();
+        assert_eq!(seen, ids, "{view}: every job once across the pages");
+    }
+    // Past any depth: 20,050 finished jobs, the oldest the only `Rare` one. The first page stops
+    // at its budget and says so; "next ›" goes on to it.
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    let deep: Vec<String> = (0..20_050)
+        .map(|_| resq::jobs::JobId::new().to_string())
+        .collect();
+    for (n, chunk) in deep.chunks(2500).enumerate() {
+        let mut p = redis::pipe();
+        for (i, id) in chunk.iter().enumerate() {
+            let at = n * 2500 + i;
+            let class = if at == 0 { "Rare" } else { "Bulk" };
+            p.hset_multiple(
+                k.job_record(id),
+                &[("state", "completed"), ("class", class)],
+            )
+            .ignore()
+            .zadd(k.job_state("completed"), id, at + 1)
+            .ignore();
+        }
+        let () = p.query_async(&mut con).await.unwrap();
+    }
+    let first = get(&app, "/jobs?state=completed&class=Rare").await.body;
+    assert!(job_links(&first).is_empty(), "{first}");
+    assert!(first.contains("budget of entries"), "{first}");
+    let next = next_link(&first).expect("a next link");
+    let found = get(&app, &format!("/{next}")).await.body;
+    assert_eq!(job_links(&found), [deep[0].clone()]);
+    // A position that is not one is a bad request.
+    let r = get(&app, "/jobs?state=completed&from=nowhere").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = get(&app, "/jobs?state=completed&from=workers").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn records_that_cannot_be_read_are_named_and_the_page_goes_on() {
+    let ns = support::namespace("webjobbad");
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    let (good, list, odd) = (
+        resq::jobs::JobId::new().to_string(),
+        resq::jobs::JobId::new().to_string(),
+        resq::jobs::JobId::new().to_string(),
     );
-    let second = get(&app, "/jobs?state=queued&offset=50").await.body;
-    let p2 = job_links(&second);
-    assert_eq!(p2.len(), 5);
-    let mut seen: Vec<String> = p1.into_iter().chain(p2).collect();
-    seen.sort();
-    ids.sort();
-    assert_eq!(seen, ids, "every job once across the pages");
-    // A queue filter: the total is not known, so newer / older.
-    let q = get(&app, "/jobs?queue=bulk").await.body;
-    assert_eq!(job_links(&q).len(), 50);
+    let () = redis::pipe()
+        .hset(k.job_record(&good), "state", "failed")
+        .rpush(k.job_record(&list), "x")
+        .hset(k.job_record(&odd), "state", b"\xff".as_slice())
+        .hset(k.job_record(&odd), "class", "<b>Odd</b>")
+        .zadd(k.job_state("failed"), &good, 1)
+        .zadd(k.job_state("failed"), &list, 2)
+        .zadd(k.job_state("failed"), &odd, 3)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let app = router(&ns, |c| c).await;
+    let r = get(&app, "/jobs?state=failed").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(job_links(&r.body), std::slice::from_ref(&good));
     assert!(
-        q.contains("href=\"./jobs?queue=bulk&amp;offset=50\">older ›"),
-        "{q}"
+        r.body.contains(&format!(
+            "{} holds a list, not a record",
+            k.job_record(&list)
+        )),
+        "{}",
+        r.body
     );
-    let q2 = get(&app, "/jobs?queue=bulk&offset=50").await.body;
-    assert_eq!(job_links(&q2).len(), 5);
-    assert!(!q2.contains("older ›") && q2.contains("‹ newer"), "{q2}");
+    assert!(r.body.contains(&k.job_record(&odd)), "{}", r.body);
+    // One record: read as far as it goes, its bad fields named.
+    let r = get(&app, &format!("/job?id={odd}")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains(">?</span>"), "{}", r.body);
+    assert!(r.body.contains("state holds"), "{}", r.body);
+    assert!(r.body.contains("&lt;b&gt;Odd&lt;/b&gt;"), "{}", r.body);
+    let r = get(&app, &format!("/job?id={list}")).await;
+    assert_ne!(r.status, StatusCode::OK);
+    assert!(r.body.contains(&k.job_record(&list)), "{}", r.body);
 }
 
 #[tokio::test]

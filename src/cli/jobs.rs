@@ -1,7 +1,7 @@
 //! `resq jobs`, `resq jobs purge`, `resq job show|wait|cancel`: tracked jobs ([`crate::jobs`])
-//! from the command line — a page of records with the count of each state, one record whole,
-//! waiting for one to finish (with exit codes a script can branch on), cancelling one, and
-//! purging finished ones.
+//! from the command line — a page of records with the count of each state and where to go on
+//! (`--from`), one record whole (`job_show.rs`), waiting for one to finish (with exit codes a
+//! script can branch on), cancelling one, and purging finished ones.
 //!
 //! `job wait` exits 0 when the job completed, 1 when it failed, was killed or cancelled, 2 when
 //! it had not finished by `--timeout`, 3 when there is no such job, 4 when it could not be
@@ -10,10 +10,9 @@
 use super::output::{age, json, short, table};
 use crate::admin::Admin;
 use crate::error::{Error, Result};
-use crate::jobs::{Cancelled, JobFilter, JobId, JobPage, JobStatus, State};
+use crate::jobs::{Cancelled, JobFilter, JobId, JobPage, JobPosition, JobStatus, State};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::Value;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -36,6 +35,7 @@ const MAX_WAIT: Duration = Duration::from_secs(30 * 24 * 3600);
 pub(crate) enum StateArg {
     Queued,
     Scheduled,
+    Waiting,
     Working,
     Retrying,
     Completed,
@@ -49,6 +49,7 @@ impl StateArg {
         match self {
             StateArg::Queued => State::Queued,
             StateArg::Scheduled => State::Scheduled,
+            StateArg::Waiting => State::Waiting,
             StateArg::Working => State::Working,
             StateArg::Retrying => State::Retrying,
             StateArg::Completed => State::Completed,
@@ -89,9 +90,12 @@ pub(crate) struct ListArgs {
     /// At most this many jobs.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
-    /// Skip this many matching jobs first.
-    #[arg(long, default_value_t = 0)]
+    /// Skip this many matching jobs first (within the 20,000 entries a call looks at).
+    #[arg(long, default_value_t = 0, conflicts_with = "from")]
     pub offset: usize,
+    /// Go on from this position: the `next` a page printed (`--from completed:…`).
+    #[arg(long, value_name = "POSITION")]
+    pub from: Option<String>,
 }
 
 /// `resq jobs …`.
@@ -197,7 +201,28 @@ async fn list(admin: &Admin, a: ListArgs, as_json: bool) -> Result<()> {
         class: a.class.clone(),
         tag: a.tag.clone(),
     };
-    let page = admin.jobs(&filter, a.offset, a.limit).await?;
+    let page = match &a.from {
+        Some(p) => {
+            let from: JobPosition = p.parse().map_err(|e: Error| Error::Config {
+                var: "--from",
+                message: match e {
+                    Error::Rejected(m) => m,
+                    e => e.to_string(),
+                },
+            })?;
+            admin
+                .jobs_from(&filter, &from, a.limit)
+                .await
+                .map_err(|e| match e {
+                    Error::Rejected(m) => Error::Config {
+                        var: "--from",
+                        message: m,
+                    },
+                    e => e,
+                })?
+        }
+        None => admin.jobs(&filter, a.offset, a.limit).await?,
+    };
     if as_json {
         return json(&page);
     }
@@ -207,7 +232,7 @@ async fn list(admin: &Admin, a: ListArgs, as_json: bool) -> Result<()> {
     let rows = page.jobs.iter().map(|j| {
         vec![
             j.id.to_string(),
-            j.state.to_string(),
+            state_text(j),
             j.class.clone().unwrap_or_else(|| "-".into()),
             j.queue.clone().unwrap_or_else(|| "-".into()),
             format!("{:.0}%", j.pct_complete),
@@ -234,46 +259,41 @@ async fn list(admin: &Admin, a: ListArgs, as_json: bool) -> Result<()> {
             rows
         )
     );
-    println!("{}", footer(&filter, &a, &page));
+    println!("{}", footer(&page));
+    for why in &page.unreadable {
+        println!("unreadable: {why}");
+    }
     Ok(())
 }
 
-/// `jobs: 3 queued · 0 scheduled · …`, every state.
+/// A row's state: `stop asked` marks a job asked to stop that runs still.
+fn state_text(j: &JobStatus) -> String {
+    if j.stop_requested {
+        format!("{} (stop asked)", j.state)
+    } else {
+        j.state.to_string()
+    }
+}
+
+/// `jobs: 3 queued · 0 scheduled · …`, every state counted.
 fn counts_line(counts: &[(State, u64)]) -> String {
     let parts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
     format!("jobs: {}", parts.join(" · "))
 }
 
-/// What the page covers, after the table.
-fn footer(filter: &JobFilter, a: &ListArgs, page: &JobPage) -> String {
-    let index = match (&filter.tag, filter.state) {
-        (Some(t), _) => format!("tagged {t}"),
-        (None, Some(s)) => s.to_string(),
-        (None, None) => "tracked jobs".to_string(),
+/// What the page covers and where the listing goes on, after the table.
+fn footer(page: &JobPage) -> String {
+    let mut s = match page.total {
+        Some(t) => format!("({} shown of {t}", page.jobs.len()),
+        None => format!("({} shown", page.jobs.len()),
     };
-    let exact = filter.queue.is_none()
-        && filter.class.is_none()
-        && !(filter.tag.is_some() && filter.state.is_some());
-    let mut s = if exact {
-        format!(
-            "({} shown of {} {index}, newest first",
-            page.jobs.len(),
-            page.total
-        )
-    } else {
-        format!(
-            "({} shown, newest first; {} {index} before the other filters",
-            page.jobs.len(),
-            page.total
-        )
-    };
-    if page.jobs.len() == a.limit && a.limit > 0 {
-        s.push_str(&format!("; next: --offset {}", a.offset + a.limit));
-    }
-    if page.truncated {
-        s.push_str(
-            "; the scan stopped at its budget of index entries: narrow it with --state or --tag",
-        );
+    match &page.next {
+        Some(p) if page.truncated => s.push_str(&format!(
+            "; stopped after looking at 20,000 entries: go on with --from {p}, or narrow the \
+             list with --state, --queue or --tag"
+        )),
+        Some(p) => s.push_str(&format!("; next: --from {p}")),
+        None => s.push_str("; the end"),
     }
     s.push(')');
     s
@@ -323,7 +343,12 @@ pub(crate) async fn job(target: &super::Target, cmd: JobCmd, as_json: bool) -> R
             if as_json {
                 json(&s)?;
             } else {
-                println!("{}", show(&s, admin.keys(), Utc::now()));
+                let record = if s.statused {
+                    admin.keys().resque_status(id.as_str())
+                } else {
+                    admin.keys().job_record(id.as_str())
+                };
+                println!("{}", super::job_show::show(&s, &record, Utc::now()));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -382,6 +407,15 @@ async fn wait(target: &super::Target, id: &str, timeout: &str, as_json: bool) ->
         eprintln!("error: {}", unknown(&target.namespace, &id));
         return Ok(WAIT_UNKNOWN);
     };
+    if !s.state_readable() {
+        let bad: Vec<String> = s.unreadable.iter().map(|b| b.to_string()).collect();
+        eprintln!(
+            "error: the record of job {id} has no state to read ({}; `resq job show {id}` shows \
+             the rest)",
+            bad.join(", ")
+        );
+        return Ok(WAIT_ERROR);
+    }
     let code = match s.state {
         State::Completed => WAIT_COMPLETED,
         st if st.is_final() => WAIT_UNSUCCESSFUL,
@@ -405,122 +439,17 @@ async fn wait(target: &super::Target, id: &str, timeout: &str, as_json: bool) ->
                 .or(s.message.as_deref())
                 .unwrap_or("(no error recorded)")
         ),
-        st if st.is_final() => println!("{st}: {}", s.message.as_deref().unwrap_or("")),
+        st if st.is_final() => match (&s.message, s.finished_at) {
+            (Some(m), _) => println!("{st}: {m}"),
+            (None, Some(t)) => println!("{st} at {}", t.format("%Y-%m-%d %H:%M:%S%.3f UTC")),
+            (None, None) => println!("{st}"),
+        },
         st => println!(
             "still {st} after {} (not finished)",
             crate::human::duration(timeout.as_secs_f64())
         ),
     }
     Ok(code)
-}
-
-/// `t` as `2026-11-24 08:00:01 UTC (5m12s ago)`.
-fn at(now: DateTime<Utc>, t: Option<DateTime<Utc>>) -> String {
-    match t {
-        Some(t) => format!(
-            "{} ({} ago)",
-            t.format("%Y-%m-%d %H:%M:%S%.3f UTC"),
-            since(now, t)
-        ),
-        None => "-".into(),
-    }
-}
-
-/// A JSON value as text: a string as it is, anything else as JSON.
-fn plain(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// `v` as indented JSON, its continuation lines indented by `indent` spaces.
-fn pretty(v: &Value, indent: usize) -> String {
-    serde_json::to_string_pretty(v)
-        .unwrap_or_else(|_| v.to_string())
-        .replace('\n', &format!("\n{}", " ".repeat(indent)))
-}
-
-/// The whole record, for people.
-pub(crate) fn show(s: &JobStatus, keys: &crate::keys::Keys, now: DateTime<Utc>) -> String {
-    const W: usize = 13;
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let progress = match (s.num, s.total) {
-        (Some(n), Some(t)) => format!("{:.0}% ({n} of {t})", s.pct_complete),
-        _ => format!("{:.0}%", s.pct_complete),
-    };
-    let mut rows: Vec<(&str, String)> = vec![
-        ("id", s.id.to_string()),
-        ("state", s.state.to_string()),
-        ("status", format!("{} (resque-status)", s.status)),
-        ("name", opt(&s.name)),
-        ("message", opt(&s.message)),
-        ("progress", progress),
-        ("class", opt(&s.class)),
-        ("queue", opt(&s.queue)),
-        ("worker", opt(&s.worker)),
-        ("attempts", s.attempts.to_string()),
-        (
-            "tags",
-            if s.tags.is_empty() {
-                "-".into()
-            } else {
-                s.tags.join(", ")
-            },
-        ),
-        ("job key", opt(&s.key)),
-        ("record", keys.resque_status(s.id.as_str())),
-        (
-            "created",
-            at(now, s.time.and_then(|t| DateTime::from_timestamp(t, 0))),
-        ),
-        ("enqueued", at(now, s.enqueued_at)),
-        ("started", at(now, s.started_at)),
-        ("finished", at(now, s.finished_at)),
-        ("error", opt(&s.error)),
-        (
-            "result",
-            s.result
-                .as_ref()
-                .map_or_else(|| "-".into(), |r| pretty(r, W)),
-        ),
-        (
-            "options",
-            s.options
-                .as_ref()
-                .map_or_else(|| "-".into(), |o| pretty(o, W)),
-        ),
-    ];
-    for (k, v) in &s.custom {
-        rows.push((k.as_str(), pretty(v, W)));
-    }
-    let mut out: Vec<String> = rows
-        .into_iter()
-        .map(|(k, v)| format!("{k:<W$}{v}"))
-        .collect();
-    if s.history.is_empty() {
-        out.push(format!("{:<W$}-", "history"));
-    } else {
-        out.push("history".into());
-        let width = s.history.iter().map(|e| e.event.len()).max().unwrap_or(0);
-        for e in &s.history {
-            let when = e.at.map_or_else(
-                || "(no time)".to_string(),
-                |t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string(),
-            );
-            let fields: Vec<String> = e
-                .fields
-                .iter()
-                .map(|(k, v)| format!("{k}={}", plain(v)))
-                .collect();
-            out.push(
-                format!("  {when}  {:<width$}  {}", e.event, fields.join(" "))
-                    .trim_end()
-                    .to_string(),
-            );
-        }
-    }
-    out.join("\n")
 }
 
 #[cfg(test)]

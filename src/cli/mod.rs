@@ -17,6 +17,7 @@
 pub(crate) mod enqueue;
 pub(crate) mod enqueue_file;
 pub(crate) mod failed;
+pub(crate) mod job_show;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod output;

@@ -44,7 +44,15 @@ async fn cancel(
         .map_or((reply.as_str(), ""), |(a, b)| (a, b))
     {
         ("cancelled", _) => Ok(Cancelled::Cancelled),
-        ("killing", _) => Ok(Cancelled::Killing),
+        ("killing", _) => {
+            // A record still saying working whose worker is gone reads failed: nobody runs it.
+            match super::read::find(con, keys, id).await? {
+                super::read::Found::Record(s) if s.state.is_final() => {
+                    Ok(Cancelled::Finished(s.state))
+                }
+                _ => Ok(Cancelled::Killing),
+            }
+        }
         ("final", s) => Ok(Cancelled::Finished(
             State::parse(s).unwrap_or(State::Completed),
         )),

@@ -10,29 +10,41 @@
 //!   of the job writes a few fields of, in the call that moves it (the library's `record.lua`);
 //!   resque-status jobs keep resque-status's JSON record, `<ns>:status:<id>`, which Ruby reads
 //!   and writes too (`status.lua`).
-//! * Query ([`crate::admin::Admin::job`], [`crate::admin::Admin::jobs`],
-//!   [`crate::admin::Admin::job_counts`]), wait ([`crate::Client::wait`]), cancel
-//!   ([`crate::Client::cancel`]); a running job reports progress and sees cancellation through
-//!   its [`crate::JobContext`].
+//! * Only finished jobs are indexed (`<ns>:resq:jobs:<state>`, by end time), and tags
+//!   (`<ns>:resq:tag:<tag>`): a queued, scheduled, retrying or working job is found where it
+//!   is — its queue (or a limit's held set), the delayed set, a worker's record.
+//! * Query ([`crate::admin::Admin::job`], [`crate::admin::Admin::jobs`] and
+//!   [`crate::admin::Admin::jobs_from`], [`crate::admin::Admin::job_counts`]), wait
+//!   ([`crate::Client::wait`]), cancel ([`crate::Client::cancel`]); a running job reports
+//!   progress and sees cancellation through its [`crate::JobContext`].
 //! * Finished records expire (24 h by default, per class with [`crate::Registry::track_ttl`]).
 //!
-//! Modules: `state` ([`State`], [`JobStatus`]), `read` (a record read from
-//! Redis), `record` (what the worker tells the library), `running` (a job while it runs),
-//! `enqueue`, `query`, `control`, `wait`.
+//! Modules: `state` ([`State`], [`JobStatus`]), `own` and `statused` (the two records read
+//! into a [`JobStatus`]), `read` (records read from Redis), `record` (what the worker tells the
+//! library), `running` (a job while it runs), `enqueue`, `query` (listing), `position`
+//! ([`JobPosition`]), `walk` and `places` (the sources a listing reads), `counts`, `control`,
+//! `wait`.
 
 mod control;
+mod counts;
 mod enqueue;
+mod own;
+mod places;
+mod position;
 mod query;
 mod read;
 pub(crate) mod record;
 mod running;
 mod state;
+mod statused;
 mod wait;
+mod walk;
 
 pub use crate::wire::job_id::JobId;
 pub use enqueue::{IfDepFailed, Track};
+pub use position::JobPosition;
 pub use query::{JobFilter, JobPage};
-pub use state::{Event, JobStatus, State};
+pub use state::{BadField, Event, JobStatus, State};
 
 pub use control::Cancelled;
 #[cfg(feature = "cli")]

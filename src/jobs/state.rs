@@ -1,6 +1,6 @@
 //! Where a tracked job is ([`State`]) and what its record says ([`JobStatus`]): resq's own
-//! record (a hash, `<ns>:resq:job:<id>`) or resque-status's (a JSON text, `<ns>:status:<id>`),
-//! read into one shape.
+//! record (a hash, `<ns>:resq:job:<id>`, read by `own.rs`) or resque-status's (a JSON text,
+//! `<ns>:status:<id>`, read by `statused.rs`), in one shape.
 
 use super::JobId;
 use chrono::{DateTime, Utc};
@@ -118,18 +118,61 @@ pub struct Event {
     pub fields: Map<String, Value>,
 }
 
+/// A field of a record that holds something it should not (not UTF-8, not a number, not a
+/// state…): what was read from it is left out of the [`JobStatus`], and named here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BadField {
+    /// The field (`state`, `attempts`, `p.num`; a resque-status record's member: `status`).
+    pub field: String,
+    /// What it holds, quoted (at most 60 characters of it), or `(absent)`.
+    pub holds: String,
+}
+
+impl BadField {
+    /// `field` holding the bytes `v`.
+    pub(crate) fn new(field: &str, v: &[u8]) -> BadField {
+        let t = String::from_utf8_lossy(v);
+        let cut: String = t.chars().take(60).collect();
+        BadField {
+            field: field.to_string(),
+            holds: format!("{cut:?}"),
+        }
+    }
+
+    /// `field` missing from the record.
+    pub(crate) fn absent(field: &str) -> BadField {
+        BadField {
+            field: field.to_string(),
+            holds: "(absent)".to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for BadField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} holds {}", self.field, self.holds)
+    }
+}
+
 /// A tracked job's record.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobStatus {
     /// The id.
     pub id: JobId,
-    /// Where it is.
+    /// Where it is: the record's state (a resque-status record's `status`), except that a
+    /// record saying `working` whose worker is gone reads `failed`; in a listing of where jobs
+    /// are (queued, scheduled, retrying, working), where it was found.
     pub state: State,
-    /// resque-status's `status` as written.
+    /// resque-status's `status`: as written in a resque-status record, else the one of
+    /// [`JobStatus::state`] ([`State::resque_status`]).
     pub status: String,
-    /// resque-status's `name` (`Class(options…)`), once a worker started it.
+    /// Whether it is a resque-status job (its record is resque-status's JSON,
+    /// `<ns>:status:<id>`), not one of resq's own (a hash, `<ns>:resq:job:<id>`).
+    pub statused: bool,
+    /// resque-status's `name` (`Class(options…)`); resq's own jobs: the class.
     pub name: Option<String>,
-    /// The last message (`Completed at …`, a progress message, the failure).
+    /// The last message: a progress message, or resque-status's (`Completed at …`, the
+    /// failure).
     pub message: Option<String>,
     /// Progress: done so far.
     pub num: Option<f64>,
@@ -138,13 +181,14 @@ pub struct JobStatus {
     /// Percent complete as resque-status computes it (completed 100, queued 0, else
     /// `num / total`).
     pub pct_complete: f64,
-    /// Creation time (resque-status's `time`, epoch seconds).
+    /// Creation time (resque-status's `time`; resq's own: the enqueue time), epoch seconds.
     pub time: Option<i64>,
     /// resque-status's `options` (a resque-status job's options).
     pub options: Option<Value>,
     /// What the handler returned as its result.
     pub result: Option<Value>,
-    /// The queue.
+    /// The queue (resq's own: where it was enqueued, or moved to; a resque-status record has
+    /// none, unless a listing found the job in one).
     pub queue: Option<String>,
     /// The class.
     pub class: Option<String>,
@@ -158,25 +202,39 @@ pub struct JobStatus {
     pub key: Option<String>,
     /// When it was enqueued.
     pub enqueued_at: Option<DateTime<Utc>>,
+    /// When it is due (scheduled: its time; retrying: its next attempt).
+    pub due_at: Option<DateTime<Utc>>,
     /// When its last attempt started.
     pub started_at: Option<DateTime<Utc>>,
     /// When it ended.
     pub finished_at: Option<DateTime<Utc>>,
     /// The last failure.
     pub error: Option<String>,
-    /// What happened to it, oldest first (the last 50 events).
+    /// Whether it was asked to stop (resq's own: the record's `kill` field; a resque-status
+    /// job: its id in `<ns>:_kill`).
+    pub stop_requested: bool,
+    /// What happened to it, oldest first (the last 50 attempts).
     pub history: Vec<Event>,
     /// Other fields of the record (a job's custom progress keys).
     pub custom: Map<String, Value>,
+    /// Fields that hold something they should not; what was read is shown without them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<BadField>,
 }
 
-/// Fields of a resque-status record that [`JobStatus`] reads itself.
-const KNOWN: &[&str] = &[
-    "time", "status", "uuid", "options", "name", "num", "total", "message", "result", "resq",
-];
+impl JobStatus {
+    /// Whether the record's state could be read (else [`JobStatus::state`] is a guess:
+    /// `queued`).
+    pub fn state_readable(&self) -> bool {
+        !self
+            .unreadable
+            .iter()
+            .any(|b| b.field == "state" || b.field == "status")
+    }
+}
 
 /// resque-status's percent complete: completed 100, queued 0, else `num / total`.
-fn pct(status: &str, num: Option<f64>, total: Option<f64>) -> f64 {
+pub(crate) fn pct(status: &str, num: Option<f64>, total: Option<f64>) -> f64 {
     match status {
         "completed" => 100.0,
         "queued" => 0.0,
@@ -190,229 +248,14 @@ fn pct(status: &str, num: Option<f64>, total: Option<f64>) -> f64 {
     }
 }
 
-impl JobStatus {
-    /// A resque-status record's text for job `id`; `None` when it is not a JSON object.
-    pub fn parse(id: &JobId, text: &str) -> Option<JobStatus> {
-        let mut obj: Map<String, Value> = serde_json::from_str(text).ok()?;
-        // Records written by resq before its own jobs had a record of their own carried resq's
-        // state in a `resq` member: read as it says.
-        let resq = match obj.remove("resq") {
-            Some(Value::Object(m)) => m,
-            _ => Map::new(),
-        };
-        let status = match obj.get("status") {
-            Some(Value::String(s)) => s.clone(),
-            _ => "queued".to_string(),
-        };
-        let from_status = match status.as_str() {
-            "queued" => Some(State::Queued),
-            "working" => Some(State::Working),
-            "completed" => Some(State::Completed),
-            "failed" => Some(State::Failed),
-            "killed" => Some(State::Killed),
-            _ => None,
-        };
-        let state = match (
-            resq.get("state")
-                .and_then(Value::as_str)
-                .and_then(State::parse),
-            from_status,
-        ) {
-            (Some(s), Some(f)) if s.resque_status() != status => f,
-            (Some(s), _) => s,
-            (None, f) => f.unwrap_or(State::Queued),
-        };
-        let num = obj.get("num").and_then(number);
-        let total = obj.get("total").and_then(number);
-        let string =
-            |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(String::from);
-        let ms = |k: &str| {
-            resq.get(k)
-                .and_then(Value::as_f64)
-                .and_then(|v| DateTime::from_timestamp_millis(v as i64))
-        };
-        let custom = obj
-            .iter()
-            .filter(|(k, _)| !KNOWN.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        Some(JobStatus {
-            id: id.clone(),
-            state,
-            name: string(&obj, "name"),
-            message: string(&obj, "message"),
-            num,
-            total,
-            pct_complete: pct(&status, num, total),
-            time: obj.get("time").and_then(Value::as_f64).map(|t| t as i64),
-            options: obj.get("options").cloned(),
-            result: obj.get("result").cloned(),
-            queue: string(&resq, "queue"),
-            class: string(&resq, "class").or_else(|| {
-                string(&obj, "name").and_then(|n| n.split('(').next().map(String::from))
-            }),
-            worker: string(&resq, "worker"),
-            attempts: resq
-                .get("attempts")
-                .and_then(Value::as_f64)
-                .map_or(0, |a| a as u64),
-            tags: Vec::new(),
-            key: None,
-            enqueued_at: ms("enqueued_at"),
-            started_at: ms("started_at"),
-            finished_at: ms("finished_at"),
-            error: string(&resq, "error"),
-            history: Vec::new(),
-            custom,
-            status,
-        })
-    }
-
-    /// resq's own record of job `id`, from its hash fields (any bytes: a field that does not
-    /// read as what it should is left out, never an error).
-    pub fn from_fields(id: &JobId, fields: &[(String, Vec<u8>)]) -> JobStatus {
-        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-        let get = |k: &str| fields.iter().find(|(f, _)| f == k).map(|(_, v)| text(v));
-        let json =
-            |k: &str| get(k).map(|t| serde_json::from_str::<Value>(&t).unwrap_or(Value::String(t)));
-        let ms = |k: &str| {
-            get(k)
-                .and_then(|t| t.trim().parse::<f64>().ok())
-                .and_then(|v| DateTime::from_timestamp_millis(v as i64))
-        };
-        let state = get("state")
-            .and_then(|s| State::parse(&s))
-            .unwrap_or(State::Queued);
-        let status = state.resque_status().to_string();
-        let num = json("p.num").as_ref().and_then(number);
-        let total = json("p.total").as_ref().and_then(number);
-        let message = json("p.message").and_then(|m| match m {
-            Value::String(s) => Some(s),
-            Value::Null => None,
-            other => Some(other.to_string()),
-        });
-        let custom = fields
-            .iter()
-            .filter_map(|(f, v)| {
-                let k = f.strip_prefix("p.")?;
-                if ["num", "total", "message"].contains(&k) {
-                    return None;
-                }
-                let t = text(v);
-                Some((
-                    k.to_string(),
-                    serde_json::from_str(&t).unwrap_or(Value::String(t)),
-                ))
-            })
-            .collect();
-        let class = get("class");
-        JobStatus {
-            id: id.clone(),
-            state,
-            name: class.clone(),
-            message,
-            num,
-            total,
-            pct_complete: pct(&status, num, total),
-            time: ms("enqueued_at").map(|t| t.timestamp()),
-            options: None,
-            result: json("result"),
-            queue: get("queue"),
-            class,
-            worker: get("worker"),
-            attempts: get("attempts")
-                .and_then(|a| a.trim().parse::<u64>().ok())
-                .unwrap_or(0),
-            tags: get("tags")
-                .map(|t| t.split_whitespace().map(String::from).collect())
-                .unwrap_or_default(),
-            key: get("key").filter(|k| !k.is_empty()),
-            enqueued_at: ms("enqueued_at"),
-            started_at: ms("started_at"),
-            finished_at: ms("ended_at"),
-            error: get("error"),
-            history: history(fields),
-            custom,
-            status,
-        }
-    }
-}
-
-/// A record's history, from its fields (`enqueued_at`, `a<n>.moved`, `a<n>.start`, `a<n>.end`,
-/// `cancelled_at`), oldest first.
-fn history(fields: &[(String, Vec<u8>)]) -> Vec<Event> {
-    let mut out: Vec<(i64, usize, Event)> = Vec::new();
-    let at = |ms: i64| DateTime::from_timestamp_millis(ms);
-    let mut push = |ms: i64, order: usize, event: &str, extra: Map<String, Value>| {
-        out.push((
-            ms,
-            order,
-            Event {
-                event: event.to_string(),
-                at: at(ms),
-                fields: extra,
-            },
-        ));
-    };
-    for (f, v) in fields {
-        let t = String::from_utf8_lossy(v);
-        let first = |t: &str| t.split(' ').next().and_then(|x| x.parse::<i64>().ok());
-        if f == "enqueued_at" {
-            if let Some(ms) = first(&t) {
-                push(ms, 0, "enqueued", Map::new());
-            }
-        } else if f == "cancelled_at" {
-            if let Some(ms) = first(&t) {
-                push(ms, 9, "cancelled", Map::new());
-            }
-        } else if let Some(rest) = f.strip_prefix('a') {
-            let Some((n, what)) = rest.split_once('.') else {
-                continue;
-            };
-            let Ok(n) = n.parse::<usize>() else { continue };
-            match what {
-                "moved" => {
-                    if let Some(ms) = first(&t) {
-                        push(ms, n * 3, "moved", Map::new());
-                    }
-                }
-                "start" => {
-                    let mut parts = t.splitn(2, ' ');
-                    let ms = parts.next().and_then(|x| x.parse::<i64>().ok());
-                    let mut extra = Map::new();
-                    if let Some(w) = parts.next() {
-                        extra.insert("worker".into(), Value::String(w.to_string()));
-                    }
-                    if let Some(ms) = ms {
-                        push(ms, n * 3 + 1, "started", extra);
-                    }
-                }
-                "end" => {
-                    let mut parts = t.splitn(3, ' ');
-                    let event = parts.next().unwrap_or("").to_string();
-                    let ms = parts.next().and_then(|x| x.parse::<i64>().ok());
-                    let mut extra = Map::new();
-                    if let Some(e) = parts.next() {
-                        extra.insert("error".into(), Value::String(e.to_string()));
-                    }
-                    if let Some(ms) = ms {
-                        push(ms, n * 3 + 2, &event, extra);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    out.sort_by_key(|(ms, order, _)| (*ms, *order));
-    out.into_iter().map(|(_, _, e)| e).collect()
-}
-
-/// A number, or a numeric string as resque-status's readers accept (`to_f`).
-fn number(v: &Value) -> Option<f64> {
+/// A number, or a numeric string as resque-status's readers accept (`to_f`); `Err` for
+/// anything else but null (absent).
+pub(crate) fn number(v: &Value) -> Result<Option<f64>, ()> {
     match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+        Value::Null => Ok(None),
+        Value::Number(n) => Ok(n.as_f64()),
+        Value::String(s) => s.trim().parse().map(Some).map_err(|_| ()),
+        _ => Err(()),
     }
 }
 
@@ -421,59 +264,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_resque_status_records() {
-        let id = JobId::parse("ba69034b39c05d28a5403ac10e276e79").unwrap();
-        let ruby = r#"{"time":1795495079,"status":"working","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10},"name":"MyStatusJob({\"num\"=>10})","num":3,"total":10,"message":"msg","custom_key":"v"}"#;
-        let s = JobStatus::parse(&id, ruby).unwrap();
-        assert_eq!(s.state, State::Working);
-        assert_eq!(s.pct_complete, 30.0);
-        assert_eq!(s.time, Some(1795495079));
-        assert_eq!(s.class.as_deref(), Some("MyStatusJob"));
-        assert_eq!(s.custom["custom_key"], "v");
-        assert!(JobStatus::parse(&id, "[1]").is_none());
-        let killed = r#"{"time":1,"status":"killed"}"#;
-        assert_eq!(JobStatus::parse(&id, killed).unwrap().state, State::Killed);
+    fn states_name_themselves() {
+        for s in State::ALL {
+            assert_eq!(State::parse(s.as_str()), Some(s));
+        }
         assert!(State::Cancelled.is_final() && !State::Retrying.is_final());
-    }
-
-    #[test]
-    fn reads_resqs_own_records_whatever_their_fields_hold() {
-        let id = JobId::parse("ba69034b39c05d28a5403ac10e276e79").unwrap();
-        let f = |k: &str, v: &[u8]| (k.to_string(), v.to_vec());
-        let fields = vec![
-            f("state", b"retrying"),
-            f("class", b"Export"),
-            f("queue", b"q"),
-            f("enqueued_at", b"1795495079000"),
-            f("attempts", b"2"),
-            f("tags", b"a b"),
-            f("a1.start", b"1795495079100 host~resq:1-0:q"),
-            f("a1.end", b"retrying 1795495079200 boom: it broke"),
-            f("a2.start", b"1795495080000 host~resq:1-0:q"),
-            f("p.num", b"3"),
-            f("p.total", b"4"),
-            f("p.message", b"\"half\""),
-            f("p.rows", b"[1,2]"),
-            f("result", b"{\"ok\":true}"),
-            f("error", b"\xff\xfe not UTF-8"),
-        ];
-        let s = JobStatus::from_fields(&id, &fields);
-        assert_eq!(s.state, State::Retrying);
-        assert_eq!(s.attempts, 2);
-        assert_eq!(s.tags, ["a", "b"]);
-        assert_eq!(s.num, Some(3.0));
-        assert_eq!(s.message.as_deref(), Some("half"));
-        assert_eq!(s.custom["rows"], serde_json::json!([1, 2]));
-        assert_eq!(s.result, Some(serde_json::json!({"ok": true})));
-        assert!(s.error.unwrap().ends_with("not UTF-8"));
-        let events: Vec<&str> = s.history.iter().map(|e| e.event.as_str()).collect();
-        assert_eq!(events, ["enqueued", "started", "retrying", "started"]);
-        assert_eq!(s.history[2].fields["error"], "boom: it broke");
-        // Garbage in every field: read as far as it goes, never an error.
-        let junk = vec![f("state", b"\x00"), f("attempts", b"-1"), f("a1.end", b"x")];
-        let s = JobStatus::from_fields(&id, &junk);
-        assert_eq!(s.state, State::Queued);
-        assert_eq!(s.attempts, 0);
-        assert!(s.history.is_empty());
+        assert_eq!(State::Cancelled.resque_status(), "killed");
+        assert!("lost".parse::<State>().is_err());
+        assert_eq!(pct("working", Some(3.0), Some(10.0)), 30.0);
+        assert_eq!(number(&Value::from("2.5")), Ok(Some(2.5)));
+        assert_eq!(number(&Value::Null), Ok(None));
+        assert!(number(&serde_json::json!([1])).is_err());
+        let b = BadField::new("state", b"\xff\x00x");
+        assert_eq!(b.to_string(), "state holds \"\u{fffd}\\0x\"");
     }
 }

@@ -1,10 +1,11 @@
 //! Waiting for a tracked job to finish without polling: a dedicated RESP3 connection with
 //! `CLIENT TRACKING ON` (Redis's default mode) reads the job's record keys (`TYPE`: resq's own
-//! and resque-status's) before each read of the record, so Redis tells it of the next change, and the record is read again only
-//! then. (Not `BCAST`: while a broadcast client is connected, Redis compares every key any
-//! client writes with its prefixes, a cost the whole fleet would pay for each waiter.) Where
-//! tracking is not available (Redis Cluster, a client built over a bare connection) the record
-//! is read with a back-off from 50 ms to 1 s.
+//! and resque-status's) and `<ns>:workers` before each read of the record, so Redis tells it of
+//! the next change, and the record is read again only then (a record saying `working` whose
+//! worker left `<ns>:workers` reads `failed`). Not `BCAST`: while a broadcast client is
+//! connected, Redis compares every key any client writes with its prefixes, a cost the whole
+//! fleet would pay for each waiter. Where tracking is not available (Redis Cluster, a client
+//! built over a bare connection) the record is read with a back-off from 50 ms to 1 s.
 
 use super::{JobId, JobStatus};
 use crate::client::Client;
@@ -24,9 +25,11 @@ impl Client {
         let deadline = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
+        // `<ns>:workers` too: a record saying working reads failed once its worker is gone.
         let watched = [
             self.keys().job_record(id.as_str()),
             self.keys().resque_status(id.as_str()),
+            self.keys().workers(),
         ];
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watch = match self.endpoint() {

@@ -12,7 +12,10 @@
 //! `job_duration_seconds` (histogram, by queue and class), `busy_slots`, `slots`,
 //! `queue_depth` and `queue_latency_seconds` by queue (read from Redis at scrape time; latency
 //! only where the oldest job's age is knowable, see [`crate::admin::QueueInfo`]), `jobs` by
-//! state (tracked jobs, [`crate::jobs`]; read from Redis at scrape time), `limit_capacity`,
+//! state (read from Redis at scrape time, [`crate::admin::Admin::job_counts`]: `queued`,
+//! `scheduled` and `working` count every job in the queues and held by limits, in the delayed
+//! set and on the workers, tracked or not; `waiting` and the finished states count resq's own
+//! tracked jobs; `retrying` has no series, its jobs count as `scheduled`), `limit_capacity`,
 //! `limit_in_use`, `limit_held` and `limit_oldest_held_seconds` by limit (flow control,
 //! [`crate::limits`]; read from Redis at scrape time),
 //! `redis_errors_total` and `redis_reconnects_total`.

@@ -82,7 +82,7 @@ pub(crate) struct Metrics {
     queue_depth: Family<QueueLabels, Gauge>,
     /// Age of each queue's oldest job at the last scrape, where knowable.
     queue_latency: Family<QueueLabels, Gauge<f64, AtomicU64>>,
-    /// Tracked jobs in each state at the last scrape.
+    /// Jobs in each state at the last scrape ([`crate::admin::Admin::job_counts`]).
     jobs: Family<StateLabels, Gauge>,
     /// Each limit's capacity at the last scrape.
     limit_capacity: Family<LimitLabels, Gauge>,
@@ -153,7 +153,7 @@ impl Metrics {
         );
         registry.register(
             "jobs",
-            "Tracked jobs in each state (read from Redis at scrape time)",
+            "Jobs in each state, read from Redis at scrape time: queued, scheduled and working count every job in the queues (and held by limits), the delayed set (retries too) and on the workers; waiting and the finished states count resq's tracked jobs",
             m.jobs.clone(),
         );
         registry.register(
@@ -197,7 +197,7 @@ impl Metrics {
         out
     }
 
-    /// Sets the tracked-job series to `counts` (every state by name, zeros included).
+    /// Sets the job series to `counts` (every state counted, zeros included).
     pub(crate) fn set_jobs(&self, counts: &[(&str, u64)]) {
         for (state, n) in counts {
             let l = StateLabels {

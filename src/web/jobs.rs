@@ -1,14 +1,14 @@
 //! Jobs (`GET /jobs`, `GET /job?id=`): tracked jobs from the plugged-in
 //! [`super::sources::JobsSource`] — by default [`super::sources::TrackedJobs`], resq's tracked
-//! jobs and resque-status's statuses (the same records) — with a tab per state and its count,
-//! filters by queue, class and tag (all in the URL), pages of 50 newest first, and a detail page
-//! with progress, result, options, worker, attempts, times and history; **Cancel**
-//! (`POST jobs/cancel`) for a job that has not finished: one not started never runs, a running
-//! one is asked to stop.
+//! jobs and resque-status's statuses — with a tab per state and its count, filters by queue,
+//! class and tag (all in the URL), pages of 50 that go on from where the last one ended
+//! (`from=`, any depth), and a detail page with progress, result, options, worker, attempts,
+//! times and history; **Cancel** (`POST jobs/cancel`) for a job that has not finished: one not
+//! started never runs, a running one is asked to stop.
 
 use super::ctx::{enc, join_query, query, see_other, CheckedForm, Ctx, Params};
 use super::error::{WebError, WebResult};
-use super::layout::{button, num, page, pager, short, when, Tab};
+use super::layout::{button, num, page, short, when, Tab};
 use super::sources::{JobCounts, JobRow};
 use super::state::App;
 use crate::jobs::{JobFilter, JobId, JobStatus, State};
@@ -25,6 +25,9 @@ const PER_PAGE: usize = 50;
 /// The query parameters that make up the list's view (kept by the tabs, the pager and a
 /// Cancel's redirect).
 const FILTER_KEYS: &[&str] = &["state", "queue", "class", "tag"];
+
+/// The query parameters that say where in the list a page starts.
+const PLACE_KEYS: &[&str] = &["from", "offset"];
 
 /// The filter a query names; a `state` that is not one is a bad request.
 fn filter_of(p: &Params) -> WebResult<JobFilter> {
@@ -53,7 +56,7 @@ fn job_id(p: &Params) -> WebResult<JobId> {
     })
 }
 
-/// `GET /jobs[?state=&queue=&class=&tag=&offset=]`.
+/// `GET /jobs[?state=&queue=&class=&tag=&from=|offset=]`.
 pub(crate) async fn list(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
     let ns = admin.keys().namespace();
@@ -63,17 +66,24 @@ pub(crate) async fn list(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
     };
     let filter = filter_of(&ctx.query)?;
     let offset = ctx.query.number("offset")?.unwrap_or(0);
+    let from = ctx.query.get("from");
     let (counts, p) = tokio::try_join!(
         source.counts(admin),
-        source.page(admin, &filter, offset, PER_PAGE + 1)
-    )?;
-    let more = p.rows.len() > PER_PAGE;
-    let rows = &p.rows[..p.rows.len().min(PER_PAGE)];
+        source.page(admin, &filter, from, offset, PER_PAGE)
+    )
+    .map_err(|e| match e {
+        crate::Error::Rejected(m) => WebError::BadRequest(format!("from: {m}")),
+        e => e.into(),
+    })?;
     let view = ctx.query.keep(FILTER_KEYS);
-    let back = join_query(&view, &offset_param(offset));
+    let mut here = FILTER_KEYS.to_vec();
+    here.extend_from_slice(PLACE_KEYS);
+    let back = ctx.query.keep(&here);
     let narrowed = filter.queue.is_some() || filter.class.is_some() || filter.tag.is_some();
+    let deeper = from.is_some() || offset > 0;
+    let rows = &p.rows;
     let body = html! {
-        p.muted { "Tracked jobs (" (source.name()) "), newest first." }
+        p.muted { "Tracked jobs (" (source.name()) ")." }
         (tabs(&ctx, &filter, &counts))
         form.filters method="get" action={ (ctx.base) "jobs" } {
             @if let Some(s) = filter.state { input type="hidden" name="state" value=(s.as_str()); }
@@ -87,7 +97,7 @@ pub(crate) async fn list(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
                 }
             }
         }
-        (scan_note(&p, rows.len(), offset))
+        (scan_note(&p, rows.len(), deeper))
         table {
             thead { tr {
                 th { "id" } th { "state" } th { "class" } th { "queue" } th { "progress" }
@@ -97,30 +107,24 @@ pub(crate) async fn list(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
                 @for j in rows { (row(&ctx, j, &back)) }
                 @if rows.is_empty() {
                     tr { td colspan="10" .muted {
-                        @if offset > 0 { "No more jobs." } @else { "No tracked jobs match." }
+                        @if deeper { "No more jobs." } @else { "No tracked jobs match." }
                     } }
                 }
             }
         }
-        @if p.exact {
-            (pager(&ctx, "jobs", &view, offset, PER_PAGE, usize::try_from(p.total).unwrap_or(usize::MAX)))
-        } @else {
-            (newer_older(&ctx, &view, offset, more))
+        @if !p.unreadable.is_empty() {
+            div.unreadable {
+                p.muted.small { "Records that could not be read, left out:" }
+                ul { @for why in &p.unreadable { li.mono.small { (why) } } }
+            }
         }
+        (next_links(&ctx, &view, deeper, p.next.as_deref()))
     };
     Ok(page(&ctx, Tab::Jobs, ns, "Jobs", body))
 }
 
-/// `offset=N`, or nothing for the first page.
-fn offset_param(offset: usize) -> String {
-    if offset == 0 {
-        String::new()
-    } else {
-        format!("offset={offset}")
-    }
-}
-
-/// A tab per state with its count, and "all"; each keeps the queue, class and tag filters.
+/// A tab per state with its count (when counted), and "all"; each keeps the queue, class and
+/// tag filters.
 fn tabs(ctx: &Ctx, filter: &JobFilter, counts: &JobCounts) -> Markup {
     let link = |state: Option<State>| {
         ctx.link(&format!(
@@ -133,57 +137,50 @@ fn tabs(ctx: &Ctx, filter: &JobFilter, counts: &JobCounts) -> Markup {
             ])
         ))
     };
-    let indexed: u64 = counts.states.iter().map(|(_, n)| n).sum();
+    let count = |s: State| counts.states.iter().find(|(c, _)| *c == s).map(|(_, n)| *n);
     html! {
         nav.tabs aria-label="states" {
-            a.current[filter.state.is_none()] href=(link(None)) {
-                "all " span.count { (num(counts.all)) }
-            }
-            @for (s, n) in &counts.states {
-                a.current[filter.state == Some(*s)] href=(link(Some(*s))) {
-                    span.badge.(s.as_str()) { (s.as_str()) } " " span.count { (num(*n)) }
+            a.current[filter.state.is_none()] href=(link(None)) { "all" }
+            @for s in State::ALL {
+                a.current[filter.state == Some(s)] href=(link(Some(s))) {
+                    span.badge.(s.as_str()) { (s.as_str()) }
+                    @if let Some(n) = count(s) { " " span.count { (num(n)) } }
                 }
             }
         }
-        @if counts.all > indexed {
-            p.muted.small {
-                "State counts come from resq's per-state indexes; "
-                (num(counts.all - indexed))
-                @if counts.all - indexed == 1 { " listed job is" } @else { " listed jobs are" }
-                " in none (statuses only Ruby's resque-status has written, or records expired and not yet forgotten) and show under “all”."
-            }
+        p.muted.small {
+            "Counts: queued, scheduled and working are the jobs in the queues (and held by limits), "
+            "in the delayed set (retries too) and on the workers, tracked or not; waiting and the "
+            "finished states count resq's own tracked jobs (resque-status jobs are listed, not counted)."
         }
     }
 }
 
 /// What the page covers.
-fn scan_note(p: &super::sources::JobsPage, shown: usize, offset: usize) -> Markup {
+fn scan_note(p: &super::sources::JobsPage, shown: usize, deeper: bool) -> Markup {
     html! {
         p.scan {
-            @if p.exact {
-                (num(p.total)) " jobs. "
-            } @else {
-                (num(p.total)) " jobs in the index read; the other filters are applied while reading. "
+            @if let Some(t) = p.total { (num(t)) " jobs. " }
+            @if shown > 0 {
+                "Showing " (shown) @if deeper { " more" } ", in the listing's order (docs/jobs.md)."
             }
-            @if shown > 0 { "Showing " (offset + 1) "–" (offset + shown) ", newest first." }
             @if p.truncated {
-                " The scan stopped at its budget of index entries: narrow it by state or tag."
+                " The page stopped after looking at its budget of entries: go on with “next”, or narrow it by state, queue or tag."
             }
         }
     }
 }
 
-/// "‹ newer" / "older ›" links, for a view whose total is not known exactly.
-fn newer_older(ctx: &Ctx, view: &str, offset: usize, more: bool) -> Markup {
-    let link = |off: usize| ctx.link(&format!("jobs?{}", join_query(view, &offset_param(off))));
+/// "« first" / "next ›" links: the next page starts where this one ended.
+fn next_links(ctx: &Ctx, view: &str, deeper: bool, next: Option<&str>) -> Markup {
+    let first = ctx.link(&format!("jobs?{view}"));
     html! {
-        @if offset > 0 || more {
+        @if deeper || next.is_some() {
             nav.pager {
-                @if offset > 0 {
-                    a href=(link(0)) { "« newest" }
-                    a href=(link(offset.saturating_sub(PER_PAGE))) { "‹ newer" }
+                @if deeper { a href=(first) { "« first" } }
+                @if let Some(n) = next {
+                    a href=(ctx.link(&format!("jobs?{}", join_query(view, &query(&[("from", n)]))))) { "next ›" }
                 }
-                @if more { a href=(link(offset + PER_PAGE)) { "older ›" } }
             }
         }
     }
@@ -214,10 +211,16 @@ fn at(t: Option<DateTime<Utc>>) -> Markup {
     }
 }
 
-fn state(r: &JobRow) -> Markup {
+/// A job's state badge; on its own page (`one`), `?` when its record's state cannot be read (a
+/// list shows the state it was listed in).
+fn state(r: &JobRow, one: bool) -> Markup {
     let s = r.job.state.as_str();
     html! {
-        span.badge.(s) { (s) }
+        @if !one || r.job.state_readable() {
+            span.badge.(s) { (s) }
+        } @else {
+            span.badge title="the record's state cannot be read" { "?" }
+        }
         @if r.stop_requested { " " span.badge.killed { "stop asked" } }
     }
 }
@@ -271,7 +274,7 @@ fn row(ctx: &Ctx, r: &JobRow, back: &str) -> Markup {
     html! {
         tr {
             td.mono.nowrap { a href={ (ctx.base) "job?id=" (enc(j.id.as_str())) } title=(j.id.as_str()) { (short(j.id.as_str(), 13)) } }
-            td.nowrap { (state(r)) }
+            td.nowrap { (state(r, false)) }
             td.mono.nowrap title=[j.name.as_deref()] {
                 // A status only resque-status wrote has no class: its name says what it is.
                 @match (&j.class, &j.name) {
@@ -322,7 +325,7 @@ pub(crate) async fn show(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
         div.actions { (cancel(&ctx, &r, None)) a href={ (ctx.base) "jobs" } { "← all jobs" } }
         dl.kv {
             dt { "id" } dd.mono { (j.id.as_str()) }
-            dt { "state" } dd { (state(&r)) }
+            dt { "state" } dd { (state(&r, true)) }
             dt { "resque-status" } dd { span.badge.(j.status.as_str()) { (j.status) } }
             dt { "name" } dd.mono.wrap { (j.name.as_deref().unwrap_or("—")) }
             dt { "message" } dd.wrap { (j.message.as_deref().unwrap_or("—")) }
@@ -349,12 +352,27 @@ pub(crate) async fn show(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
                 }
             }
             dt { "job key" } dd.mono { (j.key.as_deref().unwrap_or("—")) }
-            dt { "record" } dd.mono { (admin.keys().resque_status(j.id.as_str())) }
+            dt { "record" } dd.mono {
+                @if j.statused {
+                    (admin.keys().resque_status(j.id.as_str())) span.muted { " (resque-status's record, a JSON text)" }
+                } @else {
+                    (admin.keys().job_record(j.id.as_str())) span.muted { " (resq's own record, a hash)" }
+                }
+            }
             dt { "created" } dd { (at(j.time.and_then(|t| DateTime::from_timestamp(t, 0)))) }
             dt { "enqueued" } dd { (at(j.enqueued_at)) }
+            dt { "due" } dd { (at(j.due_at)) }
             dt { "started" } dd { (at(j.started_at)) }
             dt { "finished" } dd { (at(j.finished_at)) }
             dt { "error" } dd.wrap { (j.error.as_deref().unwrap_or("—")) }
+            @if !j.unreadable.is_empty() {
+                dt { "unreadable" } dd.mono.wrap {
+                    @for (i, b) in j.unreadable.iter().enumerate() {
+                        @if i > 0 { br; }
+                        (b.to_string())
+                    }
+                }
+            }
         }
         h2 { "Result" }
         @match &j.result {
@@ -389,7 +407,9 @@ pub(crate) async fn show(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
                     }
                 }
                 @if j.history.is_empty() {
-                    tr { td colspan="3" .muted { "No history: a status resq has not moved (written by resque-status)." } }
+                    tr { td colspan="3" .muted {
+                        @if j.statused { "No history: resque-status's record keeps none." } @else { "No history." }
+                    } }
                 }
             }
         }
@@ -417,7 +437,7 @@ pub(crate) async fn cancel_job(
     if f.get("to") == Some("list") || msg == "nojob" {
         let back = Params::parse(f.get("back").unwrap_or("").as_bytes());
         let mut keep = FILTER_KEYS.to_vec();
-        keep.push("offset");
+        keep.extend_from_slice(PLACE_KEYS);
         let q = join_query(&back.keep(&keep), &format!("msg={msg}"));
         return Ok(see_other(&ctx, &format!("jobs?{q}")));
     }

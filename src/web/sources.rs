@@ -2,17 +2,16 @@
 //! limits (issue 15) and per-queue pause (issue 15). Each is a small trait the dashboard asks;
 //! [`super::WebConfig`] holds the implementations.
 //!
-//! The Jobs page reads [`TrackedJobs`] by default: resq's tracked jobs through
-//! [`Admin::jobs`], [`Admin::job`], [`Admin::job_counts`] and [`Admin::cancel_job`]. They are
-//! resque-status's records (`<ns>:_statuses`, `<ns>:status:<id>`), so statuses Ruby's
-//! resque-status wrote show too. The Limits page reads [`FleetLimits`]
+//! The Jobs page reads [`TrackedJobs`] by default: resq's tracked jobs and resque-status's
+//! statuses through [`Admin::jobs`] / [`Admin::jobs_from`], [`Admin::job`],
+//! [`Admin::job_counts`] and [`Admin::cancel_job`] (docs/jobs.md). The Limits page reads [`FleetLimits`]
 //! ([`Admin::limit_reports`]) and the queue pages pause and resume through [`PausedQueues`]
 //! (`<ns>:resq:paused_queues`) by default; without a source, the Limits page says there is
 //! none and the Queues page shows only the global pause switch.
 
 use crate::admin::Admin;
 use crate::error::Result;
-use crate::jobs::{Cancelled, JobFilter, JobId, JobStatus, State};
+use crate::jobs::{Cancelled, JobFilter, JobId, JobPosition, JobStatus, State};
 use futures::future::BoxFuture;
 use std::collections::HashSet;
 
@@ -21,9 +20,9 @@ use std::collections::HashSet;
 pub struct JobRow {
     /// Its record.
     pub job: JobStatus,
-    /// Whether it was asked to stop and has not ended yet (its id is in resque-status's
-    /// `<ns>:_kill`, where a cancel of a running job — from here, `resq job cancel`,
-    /// [`crate::Client::cancel`] or resque-status's own tab — puts it).
+    /// Whether it was asked to stop and has not ended yet (resq's own: its record's `kill`;
+    /// a resque-status job: its id in `<ns>:_kill`, where a cancel — from here, `resq job
+    /// cancel`, [`crate::Client::cancel`] or resque-status's own tab — puts it).
     pub stop_requested: bool,
 }
 
@@ -37,24 +36,25 @@ impl JobRow {
 /// A page of tracked jobs.
 #[derive(Debug, Clone, Default)]
 pub struct JobsPage {
-    /// How many jobs the index the page was read from holds (the tag's, the state's, or
-    /// `_statuses`: see [`crate::jobs::JobPage::total`]).
-    pub total: u64,
-    /// Whether [`JobsPage::total`] counts exactly the jobs the filter selects (without a queue
-    /// or class filter, and not a tag and a state together).
-    pub exact: bool,
-    /// Whether the scan stopped at its budget before the end of the index.
+    /// How many jobs the listing holds, when the source knows it without reading them (see
+    /// [`crate::jobs::JobPage::total`]).
+    pub total: Option<u64>,
+    /// Whether the page stopped at the source's budget of entries before it was full.
     pub truncated: bool,
-    /// This page's jobs, newest first.
+    /// Where the listing goes on (the source's position, handed back to
+    /// [`JobsSource::page`]); `None` at its end.
+    pub next: Option<String>,
+    /// This page's jobs, in the listing's order.
     pub rows: Vec<JobRow>,
+    /// Records that could not be read on the way (key and what is wrong), left out.
+    pub unreadable: Vec<String>,
 }
 
-/// How many tracked jobs there are, in all and in each state (the Jobs page's tabs).
+/// How many jobs each state holds (the Jobs page's tabs): the states counted, in lifecycle
+/// order; a state not in the list shows no count.
 #[derive(Debug, Clone, Default)]
 pub struct JobCounts {
-    /// Every listed job (`<ns>:_statuses`, resque-status's list of statuses).
-    pub all: u64,
-    /// Each state's count (resq's per-state indexes), every state listed.
+    /// Each counted state's count.
     pub states: Vec<(State, u64)>,
 }
 
@@ -64,11 +64,14 @@ pub trait JobsSource: Send + Sync {
     fn name(&self) -> &str;
     /// The counts for the state tabs.
     fn counts<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<JobCounts>>;
-    /// Jobs matching `filter`, newest first, skipping `offset` matches, at most `limit`.
+    /// Jobs matching `filter`: from position `from` (a page's [`JobsPage::next`]; `None`: the
+    /// start, skipping `offset` matches), at most `limit`. A position that is not one of this
+    /// listing's is [`crate::Error::Rejected`].
     fn page<'a>(
         &'a self,
         admin: &'a Admin,
         filter: &'a JobFilter,
+        from: Option<&'a str>,
         offset: usize,
         limit: usize,
     ) -> BoxFuture<'a, Result<JobsPage>>;
@@ -83,37 +86,18 @@ pub trait JobsSource: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<Cancelled>>>;
 }
 
-/// resq's tracked jobs, which are resque-status's statuses: read with [`Admin::jobs`] and
-/// [`Admin::job`], counted with [`Admin::job_counts`], cancelled with [`Admin::cancel_job`]
-/// (for a running job, `SADD <ns>:_kill`: resque-status's own kill, seen by Ruby workers too).
+/// resq's tracked jobs and resque-status's statuses: listed with [`Admin::jobs`] /
+/// [`Admin::jobs_from`], read with [`Admin::job`], counted with [`Admin::job_counts`],
+/// cancelled with [`Admin::cancel_job`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TrackedJobs;
 
-/// Which of `ids` are in `<ns>:_kill`.
-async fn kill_requested(admin: &Admin, ids: &[&JobId]) -> Result<Vec<bool>> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
+/// A row of `job`.
+fn row(job: JobStatus) -> JobRow {
+    JobRow {
+        stop_requested: job.stop_requested && !job.state.is_final(),
+        job,
     }
-    let mut cmd = redis::cmd("SMISMEMBER");
-    cmd.arg(admin.keys().resque_status_kill());
-    for id in ids {
-        cmd.arg(id.as_str());
-    }
-    Ok(cmd.query_async(&mut admin.con()).await?)
-}
-
-/// Rows of `jobs`, with whether each was asked to stop.
-async fn rows(admin: &Admin, jobs: Vec<JobStatus>) -> Result<Vec<JobRow>> {
-    let ids: Vec<&JobId> = jobs.iter().map(|j| &j.id).collect();
-    let killed = kill_requested(admin, &ids).await?;
-    Ok(jobs
-        .into_iter()
-        .enumerate()
-        .map(|(i, job)| JobRow {
-            stop_requested: killed.get(i).copied().unwrap_or(false) && !job.state.is_final(),
-            job,
-        })
-        .collect())
 }
 
 impl JobsSource for TrackedJobs {
@@ -123,12 +107,9 @@ impl JobsSource for TrackedJobs {
 
     fn counts<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<JobCounts>> {
         Box::pin(async move {
-            let states = admin.job_counts().await?;
-            let all: u64 = redis::cmd("ZCARD")
-                .arg(admin.keys().resque_statuses())
-                .query_async(&mut admin.con())
-                .await?;
-            Ok(JobCounts { all, states })
+            Ok(JobCounts {
+                states: admin.job_counts().await?,
+            })
         })
     }
 
@@ -136,30 +117,30 @@ impl JobsSource for TrackedJobs {
         &'a self,
         admin: &'a Admin,
         filter: &'a JobFilter,
+        from: Option<&'a str>,
         offset: usize,
         limit: usize,
     ) -> BoxFuture<'a, Result<JobsPage>> {
         Box::pin(async move {
-            let p = admin.jobs(filter, offset, limit).await?;
-            let exact = filter.queue.is_none()
-                && filter.class.is_none()
-                && !(filter.tag.is_some() && filter.state.is_some());
+            let p = match from {
+                Some(f) => {
+                    let pos: JobPosition = f.parse()?;
+                    admin.jobs_from(filter, &pos, limit).await?
+                }
+                None => admin.jobs(filter, offset, limit).await?,
+            };
             Ok(JobsPage {
                 total: p.total,
-                exact,
                 truncated: p.truncated,
-                rows: rows(admin, p.jobs).await?,
+                next: p.next.map(|n| n.to_string()),
+                rows: p.jobs.into_iter().map(row).collect(),
+                unreadable: p.unreadable,
             })
         })
     }
 
     fn job<'a>(&'a self, admin: &'a Admin, id: &'a JobId) -> BoxFuture<'a, Result<Option<JobRow>>> {
-        Box::pin(async move {
-            let Some(job) = admin.job(id).await? else {
-                return Ok(None);
-            };
-            Ok(rows(admin, vec![job]).await?.pop())
-        })
+        Box::pin(async move { Ok(admin.job(id).await?.map(row)) })
     }
 
     fn cancel<'a>(

@@ -503,17 +503,24 @@ pub async fn seed_tracked(ns: &str) -> Tracked {
     }
 }
 
-/// resque-status's `02_working` fixture (a status Ruby wrote; resq never touched it): its
-/// uuid. Stored in `ns` with its `_statuses` member.
+/// resque-status's `02_working` fixture (a status Ruby wrote; resq never touched it), stored in
+/// `ns` with its `_statuses` member, and the Ruby worker that runs it (registered, its record
+/// holding the job): its uuid.
 pub async fn seed_ruby_status(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> String {
     let k = resq::Keys::new(ns);
     let uuid = "ba69034b39c05d28a5403ac10e276e79";
+    let worker = "rubyhost:4242:statused";
     let () = redis::pipe()
         .set(
             k.resque_status(uuid),
             r#"{"time":1795495079,"status":"working","uuid":"ba69034b39c05d28a5403ac10e276e79","options":{"num":10},"name":"MyStatusJob({\"num\"=>10})","num":3,"total":10,"message":"msg"}"#,
         )
         .zadd(k.resque_statuses(), uuid, 1_795_495_079)
+        .sadd(k.workers(), worker)
+        .set(
+            k.worker(worker),
+            r#"{"queue":"statused","run_at":"2026-11-24T08:00:00Z","payload":{"class":"MyStatusJob","args":["ba69034b39c05d28a5403ac10e276e79",{"num":10}]}}"#,
+        )
         .query_async(con)
         .await
         .expect("seed status");

@@ -24,7 +24,7 @@ pub(crate) struct Sample {
     pub queues: Vec<QueueInfo>,
     /// Workers.
     pub workers: Vec<WorkerInfo>,
-    /// Tracked jobs in each state.
+    /// Jobs in each state ([`Admin::job_counts`]).
     pub jobs: Vec<(State, u64)>,
     /// Flow-control limits in force, with their use.
     pub limits: Vec<LimitReport>,

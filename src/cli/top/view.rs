@@ -1,4 +1,4 @@
-//! Drawing one `resq top` frame: a header with counters, rates and tracked jobs by state, a
+//! Drawing one `resq top` frame: a header with counters, rates and jobs by state, a
 //! throughput sparkline, the queues, the flow-control limits (when any exist) and the workers.
 
 use super::sample::TopState;
@@ -93,12 +93,13 @@ fn draw_header(f: &mut Frame, area: Rect, s: &TopState) {
     );
 }
 
-/// `jobs 3 queued · 1 working · 40 completed`: the states that hold tracked jobs.
+/// `jobs 3 queued · 1 working · 40 completed`: the states that hold jobs
+/// ([`crate::admin::Admin::job_counts`]: queued, scheduled and working count every job).
 fn jobs_line(counts: &[(crate::jobs::State, u64)]) -> Line<'static> {
     let mut spans = vec![Span::raw("jobs ").dim()];
     let held: Vec<_> = counts.iter().filter(|(_, n)| *n > 0).collect();
     if held.is_empty() {
-        spans.push(Span::raw("none tracked"));
+        spans.push(Span::raw("none"));
     }
     for (i, (state, n)) in held.into_iter().enumerate() {
         if i > 0 {

@@ -1,0 +1,131 @@
+//! How many jobs each state holds ([`Admin::job_counts`]), for `resq jobs`, `resq top`, the
+//! dashboard's tabs and the `resq_jobs{state}` metric.
+//!
+//! * `completed`, `failed`, `killed`, `cancelled` and `waiting`: the entries of resq's index of
+//!   that state (resq's own tracked jobs; resque-status records are listed under their status,
+//!   not counted: resque-status keeps no index by status).
+//! * `queued`, `scheduled`, `working`: where jobs are, as resque-web shows them — the jobs in
+//!   the queues of `<ns>:queues` (a Jesque delayed queue: its jobs due) plus those the limits
+//!   hold, the items of the delayed set, the workers running a job. These count every job,
+//!   tracked or not.
+//! * `retrying` is not counted: a retry waits in the delayed set like any delayed job, and is
+//!   counted as `scheduled` (`resq jobs --state retrying` lists them).
+
+use super::read::{bytes, each};
+use super::walk::held_sets;
+use super::State;
+use crate::admin::Admin;
+use crate::error::Result;
+use redis::Value;
+
+/// Delayed timestamps counted per round trip.
+const STAMPS: usize = 1000;
+
+impl Admin {
+    /// How many jobs each state holds, in lifecycle order (every state but `retrying`): the
+    /// finished states
+    /// and `waiting` from resq's indexes (resq's own tracked jobs); `queued`, `scheduled` and
+    /// `working` from the queues, the limits' held sets, the delayed set and the workers'
+    /// records — every job, tracked or not, as resque-web counts them. `retrying` is not
+    /// reported: a retry waiting in the delayed set counts as `scheduled`. A key of the wrong
+    /// type counts nothing.
+    pub async fn job_counts(&self) -> Result<Vec<(State, u64)>> {
+        let keys = self.keys();
+        let mut con = self.con();
+        let queued: u64 = self
+            .queues()
+            .await?
+            .iter()
+            .map(|q| q.pending.unwrap_or(q.size))
+            .sum();
+        let held = held_sets(&mut con, keys).await?;
+        let workers: Vec<String> = match redis::cmd("SMEMBERS")
+            .arg(keys.workers())
+            .query_async::<Vec<String>>(&mut con)
+            .await
+        {
+            Ok(w) => w,
+            Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let indexed = [
+            State::Waiting,
+            State::Completed,
+            State::Failed,
+            State::Killed,
+            State::Cancelled,
+        ];
+        let mut cmds: Vec<redis::Cmd> = Vec::new();
+        for s in indexed {
+            cmds.push(cmd("ZCARD", &keys.job_state(s.as_str())));
+        }
+        for h in &held {
+            cmds.push(cmd("ZCARD", h));
+        }
+        for w in &workers {
+            cmds.push(cmd("STRLEN", &keys.worker(w)));
+        }
+        let replies = each(&mut con, cmds.into_iter()).await?;
+        let n = |r: &redis::RedisResult<Value>| match r {
+            Ok(Value::Int(i)) => u64::try_from(*i).unwrap_or(0),
+            _ => 0,
+        };
+        let (ix, rest) = replies.split_at(indexed.len().min(replies.len()));
+        let (held_n, busy) = rest.split_at(held.len().min(rest.len()));
+        let queued = queued + held_n.iter().map(n).sum::<u64>();
+        let working = busy.iter().filter(|r| n(r) > 0).count() as u64;
+        let scheduled = self.delayed_items(&mut con).await?;
+        let mut out = vec![(State::Queued, queued), (State::Scheduled, scheduled)];
+        out.push((State::Waiting, ix.first().map_or(0, n)));
+        out.push((State::Working, working));
+        for (s, r) in indexed.iter().zip(ix).skip(1) {
+            out.push((*s, n(r)));
+        }
+        Ok(out)
+    }
+
+    /// The items of every bucket of the delayed set.
+    async fn delayed_items(&self, con: &mut crate::conn::Conn) -> Result<u64> {
+        let keys = self.keys();
+        let mut total = 0u64;
+        let mut from = 0usize;
+        loop {
+            let stamps: Vec<Vec<u8>> = match redis::cmd("ZRANGE")
+                .arg(keys.delayed_schedule())
+                .arg(from)
+                .arg(from + STAMPS - 1)
+                .query_async(con)
+                .await
+            {
+                Ok(s) => s,
+                Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+                Err(e) => return Err(e.into()),
+            };
+            let got = stamps.len();
+            let lens = each(
+                con,
+                stamps.into_iter().filter_map(|ts| {
+                    let ts: i64 = String::from_utf8_lossy(&ts).trim().parse().ok()?;
+                    Some(cmd("LLEN", &keys.delayed_bucket(ts)))
+                }),
+            )
+            .await?;
+            total += lens
+                .into_iter()
+                .filter_map(|r| r.ok().and_then(bytes))
+                .filter_map(|b| String::from_utf8_lossy(&b).parse::<u64>().ok())
+                .sum::<u64>();
+            if got < STAMPS {
+                return Ok(total);
+            }
+            from += STAMPS;
+        }
+    }
+}
+
+/// `name key`.
+fn cmd(name: &str, key: &str) -> redis::Cmd {
+    let mut c = redis::cmd(name);
+    c.arg(key);
+    c
+}

@@ -1,0 +1,213 @@
+//! Where a listing of tracked jobs goes on ([`JobPosition`]): the source it reached (a worker
+//! set, the queues, the limits' held sets, the delayed set, an index) and the place in it,
+//! written as text a caller hands back (`resq jobs --from`, the dashboard's `from=`).
+//!
+//! | text | goes on |
+//! |---|---|
+//! | `workers`, `workers:<id>` | at the first worker (by id), or the one after `<id>` |
+//! | `queues`, `queues:<n>:<queue>` | in queue `<queue>` (by name) after its `<n>` newest jobs |
+//! | `held`, `held:<n>:<key>` | in held set `<key>` (by name) after its first `<n>` jobs |
+//! | `delayed`, `delayed:<ts>:<n>` | in the delayed set at time `<ts>`, after its `<n>` first items |
+//! | `<index>`, `<index>:<score>:<member>` | in an index (newest first), after that entry |
+//!
+//! `<index>` is a state (`completed`, `failed`, `killed`, `cancelled`, `waiting`), `tag`, or
+//! `status-<state>` / `statuses` (resque-status records in `<ns>:_statuses`). An index is
+//! resumed at its entry, wherever it is now, so entries added meanwhile do not shift a page; an
+//! entry gone meanwhile is resumed after its score.
+
+use super::State;
+use crate::error::{Error, Result};
+
+/// One source of a listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seg {
+    /// The records of the workers in `<ns>:workers`: working jobs.
+    Workers,
+    /// The queues of `<ns>:queues`: queued jobs (and retries due now).
+    Queues,
+    /// The held sets of the limits: queued jobs a limit holds.
+    Held,
+    /// resque-scheduler's delayed set: scheduled jobs and retries.
+    Delayed,
+    /// `<ns>:resq:jobs:<state>` (a final state, or waiting).
+    State(State),
+    /// `<ns>:resq:tag:<tag>` (the filter's tag).
+    Tag,
+    /// `<ns>:_statuses`: resque-status records of this status (`None`: every one).
+    Statuses(Option<State>),
+}
+
+/// A place in a source: its start, or right after an entry.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cur {
+    /// The source's first entry.
+    Start,
+    /// After worker `0`.
+    Worker(String),
+    /// In queue `queue`, after its `off` newest jobs.
+    Queue { queue: String, off: usize },
+    /// In held set `key`, after its `off` first jobs.
+    Held { key: String, off: usize },
+    /// In the delayed bucket of `ts`, after its `idx` first items (later buckets follow).
+    Delayed { ts: i64, idx: usize },
+    /// In an index, after the entry `member` of `score`.
+    Score { score: f64, member: String },
+}
+
+/// Where a listing of tracked jobs goes on: [`crate::jobs::JobPage::next`], handed back to
+/// [`crate::admin::Admin::jobs_from`]. Its text (`Display`, `FromStr`, JSON) names the source and
+/// the place in it (docs/jobs.md, "Listing").
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPosition {
+    pub(crate) seg: Seg,
+    pub(crate) cur: Cur,
+}
+
+impl JobPosition {
+    pub(crate) fn start(seg: Seg) -> Self {
+        JobPosition {
+            seg,
+            cur: Cur::Start,
+        }
+    }
+
+    fn seg_name(&self) -> String {
+        match self.seg {
+            Seg::Workers => "workers".into(),
+            Seg::Queues => "queues".into(),
+            Seg::Held => "held".into(),
+            Seg::Delayed => "delayed".into(),
+            Seg::State(s) => s.as_str().into(),
+            Seg::Tag => "tag".into(),
+            Seg::Statuses(Some(s)) => format!("status-{s}"),
+            Seg::Statuses(None) => "statuses".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for JobPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seg = self.seg_name();
+        match &self.cur {
+            Cur::Start => write!(f, "{seg}"),
+            Cur::Worker(w) => write!(f, "{seg}:{w}"),
+            Cur::Queue { queue, off } => write!(f, "{seg}:{off}:{queue}"),
+            Cur::Held { key, off } => write!(f, "{seg}:{off}:{key}"),
+            Cur::Delayed { ts, idx } => write!(f, "{seg}:{ts}:{idx}"),
+            Cur::Score { score, member } => write!(f, "{seg}:{score}:{member}"),
+        }
+    }
+}
+
+impl std::str::FromStr for JobPosition {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<JobPosition> {
+        let bad = || {
+            Error::Rejected(format!(
+                "{s:?} is not a position of a job listing (one a page gave as `next`)"
+            ))
+        };
+        let (name, rest) = match s.split_once(':') {
+            Some((n, r)) => (n, Some(r)),
+            None => (s, None),
+        };
+        let seg = match name {
+            "workers" => Seg::Workers,
+            "queues" => Seg::Queues,
+            "held" => Seg::Held,
+            "delayed" => Seg::Delayed,
+            "tag" => Seg::Tag,
+            "statuses" => Seg::Statuses(None),
+            other => match other.strip_prefix("status-") {
+                Some(st) => Seg::Statuses(Some(State::parse(st).ok_or_else(bad)?)),
+                None => Seg::State(State::parse(other).ok_or_else(bad)?),
+            },
+        };
+        if let Seg::State(st) = seg {
+            if !st.is_final() && st != State::Waiting {
+                return Err(bad());
+            }
+        }
+        let Some(rest) = rest else {
+            return Ok(JobPosition::start(seg));
+        };
+        let num_and = |r: &str| -> Option<(usize, String)> {
+            let (n, t) = r.split_once(':')?;
+            Some((n.parse().ok()?, t.to_string()))
+        };
+        let cur = match seg {
+            Seg::Workers => Cur::Worker(rest.to_string()),
+            Seg::Queues => {
+                let (off, queue) = num_and(rest).ok_or_else(bad)?;
+                Cur::Queue { queue, off }
+            }
+            Seg::Held => {
+                let (off, key) = num_and(rest).ok_or_else(bad)?;
+                Cur::Held { key, off }
+            }
+            Seg::Delayed => {
+                let (ts, idx) = rest.split_once(':').ok_or_else(bad)?;
+                Cur::Delayed {
+                    ts: ts.parse().map_err(|_| bad())?,
+                    idx: idx.parse().map_err(|_| bad())?,
+                }
+            }
+            Seg::State(_) | Seg::Tag | Seg::Statuses(_) => {
+                let (score, member) = rest.split_once(':').ok_or_else(bad)?;
+                let score: f64 = score.parse().map_err(|_| bad())?;
+                if !score.is_finite() {
+                    return Err(bad());
+                }
+                Cur::Score {
+                    score,
+                    member: member.to_string(),
+                }
+            }
+        };
+        Ok(JobPosition { seg, cur })
+    }
+}
+
+impl serde::Serialize for JobPosition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_read_back_as_written() {
+        for text in [
+            "workers",
+            "workers:host~resq:12-0:a,b",
+            "queues:0:mail:eu",
+            "held:3:resque:resq:limit:pay:held",
+            "delayed:1795495079:2",
+            "completed",
+            "completed:1795495079000:ba69034b39c05d28a5403ac10e276e79",
+            "waiting:1.5:x",
+            "tag:-3:odd:member",
+            "status-failed:1795495079:ba69034b39c05d28a5403ac10e276e79",
+            "statuses",
+            "statuses:5:ba69034b39c05d28a5403ac10e276e79",
+        ] {
+            let p: JobPosition = text.parse().unwrap();
+            assert_eq!(p.to_string(), text);
+        }
+        for bad in [
+            "",
+            "queued",
+            "working:x",
+            "queues:x:q",
+            "delayed:1",
+            "completed:nan:x",
+            "status-lost",
+            "completed:12",
+        ] {
+            assert!(bad.parse::<JobPosition>().is_err(), "{bad}");
+        }
+    }
+}

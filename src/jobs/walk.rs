@@ -1,0 +1,491 @@
+//! The sources a listing of tracked jobs reads, a chunk at a time: where jobs are (the workers'
+//! records, the queues, the limits' held sets, the delayed set) and the indexes (final states,
+//! waiting, tags, `_statuses`). Each entry looked at comes with the position right after it, and
+//! with the tracked job it names, if any (`places.rs`).
+
+use super::places::{cand_of, held_cand, payload_cand, Big, Cand, Place};
+use super::position::{Cur, Seg};
+use super::read::{bytes, each, Want};
+use super::JobId;
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use redis::aio::ConnectionLike;
+use redis::Value;
+use serde_json::Value as Json;
+
+/// One entry looked at.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    /// The position right after it.
+    pub after: Cur,
+    pub cand: Option<Cand>,
+}
+
+/// Delayed timestamps read per round trip.
+const STAMPS: isize = 100;
+/// Queues (or held sets) read per round trip.
+const LISTS: usize = 20;
+
+/// One source being read.
+pub(crate) struct Walk {
+    seg: Seg,
+    /// The index's key (an index source).
+    key: String,
+    /// Names still to read (workers, queues, held sets), sorted, the current one first.
+    names: Vec<String>,
+    /// Where the current name (or the index, by rank) is read from.
+    off: usize,
+    /// The delayed set's place.
+    delayed: Option<(i64, usize)>,
+    done: bool,
+}
+
+impl Walk {
+    /// The source `seg` from `cur`; `queue` narrows the queues read to one.
+    pub(crate) async fn open<C: ConnectionLike + Send>(
+        con: &mut C,
+        keys: &Keys,
+        seg: Seg,
+        cur: &Cur,
+        tag: Option<&str>,
+        queue: Option<&str>,
+    ) -> Result<Walk> {
+        let mut w = Walk {
+            seg,
+            key: String::new(),
+            names: Vec::new(),
+            off: 0,
+            delayed: None,
+            done: false,
+        };
+        match seg {
+            Seg::Workers => {
+                w.names = members(con, &keys.workers()).await?;
+                if let Cur::Worker(after) = cur {
+                    w.names.retain(|n| n > after);
+                }
+            }
+            Seg::Queues => {
+                w.names = match queue {
+                    Some(q) => vec![q.to_string()],
+                    None => members(con, &keys.queues()).await?,
+                };
+                if let Cur::Queue { queue, off } = cur {
+                    w.names.retain(|n| n >= queue);
+                    if w.names.first() == Some(queue) {
+                        w.off = *off;
+                    }
+                }
+            }
+            Seg::Held => {
+                w.names = held_sets(con, keys).await?;
+                if let Cur::Held { key, off } = cur {
+                    w.names.retain(|n| n >= key);
+                    if w.names.first() == Some(key) {
+                        w.off = *off;
+                    }
+                }
+            }
+            Seg::Delayed => {
+                if let Cur::Delayed { ts, idx } = cur {
+                    w.delayed = Some((*ts, *idx));
+                }
+            }
+            Seg::State(s) => w.key = keys.job_state(s.as_str()),
+            Seg::Tag => w.key = keys.job_tag(tag.unwrap_or_default()),
+            Seg::Statuses(_) => w.key = keys.resque_statuses(),
+        }
+        if !w.key.is_empty() {
+            w.off = index_rank(con, &w.key, cur).await?;
+        }
+        Ok(w)
+    }
+
+    /// The next entries (about `want`, at most a few hundred); `None` at the source's end.
+    pub(crate) async fn next<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        keys: &Keys,
+        want: usize,
+    ) -> Result<Option<Vec<Entry>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let want = want.clamp(1, 200);
+        let out = match self.seg {
+            Seg::Workers => self.workers(con, keys, want).await?,
+            Seg::Queues | Seg::Held => self.lists(con, keys, want).await?,
+            Seg::Delayed => self.delayed(con, keys, want).await?,
+            Seg::State(_) | Seg::Tag | Seg::Statuses(_) => self.index(con, want).await?,
+        };
+        if out.is_none() {
+            self.done = true;
+        }
+        Ok(out)
+    }
+
+    async fn workers<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        keys: &Keys,
+        want: usize,
+    ) -> Result<Option<Vec<Entry>>> {
+        if self.names.is_empty() {
+            return Ok(None);
+        }
+        let ids: Vec<String> = self.names.drain(..want.min(self.names.len())).collect();
+        let records = each(
+            con,
+            ids.iter().map(|id| {
+                let mut c = redis::cmd("GET");
+                c.arg(keys.worker(id));
+                c
+            }),
+        )
+        .await?;
+        let mut out = Vec::with_capacity(ids.len());
+        for (id, r) in ids.into_iter().zip(records) {
+            let cand = r.ok().and_then(bytes).and_then(|b| {
+                let v: Json = serde_json::from_slice(&b).ok()?;
+                let queue = v.get("queue").and_then(Json::as_str).map(String::from);
+                let mut c = cand_of(v.get("payload")?, Place::Worker)?;
+                c.queue = queue.or(c.queue);
+                Some(c)
+            });
+            out.push(Entry {
+                after: Cur::Worker(id),
+                cand,
+            });
+        }
+        Ok(Some(out))
+    }
+
+    /// Queues (newest first) or held sets (in the order they are released).
+    async fn lists<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        keys: &Keys,
+        want: usize,
+    ) -> Result<Option<Vec<Entry>>> {
+        if self.names.is_empty() {
+            return Ok(None);
+        }
+        let queues = self.seg == Seg::Queues;
+        let names: Vec<String> = self.names.iter().take(LISTS).cloned().collect();
+        let replies = each(
+            con,
+            names.iter().enumerate().map(|(i, n)| {
+                let from = if i == 0 { self.off } else { 0 };
+                if queues {
+                    let mut c = redis::cmd("LRANGE");
+                    c.arg(keys.queue(n))
+                        .arg(-((from + want) as i64))
+                        .arg(-(from as i64) - 1);
+                    c
+                } else {
+                    let mut c = redis::cmd("ZRANGE");
+                    c.arg(n).arg(from).arg(from + want - 1);
+                    c
+                }
+            }),
+        )
+        .await?;
+        let mut out = Vec::new();
+        let mut big: Vec<Big> = Vec::new();
+        for (i, (name, r)) in names.iter().zip(replies).enumerate() {
+            let from = if i == 0 { self.off } else { 0 };
+            // A key of another type holds no jobs here.
+            let mut items: Vec<Vec<u8>> = match r {
+                Ok(Value::Array(v)) | Ok(Value::Set(v)) => {
+                    v.into_iter().filter_map(bytes).collect()
+                }
+                _ => Vec::new(),
+            };
+            if queues {
+                items.reverse();
+            }
+            let full = items.len() >= want;
+            for (k, item) in items.into_iter().enumerate() {
+                let off = from + k + 1;
+                let after = if queues {
+                    Cur::Queue {
+                        queue: name.clone(),
+                        off,
+                    }
+                } else {
+                    Cur::Held {
+                        key: name.clone(),
+                        off,
+                    }
+                };
+                let cand = if queues {
+                    payload_cand(&item, Place::Queue, Some(name))
+                } else {
+                    held_cand(&item, &mut big, out.len())
+                };
+                out.push(Entry { after, cand });
+            }
+            if full {
+                // More of this one next time.
+                self.names.drain(..i);
+                self.off = from + want;
+                return self.with_big(con, out, big).await.map(Some);
+            }
+        }
+        self.names.drain(..names.len());
+        self.off = 0;
+        self.with_big(con, out, big).await.map(Some)
+    }
+
+    /// Held entries whose payload is kept in a list of its own (`@<key>`), read now.
+    async fn with_big<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        mut out: Vec<Entry>,
+        big: Vec<Big>,
+    ) -> Result<Vec<Entry>> {
+        let replies = each(
+            con,
+            big.iter().map(|b| {
+                let mut c = redis::cmd("LINDEX");
+                c.arg(&b.key).arg(0);
+                c
+            }),
+        )
+        .await?;
+        for (b, r) in big.into_iter().zip(replies) {
+            if let (Some(e), Some(p)) = (out.get_mut(b.at), r.ok().and_then(bytes)) {
+                e.cand = payload_cand(&p, Place::Held, Some(&b.queue));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn delayed<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        keys: &Keys,
+        want: usize,
+    ) -> Result<Option<Vec<Entry>>> {
+        let (lo, lo_idx) = self.delayed.unwrap_or((i64::MIN, 0));
+        let lower = if lo == i64::MIN {
+            "-inf".to_string()
+        } else {
+            lo.to_string()
+        };
+        let stamps: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
+            .arg(keys.delayed_schedule())
+            .arg(&lower)
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(STAMPS)
+            .query_async(con)
+            .await
+            .map_err(|e| index_error(e, &keys.delayed_schedule()))?;
+        if stamps.is_empty() {
+            return Ok(None);
+        }
+        let stamps: Vec<(i64, usize)> = stamps
+            .iter()
+            .map(|(_, score)| {
+                let ts = score.floor() as i64;
+                (ts, if ts == lo { lo_idx } else { 0 })
+            })
+            .collect();
+        let replies = each(
+            con,
+            stamps.iter().map(|(ts, from)| {
+                let mut c = redis::cmd("LRANGE");
+                c.arg(keys.delayed_bucket(*ts))
+                    .arg(*from)
+                    .arg(from + want - 1);
+                c
+            }),
+        )
+        .await?;
+        let mut out = Vec::new();
+        for ((ts, from), r) in stamps.iter().zip(replies) {
+            let items: Vec<Vec<u8>> = match r {
+                Ok(Value::Array(v)) => v.into_iter().filter_map(bytes).collect(),
+                _ => Vec::new(),
+            };
+            let full = items.len() >= want;
+            let n = items.len();
+            for (k, item) in items.into_iter().enumerate() {
+                // After a bucket's last item, the next bucket.
+                let after = if k + 1 == n && !full {
+                    Cur::Delayed {
+                        ts: ts.saturating_add(1),
+                        idx: 0,
+                    }
+                } else {
+                    Cur::Delayed {
+                        ts: *ts,
+                        idx: from + k + 1,
+                    }
+                };
+                out.push(Entry {
+                    after,
+                    cand: payload_cand(&item, Place::Delayed, None),
+                });
+            }
+            if full {
+                self.delayed = Some((*ts, from + want));
+                return Ok(Some(out));
+            }
+            self.delayed = Some((ts.saturating_add(1), 0));
+        }
+        Ok(Some(out))
+    }
+
+    async fn index<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        want: usize,
+    ) -> Result<Option<Vec<Entry>>> {
+        let entries: Vec<(Vec<u8>, f64)> = redis::cmd("ZREVRANGE")
+            .arg(&self.key)
+            .arg(self.off)
+            .arg(self.off + want - 1)
+            .arg("WITHSCORES")
+            .query_async(con)
+            .await
+            .map_err(|e| index_error(e, &self.key))?;
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        self.off += entries.len();
+        let want_kind = match self.seg {
+            Seg::State(_) => Want::Own,
+            Seg::Statuses(_) => Want::Statused,
+            _ => Want::Either,
+        };
+        Ok(Some(
+            entries
+                .into_iter()
+                .map(|(m, score)| {
+                    let member = String::from_utf8_lossy(&m).into_owned();
+                    let cand = JobId::parse(&member).map(|id| Cand {
+                        id,
+                        want: want_kind,
+                        place: Place::Index,
+                        queue: None,
+                        class: None,
+                    });
+                    Entry {
+                        after: Cur::Score { score, member },
+                        cand,
+                    }
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// The rank an index is read from for position `cur`: right after its entry when that entry
+/// is still there with its score, else after every entry newer than its score.
+async fn index_rank<C: ConnectionLike + Send>(con: &mut C, key: &str, cur: &Cur) -> Result<usize> {
+    let Cur::Score { score, member } = cur else {
+        return Ok(0);
+    };
+    let (rank, at, newer): (Option<usize>, Option<f64>, usize) = redis::pipe()
+        .cmd("ZREVRANK")
+        .arg(key)
+        .arg(member)
+        .cmd("ZSCORE")
+        .arg(key)
+        .arg(member)
+        .cmd("ZCOUNT")
+        .arg(key)
+        .arg(format!("({score}"))
+        .arg("+inf")
+        .query_async(con)
+        .await
+        .map_err(|e| index_error(e, key))?;
+    Ok(match (rank, at) {
+        (Some(r), Some(s)) if s == *score => r + 1,
+        _ => newer,
+    })
+}
+
+/// An error reading index `key`, naming it.
+fn index_error(e: redis::RedisError, key: &str) -> Error {
+    if e.code() == Some("WRONGTYPE") {
+        Error::Protocol(format!(
+            "{key} is not an index of tracked jobs (a sorted set)"
+        ))
+    } else {
+        e.into()
+    }
+}
+
+/// The members of set `key`, sorted (a key of another type: none).
+async fn members<C: ConnectionLike + Send>(con: &mut C, key: &str) -> Result<Vec<String>> {
+    let r: redis::RedisResult<Vec<Vec<u8>>> =
+        redis::cmd("SMEMBERS").arg(key).query_async(con).await;
+    let mut v: Vec<String> = match r {
+        Ok(v) => v
+            .into_iter()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .collect(),
+        Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    v.sort();
+    v.dedup();
+    Ok(v)
+}
+
+/// The held sets of every limit stored (declared or set; each partition of a keyed one), by
+/// name.
+pub(crate) async fn held_sets<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+) -> Result<Vec<String>> {
+    let replies = each(
+        con,
+        [keys.limits_declared(), keys.limits_set()]
+            .into_iter()
+            .map(|k| {
+                let mut c = redis::cmd("HKEYS");
+                c.arg(k);
+                c
+            }),
+    )
+    .await?;
+    let mut names: Vec<String> = replies
+        .into_iter()
+        .filter_map(|r| match r {
+            Ok(Value::Array(v)) => Some(v),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(bytes)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    let parts = each(
+        con,
+        names.iter().map(|n| {
+            let mut c = redis::cmd("SMEMBERS");
+            c.arg(keys.limit_parts(n));
+            c
+        }),
+    )
+    .await?;
+    let mut out = Vec::new();
+    for (n, p) in names.iter().zip(parts) {
+        out.push(keys.limit_held(n, None));
+        if let Ok(Value::Array(v) | Value::Set(v)) = p {
+            for part in v.into_iter().filter_map(bytes) {
+                out.push(keys.limit_held(n, Some(&String::from_utf8_lossy(&part))));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
