@@ -882,3 +882,74 @@ async fn priorities_order_a_full_queue_limit_too() {
     ran.sort();
     assert_eq!(ran, ["e1", "e2", "e3", "u1", "u2", "u3"]);
 }
+
+/// Two namespaces on one server declaring the same limit (the same definitions, so the same
+/// text in every step call) each keep their own: while the first namespace's limit is full, the
+/// second one's jobs run. (The library once kept the limits of a queue and class, keys
+/// included, per definitions text: the second namespace's jobs were held under the first one's
+/// keys, where only the first one's workers looked.)
+#[tokio::test]
+async fn two_namespaces_with_the_same_limit_share_nothing() {
+    let limit = Limit::concurrency("same", 1).class("Gated");
+    let (a, b) = (
+        support::namespace("lim-ns-a"),
+        support::namespace("lim-ns-b"),
+    );
+    // Namespace a: its limit taken by a job that waits for a permit that never comes, a second
+    // job held behind it.
+    let (gate_a, gauge_a) = (
+        Arc::new(tokio::sync::Semaphore::new(0)),
+        Arc::new(Gauge::default()),
+    );
+    let ca = Client::connect(&support::url(), &a).await.unwrap();
+    for _ in 0..2 {
+        ca.enqueue_class("Gated", &[]).await.unwrap();
+    }
+    let wa = support::start(
+        support::builder(&a, "default")
+            .concurrency(4)
+            .registry(gated(&gate_a, &gauge_a).limit(limit.clone())),
+    )
+    .await;
+    support::eventually(10, "a's first job running, its second held", || async {
+        (gauge_a.now.load(Ordering::SeqCst) == 1 && held(&a, "same", None).await == 1).then_some(())
+    })
+    .await;
+    // Namespace b: the same limit, free; its jobs run one at a time.
+    let (gate_b, gauge_b) = (
+        Arc::new(tokio::sync::Semaphore::new(1000)),
+        Arc::new(Gauge::default()),
+    );
+    let cb = Client::connect(&support::url(), &b).await.unwrap();
+    for _ in 0..6 {
+        cb.enqueue_class("Gated", &[]).await.unwrap();
+    }
+    let wb = support::start(
+        support::builder(&b, "default")
+            .concurrency(4)
+            .registry(gated(&gate_b, &gauge_b).limit(limit)),
+    )
+    .await;
+    support::eventually(20, "every job of b", || async {
+        (gauge_b.done.load(Ordering::SeqCst) == 6).then_some(())
+    })
+    .await;
+    assert_eq!(gauge_b.max.load(Ordering::SeqCst), 1, "b's limit held");
+    assert_eq!(
+        gauge_a.done.load(Ordering::SeqCst),
+        0,
+        "a ran none of b's jobs"
+    );
+    assert_eq!(
+        held(&a, "same", None).await,
+        1,
+        "a's held job is still a's only"
+    );
+    gate_a.add_permits(2);
+    support::eventually(20, "a's jobs", || async {
+        (gauge_a.done.load(Ordering::SeqCst) == 2).then_some(())
+    })
+    .await;
+    stop(wa).await;
+    stop(wb).await;
+}

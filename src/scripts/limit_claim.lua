@@ -19,7 +19,7 @@ local function limit_claim(KEYS, ARGV)
   local t = redis.pcall('LINDEX', KEYS[1], 1)
   if type(t) == 'table' then return redis.error_reply(G.wrongtype_of(KEYS[1], 'list')) end
   if t ~= ARGV[7] then return { 'stale' } end
-  local L = Lim.load(ARGV[2])
+  local L = Lim.load(ARGV[2], P)
   if not L then return { 'ok' } end
   local ok, view = pcall(cjson.decode, ARGV[3])
   if not ok or type(view) ~= 'table' then return { 'ok' } end

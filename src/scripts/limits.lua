@@ -46,11 +46,14 @@ end
 Lim.S = S
 local NONE = {}
 
--- The limits of a JSON text (nil when there are none), decoded once.
+-- The limits of a JSON text for namespace prefix P (nil when there are none), decoded once per
+-- namespace and text: what is kept with them (the limits of each queue and class, with their
+-- keys) names the namespace's keys, so two namespaces sending the same text share nothing.
 local cache, cached = {}, 0
-function Lim.load(text)
+function Lim.load(text, P)
   if text == '' then return nil end
-  local L = cache[text]
+  local by_text = cache[P]
+  local L = by_text and by_text[text]
   if L == nil then
     local ok, l = pcall(cjson.decode, text)
     L = false
@@ -63,8 +66,13 @@ function Lim.load(text)
         d.limit = tonumber(d.limit) or 0
       end
     end
-    if cached > 64 then cache, cached = {}, 0 end
-    cache[text], cached = L, cached + 1
+    if cached >= 64 then cache, cached = {}, 0 end
+    by_text = cache[P]
+    if not by_text then
+      by_text = {}
+      cache[P] = by_text
+    end
+    by_text[text], cached = L, cached + 1
   end
   return L or nil
 end

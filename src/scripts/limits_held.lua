@@ -141,7 +141,7 @@ end
 -- the released jobs go back to their queue's head; with `wake`, every process is told. Returns
 -- '' or why nothing was returned.
 function Lim.free_requeue(P, limits_json, worker, wake)
-  local rel, e = Lim.free(P, Lim.load(limits_json or ''), worker)
+  local rel, e = Lim.free(P, Lim.load(limits_json or '', P), worker)
   if not rel then return e end
   local ms = {}
   for i, r in ipairs(rel) do ms[i] = r[1] end

@@ -37,7 +37,7 @@ end
 
 local function limits_release(KEYS, ARGV)
   local P, now_ms, budget = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
-  local L = Lim.load(ARGV[2]) or { defs = {}, open = {} }
+  local L = Lim.load(ARGV[2], P) or { defs = {}, open = {} }
   local n = Lim.release_due(P, L, now_ms, budget)
   -- A queue closed by its own rate or window limit holds nothing: wake the processes so they
   -- look at their queues again now that time has passed.

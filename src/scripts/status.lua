@@ -35,16 +35,16 @@ end
 function Status.arg_text(raw, k)
   local ms = Status.json_members(raw)
   if not ms then return nil end
-  local at
-  for _, m in ipairs(ms) do
-    if m[1] == 'args' then at = m end
+  local vs, ve = nil, nil
+  for j = 1, #ms, 3 do
+    if ms[j] == 'args' then vs, ve = ms[j + 1], ms[j + 2] end
   end
-  if not at or string.sub(raw, at[2], at[2]) ~= '[' then return nil end
-  local i, n = at[2] + 1, 0
+  if not vs or string.sub(raw, vs, vs) ~= '[' then return nil end
+  local i, n = vs + 1, 0
   while true do
     local _, w = string.find(raw, '^[%s,]*', i)
     i = w + 1
-    if i > at[3] or string.sub(raw, i, i) == ']' then return nil end
+    if i > ve or string.sub(raw, i, i) == ']' then return nil end
     local e = Status.json_end(raw, i)
     if not e then return nil end
     n = n + 1

@@ -8,27 +8,41 @@
 --
 -- KEYS / ARGV: none (a module).
 
+local find, sub, byte, concat
+
+on_init(function(E)
+  find, sub, byte, concat = E.string.find, E.string.sub, E.string.byte, E.table.concat
+end)
+
+-- The index of the closing quote of the JSON string opening at index i of t, or nil. The scan
+-- jumps from quote to quote (a plain find: no pattern runs over the string's bytes); a quote
+-- is the end unless an odd number of backslashes precede it.
+local function str_end(t, i)
+  local j = i + 1
+  while true do
+    local q = find(t, '"', j, true)
+    if not q then return nil end
+    local k = q - 1
+    while byte(t, k) == 92 do k = k - 1 end
+    if (q - 1 - k) % 2 == 0 then return q end
+    j = q + 1
+  end
+end
+
 -- The end index of the JSON value starting at index i of t, or nil when t is not JSON there.
 local function json_end(t, i)
-  local c = string.sub(t, i, i)
-  if c == '"' then
-    local j = i + 1
-    while true do
-      local q = string.find(t, '["\\]', j)
-      if not q then return nil end
-      if string.sub(t, q, q) == '"' then return q end
-      j = q + 2
-    end
-  elseif c == '{' or c == '[' then
+  local c = byte(t, i)
+  if c == 34 then return str_end(t, i) end
+  if c == 123 or c == 91 then
     local depth, j = 0, i
     while true do
-      local q = string.find(t, '[%[%]{}"]', j)
+      local q = find(t, '[%[%]{}"]', j)
       if not q then return nil end
-      local d = string.sub(t, q, q)
-      if d == '"' then
-        q = json_end(t, q)
+      local d = byte(t, q)
+      if d == 34 then
+        q = str_end(t, q)
         if not q then return nil end
-      elseif d == '{' or d == '[' then
+      elseif d == 123 or d == 91 then
         depth = depth + 1
       else
         depth = depth - 1
@@ -36,61 +50,75 @@ local function json_end(t, i)
       end
       j = q + 1
     end
-  else
-    local _, e = string.find(t, '^[%w%.%+%-]+', i)
-    return e
   end
+  local _, e = find(t, '^[%w%.%+%-]+', i)
+  return e
 end
 
 -- The index of the first byte at or after i of t that is not JSON whitespace.
 local function json_ws(t, i)
-  local b = string.byte(t, i)
+  local b = byte(t, i)
   while b == 32 or b == 10 or b == 13 or b == 9 do
     i = i + 1
-    b = string.byte(t, i)
+    b = byte(t, i)
   end
   return i
 end
 
--- The members of the JSON object text t: a list of {key text (as written, unescaped keys
--- only matter here), value start, value end, key start}, and the index of its closing brace;
--- nil when t is not one JSON object. (Bytes are compared directly: records are compact, and
--- this runs for every tracked transition.)
+-- The members of the JSON object text t, flat: for the n-th member, ms[3n-2] its key (as
+-- written: only unescaped keys matter here), ms[3n-1] and ms[3n] where its value starts and
+-- ends; and the index of the object's closing brace. nil when t is
+-- not one JSON object. (This runs at every transition of a resque-status job: a record is
+-- walked member by member, strings by plain finds.)
 local function json_members(t)
   local i = json_ws(t, 1)
-  if string.byte(t, i) ~= 123 then return nil end
-  i = json_ws(t, i + 1)
-  local out = {}
-  if string.byte(t, i) == 125 then
-    if json_ws(t, i + 1) > #t then return out, i end
+  if byte(t, i) ~= 123 then return nil end
+  local out, n = {}, 0
+  local _, e, close = find(t, '^%s*()}', i + 1)
+  if e then
+    if json_ws(t, e + 1) > #t then return out, close end
     return nil
   end
+  i = i + 1
   while true do
-    if string.byte(t, i) ~= 34 then return nil end
-    local ke = json_end(t, i)
-    if not ke then return nil end
-    local c = json_ws(t, ke + 1)
-    if string.byte(t, c) ~= 58 then return nil end
-    local vs = json_ws(t, c + 1)
+    -- A key without escapes, its colon and where its value starts, in one find; a key with
+    -- escapes (no key resq reads has any) is walked quote to quote.
+    local ks, _, key, vs = find(t, '^%s*"([^"\\]*)"%s*:%s*()', i)
+    if not ks then
+      local k0 = json_ws(t, i)
+      if byte(t, k0) ~= 34 then return nil end
+      local ke = str_end(t, k0)
+      if not ke then return nil end
+      local c = json_ws(t, ke + 1)
+      if byte(t, c) ~= 58 then return nil end
+      key, vs = sub(t, k0 + 1, ke - 1), json_ws(t, c + 1)
+    end
     local ve = json_end(t, vs)
     if not ve then return nil end
-    out[#out + 1] = { string.sub(t, i + 1, ke - 1), vs, ve, i }
-    local n = json_ws(t, ve + 1)
-    local d = string.byte(t, n)
-    if d == 125 then
-      if json_ws(t, n + 1) > #t then return out, n end
+    out[n + 1], out[n + 2], out[n + 3] = key, vs, ve
+    n = n + 3
+    local _, _, d, m = find(t, '^%s*([,}])()', ve + 1)
+    if d == '}' then
+      if json_ws(t, m) > #t then return out, m - 1 end
       return nil
     end
-    if d ~= 44 then return nil end
-    i = json_ws(t, n + 1)
+    if not d then return nil end
+    i = m
   end
+end
+
+-- Where the value of member `key` of object text t (members ms) starts and ends, or nil.
+local function json_find(ms, key)
+  for k = 1, #ms, 3 do
+    if ms[k] == key then return ms[k + 1], ms[k + 2] end
+  end
+  return nil
 end
 
 -- The value text of member `key` of object text t (members ms), or nil.
 local function json_get(t, ms, key)
-  for _, m in ipairs(ms) do
-    if m[1] == key then return string.sub(t, m[2], m[3]) end
-  end
+  local vs, ve = json_find(ms, key)
+  if vs then return sub(t, vs, ve) end
   return nil
 end
 
@@ -103,17 +131,17 @@ local function json_merge(t, ms, close, updates)
     want[u[1]] = u[2]
   end
   local parts, from = {}, 1
-  for _, m in ipairs(ms) do
-    local v = want[m[1]]
+  for k = 1, #ms, 3 do
+    local v = want[ms[k]]
     if v ~= nil then
-      parts[#parts + 1] = string.sub(t, from, m[2] - 1)
+      parts[#parts + 1] = sub(t, from, ms[k + 1] - 1)
       parts[#parts + 1] = v
-      from = m[3] + 1
-      want[m[1]] = nil
+      from = ms[k + 2] + 1
+      want[ms[k]] = nil
     end
   end
-  parts[#parts + 1] = string.sub(t, from, close - 1)
-  local n = #ms
+  parts[#parts + 1] = sub(t, from, close - 1)
+  local n = #ms / 3
   for _, k in ipairs(order) do
     local v = want[k]
     if v ~= nil then
@@ -122,8 +150,8 @@ local function json_merge(t, ms, close, updates)
       n = n + 1
     end
   end
-  parts[#parts + 1] = string.sub(t, close)
-  return table.concat(parts)
+  parts[#parts + 1] = sub(t, close)
+  return concat(parts)
 end
 
 -- Ruby's Float#to_s of the double x (what Hash#inspect prints for a float).
@@ -297,6 +325,7 @@ end
 Status.json_end = json_end
 Status.json_members = json_members
 Status.json_get = json_get
+Status.json_find = json_find
 Status.json_merge = json_merge
 Status.rb_name = rb_name
 

@@ -58,7 +58,7 @@ local function reset(X, C, slots, queues, KEYS, ARGV)
   X.C, X.P, X.slots, X.queues = C, C.P, slots, queues
   X.processed_key, X.now_ms, X.now = KEYS[1], tonumber(ARGV[4]), ARGV[4]
   X.now_s = floor(X.now_ms / 1000)
-  X.run_at, X.failed_at, X.token, X.L = ARGV[5], ARGV[6], ARGV[7], Lim.load(ARGV[8])
+  X.run_at, X.failed_at, X.token, X.L = ARGV[5], ARGV[6], ARGV[7], Lim.load(ARGV[8], C.P)
   X.n, X.nw, X.np, X.next, X.budget, X.stopped = 0, 0, 0, 1, 100, false
   X.processed, X.failed = 0, 0
   -- (false, never nil: a field set to nil and back makes Lua rehash the table; 0: not checked.)
