@@ -35,10 +35,7 @@ end
 function Status.arg_text(raw, k)
   local ms = Status.json_members(raw)
   if not ms then return nil end
-  local vs, ve = nil, nil
-  for j = 1, #ms, 3 do
-    if ms[j] == 'args' then vs, ve = ms[j + 1], ms[j + 2] end
-  end
+  local vs, ve = Status.json_find(ms, 'args')
   if not vs or string.sub(raw, vs, vs) ~= '[' then return nil end
   local i, n = vs + 1, 0
   while true do
@@ -94,15 +91,22 @@ end
 -- working record is written (pruning's view of a dead worker). Returns the state written (nil
 -- when nothing was) and a problem (or nil).
 function Status.finish(P, spec, now_s, only_working)
-  local _, _, id, class, state, ttl, message, result =
-    string.find(spec, '^s\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
-  if not id then return nil, 'BADSPEC a statused ending the worker sent: ' .. string.sub(spec, 1, 80) end
+  -- (Plain finds: the message and result are read as they are, not matched byte by byte.)
+  local find, sub = string.find, string.sub
+  local e1 = find(spec, '\n', 3, true)
+  local e2 = e1 and find(spec, '\n', e1 + 1, true)
+  local e3 = e2 and find(spec, '\n', e2 + 1, true)
+  local e4 = e3 and find(spec, '\n', e3 + 1, true)
+  local e5 = e4 and find(spec, '\n', e4 + 1, true)
+  if not e5 or sub(spec, 1, 2) ~= 's\n' then
+    return nil, 'BADSPEC a statused ending the worker sent: ' .. sub(spec, 1, 80)
+  end
+  local id, class, state = sub(spec, 3, e1 - 1), sub(spec, e1 + 1, e2 - 1), sub(spec, e2 + 1, e3 - 1)
+  local ttl, message, result = sub(spec, e3 + 1, e4 - 1), sub(spec, e4 + 1, e5 - 1), sub(spec, e5 + 1)
   local text, ms, close = Status.read(P, id)
   if text == nil then return nil, id .. ' ' .. ms end
   local key = Status.key(P, id)
   local st = '"' .. state .. '"'
-  local updates = { { 'status', st }, { 'message', message } }
-  if result ~= '' then updates[3] = { 'result', result } end
   local out
   if not text then
     if only_working then return nil end
@@ -112,11 +116,16 @@ function Status.finish(P, spec, now_s, only_working)
   else
     local cur = Status.json_get(text, ms, 'status')
     if FINAL[cur] or (only_working and cur ~= '"working"') then return nil end
+    local updates = { { 'status', st }, { 'message', message } }
+    if result ~= '' then updates[3] = { 'result', result } end
     out = Status.json_merge(text, ms, close, updates)
   end
+  -- (The TTL as the worker wrote it: a number handed to Redis would be printed again.)
   local secs = Rec.whole(ttl)
-  if secs > 0 then
-    redis.call('SET', key, out, 'EX', math.min(secs, 3155760000))
+  if secs > 3155760000 then
+    redis.call('SET', key, out, 'EX', 3155760000)
+  elseif secs > 0 then
+    redis.call('SET', key, out, 'EX', secs == tonumber(ttl) and ttl or secs)
   else
     redis.call('SET', key, out)
   end

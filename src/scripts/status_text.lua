@@ -67,13 +67,17 @@ end
 
 -- The members of the JSON object text t, flat: for the n-th member, ms[3n-2] its key (as
 -- written: only unescaped keys matter here), ms[3n-1] and ms[3n] where its value starts and
--- ends; and the index of the object's closing brace. nil when t is
+-- ends, and ms[key] = 3n-2 for a key's first member; and the index of the object's closing
+-- brace. nil when t is
 -- not one JSON object. (This runs at every transition of a resque-status job: a record is
 -- walked member by member, strings by plain finds.)
 local function json_members(t)
   local i = json_ws(t, 1)
   if byte(t, i) ~= 123 then return nil end
-  local out, n = {}, 0
+  -- (Room for six members made at once: a list grown one by one is copied each time it
+  -- doubles.)
+  local out, n = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil }, 0
   local _, e, close = find(t, '^%s*()}', i + 1)
   if e then
     if json_ws(t, e + 1) > #t then return out, close end
@@ -96,6 +100,9 @@ local function json_members(t)
     local ve = json_end(t, vs)
     if not ve then return nil end
     out[n + 1], out[n + 2], out[n + 3] = key, vs, ve
+    -- (And the key's first member by name: a JSON key is a string, never one of the list's
+    -- numeric indexes.)
+    if not out[key] then out[key] = n + 1 end
     n = n + 3
     local _, _, d, m = find(t, '^%s*([,}])()', ve + 1)
     if d == '}' then
@@ -109,49 +116,63 @@ end
 
 -- Where the value of member `key` of object text t (members ms) starts and ends, or nil.
 local function json_find(ms, key)
-  for k = 1, #ms, 3 do
-    if ms[k] == key then return ms[k + 1], ms[k + 2] end
-  end
+  local k = ms[key]
+  if k then return ms[k + 1], ms[k + 2] end
   return nil
 end
 
 -- The value text of member `key` of object text t (members ms), or nil.
 local function json_get(t, ms, key)
-  local vs, ve = json_find(ms, key)
-  if vs then return sub(t, vs, ve) end
+  local k = ms[key]
+  if k then return sub(t, ms[k + 1], ms[k + 2]) end
   return nil
 end
 
 -- Object text t (members ms, closing brace at close) with each {key, value text} of `updates`
--- replacing the member of that key where it stands, or appended in order: Ruby's merge.
+-- replacing the member of that key where it stands (its first one), or appended in order:
+-- Ruby's merge. (A key given twice: its last value, once.)
+local AT, VAL, ADD, PARTS = {}, {}, {}, {}
 local function json_merge(t, ms, close, updates)
-  local want, order = {}, {}
-  for _, u in ipairs(updates) do
-    if want[u[1]] == nil then order[#order + 1] = u[1] end
-    want[u[1]] = u[2]
-  end
-  local parts, from = {}, 1
-  for k = 1, #ms, 3 do
-    local v = want[ms[k]]
-    if v ~= nil then
-      parts[#parts + 1] = sub(t, from, ms[k + 1] - 1)
-      parts[#parts + 1] = v
-      from = ms[k + 2] + 1
-      want[ms[k]] = nil
+  local nu, nr, na = #updates, 0, 0
+  for j = 1, nu do
+    local u = updates[j]
+    local later = false
+    for l = j + 1, nu do
+      if updates[l][1] == u[1] then later = true end
+    end
+    if not later then
+      local k = ms[u[1]]
+      if k then
+        -- The replaced members in the order they stand.
+        local r = nr
+        while r > 0 and AT[r] > k do
+          AT[r + 1], VAL[r + 1] = AT[r], VAL[r]
+          r = r - 1
+        end
+        AT[r + 1], VAL[r + 1], nr = k, u[2], nr + 1
+      else
+        na = na + 1
+        ADD[na] = u
+      end
     end
   end
-  parts[#parts + 1] = sub(t, from, close - 1)
+  local np, from = 0, 1
+  for r = 1, nr do
+    local k = AT[r]
+    PARTS[np + 1], PARTS[np + 2] = sub(t, from, ms[k + 1] - 1), VAL[r]
+    np, from = np + 2, ms[k + 2] + 1
+  end
+  np = np + 1
+  PARTS[np] = sub(t, from, close - 1)
   local n = #ms / 3
-  for _, k in ipairs(order) do
-    local v = want[k]
-    if v ~= nil then
-      if n > 0 then parts[#parts + 1] = ',' end
-      parts[#parts + 1] = '"' .. k .. '":' .. v
-      n = n + 1
-    end
+  for a = 1, na do
+    local u = ADD[a]
+    PARTS[np + 1], PARTS[np + 2] = n > 0 and ',"' or '"', u[1] .. '":' .. u[2]
+    np, n = np + 2, n + 1
   end
-  parts[#parts + 1] = sub(t, close)
-  return concat(parts)
+  np = np + 1
+  PARTS[np] = sub(t, close)
+  return concat(PARTS, '', 1, np)
 end
 
 -- Ruby's Float#to_s of the double x (what Hash#inspect prints for a float).
