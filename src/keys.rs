@@ -317,6 +317,12 @@ impl Keys {
         format!("{}resq:tag:{tag}", self.prefix)
     }
 
+    /// `<ns>:resq:tags` — the tags jobs were enqueued with (SET): where `jobs purge` looks for
+    /// tag entries whose record expired.
+    pub fn job_tags(&self) -> String {
+        format!("{}resq:tags", self.prefix)
+    }
+
     /// `<ns>:resq:limits` — limits declared by workers: HASH name → JSON definition.
     pub fn limits_declared(&self) -> String {
         format!("{}resq:limits", self.prefix)

@@ -461,12 +461,19 @@ async fn finished_records_expire_and_the_indexes_forget_them() {
     stop(w).await;
     let ids: Vec<String> = con.zrange(k.job_state("completed"), 0, -1).await.unwrap();
     assert_eq!(ids, [second.to_string()]);
-    // Purge forgets the rest on demand.
+    // The expired job's tag entry stays until a purge (a tag index has no expiry).
+    let tagged: Vec<String> = con.zrange(k.job_tag("t"), 0, -1).await.unwrap();
+    assert_eq!(tagged, [first.to_string()]);
+    // Purge forgets the rest on demand, the tag's entry and name with them.
     let purged = a.purge_jobs(None, Duration::ZERO).await.unwrap();
     assert!(purged >= 1);
     assert!(fields(&ns, &second).await.is_empty());
     let ids: Vec<String> = con.zrange(k.job_state("completed"), 0, -1).await.unwrap();
     assert!(ids.is_empty(), "{ids:?}");
+    let tagged: Vec<String> = con.zrange(k.job_tag("t"), 0, -1).await.unwrap();
+    assert!(tagged.is_empty(), "{tagged:?}");
+    let tags: Vec<String> = con.smembers(k.job_tags()).await.unwrap();
+    assert!(tags.is_empty(), "{tags:?}");
 }
 
 #[tokio::test]

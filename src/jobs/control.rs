@@ -109,6 +109,26 @@ impl Admin {
             .invoke_async(&mut con)
             .await?;
         total += forgotten;
+        // Tag entries of records that expired on their own (their tags were registered when
+        // they were enqueued).
+        let mut cursor = "0".to_string();
+        loop {
+            let (_, next): (u64, String) = crate::scripts::JOB_PURGE
+                .key(self.keys().resque_statuses())
+                .arg(self.keys().prefix())
+                .arg("tags")
+                .arg(&cursor)
+                .arg(0)
+                .arg(10_000)
+                .arg(0)
+                .arg(now)
+                .invoke_async(&mut con)
+                .await?;
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
         for s in states {
             for mode in ["state", "status"] {
                 // Records left behind (a key of another type) are passed over, not looped on.

@@ -2,7 +2,7 @@
 -- one step, then Resque's enqueue (SADD queues + RPUSH) or resque-scheduler's delayed layout.
 --   kind 'r' (a job resq tracks): the record hash (record.lua) — state queued or scheduled,
 --            class, queue, enqueued_at, attempts 0, due_at, job key, tags — its tags' indexes
---            and its job key. With a job key whose job has not finished, nothing is written
+--            (and the tags' names in `<ns>:resq:tags`) and its job key. With a job key whose job has not finished, nothing is written
 --            and that job's id comes back instead (one live job per key). Workflows
 --            (workflow.lua): a job that waits for others is `waiting`, its payload kept in its
 --            record until the last of them ends; a job of a batch counts in it; a child is
@@ -72,6 +72,7 @@ local function job_enqueue(KEYS, ARGV)
   end
   if kind == 's' then e = e or G.wrong_type(P .. '_statuses', 'zset') end
   for i = 14, #ARGV do e = e or G.wrong_type(P .. 'resq:tag:' .. ARGV[i], 'zset') end
+  if #ARGV >= 14 then e = e or G.wrong_type(P .. 'resq:tags', 'set') end
   if jk then e = e or G.wrong_type(jk, 'string') end
   if e then return redis.error_reply(e) end
   if redis.call('EXISTS', rk) == 1 then
@@ -127,7 +128,10 @@ local function job_enqueue(KEYS, ARGV)
     end
     redis.call('HSET', rk, unpack(f))
   end
-  for i = 14, #ARGV do redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id) end
+  for i = 14, #ARGV do
+    redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id)
+    redis.call('SADD', P .. 'resq:tags', ARGV[i])
+  end
   if jk and not Rec.FINAL[state] then redis.call('SET', jk, id) end
   if w.batch then
     local bk = P .. 'resq:batch:' .. w.batch

@@ -5,14 +5,18 @@
 --   'status'  resque-status records created before a cutoff whose status is S: deleted and
 --             out of `_statuses` (as the plugin's `clear_<status>` does);
 --   'expired' the oldest entries of each final index and of `_statuses` whose record has
---             expired (at most the batch size of each).
+--             expired (at most the batch size of each);
+--   'tags'    the tags named in `<ns>:resq:tags` from SSCAN cursor C: the oldest entries of
+--             each tag's index whose record has expired (at most the batch size of each), and
+--             the tag's name once its index is empty.
 --
 -- KEYS[1] <ns>:_statuses (the other keys are built from the prefix)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] mode 'state' | 'status' | 'expired'
--- ARGV[3] the final state S   ARGV[4] the cutoff, epoch ms   ARGV[5] batch size   ARGV[6] entries to pass over first (left by a previous
--- batch: their record key unusable)   ARGV[7] now in epoch ms
--- Returns {forgotten, entries looked at, entries removed}; an error reply, before any write,
--- when a key is unusable.
+-- ARGV[3] the final state S ('tags': the cursor C)   ARGV[4] the cutoff, epoch ms
+-- ARGV[5] batch size   ARGV[6] entries to pass over first (left by a previous batch: their
+-- record key unusable)   ARGV[7] now in epoch ms
+-- Returns {forgotten, entries looked at, entries removed} ('tags': {removed, the next cursor
+-- ('0' at the end)}); an error reply, before any write, when a key is unusable.
 
 local function purge_state(P, state, cutoff, n, offset)
   local ix = P .. 'resq:jobs:' .. state
@@ -71,6 +75,30 @@ local function purge_status(KEYS, P, state, cutoff, n, offset)
   return { forgotten, #ids, removed }
 end
 
+-- The tags from cursor `cursor` of `<ns>:resq:tags`: their expired entries, and the names of
+-- the tags left with none.
+local function purge_tags(P, cursor, n)
+  local tags = P .. 'resq:tags'
+  local e = G.wrong_type(tags, 'set')
+  if e then return redis.error_reply(e) end
+  local r = redis.call('SSCAN', tags, cursor, 'COUNT', 100)
+  local removed = 0
+  for _, t in ipairs(r[2]) do
+    local ix = P .. 'resq:tag:' .. t
+    local kind = redis.call('TYPE', ix)['ok']
+    if kind == 'zset' then
+      for _, id in ipairs(redis.call('ZRANGE', ix, 0, n - 1)) do
+        if redis.call('EXISTS', Rec.key(P, id)) == 0 then
+          redis.call('ZREM', ix, id)
+          removed = removed + 1
+        end
+      end
+    end
+    if kind == 'none' or redis.call('EXISTS', ix) == 0 then redis.call('SREM', tags, t) end
+  end
+  return { removed, r[1] }
+end
+
 local function job_purge(KEYS, ARGV)
   local P, mode, state = ARGV[1], ARGV[2], ARGV[3]
   local cutoff, n, offset = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]) or 0
@@ -93,6 +121,7 @@ local function job_purge(KEYS, ARGV)
     forget(KEYS[1], function(id) return Status.key(P, id) end)
     return { removed, looked, removed }
   end
+  if mode == 'tags' then return purge_tags(P, state, n) end
   if not Rec.FINAL[state] then
     return redis.error_reply('ERR only finished jobs can be purged, not ' .. tostring(state))
   end
