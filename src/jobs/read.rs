@@ -8,8 +8,8 @@ use redis::aio::ConnectionLike;
 
 /// What one read found for a job id.
 pub(crate) enum Found {
-    /// A record.
-    Record(JobStatus),
+    /// A record (boxed: it is far larger than the other answers).
+    Record(Box<JobStatus>),
     /// No record under either key.
     Absent,
     /// A key holds something that is not a record: the key and what is wrong.
@@ -26,7 +26,9 @@ pub(crate) async fn find<C: ConnectionLike + Send>(
     let fields: redis::RedisResult<Vec<(String, Vec<u8>)>> =
         redis::cmd("HGETALL").arg(&key).query_async(con).await;
     match fields {
-        Ok(f) if !f.is_empty() => return Ok(Found::Record(JobStatus::from_fields(id, &f))),
+        Ok(f) if !f.is_empty() => {
+            return Ok(Found::Record(Box::new(JobStatus::from_fields(id, &f))))
+        }
         Ok(_) => {}
         Err(e) if e.code() == Some("WRONGTYPE") => {
             return Ok(Found::Unreadable(format!(
@@ -44,7 +46,7 @@ pub(crate) async fn find<C: ConnectionLike + Send>(
         Ok(Some(t)) => {
             let t = String::from_utf8_lossy(&t);
             match JobStatus::parse(id, &t) {
-                Some(s) => Ok(Found::Record(s)),
+                Some(s) => Ok(Found::Record(Box::new(s))),
                 None => Ok(Found::Unreadable(format!(
                     "{key} holds {:?}, not a resque-status record (a JSON object)",
                     t.chars().take(60).collect::<String>()
@@ -77,7 +79,7 @@ impl JobStatus {
         id: &JobId,
     ) -> Result<Option<JobStatus>> {
         match find(con, keys, id).await? {
-            Found::Record(s) => Ok(Some(s)),
+            Found::Record(s) => Ok(Some(*s)),
             Found::Absent => Ok(None),
             Found::Unreadable(why) => Err(Error::Protocol(why)),
         }

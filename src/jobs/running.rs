@@ -313,7 +313,7 @@ impl TrackedRun {
             if let Ok(super::read::Found::Record(s)) =
                 super::read::find(&mut con, &self.tracker.keys, &id).await
             {
-                out.push(s);
+                out.push(*s);
             }
         }
         Ok(out)
