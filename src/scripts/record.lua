@@ -19,8 +19,8 @@
 -- Every write is a command that cannot fail on a hash, made after a read of the same key
 -- proved it one (or through pcall, writing nothing when it is not): a record of another type,
 -- or with garbage in any field, never stops the job's own move; the problem is returned for
--- the worker to log. Workflow fields (batch, waiters, parent, and a waiting job's deps) are
--- workflow.lua's.
+-- the worker to log. Workflow fields (batch, attempted, waiters, parent, and a waiting job's
+-- deps) are workflow.lua's.
 --
 -- KEYS / ARGV: none (a module).
 
@@ -129,7 +129,7 @@ function Rec.finish(P, spec, now_ms, only_working)
   redis.call('HSET', rk, unpack(f))
   local batch = cur[4]
   if not FINAL[state] then
-    if state == 'retrying' and n <= 1 and batch then return nil, Flow.attempted(P, batch, now_ms) end
+    if state == 'retrying' and batch then return nil, Flow.attempted(P, id, batch, now_ms) end
     return nil
   end
   local secs = whole(ttl)
@@ -141,8 +141,7 @@ function Rec.finish(P, spec, now_ms, only_working)
   end
   Rec.free_key(P, key, id)
   if batch or cur[5] then
-    problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5], first = n <= 1 },
-      now_ms) or problem
+    problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5] }, now_ms) or problem
   end
   return state, problem
 end
