@@ -555,3 +555,97 @@ async fn a_dependency_named_twice_releases_its_waiter() {
     assert_eq!(waiting, 0);
     support::stop(w).await;
 }
+
+/// A TCP proxy to Redis on a port of its own that, once, drops the connection instead of
+/// passing on a reply that holds `needle`: Redis ran the command, its caller never hears.
+async fn losing_proxy(upstream: u16, needle: String) -> u16 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let lost = std::sync::Arc::new(AtomicBool::new(false));
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let (lost, needle) = (lost.clone(), needle.clone().into_bytes());
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let (mut from_client, mut to_client) = inbound.into_split();
+                let (mut from_redis, mut to_redis) = outbound.into_split();
+                let up = tokio::io::copy(&mut from_client, &mut to_redis);
+                let down = async {
+                    let (mut buf, mut seen) = (vec![0u8; 65536], Vec::new());
+                    loop {
+                        let n = from_redis.read(&mut buf).await?;
+                        if n == 0 {
+                            return Ok::<(), std::io::Error>(());
+                        }
+                        if !lost.load(Ordering::SeqCst) {
+                            seen.extend_from_slice(&buf[..n]);
+                            if seen.windows(needle.len()).any(|w| w == needle.as_slice())
+                                && !lost.swap(true, Ordering::SeqCst)
+                            {
+                                return Ok(()); // Both sockets close: the reply is lost.
+                            }
+                            let keep = seen.len().saturating_sub(needle.len());
+                            seen.drain(..keep);
+                        }
+                        to_client.write_all(&buf[..n]).await?;
+                    }
+                };
+                tokio::select! {
+                    _ = up => {}
+                    _ = down => {}
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A member whose start was written but whose reply was lost (the connection dropped after
+/// Redis ran the step) still ends, tracked, and counts in its batch. (It did not: the worker's
+/// resent step got the job back without its tracked start, ran it untracked, and its record
+/// stayed `working` for ever — the batch never completed. Fixed in finish.lua.)
+#[tokio::test]
+async fn a_member_whose_start_reply_was_lost_still_ends_and_completes_its_batch() {
+    let ns = support::namespace("wf-lost-reply");
+    let c = client(&ns).await;
+    let (bid, members) = c
+        .create_batch(
+            Batch::new()
+                .callback_queue("wf-cb")
+                .on_complete("Echo", vec![json!("complete")])
+                .job("wf", "Ok", vec![json!(1)]),
+        )
+        .await
+        .unwrap();
+    // The first reply that names the member is the step's that started it.
+    let port = losing_proxy(support::redis().port, members[0].to_string()).await;
+    let builder = resq::Worker::builder()
+        .redis_url(format!("redis://127.0.0.1:{port}"))
+        .namespace(&ns)
+        .queues("wf")
+        .unwrap()
+        .registry(registry(&ns));
+    let w = support::start(builder).await;
+    let done = c
+        .wait(&members[0], Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (done.state, done.attempts),
+        (State::Completed, 1),
+        "{done:?}"
+    );
+    assert_eq!(echoes(&ns).await, ["Ok [1]"], "it ran once");
+    support::stop(w).await;
+    assert_eq!(
+        batch_field(&ns, &bid, "pending").await.as_deref(),
+        Some("0")
+    );
+    assert_eq!(queued(&ns, "wf-cb").await.len(), 1, "on_complete");
+}
