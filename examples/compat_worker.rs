@@ -4,7 +4,9 @@
 //! `INTERVAL`, …; see the README). Handlers: `Echo` (RPUSH the compact JSON array of its args
 //! onto `<ns>:compat:echo`), `EchoPayload` (RPUSH the raw payload), `Noop`, `Sleep` (args[0]
 //! ms), `Fail` (fails with message args[0]), `Panic` (panics with message args[0]), `Gauge`
-//! (records how many run at once; see [`gauge`]).
+//! (records how many run at once; see [`gauge`]), `WfCallback` (a batch's callback: counts each
+//! run, see [`wf_callback`]), `WfFlaky` (args[0] a tag: its first run fails, the retry — at once,
+//! up to 3 — succeeds; see [`wf_flaky`]).
 //! `RESQ_SCHEDULER=1` also runs the scheduler in-process (delayed and recurring jobs);
 //! `JESQUE_DELAYED_QUEUES=a,b` runs those queues as Jesque zset queues (both read by
 //! `WorkerBuilder::from_env`). `METRICS_ADDR=127.0.0.1:9100` serves Prometheus metrics,
@@ -29,11 +31,23 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn registry(con: resq::conn::Conn, echo_key: String) -> Registry {
+fn registry(con: resq::conn::Conn, keys: &resq::Keys) -> Registry {
+    let echo_key = keys.compat_echo();
     let (c1, k1) = (con.clone(), echo_key.clone());
     let (c2, k2) = (con.clone(), echo_key.clone());
-    let (c3, k3) = (con, echo_key);
+    let (c3, k3) = (con.clone(), echo_key);
+    let (c4, p4) = (con.clone(), keys.prefix().to_string());
+    let (c5, p5) = (con, keys.prefix().to_string());
     Registry::new()
+        .handler("WfCallback", move |ctx: JobContext| {
+            let (mut con, prefix) = (c4.clone(), p4.clone());
+            async move { wf_callback(&mut con, &prefix, &ctx).await }
+        })
+        .handler("WfFlaky", move |ctx: JobContext| {
+            let (mut con, prefix) = (c5.clone(), p5.clone());
+            async move { wf_flaky(&mut con, &prefix, &ctx).await }
+        })
+        .retry("WfFlaky", resq::RetryPolicy::fixed(Duration::ZERO, 3))
         .handler("Gauge", move |ctx: JobContext| {
             let (mut con, key) = (c3.clone(), k3.clone());
             async move { gauge(&mut con, &key, &ctx).await }
@@ -103,6 +117,38 @@ async fn gauge(con: &mut resq::conn::Conn, key: &str, ctx: &JobContext) -> resq:
         .rpush(format!("{key}:done"), &label)
         .query_async(con)
         .await?;
+    Ok(())
+}
+
+/// `WfCallback` (args: kind, …): a batch's callback (its payload names the batch, `resq_batch`)
+/// that counts every run of itself — `INCR <ns>:audit:cb:<batch>:<kind>` — and pushes
+/// `<batch> <args as JSON>` onto `<ns>:audit:cb`, in one transaction: a callback fired twice
+/// (or run twice) counts 2. The workflows audit reads these.
+async fn wf_callback(con: &mut resq::conn::Conn, prefix: &str, ctx: &JobContext) -> JobResult {
+    let kind: String = ctx.arg(0)?;
+    let batch = ctx
+        .batch()
+        .ok_or_else(|| JobError::msg("WfCallback: the payload names no batch (resq_batch)"))?;
+    let args = serde_json::to_string(ctx.args())?;
+    let _: () = redis::pipe()
+        .atomic()
+        .incr(format!("{prefix}audit:cb:{batch}:{kind}"), 1)
+        .ignore()
+        .rpush(format!("{prefix}audit:cb"), format!("{batch} {args}"))
+        .ignore()
+        .query_async(con)
+        .await?;
+    Ok(())
+}
+
+/// `WfFlaky` (args: tag): counts its runs in `<ns>:audit:flaky:<tag>` and fails the first (a
+/// batch member whose first run is retried).
+async fn wf_flaky(con: &mut resq::conn::Conn, prefix: &str, ctx: &JobContext) -> JobResult {
+    let tag: String = ctx.arg(0)?;
+    let runs: i64 = con.incr(format!("{prefix}audit:flaky:{tag}"), 1).await?;
+    if runs == 1 {
+        return Err(JobError::msg("WfFlaky: the first run fails"));
+    }
     Ok(())
 }
 
@@ -228,9 +274,9 @@ async fn run() -> anyhow::Result<()> {
         .connect()
         .await
         .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.redis_url)))?;
-    let echo = resq::Keys::new(cfg.namespace.as_str()).compat_echo();
+    let keys = resq::Keys::new(cfg.namespace.as_str());
     let running = builder
-        .registry(status_jobs(registry(con, echo)))
+        .registry(status_jobs(registry(con, &keys)))
         .build()?
         .start()
         .await?;

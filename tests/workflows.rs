@@ -375,3 +375,277 @@ async fn nested_batches_and_members_added_while_running_count() {
     assert!(a.batch(&BatchId::new()).await.unwrap().is_none());
     support::stop(w).await;
 }
+
+/// A batch's hash field (`None`: absent).
+async fn batch_field(ns: &str, bid: &BatchId, field: &str) -> Option<String> {
+    support::con()
+        .await
+        .hget(Keys::new(ns).batch(bid.as_str()), field)
+        .await
+        .unwrap()
+}
+
+/// The payloads waiting on queue `q`.
+async fn queued(ns: &str, q: &str) -> Vec<String> {
+    support::con()
+        .await
+        .lrange(Keys::new(ns).queue(q), 0, -1)
+        .await
+        .unwrap()
+}
+
+/// A member whose first run failed and will be retried has been attempted: cancelling it then
+/// ends it without counting it attempted a second time. (It did: `job_cancel` counted every
+/// cancelled member as attempted, so the batch's `pending` fell by two for one member and
+/// `on_complete` fired while another member had never run.)
+#[tokio::test]
+async fn cancelling_a_member_that_will_be_retried_counts_it_attempted_once() {
+    let ns = support::namespace("wf-cancel-retry");
+    let c = client(&ns).await;
+    let (bid, members) = c
+        .create_batch(
+            Batch::new()
+                .callback_queue("wf-cb")
+                .on_complete("Echo", vec![json!("complete")])
+                .job("wf", "Fail", vec![])
+                // Nobody works this queue: the batch cannot be complete.
+                .job("wf-idle", "Ok", vec![json!(1)]),
+        )
+        .await
+        .unwrap();
+    let retry = resq::RetryPolicy::fixed(Duration::from_secs(3600), 3);
+    let w =
+        support::start(support::builder(&ns, "wf").registry(registry(&ns).retry("Fail", retry)))
+            .await;
+    until("the first run to fail and be retried later", async || {
+        c.status(&members[0]).await.unwrap().unwrap().state == State::Retrying
+    })
+    .await;
+    support::stop(w).await;
+    assert_eq!(
+        batch_field(&ns, &bid, "pending").await.as_deref(),
+        Some("1")
+    );
+    assert_eq!(c.cancel(&members[0]).await.unwrap(), Cancelled::Cancelled);
+    assert_eq!(
+        batch_field(&ns, &bid, "pending").await.as_deref(),
+        Some("1"),
+        "the cancelled member was counted attempted twice"
+    );
+    assert_eq!(batch_field(&ns, &bid, "complete_at").await, None);
+    assert!(
+        queued(&ns, "wf-cb").await.is_empty(),
+        "on_complete fired early"
+    );
+    // The member that never ran is still awaited; its end completes the batch (once).
+    assert_eq!(c.cancel(&members[1]).await.unwrap(), Cancelled::Cancelled);
+    assert_eq!(
+        batch_field(&ns, &bid, "pending").await.as_deref(),
+        Some("0")
+    );
+    assert_eq!(queued(&ns, "wf-cb").await.len(), 1);
+}
+
+/// At-least-once: a member whose run was interrupted goes back to its queue, and the run that
+/// then ends it is the first that counts — the batch completes. (It never did: a member's end
+/// counted as attempted only when it was its first attempt, so a member requeued once was
+/// never counted and `on_complete` was lost.)
+#[tokio::test]
+async fn a_member_requeued_at_least_once_still_completes_its_batch() {
+    let ns = support::namespace("wf-requeue");
+    let c = client(&ns).await;
+    let (bid, members) = c
+        .create_batch(
+            Batch::new()
+                .callback_queue("wf-cb")
+                .on_complete("Echo", vec![json!("complete")])
+                .on_success("Echo", vec![json!("success")])
+                .job("wf", "Slow", vec![]),
+        )
+        .await
+        .unwrap();
+    // The first worker's run never ends by itself: it is aborted and put back.
+    let stuck = registry(&ns).handler("Slow", |_ctx: JobContext| async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok(())
+    });
+    let w = support::start(
+        support::builder(&ns, "wf")
+            .registry(stuck)
+            .at_least_once(true),
+    )
+    .await;
+    until("the member to start", async || {
+        c.status(&members[0]).await.unwrap().unwrap().state == State::Working
+    })
+    .await;
+    w.stop(resq::Phase::Abort);
+    w.wait().await.unwrap();
+    let s = c.status(&members[0]).await.unwrap().unwrap();
+    assert_eq!((s.state, s.attempts), (State::Queued, 1), "requeued");
+    assert_eq!(
+        batch_field(&ns, &bid, "pending").await.as_deref(),
+        Some("1")
+    );
+    // The next run ends it.
+    let quick = registry(&ns).handler("Slow", |_ctx: JobContext| async { Ok(()) });
+    let w = support::start(support::builder(&ns, "wf").registry(quick)).await;
+    let done = c
+        .wait(&members[0], Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((done.state, done.attempts), (State::Completed, 2));
+    support::stop(w).await;
+    assert_eq!(
+        batch_field(&ns, &bid, "pending").await.as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        batch_field(&ns, &bid, "unsucceeded").await.as_deref(),
+        Some("0")
+    );
+    assert!(batch_field(&ns, &bid, "complete_at").await.is_some());
+    assert_eq!(
+        queued(&ns, "wf-cb").await.len(),
+        2,
+        "on_complete and on_success"
+    );
+}
+
+/// A job that names the same dependency twice is released when it ends. (It never was: each
+/// mention counted one dependency left, but the dependency's end released its waiters once, so
+/// one was always left and the job stayed `waiting` for ever.)
+#[tokio::test]
+async fn a_dependency_named_twice_releases_its_waiter() {
+    let ns = support::namespace("wf-dup-dep");
+    let c = client(&ns).await;
+    let first = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("first")], Track::new())
+        .await
+        .unwrap();
+    let other = c
+        .enqueue_class_tracked("wf", "Ok", &[json!("other")], Track::new())
+        .await
+        .unwrap();
+    let waiter = c
+        .enqueue_class_tracked(
+            "wf",
+            "Ok",
+            &[json!("waiter")],
+            Track::new()
+                .after(first.clone())
+                .after(other.clone())
+                .after(first.clone()),
+        )
+        .await
+        .unwrap();
+    let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
+    let done = c
+        .wait(&waiter, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.state, State::Completed, "{done:?}");
+    let waiting: usize = support::con()
+        .await
+        .zcard(Keys::new(&ns).job_state("waiting"))
+        .await
+        .unwrap();
+    assert_eq!(waiting, 0);
+    support::stop(w).await;
+}
+
+/// A TCP proxy to Redis on a port of its own that, once, drops the connection instead of
+/// passing on a reply that holds `needle`: Redis ran the command, its caller never hears.
+async fn losing_proxy(upstream: u16, needle: String) -> u16 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let lost = std::sync::Arc::new(AtomicBool::new(false));
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let (lost, needle) = (lost.clone(), needle.clone().into_bytes());
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let (mut from_client, mut to_client) = inbound.into_split();
+                let (mut from_redis, mut to_redis) = outbound.into_split();
+                let up = tokio::io::copy(&mut from_client, &mut to_redis);
+                let down = async {
+                    let (mut buf, mut seen) = (vec![0u8; 65536], Vec::new());
+                    loop {
+                        let n = from_redis.read(&mut buf).await?;
+                        if n == 0 {
+                            return Ok::<(), std::io::Error>(());
+                        }
+                        if !lost.load(Ordering::SeqCst) {
+                            seen.extend_from_slice(&buf[..n]);
+                            if seen.windows(needle.len()).any(|w| w == needle.as_slice())
+                                && !lost.swap(true, Ordering::SeqCst)
+                            {
+                                return Ok(()); // Both sockets close: the reply is lost.
+                            }
+                            let keep = seen.len().saturating_sub(needle.len());
+                            seen.drain(..keep);
+                        }
+                        to_client.write_all(&buf[..n]).await?;
+                    }
+                };
+                tokio::select! {
+                    _ = up => {}
+                    _ = down => {}
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A member whose start was written but whose reply was lost (the connection dropped after
+/// Redis ran the step) still ends, tracked, and counts in its batch. (It did not: the worker's
+/// resent step got the job back without its tracked start, ran it untracked, and its record
+/// stayed `working` for ever — the batch never completed. Fixed in finish.lua.)
+#[tokio::test]
+async fn a_member_whose_start_reply_was_lost_still_ends_and_completes_its_batch() {
+    let ns = support::namespace("wf-lost-reply");
+    let c = client(&ns).await;
+    let (bid, members) = c
+        .create_batch(
+            Batch::new()
+                .callback_queue("wf-cb")
+                .on_complete("Echo", vec![json!("complete")])
+                .job("wf", "Ok", vec![json!(1)]),
+        )
+        .await
+        .unwrap();
+    // The first reply that names the member is the step's that started it.
+    let port = losing_proxy(support::redis().port, members[0].to_string()).await;
+    let builder = resq::Worker::builder()
+        .redis_url(format!("redis://127.0.0.1:{port}"))
+        .namespace(&ns)
+        .queues("wf")
+        .unwrap()
+        .registry(registry(&ns));
+    let w = support::start(builder).await;
+    let done = c
+        .wait(&members[0], Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (done.state, done.attempts),
+        (State::Completed, 1),
+        "{done:?}"
+    );
+    assert_eq!(echoes(&ns).await, ["Ok [1]"], "it ran once");
+    support::stop(w).await;
+    assert_eq!(
+        batch_field(&ns, &bid, "pending").await.as_deref(),
+        Some("0")
+    );
+    assert_eq!(queued(&ns, "wf-cb").await.len(), 1, "on_complete");
+}

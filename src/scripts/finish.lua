@@ -10,11 +10,11 @@
 --
 -- KEYS / ARGV: none (a module; the step's frame X is step.lua's).
 
-local rcall, rpcall, byte, sub, ipairs, type
+local rcall, rpcall, byte, sub, ipairs, type, pcall, decode
 
 on_init(function(E)
   rcall, rpcall, byte, sub = E.redis.call, E.redis.pcall, E.string.byte, E.string.sub
-  ipairs, type = E.ipairs, E.type
+  ipairs, type, pcall, decode = E.ipairs, E.type, E.pcall, E.cjson.decode
 end)
 
 -- A problem to report: a record or a limit that could not be written while the job moved.
@@ -96,6 +96,25 @@ local function free_shares(X, sl)
   end
 end
 
+-- What the start of the job a slot already holds said, for the resend of the call that
+-- reserved it (whose reply was lost): the same reply extra as that call's (reserve.lua), read
+-- from the record it started — nothing is started again. '' when the job is not tracked or its
+-- record does not say it runs (it then runs untracked, as one whose record is gone).
+local function held_start(X, held)
+  local ok, rec = pcall(decode, held)
+  local obj = ok and type(rec) == 'table' and rec['payload']
+  if type(obj) ~= 'table' then return '' end
+  local id = obj['resq_id']
+  if id ~= nil then
+    if not Rec.id_like(id) then return '' end
+    local v = Rec.peek(X.P, id)
+    if not v or v[1] ~= 'working' then return '' end
+    return 'r\t' .. Rec.whole(v[2]) .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
+  end
+  if X.C.any_statused and X.C.statused[obj['class']] and Status.id_of(obj) then return 's' end
+  return ''
+end
+
 -- Slot i's completion (its part `it`); what it then wants.
 local function finish_one(X, i, it)
   local sl, code = it.sl, it.code
@@ -149,7 +168,7 @@ local function finish_one(X, i, it)
   elseif it.reserve then
     if held then
       -- The job this slot already holds (the reply of the call that reserved it was lost).
-      X.tag[i], X.data[i] = 'job', held
+      X.tag[i], X.data[i], X.extra[i] = 'job', held, held_start(X, held)
     elseif X.applied[i] == 1 and not by_token then
       -- Its job's record was still there, so it holds no claim from a lost reply.
       X.nw = X.nw + 1

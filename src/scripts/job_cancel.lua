@@ -31,7 +31,7 @@ local function cancel_own(P, id, v, now_ms, ttl)
   if state == 'waiting' then redis.pcall('ZREM', P .. 'resq:jobs:waiting', id) end
   Rec.free_key(P, v[2], id)
   if v[3] or v[4] then
-    Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4], first = true }, now_ms)
+    Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4] }, now_ms)
   end
   return 'cancelled'
 end

@@ -33,18 +33,23 @@ local function workflow(P, text)
   if not batch then return nil, 'ERR job_enqueue: a workflow the client sent cannot be read' end
   local w = { batch = batch ~= '' and batch or nil, parent = parent ~= '' and parent or nil,
     policy = policy, ttl = ttl, deps = {}, left = 0 }
+  -- (A dependency named twice counts once: its end releases its waiters once.)
+  local seen = {}
   for d in string.gmatch(deps, '%S+') do
     local rk = Rec.key(P, d)
     local v = redis.pcall('HMGET', rk, 'state')
     if v.err then return nil, G.wrongtype_of(rk, 'hash') end
     if not v[1] then return nil, 'NOJOB ' .. d .. ' is not a tracked job (no record ' .. rk .. ')' end
-    w.deps[#w.deps + 1] = d
-    if not Rec.FINAL[v[1]] then
-      w.left = w.left + 1
-      local e = G.wrong_type(P .. 'resq:waiters:' .. d, 'set')
-      if e then return nil, e end
-    elseif v[1] ~= 'completed' and not w.failed then
-      w.failed = d
+    if not seen[d] then
+      seen[d] = true
+      w.deps[#w.deps + 1] = d
+      if not Rec.FINAL[v[1]] then
+        w.left = w.left + 1
+        local e = G.wrong_type(P .. 'resq:waiters:' .. d, 'set')
+        if e then return nil, e end
+      elseif v[1] ~= 'completed' and not w.failed then
+        w.failed = d
+      end
     end
   end
   if w.batch then
@@ -151,7 +156,7 @@ local function job_enqueue(KEYS, ARGV)
     local secs = Rec.whole(w.ttl)
     if secs > 0 then redis.call('EXPIRE', rk, math.min(secs, 3155760000)) end
     redis.pcall('ZADD', P .. 'resq:jobs:' .. state, now_ms, id)
-    if w.batch then Flow.after_final(P, id, state, { batch = w.batch, first = true }, now_ms) end
+    if w.batch then Flow.after_final(P, id, state, { batch = w.batch }, now_ms) end
   elseif delayed then
     redis.call('RPUSH', KEYS[4], ARGV[5])
     redis.call('SADD', KEYS[5], ARGV[7])

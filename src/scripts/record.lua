@@ -19,8 +19,8 @@
 -- Every write is a command that cannot fail on a hash, made after a read of the same key
 -- proved it one (or through pcall, writing nothing when it is not): a record of another type,
 -- or with garbage in any field, never stops the job's own move; the problem is returned for
--- the worker to log. Workflow fields (batch, waiters, parent, and a waiting job's deps) are
--- workflow.lua's.
+-- the worker to log. Workflow fields (batch, attempted, waiters, parent, and a waiting job's
+-- deps) are workflow.lua's.
 --
 -- KEYS / ARGV: none (a module).
 
@@ -157,9 +157,7 @@ function Rec.finish(P, spec, now, only_working)
   redis.call('HSET', rk, unpack(f, 1, k))
   local batch = cur[4]
   if not FINAL[state] then
-    if state == 'retrying' and n <= 1 and batch then
-      return nil, Flow.attempted(P, batch, tonumber(now))
-    end
+    if state == 'retrying' and batch then return nil, Flow.attempted(P, id, batch, tonumber(now)) end
     return nil
   end
   -- (The TTL as the worker wrote it: a number handed to Redis would be printed again.)
@@ -176,8 +174,8 @@ function Rec.finish(P, spec, now, only_working)
   end
   Rec.free_key(P, key, id)
   if batch or cur[5] then
-    problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5], first = n <= 1 },
-      tonumber(now)) or problem
+    problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5] }, tonumber(now))
+      or problem
   end
   return state, problem
 end

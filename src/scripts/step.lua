@@ -11,9 +11,10 @@
 --
 -- Safe to resend when the reply was lost: a completion applies only while the slot's record
 -- (or, for a claimed job, its token key) is still what it reserved, and a reserve returns the
--- record or claim already there instead of taking a second job. Nothing can fail after the
--- first write: a slot whose keys are unusable gets an 'error' verdict naming the key, nothing
--- of its transition is written, and the other slots go on.
+-- record or claim already there instead of taking a second job (with a tracked job's start, read
+-- again from its record: finish.lua). Nothing can fail after the first write: a slot whose
+-- keys are unusable gets an 'error' verdict naming the key, nothing of its transition is
+-- written, and the other slots go on.
 --
 -- KEYS[1] <ns>:stat:processed
 -- ARGV[1] the process's settings, ARGV[2] its slots, ARGV[3] its queues (config.lua's texts)

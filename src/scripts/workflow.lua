@@ -5,8 +5,9 @@
 --
 -- Keys (src/keys.rs; P = '<ns>:'):
 --   P..'resq:batch:'..bid          hash: total, pending (members not attempted yet: a member
---                                  counts as attempted once its first run ends, or it ends
---                                  without running), unsucceeded (members not succeeded yet),
+--                                  counts as attempted once a run of it ends — not one put back
+--                                  under at-least-once — or it ends without running),
+--                                  unsucceeded (members not succeeded yet),
 --                                  failed (members failed for good), created_at, queue (the
 --                                  callbacks' queue), parent (a parent batch), on_complete,
 --                                  on_success, on_death (the callbacks' payloads), complete_at,
@@ -19,7 +20,10 @@
 --   P..'resq:children:'..id        set of job `id`'s children
 -- A waiting job's record holds its payload and queue (payload, queue), its dependencies (deps,
 -- space-separated), how many have not ended (deps_left), the first that did not complete
--- (dep_failed) and what that means for it (if_dep_failed: run | fail | cancel).
+-- (dep_failed) and what that means for it (if_dep_failed: run | fail | cancel). A member's
+-- record holds `attempted` ('1') from the call that counted it attempted in its batch (HSETNX:
+-- counted once, whatever its runs — retried, interrupted and put back, cancelled while it waits
+-- to be retried).
 --
 -- Every write here comes after the job's own move, so none may raise: each goes through pcall
 -- on keys read first; a key that cannot be used is a problem returned to the worker, and the
@@ -35,16 +39,22 @@ local function settle_all(P, first, now_ms, problems)
     local id, state, f = todo[k][1], todo[k][2], todo[k][3]
     k = k + 1
     if f.batch and f.batch ~= '' then
-      Flow.member_end(P, f.batch, f.first, state == 'completed', state ~= 'completed'
-        and Rec.FINAL[state], now_ms, problems)
+      Flow.member_end(P, f.batch, Flow.first_attempt(P, id), state == 'completed',
+        state ~= 'completed' and Rec.FINAL[state], now_ms, problems)
     end
     if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
   end
 end
 
+-- Whether this end of member `id` is the one that makes it attempted (its first run that ended,
+-- or its end without running): true once per member, marked in its record.
+function Flow.first_attempt(P, id)
+  return redis.pcall('HSETNX', Rec.key(P, id), 'attempted', '1') == 1
+end
+
 -- A tracked job `id` ended in final `state` (its record written): its batch counts it, the jobs
--- waiting for it move on. `f`: the record's batch, waiters and whether this was its first run
--- (or it never ran). Returns the problems ('<key> <why>' lines), or nil.
+-- waiting for it move on. `f`: the record's batch and waiters. Returns the problems ('<key>
+-- <why>' lines), or nil.
 function Flow.after_final(P, id, state, f, now_ms)
   local problems = {}
   settle_all(P, { id, state, f }, now_ms, problems)
@@ -52,9 +62,10 @@ function Flow.after_final(P, id, state, f, now_ms)
   return nil
 end
 
--- A batch member's first run ended without the job ending (it will be retried).
-function Flow.attempted(P, bid, now_ms)
+-- A run of member `id` of batch bid ended without the job ending (it will be retried).
+function Flow.attempted(P, id, bid, now_ms)
   local problems = {}
+  if not Flow.first_attempt(P, id) then return nil end
   Flow.member_end(P, bid, true, false, false, now_ms, problems)
   if #problems > 0 then return table.concat(problems, '\n') end
   return nil
@@ -144,7 +155,7 @@ function Flow.release(P, id, state, now_ms, problems, todo)
           local secs = Rec.whole(v[8])
           if secs > 0 then redis.pcall('EXPIRE', rk, math.min(secs, 3155760000)) end
           redis.pcall('ZADD', P .. 'resq:jobs:' .. final, now_ms, w)
-          todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7], first = true } }
+          todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7] } }
         elseif v[4] and v[5] then
           local q = P .. 'queue:' .. v[5]
           local r = redis.pcall('RPUSH', q, v[4])

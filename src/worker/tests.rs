@@ -270,3 +270,42 @@ async fn a_resent_retry_completion_is_applied_once() {
         Some("0")
     );
 }
+
+/// A reserve resent because its reply was lost (Redis crashed after writing it, or the
+/// connection dropped) answers exactly what the first call did — the tracked job's start
+/// included, which the worker needs to follow the job. (It did not: the resend answered the
+/// held job with no start, so the worker ran it untracked and nothing ever ended its record:
+/// it stayed `working`, its batch never counted it — `on_complete` lost — and the jobs
+/// waiting for it stayed waiting. The workflows audit's Redis crash found it.)
+#[tokio::test]
+async fn a_resent_reserve_of_a_tracked_job_says_it_started() {
+    let ns = testing::namespace("resend-tracked");
+    let keys = Keys::new(&ns);
+    let mut con = testing::con().await;
+    let client = crate::Client::connect(&testing::url(), &ns).await.unwrap();
+    let (bid, members) = client
+        .create_batch(crate::workflows::Batch::new().job("q", "A", vec![json!(1)]))
+        .await
+        .unwrap();
+    let stepper = Stepper::new(&keys, "h~resq:1-0:q", true);
+    let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+    let (first, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    let Reply::Job(_, Some(started)) = &first else {
+        panic!("not a tracked start: {first:?}")
+    };
+    assert_eq!(
+        started,
+        &crate::jobs::Started::Tracked {
+            attempt: 1,
+            key: String::new(),
+            batch: Some(bid)
+        }
+    );
+    let (again, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    assert_eq!(first, again, "the resend must say the job is tracked");
+    let attempts: String = con
+        .hget(keys.job_record(members[0].as_str()), "attempts")
+        .await
+        .unwrap();
+    assert_eq!(attempts, "1", "a resend starts nothing again");
+}

@@ -23,8 +23,9 @@ pub struct Callback {
 
 /// A batch to create: its members and its callbacks.
 ///
-/// * `on_complete` fires once every member has been **attempted**: its first run ended, with
-///   any outcome (a member that will be retried counts), or it ended without running;
+/// * `on_complete` fires once every member has been **attempted**: a run of it ended, with any
+///   outcome (a member that will be retried counts; a run interrupted and put back under
+///   at-least-once does not, the run after it does), or it ended without running;
 /// * `on_success` fires once every member has **completed** (retries included) — it may never
 ///   fire;
 /// * `on_death` fires once, at the first member that **failed for good** (retries exhausted,

@@ -35,6 +35,8 @@ pub struct RedisServer {
     args: Vec<String>,
     /// Guards of servers started again by [`RedisServer::restart`].
     restarts: std::sync::Mutex<Vec<Child>>,
+    /// The pid of the server running now (the last one started).
+    pid: std::sync::Mutex<u32>,
 }
 
 impl RedisServer {
@@ -65,12 +67,14 @@ impl RedisServer {
         {
             panic!("redis-server is not installed: apt-get install -y redis-server");
         }
+        let (guard, pid) = spawn_guard("redis-server", &args, None);
         let server = RedisServer {
-            _guard: spawn_guard("redis-server", &args, None).0,
+            _guard: guard,
             port,
             dir,
             args,
             restarts: std::sync::Mutex::new(Vec::new()),
+            pid: std::sync::Mutex::new(pid),
         };
         server.wait_ready();
         server
@@ -83,6 +87,25 @@ impl RedisServer {
         if let Ok(mut c) = client.get_connection() {
             let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut c);
         }
+        self.wait_down();
+    }
+
+    /// Crashes the server: `kill -9` of the redis-server this test started (nothing is flushed
+    /// beyond what its `appendfsync` already wrote), then waits until its port refuses
+    /// connections. [`RedisServer::restart`] starts it again on the same data.
+    pub fn kill9(&self) {
+        let pid = *self.pid.lock().expect("pid");
+        let ok = Command::new("kill")
+            .arg("-9")
+            .arg(pid.to_string())
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -9 {pid} (redis-server) failed");
+        self.wait_down();
+    }
+
+    fn wait_down(&self) {
         for _ in 0..1000 {
             if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
                 return;
@@ -95,8 +118,9 @@ impl RedisServer {
     /// Starts the server again on the same port and directory (so it reloads its AOF) and
     /// waits until it answers.
     pub fn restart(&self) {
-        let (guard, _) = spawn_guard("redis-server", &self.args, None);
+        let (guard, pid) = spawn_guard("redis-server", &self.args, None);
         self.restarts.lock().expect("restarts").push(guard);
+        *self.pid.lock().expect("pid") = pid;
         self.wait_ready();
     }
 
