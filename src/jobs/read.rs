@@ -32,15 +32,9 @@ pub(crate) enum Want {
 /// What a read found for one id.
 #[derive(Debug)]
 pub(crate) enum Found {
-<<<<<<< HEAD
     /// A record.
     Record(Box<JobStatus>),
     /// No record.
-=======
-    /// A record (boxed: it is far larger than the other answers).
-    Record(Box<JobStatus>),
-    /// No record under either key.
->>>>>>> audit
     Absent,
     /// A key holds something that is not a record: the key and what is wrong.
     Unreadable(String),
@@ -52,7 +46,6 @@ pub(crate) async fn find<C: ConnectionLike + Send>(
     keys: &Keys,
     id: &JobId,
 ) -> Result<Found> {
-<<<<<<< HEAD
     let mut found = read_many(con, keys, &[(id.clone(), Want::Either)]).await?;
     Ok(found.pop().unwrap_or(Found::Absent))
 }
@@ -85,37 +78,6 @@ pub(crate) async fn read_many<C: ConnectionLike + Send>(
                 if let Some(f) = pairs(v).filter(|f| !f.is_empty()) {
                     out[i] = Some(Found::Record(Box::new(JobStatus::from_fields(id, &f))));
                 }
-=======
-    let key = keys.job_record(id.as_str());
-    let fields: redis::RedisResult<Vec<(String, Vec<u8>)>> =
-        redis::cmd("HGETALL").arg(&key).query_async(con).await;
-    match fields {
-        Ok(f) if !f.is_empty() => {
-            return Ok(Found::Record(Box::new(JobStatus::from_fields(id, &f))))
-        }
-        Ok(_) => {}
-        Err(e) if e.code() == Some("WRONGTYPE") => {
-            return Ok(Found::Unreadable(format!(
-                "{key} holds a {}, not a record (a hash)",
-                type_of(con, &key).await
-            )))
-        }
-        Err(e) => return Err(e.into()),
-    }
-    let key = keys.resque_status(id.as_str());
-    let text: redis::RedisResult<Option<Vec<u8>>> =
-        redis::cmd("GET").arg(&key).query_async(con).await;
-    match text {
-        Ok(None) => Ok(Found::Absent),
-        Ok(Some(t)) => {
-            let t = String::from_utf8_lossy(&t);
-            match JobStatus::parse(id, &t) {
-                Some(s) => Ok(Found::Record(Box::new(s))),
-                None => Ok(Found::Unreadable(format!(
-                    "{key} holds {:?}, not a resque-status record (a JSON object)",
-                    t.chars().take(60).collect::<String>()
-                ))),
->>>>>>> audit
             }
             Err(e) if e.code() == Some("WRONGTYPE") => {
                 wrong.push((i, keys.job_record(id.as_str()), "a record (a hash)"));
