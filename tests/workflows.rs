@@ -649,3 +649,43 @@ async fn a_member_whose_start_reply_was_lost_still_ends_and_completes_its_batch(
     );
     assert_eq!(queued(&ns, "wf-cb").await.len(), 1, "on_complete");
 }
+
+/// A waiting job that its failed dependency fails (or cancels) frees its job key, as any job
+/// that ends does.
+#[tokio::test]
+async fn a_waiting_job_ended_by_its_dependency_frees_its_job_key() {
+    let ns = support::namespace("wf-jobkey");
+    let c = client(&ns).await;
+    let failed = c
+        .enqueue_class_tracked("wf", "Fail", &[], Track::new())
+        .await
+        .unwrap();
+    let mut waiting = Vec::new();
+    for (policy, key) in [
+        (IfDepFailed::Fail, "k-fail"),
+        (IfDepFailed::Cancel, "k-cancel"),
+    ] {
+        let t = Track::new()
+            .after(failed.clone())
+            .if_dep_failed(policy)
+            .key(key);
+        let id = c
+            .enqueue_class_tracked("wf", "Ok", &[json!("never")], t)
+            .await
+            .unwrap();
+        assert_eq!(c.status(&id).await.unwrap().unwrap().state, State::Waiting);
+        waiting.push((id, key));
+    }
+    let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
+    for (id, key) in &waiting {
+        let end = c.wait(id, Duration::from_secs(10)).await.unwrap().unwrap();
+        assert!(end.state.is_final(), "{end:?}");
+        let live: Option<String> = support::con()
+            .await
+            .get(Keys::new(&ns).job_key(key))
+            .await
+            .unwrap();
+        assert_eq!(live, None, "{key}: a job that ended keeps no job key");
+    }
+    support::stop(w).await;
+}

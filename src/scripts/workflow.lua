@@ -44,6 +44,12 @@ local function settle_all(P, first, now_ms, problems)
     end
     if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
   end
+  -- A cascade is bounded so that no call holds Redis for long; what it did not reach stays
+  -- waiting, and is said so.
+  if k <= #todo then
+    problems[#problems + 1] = 'workflow ' .. first[1] .. ': ' .. (#todo - k + 1) .. ' ends beyond the '
+      .. '10000 settled in one call were left unsettled (their waiting jobs stay waiting)'
+  end
 end
 
 -- Whether this end of member `id` is the one that makes it attempted (its first run that ended,
@@ -130,7 +136,7 @@ function Flow.release(P, id, state, now_ms, problems, todo)
   for _, w in ipairs(ws) do
     local rk = Rec.key(P, w)
     local v = redis.pcall('HMGET', rk, 'state', 'if_dep_failed', 'dep_failed', 'payload', 'queue',
-      'batch', 'waiters', 'ttl')
+      'batch', 'waiters', 'ttl', 'key')
     if type(v) == 'table' and not v.err and v[1] == 'waiting' then
       local failed_dep = v[3]
       if state ~= 'completed' and (not failed_dep or failed_dep == '') then
@@ -155,6 +161,7 @@ function Flow.release(P, id, state, now_ms, problems, todo)
           local secs = Rec.whole(v[8])
           if secs > 0 then redis.pcall('EXPIRE', rk, math.min(secs, 3155760000)) end
           redis.pcall('ZADD', P .. 'resq:jobs:' .. final, now_ms, w)
+          Rec.free_key(P, v[9], w)
           todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7] } }
         elseif v[4] and v[5] then
           local q = P .. 'queue:' .. v[5]
