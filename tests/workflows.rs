@@ -164,6 +164,30 @@ async fn a_batch_fires_complete_and_success_once_and_death_at_its_first_dead_mem
     let b2 = a.batch(&bid2).await.unwrap().unwrap();
     assert_eq!((b2.pending, b2.succeeded, b2.failed), (0, 1, 2));
     assert!(b2.success_at.is_none() && b2.death_at.is_some());
+    // Its dead members retried by hand fail again: still two failed, no second death.
+    let _: () = support::con()
+        .await
+        .del(format!("{ns}:test:echo"))
+        .await
+        .unwrap();
+    a.retry_failures(&resq::admin::Selector::Class("Fail".into()))
+        .await
+        .unwrap();
+    let fails = Keys::new(&ns).failed();
+    until("the retried members' second failures", async || {
+        let n: u64 = support::con().await.llen(&fails).await.unwrap();
+        let q: u64 = support::con()
+            .await
+            .llen(Keys::new(&ns).queue("wf"))
+            .await
+            .unwrap();
+        n >= 2 && q == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let b2 = a.batch(&bid2).await.unwrap().unwrap();
+    assert_eq!((b2.pending, b2.succeeded, b2.failed), (0, 1, 2));
+    assert!(echoes(&ns).await.is_empty(), "{:?}", echoes(&ns).await);
     support::stop(w).await;
 }
 

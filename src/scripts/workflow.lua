@@ -23,7 +23,7 @@
 -- (dep_failed) and what that means for it (if_dep_failed: run | fail | cancel). A member's
 -- record holds `attempted` ('1') from the call that counted it attempted in its batch (HSETNX:
 -- counted once, whatever its runs — retried, interrupted and put back, cancelled while it waits
--- to be retried).
+-- to be retried), and `dead` ('1') from the call that counted it failed for good (once, too).
 --
 -- Every write here comes after the job's own move, so none may raise: each goes through pcall
 -- on keys read first; a key that cannot be used is a problem returned to the worker, and the
@@ -39,8 +39,12 @@ local function settle_all(P, first, now_ms, problems)
     local id, state, f = todo[k][1], todo[k][2], todo[k][3]
     k = k + 1
     if f.batch and f.batch ~= '' then
-      Flow.member_end(P, f.batch, Flow.first_attempt(P, id), state == 'completed',
-        state ~= 'completed' and Rec.FINAL[state], now_ms, problems)
+      -- (Dead once per member: one failed for good, retried by hand and failed again, is
+      -- counted once.)
+      local dead = state ~= 'completed' and Rec.FINAL[state]
+        and redis.pcall('HSETNX', Rec.key(P, id), 'dead', '1') == 1
+      Flow.member_end(P, f.batch, Flow.first_attempt(P, id), state == 'completed', dead, now_ms,
+        problems)
     end
     if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
   end
