@@ -42,7 +42,7 @@ pub struct BatchStatus {
 
 impl BatchStatus {
     /// Reads a batch's hash fields (any bytes: what does not read is left out).
-    fn from_fields(id: BatchId, f: &[(String, Vec<u8>)]) -> BatchStatus {
+    pub(super) fn from_fields(id: BatchId, f: &[(String, Vec<u8>)]) -> BatchStatus {
         let get = |k: &str| {
             f.iter()
                 .find(|(n, _)| n == k)
