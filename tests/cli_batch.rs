@@ -383,6 +383,21 @@ async fn show_says_a_batch_is_stuck_when_a_foreign_worker_took_a_member() {
         json!([{"state": "queued", "count": 2, "ids": v["unfinished"][0]["ids"]}])
     );
     assert_eq!(v["batch"]["phase"], "running");
+
+    // A batch whose creator stopped midway (still staging) has its members outside their
+    // queues as it should: said so, not called stuck.
+    let _: () = support::con()
+        .await
+        .hset(k.batch(&bid), "state", "staging")
+        .await
+        .unwrap();
+    let staging = stdout(&ok(&ns, &["batch", "show", &bid]).await);
+    assert!(
+        staging.contains("STAGING: its creator stopped"),
+        "{staging}"
+    );
+    assert!(!staging.contains("STUCK"), "{staging}");
+    assert_eq!(json_of(&ns, &["batch", "show", &bid]).await["stuck"], false);
 }
 
 #[tokio::test]

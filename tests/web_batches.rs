@@ -160,6 +160,15 @@ async fn batches_are_listed_with_counts_and_one_shows_its_report_and_members() {
         "{stuck}"
     );
     assert!(page.body.contains(ruby), "{}", page.body);
+    // Had its creator stopped midway (staging), its members would be outside their queues as
+    // they should: said so, not called stuck.
+    let _: () = support::con()
+        .await
+        .hset(k.batch(idle.as_str()), "state", "staging")
+        .await
+        .unwrap();
+    let page = get(&app, &format!("/batch?id={idle}")).await;
+    assert!(page.body.contains("data-staging") && !page.body.contains("data-stuck"));
 
     // Unknown and malformed ids.
     let unknown = get(&app, &format!("/batch?id={}", BatchId::new())).await;

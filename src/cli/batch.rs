@@ -430,9 +430,15 @@ fn report_json(r: &BatchReport) -> Value {
         }).collect::<Vec<_>>(),
         "gone": r.gone,
         "foreign_workers": r.foreign_workers,
-        "stuck": !r.gone.is_empty(),
+        "stuck": stuck(r),
         "sampled": !r.complete,
     })
+}
+
+/// Whether members of the (visible) batch are gone from their queue: a foreign worker took
+/// them. A batch still staging has every queued member outside its queue, as it should.
+fn stuck(r: &BatchReport) -> bool {
+    r.status.state != "staging" && !r.gone.is_empty()
 }
 
 /// What the batch's report says, for people.
@@ -475,7 +481,15 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
     if !r.complete {
         out.push("(a batch of more than 10,000 members: 10,000 of them were looked at)".into());
     }
-    if !r.gone.is_empty() {
+    if r.status.state == "staging" {
+        out.push(String::new());
+        out.push(
+            "STAGING: its creator stopped before making it visible: its members are in no \
+             queue and never run (a parent batch counts it as a member that never ends)."
+                .into(),
+        );
+    }
+    if stuck(r) {
         let n = r.gone.len();
         out.push(String::new());
         out.push(format!(
@@ -496,7 +510,7 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
         ));
     }
     if !r.foreign_workers.is_empty() {
-        if r.gone.is_empty() {
+        if !stuck(r) {
             out.push(String::new());
             out.push(
                 "WARNING: workers of another runtime poll the queues of this batch's unfinished \
@@ -511,7 +525,7 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
             out.push(format!("    {w}"));
         }
     }
-    if !r.gone.is_empty() || !r.foreign_workers.is_empty() {
+    if stuck(r) || !r.foreign_workers.is_empty() {
         out.push(
             "  Keep a batch's members on queues only resq workers poll (docs/workflows.md, \
              \"Mixed fleets\")."

@@ -162,11 +162,19 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
         .ok_or_else(|| WebError::NotFound(format!("no batch {id}")))?;
     let (members, next) = admin.batch_members(&id, cursor, MEMBERS_PER_PAGE).await?;
     let s = &r.status;
+    // A batch still staging has its queued members outside their queues, as it should.
+    let stuck = s.state != "staging" && !r.gone.is_empty();
     let job_link = |j: &str| ctx.link(&format!("job?id={}", enc(j)));
     let batch_link = |b: &str| ctx.link(&format!("batch?id={}", enc(b)));
     let body = html! {
         div.actions { a href=(ctx.link("batches")) { "← all batches" } }
-        @if !r.gone.is_empty() {
+        @if s.state == "staging" {
+            p.flash.warn data-staging {
+                "Staging: its creator stopped before making it visible. Its members are in no "
+                "queue and never run; a parent batch counts it as a member that never ends."
+            }
+        }
+        @if stuck {
             div.flash.warn data-stuck {
                 p {
                     strong { "Stuck: " }
@@ -183,7 +191,7 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
         @if !r.foreign_workers.is_empty() {
             div.flash.warn data-foreign-workers {
                 p {
-                    @if r.gone.is_empty() {
+                    @if !stuck {
                         "Workers of another runtime poll the queues of this batch's unfinished members; "
                         "a member one of them takes is never counted and the batch then waits for ever: "
                     } @else {
