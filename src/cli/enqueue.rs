@@ -46,7 +46,7 @@ pub(crate) struct EnqueueArgs {
     pub key: Option<String>,
     /// Workflows (needs --track; docs/workflows.md).
     #[command(flatten)]
-    pub flow: super::batch::FlowArgs,
+    pub flow: super::enqueue_flow::FlowArgs,
     /// One job per line of F (`-`: standard input): `{"class":…,"args":[…]}` and an optional
     /// `"queue"`; blank lines are skipped. Every line is checked first: one bad line and
     /// nothing is enqueued (exit 1).
@@ -73,7 +73,7 @@ pub(crate) struct Tracked {
     pub existing: bool,
     /// The workflow flags given.
     #[serde(flatten)]
-    pub flow: super::batch::FlowOut,
+    pub flow: super::enqueue_flow::FlowOut,
 }
 
 /// What `resq enqueue` wrote, printed as its confirmation (as JSON with `--json`).

@@ -9,7 +9,8 @@
 //! * `enqueue` — `enqueue` (with `--track`), and `enqueue_file` — `enqueue --file`;
 //!   `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
-//! * `batch` — `batch create|show`, `batches`, and `enqueue --track`'s workflow flags;
+//! * `batch` — `batch create|show`, `batches`; `enqueue_flow` — `enqueue --track`'s workflow
+//!   flags (`--after`, `--if-dep-failed`, `--parent`, `--batch`);
 //! * `limits` — `limits list|set|clear` (flow control);
 //! * `pause` — `pause`, `resume`: every worker (`show`'s), or `--queue` queues;
 //! * `schedule` — `scheduler`, `schedule list|add|remove`;
@@ -18,6 +19,7 @@
 pub(crate) mod batch;
 pub(crate) mod enqueue;
 pub(crate) mod enqueue_file;
+pub(crate) mod enqueue_flow;
 pub(crate) mod failed;
 pub(crate) mod job_show;
 pub(crate) mod jobs;
