@@ -358,6 +358,26 @@ async fn show_says_a_batch_is_stuck_when_a_foreign_worker_took_a_member() {
     );
     assert!(!before.contains(ours), "{before}");
 
+    // A flow-control limit holds a member: out of its queue, in the limit's held set, its
+    // record still queued — not gone.
+    let held: String = support::con()
+        .await
+        .lpop(k.queue("mixed"), None)
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
+        .hset(k.limits_declared(), "gate", "{}")
+        .zadd(
+            k.limit_held("gate", None),
+            format!("1\tmixed\t1\tgate\t{held}"),
+            1,
+        )
+        .query_async(&mut support::con().await)
+        .await
+        .unwrap();
+    let holding = stdout(&ok(&ns, &["batch", "show", &bid]).await);
+    assert!(!holding.contains("STUCK"), "{holding}");
+
     // The Ruby worker takes a member: it is gone from its queue, its record still says queued.
     let taken: String = support::con()
         .await

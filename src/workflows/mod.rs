@@ -16,6 +16,7 @@
 //!   ([`WaitingJob`]), a batch's phase.
 
 mod batch;
+mod held;
 mod members;
 mod status;
 

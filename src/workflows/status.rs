@@ -85,9 +85,9 @@ pub struct BatchReport {
     /// Members that have not ended, by state (`queued`, `working`, `waiting`, …), with up to
     /// ten ids each.
     pub unfinished: Vec<(String, u64, Vec<JobId>)>,
-    /// Members whose record says `queued` but whose job is no longer in its queue: a worker of
-    /// another runtime (which does not count a batch's members) ran them, or someone removed
-    /// them. While any is, the batch cannot complete.
+    /// Members whose record says `queued` but whose job is no longer in its queue (nor held by
+    /// a flow-control limit): a worker of another runtime (which does not count a batch's
+    /// members) ran them, or someone removed them. While any is, the batch cannot complete.
     pub gone: Vec<JobId>,
     /// Workers of another runtime that poll a queue of the batch's unfinished members.
     pub foreign_workers: Vec<String>,
@@ -224,6 +224,8 @@ impl Admin {
                 }
             }
         }
+        // Not taken by a foreign worker: one a resq worker took meanwhile, one a limit holds.
+        let gone = super::held::confirm_gone(&mut con, keys, gone).await;
         let workers: Vec<String> = redis::cmd("SMEMBERS")
             .arg(keys.workers())
             .query_async(&mut con)
