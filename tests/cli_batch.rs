@@ -230,6 +230,15 @@ async fn a_file_becomes_a_batch_listed_and_its_callback_fires() {
         assert!(shown.contains(want), "{want:?} not in:\n{shown}");
     }
     assert!(!shown.contains("STUCK"), "{shown}");
+    // A member's record expires after it ended: the batch still has nothing unfinished.
+    let expired = images[0]["resq_id"].as_str().unwrap();
+    let _: () = support::con()
+        .await
+        .del(Keys::new(ns.as_str()).job_record(expired))
+        .await
+        .unwrap();
+    let shown = stdout(&ok(&ns, &["batch", "show", &bid]).await);
+    assert!(shown.contains("unfinished   none"), "{shown}");
 }
 
 #[tokio::test]

@@ -83,7 +83,7 @@ pub struct BatchReport {
     /// The batch.
     pub status: BatchStatus,
     /// Members that have not ended, by state (`queued`, `working`, `waiting`, …), with up to
-    /// ten ids each.
+    /// ten ids each (a member whose record is gone ended: records expire only once ended).
     pub unfinished: Vec<(String, u64, Vec<JobId>)>,
     /// Members whose record says `queued` but whose job is no longer in its queue (nor held by
     /// a flow-control limit): a worker of another runtime (which does not count a batch's
@@ -189,7 +189,11 @@ impl Admin {
             else {
                 continue;
             };
-            let state = state.unwrap_or_else(|| "gone".into());
+            // No record: it ended and its record expired (or was purged); a record is made
+            // with the job and given a TTL only once the job has ended.
+            let Some(state) = state else {
+                continue;
+            };
             if ["completed", "failed", "killed", "cancelled"].contains(&state.as_str()) {
                 continue;
             }
