@@ -309,3 +309,33 @@ async fn batch_pages_need_credentials_and_work_read_only() {
         assert!(!page.body.contains("<form method=\"post\""), "{path}");
     }
 }
+
+#[tokio::test]
+async fn a_batch_key_of_another_type_does_not_fail_the_list_or_its_members() {
+    let ns = support::namespace("web-batches-bad");
+    let c = client(&ns).await;
+    let (good, members) = c
+        .create_batch(
+            Batch::new()
+                .job("nowhere", "Ok", vec![])
+                .job("nowhere", "Ok", vec![]),
+        )
+        .await
+        .unwrap();
+    let k = Keys::new(ns.as_str());
+    let bad = BatchId::new();
+    let _: () = redis::pipe()
+        .zadd(k.batches(), bad.as_str(), i64::MAX / 2)
+        .set(k.batch(bad.as_str()), "garbage")
+        .set(k.job_record(members[0].as_str()), "garbage")
+        .query_async(&mut support::con().await)
+        .await
+        .unwrap();
+    let app = router(&ns, |c| c).await;
+    let list = get(&app, "/batches").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    assert!(list.body.contains(good.as_str()) && !list.body.contains(bad.as_str()));
+    let page = get(&app, &format!("/batch?id={good}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains(members[1].as_str()), "{}", page.body);
+}

@@ -134,6 +134,8 @@ impl Admin {
             .await?;
         let ids: Vec<BatchId> = ids.iter().filter_map(|i| BatchId::parse(i)).collect();
         let mut pipe = redis::pipe();
+        // An error reply is a value here, so one unreadable batch does not fail the page.
+        pipe.ignore_errors();
         for id in &ids {
             pipe.cmd("HGETALL").arg(keys.batch(id.as_str()));
         }
@@ -169,6 +171,7 @@ impl Admin {
             .filter_map(|m| JobId::parse(m))
             .collect();
         let mut pipe = redis::pipe();
+        pipe.ignore_errors();
         for m in &members {
             pipe.cmd("HMGET")
                 .arg(keys.job_record(m.as_str()))
