@@ -14,7 +14,8 @@
 //!
 //! Pages, one module each: `overview` (counters and graphs, live by polling `api`),
 //! `queues`, `workers`, `failed` (+ `failed_actions`), `delayed`, `recurring`,
-//! `jobs`, `batches` (batches and the jobs waiting for others), `limits`, `stats`. Around them: `guard` (security headers, auth, methods),
+//! `jobs`, `batches` (batches and the jobs waiting for others), `limits`, `stats`.
+//! Around them: `guard` (security headers, auth, methods),
 //! `ctx` (relative links, parameters, CSRF-checked forms), `layout` (the page shell; maud
 //! escapes every value), `graph` (SVG charts), `assets` (embedded CSS/JS), `counts`
 //! (failure counts off the request path), `sources` (the seams for tracked jobs, limits and

@@ -13,7 +13,9 @@
 //! * `batch` — [`Batch`] (what to create) and [`crate::Client::create_batch`];
 //! * `status` — [`BatchStatus`], read and listed; a batch's report;
 //! * `members` — a batch's members page by page ([`BatchMember`]), the jobs waiting for others
-//!   ([`WaitingJob`]), a batch's phase.
+//!   ([`WaitingJob`]), a batch's phase;
+//! * `held` — whether members missing from their queue are really gone (not held by a limit,
+//!   not just taken by a resq worker).
 
 mod batch;
 mod held;
