@@ -13,8 +13,9 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// `resq enqueue [--queue Q] [--jesque] [--vars JSON] [--track [--tag T]… [--key K]]
-/// [--in S | --at T] CLASS [ARG_JSON …]`, or `resq enqueue [--queue Q] [--track [--tag T]…]
+/// `resq enqueue [--queue Q] [--jesque] [--vars JSON] [--track [--tag T]… [--key K]
+/// [--after ID]… [--if-dep-failed P] [--parent ID] [--batch BID]] [--in S | --at T] CLASS
+/// [ARG_JSON …]`, or `resq enqueue [--queue Q] [--track [--tag T]…]
 /// --file F`.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct EnqueueArgs {
@@ -43,6 +44,9 @@ pub(crate) struct EnqueueArgs {
     /// enqueued and that job's id is printed.
     #[arg(long, value_name = "K")]
     pub key: Option<String>,
+    /// Workflows (needs --track; docs/workflows.md).
+    #[command(flatten)]
+    pub flow: super::enqueue_flow::FlowArgs,
     /// One job per line of F (`-`: standard input): `{"class":…,"args":[…]}` and an optional
     /// `"queue"`; blank lines are skipped. Every line is checked first: one bad line and
     /// nothing is enqueued (exit 1).
@@ -67,6 +71,9 @@ pub(crate) struct Tracked {
     pub job_key: Option<String>,
     /// Whether `id` is that of a live job with the same job key: nothing was enqueued.
     pub existing: bool,
+    /// The workflow flags given.
+    #[serde(flatten)]
+    pub flow: super::enqueue_flow::FlowOut,
 }
 
 /// What `resq enqueue` wrote, printed as its confirmation (as JSON with `--json`).
@@ -131,6 +138,8 @@ pub(crate) async fn run(target: &super::Target, e: EnqueueArgs, as_json: bool) -
 /// Refuses flags that do not go together, naming the flag: `--tag` and `--key` without
 /// `--track`, and `--track` with Jesque's form.
 fn check_flags(e: &EnqueueArgs) -> Result<()> {
+    e.flow
+        .check(e.track, e.in_secs.is_some() || e.at.is_some())?;
     if !e.track {
         if !e.tags.is_empty() {
             return Err(Error::Config {
@@ -157,9 +166,9 @@ fn check_flags(e: &EnqueueArgs) -> Result<()> {
     tracking(e).check()
 }
 
-/// The tracking `--tag` and `--key` ask for.
+/// The tracking `--tag`, `--key` and the workflow flags ask for.
 pub(crate) fn tracking(e: &EnqueueArgs) -> Track {
-    let mut t = Track::new();
+    let mut t = e.flow.apply(Track::new());
     for tag in &e.tags {
         t = t.tag(tag);
     }
@@ -231,11 +240,13 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
             None => encode::resque_payload_with(&class, &args, &extra, fmt),
         })
         .filter(|_| !existing);
+        let flow = e.flow.out(&client, &got).await?;
         done.tracked = Some(Tracked {
             id: got,
             tags: e.tags.clone(),
             job_key: e.key.clone(),
             existing,
+            flow,
         });
         return Ok(done);
     }

@@ -175,11 +175,11 @@ fn read(file: &str) -> Result<String> {
 }
 
 /// Lines of the file with what was made of them: `(line number, job or why it is not one)`.
-type Numbered<T> = Vec<(usize, T)>;
+pub(crate) type Numbered<T> = Vec<(usize, T)>;
 
 /// The jobs of `text` with their line numbers (from 1; blank lines skipped), and the lines that
 /// are not jobs with why. `queue` is the queue of a line that names none.
-fn parse(text: &str, queue: &str) -> (Numbered<Pending>, Numbered<String>) {
+pub(crate) fn parse(text: &str, queue: &str) -> (Numbered<Pending>, Numbered<String>) {
     let (mut jobs, mut bad) = (Vec::new(), Vec::new());
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, line) in text.lines().enumerate() {

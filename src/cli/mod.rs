@@ -9,13 +9,17 @@
 //! * `enqueue` — `enqueue` (with `--track`), and `enqueue_file` — `enqueue --file`;
 //!   `work` — `work`; `top` — `top`; `web` — `web`;
 //! * `jobs` — `jobs`, `jobs purge`, `job show|wait|cancel` (tracked jobs);
+//! * `batch` — `batch create|show`, `batches`; `enqueue_flow` — `enqueue --track`'s workflow
+//!   flags (`--after`, `--if-dep-failed`, `--parent`, `--batch`);
 //! * `limits` — `limits list|set|clear` (flow control);
 //! * `pause` — `pause`, `resume`: every worker (`show`'s), or `--queue` queues;
 //! * `schedule` — `scheduler`, `schedule list|add|remove`;
 //! * `output` — tables, JSON and durations.
 
+pub(crate) mod batch;
 pub(crate) mod enqueue;
 pub(crate) mod enqueue_file;
+pub(crate) mod enqueue_flow;
 pub(crate) mod failed;
 pub(crate) mod job_show;
 pub(crate) mod jobs;
@@ -106,6 +110,11 @@ pub(crate) enum Command {
     /// One tracked job by id: show, wait for it (exit status says how it ended), cancel.
     #[command(subcommand)]
     Job(jobs::JobCmd),
+    /// Batches of tracked jobs with callbacks: create one from a file of jobs, show one.
+    #[command(subcommand)]
+    Batch(batch::BatchCmd),
+    /// Batches, newest first: counts, state, times.
+    Batches(batch::BatchesArgs),
     /// Flow-control limits: what each is doing, operators' overrides.
     #[command(subcommand)]
     Limits(limits::LimitsCmd),
@@ -305,6 +314,7 @@ async fn run_command(
     match cmd {
         Command::Work(w) => work::run(url, ns, w, registry).await,
         Command::Enqueue(e) => enqueue::run(target, e, json).await,
+        Command::Batch(b) => batch::run(target, b, json).await,
         Command::Scheduler(s) => schedule::run_scheduler(target, s).await,
         Command::Schedule(s) => {
             let list = matches!(s, schedule::ScheduleCmd::List);
@@ -337,10 +347,12 @@ async fn run_command(
                 Command::Resume(p) => pause::pause(&admin, p, false, json).await,
                 Command::Limits(l) => limits::run(&admin, l, json).await,
                 Command::Jobs(j) => jobs::jobs(&admin, j, json).await,
+                Command::Batches(b) => batch::list(&admin, b, json).await,
                 #[cfg(feature = "top")]
                 Command::Top(t) => top::run(&admin, url, t).await,
                 Command::Work(_)
                 | Command::Enqueue(_)
+                | Command::Batch(_)
                 | Command::Scheduler(_)
                 | Command::Schedule(_)
                 | Command::Job(_) => Ok(()),

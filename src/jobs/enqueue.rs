@@ -62,7 +62,7 @@ pub enum IfDepFailed {
     /// Run all the same.
     #[default]
     Run,
-    /// End `failed` without running ("dependency <id> did not complete").
+    /// End `failed` without running (`dependency <id> did not complete`).
     Fail,
     /// End `cancelled` without running.
     Cancel,

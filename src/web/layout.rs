@@ -28,6 +28,8 @@ pub(crate) enum Tab {
     Recurring,
     /// Tracked jobs.
     Jobs,
+    /// Batches and the jobs waiting for others.
+    Batches,
     /// Flow-control limits.
     Limits,
     /// Redis and Resque figures.
@@ -42,6 +44,7 @@ const TABS: &[(Tab, &str, &str)] = &[
     (Tab::Delayed, "Delayed", "delayed"),
     (Tab::Recurring, "Recurring", "recurring"),
     (Tab::Jobs, "Jobs", "jobs"),
+    (Tab::Batches, "Batches", "batches"),
     (Tab::Limits, "Limits", "limits"),
     (Tab::Stats, "Stats", "stats"),
 ];

@@ -14,7 +14,8 @@
 //!
 //! Pages, one module each: `overview` (counters and graphs, live by polling `api`),
 //! `queues`, `workers`, `failed` (+ `failed_actions`), `delayed`, `recurring`,
-//! `jobs`, `limits`, `stats`. Around them: `guard` (security headers, auth, methods),
+//! `jobs`, `batches` (batches and the jobs waiting for others), `limits`, `stats`.
+//! Around them: `guard` (security headers, auth, methods),
 //! `ctx` (relative links, parameters, CSRF-checked forms), `layout` (the page shell; maud
 //! escapes every value), `graph` (SVG charts), `assets` (embedded CSS/JS), `counts`
 //! (failure counts off the request path), `sources` (the seams for tracked jobs, limits and
@@ -28,6 +29,7 @@
 pub(crate) mod api;
 pub(crate) mod assets;
 pub(crate) mod auth;
+pub(crate) mod batches;
 pub(crate) mod counts;
 pub(crate) mod ctx;
 pub(crate) mod delayed;
@@ -178,6 +180,9 @@ pub fn router(config: WebConfig) -> Router {
         .route("/jobs", get(jobs::list))
         .route("/job", get(jobs::show))
         .route("/jobs/cancel", post(jobs::cancel_job))
+        .route("/batches", get(batches::list))
+        .route("/batch", get(batches::show))
+        .route("/waiting", get(batches::waiting))
         .route("/limits", get(limits::show))
         .route("/stats", get(stats::show))
         .route("/assets/{name}", get(assets::asset))

@@ -11,11 +11,18 @@
 //! worker ran).
 //!
 //! * `batch` — [`Batch`] (what to create) and [`crate::Client::create_batch`];
-//! * `status` — [`BatchStatus`], read and listed; a batch's report.
+//! * `status` — [`BatchStatus`], read and listed; a batch's report;
+//! * `members` — a batch's members page by page ([`BatchMember`]), the jobs waiting for others
+//!   ([`WaitingJob`]), a batch's phase;
+//! * `held` — whether members missing from their queue are really gone (not held by a limit,
+//!   not just taken by a resq worker).
 
 mod batch;
+mod held;
+mod members;
 mod status;
 
 pub use crate::wire::job_id::BatchId;
 pub use batch::{Batch, Callback};
+pub use members::{BatchMember, WaitingJob};
 pub use status::{BatchReport, BatchStatus};

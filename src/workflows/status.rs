@@ -42,7 +42,7 @@ pub struct BatchStatus {
 
 impl BatchStatus {
     /// Reads a batch's hash fields (any bytes: what does not read is left out).
-    fn from_fields(id: BatchId, f: &[(String, Vec<u8>)]) -> BatchStatus {
+    pub(super) fn from_fields(id: BatchId, f: &[(String, Vec<u8>)]) -> BatchStatus {
         let get = |k: &str| {
             f.iter()
                 .find(|(n, _)| n == k)
@@ -83,11 +83,11 @@ pub struct BatchReport {
     /// The batch.
     pub status: BatchStatus,
     /// Members that have not ended, by state (`queued`, `working`, `waiting`, …), with up to
-    /// ten ids each.
+    /// ten ids each (a member whose record is gone ended: records expire only once ended).
     pub unfinished: Vec<(String, u64, Vec<JobId>)>,
-    /// Members whose record says `queued` but whose job is no longer in its queue: a worker of
-    /// another runtime (which does not count a batch's members) ran them, or someone removed
-    /// them. While any is, the batch cannot complete.
+    /// Members whose record says `queued` but whose job is no longer in its queue (nor held by
+    /// a flow-control limit): a worker of another runtime (which does not count a batch's
+    /// members) ran them, or someone removed them. While any is, the batch cannot complete.
     pub gone: Vec<JobId>,
     /// Workers of another runtime that poll a queue of the batch's unfinished members.
     pub foreign_workers: Vec<String>,
@@ -134,6 +134,8 @@ impl Admin {
             .await?;
         let ids: Vec<BatchId> = ids.iter().filter_map(|i| BatchId::parse(i)).collect();
         let mut pipe = redis::pipe();
+        // An error reply is a value here, so one unreadable batch does not fail the page.
+        pipe.ignore_errors();
         for id in &ids {
             pipe.cmd("HGETALL").arg(keys.batch(id.as_str()));
         }
@@ -169,6 +171,7 @@ impl Admin {
             .filter_map(|m| JobId::parse(m))
             .collect();
         let mut pipe = redis::pipe();
+        pipe.ignore_errors();
         for m in &members {
             pipe.cmd("HMGET")
                 .arg(keys.job_record(m.as_str()))
@@ -189,7 +192,11 @@ impl Admin {
             else {
                 continue;
             };
-            let state = state.unwrap_or_else(|| "gone".into());
+            // No record: it ended and its record expired (or was purged); a record is made
+            // with the job and given a TTL only once the job has ended.
+            let Some(state) = state else {
+                continue;
+            };
             if ["completed", "failed", "killed", "cancelled"].contains(&state.as_str()) {
                 continue;
             }
@@ -224,6 +231,8 @@ impl Admin {
                 }
             }
         }
+        // Not taken by a foreign worker: one a resq worker took meanwhile, one a limit holds.
+        let gone = super::held::confirm_gone(&mut con, keys, gone).await;
         let workers: Vec<String> = redis::cmd("SMEMBERS")
             .arg(keys.workers())
             .query_async(&mut con)

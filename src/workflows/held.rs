@@ -1,0 +1,113 @@
+//! Whether members a batch's report did not find in their queue are really gone: one a resq
+//! worker took meanwhile says `working` by now (the reserve moves the job and writes its record
+//! in one call), and one a flow-control limit holds is in that limit's held set, its record
+//! still `queued` (docs/limits.md). Only the others were taken by a worker that does not count
+//! them (or removed by hand).
+
+use crate::conn::Conn;
+use crate::jobs::JobId;
+use crate::keys::Keys;
+use redis::Value as RedisValue;
+
+/// Held entries a report reads at most, over every held set.
+const HELD_SCAN: isize = 100_000;
+
+/// Partitions of one limit a report looks at.
+const PARTS: usize = 1000;
+
+/// `candidates` less those whose record no longer says `queued` and those a limit holds.
+pub(super) async fn confirm_gone(
+    con: &mut Conn,
+    keys: &Keys,
+    candidates: Vec<JobId>,
+) -> Vec<JobId> {
+    if candidates.is_empty() {
+        return candidates;
+    }
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for id in &candidates {
+        pipe.cmd("HGET")
+            .arg(keys.job_record(id.as_str()))
+            .arg("state");
+    }
+    let states: Vec<RedisValue> = pipe.query_async(con).await.unwrap_or_default();
+    let mut still: Vec<JobId> = candidates
+        .into_iter()
+        .zip(states)
+        .filter(|(_, s)| {
+            redis::from_redis_value::<Option<String>>(s.clone())
+                .ok()
+                .flatten()
+                .as_deref()
+                == Some("queued")
+        })
+        .map(|(id, _)| id)
+        .collect();
+    if still.is_empty() {
+        return still;
+    }
+    let held = held_texts(con, keys).await;
+    still.retain(|id| {
+        let needle = format!("\"resq_id\":\"{id}\"");
+        !held.iter().any(|h| h.contains(&needle))
+    });
+    still
+}
+
+/// The texts of held jobs, every limit's held sets (a large payload kept in a list of its own,
+/// `@<key>`, read from that list), up to [`HELD_SCAN`] entries.
+async fn held_texts(con: &mut Conn, keys: &Keys) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for hash in [keys.limits_declared(), keys.limits_set()] {
+        let n: Vec<String> = redis::cmd("HKEYS")
+            .arg(hash)
+            .query_async(con)
+            .await
+            .unwrap_or_default();
+        names.extend(n);
+    }
+    names.sort();
+    names.dedup();
+    let mut sets = Vec::new();
+    for name in &names {
+        sets.push(keys.limit_held(name, None));
+        let parts: Vec<String> = redis::cmd("SRANDMEMBER")
+            .arg(keys.limit_parts(name))
+            .arg(PARTS)
+            .query_async(con)
+            .await
+            .unwrap_or_default();
+        sets.extend(parts.iter().map(|p| keys.limit_held(name, Some(p))));
+    }
+    let mut texts = Vec::new();
+    for set in sets {
+        let left = HELD_SCAN - texts.len() as isize;
+        if left <= 0 {
+            break;
+        }
+        let entries: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&set)
+            .arg(0)
+            .arg(left - 1)
+            .query_async(con)
+            .await
+            .unwrap_or_default();
+        for e in entries {
+            // '<seq>\t<queue>\t<units>\t<name>\t<payload>', the payload '@<key>' when large.
+            match e.splitn(5, '\t').nth(4).and_then(|p| p.strip_prefix('@')) {
+                Some(list) => {
+                    let big: Option<String> = redis::cmd("LINDEX")
+                        .arg(list)
+                        .arg(0)
+                        .query_async(con)
+                        .await
+                        .unwrap_or_default();
+                    texts.extend(big);
+                }
+                None => texts.push(e),
+            }
+        }
+    }
+    texts
+}
