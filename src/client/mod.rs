@@ -8,6 +8,9 @@
 //!   `remove_delayed`, peeks and sizes);
 //! * `jesque` — Jesque's delayed and recurring zset queues;
 //! * `unique` — unique jobs: a second enqueue while one waits or runs is a no-op that says so;
+//! * `track` — tracked jobs ([`crate::jobs::Track`]): the job with its record in one call,
+//!   resque-status's `create`, a job's record and its cancel; `wait` — waiting for a tracked
+//!   job to end;
 //! * `pipelined` — many jobs in pipelines, each the call of its own enqueue
 //!   (`resq enqueue --file`);
 //! * the bytes (payloads, scheduler items, Ruby's and Java's float text) are written by
@@ -28,7 +31,9 @@ pub(crate) mod jesque;
 #[cfg(feature = "cli")]
 pub(crate) mod pipelined;
 pub(crate) mod queues;
+pub(crate) mod track;
 pub(crate) mod unique;
+mod wait;
 
 // The bytes a producer writes are the wire format's; `client::encode` stays for its users.
 pub(crate) use crate::wire::encode;

@@ -177,7 +177,7 @@ impl Client {
                             Value::Array(a) => a,
                             other => vec![other],
                         };
-                        match crate::jobs::tracked_reply(&reply) {
+                        match super::track::tracked_reply(&reply) {
                             Ok(r) => Outcome::Enqueued(Some(r)),
                             Err(e) => Outcome::Refused(e.to_string()),
                         }

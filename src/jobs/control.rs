@@ -1,8 +1,7 @@
 //! Acting on tracked jobs: cancel (or ask a running one to stop) and purge finished ones.
 
-use super::{JobId, JobStatus, State};
+use super::{JobId, State};
 use crate::admin::Admin;
-use crate::client::Client;
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::time::Duration;
@@ -20,7 +19,7 @@ pub enum Cancelled {
 }
 
 /// Sends the cancel for `id`.
-async fn cancel(
+pub(crate) async fn cancel(
     con: &mut crate::conn::Conn,
     keys: &crate::keys::Keys,
     id: &JobId,
@@ -33,9 +32,9 @@ async fn cancel(
         .arg(id.as_str())
         .arg(now.timestamp_millis())
         .arg(super::DEFAULT_TTL.as_secs())
-        .arg(crate::client::encode::to_json(
+        .arg(crate::wire::encode::to_json(
             &message,
-            crate::client::FloatFormat::RubyJsonGem,
+            crate::wire::number::FloatFormat::RubyJsonGem,
         ))
         .invoke_async(con)
         .await?;
@@ -60,22 +59,8 @@ async fn cancel(
     }
 }
 
-impl Client {
-    /// Cancels job `id`: one that has not started never runs; a running one is asked to stop.
-    /// An unknown id is an error.
-    pub async fn cancel(&self, id: &JobId) -> Result<Cancelled> {
-        cancel(&mut self.connection(), self.keys(), id).await
-    }
-
-    /// The record of job `id` (`None`: never tracked, or expired; an error when its key holds
-    /// something that is not a record).
-    pub async fn status(&self, id: &JobId) -> Result<Option<JobStatus>> {
-        JobStatus::read(&mut self.connection(), self.keys(), id).await
-    }
-}
-
 impl Admin {
-    /// [`Client::cancel`].
+    /// [`crate::Client::cancel`].
     pub async fn cancel_job(&self, id: &JobId) -> Result<Cancelled> {
         cancel(&mut self.con(), self.keys(), id).await
     }

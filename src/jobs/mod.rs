@@ -21,13 +21,13 @@
 //!
 //! Modules: `state` ([`State`], [`JobStatus`]), `own` and `statused` (the two records read
 //! into a [`JobStatus`]), `read` (records read from Redis), `record` (what the worker tells the
-//! library), `running` (a job while it runs), `enqueue`, `query` (listing), `position`
-//! ([`JobPosition`]), `walk` and `places` (the sources a listing reads), `counts`, `control`,
-//! `wait`.
+//! library), `running` (a job while it runs), `track` ([`Track`]: how a job is tracked when
+//! it is enqueued; the enqueue, the wait and the client's cancel are the client's), `query`
+//! (listing), `position` ([`JobPosition`]), `walk` and `places` (the sources a listing reads),
+//! `counts`, `control` (cancel, purge).
 
 mod control;
 mod counts;
-mod enqueue;
 mod own;
 mod places;
 mod position;
@@ -37,18 +37,18 @@ pub(crate) mod record;
 mod running;
 mod state;
 mod statused;
-mod wait;
+mod track;
 mod walk;
 
 pub use crate::wire::job_id::JobId;
-pub use enqueue::{IfDepFailed, Track};
 pub use position::JobPosition;
 pub use query::{JobFilter, JobPage};
 pub use state::{BadField, Event, JobStatus, State};
+pub use track::{IfDepFailed, Track};
 
+pub(crate) use control::cancel;
 pub use control::Cancelled;
-#[cfg(feature = "cli")]
-pub(crate) use enqueue::tracked_reply;
+pub(crate) use record::new_status;
 pub(crate) use record::{Ending, Kind, TrackEnd};
 pub(crate) use running::{killed, TrackedRun, Tracker, KILLED};
 

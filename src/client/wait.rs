@@ -7,9 +7,9 @@
 //! fleet would pay for each waiter. Where tracking is not available (Redis Cluster, a client
 //! built over a bare connection) the record is read with a back-off from 50 ms to 1 s.
 
-use super::{JobId, JobStatus};
-use crate::client::Client;
+use super::Client;
 use crate::error::Result;
+use crate::jobs::{JobId, JobStatus};
 use std::time::{Duration, Instant};
 
 impl Client {

@@ -1,0 +1,239 @@
+//! The fetch's supervisor task ([`Fetch::run`]): the wake-up tasks (tracking, or a watcher per
+//! queue while tracking is off), the periodic reserve, the wildcard list's refresh and the
+//! pause check.
+
+use super::*;
+
+impl Fetch {
+    /// Runs the wake-up tasks (tracking, or watchers while tracking is off), the periodic
+    /// reserve, the wildcard refresh and the pause check until `stop` turns true.
+    pub(crate) async fn run(
+        self: Arc<Self>,
+        endpoint: crate::conn::Endpoint,
+        mut con: Conn,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let arms = self.arm_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut trackers = JoinSet::new();
+        if let Some(arms) = arms {
+            trackers.spawn(crate::worker::tracking::run(
+                self.clone(),
+                endpoint.clone(),
+                crate::worker::tracking::Watch::Queues(arms),
+                stop.clone(),
+            ));
+        }
+        trackers.spawn(crate::worker::tracking::run(
+            self.clone(),
+            endpoint.clone(),
+            crate::worker::tracking::Watch::Keys(vec![
+                self.keys.limits_declared(),
+                self.keys.limits_set(),
+                self.keys.paused_queues(),
+                self.keys.wake(),
+                self.keys.queues(),
+            ]),
+            stop.clone(),
+        ));
+        if let Some(limits) = self.limits.get() {
+            // Once this process has read changed limits, the queues they closed are polled
+            // again (with the new limits: a limit raised or cleared opens them).
+            let mut changes = limits.changes();
+            let (me, mut stop) = (self.clone(), stop.clone());
+            trackers.spawn(async move {
+                loop {
+                    tokio::select! {
+                        r = changes.changed() => {
+                            if r.is_err() {
+                                return;
+                            }
+                            me.repoll(|st| st.last == Found::Blocked);
+                        }
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                }
+            });
+        }
+        // Watchers only once tracking has had its chance: a watcher's BLMOVE moves a job's
+        // bytes to this process and back, which tracking never does.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.tracking_tried.notified()).await;
+        let mut watchers = JoinSet::new();
+        let mut watched: Vec<String> = Vec::new();
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut refresh_now = false;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = self.refresh.notified() => refresh_now = true,
+                _ = stop.wait_for(|s| *s) => break,
+            }
+            if self.list.is_dynamic() {
+                self.refresh_list(&mut con).await;
+            }
+            if std::mem::take(&mut refresh_now) {
+                continue;
+            }
+            let current = self.queues();
+            let tracking = self.tracking.load(Ordering::SeqCst);
+            let want: Vec<String> = current
+                .queues
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !tracking || current.jesque.is_zset_index(*i))
+                .take(MAX_WATCHED)
+                .map(|(_, (_, k, _))| k.clone())
+                .collect();
+            if want != watched {
+                watchers.abort_all();
+                for key in &want {
+                    watchers.spawn(self.clone().watch_queue(endpoint.clone(), key.clone()));
+                }
+                watched = want;
+            }
+            let closed = self.states().values().any(|st| st.last == Found::Blocked);
+            if (!tracking || closed) && self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
+                // The periodic reserve: whatever the watchers missed (a queue beyond the
+                // watched ones, a watcher that cannot connect) is found within INTERVAL. While
+                // invalidations arrive, nothing can be missed and an idle process sends nothing,
+                // except while a full limit closes a queue: a share returned by another process
+                // that did not use the room itself is found within INTERVAL.
+                self.full_due.store(true, Ordering::SeqCst);
+                self.work.notify_one();
+            }
+            if *self.remote_paused.borrow() {
+                let v: redis::RedisResult<Option<String>> = redis::cmd("GET")
+                    .arg(self.keys.pause_all_workers())
+                    .query_async(&mut con)
+                    .await;
+                if let Ok(v) = v {
+                    let paused = v.is_some_and(|s| s.trim().eq_ignore_ascii_case("true"));
+                    if !paused {
+                        tracing::info!("pause-all-workers cleared; resuming");
+                        self.remote_paused.send_replace(false);
+                    }
+                }
+            }
+        }
+        watchers.abort_all();
+        trackers.abort_all();
+    }
+
+    /// Re-reads a wildcard list from `<ns>:queues`.
+    async fn refresh_list(&self, con: &mut Conn) {
+        match resolve(&self.keys, &self.list, con).await {
+            Ok(names) => {
+                let next = Arc::new(QueueKeys::with_jesque(&self.keys, &names, &self.jesque));
+                let changed = self.resolved.send_if_modified(|cur| {
+                    let changed = **cur != *next;
+                    if changed {
+                        *cur = next.clone();
+                    }
+                    changed
+                });
+                if changed {
+                    self.mark_ours(&next);
+                    self.work.notify_one();
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "could not refresh the queue list"),
+        }
+    }
+
+    async fn watch_queue(self: Arc<Self>, endpoint: crate::conn::Endpoint, key: String) {
+        let block = self.interval.max(Duration::from_secs(1));
+        let mut con = None;
+        let mut backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
+        let mut lost = crate::conn::errors::Reporter::default();
+        loop {
+            self.until_someone_parked().await;
+            if con.is_none() {
+                match endpoint.blocking(block).await {
+                    Ok(c) => con = Some(c),
+                    Err(e) => {
+                        if let Some(times) = lost.due() {
+                            tracing::warn!(queue_key = %key, times, "queue watcher cannot connect ({}); idle slots reserve every INTERVAL meanwhile", crate::conn::errors::describe(&e, endpoint.label()));
+                        }
+                        tokio::time::sleep(backoff.next_delay()).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = con.as_mut() else { continue };
+            let seen = self.attempts.load(Ordering::SeqCst);
+            if self.queues().jesque.is_zset_key(&key) {
+                // A Jesque zset queue: nothing to block on; wake a slot when a member is due.
+                let cap = self.interval.min(crate::worker::jesque::MAX_ZSET_WAIT);
+                match crate::worker::jesque::due_in(c, &key, chrono::Utc::now(), cap).await {
+                    Ok(None) => {
+                        self.work.notify_one();
+                        self.until_attempt_after(seen).await;
+                        continue;
+                    }
+                    Ok(Some(wait)) => {
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    // Still a list: watch it as one.
+                    Err(e) if e.code() == Some("WRONGTYPE") => {}
+                    Err(_) => {
+                        con = None;
+                        tokio::time::sleep(backoff.next_delay()).await;
+                        continue;
+                    }
+                }
+            }
+            let r: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("BLMOVE")
+                .arg(&key)
+                .arg(&key)
+                .arg("LEFT")
+                .arg("LEFT")
+                .arg(block.as_secs_f64())
+                .query_async(c)
+                .await;
+            match r {
+                Ok(Some(_)) => {
+                    backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
+                    lost.reset();
+                    self.work.notify_one();
+                    self.until_attempt_after(seen).await;
+                }
+                // Redis answered: a later outage starts its back-off from the bottom again.
+                Ok(None) => {
+                    backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
+                    lost.reset();
+                }
+                Err(e) if e.code() == Some("WRONGTYPE") => {
+                    // Not a list (a Jesque zset queue): never block on it; the reserve script
+                    // skips it too.
+                    tokio::time::sleep(self.interval).await;
+                }
+                Err(e) => {
+                    if let Some(times) = lost.due() {
+                        tracing::warn!(queue_key = %key, times, "queue watcher lost its connection ({}); reconnecting", crate::conn::errors::describe(&e, endpoint.label()));
+                    }
+                    con = None;
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    // Jobs may have arrived while the connection was down.
+                    self.work.notify_one();
+                }
+            }
+        }
+    }
+}
+
+/// Resolves the configured list against `<ns>:queues` (only read for wildcard lists).
+pub(super) async fn resolve(
+    keys: &Keys,
+    list: &QueueList,
+    con: &mut Conn,
+) -> redis::RedisResult<Vec<String>> {
+    if !list.is_dynamic() {
+        return Ok(list.resolve(&[]));
+    }
+    let known: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(keys.queues())
+        .query_async(con)
+        .await?;
+    Ok(list.resolve(&known))
+}
