@@ -128,6 +128,13 @@ async fn a_batch_fires_complete_and_success_once_and_death_at_its_first_dead_mem
     let done = a.batch(&bid).await.unwrap().unwrap();
     assert_eq!((done.pending, done.succeeded, done.failed), (0, 3, 0));
     assert!(done.complete_at.is_some() && done.success_at.is_some() && done.death_at.is_none());
+    // Complete, it is kept as long as its members' records, then goes.
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(Keys::new(&ns).batch(bid.as_str()))
+        .query_async(&mut support::con().await)
+        .await
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 24 * 3600, "{ttl}");
     for m in &members {
         assert_eq!(c.status(m).await.unwrap().unwrap().state, State::Completed);
     }

@@ -8,7 +8,7 @@
 -- KEYS[1] <ns>:resq:batch:<bid>
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
 -- ARGV[4] '' for a later chunk; for the first, '\t'-separated: the callbacks' queue, the parent
--- batch id ('' none), a description   ARGV[5..7] the on_complete, on_success, on_death
+-- batch id ('' none), how long the batch is kept once complete (s), a description   ARGV[5..7] the on_complete, on_success, on_death
 -- callbacks' payloads ('' none)   ARGV[8] n, then per member: id, queue, class, payload
 -- Returns n; an error reply, before any write, when a key is unusable, an id is taken, the
 -- batch exists already (a first chunk) or is not being created (a later one).
@@ -17,9 +17,9 @@ local function batch_stage(KEYS, ARGV)
   local P, bid, now_ms, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[8])
   local bk = KEYS[1]
   local first = ARGV[4] ~= ''
-  local cq, parent, desc
+  local cq, parent, ttl, desc
   if first then
-    cq, parent, desc = string.match(ARGV[4], '^([^\t]*)\t([^\t]*)\t(.*)$')
+    cq, parent, ttl, desc = string.match(ARGV[4], '^([^\t]*)\t([^\t]*)\t(%d*)\t(.*)$')
     if not cq then return redis.error_reply('ERR batch_stage: a header the client sent cannot be read') end
     if redis.call('EXISTS', bk) == 1 then
       return redis.error_reply('EXISTS ' .. bk .. ' is taken: a batch with this id exists')
@@ -58,6 +58,7 @@ local function batch_stage(KEYS, ARGV)
       'unsucceeded', 0, 'failed', 0 }
     if parent ~= '' then f[#f + 1] = 'parent'; f[#f + 1] = parent end
     if desc ~= '' then f[#f + 1] = 'description'; f[#f + 1] = desc end
+    if ttl ~= '' then f[#f + 1] = 'ttl'; f[#f + 1] = ttl end
     for k, kind in ipairs({ 'complete', 'success', 'death' }) do
       if ARGV[4 + k] ~= '' then f[#f + 1] = 'on_' .. kind; f[#f + 1] = ARGV[4 + k] end
     end

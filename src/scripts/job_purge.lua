@@ -4,8 +4,8 @@
 --             longer says S (run again since) is kept, and only its stale entry goes;
 --   'status'  resque-status records created before a cutoff whose status is S: deleted and
 --             out of `_statuses` (as the plugin's `clear_<status>` does);
---   'expired' the oldest entries of each final index and of `_statuses` whose record has
---             expired (at most the batch size of each);
+--   'expired' the oldest entries of each final index, of `_statuses` and of the list of
+--             batches whose record (or batch) has expired (at most the batch size of each);
 --   'tags'    the tags named in `<ns>:resq:tags` from SSCAN cursor C: the oldest entries of
 --             each tag's index whose record has expired (at most the batch size of each), and
 --             the tag's name once its index is empty.
@@ -119,6 +119,7 @@ local function job_purge(KEYS, ARGV)
       forget(P .. 'resq:jobs:' .. st, function(id) return Rec.key(P, id) end)
     end
     forget(KEYS[1], function(id) return Status.key(P, id) end)
+    forget(P .. 'resq:batches', function(id) return P .. 'resq:batch:' .. id end)
     return { removed, looked, removed }
   end
   if mode == 'tags' then return purge_tags(P, state, n) end

@@ -11,7 +11,8 @@
 --                                  failed (members failed for good), created_at, queue (the
 --                                  callbacks' queue), parent (a parent batch), on_complete,
 --                                  on_success, on_death (the callbacks' payloads), complete_at,
---                                  success_at, death_at, description
+--                                  success_at, death_at, description, ttl (how long it is
+--                                  kept once complete, s)
 --   P..'resq:batch:'..bid..':jobs' set of the batch's member job ids (and child batch ids,
 --                                  '@<bid>')
 --   P..'resq:batches'              zset of batch ids by creation time (ms)
@@ -94,9 +95,16 @@ end
 -- queue, the time it fired, and the batch's own end in its parent batch.
 function Flow.fire(P, bid, kind, now_ms, problems)
   local bk = P .. 'resq:batch:' .. bid
-  local v = redis.pcall('HMGET', bk, 'on_' .. kind, 'queue', 'parent')
+  local v = redis.pcall('HMGET', bk, 'on_' .. kind, 'queue', 'parent', 'ttl')
   if type(v) ~= 'table' or v.err then return end
   redis.pcall('HSET', bk, kind .. '_at', now_ms)
+  local ttl = Rec.whole(v[4])
+  if kind == 'complete' and ttl > 0 then
+    -- Complete: kept as long as its members' records, then gone (`jobs purge` forgets its
+    -- entry in the list of batches).
+    redis.pcall('EXPIRE', bk, ttl)
+    redis.pcall('EXPIRE', bk .. ':jobs', ttl)
+  end
   if v[1] and v[1] ~= '' and v[2] then
     local q = P .. 'queue:' .. v[2]
     local r = redis.pcall('RPUSH', q, v[1])

@@ -164,9 +164,11 @@ impl Client {
         let ids: Vec<JobId> = batch.jobs.iter().map(|_| JobId::new()).collect();
         let mut con = self.connection();
         let now = chrono::Utc::now().timestamp_millis();
+        // (The batch is kept, once complete, as long as its members' records.)
         let header = format!(
-            "{queue}\t{}\t{}",
+            "{queue}\t{}\t{}\t{}",
             batch.parent.as_ref().map_or("", BatchId::as_str),
+            crate::jobs::DEFAULT_TTL.as_secs(),
             batch.description.replace('\n', " ")
         );
         let mut first = true;
