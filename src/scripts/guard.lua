@@ -95,3 +95,16 @@ function G.first(...)
   end
   return nil
 end
+
+-- Small whole numbers as text, made once: Lua turns a number into text with the C library's
+-- printf (thousands of instructions), whether a script concatenates it or hands it to Redis,
+-- and counts and attempts are small numbers written on every move.
+local NUMS = {}
+function G.num(n)
+  local t = NUMS[n]
+  if not t then
+    t = tostring(n)
+    if n >= 0 and n < 4096 and n % 1 == 0 then NUMS[n] = t end
+  end
+  return t
+end

@@ -55,18 +55,7 @@ local function whole(v)
 end
 Rec.whole = whole
 
--- Small whole numbers as text, made once: Lua turns a number into text with the C library's
--- printf (thousands of instructions), and attempts are small numbers written on every move.
-local NUMS = {}
-local function num(n)
-  local t = NUMS[n]
-  if not t then
-    t = tostring(n)
-    if n < 4096 then NUMS[n] = t end
-  end
-  return t
-end
-Rec.num = num
+local num = G.num
 
 -- The history fields of attempt n that are dropped when attempt n + HISTORY starts.
 local function forget_old(rk, n)

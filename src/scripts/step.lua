@@ -123,8 +123,8 @@ local function step(KEYS, ARGV)
     OUT[k + 1], OUT[k + 2], OUT[k + 3], OUT[k + 4] = tag[i], applied[i], data[i], extra[i] or ''
     k = k + 4
   end
-  if X.processed > 0 then rcall('INCRBY', KEYS[1], X.processed) end
-  if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', X.failed) end
+  if X.processed > 0 then rcall('INCRBY', KEYS[1], G.num(X.processed)) end
+  if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', G.num(X.failed)) end
   if X.limits_touched then Lim.flush(X.P) end
   if X.finals or X.status_finals then Finish.sweep(X) end
   OUT[k + 1] = X.qflags or ''
