@@ -9,10 +9,10 @@
 //! next to an idle process's.
 //!
 //! `cargo bench --bench flow` (env: `JOBS`, default 40000; `ROUNDS`, default 3; `ONLY`, a comma
-//! list of `drain`, `memory`, `wait`, `held`; `FLOW_REDIS_URL`, a server of your own instead of
+//! list of `drain`, `memory`, `wait`, `callback`, `held`; `FLOW_REDIS_URL`, a server of your own instead of
 //! the one it starts, e.g. to profile it; `SETUPS`, a comma list of `Baseline`, `Slots32`,
 //! `Tracked`, `Statused`, `QueueLimit32`, `KeyLimit100` (the default: all of these), and
-//! `Slots1`, `StatusedRuby` (only when named); `FLOW_BEFORE_DRAIN` / `FLOW_AFTER_DRAIN`, shell
+//! `Slots1`, `StatusedRuby`, `BatchMember`, `OneDependency` (only when named); `FLOW_BEFORE_DRAIN` / `FLOW_AFTER_DRAIN`, shell
 //! commands run right before and after a drain's measured part, which scripts/drain-cost uses;
 //! `FLOW_ENQUEUE`, the shell command that enqueues the jobs of a setup whose jobs another
 //! program makes (`StatusedRuby`: real resque-status's `create`; see `Setup::external`);
@@ -33,14 +33,12 @@ use std::time::{Duration, Instant};
 
 /// One drain's setup: how its jobs are enqueued, what the registry declares, how many slots.
 ///
-/// **Extension point.** A new setup (e.g. the workflows' `BatchMember`: every job a member of a
-/// batch; `OneDependency`: every job waiting on one other job) is a variant here, a name, an
+/// **Extension point.** A new setup is a variant here, a name, an
 /// arm in [`enqueue`] (or [`Setup::external`] plus `FLOW_ENQUEUE` when another program makes
 /// the jobs), an arm in the registry `match` of [`drain`] and an entry in `ALL` (default runs)
 /// or `BY_NAME` (run only when named in `SETUPS`). scripts/drain-cost passes any name it is
 /// given through `SETUPS`, so it needs no change to price a new setup. A latency that is not a
-/// drain (e.g. from a batch's last member's end to its callback's start, p50/p99) is a section
-/// of its own in `main` (next to `wait`), chosen with `ONLY`.
+/// drain (`wait`, `callback`) is a section of its own in `main`, chosen with `ONLY`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Setup {
     Baseline,
@@ -55,6 +53,12 @@ enum Setup {
     StatusedRuby,
     QueueLimit32,
     KeyLimit100,
+    /// Every job a member of one batch (`Client::create_batch`, with an `on_complete`
+    /// callback), created before the drain.
+    BatchMember,
+    /// Every job tracked, half of them waiting on one job of the other half
+    /// (`Track::after`): released to the queue when that one ends.
+    OneDependency,
 }
 
 /// The setups run when `SETUPS` is not set, in order (the ratios are to the first one run).
@@ -68,7 +72,7 @@ const ALL: [Setup; 6] = [
 ];
 
 /// Every setup `SETUPS` can name.
-const BY_NAME: [Setup; 8] = [
+const BY_NAME: [Setup; 10] = [
     Setup::Baseline,
     Setup::Slots1,
     Setup::Slots32,
@@ -77,6 +81,8 @@ const BY_NAME: [Setup; 8] = [
     Setup::StatusedRuby,
     Setup::QueueLimit32,
     Setup::KeyLimit100,
+    Setup::BatchMember,
+    Setup::OneDependency,
 ];
 
 impl Setup {
@@ -90,6 +96,8 @@ impl Setup {
             Setup::StatusedRuby => "every job a resque-status job, created by Ruby",
             Setup::QueueLimit32 => "queue limit 32 (64 slots)",
             Setup::KeyLimit100 => "per-key limit 1 over 100 keys",
+            Setup::BatchMember => "every job a member of one batch",
+            Setup::OneDependency => "every job tracked, half waiting on one of the others",
         }
     }
 
@@ -237,6 +245,34 @@ async fn enqueue(
                 .await
                 .unwrap();
         }
+    } else if setup == Setup::BatchMember {
+        let mut batch = resq::workflows::Batch::new().on_complete("Callback", vec![]);
+        for i in 0..jobs {
+            batch = batch.job("default", "Noop", vec![json!(i % 100)]);
+        }
+        client.create_batch(batch).await.unwrap();
+    } else if setup == Setup::OneDependency {
+        let firsts = jobs / 2;
+        let mut ids = Vec::with_capacity(firsts);
+        for i in 0..firsts {
+            ids.push(
+                client
+                    .enqueue_class_tracked("default", "Noop", &[json!(i % 100)], Track::new())
+                    .await
+                    .unwrap(),
+            );
+        }
+        for (i, id) in ids.iter().cycle().take(jobs - firsts).enumerate() {
+            client
+                .enqueue_class_tracked(
+                    "default",
+                    "Noop",
+                    &[json!(i % 100)],
+                    Track::new().after(id.clone()),
+                )
+                .await
+                .unwrap();
+        }
     } else if setup == Setup::Statused {
         // As resque-status's `create` enqueues them (Ruby's, or Client::create_status):
         // args[0] the id, args[1] the options.
@@ -278,16 +314,18 @@ async fn drain(url: &str, setup: Setup, round: usize, jobs: usize) -> Drained {
     let first: Arc<std::sync::OnceLock<Instant>> = Arc::default();
     let d = done.clone();
     let f = first.clone();
-    let mut registry = Registry::new().handler("Noop", move |_ctx: JobContext| {
-        let d = d.clone();
-        let f = f.clone();
-        async move {
-            if d.fetch_add(1, Ordering::Relaxed) == 0 {
-                let _ = f.set(Instant::now());
+    let mut registry = Registry::new()
+        .handler("Noop", move |_ctx: JobContext| {
+            let d = d.clone();
+            let f = f.clone();
+            async move {
+                if d.fetch_add(1, Ordering::Relaxed) == 0 {
+                    let _ = f.set(Instant::now());
+                }
+                Ok(())
             }
-            Ok(())
-        }
-    });
+        })
+        .handler("Callback", |_ctx: JobContext| async { Ok(()) });
     registry = match setup {
         Setup::QueueLimit32 => registry.limit(Limit::concurrency("q32", 32).queue("default")),
         Setup::KeyLimit100 => {
@@ -443,6 +481,63 @@ async fn wait_latency(url: &str, n: usize) -> (f64, f64) {
     )
 }
 
+/// Latency from a batch's last member's end (its handler returning) to its `on_complete`
+/// callback's start, over `n` batches of 10 members run one after the other by a process of 16
+/// slots; p50 and p99 in ms.
+async fn callback_latency(url: &str, n: usize) -> (f64, f64) {
+    let ns = "flow-callback";
+    let client = Client::connect(url, ns).await.unwrap();
+    let last_end: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<f64>();
+    let e = last_end.clone();
+    let e2 = last_end.clone();
+    let registry = Registry::new()
+        .handler("Member", move |_ctx: JobContext| {
+            let e = e.clone();
+            async move {
+                *e.lock().unwrap() = Some(Instant::now());
+                Ok(())
+            }
+        })
+        .handler("Callback", move |_ctx: JobContext| {
+            let started = Instant::now();
+            let end = e2.lock().unwrap().take();
+            let tx = tx.clone();
+            async move {
+                if let Some(end) = end {
+                    let _ = tx.send((started - end).as_secs_f64() * 1000.0);
+                }
+                Ok(())
+            }
+        });
+    let running = Worker::builder()
+        .redis_url(url)
+        .namespace(ns)
+        .concurrency(16)
+        .registry(registry)
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let mut lat = Vec::new();
+    for _ in 0..n {
+        let mut batch = resq::workflows::Batch::new().on_complete("Callback", vec![]);
+        for i in 0..10 {
+            batch = batch.job("default", "Member", vec![json!(i)]);
+        }
+        client.create_batch(batch).await.unwrap();
+        lat.push(rx.recv().await.expect("the callback ran"));
+    }
+    running.stop(Phase::Quit);
+    running.wait().await.unwrap();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    (
+        lat[lat.len() / 2],
+        lat[(lat.len() as f64 * 0.99) as usize - 1],
+    )
+}
+
 /// Commands per second Redis executes while 1,000 jobs wait behind a full limit of 1 (held by
 /// a job that sleeps), with 16 slots; and for an idle process of 16 slots.
 async fn held_commands(url: &str) -> (f64, f64) {
@@ -566,6 +661,10 @@ fn main() {
         if on("wait") {
             let (p50, p99) = wait_latency(&url, 200).await;
             println!("\nClient::wait, from the handler's end to the waiter (200 jobs): p50 {p50:.2} ms, p99 {p99:.2} ms");
+        }
+        if on("callback") {
+            let (p50, p99) = callback_latency(&url, 200).await;
+            println!("\nBatch callback, from the last member's end to the on_complete callback's start (200 batches of 10): p50 {p50:.2} ms, p99 {p99:.2} ms");
         }
         if on("held") {
             let (idle, held) = held_commands(&url).await;
