@@ -20,11 +20,13 @@ fn main() {
     let manifest = std::fs::read_to_string(dir.join("LIBRARY")).expect("src/scripts/LIBRARY");
     let mut body = String::new();
     let mut first = true;
+    let mut seen = std::collections::HashSet::new();
     for name in manifest
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
     {
+        assert!(seen.insert(name), "src/scripts/LIBRARY lists {name} twice");
         let path = dir.join(name);
         println!("cargo:rerun-if-changed={}", path.display());
         let src =

@@ -100,22 +100,6 @@ pub(crate) fn callback(flag: &'static str, text: &str) -> Result<(String, Vec<Va
     Ok((class.to_string(), args))
 }
 
-/// The file's text (`-`: standard input).
-fn read(file: &str) -> Result<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    let r = if file == "-" {
-        std::io::stdin().read_to_string(&mut text).map(|_| ())
-    } else {
-        std::fs::File::open(file).and_then(|mut f| f.read_to_string(&mut text).map(|_| ()))
-    };
-    r.map_err(|err| Error::Config {
-        var: "--jobs-file",
-        message: format!("{file}: cannot be read ({err})"),
-    })?;
-    Ok(text)
-}
-
 /// Runs `resq batch …`.
 pub(crate) async fn run(target: &super::Target, cmd: BatchCmd, as_json: bool) -> Result<()> {
     match cmd {
@@ -168,7 +152,7 @@ async fn create(target: &super::Target, a: CreateArgs, as_json: bool) -> Result<
         let (class, args) = callback("--on-death", c)?;
         batch = batch.on_death(class, args);
     }
-    let text = read(&a.jobs_file)?;
+    let text = super::enqueue_file::read_input(&a.jobs_file, "--jobs-file")?;
     let file = if a.jobs_file == "-" {
         "standard input"
     } else {

@@ -45,7 +45,7 @@ pub(crate) async fn run(
     file: &str,
     as_json: bool,
 ) -> Result<()> {
-    let text = read(file)?;
+    let text = read_input(file, "--file")?;
     let file = if file == "-" { "standard input" } else { file };
     let (lines, bad) = parse(&text, &e.queue);
     if !bad.is_empty() {
@@ -158,8 +158,8 @@ fn summary(out: &[JobOut], done: usize, file: &str) -> String {
     }
 }
 
-/// The file's text (`-`: standard input).
-fn read(file: &str) -> Result<String> {
+/// The text of `file` given with option `flag` (`-`: standard input).
+pub(crate) fn read_input(file: &str, flag: &'static str) -> Result<String> {
     use std::io::Read;
     let mut text = String::new();
     let r = if file == "-" {
@@ -168,7 +168,7 @@ fn read(file: &str) -> Result<String> {
         std::fs::File::open(file).and_then(|mut f| f.read_to_string(&mut text).map(|_| ()))
     };
     r.map_err(|err| Error::Config {
-        var: "--file",
+        var: flag,
         message: format!("{file}: cannot be read ({err})"),
     })?;
     Ok(text)

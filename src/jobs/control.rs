@@ -81,16 +81,22 @@ impl Admin {
         let cutoff = now.saturating_sub(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX));
         let mut con = self.con();
         let mut total = 0u64;
+        // One call of the library's `job_purge`: mode, its word (a state or a cursor), the
+        // cutoff, how many, how many to pass over.
+        let keys = self.keys();
+        let purge = |mode: &'static str, word: String, cutoff: i64, n: u64, skip: u64| {
+            let mut call = crate::scripts::JOB_PURGE.key(keys.resque_statuses());
+            call.arg(keys.prefix())
+                .arg(mode)
+                .arg(word)
+                .arg(cutoff)
+                .arg(n)
+                .arg(skip)
+                .arg(now);
+            call
+        };
         // Entries of records that expired on their own.
-        let (forgotten, _, _): (u64, u64, u64) = crate::scripts::JOB_PURGE
-            .key(self.keys().resque_statuses())
-            .arg(self.keys().prefix())
-            .arg("expired")
-            .arg("")
-            .arg(0)
-            .arg(10_000)
-            .arg(0)
-            .arg(now)
+        let (forgotten, _, _): (u64, u64, u64) = purge("expired", String::new(), 0, 10_000, 0)
             .invoke_async(&mut con)
             .await?;
         total += forgotten;
@@ -98,15 +104,7 @@ impl Admin {
         // they were enqueued).
         let mut cursor = "0".to_string();
         loop {
-            let (_, next): (u64, String) = crate::scripts::JOB_PURGE
-                .key(self.keys().resque_statuses())
-                .arg(self.keys().prefix())
-                .arg("tags")
-                .arg(&cursor)
-                .arg(0)
-                .arg(10_000)
-                .arg(0)
-                .arg(now)
+            let (_, next): (u64, String) = purge("tags", cursor, 0, 10_000, 0)
                 .invoke_async(&mut con)
                 .await?;
             if next == "0" {
@@ -119,17 +117,10 @@ impl Admin {
                 // Records left behind (a key of another type) are passed over, not looped on.
                 let mut skip = 0u64;
                 loop {
-                    let (n, looked, removed): (u64, u64, u64) = crate::scripts::JOB_PURGE
-                        .key(self.keys().resque_statuses())
-                        .arg(self.keys().prefix())
-                        .arg(mode)
-                        .arg(s.as_str())
-                        .arg(cutoff)
-                        .arg(500)
-                        .arg(skip)
-                        .arg(now)
-                        .invoke_async(&mut con)
-                        .await?;
+                    let (n, looked, removed): (u64, u64, u64) =
+                        purge(mode, s.as_str().to_string(), cutoff, 500, skip)
+                            .invoke_async(&mut con)
+                            .await?;
                     total += n;
                     skip += looked.saturating_sub(removed);
                     if looked < 500 {

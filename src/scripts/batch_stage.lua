@@ -42,14 +42,17 @@ local function batch_stage(KEYS, ARGV)
     if type(v) == 'table' then return redis.error_reply(G.wrongtype_of(bk, 'hash')) end
     if v ~= 'staging' then return redis.error_reply('ERR batch ' .. bid .. ' is not being created') end
   end
+  -- (The keys the commit writes too: a creation the commit would refuse is refused here,
+  -- before anything of it is written.)
   local e = G.wrong_type(bk .. ':jobs', 'set') or G.wrong_type(bk .. ':queues', 'set')
+    or G.wrong_type(P .. 'queues', 'set')
   if e then return redis.error_reply(e) end
   for i = 0, n - 1 do
     local id, q = ARGV[9 + 4 * i], ARGV[10 + 4 * i]
     if redis.call('EXISTS', Rec.key(P, id)) == 1 then
       return redis.error_reply('EXISTS ' .. Rec.key(P, id) .. ' is taken: a job with this id exists')
     end
-    e = G.type_err(bk .. ':staged:' .. q, 'list')
+    e = G.type_err(bk .. ':staged:' .. q, 'list') or G.type_err(P .. 'queue:' .. q, 'list')
     if e then return redis.error_reply(e) end
   end
 

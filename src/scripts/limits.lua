@@ -45,6 +45,8 @@ local function S()
 end
 Lim.S = S
 local NONE = {}
+-- (The empty list of shares: shared, never changed.)
+Lim.NONE = NONE
 
 -- The limits of a JSON text for namespace prefix P (nil when there are none), decoded once per
 -- namespace and text: what is kept with them (the limits of each queue and class, with their
@@ -97,8 +99,9 @@ local function path_value(obj, queue, path)
 end
 
 -- The limits that apply to a job (decoded payload obj) from `queue`: a list of {def, base,
--- partition or nil, h = holders key} (the same list for every job of a queue and class when
--- no limit has a key); or nil and the error text (a key template naming what the job lacks).
+-- partition or nil, h = holders key, hd = held set} (the same list for every job of a queue and
+-- class when no limit has a key); or nil and the error text (a key template naming what the job
+-- lacks).
 function Lim.for_job(L, P, obj, queue)
   local class = obj['class']
   local memo = nil
@@ -133,7 +136,8 @@ function Lim.for_job(L, P, obj, queue)
         end
         base = base .. ':' .. part
       end
-      out[#out + 1] = { d, base, part, h = base .. ':holders' }
+      local h = base .. ':holders'
+      out[#out + 1] = { d, base, part, h = h, hd = base .. ':held' }
     end
   end
   if memo then memo[class] = out end
@@ -168,77 +172,20 @@ function Lim.weight(d, class)
   return math.floor(w)
 end
 
--- A slot's entry text, taken apart once per text: a list of {holders key, units, text}; nil
--- and the error text when it is not an entry resq writes.
-local MAX_SHARES, parsed, parsed_n = 1000, {}, 0
-local function parse_entry(key, worker, v)
-  local known = parsed[v]
-  if known then return known end
-  known = {}
-  local i = 1
-  while i <= #v do
-    local u, n, j = string.match(v, '^(%d+) (%d+):()', i)
-    if u then n = tonumber(n) end
-    if not u or j + n - 1 > #v or #known >= MAX_SHARES then
-      local why = (not u and '') or (j + n - 1 > #v and ' (cut short)')
-        or (' (more than ' .. MAX_SHARES .. ' shares)')
-      return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
-        .. string.format('%q', string.sub(v, 1, 60)) .. why
-    end
-    known[#known + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
-    i = j + n
-  end
-  if parsed_n > 4096 then parsed, parsed_n = {}, 0 end
-  parsed[v], parsed_n = known, parsed_n + 1
-  return known
-end
-
--- The entry text of a share of w units in holders key h.
-function Lim.share_text(h, w) return w .. ' ' .. #h .. ':' .. h end
-
-local function note(key, worker, v)
-  local list = NONE
-  if v then
-    local e
-    list, e = parse_entry(key, worker, v)
-    if not list then return nil, e end
-  end
-  local s = S()
-  s.had[worker], s.shares[worker], s.text[worker] = v, list, v or ''
-  return list
-end
-
--- The shares `worker` holds now (a list, possibly empty), read once per call; or nil and the
--- error text when `<ns>:resq:sharing` or the entry is unusable.
-function Lim.shares_of(P, worker)
-  local cur = S().shares[worker]
-  if cur ~= nil then return cur end
-  local key = P .. 'resq:sharing'
-  local v = redis.pcall('HGET', key, worker)
-  if type(v) == 'table' then return nil, G.wrongtype_of(key, 'hash') end
-  return note(key, worker, v)
-end
-
--- Reads the entries of `workers` (slots about to end their jobs) with one HMGET.
-function Lim.prefetch(P, workers)
-  local key = P .. 'resq:sharing'
-  if #workers == 0 or #workers > 1000 then return end
-  local vs = redis.pcall('HMGET', key, unpack(workers))
-  if vs.err then return end
-  local s = S()
-  for i = 1, #workers do
-    if s.shares[workers[i]] == nil then note(key, workers[i], vs[i]) end
-  end
-end
-
 -- Checks limits `ls` for a job of `class` at now_ms. nil when every limit admits it; else the
 -- blocking entry of ls and when it may be released (ms; nil for concurrency: when a share comes
 -- back); or false and an error text when a key is unusable.
+local DUE = {}
 function Lim.check(P, L, ls, class, now_ms)
   local pending = S().pending
+  local due_key = DUE[P]
+  if not due_key then
+    due_key = P .. 'resq:held:due'
+    DUE[P] = due_key
+  end
   for _, x in ipairs(ls) do
     local d, base = x[1], x[2]
-    local e = G.type_err(base .. ':held', 'zset') or G.type_err(P .. 'resq:held:due', 'zset')
+    local e = G.type_err(x.hd, 'zset') or G.type_err(due_key, 'zset')
       or (x[3] and G.type_err(Lim.parts_key(P, d), 'set'))
     if e then return false, e end
     if d.kind == 'concurrency' then
@@ -284,14 +231,13 @@ end
 
 -- Takes a job of `class` into every limit of `ls` for `worker` (checked with Lim.check first):
 -- concurrency shares (written by Lim.flush), rate starts (`seq`: a member unique to this start,
--- or a function that makes one). Returns nil, or an error text (nothing written) when the
--- slot's shares are unusable.
-function Lim.admit(P, ls, class, worker, now_ms, seq)
+-- or a function of `seq_arg` that makes one). Returns nil, or an error text (nothing written)
+-- when the slot's shares are unusable.
+function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
   local mine, e = Lim.shares_of(P, worker)
   if not mine then return e end
   local s = S()
-  local list, text = {}, s.text[worker] or ''
-  for i = 1, #mine do list[i] = mine[i] end
+  local text, took = s.text[worker] or '', false
   for _, x in ipairs(ls) do
     local d, base, part = x[1], x[2], x[3]
     if part then
@@ -302,14 +248,12 @@ function Lim.admit(P, ls, class, worker, now_ms, seq)
     if d.kind == 'concurrency' then
       local w = Lim.weight(d, class)
       s.delta[x.h] = s.delta[x.h] + w
-      local st = Lim.share_text(x.h, w)
-      list[#list + 1] = { x.h, w, st }
-      text = text .. st
+      text, took = text .. Lim.share_text(x.h, w), true
     elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
       if d.sliding then
         local z = base .. ':rate'
-        if type(seq) == 'function' then seq = seq() end
+        if type(seq) == 'function' then seq = seq(seq_arg) end
         redis.call('ZADD', z, now_ms, seq)
         redis.call('ZREMRANGEBYSCORE', z, '-inf', now_ms - iv)
         redis.call('PEXPIRE', z, iv * 2)
@@ -320,8 +264,23 @@ function Lim.admit(P, ls, class, worker, now_ms, seq)
       end
     end
   end
-  s.shares[worker], s.text[worker] = list, text
-  s.dirty[worker] = true
+  if took then
+    -- The slot's shares: those of an entry text already taken apart (a slot taking the shares
+    -- it just returned writes the text it had), or its list with the new ones.
+    local list = Lim.parsed(text)
+    if not list then
+      list = {}
+      for i = 1, #mine do list[i] = mine[i] end
+      for _, x in ipairs(ls) do
+        if x[1].kind == 'concurrency' then
+          local w = Lim.weight(x[1], class)
+          list[#list + 1] = { x.h, w, Lim.share_text(x.h, w) }
+        end
+      end
+    end
+    s.shares[worker], s.text[worker] = list, text
+    s.dirty[worker] = true
+  end
   return nil
 end
 

@@ -66,8 +66,17 @@ function Lim.requeue_all(P, ms)
   end
 end
 
--- The held set of holders key h (the same base).
-local function held_of(h) return string.sub(h, 1, -9) .. ':held' end
+-- The held set of holders key h (the same base; made once per key).
+local HELD, helds = {}, 0
+local function held_of(h)
+  local hd = HELD[h]
+  if not hd then
+    if helds > 4096 then HELD, helds = {}, 0 end
+    hd = string.sub(h, 1, -9) .. ':held'
+    HELD[h], helds = hd, helds + 1
+  end
+  return hd
+end
 
 -- Takes from held set hd the jobs that fit `cap` with `used` units in use, up to `budget`:
 -- out of the set, counted as pending for holders key h (nil: none) until a slot takes them.
@@ -99,7 +108,7 @@ function Lim.free(P, L, worker)
   local mine, e = Lim.shares_of(P, worker)
   if not mine then return nil, e end
   local s = Lim.S()
-  if #mine == 0 then return {} end
+  if #mine == 0 then return Lim.NONE end
   for i = 1, #mine do
     local h = mine[i][1]
     local _
@@ -112,7 +121,7 @@ function Lim.free(P, L, worker)
       s.held_empty[hd] = r[1] == nil
     end
   end
-  local released = {}
+  local released = Lim.NONE
   for i = 1, #mine do
     local h = mine[i][1]
     s.delta[h] = s.delta[h] - mine[i][2]
@@ -122,11 +131,12 @@ function Lim.free(P, L, worker)
       local d = L and L.by_name[name]
       local cap = d and d.limit or math.huge
       for _, m in ipairs(take_fitting(P, hd, h, Lim.units(h) + (s.pending[h] or 0), cap, 1000)) do
+        if released == Lim.NONE then released = {} end
         released[#released + 1] = { m, h }
       end
     end
   end
-  s.shares[worker], s.text[worker] = {}, ''
+  s.shares[worker], s.text[worker] = Lim.NONE, ''
   s.dirty[worker] = true
   return released
 end

@@ -103,7 +103,7 @@ local function limited(X, obj, raw, q, i, sl)
     if due and (not X.earliest or due < X.earliest) then X.earliest = due end
     return 'held'
   end
-  return Lim.admit(X.P, ls, obj['class'], sl.id, X.now_ms, function() return seq(X) end)
+  return Lim.admit(X.P, ls, obj['class'], sl.id, X.now_ms, seq, X)
 end
 
 -- Gives item raw (popped from polled queue q) to the next wanting slot: its record, its claim,

@@ -1026,6 +1026,98 @@ mod more_scenarios {
     }
 }
 
+/// The functions of tracked jobs and workflows: a tracked enqueue with a tag and a job key, a
+/// batch's creation, a purge.
+mod flow_scenarios {
+    use super::*;
+
+    fn outcome<T>(r: crate::Result<T>) -> Answer {
+        match r {
+            Ok(_) => Answer::Done(String::new()),
+            Err(crate::Error::Redis(e)) => refused(e),
+            Err(e) => Answer::Refused(e.to_string()),
+        }
+    }
+
+    pub(super) fn tracked_enqueue() -> Scenario {
+        Scenario {
+            name: "tracked_enqueue",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let client = crate::client::Client::new(con, keys);
+                    let track = crate::jobs::Track::new().tag("t").key("k");
+                    outcome(
+                        client
+                            .enqueue_class_tracked("q", "A", &[serde_json::json!("t-1")], track)
+                            .await,
+                    )
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.queues(), Kind::Set),
+                    (k.queue("q"), Kind::List),
+                    (k.job_tag("t"), Kind::Zset),
+                    (k.job_tags(), Kind::Set),
+                    (k.job_key("k"), Kind::Str),
+                ]
+            }),
+            check: Box::new(|_, after, c| {
+                assert_eq!(count(after, "t-1"), 1, "tracked enqueue with {c:?}")
+            }),
+        }
+    }
+
+    pub(super) fn batch_create() -> Scenario {
+        Scenario {
+            name: "batch_create",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let client = crate::client::Client::new(con, keys);
+                    let batch = crate::workflows::Batch::new()
+                        .on_complete("Cb", vec![])
+                        .job("q", "A", vec![serde_json::json!("b-1")]);
+                    outcome(client.create_batch(batch).await)
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.batches(), Kind::Zset),
+                    (k.queues(), Kind::Set),
+                    (k.queue("q"), Kind::List),
+                ]
+            }),
+            check: Box::new(|_, after, c| {
+                assert_eq!(count(after, "b-1"), 1, "batch create with {c:?}")
+            }),
+        }
+    }
+
+    pub(super) fn purge() -> Scenario {
+        Scenario {
+            name: "purge",
+            setup: Box::new(|_, _| Box::pin(async {})),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let admin = crate::admin::Admin::new(con, keys);
+                    outcome(admin.purge_jobs(None, std::time::Duration::ZERO).await)
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.job_tags(), Kind::Set),
+                    (k.job_state("completed"), Kind::Zset),
+                    (k.resque_statuses(), Kind::Zset),
+                    (k.batches(), Kind::Zset),
+                ]
+            }),
+            check: Box::new(|before, after, c| assert_eq!(before, after, "purge with {c:?}")),
+        }
+    }
+}
+
 #[tokio::test]
 async fn no_script_writes_when_it_refuses() {
     for s in [
@@ -1050,6 +1142,9 @@ async fn no_script_writes_when_it_refuses() {
         more_scenarios::move_delayed(),
         more_scenarios::failed_remove(),
         more_scenarios::unregister(),
+        flow_scenarios::tracked_enqueue(),
+        flow_scenarios::batch_create(),
+        flow_scenarios::purge(),
     ] {
         play(&s).await;
     }

@@ -86,18 +86,7 @@ pub(crate) fn ruby_to_s(x: f64) -> String {
         // Fixed: integer part, then at least one fraction digit, for up to 15 integer digits,
         // or 16 when a fraction digit follows (`1e14.to_s` is `100000000000000.0`, `1e15.to_s`
         // is `1.0e+15`, `4464757046631535.5.to_s` is itself; measured on Ruby 3.1).
-        let (int, frac) = if n > decpt {
-            (
-                d[..decpt as usize].to_string(),
-                d[decpt as usize..].to_string(),
-            )
-        } else {
-            (
-                format!("{d}{}", "0".repeat((decpt - n) as usize)),
-                "0".into(),
-            )
-        };
-        format!("{sign}{int}.{frac}")
+        fixed_point(sign, &d, decpt)
     } else if decpt <= 0 && decpt > -4 {
         format!("{sign}0.{}{d}", "0".repeat((-decpt) as usize))
     } else {
@@ -126,24 +115,24 @@ pub(crate) fn java_to_string(x: f64) -> String {
     let abs = x.abs();
     if abs == 0.0 || (1e-3..1e7).contains(&abs) {
         if decpt > 0 {
-            let (int, frac) = if n > decpt {
-                (
-                    d[..decpt as usize].to_string(),
-                    d[decpt as usize..].to_string(),
-                )
-            } else {
-                (
-                    format!("{d}{}", "0".repeat((decpt - n) as usize)),
-                    "0".into(),
-                )
-            };
-            format!("{sign}{int}.{frac}")
+            fixed_point(sign, &d, decpt)
         } else {
             format!("{sign}0.{}{d}", "0".repeat((-decpt) as usize))
         }
     } else {
         let frac = if n > 1 { &d[1..] } else { "0" };
         format!("{sign}{}.{frac}E{}", &d[..1], decpt - 1)
+    }
+}
+
+/// Digits `d` with the decimal point after `decpt` (> 0) of them, at least one fraction digit:
+/// `123` at 2 is `12.3`, at 5 is `12300.0`.
+fn fixed_point(sign: &str, d: &str, decpt: i32) -> String {
+    let n = d.len() as i32;
+    if n > decpt {
+        format!("{sign}{}.{}", &d[..decpt as usize], &d[decpt as usize..])
+    } else {
+        format!("{sign}{d}{}.0", "0".repeat((decpt - n) as usize))
     }
 }
 

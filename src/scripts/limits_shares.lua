@@ -1,0 +1,85 @@
+-- limits_shares.lua (module Lim, continued): the concurrency shares each worker slot holds,
+-- as `<ns>:resq:sharing` keeps them — one entry per slot, the text of its shares one after
+-- another ('<units> <length>:<holders key>'), read once per call (several slots' with one HMGET)
+-- and taken apart once per text.
+--
+-- KEYS / ARGV: none (a module).
+
+-- A slot's entry text, taken apart once per text: a list of {holders key, units, text}; nil
+-- and the error text when it is not an entry resq writes.
+local MAX_SHARES, parsed, parsed_n = 1000, {}, 0
+local function parse_entry(key, worker, v)
+  local known = parsed[v]
+  if known then return known end
+  known = {}
+  local i = 1
+  while i <= #v do
+    local u, n, j = string.match(v, '^(%d+) (%d+):()', i)
+    if u then n = tonumber(n) end
+    if not u or j + n - 1 > #v or #known >= MAX_SHARES then
+      local why = (not u and '') or (j + n - 1 > #v and ' (cut short)')
+        or (' (more than ' .. MAX_SHARES .. ' shares)')
+      return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
+        .. string.format('%q', string.sub(v, 1, 60)) .. why
+    end
+    known[#known + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
+    i = j + n
+  end
+  if parsed_n > 4096 then parsed, parsed_n = {}, 0 end
+  parsed[v], parsed_n = known, parsed_n + 1
+  return known
+end
+
+-- The shares of entry text v, when it has been taken apart already.
+function Lim.parsed(v) return parsed[v] end
+
+-- The entry text of a share of w units in holders key h (made once per key and weight).
+local SHARE_TEXT, share_texts = {}, 0
+function Lim.share_text(h, w)
+  local by_w = SHARE_TEXT[h]
+  local t = by_w and by_w[w]
+  if not t then
+    if share_texts > 4096 then SHARE_TEXT, share_texts = {}, 0 end
+    by_w = SHARE_TEXT[h] or {}
+    SHARE_TEXT[h] = by_w
+    t = G.num(w) .. ' ' .. G.num(#h) .. ':' .. h
+    by_w[w], share_texts = t, share_texts + 1
+  end
+  return t
+end
+
+local function note(key, worker, v)
+  local list = Lim.NONE
+  if v then
+    local e
+    list, e = parse_entry(key, worker, v)
+    if not list then return nil, e end
+  end
+  local s = Lim.S()
+  s.had[worker], s.shares[worker], s.text[worker] = v, list, v or ''
+  return list
+end
+
+-- The shares `worker` holds now (a list, possibly empty), read once per call; or nil and the
+-- error text when `<ns>:resq:sharing` or the entry is unusable.
+function Lim.shares_of(P, worker)
+  local cur = Lim.S().shares[worker]
+  if cur ~= nil then return cur end
+  local key = P .. 'resq:sharing'
+  local v = redis.pcall('HGET', key, worker)
+  if type(v) == 'table' then return nil, G.wrongtype_of(key, 'hash') end
+  return note(key, worker, v)
+end
+
+-- Reads the entries of `workers` (slots about to end their jobs) with one HMGET.
+function Lim.prefetch(P, workers)
+  local key = P .. 'resq:sharing'
+  if #workers == 0 or #workers > 1000 then return end
+  local vs = redis.pcall('HMGET', key, unpack(workers))
+  if vs.err then return end
+  local s = Lim.S()
+  for i = 1, #workers do
+    if s.shares[workers[i]] == nil then note(key, workers[i], vs[i]) end
+  end
+end
+
