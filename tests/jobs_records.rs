@@ -345,3 +345,74 @@ async fn a_working_record_whose_worker_is_gone_reads_failed() {
     let st: String = con.hget(k.job_record(&here), "state").await.unwrap();
     assert_eq!(st, "working");
 }
+
+/// What the build before the hash records (41dbe29) wrote for a job enqueued with tracking and
+/// not yet run: its record in resque-status's JSON under `<ns>:status:<id>` (with a `resq`
+/// member), the id in `_statuses` and the payload with `resq_id` (bytes as that build's
+/// `Client::enqueue_class_tracked` wrote them, times aside).
+async fn earlier_build_job(ns: &str, id: &str, arg: &str) {
+    let k = Keys::new(ns);
+    let mut con = support::con().await;
+    let record = format!(
+        r#"{{"time":1795813641,"status":"queued","uuid":"{id}","options":{{}},"resq":{{"state":"queued","queue":"default","class":"Echo","attempts":0,"enqueued_at":1795813641749,"history":[{{"event":"enqueued","at":1795813641749}}]}}}}"#
+    );
+    let _: () = con.set(k.resque_status(id), record).await.unwrap();
+    let _: () = con.zadd(k.resque_statuses(), id, 1795813641).await.unwrap();
+    let _: () = con.sadd(k.queues(), "default").await.unwrap();
+    let _: () = con
+        .rpush(
+            k.queue("default"),
+            format!(r#"{{"class":"Echo","args":["{arg}"],"resq_id":"{id}"}}"#),
+        )
+        .await
+        .unwrap();
+}
+
+/// A rolling upgrade: jobs an earlier build enqueued with tracking (its records in
+/// resque-status's JSON) run under this build and their records follow them there — one ends
+/// completed (`wait` returns), one cancelled before it ran never runs.
+#[tokio::test]
+async fn jobs_an_earlier_build_tracked_run_and_end_in_their_records() {
+    let ns = support::namespace("jl-upgrade");
+    let (run, cancelled) = (new_id(), new_id());
+    earlier_build_job(&ns, &run, "runs").await;
+    earlier_build_job(&ns, &cancelled, "cancelled").await;
+    let c = client(&ns).await;
+    let cancelled_id: JobId = cancelled.parse().unwrap();
+    c.cancel(&cancelled_id).await.unwrap();
+    let ran = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let r = ran.clone();
+    let registry = resq::Registry::new().handler("Echo", move |ctx: resq::JobContext| {
+        let r = r.clone();
+        async move {
+            r.lock().unwrap().push(ctx.arg::<String>(0)?);
+            Ok(())
+        }
+    });
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    let run_id: JobId = run.parse().unwrap();
+    let done = c
+        .wait(&run_id, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the earlier build's job ended");
+    assert_eq!(done.state, State::Completed, "{done:?}");
+    support::eventually(10, "the queue emptied", || async {
+        let n: u64 = support::con()
+            .await
+            .llen(Keys::new(&ns).queue("default"))
+            .await
+            .unwrap();
+        (n == 0).then_some(())
+    })
+    .await;
+    support::stop(w).await;
+    assert_eq!(
+        *ran.lock().unwrap(),
+        ["runs"],
+        "the cancelled job never ran"
+    );
+    let a = admin(&ns).await;
+    let s = a.job(&cancelled_id).await.unwrap().unwrap();
+    assert_eq!(s.state, State::Killed, "{s:?}");
+}

@@ -953,3 +953,60 @@ async fn two_namespaces_with_the_same_limit_share_nothing() {
     stop(wa).await;
     stop(wb).await;
 }
+
+/// Jobs cancelled while a concurrency limit holds them give the limit nothing to wait for: the
+/// jobs still held behind them start as soon as a share is free (a cancelled held job once
+/// kept its place, and the limit sat idle for about a minute).
+#[tokio::test]
+async fn cancelling_held_jobs_never_leaves_the_limit_idle() {
+    let ns = support::namespace("lim-cancel");
+    let gauge = Arc::new(Gauge::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let registry = gated(&gate, &gauge).limit(Limit::concurrency("two", 2).class("Gated"));
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(
+            c.enqueue_class_tracked("default", "Gated", &[], resq::jobs::Track::new())
+                .await
+                .unwrap(),
+        );
+    }
+    let w = support::start(
+        support::builder(&ns, "default")
+            .concurrency(8)
+            .registry(registry),
+    )
+    .await;
+    support::eventually(10, "two running, the rest held", || async {
+        (gauge.now.load(Ordering::SeqCst) == 2 && held(&ns, "two", None).await == 8).then_some(())
+    })
+    .await;
+    // Cancel every held job but the last two, then let the two running ones end.
+    let running_or_kept: Vec<_> = ids.iter().skip(2).take(6).collect();
+    for id in &running_or_kept {
+        c.cancel(id).await.unwrap();
+    }
+    gate.add_permits(2);
+    support::eventually(
+        5,
+        "the two jobs held behind the cancelled ones started",
+        || async {
+            (gauge.done.load(Ordering::SeqCst) == 2 && gauge.now.load(Ordering::SeqCst) == 2)
+                .then_some(())
+        },
+    )
+    .await;
+    gate.add_permits(2);
+    support::eventually(5, "all four that were not cancelled ran", || async {
+        (gauge.done.load(Ordering::SeqCst) == 4).then_some(())
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(gauge.max.load(Ordering::SeqCst), 2, "the limit held");
+    assert_eq!(
+        held(&ns, "two", None).await,
+        0,
+        "no cancelled job is left held"
+    );
+}

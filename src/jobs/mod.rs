@@ -112,7 +112,13 @@ pub(crate) fn tracked_in_payload(text: &str) -> Option<(JobId, Kind)> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    Some((id, Kind::Statused { class }))
+    Some((
+        id,
+        Kind::Statused {
+            class,
+            id_in_args: true,
+        },
+    ))
 }
 
 /// The `r:<id>` / `s:<id>` the scheduler's move names a tracked item by ('' none).
@@ -245,7 +251,10 @@ mod tests {
         let s = format!(r#"{{"class":"S","args":["{id}",{{}}]}}"#);
         assert_eq!(
             tracked_in_payload(&s).unwrap().1,
-            Kind::Statused { class: "S".into() }
+            Kind::Statused {
+                class: "S".into(),
+                id_in_args: true
+            }
         );
         assert_eq!(item_ref(&s), format!("s:{id}"));
         assert!(tracked_in_payload(r#"{"class":"A","args":["nope"]}"#).is_none());

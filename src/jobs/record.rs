@@ -50,6 +50,9 @@ pub(crate) enum Kind {
     Statused {
         /// The class (resque-status's `name` when the record has none).
         class: String,
+        /// Whether the payload is resque-status's (`args[0]` the id, `args[1]` the options),
+        /// as opposed to a resq job of an earlier build whose record is this JSON (`resq_id`).
+        id_in_args: bool,
     },
 }
 
@@ -94,7 +97,7 @@ impl TrackEnd {
                     result.replace('\n', " ")
                 )
             }
-            Kind::Statused { class } => {
+            Kind::Statused { class, .. } => {
                 let when = crate::wire::time::started(now);
                 let (state, message, ttl) = match (&self.ending, retry_at) {
                     (Ending::Failed(m), retry) => (
@@ -161,6 +164,7 @@ mod tests {
         let done = TrackEnd {
             kind: Kind::Statused {
                 class: "MyJob".into(),
+                id_in_args: true,
             },
             ending: Ending::Completed,
             result: Some("{\"n\":1}".into()),

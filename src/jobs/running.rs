@@ -165,7 +165,8 @@ impl Tracker {
 pub(crate) struct TrackedRun {
     /// The id.
     pub id: JobId,
-    /// Whether it is a resque-status job (`args[0]` is the id, `args[1]` the options).
+    /// Whether its record is resque-status's JSON (a resque-status job, or a resq job of an
+    /// earlier build).
     pub statused: bool,
     /// Its record, as the step that started it said.
     pub kind: Kind,
@@ -178,6 +179,19 @@ pub(crate) struct TrackedRun {
     /// Whether the handler was told it is killed (by `progress`).
     kill_seen: AtomicBool,
     result: Mutex<Option<String>>,
+}
+
+impl TrackedRun {
+    /// Whether its payload is resque-status's: `args[0]` the id, `args[1]` the options.
+    pub(crate) fn id_in_args(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Statused {
+                id_in_args: true,
+                ..
+            }
+        )
+    }
 }
 
 impl Drop for TrackedRun {

@@ -135,7 +135,7 @@ impl JobContext {
     pub fn args(&self) -> &[Value] {
         match &self.activejob {
             Some(job) => job.arguments(),
-            None if self.tracked.as_ref().is_some_and(|t| t.statused) => {
+            None if self.tracked.as_ref().is_some_and(|t| t.id_in_args()) => {
                 self.payload.args().get(1..).unwrap_or(&[])
             }
             None => self.payload.args(),
@@ -173,7 +173,7 @@ impl JobContext {
 
     /// A resque-status job's options (its `args[1]` hash), when it is one.
     pub fn options(&self) -> Option<&Map<String, Value>> {
-        if !self.tracked.as_ref().is_some_and(|t| t.statused) {
+        if !self.tracked.as_ref().is_some_and(|t| t.id_in_args()) {
             return None;
         }
         self.payload.args().get(1).and_then(Value::as_object)

@@ -108,6 +108,8 @@ local function held_start(X, held)
   if id ~= nil then
     if not Rec.id_like(id) then return '' end
     local v = Rec.peek(X.P, id)
+    -- (No hash: an earlier build's JSON record, which the reserve followed: reserve.lua.)
+    if v and not v[1] and Status.read(X.P, id) then return 's' end
     if not v or v[1] ~= 'working' then return '' end
     return 'r\t' .. Rec.whole(v[2]) .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
   end

@@ -52,6 +52,17 @@ local function tracked(X, obj)
   if id ~= nil then
     if not Rec.id_like(id) then return nil end
     local v, problem = Rec.peek(X.P, id)
+    if v and not v[1] then
+      -- No hash: a job enqueued by a build that kept resq's records in resque-status's JSON
+      -- (docs/jobs.md, "Records of earlier builds") is followed there.
+      local text, ms, close = Status.read(X.P, id)
+      if text then
+        if Status.cancelled(text, ms) then return 'drop' end
+        X.st_id, X.st_class, X.st_text, X.st_ms, X.st_close = id, obj['class'], text, ms, close
+        return 's'
+      end
+      if text == nil then problem = id .. ' ' .. ms end
+    end
     if not v or not v[1] then
       Finish.problem(X, problem or (id .. ' has no record (' .. Rec.key(X.P, id) .. ')'))
       return nil

@@ -97,9 +97,12 @@ pub(crate) async fn perform(
             },
             batch,
         )),
-        (Some((_, true)), Some(Started::Statused)) => Some((
+        // (A resq job of an earlier build whose record is resque-status's JSON is followed
+        // there: reserve.lua.)
+        (Some((_, id_in_args)), Some(Started::Statused)) => Some((
             crate::jobs::Kind::Statused {
                 class: payload.class().to_string(),
+                id_in_args: *id_in_args,
             },
             None,
         )),
