@@ -93,6 +93,9 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         let counts: Vec<(&str, u64)> = counts.iter().map(|(s, n)| (s.as_str(), *n)).collect();
         m.set_jobs(&counts);
     }
+    if let Some((_, n)) = scraped(s.admin.batches(0, 0).await, "batches") {
+        m.set_batches(n);
+    }
     if let Some(reports) = scraped(s.admin.limit_reports().await, "limits") {
         let samples: Vec<LimitSample<'_>> = reports
             .iter()

@@ -137,6 +137,7 @@ async fn worker_serves_metrics_health_and_readiness() {
         .unwrap();
     client.cancel(&gone).await.unwrap();
     let (_, body) = get(port, "/metrics").unwrap();
+    assert_eq!(sample(&body, "resq_batches"), Some(0.0), "{body}");
     assert!(body.contains("# TYPE resq_jobs gauge"), "{body}");
     for (state, n) in [
         ("queued", Some(6.0)),
@@ -155,6 +156,11 @@ async fn worker_serves_metrics_health_and_readiness() {
             "{state}: {body}"
         );
     }
+    // Batches, counted at scrape time.
+    let batch = resq::workflows::Batch::new().job("backlog", "A", vec![]);
+    client.create_batch(batch).await.unwrap();
+    let (_, body) = get(port, "/metrics").unwrap();
+    assert_eq!(sample(&body, "resq_batches"), Some(1.0), "{body}");
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

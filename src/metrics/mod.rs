@@ -15,7 +15,8 @@
 //! state (read from Redis at scrape time, [`crate::admin::Admin::job_counts`]: `queued`,
 //! `scheduled` and `working` count every job in the queues and held by limits, in the delayed
 //! set and on the workers, tracked or not; `waiting` and the finished states count resq's own
-//! tracked jobs; `retrying` has no series, its jobs count as `scheduled`), `limit_capacity`,
+//! tracked jobs; `retrying` has no series, its jobs count as `scheduled`), `batches` (created
+//! and not yet expired or purged, [`crate::workflows`]; read at scrape time), `limit_capacity`,
 //! `limit_in_use`, `limit_held` and `limit_oldest_held_seconds` by limit (flow control,
 //! [`crate::limits`]; read from Redis at scrape time),
 //! `redis_errors_total` and `redis_reconnects_total`.

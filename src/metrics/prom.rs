@@ -92,6 +92,8 @@ pub(crate) struct Metrics {
     limit_held: Family<LimitLabels, Gauge>,
     /// Age of each limit's oldest held job at the last scrape.
     limit_oldest_held: Family<LimitLabels, Gauge<f64, AtomicU64>>,
+    /// Batches at the last scrape ([`crate::workflows`]).
+    batches: Gauge,
     /// Failed Redis steps.
     redis_errors: Counter,
     /// Redis steps that succeeded after failures.
@@ -121,6 +123,7 @@ impl Metrics {
             limit_in_use: Family::default(),
             limit_held: Family::default(),
             limit_oldest_held: Family::default(),
+            batches: Gauge::default(),
             redis_errors: Counter::default(),
             redis_reconnects: Counter::default(),
         };
@@ -155,6 +158,11 @@ impl Metrics {
             "jobs",
             "Jobs in each state, read from Redis at scrape time: queued, scheduled and working count every job in the queues (and held by limits), the delayed set (retries too) and on the workers; waiting and the finished states count resq's tracked jobs",
             m.jobs.clone(),
+        );
+        registry.register(
+            "batches",
+            "Batches created and not yet expired or purged (read from Redis at scrape time)",
+            m.batches.clone(),
         );
         registry.register(
             "limit_capacity",
@@ -207,6 +215,11 @@ impl Metrics {
                 .get_or_create(&l)
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Sets the batch count.
+    pub(crate) fn set_batches(&self, n: u64) {
+        self.batches.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Replaces the limit series with `limits` (a limit removed since the last scrape goes).
