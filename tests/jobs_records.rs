@@ -416,3 +416,155 @@ async fn jobs_an_earlier_build_tracked_run_and_end_in_their_records() {
     let s = a.job(&cancelled_id).await.unwrap().unwrap();
     assert_eq!(s.state, State::Killed, "{s:?}");
 }
+
+/// A registry whose `Once` fails its first run and succeeds after, and whose `Echo` succeeds.
+fn once_registry() -> resq::Registry {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    resq::Registry::new()
+        .handler("Echo", |_ctx: resq::JobContext| async move { Ok(()) })
+        .handler("Once", move |_ctx: resq::JobContext| {
+            let runs = runs.clone();
+            async move {
+                if runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    Err(resq::JobError::msg("first time"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+}
+
+/// An attempt count too large for Lua's number text (from 10^14) still moves with its job:
+/// the record ends completed with the next count in digits. (It was written `1e+15`, the
+/// worker could not read its start, and the record said working for good.)
+#[tokio::test]
+async fn a_huge_attempt_count_still_ends_with_its_job() {
+    let ns = support::namespace("jl-attempts");
+    let k = Keys::new(&ns);
+    let c = client(&ns).await;
+    let id = c
+        .enqueue_class_tracked("default", "Echo", &[], resq::jobs::Track::new())
+        .await
+        .unwrap();
+    let _: () = support::con()
+        .await
+        .hset(k.job_record(id.as_str()), "attempts", "99999999999999")
+        .await
+        .unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(once_registry())).await;
+    let s = c.wait(&id, Duration::from_secs(10)).await.unwrap().unwrap();
+    support::stop(w).await;
+    assert_eq!(s.state, State::Completed, "{s:?}");
+    let n: String = support::con()
+        .await
+        .hget(k.job_record(id.as_str()), "attempts")
+        .await
+        .unwrap();
+    assert_eq!(n, "100000000000000");
+}
+
+/// A record whose state cannot be read ends a wait at once (no change would end it), and a
+/// record without its state is cancelled as a job that has not started.
+#[tokio::test]
+async fn a_record_without_a_readable_state_ends_a_wait_and_can_be_cancelled() {
+    let ns = support::namespace("jl-nostate");
+    let k = Keys::new(&ns);
+    let c = client(&ns).await;
+    let (a, b) = (
+        c.enqueue_class_tracked("idle", "Echo", &[], resq::jobs::Track::new())
+            .await
+            .unwrap(),
+        c.enqueue_class_tracked("idle", "Echo", &[], resq::jobs::Track::new())
+            .await
+            .unwrap(),
+    );
+    let mut con = support::con().await;
+    let _: () = con
+        .hset(k.job_record(a.as_str()), "state", "zzz")
+        .await
+        .unwrap();
+    let _: () = con.hdel(k.job_record(b.as_str()), "state").await.unwrap();
+    let started = Instant::now();
+    let s = c.wait(&a, Duration::from_secs(10)).await.unwrap().unwrap();
+    assert!(!s.state_readable(), "{s:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        c.cancel(&b).await.unwrap(),
+        resq::jobs::Cancelled::Cancelled
+    );
+    let st: String = con.hget(k.job_record(b.as_str()), "state").await.unwrap();
+    assert_eq!(st, "cancelled");
+}
+
+/// `jobs purge` goes on past a tag index of another type (warned, naming it): the records
+/// behind it are purged. (One such index refused every batch it was in, and nothing behind it
+/// was ever purged.)
+#[tokio::test]
+async fn purge_goes_on_past_a_tag_index_of_another_type() {
+    let ns = support::namespace("jl-purgetag");
+    let k = Keys::new(&ns);
+    let c = client(&ns).await;
+    let (a, b) = (
+        c.enqueue_class_tracked("default", "Echo", &[], resq::jobs::Track::new().tag("t1"))
+            .await
+            .unwrap(),
+        c.enqueue_class_tracked("default", "Echo", &[], resq::jobs::Track::new().tag("t2"))
+            .await
+            .unwrap(),
+    );
+    let w = support::start(support::builder(&ns, "default").registry(once_registry())).await;
+    for id in [&a, &b] {
+        let s = c.wait(id, Duration::from_secs(10)).await.unwrap().unwrap();
+        assert_eq!(s.state, State::Completed);
+    }
+    support::stop(w).await;
+    let mut con = support::con().await;
+    let _: () = con.del(k.job_tag("t2")).await.unwrap();
+    let _: () = con.set(k.job_tag("t2"), "x").await.unwrap();
+    let n = admin(&ns)
+        .await
+        .purge_jobs(None, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    for id in [&a, &b] {
+        let gone: bool = con.exists(k.job_record(id.as_str())).await.unwrap();
+        assert!(!gone, "{id} purged");
+    }
+}
+
+/// A failure entry retried twice runs its tracked job once: the second retry finds the record
+/// queued again and is refused. The retried job has its job key back.
+#[tokio::test]
+async fn a_failure_retried_twice_runs_its_tracked_job_once_with_its_key() {
+    let ns = support::namespace("jl-retry2");
+    let k = Keys::new(&ns);
+    let c = client(&ns).await;
+    let id = c
+        .enqueue_class_tracked("default", "Once", &[], resq::jobs::Track::new().key("k1"))
+        .await
+        .unwrap();
+    let w = support::start(support::builder(&ns, "default").registry(once_registry())).await;
+    let s = c.wait(&id, Duration::from_secs(10)).await.unwrap().unwrap();
+    assert_eq!(s.state, State::Failed);
+    support::stop(w).await;
+    let a = admin(&ns).await;
+    let sel = resq::admin::Selector::Index(0);
+    assert_eq!(a.retry_failures(&sel).await.unwrap().done, 1);
+    let again = a.retry_failures(&sel).await.unwrap();
+    assert_eq!(again.done, 0, "{again:?}");
+    assert!(again.skipped[0].contains("not retried"), "{again:?}");
+    let mut con = support::con().await;
+    let queued: usize = con.llen(k.queue("default")).await.unwrap();
+    assert_eq!(queued, 1, "one copy queued");
+    let key: Option<String> = con.get(k.job_key("k1")).await.unwrap();
+    assert_eq!(
+        key.as_deref(),
+        Some(id.as_str()),
+        "its job key is its again"
+    );
+}

@@ -236,6 +236,10 @@ impl Admin {
         for (index, at) in sent.into_iter().zip(replies) {
             if at >= 0 {
                 out.done += 1;
+            } else if at == -2 {
+                out.skipped.push(format!(
+                    "#{index}: not retried: its tracked job is not failed (retried already?)"
+                ));
             } else {
                 out.skipped
                     .push(format!("#{index}: gone before it could be retried"));

@@ -223,6 +223,7 @@ fn job(line: &str, queue: &str) -> std::result::Result<Pending, String> {
         Some(Value::String(q)) if !q.is_empty() => q,
         Some(_) => return Err("\"queue\" is not a non-empty string".into()),
     };
+    crate::client::validate(&queue, &class).map_err(|e| e.to_string())?;
     Ok(Pending {
         queue,
         class,
@@ -241,7 +242,8 @@ mod tests {
                     [1]\n{\"class\":\"\",\"args\":[]}\n{\"class\":\"C\",\"args\":{}}\n\
                     {\"class\":\"D\",\"args\":[],\"queue\":\"mail\",\"x\":1}\n\
                     {\"class\":\"E\",\"args\":[],\"queue\":7}\n\
-                    {\"class\":\"F\",\"args\":[1.50],\"queue\":\"mail\"}\r\n";
+                    {\"class\":\"F\",\"args\":[1.50],\"queue\":\"mail\"}\r\n\
+                    {\"class\":\"G\",\"args\":[],\"queue\":\"a\\nb\"}\n";
         let (jobs, bad) = parse(text, "default");
         let lines: Vec<usize> = jobs.iter().map(|(n, _)| *n).collect();
         assert_eq!(lines, [1, 11]);
@@ -259,6 +261,10 @@ mod tests {
         assert_eq!(said[4], (8, "\"args\" is not an array"));
         assert!(said[5].0 == 9 && said[5].1.starts_with("unknown field \"x\""));
         assert_eq!(said[6], (10, "\"queue\" is not a non-empty string"));
-        assert_eq!(said.len(), 7);
+        assert!(
+            said[7].0 == 12 && said[7].1.contains("control character"),
+            "{said:?}"
+        );
+        assert_eq!(said.len(), 8);
     }
 }

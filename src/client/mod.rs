@@ -178,5 +178,13 @@ pub(crate) fn validate(queue: &str, class: &str) -> Result<()> {
             "no class given (Resque::NoClassError)".into(),
         ));
     }
+    // (A newline or a NUL in a name breaks every tool that lists queues or classes a line each.)
+    for (what, name) in [("queue", queue), ("class", class)] {
+        if name.chars().any(char::is_control) {
+            return Err(Error::Rejected(format!(
+                "the {what} name {name:?} holds a control character"
+            )));
+        }
+    }
     Ok(())
 }

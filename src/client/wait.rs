@@ -19,7 +19,8 @@ impl Client {
     /// The timeout holds while Redis is slow or away: a read that has not answered by then
     /// ends the wait with the record as last read (a first read has at least a second), and a
     /// connection that drops (a restart, a failover) is read again with a back-off until the
-    /// timeout. An error that needs a repair (a key of the wrong type) ends it at once.
+    /// timeout. An error that needs a repair (a key of the wrong type, a record whose state
+    /// cannot be read: [`JobStatus::state_readable`]) ends it at once.
     pub async fn wait(&self, id: &JobId, timeout: Duration) -> Result<Option<JobStatus>> {
         // A timeout too long to represent waits "forever" (a year).
         let deadline = Instant::now()
@@ -64,7 +65,8 @@ impl Client {
             match tokio::time::timeout(budget, self.status(id)).await {
                 Ok(Ok(None)) => return Ok(None),
                 Ok(Ok(Some(s))) => {
-                    if s.state.is_final() {
+                    // A state that cannot be read needs a repair: no change would end the wait.
+                    if s.state.is_final() || !s.state_readable() {
                         return Ok(Some(s));
                     }
                     last = Some(s);

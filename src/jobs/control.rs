@@ -38,10 +38,11 @@ pub(crate) async fn cancel(
         ))
         .invoke_async(con)
         .await?;
-    match reply
-        .split_once(' ')
-        .map_or((reply.as_str(), ""), |(a, b)| (a, b))
-    {
+    let (reply, problems) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
+    if !problems.is_empty() {
+        super::report_problem(problems);
+    }
+    match reply.split_once(' ').map_or((reply, ""), |(a, b)| (a, b)) {
         ("cancelled", _) => Ok(Cancelled::Cancelled),
         ("killing", _) => {
             // A record still saying working whose worker is gone reads failed: nobody runs it.
@@ -95,22 +96,38 @@ impl Admin {
                 .arg(now);
             call
         };
+        // A key Redis refuses (another type) stops only the part of the purge that needs it:
+        // warned, naming the key, and the rest goes on. A connection error ends the purge.
+        let refused = |e: redis::RedisError| -> Result<()> {
+            if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
+                return Err(e.into());
+            }
+            tracing::warn!(error = %e, "jobs purge: passed over a key that cannot be used");
+            Ok(())
+        };
         // Entries of records that expired on their own.
-        let (forgotten, _, _): (u64, u64, u64) = purge("expired", String::new(), 0, 10_000, 0)
-            .invoke_async(&mut con)
-            .await?;
-        total += forgotten;
+        match purge("expired", String::new(), 0, 10_000, 0)
+            .invoke_async::<(u64, u64, u64), _>(&mut con)
+            .await
+        {
+            Ok((forgotten, _, _)) => total += forgotten,
+            Err(e) => refused(e)?,
+        }
         // Tag entries of records that expired on their own (their tags were registered when
         // they were enqueued).
         let mut cursor = "0".to_string();
         loop {
-            let (_, next): (u64, String) = purge("tags", cursor, 0, 10_000, 0)
-                .invoke_async(&mut con)
-                .await?;
-            if next == "0" {
-                break;
+            match purge("tags", cursor, 0, 10_000, 0)
+                .invoke_async::<(u64, String), _>(&mut con)
+                .await
+            {
+                Ok((_, next)) if next != "0" => cursor = next,
+                Ok(_) => break,
+                Err(e) => {
+                    refused(e)?;
+                    break;
+                }
             }
-            cursor = next;
         }
         for s in states {
             for mode in ["state", "status"] {
@@ -118,9 +135,16 @@ impl Admin {
                 let mut skip = 0u64;
                 loop {
                     let (n, looked, removed): (u64, u64, u64) =
-                        purge(mode, s.as_str().to_string(), cutoff, 500, skip)
+                        match purge(mode, s.as_str().to_string(), cutoff, 500, skip)
                             .invoke_async(&mut con)
-                            .await?;
+                            .await
+                        {
+                            Ok(r) => r,
+                            Err(e) => {
+                                refused(e)?;
+                                break;
+                            }
+                        };
                     total += n;
                     skip += looked.saturating_sub(removed);
                     if looked < 500 {

@@ -226,14 +226,42 @@ pub(crate) async fn start_claimed(
 }
 
 /// Logs a tracked job whose record could not be written (the job itself moved as usual), at a
-/// bounded rate.
+/// bounded rate: each problem line (it names its key) once per 10 s, and at most 20 lines per
+/// 10 s in all (how many more were left out is said with the next line logged).
 pub(crate) fn report_problem(problem: &str) {
-    static DUE: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
-    let mut due = DUE.lock().unwrap_or_else(|p| p.into_inner());
+    struct Seen {
+        lines: std::collections::HashMap<String, std::time::Instant>,
+        window: Option<std::time::Instant>,
+        logged: u32,
+        left_out: u64,
+    }
+    static SEEN: std::sync::Mutex<Option<Seen>> = std::sync::Mutex::new(None);
+    const EVERY: Duration = Duration::from_secs(10);
+    let mut guard = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    let seen = guard.get_or_insert_with(|| Seen {
+        lines: std::collections::HashMap::new(),
+        window: None,
+        logged: 0,
+        left_out: 0,
+    });
     let now = std::time::Instant::now();
-    if due.is_none_or(|d| now >= d) {
-        *due = Some(now + Duration::from_secs(10));
-        tracing::warn!(problem, "a tracked job's record or a limit's share could not be written (a key of the wrong type, or a record gone); the job itself moved as usual, and a share left behind is returned by a prune round once the key is usable (repeats within 10 s are not logged)");
+    if seen.window.is_none_or(|w| now >= w + EVERY) {
+        seen.window = Some(now);
+        seen.logged = 0;
+        seen.lines.retain(|_, at| now < *at + EVERY);
+    }
+    for line in problem.lines().filter(|l| !l.is_empty()) {
+        if seen.lines.get(line).is_some_and(|at| now < *at + EVERY) {
+            continue;
+        }
+        if seen.logged >= 20 || seen.lines.len() >= 10_000 {
+            seen.left_out += 1;
+            continue;
+        }
+        seen.logged += 1;
+        seen.lines.insert(line.to_string(), now);
+        let left_out = std::mem::take(&mut seen.left_out);
+        tracing::warn!(problem = line, left_out, "a tracked job's record, a workflow's bookkeeping or a limit's share could not be written (a key of the wrong type, or a record gone); the job itself moved as usual, and a share left behind is returned by a prune round once the key is usable (the same problem is logged once per 10 s, at most 20 a 10 s; left_out: how many were not logged before this one)");
     }
 }
 

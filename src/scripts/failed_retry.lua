@@ -5,14 +5,17 @@
 -- found again by its exact bytes (LPOS). Then it is rewritten in place with its `retried_at`
 -- (LSET, as Ruby does) and the job is pushed onto its queue (SADD + RPUSH, as Job.create does).
 -- A job resq tracks keeps its id (the caller's job text carries `resq_id`), and its record says
--- queued again, no longer finished, in the same step.
+-- queued again, no longer finished, in the same step; its job key, free since it failed, is
+-- its again unless another live job took it. A tracked job whose record does not say failed or
+-- killed (retried already, or never failed) is not retried: an entry retried twice would run
+-- one job twice.
 --
 -- KEYS[1] the failure list   KEYS[2] <ns>:queues   KEYS[3] <ns>:queue:<q>
 -- ARGV[1] index seen         ARGV[2] entry bytes seen   ARGV[3] entry with retried_at
 -- ARGV[4] queue name         ARGV[5] the job to push
 -- ARGV[6] the namespace prefix '<ns>:'   ARGV[7] the id of a job resq tracks ('' none)
--- Returns the index rewritten, or -1 when the entry is gone; an error reply, before any write,
--- when a key it would write is unusable.
+-- Returns the index rewritten, -1 when the entry is gone, or -2 when its tracked job is not
+-- failed; an error reply, before any write, when a key it would write is unusable.
 
 local function failed_retry(KEYS, ARGV)
   local e = G.wrong_type(KEYS[1], 'list') or G.wrong_type(KEYS[2], 'set')
@@ -27,6 +30,7 @@ local function failed_retry(KEYS, ARGV)
   local P, id = ARGV[6] or '', ARGV[7] or ''
   local v = nil
   if id ~= '' then v = Rec.peek(P, id) end
+  if v and v[1] and v[1] ~= 'failed' and v[1] ~= 'killed' then return -2 end
   redis.call('LSET', KEYS[1], i, ARGV[3])
   redis.call('SADD', KEYS[2], ARGV[4])
   redis.call('RPUSH', KEYS[3], ARGV[5])
@@ -35,6 +39,7 @@ local function failed_retry(KEYS, ARGV)
     redis.call('HSET', rk, 'state', 'queued', 'queue', ARGV[4])
     redis.call('PERSIST', rk)
     redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
+    if v[3] and v[3] ~= '' then redis.pcall('SET', P .. 'resq:jobkey:' .. v[3], id, 'NX') end
   end
   return i
 end

@@ -103,7 +103,8 @@ local NUMS = {}
 function G.num(n)
   local t = NUMS[n]
   if not t then
-    t = tostring(n)
+    -- (A whole number in digits, however large: tostring would write 1e+15.)
+    t = n % 1 == 0 and string.format('%.0f', n) or tostring(n)
     if n >= 0 and n < 4096 and n % 1 == 0 then NUMS[n] = t end
   end
   return t

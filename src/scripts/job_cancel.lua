@@ -11,7 +11,8 @@
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the id   ARGV[3] now in epoch ms
 -- ARGV[4] seconds the cancelled record is kept (0: until purged)
 -- ARGV[5] resque-status's message for it (JSON text, "Killed at …")
--- Returns 'cancelled', 'killing', 'final <state>' or 'unknown'; an error reply, before any
+-- Returns 'cancelled', 'killing', 'final <state>' or 'unknown' (then, on lines of their own, the
+-- problems a cancelled job's end met in its batch or its waiting jobs); an error reply, before any
 -- write, when a key is unusable.
 
 -- Cancels resq's own job `id` given its record's fields v (state, key, batch, waiters): one
@@ -31,7 +32,7 @@ local function cancel_own(P, id, v, now_ms, ttl)
   if state == 'waiting' then redis.pcall('ZREM', P .. 'resq:jobs:waiting', id) end
   Rec.free_key(P, v[2], id)
   if v[3] or v[4] then
-    Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4] }, now_ms)
+    return 'cancelled', Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4] }, now_ms)
   end
   return 'cancelled'
 end
@@ -59,13 +60,18 @@ local function job_cancel(KEYS, ARGV)
   local rk = Rec.key(P, id)
   local v = redis.pcall('HMGET', rk, 'state', 'key', 'batch', 'waiters')
   if v.err then return redis.error_reply(id .. ' ' .. G.wrongtype_of(rk, 'hash')) end
+  -- (A record without its state is not finished: cancelled as one that has not started.)
+  if not v[1] and redis.call('EXISTS', rk) == 1 then v[1] = 'queued' end
   if v[1] then
     if not Rec.FINAL[v[1]] and v[1] ~= 'working' then
       local e = G.wrong_type(P .. 'resq:jobs:cancelled', 'zset')
       if e then return redis.error_reply(e) end
     end
-    local did = cancel_own(P, id, v, now_ms, ttl)
+    local did, problem = cancel_own(P, id, v, now_ms, ttl)
     if string.sub(did, 1, 5) ~= 'final' then cancel_children(P, id, now_ms, ttl) end
+    -- (What its end could not do in its batch or for the jobs waiting for it, on the lines
+    -- after the word.)
+    if problem then return did .. '\n' .. problem end
     return did
   end
   local text, ms, close = Status.read(P, id)

@@ -52,6 +52,15 @@ local function workflow(P, text)
       end
     end
   end
+  -- (The keys the enqueue writes with pcall, checked here: refused, not left unwritten.)
+  local e = nil
+  if w.left > 0 then e = G.wrong_type(P .. 'resq:jobs:waiting', 'zset') end
+  if w.failed then
+    e = e or G.wrong_type(P .. 'resq:jobs:failed', 'zset') or G.wrong_type(P .. 'resq:jobs:cancelled', 'zset')
+  end
+  if w.parent then e = e or G.wrong_type(P .. 'resq:children:' .. w.parent, 'set') end
+  if w.batch then e = e or G.wrong_type(P .. 'resq:batch:' .. w.batch .. ':jobs', 'set') end
+  if e then return nil, e end
   if w.batch then
     local bk = P .. 'resq:batch:' .. w.batch
     local b = redis.pcall('HMGET', bk, 'pending', 'created_at')

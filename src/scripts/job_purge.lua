@@ -32,15 +32,14 @@ local function purge_state(P, state, cutoff, n, offset)
       local mine = v[1] == state
       local tags = {}
       if mine and v[2] then
+        -- (A tag index of another type keeps its entry; the others are cleaned.)
         for t in string.gmatch(v[2], '%S+') do
-          tags[#tags + 1] = t
-          e = e or G.wrong_type(P .. 'resq:tag:' .. t, 'zset')
+          if not G.wrong_type(P .. 'resq:tag:' .. t, 'zset') then tags[#tags + 1] = t end
         end
       end
       plan[#plan + 1] = { id, mine, tags, v[3] }
     end
   end
-  if e then return redis.error_reply(e) end
   local forgotten = 0
   for _, p in ipairs(plan) do
     local id, mine, tags, key = p[1], p[2], p[3], p[4]

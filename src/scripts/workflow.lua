@@ -24,7 +24,9 @@
 -- (dep_failed) and what that means for it (if_dep_failed: run | fail | cancel). A member's
 -- record holds `attempted` ('1') from the call that counted it attempted in its batch (HSETNX:
 -- counted once, whatever its runs — retried, interrupted and put back, cancelled while it waits
--- to be retried), and `dead` ('1') from the call that counted it failed for good (once, too).
+-- to be retried), `succeeded` ('1') from the call that counted it succeeded, and `dead` ('1')
+-- from the call that counted it failed for good (each once: a job run again by hand — a failure
+-- retried twice from the failure list — is counted as the one member it is).
 --
 -- Every write here comes after the job's own move, so none may raise: each goes through pcall
 -- on keys read first; a key that cannot be used is a problem returned to the worker, and the
@@ -40,12 +42,11 @@ local function settle_all(P, first, now_ms, problems)
     local id, state, f = todo[k][1], todo[k][2], todo[k][3]
     k = k + 1
     if f.batch and f.batch ~= '' then
-      -- (Dead once per member: one failed for good, retried by hand and failed again, is
-      -- counted once.)
+      local rk = Rec.key(P, id)
+      local succeeded = state == 'completed' and redis.pcall('HSETNX', rk, 'succeeded', '1') == 1
       local dead = state ~= 'completed' and Rec.FINAL[state]
-        and redis.pcall('HSETNX', Rec.key(P, id), 'dead', '1') == 1
-      Flow.member_end(P, f.batch, Flow.first_attempt(P, id), state == 'completed', dead, now_ms,
-        problems)
+        and redis.pcall('HSETNX', rk, 'dead', '1') == 1
+      Flow.member_end(P, f.batch, Flow.first_attempt(P, id), succeeded, dead, now_ms, problems)
     end
     if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
   end
@@ -88,12 +89,23 @@ local function count(key, field, by, problems)
     problems[#problems + 1] = key .. ' ' .. tostring(n.err)
     return nil
   end
+  if n < 0 and redis.pcall('HEXISTS', key, 'total') ~= 1 then
+    -- The batch is gone (expired, or deleted by hand): the count just made a hash of one
+    -- field, taken back (an empty hash is no key).
+    redis.pcall('HDEL', key, field)
+    problems[#problems + 1] = key .. ' is gone: a member\'s end was not counted'
+    return nil
+  end
   return n
 end
 
+-- How deep batches may nest (a child batch's end counts in its parent, and so on): past it a
+-- parent is not counted, and that is said.
+local MAX_NESTING = 100
+
 -- Fires batch bid's callback `kind` (complete, success, death): its payload onto the callbacks'
 -- queue, the time it fired, and the batch's own end in its parent batch.
-function Flow.fire(P, bid, kind, now_ms, problems)
+function Flow.fire(P, bid, kind, now_ms, problems, depth)
   local bk = P .. 'resq:batch:' .. bid
   local v = redis.pcall('HMGET', bk, 'on_' .. kind, 'queue', 'parent', 'ttl')
   if type(v) ~= 'table' or v.err then return end
@@ -116,24 +128,31 @@ function Flow.fire(P, bid, kind, now_ms, problems)
   end
   if v[3] and v[3] ~= '' then
     -- A child batch is one member of its parent.
-    Flow.member_end(P, v[3], kind == 'complete', kind == 'success', kind == 'death', now_ms, problems)
+    depth = (depth or 0) + 1
+    if depth > MAX_NESTING then
+      problems[#problems + 1] = bk .. ': batches nested deeper than ' .. MAX_NESTING
+        .. ' levels; its parent ' .. v[3] .. ' was not counted'
+      return
+    end
+    Flow.member_end(P, v[3], kind == 'complete', kind == 'success', kind == 'death', now_ms,
+      problems, depth)
   end
 end
 
 -- One member of batch bid ended a run: `first` (its first run, or it never ran: attempted),
 -- `succeeded`, `dead` (failed for good). Fires the callbacks this completes, once each.
-function Flow.member_end(P, bid, first, succeeded, dead, now_ms, problems)
+function Flow.member_end(P, bid, first, succeeded, dead, now_ms, problems, depth)
   local bk = P .. 'resq:batch:' .. bid
-  if first and count(bk, 'pending', -1, problems) == 0 then Flow.fire(P, bid, 'complete', now_ms, problems) end
-  if succeeded and count(bk, 'unsucceeded', -1, problems) == 0 then
-    Flow.fire(P, bid, 'success', now_ms, problems)
+  if first and count(bk, 'pending', -1, problems) == 0 then
+    Flow.fire(P, bid, 'complete', now_ms, problems, depth)
   end
-  if dead then
-    count(bk, 'failed', 1, problems)
-    if redis.pcall('HSETNX', bk, 'death_at', now_ms) == 1 then
-      -- (Flow.fire writes death_at again, with the same time.)
-      Flow.fire(P, bid, 'death', now_ms, problems)
-    end
+  if succeeded and count(bk, 'unsucceeded', -1, problems) == 0 then
+    Flow.fire(P, bid, 'success', now_ms, problems, depth)
+  end
+  if dead and count(bk, 'failed', 1, problems)
+    and redis.pcall('HSETNX', bk, 'death_at', now_ms) == 1 then
+    -- (Flow.fire writes death_at again, with the same time.)
+    Flow.fire(P, bid, 'death', now_ms, problems, depth)
   end
 end
 
@@ -159,10 +178,16 @@ function Flow.release(P, id, state, now_ms, problems, todo)
       if left and left <= 0 then
         redis.pcall('ZREM', P .. 'resq:jobs:waiting', w)
         local policy = v[2]
-        if failed_dep and failed_dep ~= '' and (policy == 'fail' or policy == 'cancel') then
-          local final = policy == 'fail' and 'failed' or 'cancelled'
+        local gone = not (v[4] and v[5])
+        if gone or (failed_dep and failed_dep ~= '' and (policy == 'fail' or policy == 'cancel')) then
+          -- (A record that lost its payload or queue cannot be released: it fails, saying so.)
+          local final = (gone or policy == 'fail') and 'failed' or 'cancelled'
           local f = { 'state', final, 'ended_at', now_ms }
-          if final == 'failed' then
+          if gone then
+            f[#f + 1] = 'error'
+            f[#f + 1] = 'its payload or queue is gone from its record ' .. rk
+            problems[#problems + 1] = rk .. ' has no payload or queue: failed instead of released'
+          elseif final == 'failed' then
             f[#f + 1] = 'error'
             f[#f + 1] = 'dependency ' .. failed_dep .. ' did not complete'
           else
@@ -175,7 +200,7 @@ function Flow.release(P, id, state, now_ms, problems, todo)
           redis.pcall('ZADD', P .. 'resq:jobs:' .. final, now_ms, w)
           Rec.free_key(P, v[9], w)
           todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7] } }
-        elseif v[4] and v[5] then
+        else
           local q = P .. 'queue:' .. v[5]
           local r = redis.pcall('RPUSH', q, v[4])
           if type(r) == 'table' then
