@@ -307,6 +307,13 @@ impl Keys {
         format!("{}resq:waiters:{id}", self.prefix)
     }
 
+    /// `<ns>:resq:unsettled` — jobs whose workflow bookkeeping one call could not finish (ends
+    /// past a cascade's bound, waiting jobs their queue refused), by when (epoch ms); the prune
+    /// round settles them (`flow_settle.lua`).
+    pub fn unsettled(&self) -> String {
+        format!("{}resq:unsettled", self.prefix)
+    }
+
     /// `<ns>:resq:children:<id>` — job `id`'s children.
     pub fn job_children(&self, id: &str) -> String {
         format!("{}resq:children:{id}", self.prefix)

@@ -6,10 +6,12 @@
 mod support;
 
 use redis::AsyncCommands;
-use resq::jobs::{State, Track};
+use resq::admin::Admin;
+use resq::jobs::{IfDepFailed, State, Track};
 use resq::workflows::{Batch, BatchId};
 use resq::{Client, JobContext, JobError, Keys, Registry};
 use serde_json::json;
+use std::time::Duration;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()
@@ -20,6 +22,9 @@ fn registry(ns: &str) -> Registry {
     let key = format!("{ns}:test:echo");
     let k = key.clone();
     Registry::new()
+        .handler("Fail", |_ctx: JobContext| async move {
+            Err(JobError::msg("no"))
+        })
         .handler("Ok", move |ctx: JobContext| {
             let key = key.clone();
             async move {
@@ -116,7 +121,7 @@ async fn a_member_whose_batch_is_gone_makes_no_batch_again() {
         .unwrap();
     let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
     let done = c
-        .wait(&members[0], std::time::Duration::from_secs(10))
+        .wait(&members[0], Duration::from_secs(10))
         .await
         .unwrap()
         .unwrap();
@@ -163,7 +168,7 @@ async fn batches_nested_past_the_bound_are_counted_to_it_and_nothing_fails() {
         .unwrap();
     let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
     let done = c
-        .wait(&members[0], std::time::Duration::from_secs(10))
+        .wait(&members[0], Duration::from_secs(10))
         .await
         .unwrap()
         .unwrap();
@@ -202,7 +207,7 @@ async fn a_waiting_job_whose_payload_is_gone_fails_instead_of_vanishing() {
         .unwrap();
     let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
     let s = c
-        .wait(&w_id, std::time::Duration::from_secs(10))
+        .wait(&w_id, Duration::from_secs(10))
         .await
         .unwrap()
         .unwrap();
@@ -282,4 +287,120 @@ async fn an_enqueue_whose_workflow_keys_cannot_be_written_is_refused() {
         3,
         "the parent, the batch's two members: {records:?}"
     );
+}
+
+/// One prune round now (Ruby's prune lock, held by the worker's own round at start, taken off).
+async fn prune_round(ns: &str) {
+    let _: () = support::con()
+        .await
+        .del(format!("{ns}:pruning_dead_workers_in_progress"))
+        .await
+        .unwrap();
+    let a = Admin::connect(&support::url(), ns).await.unwrap();
+    assert!(
+        a.prune(Duration::from_secs(300), false)
+            .await
+            .unwrap()
+            .locked
+    );
+}
+
+async fn unsettled(ns: &str) -> usize {
+    support::con()
+        .await
+        .zcard(Keys::new(ns).unsettled())
+        .await
+        .unwrap()
+}
+
+/// A cascade past the 10,000 ends one call settles: the rest are left to the prune round,
+/// which counts them in their batch. (They stayed unsettled for good: the batch never
+/// completed.)
+#[tokio::test]
+async fn a_cascade_past_its_bound_is_finished_by_the_prune_round() {
+    let ns = support::namespace("wfh-cascade");
+    let k = Keys::new(&ns);
+    let c = client(&ns).await;
+    let dep = c
+        .enqueue_class_tracked("dq", "Fail", &[], Track::new())
+        .await
+        .unwrap();
+    let (bid, _) = c
+        .create_batch(Batch::new().job("idle", "Ok", vec![]))
+        .await
+        .unwrap();
+    const N: usize = 10_010;
+    for i in 0..N {
+        let t = Track::new()
+            .after(dep.clone())
+            .if_dep_failed(IfDepFailed::Cancel)
+            .in_batch(&bid);
+        c.enqueue_class_tracked("wf", "Ok", &[json!(i)], t)
+            .await
+            .unwrap();
+    }
+    let w = support::start(support::builder(&ns, "dq").registry(registry(&ns))).await;
+    let s = c
+        .wait(&dep, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    support::stop(w).await;
+    assert_eq!(s.state, State::Failed);
+    let bk = k.batch(bid.as_str());
+    // The dependency's end and 9,999 of its waiters' in the call; 11 left.
+    assert_eq!(unsettled(&ns).await, 11);
+    assert_eq!(field(&bk, "pending").await.as_deref(), Some("12"));
+    prune_round(&ns).await;
+    assert_eq!(unsettled(&ns).await, 0);
+    assert_eq!(
+        field(&bk, "pending").await.as_deref(),
+        Some("1"),
+        "only the idle member"
+    );
+    let waiting: usize = support::con()
+        .await
+        .zcard(k.job_state("waiting"))
+        .await
+        .unwrap();
+    assert_eq!(waiting, 0);
+}
+
+/// A waiting job whose queue refuses it at its release (a key of another type) stays waiting
+/// and is released by the prune round once the key is mended. (It stayed waiting for good.)
+#[tokio::test]
+async fn a_waiting_job_its_queue_refused_is_released_once_the_queue_is_mended() {
+    let ns = support::namespace("wfh-refusedq");
+    let k = Keys::new(&ns);
+    let c = client(&ns).await;
+    let dep = c
+        .enqueue_class_tracked("dq", "Ok", &[json!(1)], Track::new())
+        .await
+        .unwrap();
+    let w_id = c
+        .enqueue_class_tracked("wq", "Ok", &[json!(2)], Track::new().after(dep.clone()))
+        .await
+        .unwrap();
+    let mut con = support::con().await;
+    let _: () = con.set(k.queue("wq"), "garbage").await.unwrap();
+    let w = support::start(support::builder(&ns, "dq").registry(registry(&ns))).await;
+    c.wait(&dep, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    support::stop(w).await;
+    assert_eq!(
+        c.status(&w_id).await.unwrap().unwrap().state,
+        State::Waiting
+    );
+    // Still refused: left again.
+    prune_round(&ns).await;
+    assert_eq!(unsettled(&ns).await, 1);
+    let _: () = con.del(k.queue("wq")).await.unwrap();
+    prune_round(&ns).await;
+    assert_eq!(unsettled(&ns).await, 0);
+    assert_eq!(c.status(&w_id).await.unwrap().unwrap().state, State::Queued);
+    let q: Vec<String> = con.lrange(k.queue("wq"), 0, -1).await.unwrap();
+    assert_eq!(q.len(), 1);
+    assert!(q[0].contains(w_id.as_str()));
 }

@@ -200,6 +200,8 @@ functions! {
     LIMIT_CLAIM = "limit_claim";
     /// Limit shares no job holds any more, returned (worker/prune.rs).
     LIMIT_ORPHANS = "limit_orphans";
+    /// Workflow bookkeeping an earlier call left, finished (worker/prune.rs).
+    FLOW_SETTLE = "flow_settle";
 }
 
 /// Loads the library before a worker's first step (best effort: a call of a server without it

@@ -19,6 +19,9 @@
 --   P..'resq:waiters:'..id         set of the jobs waiting for job `id`
 --   P..'resq:jobs:waiting'         zset of waiting jobs by when they were enqueued (ms)
 --   P..'resq:children:'..id        set of job `id`'s children
+--   P..'resq:unsettled'            zset of jobs (by when, ms) whose bookkeeping one call could not
+--                                  finish — ends past the bound of a cascade, waiting jobs their
+--                                  queue refused — settled by the prune round (flow_settle.lua)
 -- A waiting job's record holds its payload and queue (payload, queue), its dependencies (deps,
 -- space-separated), how many have not ended (deps_left), the first that did not complete
 -- (dep_failed) and what that means for it (if_dep_failed: run | fail | cancel). A member's
@@ -50,12 +53,18 @@ local function settle_all(P, first, now_ms, problems)
     end
     if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
   end
-  -- A cascade is bounded so that no call holds Redis for long; what it did not reach stays
-  -- waiting, and is said so.
+  -- A cascade is bounded so that no call holds Redis for long; the ends it did not reach (their
+  -- records written, their batch and waiters not) are left to the prune round, and said so.
   if k <= #todo then
+    for j = k, #todo do Flow.park(P, todo[j][1], now_ms) end
     problems[#problems + 1] = 'workflow ' .. first[1] .. ': ' .. (#todo - k + 1) .. ' ends beyond the '
-      .. '10000 settled in one call were left unsettled (their waiting jobs stay waiting)'
+      .. '10000 settled in one call are left to the next prune round (' .. P .. 'resq:unsettled)'
   end
+end
+
+-- Leaves job `id`'s bookkeeping to the prune round (Flow.settle_parked).
+function Flow.park(P, id, now_ms)
+  redis.pcall('ZADD', P .. 'resq:unsettled', now_ms, id)
 end
 
 -- Whether this end of member `id` is the one that makes it attempted (its first run that ended,
@@ -156,9 +165,59 @@ function Flow.member_end(P, bid, first, succeeded, dead, now_ms, problems, depth
   end
 end
 
+-- The fields a waiting job's release reads from its record (rk).
+local function waiting_fields(rk)
+  return redis.pcall('HMGET', rk, 'state', 'if_dep_failed', 'dep_failed', 'payload', 'queue',
+    'batch', 'waiters', 'ttl', 'key')
+end
+
+-- Waiting job w (record rk, fields v as waiting_fields reads them) whose dependencies have all
+-- ended: to its queue, or — a dependency that did not complete (failed_dep), and it said so,
+-- or a record without its payload — failed or cancelled, its end added to `todo`. A queue
+-- that refuses it leaves it waiting, its payload in its record, for the prune round.
+local function release_one(P, w, rk, v, failed_dep, now_ms, problems, todo)
+  redis.pcall('ZREM', P .. 'resq:jobs:waiting', w)
+  local policy = v[2]
+  local gone = not (v[4] and v[5])
+  if gone or (failed_dep and failed_dep ~= '' and (policy == 'fail' or policy == 'cancel')) then
+    -- (A record that lost its payload or queue cannot be released: it fails, saying so.)
+    local final = (gone or policy == 'fail') and 'failed' or 'cancelled'
+    local f = { 'state', final, 'ended_at', now_ms }
+    if gone then
+      f[#f + 1] = 'error'
+      f[#f + 1] = 'its payload or queue is gone from its record ' .. rk
+      problems[#problems + 1] = rk .. ' has no payload or queue: failed instead of released'
+    elseif final == 'failed' then
+      f[#f + 1] = 'error'
+      f[#f + 1] = 'dependency ' .. failed_dep .. ' did not complete'
+    else
+      f[#f + 1] = 'cancelled_at'
+      f[#f + 1] = now_ms
+    end
+    redis.pcall('HSET', rk, unpack(f))
+    local secs = Rec.whole(v[8])
+    if secs > 0 then redis.pcall('EXPIRE', rk, math.min(secs, 3155760000)) end
+    redis.pcall('ZADD', P .. 'resq:jobs:' .. final, now_ms, w)
+    Rec.free_key(P, v[9], w)
+    todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7] } }
+    return
+  end
+  local q = P .. 'queue:' .. v[5]
+  local r = redis.pcall('RPUSH', q, v[4])
+  if type(r) == 'table' then
+    problems[#problems + 1] = q .. ' ' .. tostring(r.err) .. ' (' .. w .. ' stays waiting; the prune '
+      .. 'round tries again)'
+    redis.pcall('ZADD', P .. 'resq:jobs:waiting', now_ms, w)
+    Flow.park(P, w, now_ms)
+  else
+    redis.pcall('SADD', P .. 'queues', v[5])
+    redis.pcall('HSET', rk, 'state', 'queued', 'released_at', now_ms)
+    redis.pcall('HDEL', rk, 'payload')
+  end
+end
+
 -- Job `id` ended in `state`: each job waiting for it counts it; one whose dependencies have all
--- ended is released (to its queue, or — a dependency that did not complete, and it said so —
--- failed or cancelled, whose own end is added to `todo`).
+-- ended is released (release_one).
 function Flow.release(P, id, state, now_ms, problems, todo)
   local wk = P .. 'resq:waiters:' .. id
   local ws = redis.pcall('SMEMBERS', wk)
@@ -166,8 +225,7 @@ function Flow.release(P, id, state, now_ms, problems, todo)
   redis.call('DEL', wk)
   for _, w in ipairs(ws) do
     local rk = Rec.key(P, w)
-    local v = redis.pcall('HMGET', rk, 'state', 'if_dep_failed', 'dep_failed', 'payload', 'queue',
-      'batch', 'waiters', 'ttl', 'key')
+    local v = waiting_fields(rk)
     if type(v) == 'table' and not v.err and v[1] == 'waiting' then
       local failed_dep = v[3]
       if state ~= 'completed' and (not failed_dep or failed_dep == '') then
@@ -175,45 +233,29 @@ function Flow.release(P, id, state, now_ms, problems, todo)
         redis.pcall('HSET', rk, 'dep_failed', id)
       end
       local left = count(rk, 'deps_left', -1, problems)
-      if left and left <= 0 then
-        redis.pcall('ZREM', P .. 'resq:jobs:waiting', w)
-        local policy = v[2]
-        local gone = not (v[4] and v[5])
-        if gone or (failed_dep and failed_dep ~= '' and (policy == 'fail' or policy == 'cancel')) then
-          -- (A record that lost its payload or queue cannot be released: it fails, saying so.)
-          local final = (gone or policy == 'fail') and 'failed' or 'cancelled'
-          local f = { 'state', final, 'ended_at', now_ms }
-          if gone then
-            f[#f + 1] = 'error'
-            f[#f + 1] = 'its payload or queue is gone from its record ' .. rk
-            problems[#problems + 1] = rk .. ' has no payload or queue: failed instead of released'
-          elseif final == 'failed' then
-            f[#f + 1] = 'error'
-            f[#f + 1] = 'dependency ' .. failed_dep .. ' did not complete'
-          else
-            f[#f + 1] = 'cancelled_at'
-            f[#f + 1] = now_ms
-          end
-          redis.pcall('HSET', rk, unpack(f))
-          local secs = Rec.whole(v[8])
-          if secs > 0 then redis.pcall('EXPIRE', rk, math.min(secs, 3155760000)) end
-          redis.pcall('ZADD', P .. 'resq:jobs:' .. final, now_ms, w)
-          Rec.free_key(P, v[9], w)
-          todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7] } }
-        else
-          local q = P .. 'queue:' .. v[5]
-          local r = redis.pcall('RPUSH', q, v[4])
-          if type(r) == 'table' then
-            -- Its queue cannot take it: it stays waiting, its payload in its record.
-            problems[#problems + 1] = q .. ' ' .. tostring(r.err)
-            redis.pcall('ZADD', P .. 'resq:jobs:waiting', now_ms, w)
-          else
-            redis.pcall('SADD', P .. 'queues', v[5])
-            redis.pcall('HSET', rk, 'state', 'queued', 'released_at', now_ms)
-            redis.pcall('HDEL', rk, 'payload')
-          end
-        end
-      end
+      if left and left <= 0 then release_one(P, w, rk, v, failed_dep, now_ms, problems, todo) end
     end
   end
+end
+
+-- Finishes job `id`'s bookkeeping that an earlier call left (Flow.park): an end whose batch and
+-- waiters were not settled, or a waiting job whose dependencies have all ended and whose queue
+-- refused it. Each count is once (the marks in the record), so settling twice is harmless.
+-- Returns the problems ('\n'-separated), or nil.
+function Flow.settle_parked(P, id, now_ms)
+  local rk = Rec.key(P, id)
+  local v = waiting_fields(rk)
+  if type(v) ~= 'table' or v.err or not v[1] then return nil end
+  if Rec.FINAL[v[1]] then return Flow.after_final(P, id, v[1], { batch = v[6], waiters = v[7] }, now_ms) end
+  if v[1] ~= 'waiting' then return nil end
+  local left = redis.pcall('HGET', rk, 'deps_left')
+  if type(left) ~= 'string' or (tonumber(left) or 1) > 0 then return nil end
+  local problems, todo = {}, {}
+  release_one(P, id, rk, v, v[3], now_ms, problems, todo)
+  for _, e in ipairs(todo) do
+    local p = Flow.after_final(P, e[1], e[2], e[3], now_ms)
+    if p then problems[#problems + 1] = p end
+  end
+  if #problems > 0 then return table.concat(problems, '\n') end
+  return nil
 end

@@ -221,7 +221,43 @@ impl Pruner {
         }
         self.return_orphan_claims(con, &mut report).await?;
         self.return_orphan_shares(con).await?;
+        self.settle_workflows(con).await?;
         Ok(report)
+    }
+
+    /// Finishes the workflow bookkeeping earlier calls left (`flow_settle.lua`): ends past a
+    /// cascade's bound, waiting jobs their queue refused. At most 1,000 jobs per round.
+    async fn settle_workflows<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let r: RedisResult<(u64, String)> = crate::scripts::FLOW_SETTLE
+            .key(self.keys.unsettled())
+            .arg(self.keys.prefix())
+            .arg(now)
+            .arg(1000)
+            .invoke_async(con)
+            .await;
+        match r {
+            Ok((settled, problems)) => {
+                if settled > 0 {
+                    tracing::info!(
+                        settled,
+                        "settled workflow bookkeeping left by earlier calls"
+                    );
+                }
+                if !problems.is_empty() {
+                    crate::jobs::report_problem(&problems);
+                }
+                Ok(())
+            }
+            Err(e)
+                if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
+            {
+                let why = crate::conn::errors::describe_here(&e);
+                tracing::error!("cannot settle workflow bookkeeping: {why}");
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Returns the limit shares whose slot runs no job any more (`limit_orphans.lua`): left by

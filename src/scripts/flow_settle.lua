@@ -1,0 +1,28 @@
+-- flow_settle.lua: the function `flow_settle` — finish the workflow bookkeeping that earlier
+-- calls left to it (workflow.lua, Flow.park): the ends a cascade did not reach within its bound
+-- (their batches not counted, their waiting jobs not released) and the waiting jobs whose queue
+-- refused them at their release. Run by every prune round; each job is settled by the same
+-- functions as a normal end, and each count is once (the marks in its record), so a job left
+-- twice, or settled twice, is counted once. A job that still cannot be settled (its queue
+-- still refuses it) is left again, and its problem returned.
+--
+-- KEYS[1] <ns>:resq:unsettled
+-- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] now in epoch ms   ARGV[3] most jobs to settle
+-- Returns {jobs settled, problems ('\n'-separated, or '')}; {0, why} without a write when the
+-- key is of another type.
+
+local function flow_settle(KEYS, ARGV)
+  local P, now_ms, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]) or 1000
+  local e = G.wrong_type(KEYS[1], 'zset')
+  if e then return { 0, e } end
+  local ids = redis.call('ZRANGE', KEYS[1], 0, most - 1)
+  local problems = {}
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', KEYS[1], id)
+    local p = Flow.settle_parked(P, id, now_ms)
+    if p then problems[#problems + 1] = p end
+  end
+  return { #ids, table.concat(problems, '\n') }
+end
+
+register('flow_settle', flow_settle)
