@@ -404,3 +404,48 @@ async fn a_waiting_job_its_queue_refused_is_released_once_the_queue_is_mended() 
     assert_eq!(q.len(), 1);
     assert!(q[0].contains(w_id.as_str()));
 }
+
+/// Readers name what they cannot read and go on: a batch whose hash is of another type is
+/// listed as `unreadable` naming its key (it was left out silently), a count that is no count
+/// is named, and a report whose member set is of another type still shows the batch (it
+/// failed outright).
+#[tokio::test]
+async fn batch_readers_name_what_they_cannot_read_and_go_on() {
+    let ns = support::namespace("wfh-readers");
+    let k = Keys::new(&ns);
+    let c = client(&ns).await;
+    let (b1, _) = c
+        .create_batch(Batch::new().job("idle", "Ok", vec![]))
+        .await
+        .unwrap();
+    let (b2, _) = c
+        .create_batch(Batch::new().job("idle", "Ok", vec![]))
+        .await
+        .unwrap();
+    let mut con = support::con().await;
+    let _: () = con.del(k.batch(b1.as_str())).await.unwrap();
+    let _: () = con.set(k.batch(b1.as_str()), "x").await.unwrap();
+    let _: () = con
+        .hset(k.batch(b2.as_str()), "pending", "x")
+        .await
+        .unwrap();
+    let _: () = con.del(k.batch_jobs(b2.as_str())).await.unwrap();
+    let _: () = con.set(k.batch_jobs(b2.as_str()), "x").await.unwrap();
+    let a = Admin::connect(&support::url(), &ns).await.unwrap();
+    let (listed, total) = a.batches(0, 10).await.unwrap();
+    assert_eq!((listed.len(), total), (2, 2));
+    let one = listed.iter().find(|b| b.id == b1).unwrap();
+    assert_eq!(one.phase(), "unreadable");
+    assert!(one.unreadable[0].contains(&k.batch(b1.as_str())), "{one:?}");
+    let two = listed.iter().find(|b| b.id == b2).unwrap();
+    assert_eq!(two.unreadable, ["pending = \"x\""]);
+    let report = a.batch_report(&b2).await.unwrap().unwrap();
+    assert!(
+        report
+            .status
+            .unreadable
+            .iter()
+            .any(|u| u.contains(&k.batch_jobs(b2.as_str()))),
+        "{report:?}"
+    );
+}

@@ -264,6 +264,11 @@ pub(crate) async fn list(admin: &Admin, a: BatchesArgs, as_json: bool) -> Result
     }
     footer.push(')');
     println!("{footer}");
+    for b in &batches {
+        for why in &b.unreadable {
+            println!("unreadable: {}: {why}", b.id);
+        }
+    }
     Ok(())
 }
 
@@ -333,6 +338,10 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
         ("success", at(now, s.success_at)),
         ("death", at(now, s.death_at)),
     ];
+    let mut rows = rows;
+    if !s.unreadable.is_empty() {
+        rows.push(("unreadable", s.unreadable.join("; ")));
+    }
     let mut out: Vec<String> = rows
         .into_iter()
         .map(|(k, v)| format!("{k:<W$}{v}"))

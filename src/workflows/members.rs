@@ -18,10 +18,12 @@ impl BatchStatus {
     /// Where the batch is: `staging` (its creator has not made it visible), `running` (not
     /// every member attempted yet), `complete` (every member attempted, some retrying),
     /// `succeeded` (every member completed), `failed` (every member attempted, one or more
-    /// failed for good).
+    /// failed for good), `unreadable` (its hash is of another type: see `unreadable`).
     pub fn phase(&self) -> &'static str {
         if self.state == "staging" {
             "staging"
+        } else if self.state == "unreadable" {
+            "unreadable"
         } else if self.success_at.is_some() {
             "succeeded"
         } else if self.complete_at.is_none() {

@@ -38,6 +38,10 @@ pub struct BatchStatus {
     pub success_at: Option<DateTime<Utc>>,
     /// When the first member failed for good (`on_death`).
     pub death_at: Option<DateTime<Utc>>,
+    /// What could not be read — a count that is no count (`pending = "x"`), a key of another
+    /// type (the batch's own, in a listing: its state is then `unreadable`) — each naming what
+    /// it found. Counts that cannot be read show as 0.
+    pub unreadable: Vec<String>,
 }
 
 impl BatchStatus {
@@ -59,6 +63,14 @@ impl BatchStatus {
                 .and_then(DateTime::from_timestamp_millis)
         };
         let total = num("total");
+        let unreadable = ["total", "pending", "unsucceeded", "failed"]
+            .iter()
+            .filter_map(|k| {
+                let v = get(k)?;
+                let ok = v.trim().parse::<i64>().is_ok_and(|n| n >= 0);
+                (!ok).then(|| format!("{k} = {v:?}"))
+            })
+            .collect();
         BatchStatus {
             id,
             state: get("state").unwrap_or_else(|| "open".into()),
@@ -73,6 +85,27 @@ impl BatchStatus {
             complete_at: at("complete_at"),
             success_at: at("success_at"),
             death_at: at("death_at"),
+            unreadable,
+        }
+    }
+
+    /// A batch whose hash cannot be read (`why` names the key and what it holds).
+    pub(super) fn unreadable(id: BatchId, why: String) -> BatchStatus {
+        BatchStatus {
+            id,
+            state: "unreadable".into(),
+            description: None,
+            total: 0,
+            pending: 0,
+            succeeded: 0,
+            failed: 0,
+            parent: None,
+            queue: None,
+            created_at: None,
+            complete_at: None,
+            success_at: None,
+            death_at: None,
+            unreadable: vec![why],
         }
     }
 }
@@ -142,10 +175,14 @@ impl Admin {
         let all: Vec<redis::Value> = pipe.query_async(&mut con).await?;
         let mut out = Vec::new();
         for (id, v) in ids.into_iter().zip(all) {
-            // A batch key of another type is passed over, not an error for the page.
-            if let Ok(f) = redis::from_redis_value::<Vec<(String, Vec<u8>)>>(v) {
-                if !f.is_empty() {
-                    out.push(BatchStatus::from_fields(id, &f));
+            // A batch key of another type is listed as unreadable, naming it: not an error for
+            // the page, not left out silently.
+            match redis::from_redis_value::<Vec<(String, Vec<u8>)>>(v) {
+                Ok(f) if f.is_empty() => {}
+                Ok(f) => out.push(BatchStatus::from_fields(id, &f)),
+                Err(e) => {
+                    let why = format!("{}: {e}", keys.batch(id.as_str()));
+                    out.push(BatchStatus::unreadable(id, why));
                 }
             }
         }
@@ -154,16 +191,29 @@ impl Admin {
 
     /// What holds batch `id` up (`None`: there is none).
     pub async fn batch_report(&self, id: &BatchId) -> Result<Option<BatchReport>> {
-        let Some(status) = self.batch(id).await? else {
+        let Some(mut status) = self.batch(id).await? else {
             return Ok(None);
         };
         let keys = self.keys();
         let mut con = self.con();
-        let members: Vec<String> = redis::cmd("SRANDMEMBER")
+        // A member set of another type: the batch's hash is still shown, the key named.
+        let members: Vec<String> = match redis::cmd("SRANDMEMBER")
             .arg(keys.batch_jobs(id.as_str()))
             .arg(REPORT_MEMBERS + 1)
             .query_async(&mut con)
-            .await?;
+            .await
+        {
+            Ok(m) => m,
+            Err(e)
+                if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
+            {
+                status
+                    .unreadable
+                    .push(format!("{}: {e}", keys.batch_jobs(id.as_str())));
+                Vec::new()
+            }
+            Err(e) => return Err(e.into()),
+        };
         let complete = members.len() <= REPORT_MEMBERS;
         let members: Vec<JobId> = members
             .iter()
