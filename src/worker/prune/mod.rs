@@ -229,35 +229,25 @@ impl Pruner {
     /// cascade's bound, waiting jobs their queue refused. At most 1,000 jobs per round.
     async fn settle_workflows<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         let now = chrono::Utc::now().timestamp_millis();
-        let r: RedisResult<(u64, String)> = crate::scripts::FLOW_SETTLE
+        let r = crate::scripts::FLOW_SETTLE
             .key(self.keys.unsettled())
             .arg(self.keys.prefix())
             .arg(now)
             .arg(1000)
             .invoke_async(con)
             .await;
-        match r {
-            Ok((settled, problems)) => {
-                if settled > 0 {
-                    tracing::info!(
-                        settled,
-                        "settled workflow bookkeeping left by earlier calls"
-                    );
-                }
-                if !problems.is_empty() {
-                    crate::jobs::report_problem(&problems);
-                }
-                Ok(())
+        if let Some((settled, problems)) = unless_permanent(r, "settle workflow bookkeeping")? {
+            if settled > 0 {
+                tracing::info!(
+                    settled,
+                    "settled workflow bookkeeping left by earlier calls"
+                );
             }
-            Err(e)
-                if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
-            {
-                let why = crate::conn::errors::describe_here(&e);
-                tracing::error!("cannot settle workflow bookkeeping: {why}");
-                Ok(())
+            if !problems.is_empty() {
+                crate::jobs::report_problem(&problems);
             }
-            Err(e) => Err(e),
         }
+        Ok(())
     }
 
     /// Returns the limit shares whose slot runs no job any more (`limit_orphans.lua`): left by
@@ -265,35 +255,25 @@ impl Pruner {
     /// slot Ruby's pruner unregistered. At most 1,000 entries looked at per round.
     async fn return_orphan_shares<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         let limits_json = crate::limits::store::load_json(con, &self.keys).await;
-        let r: RedisResult<(u64, String)> = crate::scripts::LIMIT_ORPHANS
+        let r = crate::scripts::LIMIT_ORPHANS
             .key(self.keys.sharing())
             .arg(self.keys.prefix())
             .arg(limits_json)
             .arg(1000)
             .invoke_async(con)
             .await;
-        match r {
-            Ok((returned, problems)) => {
-                if returned > 0 {
-                    tracing::info!(
-                        returned,
-                        "returned limit shares that no running job held any more"
-                    );
-                }
-                for line in problems.lines() {
-                    tracing::warn!("cannot return a limit share yet: {line}");
-                }
-                Ok(())
+        if let Some((returned, problems)) = unless_permanent(r, "return leftover limit shares")? {
+            if returned > 0 {
+                tracing::info!(
+                    returned,
+                    "returned limit shares that no running job held any more"
+                );
             }
-            Err(e)
-                if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
-            {
-                let why = crate::conn::errors::describe_here(&e);
-                tracing::error!("cannot return leftover limit shares: {why}");
-                Ok(())
+            for line in problems.lines() {
+                tracing::warn!("cannot return a limit share yet: {line}");
             }
-            Err(e) => Err(e),
         }
+        Ok(())
     }
 
     /// Puts back the claimed payloads (see [`super::claim`]) of worker ids no longer
@@ -485,6 +465,23 @@ impl Report {
     fn skip(&mut self, id: &str, why: &str) {
         tracing::warn!(worker = %id, why, "not pruning this worker");
         self.skipped.push((id.to_string(), why.to_string()));
+    }
+}
+
+/// A round's step reply: its value; `None` when Redis refused it for good (a key of another
+/// type: logged, the round goes on); the error when it may pass (the round is tried again).
+fn unless_permanent(
+    r: RedisResult<(u64, String)>,
+    what: &str,
+) -> RedisResult<Option<(u64, String)>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent => {
+            let why = crate::conn::errors::describe_here(&e);
+            tracing::error!("cannot {what}: {why}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
