@@ -26,17 +26,44 @@ fn sample(text: &str, prefix: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn start(ns: &str, port: u16) -> Child {
-    Command::new(support::example_bin("compat_worker"))
-        .env("REDIS_URL", support::url())
-        .env("RESQUE_NAMESPACE", ns)
-        .env("QUEUES", "m1,m2")
-        .env("CONCURRENCY", "2")
-        .env("METRICS_ADDR", format!("127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("compat_worker")
+/// The worker process, killed when dropped (a failed assertion does not leave it running).
+struct Worker(Child);
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn start(ns: &str, port: u16) -> Worker {
+    Worker(
+        Command::new(support::example_bin("compat_worker"))
+            .env("REDIS_URL", support::url())
+            .env("RESQUE_NAMESPACE", ns)
+            .env("QUEUES", "m1,m2")
+            .env("CONCURRENCY", "2")
+            .env("METRICS_ADDR", format!("127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("compat_worker"),
+    )
 }
 
 #[tokio::test]
