@@ -99,7 +99,7 @@ impl Admin {
         // A key Redis refuses (another type) stops only the part of the purge that needs it:
         // warned, naming the key, and the rest goes on. A connection error ends the purge.
         let refused = |e: redis::RedisError| -> Result<()> {
-            if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
+            if crate::conn::errors::classify(&e) != crate::conn::errors::Class::Permanent {
                 return Err(e.into());
             }
             tracing::warn!(error = %e, "jobs purge: passed over a key that cannot be used");

@@ -45,11 +45,9 @@ local function settle_all(P, first, now_ms, problems)
     local id, state, f = todo[k][1], todo[k][2], todo[k][3]
     k = k + 1
     if f.batch and f.batch ~= '' then
-      local rk = Rec.key(P, id)
-      local succeeded = state == 'completed' and redis.pcall('HSETNX', rk, 'succeeded', '1') == 1
-      local dead = state ~= 'completed' and Rec.FINAL[state]
-        and redis.pcall('HSETNX', rk, 'dead', '1') == 1
-      Flow.member_end(P, f.batch, Flow.first_attempt(P, id), succeeded, dead, now_ms, problems)
+      local succeeded = state == 'completed' and Flow.once(P, id, 'succeeded')
+      local dead = state ~= 'completed' and Rec.FINAL[state] and Flow.once(P, id, 'dead')
+      Flow.member_end(P, f.batch, Flow.once(P, id, 'attempted'), succeeded, dead, now_ms, problems)
     end
     if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
   end
@@ -67,10 +65,10 @@ function Flow.park(P, id, now_ms)
   redis.pcall('ZADD', P .. 'resq:unsettled', now_ms, id)
 end
 
--- Whether this end of member `id` is the one that makes it attempted (its first run that ended,
--- or its end without running): true once per member, marked in its record.
-function Flow.first_attempt(P, id)
-  return redis.pcall('HSETNX', Rec.key(P, id), 'attempted', '1') == 1
+-- Whether member `id` is counted `mark` (attempted: its first run that ended, or its end
+-- without running; succeeded; dead) by this end: true once per member, marked in its record.
+function Flow.once(P, id, mark)
+  return redis.pcall('HSETNX', Rec.key(P, id), mark, '1') == 1
 end
 
 -- A tracked job `id` ended in final `state` (its record written): its batch counts it, the jobs
@@ -86,7 +84,7 @@ end
 -- A run of member `id` of batch bid ended without the job ending (it will be retried).
 function Flow.attempted(P, id, bid, now_ms)
   local problems = {}
-  if not Flow.first_attempt(P, id) then return nil end
+  if not Flow.once(P, id, 'attempted') then return nil end
   Flow.member_end(P, bid, true, false, false, now_ms, problems)
   if #problems > 0 then return table.concat(problems, '\n') end
   return nil
