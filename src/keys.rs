@@ -407,6 +407,54 @@ impl Keys {
     }
 }
 
+/// Keys of Ruby plugins that resq recognises but whose behaviour it does not reproduce, each as
+/// `(plugin, the prefix of its keys after the namespace, what to use in resq instead)`; the
+/// migration report (`resq coverage`) names the ones a namespace holds (each prefix as the
+/// plugin's own `lib/` code builds its keys).
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+pub(crate) const FOREIGN_PLUGIN_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "resque-concurrent-restriction",
+        "concurrent.",
+        "a concurrency limit (docs/limits.md)",
+    ),
+    (
+        "resque-restriction",
+        "restriction:",
+        "a concurrency or rate limit (docs/limits.md)",
+    ),
+    (
+        "resque-lonely_job",
+        "lonely_job:",
+        "a concurrency limit of 1 on the queue (docs/limits.md)",
+    ),
+    (
+        "resque-queue-lock",
+        "queuelock:",
+        "unique jobs or job keys (docs/jobs.md)",
+    ),
+    (
+        "resque-loner",
+        "loners:",
+        "unique jobs or job keys (docs/jobs.md)",
+    ),
+    (
+        "resque-throttler",
+        "throttler:",
+        "a rate limit on the queue (docs/limits.md)",
+    ),
+    (
+        "resque-pause",
+        "pause:queue:",
+        "`resq pause --queue` (resq workers read <ns>:resq:paused_queues)",
+    ),
+    (
+        "resque-batched-job",
+        "batch:",
+        "a batch with callbacks (docs/workflows.md)",
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,6 +77,8 @@ pub mod admin;
 pub mod cli;
 pub mod client;
 pub mod conn;
+#[cfg(feature = "cli")]
+mod coverage;
 mod error;
 #[cfg(feature = "metrics")]
 mod exporter;

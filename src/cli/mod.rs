@@ -12,11 +12,13 @@
 //! * `batch` — `batch create|show`, `batches`; `enqueue_flow` — `enqueue --track`'s workflow
 //!   flags (`--after`, `--if-dep-failed`, `--parent`, `--batch`);
 //! * `limits` — `limits list|set|clear` (flow control);
+//! * `coverage` — `coverage`: the classes each queue gets and which have no handler here;
 //! * `pause` — `pause`, `resume`: every worker (`show`'s), or `--queue` queues;
 //! * `schedule` — `scheduler`, `schedule list|add|remove`;
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod batch;
+pub(crate) mod coverage;
 pub(crate) mod enqueue;
 pub(crate) mod enqueue_file;
 pub(crate) mod enqueue_flow;
@@ -115,6 +117,10 @@ pub(crate) enum Command {
     Batch(batch::BatchCmd),
     /// Batches, newest first: counts, state, times.
     Batches(batch::BatchesArgs),
+    /// Per queue, the job classes a live namespace sends it and which have no handler in this
+    /// binary (queued, failed, delayed and recurring jobs; Ruby plugin keys resq does not
+    /// reproduce): "can this binary take the queue yet?".
+    Coverage(coverage::CoverageArgs),
     /// Flow-control limits: what each is doing, operators' overrides.
     #[command(subcommand)]
     Limits(limits::LimitsCmd),
@@ -348,6 +354,7 @@ async fn run_command(
                 Command::Limits(l) => limits::run(&admin, l, json).await,
                 Command::Jobs(j) => jobs::jobs(&admin, j, json).await,
                 Command::Batches(b) => batch::list(&admin, b, json).await,
+                Command::Coverage(c) => coverage::run(&admin, &registry, c, json).await,
                 #[cfg(feature = "top")]
                 Command::Top(t) => top::run(&admin, url, t).await,
                 Command::Work(_)

@@ -44,13 +44,8 @@ mod tests {
     use crate::wire::activejob::job_class_of;
     use crate::wire::Payload;
 
-    /// The registry entry the worker runs `payload` with: the one under its class, else for a
-    /// wrapper payload the one under its `job_class` (the rule [`route`] applies), so
-    /// per-handler options (time limit, retry policy) are looked up the same way.
     fn entry_for<'r>(registry: &'r Registry, payload: &Payload) -> Option<&'r Arc<Entry>> {
-        registry
-            .get(payload.class())
-            .or_else(|| job_class_of(payload).and_then(|c| registry.get(c)))
+        registry.entry_for(payload)
     }
 
     #[test]
