@@ -290,7 +290,7 @@ impl Endpoint {
             Deploy::Sentinel(spec) => {
                 let mut spec = spec.clone();
                 spec.node.protocol = redis::ProtocolVersion::RESP3;
-                spec.master().await?
+                spec.master(&self.0.master).await?.0
             }
             Deploy::Cluster(_) => return Ok(None),
         };
