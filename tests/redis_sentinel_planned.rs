@@ -1,6 +1,8 @@
 //! A planned Sentinel failover (issue 39): `SENTINEL FAILOVER <master>` — what an operator runs
 //! to move a master for maintenance — while a worker on the `redis+sentinel://` URL drains
-//! tracked jobs, batches with `on_complete`/`on_success` callbacks and jobs waiting on others.
+//! tracked jobs, batches with `on_complete`/`on_success` callbacks and jobs waiting on others
+//! (callbacks and released jobs go to a queue the worker polls first, so they run as soon as
+//! they are pushed, as in a fleet with a callback queue of its own).
 //! One master, two replicas, three sentinels (`down-after-milliseconds 1000`) on free loopback
 //! ports.
 //!
@@ -105,11 +107,11 @@ fn watch_old_master(set: &SentinelSet, ns: &str) -> std::thread::JoinHandle<OldM
         let mut subs: Vec<redis::PubSub<'_>> = cons
             .iter_mut()
             .map(|c| {
-                c.set_read_timeout(Some(Duration::from_millis(2)))
-                    .expect("read timeout");
                 let mut ps = c.as_pubsub();
                 ps.subscribe(&["+failover-state-send-slaveof-noone", "+switch-master"])
                     .expect("subscribe");
+                ps.set_read_timeout(Some(Duration::from_millis(2)))
+                    .expect("read timeout");
                 ps
             })
             .collect();
@@ -201,7 +203,7 @@ async fn planned_failover(label: &str, wait: bool) -> Counts {
     let mut batches = Vec::new();
     for round in 0..ROUNDS {
         let mut b = Batch::new()
-            .callback_queue("pf")
+            .callback_queue("cb")
             .on_complete("Callback", vec![json!("complete"), json!(round)])
             .on_success("Callback", vec![json!("success"), json!(round)]);
         for m in 0..MEMBERS {
@@ -219,7 +221,7 @@ async fn planned_failover(label: &str, wait: bool) -> Counts {
                 .expect("dependency");
             client
                 .enqueue_class_tracked(
-                    "pf",
+                    "cb",
                     "Waiter",
                     &[json!(format!("w{round}-{w}"))],
                     Track::new().after(dep),
@@ -250,7 +252,7 @@ async fn planned_failover(label: &str, wait: bool) -> Counts {
     let mut b = resq::Worker::builder()
         .redis_url(url.clone())
         .namespace(ns.as_str())
-        .queues("pf")
+        .queues("cb,pf")
         .expect("queues")
         .concurrency(SLOTS);
     let mut cfg = b.current().clone();
@@ -336,8 +338,10 @@ async fn planned_failover(label: &str, wait: bool) -> Counts {
     // Jobs that run again (their reserve lost with the old master) drain too.
     tokio::task::block_in_place(|| {
         wait_until(120, "the queue to drain on the new master", || {
-            let left: i64 = new_master.try_con()?.llen(format!("{ns}:queue:pf")).ok()?;
-            (left == 0).then_some(())
+            let mut c = new_master.try_con()?;
+            let pf: i64 = c.llen(format!("{ns}:queue:pf")).ok()?;
+            let cb: i64 = c.llen(format!("{ns}:queue:cb")).ok()?;
+            (pf == 0 && cb == 0).then_some(())
         })
     });
     worker.stop(resq::Phase::Quit);
