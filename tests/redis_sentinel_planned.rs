@@ -37,7 +37,7 @@ use support::wait_until;
 const SLOTS: usize = 8;
 /// Rounds of work enqueued before the worker starts; each round is one batch, a few waiting
 /// jobs with their dependencies, and plain tracked jobs.
-const ROUNDS: usize = 20;
+const ROUNDS: usize = 40;
 /// Members per batch.
 const MEMBERS: usize = 40;
 /// Waiting jobs per round (each waits on one tracked dependency).
@@ -45,7 +45,7 @@ const WAITERS: usize = 3;
 /// Plain tracked jobs per round.
 const TRACKED: usize = 60;
 /// The failover is asked for once this many jobs are processed.
-const FAILOVER_AT: i64 = 800;
+const FAILOVER_AT: i64 = 600;
 
 /// Runs per job, recorded by the handlers in this process (not in the Redis failed over).
 type Runs = Arc<Mutex<HashMap<String, u32>>>;
@@ -56,8 +56,9 @@ fn registry(runs: &Runs) -> Registry {
         move |ctx: JobContext| {
             let runs = runs.clone();
             async move {
-                // Some work, so the failover lands mid-drain with every slot busy.
-                tokio::time::sleep(Duration::from_millis(3)).await;
+                // Some work, so that the drain outlasts the failover and the old master's
+                // reconfiguration (about 10 s) with every slot busy.
+                tokio::time::sleep(Duration::from_millis(25)).await;
                 let key = format!("{} {}", ctx.class(), serde_json::Value::Array(ctx.args().to_vec()));
                 *runs.lock().expect("lock").entry(key).or_default() += 1;
                 Ok(())

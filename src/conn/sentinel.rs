@@ -18,10 +18,11 @@
 //! A master that is demoted while it stays up (a planned `SENTINEL FAILOVER`) answers as a
 //! master until the sentinels reconfigure it, seconds later, and then discards every write it
 //! took since the promotion. So the endpoint also follows the sentinels themselves (`watch`):
-//! subscribed to their failover events, it publishes the new master on the [`MasterHint`] the
-//! moment the promoted replica says it is master, and every connection of the endpoint checks
-//! the hint's epoch (one atomic load) before each command and moves over before sending
-//! anything more to the old one. A master the sentinels moved away from is not taken back from
+//! subscribed to their failover events, it holds the endpoint's commands back while the
+//! leader promotes a replica (at most [`PAUSE_MAX`]), publishes the new master on the
+//! [`MasterHint`] the moment the promoted replica says it is master, and every connection of
+//! the endpoint checks the hint (two atomic loads) before each command and moves over before
+//! sending anything more to the old one. A master the sentinels moved away from is not taken back from
 //! a lookup for a while (the sentinels name it until their switch). A `WAIT` that comes back
 //! short makes the next command ask the sentinels again.
 
@@ -224,7 +225,15 @@ struct HintState {
     known: Mutex<Known>,
     /// Whether the sentinels' events are being followed for this endpoint.
     watching: AtomicBool,
+    /// Set while the sentinels promote a replica: commands wait for the new master (up to
+    /// [`PAUSE_MAX`]) instead of writing to the old one what it would discard.
+    pausing: AtomicBool,
+    /// Wakes the commands waiting meanwhile.
+    resumed: tokio::sync::Notify,
 }
+
+/// The longest a promotion holds the endpoint's commands back.
+const PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// The addresses of a [`MasterHint`].
 #[derive(Default)]
@@ -271,7 +280,35 @@ impl MasterHint {
                 k.superseded.push((old.to_string(), Instant::now()));
             }
         }
-        self.set(new)
+        let moved = self.set(new);
+        self.resume();
+        moved
+    }
+
+    /// Holds commands back: a replica is being promoted.
+    fn pause(&self) {
+        self.0.pausing.store(true, Ordering::Release);
+    }
+
+    /// Lets commands go on.
+    fn resume(&self) {
+        if self.0.pausing.swap(false, Ordering::AcqRel) {
+            self.0.resumed.notify_waiters();
+        }
+    }
+
+    /// Waits while a promotion holds commands back (at most [`PAUSE_MAX`]); nothing to wait
+    /// for otherwise (one atomic load).
+    async fn unpaused(&self) {
+        if !self.0.pausing.load(Ordering::Acquire) {
+            return;
+        }
+        let notified = self.0.resumed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.0.pausing.load(Ordering::Acquire) {
+            let _ = tokio::time::timeout(PAUSE_MAX, notified).await;
+        }
     }
 
     /// Whether the sentinels moved away from `addr` lately.
@@ -403,6 +440,7 @@ impl Failover {
     /// The master connection, asking the sentinels first when there is none (or when the
     /// endpoint learnt of a new master).
     async fn con(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+        self.0.hint.unpaused().await;
         if let Some(c) = self.usable() {
             return Ok(c);
         }
@@ -596,6 +634,7 @@ impl BlockingSentinel {
 impl ConnectionLike for BlockingSentinel {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            self.hint.unpaused().await;
             if let Some(e) = self.moved() {
                 return Err(e);
             }
@@ -610,6 +649,7 @@ impl ConnectionLike for BlockingSentinel {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            self.hint.unpaused().await;
             if let Some(e) = self.moved() {
                 return Err(e);
             }

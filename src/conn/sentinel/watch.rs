@@ -1,7 +1,8 @@
 //! Following the sentinels' failover events for one endpoint: a task per sentinel, subscribed
 //! to `+failover-state-send-slaveof-noone` (the leader is about to promote a replica),
 //! `+promoted-slave` and `+switch-master`, publishes the new master on the endpoint's
-//! [`MasterHint`] as soon as the promoted replica answers `ROLE` as a master — before the
+//! [`MasterHint`] as soon as the promoted replica answers `ROLE` as a master (holding the
+//! endpoint's commands back until then, briefly) — before the
 //! sentinels switch, and long before they reconfigure the old master, which meanwhile still
 //! takes writes it will discard. Every connection of the endpoint reads the hint's epoch
 //! before each command, so none sends another command to the old master.
@@ -182,7 +183,8 @@ fn publish(spec: &Spec, hint: &MasterHint, new: &str, old: &str) {
 }
 
 /// Asks `new`, the replica being promoted, for its role until it says master (then publishes
-/// it), for up to [`PROMOTION_PATIENCE`] (a failover that failed leaves it a replica).
+/// it), for up to [`PROMOTION_PATIENCE`] (a failover that failed leaves it a replica); holds the
+/// endpoint's commands back meanwhile, for up to [`super::PAUSE_MAX`].
 async fn await_promotion(spec: Spec, hint: MasterHint, new: String, old: String) {
     let Some((host, port)) = split_addr(&new) else {
         return;
@@ -193,10 +195,18 @@ async fn await_promotion(spec: Spec, hint: MasterHint, new: String, old: String)
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT))
         .set_response_timeout(Some(CONNECT));
-    let deadline = tokio::time::Instant::now() + PROMOTION_PATIENCE;
+    // Nothing more to the old master while the replica is promoted: what it took now, it
+    // would discard. Commands go on (to the old master) if the promotion takes longer.
+    hint.pause();
+    let started = tokio::time::Instant::now();
+    let deadline = started + PROMOTION_PATIENCE;
     let mut con = None;
     while tokio::time::Instant::now() < deadline {
+        if started.elapsed() >= super::PAUSE_MAX {
+            hint.resume();
+        }
         if hint.get().as_deref() == Some(new.as_str()) {
+            hint.resume();
             return;
         }
         if con.is_none() {
@@ -214,6 +224,7 @@ async fn await_promotion(spec: Spec, hint: MasterHint, new: String, old: String)
         }
         tokio::time::sleep(ROLE_EVERY).await;
     }
+    hint.resume();
 }
 
 /// Whether the node says it is a master (`ROLE`).
