@@ -14,9 +14,10 @@
 //!
 //! The bounds are those docs/production-redis.md states: after the switch, the old master
 //! completes at most the steps the slots had in flight; a job, a callback or a released
-//! waiting job runs twice only when its step landed on the old master between the promotion
-//! and the worker following it (at most the slots' in-flight steps). Redis's own state on the
-//! new master is exact: every batch complete with each count once.
+//! waiting job runs twice only when its step was in flight on the old master at the promotion
+//! (at most one per slot). Redis's own state on the new master is exact: every batch complete
+//! with each count once. On main's code (before issue 39) both tests fail: about a thousand
+//! jobs, half the callbacks and half the releases ran twice.
 //!
 //! Each run prints one `PLANNED` line with the counts.
 
@@ -371,7 +372,10 @@ async fn planned_failover(label: &str, wait: bool) -> Counts {
     counts
 }
 
-/// The bounds docs/production-redis.md states for a planned failover.
+/// The bounds docs/production-redis.md states for a planned failover: after the switch the old
+/// master completes at most the steps the slots had in flight, and a job, callback or release
+/// runs twice only if its step was in flight on the old master at the promotion (at most one
+/// per slot).
 fn check(c: &Counts) {
     assert!(
         c.on_old_after_switch <= SLOTS as i64,
@@ -381,9 +385,9 @@ fn check(c: &Counts) {
     );
     let doubled = c.doubled_jobs + c.doubled_callbacks + c.doubled_releases;
     assert!(
-        doubled <= 2 * SLOTS,
-        "{doubled} jobs, callbacks or releases ran twice (at most the slots' in-flight steps \
-         around the promotion, 2 × {SLOTS}): {c:?}"
+        doubled <= SLOTS,
+        "{doubled} jobs, callbacks or releases ran twice (at most the {SLOTS} slots' in-flight \
+         steps at the promotion): {c:?}"
     );
 }
 
