@@ -307,6 +307,27 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// Where the master is, as a number that changes whenever it moves (Sentinel; `0`
+    /// otherwise). With [`Endpoint::master_moved`], a dedicated connection that is not sent
+    /// commands often (the invalidation-tracking one) leaves a master the sentinels left.
+    pub(crate) fn master_epoch(&self) -> u64 {
+        match self.0.deploy {
+            Deploy::Sentinel(_) => self.0.master.epoch(),
+            _ => 0,
+        }
+    }
+
+    /// Resolves once the master moved since [`Endpoint::master_epoch`] said `epoch`; never
+    /// without Sentinel.
+    pub(crate) async fn master_moved(&self, epoch: u64) {
+        match self.0.deploy {
+            Deploy::Sentinel(_) => self.0.master.moved(epoch).await,
+            _ => std::future::pending().await,
+        }
+    }
+}
+
 /// Reads `keys` (`TYPE`, which answers whatever they hold) on a connection made by
 /// [`Endpoint::tracking`], so Redis tells it of the next write to each; returns their types.
 pub(crate) async fn track_reads(

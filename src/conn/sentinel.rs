@@ -230,6 +230,8 @@ struct HintState {
     pausing: AtomicBool,
     /// Wakes the commands waiting meanwhile.
     resumed: tokio::sync::Notify,
+    /// Wakes whoever waits for the master to move ([`MasterHint::moved`]).
+    changed: tokio::sync::Notify,
 }
 
 /// The longest a promotion holds the endpoint's commands back.
@@ -250,8 +252,21 @@ impl MasterHint {
     }
 
     /// The epoch: changes whenever the address does.
-    fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.0.epoch.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the epoch differs from `epoch` (the master moved since).
+    pub(crate) async fn moved(&self, epoch: u64) {
+        loop {
+            let notified = self.0.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.epoch() != epoch {
+                return;
+            }
+            notified.await;
+        }
     }
 
     fn get(&self) -> Option<String> {
@@ -266,6 +281,7 @@ impl MasterHint {
         if changed {
             k.addr = Some(addr.to_string());
             self.0.epoch.fetch_add(1, Ordering::AcqRel);
+            self.0.changed.notify_waiters();
         }
         moved
     }
