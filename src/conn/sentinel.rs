@@ -22,9 +22,9 @@
 //! leader promotes a replica (at most [`PAUSE_MAX`]), publishes the new master on the
 //! [`MasterHint`] the moment the promoted replica says it is master, and every connection of
 //! the endpoint checks the hint (two atomic loads) before each command and moves over before
-//! sending anything more to the old one. A master the sentinels moved away from is not taken back from
-//! a lookup for a while (the sentinels name it until their switch). A `WAIT` that comes back
-//! short makes the next command ask the sentinels again.
+//! sending anything more to the old one. A master the sentinels moved away from is not taken
+//! back from a lookup for a while (the sentinels name it until their switch). A `WAIT` that
+//! comes back short makes the next command ask the sentinels again.
 
 use super::node::{permanent, server_errors, NodeAuth};
 use super::url::Target;
@@ -158,6 +158,10 @@ async fn lookup(sentinels: &mut SentinelClient, hint: &MasterHint) -> RedisResul
     }
 }
 
+/// How long the last known master may take to answer before the sentinels are asked instead
+/// (it may be the one that died).
+const CONFIRM_PATIENCE: Duration = Duration::from_secs(1);
+
 /// Connects to `addr` and checks with `ROLE` that it is a master; the client to it.
 async fn confirmed_master(spec: &Spec, addr: &str) -> RedisResult<Client> {
     let Some((host, port)) = super::node::split_addr(addr) else {
@@ -169,8 +173,8 @@ async fn confirmed_master(spec: &Spec, addr: &str) -> RedisResult<Client> {
     };
     let client = spec.node.client(&host, port)?;
     let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(LOOKUP_PATIENCE))
-        .set_response_timeout(Some(LOOKUP_PATIENCE));
+        .set_connection_timeout(Some(CONFIRM_PATIENCE))
+        .set_response_timeout(Some(CONFIRM_PATIENCE));
     let mut con = client
         .get_multiplexed_async_connection_with_config(&config)
         .await?;
@@ -675,5 +679,53 @@ impl ConnectionLike for BlockingSentinel {
 
     fn get_db(&self) -> i64 {
         self.db
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_moves_the_epoch_and_leaves_the_old_master_aside() {
+        let h = MasterHint::default();
+        assert!(!h.set("a:1"), "the first master found is no move");
+        let e = h.epoch();
+        assert!(!h.set("a:1"));
+        assert_eq!(h.epoch(), e, "the same master: the same epoch");
+        assert!(h.switched("b:2", "a:1"));
+        assert_ne!(h.epoch(), e);
+        assert_eq!(h.get().as_deref(), Some("b:2"));
+        assert!(h.superseded("a:1") && !h.superseded("b:2"));
+        // Moved back: the old master is a master again.
+        assert!(h.switched("a:1", "b:2"));
+        assert!(!h.superseded("a:1") && h.superseded("b:2"));
+    }
+
+    #[tokio::test]
+    async fn commands_held_back_go_on_at_the_switch() {
+        let h = MasterHint::default();
+        h.set("a:1");
+        h.pause();
+        let waiting = tokio::spawn({
+            let h = h.clone();
+            async move { h.unpaused().await }
+        });
+        let moved = tokio::spawn({
+            let (h, e) = (h.clone(), h.epoch());
+            async move { h.moved(e).await }
+        });
+        tokio::task::yield_now().await;
+        h.switched("b:2", "a:1");
+        // Well before PAUSE_MAX.
+        let quick = Duration::from_millis(500);
+        tokio::time::timeout(quick, waiting)
+            .await
+            .expect("released at the switch")
+            .expect("task");
+        tokio::time::timeout(quick, moved)
+            .await
+            .expect("told of the move")
+            .expect("task");
     }
 }
