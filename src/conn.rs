@@ -6,7 +6,8 @@
 //! * one server, plain or TLS (`redis://`, `rediss://`; ACL user, password and database in the
 //!   URL; CA and client certificate from URL options or `REDIS_TLS_*`, see `tls`);
 //! * Sentinel (`redis+sentinel://h:p,h:p,…/<master>[/db]`): the master is looked up through the
-//!   sentinels and looked up again when it fails or is demoted (`sentinel`);
+//!   sentinels, followed through their failover events, and looked up again when it fails, is
+//!   demoted, or a `WAIT` comes back short (`sentinel`);
 //! * Cluster (`redis+cluster://h:p,h:p,…`, or any `redis://` URL with `RESQ_CLUSTER=1`) with a
 //!   hash-tagged namespace (`cluster`).
 //!
@@ -156,7 +157,18 @@ impl Conn {
         let Some(w) = self.wait else { return Ok(()) };
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(w.replicas).arg(w.timeout_ms);
-        let v = self.inner_request(&cmd).await?;
+        let v = match &mut self.inner {
+            // A short `WAIT` makes the next command ask the sentinels first.
+            ConnInner::Sentinel(c) => {
+                let mut p = redis::pipe();
+                p.add_command(cmd);
+                c.send_waited(&p, 1, w.replicas)
+                    .await?
+                    .pop()
+                    .ok_or_else(|| RedisError::from((ErrorKind::Client, "missing reply")))?
+            }
+            _ => self.inner_request(&cmd).await?,
+        };
         w.check(v)
     }
 
@@ -169,7 +181,7 @@ impl Conn {
             .arg(w.timeout_ms);
         let mut replies = match &mut self.inner {
             ConnInner::Single(c) => c.req_packed_commands(&p, 0, 2).await,
-            ConnInner::Sentinel(c) => c.req_packed_commands(&p, 0, 2).await,
+            ConnInner::Sentinel(c) => c.send_waited(&p, 2, w.replicas).await,
             ConnInner::Cluster(c) => c.req_packed_commands(&p, 0, 2).await,
         }?;
         let (Some(acked), Some(reply)) = (replies.pop(), replies.pop()) else {

@@ -290,7 +290,7 @@ impl Endpoint {
             Deploy::Sentinel(spec) => {
                 let mut spec = spec.clone();
                 spec.node.protocol = redis::ProtocolVersion::RESP3;
-                spec.master().await?
+                spec.master(&self.0.master).await?.0
             }
             Deploy::Cluster(_) => return Ok(None),
         };
@@ -304,6 +304,27 @@ impl Endpoint {
             .query_async::<()>(&mut con)
             .await?;
         Ok(Some(con))
+    }
+}
+
+impl Endpoint {
+    /// Where the master is, as a number that changes whenever it moves (Sentinel; `0`
+    /// otherwise). With [`Endpoint::master_moved`], a dedicated connection that is not sent
+    /// commands often (the invalidation-tracking one) leaves a master the sentinels left.
+    pub(crate) fn master_epoch(&self) -> u64 {
+        match self.0.deploy {
+            Deploy::Sentinel(_) => self.0.master.epoch(),
+            _ => 0,
+        }
+    }
+
+    /// Resolves once the master moved since [`Endpoint::master_epoch`] said `epoch`; never
+    /// without Sentinel.
+    pub(crate) async fn master_moved(&self, epoch: u64) {
+        match self.0.deploy {
+            Deploy::Sentinel(_) => self.0.master.moved(epoch).await,
+            _ => std::future::pending().await,
+        }
     }
 }
 

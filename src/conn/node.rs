@@ -80,10 +80,21 @@ impl NodeAuth {
 
     /// A redis-rs client for the node at `host:port`.
     pub(crate) fn client(&self, host: &str, port: u16) -> RedisResult<Client> {
+        self.client_as(host, port, self.redis_info())
+    }
+
+    /// A redis-rs client for `host:port` with this TLS mode and `settings` (a sentinel's own
+    /// credentials).
+    pub(crate) fn client_as(
+        &self,
+        host: &str,
+        port: u16,
+        settings: RedisConnectionInfo,
+    ) -> RedisResult<Client> {
         let info = self
             .addr(host, port)
             .into_connection_info()?
-            .set_redis_settings(self.redis_info());
+            .set_redis_settings(settings);
         match &self.certs {
             #[cfg(feature = "tls")]
             Some(certs) if self.tls => Client::build_with_tls(info, certs.clone()),

@@ -14,6 +14,17 @@
 //! ([`MasterHint`]), so the dedicated blocking connections of the queue watchers, which would
 //! otherwise wait on a demoted node until their timeout, notice the change on their next
 //! command and reconnect (see [`BlockingSentinel`]).
+//!
+//! A master that is demoted while it stays up (a planned `SENTINEL FAILOVER`) answers as a
+//! master until the sentinels reconfigure it, seconds later, and then discards every write it
+//! took since the promotion. So the endpoint also follows the sentinels themselves (`watch`):
+//! subscribed to their failover events, it holds the endpoint's commands back while the
+//! leader promotes a replica (at most [`PAUSE_MAX`]), publishes the new master on the
+//! [`MasterHint`] the moment the promoted replica says it is master, and every connection of
+//! the endpoint checks the hint (two atomic loads) before each command and moves over before
+//! sending anything more to the old one. A master the sentinels moved away from is not taken
+//! back from a lookup for a while (the sentinels name it until their switch). A `WAIT` that
+//! comes back short makes the next command ask the sentinels again.
 
 use super::node::{permanent, server_errors, NodeAuth};
 use super::url::Target;
@@ -23,8 +34,11 @@ use redis::{
     AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
     ServerError, ServerErrorKind, Value,
 };
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+mod watch;
 
 /// How to reach the sentinels and the master.
 #[derive(Clone)]
@@ -89,9 +103,22 @@ impl Spec {
         b.build()
     }
 
-    /// Asks the sentinels for the master (a one-off lookup, for blocking connections).
-    pub(crate) async fn master(&self) -> RedisResult<Client> {
-        lookup(&mut self.client()?).await
+    /// The master to connect to (a one-off lookup, for dedicated connections): see
+    /// [`resolve`]; its address.
+    pub(crate) async fn master(&self, hint: &MasterHint) -> RedisResult<(Client, String)> {
+        resolve(self, hint, &mut self.client()?, None).await
+    }
+
+    /// A client for the sentinel at `host:port`, with the sentinels' own credentials.
+    fn sentinel(&self, host: &str, port: u16) -> RedisResult<Client> {
+        let mut settings = redis::RedisConnectionInfo::default();
+        if let Some(u) = &self.sentinel_username {
+            settings = settings.set_username(u);
+        }
+        if let Some(p) = &self.sentinel_password {
+            settings = settings.set_password(p);
+        }
+        self.node.client_as(host, port, settings)
     }
 }
 
@@ -101,13 +128,26 @@ const LOOKUP_PATIENCE: Duration = Duration::from_secs(5);
 /// Pause between lookups meanwhile.
 const LOOKUP_PAUSE: Duration = Duration::from_millis(100);
 
-/// Asks the sentinels for the master until they name one that says it is the master, for up
-/// to [`LOOKUP_PATIENCE`]: during a failover, every task waiting for the master gets it within
-/// [`LOOKUP_PAUSE`] of the switch instead of after its own back-off.
-async fn lookup(sentinels: &mut SentinelClient) -> RedisResult<Client> {
+/// Asks the sentinels for the master until they name one that says it is the master (and is
+/// not one they just moved away from), for up to [`LOOKUP_PATIENCE`]: during a failover, every
+/// task waiting for the master gets it within [`LOOKUP_PAUSE`] of the switch instead of after
+/// its own back-off.
+async fn lookup(sentinels: &mut SentinelClient, hint: &MasterHint) -> RedisResult<Client> {
     let deadline = tokio::time::Instant::now() + LOOKUP_PATIENCE;
     loop {
-        match sentinels.async_get_client().await {
+        let found = sentinels.async_get_client().await.and_then(|c| {
+            let addr = c.get_connection_info().addr().to_string();
+            if hint.superseded(&addr) {
+                Err(RedisError::from((
+                    ErrorKind::Io,
+                    "the sentinels still name the master they are moving away from",
+                    addr,
+                )))
+            } else {
+                Ok(c)
+            }
+        });
+        match found {
             Ok(c) => return Ok(c),
             Err(e) if !permanent(&e) && tokio::time::Instant::now() + LOOKUP_PAUSE < deadline => {
                 tracing::debug!(error = %e, "sentinel: no master yet; asking again");
@@ -118,21 +158,185 @@ async fn lookup(sentinels: &mut SentinelClient) -> RedisResult<Client> {
     }
 }
 
-/// The master address last found by any connection of one endpoint (`host:port`).
+/// How long the last known master may take to answer before the sentinels are asked instead
+/// (it may be the one that died).
+const CONFIRM_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Connects to `addr` and checks with `ROLE` that it is a master; the client to it.
+async fn confirmed_master(spec: &Spec, addr: &str) -> RedisResult<Client> {
+    let Some((host, port)) = super::node::split_addr(addr) else {
+        return Err(RedisError::from((
+            ErrorKind::InvalidClientConfig,
+            "not a host:port",
+            addr.to_string(),
+        )));
+    };
+    let client = spec.node.client(&host, port)?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONFIRM_PATIENCE))
+        .set_response_timeout(Some(CONFIRM_PATIENCE));
+    let mut con = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    if watch::is_master(&mut con).await? {
+        Ok(client)
+    } else {
+        Err(RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ReadOnly),
+            "not a master (yet)",
+            addr.to_string(),
+        )))
+    }
+}
+
+/// The master to connect to: the one the endpoint's hint names when it differs from `avoid`
+/// (the node just left) and says it is master, else the one the sentinels name.
+async fn resolve(
+    spec: &Spec,
+    hint: &MasterHint,
+    sentinels: &mut SentinelClient,
+    avoid: Option<&str>,
+) -> RedisResult<(Client, String)> {
+    if let Some(addr) = hint.get().filter(|a| Some(a.as_str()) != avoid) {
+        match confirmed_master(spec, &addr).await {
+            Ok(c) => return Ok((c, addr)),
+            Err(e) => {
+                tracing::debug!(master = %addr, error = %e, "sentinel: the last known master does not answer as one; asking the sentinels")
+            }
+        }
+    }
+    let client = lookup(sentinels, hint).await?;
+    let addr = client.get_connection_info().addr().to_string();
+    Ok((client, addr))
+}
+
+/// How long a master the sentinels moved away from is not taken back from a lookup: the
+/// sentinels name it until their switch, and reconfigure it as a replica seconds after.
+const SUPERSEDED_FOR: Duration = Duration::from_secs(60);
+
+/// Where the master is, as every connection of one endpoint knows it: the address last found
+/// (by a lookup, or from the sentinels' events), an epoch bumped on each change, and the
+/// masters the sentinels moved away from.
 #[derive(Clone, Default)]
-pub(crate) struct MasterHint(Arc<Mutex<Option<String>>>);
+pub(crate) struct MasterHint(Arc<HintState>);
+
+/// What a [`MasterHint`] holds.
+#[derive(Default)]
+struct HintState {
+    /// Bumped whenever the address changes (read before every command).
+    epoch: AtomicU64,
+    /// The address and the superseded masters.
+    known: Mutex<Known>,
+    /// Whether the sentinels' events are being followed for this endpoint.
+    watching: AtomicBool,
+    /// Set while the sentinels promote a replica: commands wait for the new master (up to
+    /// [`PAUSE_MAX`]) instead of writing to the old one what it would discard.
+    pausing: AtomicBool,
+    /// Wakes the commands waiting meanwhile.
+    resumed: tokio::sync::Notify,
+    /// Wakes whoever waits for the master to move ([`MasterHint::moved`]).
+    changed: tokio::sync::Notify,
+}
+
+/// The longest a promotion holds the endpoint's commands back.
+const PAUSE_MAX: Duration = Duration::from_secs(2);
+
+/// The addresses of a [`MasterHint`].
+#[derive(Default)]
+struct Known {
+    /// The master's `host:port`.
+    addr: Option<String>,
+    /// Masters the sentinels moved away from, and since when.
+    superseded: Vec<(String, Instant)>,
+}
 
 impl MasterHint {
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.0.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The epoch: changes whenever the address does.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.0.epoch.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the epoch differs from `epoch` (the master moved since).
+    pub(crate) async fn moved(&self, epoch: u64) {
+        loop {
+            let notified = self.0.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.epoch() != epoch {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     fn get(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.known().addr.clone()
     }
 
     /// Records `addr`; true when it differs from the address known before.
     fn set(&self, addr: &str) -> bool {
-        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let changed = g.as_deref().is_some_and(|old| old != addr);
-        *g = Some(addr.to_string());
-        changed
+        let mut k = self.known();
+        let changed = k.addr.as_deref() != Some(addr);
+        let moved = changed && k.addr.is_some();
+        if changed {
+            k.addr = Some(addr.to_string());
+            self.0.epoch.fetch_add(1, Ordering::AcqRel);
+            self.0.changed.notify_waiters();
+        }
+        moved
+    }
+
+    /// The sentinels moved the master from `old` to `new`; true when that is news.
+    fn switched(&self, new: &str, old: &str) -> bool {
+        {
+            let mut k = self.known();
+            k.superseded
+                .retain(|(a, at)| a != new && at.elapsed() < SUPERSEDED_FOR);
+            if old != new && !k.superseded.iter().any(|(a, _)| a == old) {
+                k.superseded.push((old.to_string(), Instant::now()));
+            }
+        }
+        let moved = self.set(new);
+        self.resume();
+        moved
+    }
+
+    /// Holds commands back: a replica is being promoted.
+    fn pause(&self) {
+        self.0.pausing.store(true, Ordering::Release);
+    }
+
+    /// Lets commands go on.
+    fn resume(&self) {
+        if self.0.pausing.swap(false, Ordering::AcqRel) {
+            self.0.resumed.notify_waiters();
+        }
+    }
+
+    /// Waits while a promotion holds commands back (at most [`PAUSE_MAX`]); nothing to wait
+    /// for otherwise (one atomic load).
+    async fn unpaused(&self) {
+        if !self.0.pausing.load(Ordering::Acquire) {
+            return;
+        }
+        let notified = self.0.resumed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.0.pausing.load(Ordering::Acquire) {
+            let _ = tokio::time::timeout(PAUSE_MAX, notified).await;
+        }
+    }
+
+    /// Whether the sentinels moved away from `addr` lately.
+    fn superseded(&self, addr: &str) -> bool {
+        self.known()
+            .superseded
+            .iter()
+            .any(|(a, at)| a == addr && at.elapsed() < SUPERSEDED_FOR)
     }
 }
 
@@ -171,8 +375,12 @@ pub(crate) fn master_lost(e: &RedisError) -> bool {
 struct Current {
     /// Bumped on every new connection.
     generation: u64,
+    /// The hint's epoch the connection is known to agree with.
+    epoch: u64,
     /// The connection, and the master's `host:port`.
     con: Option<(MultiplexedConnection, String)>,
+    /// The master of the connection dropped last (not tried again from the hint).
+    left: Option<String>,
 }
 
 /// The state of master lookups.
@@ -215,11 +423,14 @@ impl Failover {
             lookup: tokio::sync::Mutex::new(Lookup::default()),
             current: Mutex::new(Current {
                 generation: 0,
+                epoch: 0,
                 con: None,
+                left: None,
             }),
             config,
             hint,
         }));
+        watch::start(&f.0.spec, &f.0.hint);
         f.con().await?;
         Ok(f)
     }
@@ -228,21 +439,35 @@ impl Failover {
         self.0.current.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The master connection, asking the sentinels first when there is none.
-    async fn con(&self) -> RedisResult<(u64, MultiplexedConnection)> {
-        {
-            let cur = self.current();
-            if let Some((c, _)) = &cur.con {
-                return Ok((cur.generation, c.clone()));
+    /// The connection to use now, if there is one and the hint has not moved away from it.
+    fn usable(&self) -> Option<(u64, MultiplexedConnection)> {
+        let epoch = self.0.hint.epoch();
+        let mut cur = self.current();
+        if cur.epoch != epoch {
+            let here = cur.con.as_ref()?.1.clone();
+            if self.0.hint.get().as_deref() != Some(here.as_str()) {
+                tracing::debug!(master = %here, "sentinel: the master moved; leaving the old one before the next command");
+                cur.con = None;
+                cur.left = Some(here);
+                return None;
             }
+            cur.epoch = epoch;
+        }
+        let generation = cur.generation;
+        cur.con.as_ref().map(|(c, _)| (generation, c.clone()))
+    }
+
+    /// The master connection, asking the sentinels first when there is none (or when the
+    /// endpoint learnt of a new master).
+    async fn con(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+        self.0.hint.unpaused().await;
+        if let Some(c) = self.usable() {
+            return Ok(c);
         }
         let mut guard = self.0.lookup.lock().await;
-        {
-            // Someone else may have reconnected while this task waited for the lock.
-            let cur = self.current();
-            if let Some((c, _)) = &cur.con {
-                return Ok((cur.generation, c.clone()));
-            }
+        // Someone else may have reconnected while this task waited for the lock.
+        if let Some(c) = self.usable() {
+            return Ok(c);
         }
         // A lookup that just failed (after asking for up to LOOKUP_PATIENCE) answers the tasks
         // that waited for it, instead of each of them asking that long again.
@@ -257,35 +482,75 @@ impl Failover {
         let Some(sentinels) = guard.client.as_mut() else {
             return Err(RedisError::from((ErrorKind::Client, "no sentinel client")));
         };
-        let client = match lookup(sentinels).await {
-            Ok(c) => c,
-            Err(e) => {
-                guard.failed = Some((tokio::time::Instant::now(), e.clone()));
-                return Err(e);
-            }
-        };
+        let epoch = self.0.hint.epoch();
+        let left = self.current().left.clone();
+        let (client, addr) =
+            match resolve(&self.0.spec, &self.0.hint, sentinels, left.as_deref()).await {
+                Ok(c) => c,
+                Err(e) => {
+                    guard.failed = Some((tokio::time::Instant::now(), e.clone()));
+                    return Err(e);
+                }
+            };
         guard.failed = None;
-        let addr = client.get_connection_info().addr().to_string();
         let con = client
             .get_multiplexed_async_connection_with_config(&self.0.config)
             .await?;
-        if self.0.hint.set(&addr) {
+        let moved = self.0.hint.set(&addr);
+        if moved || left.as_deref().is_some_and(|l| l != addr) {
             tracing::warn!(master = %addr, name = %self.0.spec.master, "sentinel: the master moved; now using the new one");
         } else {
             tracing::debug!(master = %addr, name = %self.0.spec.master, "sentinel: connected to the master");
         }
         let mut cur = self.current();
         cur.generation += 1;
+        // The epoch read before resolving: any change since (this one included) is looked at
+        // before the next command.
+        cur.epoch = epoch;
         cur.con = Some((con.clone(), addr));
         Ok((cur.generation, con))
+    }
+
+    /// The connection of `generation` got a `WAIT` acknowledged by fewer replicas than asked:
+    /// the master may be on its way out (its replicas follow another one), so the next
+    /// command asks the sentinels.
+    pub(crate) fn short_wait(&self, generation: u64) {
+        let mut cur = self.current();
+        if cur.generation == generation {
+            if let Some((_, addr)) = cur.con.take() {
+                tracing::debug!(master = %addr, "sentinel: WAIT came back short; asking the sentinels for the master");
+                cur.left = Some(addr);
+            }
+        }
+    }
+
+    /// Sends `pipeline` whose last command is `WAIT <replicas> …`; when fewer replicas
+    /// acknowledged, see [`Failover::short_wait`].
+    pub(crate) async fn send_waited(
+        &mut self,
+        pipeline: &Pipeline,
+        count: usize,
+        replicas: u32,
+    ) -> RedisResult<Vec<Value>> {
+        let (generation, mut con) = self.con().await?;
+        let r = con.req_packed_commands(pipeline, 0, count).await;
+        self.inspect(generation, r.as_ref().map(Vec::as_slice));
+        if let Ok(values) = &r {
+            if matches!(values.last(), Some(Value::Int(n)) if *n < i64::from(replicas)) {
+                self.short_wait(generation);
+            }
+        }
+        r
     }
 
     /// Drops the connection of `generation` if `e` says the master is gone.
     fn check(&self, generation: u64, e: &dyn std::fmt::Display) {
         let mut cur = self.current();
-        if cur.generation == generation && cur.con.is_some() {
-            tracing::debug!(error = %e, "sentinel: master connection lost; will ask the sentinels again");
-            cur.con = None;
+        if cur.generation == generation {
+            if let Some((_, addr)) = cur.con.take() {
+                tracing::debug!(error = %e, "sentinel: master connection lost; will ask the sentinels again");
+                cur.left = Some(addr);
+            }
         }
     }
 
@@ -342,19 +607,23 @@ pub(crate) struct BlockingSentinel {
     addr: String,
     /// Where the endpoint thinks the master is.
     hint: MasterHint,
+    /// The hint's epoch when it connected.
+    epoch: u64,
     /// Database index.
     db: i64,
 }
 
 impl BlockingSentinel {
-    /// Asks the sentinels for the master and connects to it.
+    /// Connects to the master the endpoint knows (when it answers as one), else to the one the
+    /// sentinels name.
     pub(crate) async fn connect(
         spec: &Spec,
         config: &AsyncConnectionConfig,
         hint: MasterHint,
     ) -> RedisResult<Self> {
-        let client = spec.master().await?;
-        let addr = client.get_connection_info().addr().to_string();
+        watch::start(spec, &hint);
+        let epoch = hint.epoch();
+        let (client, addr) = spec.master(&hint).await?;
         let con = client
             .get_multiplexed_async_connection_with_config(config)
             .await?;
@@ -363,11 +632,15 @@ impl BlockingSentinel {
             con,
             addr,
             hint,
+            epoch,
             db: spec.node.db,
         })
     }
 
     fn moved(&self) -> Option<RedisError> {
+        if self.hint.epoch() == self.epoch {
+            return None;
+        }
         match self.hint.get() {
             Some(now) if now != self.addr => Some(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::ConnectionReset,
@@ -381,6 +654,7 @@ impl BlockingSentinel {
 impl ConnectionLike for BlockingSentinel {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            self.hint.unpaused().await;
             if let Some(e) = self.moved() {
                 return Err(e);
             }
@@ -395,6 +669,7 @@ impl ConnectionLike for BlockingSentinel {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            self.hint.unpaused().await;
             if let Some(e) = self.moved() {
                 return Err(e);
             }
@@ -404,5 +679,53 @@ impl ConnectionLike for BlockingSentinel {
 
     fn get_db(&self) -> i64 {
         self.db
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_moves_the_epoch_and_leaves_the_old_master_aside() {
+        let h = MasterHint::default();
+        assert!(!h.set("a:1"), "the first master found is no move");
+        let e = h.epoch();
+        assert!(!h.set("a:1"));
+        assert_eq!(h.epoch(), e, "the same master: the same epoch");
+        assert!(h.switched("b:2", "a:1"));
+        assert_ne!(h.epoch(), e);
+        assert_eq!(h.get().as_deref(), Some("b:2"));
+        assert!(h.superseded("a:1") && !h.superseded("b:2"));
+        // Moved back: the old master is a master again.
+        assert!(h.switched("a:1", "b:2"));
+        assert!(!h.superseded("a:1") && h.superseded("b:2"));
+    }
+
+    #[tokio::test]
+    async fn commands_held_back_go_on_at_the_switch() {
+        let h = MasterHint::default();
+        h.set("a:1");
+        h.pause();
+        let waiting = tokio::spawn({
+            let h = h.clone();
+            async move { h.unpaused().await }
+        });
+        let moved = tokio::spawn({
+            let (h, e) = (h.clone(), h.epoch());
+            async move { h.moved(e).await }
+        });
+        tokio::task::yield_now().await;
+        h.switched("b:2", "a:1");
+        // Well before PAUSE_MAX.
+        let quick = Duration::from_millis(500);
+        tokio::time::timeout(quick, waiting)
+            .await
+            .expect("released at the switch")
+            .expect("task");
+        tokio::time::timeout(quick, moved)
+            .await
+            .expect("told of the move")
+            .expect("task");
     }
 }

@@ -36,6 +36,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
+/// Why a tracking connection is left when the Sentinel master moved.
+const MOVED: &str = "the master moved";
+
 /// How often the tracking connection is checked while nothing arrives on it.
 const PING_EVERY: Duration = Duration::from_secs(15);
 
@@ -72,6 +75,8 @@ pub(crate) async fn run(
     let mut ping_every = PING_EVERY;
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
+        // A master the sentinels leave is left too (it would tell of no write to the new one).
+        let epoch = endpoint.master_epoch();
         let connected = tokio::select! {
             c = endpoint.tracking(tx) => c,
             _ = stop.wait_for(|s| *s) => return,
@@ -135,6 +140,7 @@ pub(crate) async fn run(
                 msg = rx.recv() => Event::Push(msg),
                 Some(key) = next_arm(&mut arms) => Event::Arm(key),
                 _ = tokio::time::sleep(ping_every) => Event::Quiet,
+                _ = endpoint.master_moved(epoch) => Event::Moved,
                 _ = stop.wait_for(|s| *s) => return,
             };
             match event {
@@ -159,6 +165,7 @@ pub(crate) async fn run(
                         break errors::describe(&e, endpoint.label());
                     }
                 }
+                Event::Moved => break MOVED.to_string(),
                 Event::Quiet => {
                     let ping: redis::RedisResult<()> =
                         redis::cmd("PING").query_async(&mut con).await;
@@ -174,7 +181,7 @@ pub(crate) async fn run(
         // A server `timeout` (or a proxy's) closes a connection that sends nothing: ping more
         // often than it lived.
         let lived = since.elapsed();
-        if lived < ping_every {
+        if lived < ping_every && why != MOVED {
             ping_every = (lived / 2).max(MIN_PING);
         }
         if let Some(times) = lost.due().filter(|_| queues) {
@@ -191,6 +198,8 @@ enum Event {
     Arm(String),
     /// Nothing for a while: time to ping.
     Quiet,
+    /// The Sentinel master moved: reconnect to the new one.
+    Moved,
 }
 
 /// The next queue key to arm (never, on the prefixes connection).
