@@ -1246,7 +1246,7 @@ fn the_web_command_refuses_unsafe_settings_and_serves() {
         let mut s = std::net::TcpStream::connect(&addr).expect("connect");
         write!(
             s,
-            "GET /overview HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+            "GET /overview HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
         )
         .expect("send");
         let mut reply = String::new();

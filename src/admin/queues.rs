@@ -48,10 +48,7 @@ impl Admin {
     pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
         let mut con = self.con();
         let now = self.now().await?;
-        let mut names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(self.keys().queues())
-            .query_async(&mut con)
-            .await?;
+        let mut names = super::names::smembers(&mut con, &self.keys().queues()).await?;
         names.sort();
         if names.is_empty() {
             return Ok(Vec::new());

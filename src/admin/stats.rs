@@ -39,7 +39,7 @@ type Counters = (
     Option<String>,
     u64,
     u64,
-    Vec<String>,
+    Vec<Vec<u8>>,
     Option<Vec<u8>>,
 );
 
@@ -58,6 +58,7 @@ impl Admin {
                 .get(k.pause_all_workers())
                 .query_async(&mut con)
                 .await?;
+        let workers = super::names::decode(&k.workers(), workers);
         let working = if workers.is_empty() {
             0
         } else {

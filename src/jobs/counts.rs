@@ -39,15 +39,12 @@ impl Admin {
             .map(|q| q.pending.unwrap_or(q.size))
             .sum();
         let held = held_sets(&mut con, keys).await?;
-        let workers: Vec<String> = match redis::cmd("SMEMBERS")
-            .arg(keys.workers())
-            .query_async::<Vec<String>>(&mut con)
-            .await
-        {
-            Ok(w) => w,
-            Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
+        let workers: Vec<String> =
+            match crate::admin::names::smembers(&mut con, &keys.workers()).await {
+                Ok(w) => w,
+                Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+                Err(e) => return Err(e.into()),
+            };
         let indexed = [
             State::Waiting,
             State::Completed,

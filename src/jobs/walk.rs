@@ -426,10 +426,7 @@ async fn members<C: ConnectionLike + Send>(con: &mut C, key: &str) -> Result<Vec
     let r: redis::RedisResult<Vec<Vec<u8>>> =
         redis::cmd("SMEMBERS").arg(key).query_async(con).await;
     let mut v: Vec<String> = match r {
-        Ok(v) => v
-            .into_iter()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .collect(),
+        Ok(v) => crate::admin::names::decode(key, v),
         Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
         Err(e) => return Err(e.into()),
     };
@@ -480,8 +477,9 @@ pub(crate) async fn held_sets<C: ConnectionLike + Send>(
     for (n, p) in names.iter().zip(parts) {
         out.push(keys.limit_held(n, None));
         if let Ok(Value::Array(v) | Value::Set(v)) = p {
-            for part in v.into_iter().filter_map(bytes) {
-                out.push(keys.limit_held(n, Some(&String::from_utf8_lossy(&part))));
+            let parts = v.into_iter().filter_map(bytes).collect();
+            for part in crate::admin::names::decode(&keys.limit_parts(n), parts) {
+                out.push(keys.limit_held(n, Some(&part)));
             }
         }
     }

@@ -48,13 +48,14 @@ impl Admin {
         let (declared, set, workers): (
             BTreeMap<String, String>,
             BTreeMap<String, String>,
-            Vec<String>,
+            Vec<Vec<u8>>,
         ) = redis::pipe()
             .hgetall(keys.limits_declared())
             .hgetall(keys.limits_set())
             .smembers(keys.workers())
             .query_async(&mut con)
             .await?;
+        let workers = crate::admin::names::decode(&keys.workers(), workers);
         let overridden: Vec<String> = set.keys().cloned().collect();
         let (limits, _) = super::store::merge(declared, set);
         let now = chrono::Utc::now();
@@ -63,10 +64,8 @@ impl Admin {
         for l in limits {
             let mut parts: Vec<Option<String>> = vec![None];
             if l.key.is_some() {
-                let mut names: Vec<String> = redis::cmd("SMEMBERS")
-                    .arg(keys.limit_parts(&l.name))
-                    .query_async(&mut con)
-                    .await?;
+                let mut names =
+                    crate::admin::names::smembers(&mut con, &keys.limit_parts(&l.name)).await?;
                 names.sort();
                 parts = names.into_iter().take(MAX_PARTS).map(Some).collect();
             }

@@ -86,12 +86,32 @@ pub(crate) fn page(
                     h1 { (title) }
                     (flash(ctx))
                     (body)
+                    (bad_names())
                 }
                 footer { "resq " (V) " · same Redis as resque-web, Jesque and node-resque" }
             }
         }
     };
     Html(markup.into_string())
+}
+
+/// The names this request's reads found that are not UTF-8 ([`crate::admin::names`]): each
+/// escaped, with the key that holds it. They are left out of the page's rows (no key can be
+/// built from them); Resque, Jesque and node-resque never write such names.
+fn bad_names() -> Markup {
+    let seen = crate::admin::names::seen();
+    html! {
+        @if !seen.is_empty() {
+            div.flash.warn data-bad-names {
+                p { strong { "Names that are not UTF-8, left out above:" } }
+                ul {
+                    @for b in &seen {
+                        li data-bad-name=(b.shown) { code { (b.shown) } " in " code { (b.key) } }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The message a redirect after a form asked for (`?msg=…&n=…&s=…`): fixed texts only, so a

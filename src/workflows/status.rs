@@ -159,12 +159,13 @@ impl Admin {
         if limit == 0 {
             return Ok((Vec::new(), total));
         }
-        let ids: Vec<String> = redis::cmd("ZREVRANGE")
+        let ids: Vec<Vec<u8>> = redis::cmd("ZREVRANGE")
             .arg(keys.batches())
             .arg(offset)
             .arg(offset + limit - 1)
             .query_async(&mut con)
             .await?;
+        let ids = crate::admin::names::decode(&keys.batches(), ids);
         let ids: Vec<BatchId> = ids.iter().filter_map(|i| BatchId::parse(i)).collect();
         let mut pipe = redis::pipe();
         // An error reply is a value here, so one unreadable batch does not fail the page.
@@ -200,10 +201,10 @@ impl Admin {
         let members: Vec<String> = match redis::cmd("SRANDMEMBER")
             .arg(keys.batch_jobs(id.as_str()))
             .arg(REPORT_MEMBERS + 1)
-            .query_async(&mut con)
+            .query_async::<Vec<Vec<u8>>>(&mut con)
             .await
         {
-            Ok(m) => m,
+            Ok(m) => crate::admin::names::decode(&keys.batch_jobs(id.as_str()), m),
             Err(e)
                 if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
             {
@@ -283,9 +284,7 @@ impl Admin {
         }
         // Not taken by a foreign worker: one a resq worker took meanwhile, one a limit holds.
         let gone = super::held::confirm_gone(&mut con, keys, gone).await;
-        let workers: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(keys.workers())
-            .query_async(&mut con)
+        let workers = crate::admin::names::smembers(&mut con, &keys.workers())
             .await
             .unwrap_or_default();
         let unfinished_queues: Vec<&String> = queued.keys().collect();

@@ -315,7 +315,8 @@ pub async fn get(app: &Router, path: &str) -> Reply {
     .await
 }
 
-/// `POST path` with a form.
+/// `POST path` with a form, as the dashboard's own page at `http://127.0.0.1:5678` sends it
+/// (`Host` and `Origin`).
 pub async fn post(app: &Router, path: &str, form: &[(&str, &str)]) -> Reply {
     let mut s = form_urlencoded::Serializer::new(String::new());
     for (k, v) in form {
@@ -326,6 +327,8 @@ pub async fn post(app: &Router, path: &str, form: &[(&str, &str)]) -> Reply {
         Request::builder()
             .method(Method::POST)
             .uri(path)
+            .header(header::HOST, "127.0.0.1:5678")
+            .header(header::ORIGIN, "http://127.0.0.1:5678")
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(Body::from(s.finish()))
             .expect("request"),
