@@ -71,22 +71,37 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// A headless chromium session with a fresh profile, and the profile's directory.
 async fn browser() -> (Client, std::path::PathBuf) {
+    browser_with(&[]).await
+}
+
+/// [`browser`] with more command-line switches.
+async fn browser_with(extra: &[&str]) -> (Client, std::path::PathBuf) {
     let profile = std::env::temp_dir().join(format!(
         "resq-chromium-{}-{}",
         std::process::id(),
         support::free_port()
     ));
+    let mut args: Vec<String> = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    args.extend(extra.iter().map(|s| s.to_string()));
     let caps = json!({
         "browserName": "chrome",
         "goog:chromeOptions": {
             "binary": chromium(),
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync",
-                "--window-size=1280,900",
-                format!("--user-data-dir={}", profile.display()),
-            ],
+            "args": args,
         },
         "goog:loggingPrefs": {"browser": "ALL"},
     });
@@ -800,5 +815,75 @@ async fn limits_page_lists_a_limit_and_a_queue_is_paused_by_clicking() {
     assert_eq!(state, "paused");
     let errors = console_errors(&c).await;
     assert!(errors.is_empty(), "console errors {errors:?}");
+    close(c, profile).await;
+}
+
+/// The CSRF token in a page's source.
+fn token_in(html: &str) -> Option<String> {
+    let marker = "name=\"_csrf\" value=\"";
+    let i = html.find(marker)? + marker.len();
+    html.get(i..i + 64).map(str::to_string)
+}
+
+#[tokio::test]
+async fn a_dns_rebinding_page_neither_reads_the_token_nor_pauses_the_fleet() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ns = support::namespace("brrebind");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    // The default setup: loopback, no authentication.
+    let server = serve(&ns, Auth::none()).await;
+    let port = server.addr.port();
+    // `evil.test` resolves to 127.0.0.1: what a rebinding DNS server makes it do once the
+    // attacker's page is loaded.
+    let (c, profile) = browser_with(&["--host-resolver-rules=MAP evil.test 127.0.0.1"]).await;
+    // The dashboard's own page has the token (and the real one is what an attacker wants).
+    c.goto(&format!("http://127.0.0.1:{port}/overview"))
+        .await
+        .expect("own page");
+    let token = token_in(&c.source().await.expect("source")).expect("the token on its page");
+    // The attacker's page at http://evil.test:<port>/: same port, foreign Host.
+    c.goto(&format!("http://evil.test:{port}/overview"))
+        .await
+        .expect("evil page");
+    let shown = c.source().await.expect("source");
+    assert!(shown.contains("421") && !shown.contains(&token), "{shown}");
+    let fetch = |script: String| {
+        let c = c.clone();
+        async move { c.execute_async(&script, vec![]).await.expect("script ran") }
+    };
+    // Its script reads same-origin pages (as rebinding allows): refused, no token.
+    let read = fetch(
+        "const done = arguments[arguments.length - 1];\
+         fetch('/overview').then(r => r.text().then(t => done([r.status, t])), e => done(String(e)));"
+            .into(),
+    )
+    .await;
+    assert_eq!(read[0], json!(421), "{read}");
+    assert!(!read[1].as_str().unwrap_or("").contains(&token), "{read}");
+    // It posts /pause with the real token, same-origin: refused. (A post from another
+    // origin to the loopback one carries that Origin: tests/web_every_namespace.rs.)
+    let post = fetch(format!(
+        "const done = arguments[arguments.length - 1];\
+         fetch('/pause', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '_csrf={token}'}})\
+         .then(r => done(r.status), e => done(String(e)));"
+    ))
+    .await;
+    assert_eq!(post, json!(421), "{post}");
+    let paused: Option<String> = con.get(k.pause_all_workers()).await.expect("get");
+    assert_eq!(paused, None, "a foreign origin paused the fleet");
+    // The dashboard's own page still pauses it, with its token.
+    c.goto(&format!("http://127.0.0.1:{port}/overview"))
+        .await
+        .expect("own page");
+    let own = fetch(format!(
+        "const done = arguments[arguments.length - 1];\
+         fetch('pause', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '_csrf={token}'}})\
+         .then(r => done(r.status), e => done(String(e)));"
+    ))
+    .await;
+    assert_eq!(own, json!(200), "{own}");
+    let paused: Option<String> = con.get(k.pause_all_workers()).await.expect("get");
+    assert!(paused.is_some(), "its own page did not pause the fleet");
     close(c, profile).await;
 }

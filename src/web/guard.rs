@@ -98,7 +98,8 @@ pub(crate) async fn origin(
         .map(|v| v.to_str().unwrap_or("\u{fffd}"))
         .or_else(|| req.uri().authority().map(|a| a.as_str()));
     let from = text(header::ORIGIN).or_else(|| text(header::REFERER));
-    let changes = req.method() != Method::GET && req.method() != Method::HEAD;
+    // Other methods are refused by `methods`.
+    let changes = req.method() == Method::POST;
     match super::origin::refusal(&app.hosts, host, from, changes) {
         None => next.run(req).await,
         Some(why) => {

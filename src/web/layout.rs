@@ -95,6 +95,20 @@ pub(crate) fn page(
     Html(markup.into_string())
 }
 
+/// What a page says when it read only part of `<ns>:queues` (`scan`).
+pub(crate) fn queues_partial(ctx: &Ctx, scan: &crate::admin::queues::QueueScan) -> Markup {
+    html! {
+        @if !scan.complete {
+            p.flash.warn data-partial="queues" {
+                "Stopped early: about " (num(scan.examined as u64)) " of the " (num(scan.names))
+                " names in the queue set were read (a page reads " (num(super::QUEUE_NAMES as u64))
+                " at most), so counts here are of those. "
+                a href={ (ctx.base) "queues" } { "Filter the queues by name" } " to see others."
+            }
+        }
+    }
+}
+
 /// The names this request's reads found that are not UTF-8 ([`crate::admin::names`]): each
 /// escaped, with the key that holds it. They are left out of the page's rows (no key can be
 /// built from them); Resque, Jesque and node-resque never write such names.

@@ -67,6 +67,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::sync::Arc;
 
+/// Queue names a page reads at most (`<ns>:queues` may hold 200,000 names Resque never
+/// removes): sizes, totals and the largest queues are then of those read, and the page says so.
+pub(crate) const QUEUE_NAMES: usize = 2_000;
+
 /// Entries a filtered failure page examines at most, by default.
 pub(crate) const SEARCH_BUDGET: usize = 20_000;
 

@@ -131,8 +131,17 @@ pub struct BatchReport {
 /// Members looked at by a report.
 const REPORT_MEMBERS: usize = 10_000;
 
-/// Queue entries a report scans to find its queued members.
-const REPORT_SCAN: isize = 100_000;
+/// Queue entries a report scans to find its queued members, over all their queues.
+const REPORT_SCAN: usize = 100_000;
+
+/// The `resq_id` a payload carries, if any (found by its text: no JSON parse per entry).
+fn resq_id(payload: &[u8]) -> Option<&[u8]> {
+    const NEEDLE: &[u8] = b"\"resq_id\":\"";
+    let at = memchr::memmem::find(payload, NEEDLE)? + NEEDLE.len();
+    let rest = &payload[at..];
+    let end = memchr::memchr(b'"', rest)?;
+    Some(&rest[..end])
+}
 
 impl Admin {
     /// Batch `id` as it stands (`None`: there is none).
@@ -262,22 +271,33 @@ impl Admin {
                 }
             }
         }
-        // Queued members not found in their queue (the head of it, up to REPORT_SCAN entries).
+        // Queued members not found in their queue: each queue read whole while the scan
+        // budget (REPORT_SCAN entries over all queues) lasts; a queue longer than what is left
+        // of it is not looked at (none of its members is called gone). One pass over each
+        // queue's entries, then one lookup per member.
         let mut gone = Vec::new();
+        let mut budget = REPORT_SCAN;
         for (q, ids) in &queued {
-            let items: Vec<String> = redis::cmd("LRANGE")
+            let len: usize = redis::cmd("LLEN")
+                .arg(keys.queue(q))
+                .query_async(&mut con)
+                .await
+                .unwrap_or(usize::MAX);
+            if len > budget {
+                continue;
+            }
+            budget -= len;
+            let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
                 .arg(keys.queue(q))
                 .arg(0)
-                .arg(REPORT_SCAN - 1)
+                .arg(len.saturating_sub(1))
                 .query_async(&mut con)
                 .await
                 .unwrap_or_default();
-            if items.len() as isize >= REPORT_SCAN {
-                continue;
-            }
+            let present: std::collections::HashSet<&[u8]> =
+                items.iter().filter_map(|i| resq_id(i)).collect();
             for id in ids {
-                let needle = format!("\"resq_id\":\"{id}\"");
-                if !items.iter().any(|i| i.contains(&needle)) {
+                if !present.contains(id.as_str().as_bytes()) {
                     gone.push(id.clone());
                 }
             }
