@@ -38,6 +38,9 @@ pub(crate) struct Walk {
     /// The delayed set's place.
     delayed: Option<(i64, usize)>,
     done: bool,
+    /// Keys read since [`Walk::take_reads`] last asked (an empty queue or held set costs a
+    /// read as a job does: a listing's budget counts them).
+    reads: usize,
 }
 
 impl Walk {
@@ -57,6 +60,7 @@ impl Walk {
             off: 0,
             delayed: None,
             done: false,
+            reads: 0,
         };
         match seg {
             Seg::Workers => {
@@ -124,6 +128,28 @@ impl Walk {
         Ok(out)
     }
 
+    /// Keys read since the last call.
+    pub(crate) fn take_reads(&mut self) -> usize {
+        std::mem::take(&mut self.reads)
+    }
+
+    /// Where a queue or held-set walk stands (the name it reads next, and how far into it),
+    /// when it has not ended.
+    pub(crate) fn resume(&self) -> Option<Cur> {
+        let name = self.names.first()?.clone();
+        match self.seg {
+            Seg::Queues => Some(Cur::Queue {
+                queue: name,
+                off: self.off,
+            }),
+            Seg::Held => Some(Cur::Held {
+                key: name,
+                off: self.off,
+            }),
+            _ => None,
+        }
+    }
+
     async fn workers<C: ConnectionLike + Send>(
         &mut self,
         con: &mut C,
@@ -172,6 +198,7 @@ impl Walk {
         }
         let queues = self.seg == Seg::Queues;
         let names: Vec<String> = self.names.iter().take(LISTS).cloned().collect();
+        self.reads += names.len();
         let replies = each(
             con,
             names.iter().enumerate().map(|(i, n)| {

@@ -148,6 +148,12 @@ fn tabs(ctx: &Ctx, filter: &JobFilter, counts: &JobCounts) -> Markup {
                 }
             }
         }
+        @if counts.partial {
+            p.flash.warn data-partial="counts" {
+                "Stopped early: queued counts the jobs of the first "
+                (num(super::QUEUE_NAMES as u64)) " queue names and limit partitions read, not all of them."
+            }
+        }
         p.muted.small {
             "Counts: queued, scheduled and working are the jobs in the queues (and held by limits), "
             "in the delayed set (retries too) and on the workers, tracked or not; waiting and the "
