@@ -887,3 +887,94 @@ async fn a_dns_rebinding_page_neither_reads_the_token_nor_pauses_the_fleet() {
     assert!(paused.is_some(), "its own page did not pause the fleet");
     close(c, profile).await;
 }
+
+/// Walks the dashboard of `ns` in the browser from the overview, following every link of its
+/// own (every page, tab, filter and pager it links to, `max` pages at most): no page is a
+/// server error. Returns the pages visited.
+async fn walk(c: &Client, base: &str, max: usize) -> Vec<String> {
+    let mut queue = std::collections::VecDeque::from([format!("{base}/overview")]);
+    let mut seen: std::collections::HashSet<String> = queue.iter().cloned().collect();
+    let mut visited = Vec::new();
+    while let Some(url) = queue.pop_front() {
+        if visited.len() >= max {
+            break;
+        }
+        c.goto(&url).await.expect("goto");
+        let title = c.title().await.expect("title");
+        // The status, asked again of the same URL (a page does not change Redis by a GET).
+        let status = c
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 fetch(location.href).then(r => done(r.status), e => done(String(e)));",
+                vec![],
+            )
+            .await
+            .expect("status");
+        let code = status.as_u64().unwrap_or(0);
+        assert!(
+            (200..500).contains(&code) && !title.starts_with("resq web: 5"),
+            "{url}: {status} {title}"
+        );
+        visited.push(url.clone());
+        let links = c
+            .execute(
+                "return [...document.querySelectorAll('a[href]')].map(a => a.href);",
+                vec![],
+            )
+            .await
+            .expect("links");
+        for l in links.as_array().into_iter().flatten() {
+            let Some(l) = l.as_str() else { continue };
+            let l = l.split('#').next().unwrap_or(l).to_string();
+            if l.starts_with(base) && !l.contains("/assets/") && seen.insert(l.clone()) {
+                queue.push_back(l);
+            }
+        }
+    }
+    visited
+}
+
+#[tokio::test]
+async fn every_page_and_tab_answers_on_an_empty_and_a_full_namespace() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut con = support::con().await;
+    let empty = support::namespace("brwalkempty");
+    let full = support::namespace("brwalkfull");
+    web_common::seed_demo(&mut con, &full).await;
+    web_common::seed_hostile(&mut con, &full).await;
+    web_common::seed_bad_names(&mut con, &full).await;
+    let batch = web_common::seed_batch(&mut con, &full).await;
+    let (c, profile) = browser().await;
+    for (ns, least) in [(&empty, 10), (&full, 40)] {
+        let server = serve(ns, Auth::none()).await;
+        let base = format!("http://127.0.0.1:{}", server.addr.port());
+        let visited = walk(&c, &base, 150).await;
+        assert!(
+            visited.len() >= least,
+            "{ns}: only {} pages: {visited:?}",
+            visited.len()
+        );
+        for must in [
+            "/batches",
+            "/waiting",
+            "/limits",
+            "/jobs?state=queued",
+            "/stats",
+        ] {
+            assert!(
+                visited.iter().any(|v| v.ends_with(must)),
+                "{ns}: {must} not reached: {visited:?}"
+            );
+        }
+        if ns == &full {
+            for must in [format!("/batch?id={batch}"), "/recurring".to_string()] {
+                assert!(
+                    visited.iter().any(|v| v.ends_with(&must)),
+                    "{ns}: {must} not reached: {visited:?}"
+                );
+            }
+        }
+        server.stop();
+    }
+    close(c, profile).await;
+}

@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use redis::AsyncCommands;
 use resq::Keys;
-use web_common::{csrf, get, router, send};
+use web_common::{csrf, get, router, seed_bad_names, send};
 
 /// Every page and tab, with the views past their last page.
 pub const ROUTES: &[&str] = &[
@@ -48,13 +48,6 @@ pub const ROUTES: &[&str] = &[
 /// A batch id, a job id and a resque-status id of nothing.
 const NO_BATCH: &str = "0123456789abcdef0123456789abcdef";
 
-/// Non-UTF-8 bytes in a name.
-const BAD: &[u8] = b"bad\xff\xfe";
-
-fn bad(prefix: &str) -> Vec<u8> {
-    [prefix.as_bytes(), BAD].concat()
-}
-
 #[tokio::test]
 async fn every_page_of_an_empty_namespace_and_past_the_end_answers() {
     let ns = support::namespace("webempty");
@@ -71,44 +64,6 @@ async fn every_page_of_an_empty_namespace_and_past_the_end_answers() {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     let r = get(&app, &format!("/job?id={NO_BATCH}")).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-}
-
-/// Seeds `ns` with a name that is not UTF-8 in every set, hash and index a page lists, and
-/// records that are no records: returns the ids of the job records.
-pub async fn seed_bad_names(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> [String; 3] {
-    let k = Keys::new(ns);
-    let not_json = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".to_string();
-    let hash_status = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb".to_string();
-    let list_record = "dddddddddddddddddddddddddddddddd".to_string();
-    let limit = serde_json::json!({"name": "lim", "kind": "concurrency", "limit": 2,
-        "key": "k-{args.0}"})
-    .to_string();
-    let _: () = redis::pipe()
-        .sadd(k.queues(), bad("q-"))
-        .sadd(k.queues(), "good")
-        .rpush(k.queue("good"), r#"{"class":"Good","args":[]}"#)
-        .sadd(k.workers(), [b"host-".as_slice(), BAD, b":1:good"].concat())
-        .hset(
-            k.persistent_schedules(),
-            bad("sched-"),
-            r#"{"class":"A","every":"1h","queue":"good"}"#,
-        )
-        .hset(k.limits_declared(), "lim", limit)
-        .sadd(k.limit_parts("lim"), bad("part-"))
-        .zadd(k.batches(), bad("batch-"), 1)
-        .zadd(k.job_state("waiting"), bad("wait-"), 1)
-        .zadd(k.resque_statuses(), &not_json, 1)
-        .set(
-            k.resque_status(&not_json),
-            [b"not json ".as_slice(), BAD].concat(),
-        )
-        .zadd(k.resque_statuses(), &hash_status, 2)
-        .hset(k.resque_status(&hash_status), "x", "y")
-        .rpush(k.job_record(&list_record), "x")
-        .query_async(con)
-        .await
-        .expect("seed");
-    [not_json, hash_status, list_record]
 }
 
 #[tokio::test]
