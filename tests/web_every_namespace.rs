@@ -229,3 +229,94 @@ async fn only_the_dashboards_own_origin_drives_it() {
     .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
 }
+
+#[tokio::test]
+async fn pages_read_a_fixed_budget_of_keys_and_say_when_they_stopped_early() {
+    let ns = support::namespace("webbudget");
+    let mut con = support::con().await;
+    let k = Keys::new(&ns);
+    // 30,000 empty queue names (Resque never removes one), then a queue with a job whose name
+    // sorts last; a keyed limit of 25,000 partitions with nothing in use.
+    let limit = serde_json::json!({"name": "per_account", "kind": "concurrency", "limit": 5,
+        "key": "acct-{args.0}"})
+    .to_string();
+    let mut p = redis::pipe();
+    for chunk in (0..30_000).collect::<Vec<_>>().chunks(1_000) {
+        let names: Vec<String> = chunk.iter().map(|i| format!("empty-{i:05}")).collect();
+        p.sadd(k.queues(), names).ignore();
+    }
+    for chunk in (0..25_000).collect::<Vec<_>>().chunks(1_000) {
+        let names: Vec<String> = chunk.iter().map(|i| format!("acct-{i:05}")).collect();
+        p.sadd(k.limit_parts("per_account"), names).ignore();
+    }
+    p.hset(k.limits_declared(), "per_account", limit).ignore();
+    p.sadd(k.queues(), "zz-last").ignore();
+    // A tracked job (the Jobs page lists tracked jobs): its record and its payload's id.
+    let id = "44444444444444444444444444444444";
+    p.hset_multiple(
+        k.job_record(id),
+        &[
+            ("state", "queued"),
+            ("queue", "zz-last"),
+            ("class", "LastOfAll"),
+        ],
+    )
+    .ignore();
+    p.rpush(
+        k.queue("zz-last"),
+        format!(r#"{{"class":"LastOfAll","args":[],"resq_id":"{id}"}}"#),
+    )
+    .ignore();
+    let () = p.query_async(&mut con).await.expect("seed");
+    let app = router(&ns, |c| c).await;
+    for (page, mark) in [
+        ("/overview", "data-partial=\"queues\""),
+        ("/queues", "data-partial=\"queues\""),
+        ("/delayed", "data-partial=\"queues\""),
+        ("/stats", "data-partial=\"queues\""),
+        ("/jobs", "data-partial=\"counts\""),
+        ("/limits", "data-partial=\"partitions\""),
+    ] {
+        let r = get(&app, page).await;
+        assert_eq!(r.status, StatusCode::OK, "{page}: {}", r.body);
+        assert!(
+            r.body.contains(mark),
+            "{page} should say it stopped early: {}",
+            r.body
+        );
+    }
+    // Any queue is reached by filtering (matched by Redis).
+    let r = get(&app, "/queues?q=zz-last").await;
+    assert!(r.body.contains("queue?name=zz-last"), "{}", r.body);
+    // The queued listing stops at its budget (empty queues count) and links on; following
+    // the links reaches the job behind the empty queues.
+    let mut url = "/jobs?state=queued".to_string();
+    let mut found = false;
+    for page in 0..10 {
+        let r = get(&app, &url).await;
+        assert_eq!(r.status, StatusCode::OK, "{url}: {}", r.body);
+        if r.body.contains("LastOfAll") {
+            // Not on the first page: 30,000 empty queues are more than one page's budget.
+            assert!(page > 0, "the first page read every empty queue");
+            found = true;
+            break;
+        }
+        assert!(
+            r.body.contains("stopped after looking at its budget"),
+            "{url}: {}",
+            r.body
+        );
+        let marker = "href=\"./jobs?";
+        let next = r
+            .body
+            .match_indices(marker)
+            .map(|(i, _)| &r.body[i + marker.len()..])
+            .find_map(|rest| {
+                let q = &rest[..rest.find('"')?];
+                q.contains("from=").then(|| q.replace("&amp;", "&"))
+            })
+            .unwrap_or_else(|| panic!("no next link: {}", r.body));
+        url = format!("/jobs?{next}");
+    }
+    assert!(found, "the job behind 30,000 empty queues was not reached");
+}

@@ -101,8 +101,7 @@ pub(crate) fn queues_partial(ctx: &Ctx, scan: &crate::admin::queues::QueueScan) 
         @if !scan.complete {
             p.flash.warn data-partial="queues" {
                 "Stopped early: about " (num(scan.examined as u64)) " of the " (num(scan.names))
-                " names in the queue set were read (a page reads " (num(super::QUEUE_NAMES as u64))
-                " at most), so counts here are of those. "
+                " names in the queue set were read (a page's budget), so counts here are of those. "
                 a href={ (ctx.base) "queues" } { "Filter the queues by name" } " to see others."
             }
         }
