@@ -5,6 +5,11 @@
 //! p99 over sequential requests and the server's resident memory before, between and after two
 //! passes over every page.
 //!
+//! Issue 40's cases are in the same namespace: a batch of 10,000 queued members behind 89,000
+//! jobs of their queue, a keyed limit of 1,000,000 partitions with nothing in use, and
+//! 200,000 empty names in `<ns>:queues`; and the time of an `/overview` sent while the slowest
+//! page runs.
+//!
 //! Then it times the background count of the whole failure list and three bulk actions over
 //! it. `cargo bench --bench web` (about a minute after the build); `WEB_BENCH_N` requests per
 //! page per pass (default 40). Numbers go to docs/performance.md by hand; nothing is asserted
@@ -21,6 +26,13 @@ const FAILURES: usize = 100_000;
 const BIG_QUEUE: usize = 10_000;
 const QUEUES: usize = 500;
 const NS: &str = "resque";
+/// Issue 40: a batch's queued members, the jobs ahead of them, limit partitions, empty names.
+const BATCH_MEMBERS: usize = 10_000;
+const AHEAD: usize = 89_000;
+const PARTITIONS: usize = 1_000_000;
+const EMPTY_NAMES: usize = 200_000;
+/// The batch's id.
+const BATCH: &str = "b4c0ffee0000000000000000000000aa";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -184,6 +196,7 @@ fn fill(url: &str) {
     p.set(k.stat_processed(), 1_440 * 900).ignore();
     p.set(k.stat_failed(), FAILURES).ignore();
     let () = p.query(&mut con).expect("fill");
+    fill_issue_40(&mut con, &k);
     let used: String = redis::cmd("INFO")
         .arg("memory")
         .query(&mut con)
@@ -195,10 +208,85 @@ fn fill(url: &str) {
         .trim()
         .to_string();
     println!(
-        "filled in {:.1}s: {FAILURES} failures, {BIG_QUEUE} jobs in `big`, {} queues, Redis {used}",
+        "filled in {:.1}s: {FAILURES} failures, {BIG_QUEUE} jobs in `big`, {} queues, a batch of \
+         {BATCH_MEMBERS} behind {AHEAD} jobs, {PARTITIONS} limit partitions, {EMPTY_NAMES} empty \
+         queue names, Redis {used}",
         t0.elapsed().as_secs_f64(),
-        QUEUES + 1
+        QUEUES + 2
     );
+}
+
+/// Issue 40's cases: a 10,000-member batch queued behind 89,000 jobs, a keyed limit of
+/// 1,000,000 empty partitions, 200,000 empty queue names.
+fn fill_issue_40(con: &mut redis::Connection, k: &Keys) {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let q = "batchq";
+    let mut p = redis::pipe();
+    p.sadd(k.queues(), q).ignore();
+    for i in 0..AHEAD {
+        p.rpush(k.queue(q), format!(r#"{{"class":"Ahead","args":[{i}]}}"#))
+            .ignore();
+        if i % 10_000 == 9_999 {
+            let () = p.query(con).expect("ahead");
+            p = redis::pipe();
+        }
+    }
+    p.hset_multiple(
+        k.batch(BATCH),
+        &[
+            ("total", BATCH_MEMBERS.to_string()),
+            ("pending", BATCH_MEMBERS.to_string()),
+            ("unsucceeded", BATCH_MEMBERS.to_string()),
+            ("failed", "0".to_string()),
+            ("created_at", now_ms.to_string()),
+            (
+                "description",
+                "10,000 members behind 89,000 jobs".to_string(),
+            ),
+        ],
+    )
+    .ignore();
+    p.zadd(k.batches(), BATCH, now_ms).ignore();
+    for i in 0..BATCH_MEMBERS {
+        let id = format!("{:032x}", (0xba7c_u128 << 64) | i as u128);
+        p.sadd(k.batch_jobs(BATCH), &id).ignore();
+        p.hset_multiple(
+            k.job_record(&id),
+            &[
+                ("state", "queued"),
+                ("queue", q),
+                ("class", "Member"),
+                ("batch", BATCH),
+            ],
+        )
+        .ignore();
+        p.rpush(
+            k.queue(q),
+            format!(r#"{{"class":"Member","args":[{i}],"resq_id":"{id}"}}"#),
+        )
+        .ignore();
+    }
+    let () = p.query(con).expect("batch");
+    let limit = serde_json::json!({"name": "per_account", "kind": "concurrency", "limit": 5,
+        "key": "acct-{args.0}"})
+    .to_string();
+    let () = redis::cmd("HSET")
+        .arg(k.limits_declared())
+        .arg("per_account")
+        .arg(limit)
+        .query(con)
+        .expect("limit");
+    for (key, n, prefix) in [
+        (k.limit_parts("per_account"), PARTITIONS, "acct-"),
+        (k.queues(), EMPTY_NAMES, "empty-"),
+    ] {
+        let mut p = redis::pipe();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+            let names: Vec<String> = chunk.iter().map(|i| format!("{prefix}{i:07}")).collect();
+            p.sadd(&key, names).ignore();
+        }
+        let () = p.query(con).expect("names");
+    }
 }
 
 /// One `GET`, the connection closed after it: (status, body bytes, seconds).
@@ -227,7 +315,7 @@ fn page_text(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )
     .expect("send");
     let mut body = String::new();
@@ -240,7 +328,7 @@ fn post(addr: &str, path: &str, form: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nConnection: close\r\n\
          Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
         form.len()
     )
@@ -261,6 +349,13 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// The median of unsorted `ms`.
+fn pct_of(ms: &[f64]) -> f64 {
+    let mut v = ms.to_vec();
+    v.sort_by(f64::total_cmp);
+    pct(&v, 0.5)
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -375,6 +470,13 @@ fn main() {
         ("delayed (2,000 timestamps)", "/delayed".into()),
         ("recurring", "/recurring".into()),
         ("jobs (1,000 statuses)", "/jobs".into()),
+        ("jobs, queued tab", "/jobs?state=queued".into()),
+        ("limits (1,000,000 partitions)", "/limits".into()),
+        (
+            "batch of 10,000 behind 89,000 jobs",
+            format!("/batch?id={BATCH}"),
+        ),
+        ("batches", "/batches".into()),
         ("stats", "/stats".into()),
         ("api/live", "/api/live".into()),
     ];
@@ -438,6 +540,20 @@ fn main() {
         let reply = post(&addr, "/failed/bulk", &body);
         bulk.push((what, t.elapsed().as_secs_f64(), reply));
     }
+    // An overview sent while the slowest page runs: how long each took.
+    let slow = results
+        .iter()
+        .zip(&pages)
+        .max_by(|a, b| pct_of(&a.0 .1).total_cmp(&pct_of(&b.0 .1)))
+        .map(|(_, (name, path))| (name.to_string(), path.clone()))
+        .expect("pages");
+    let during = {
+        let (a, path) = (addr.clone(), slow.1.clone());
+        let t = std::thread::spawn(move || get(&a, &path).2);
+        std::thread::sleep(Duration::from_millis(2));
+        let (_, _, overview) = get(&addr, "/overview");
+        (t.join().expect("slow page"), overview)
+    };
     let peak = rss_kib(pid, "VmHWM:");
     println!();
     println!("| page | p50 ms | p99 ms | max ms | KiB |");
@@ -461,6 +577,12 @@ fn main() {
         pass_rss[1] as f64 / 1024.0,
         peak as f64 / 1024.0,
         2 * n
+    );
+    println!(
+        "slowest page ({}) took {:.1} ms while an /overview sent 2 ms into it took {:.1} ms",
+        slow.0,
+        during.0 * 1000.0,
+        during.1 * 1000.0
     );
     println!(
         "background count of all {FAILURES} entries by class/exception/queue: {count_secs:.2} s"

@@ -275,6 +275,11 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         let (wait, bound) = (self.wait.is_some(), self.bound);
         Box::pin(async move {
+            // A pipeline built from an empty list asks nothing: it is answered with nothing,
+            // where redis-rs would fail it as an "empty command".
+            if count == 0 {
+                return Ok(Vec::new());
+            }
             let sent = bound::within(bound, async {
                 match &mut self.inner {
                     ConnInner::Single(c) => c.req_packed_commands(pipeline, offset, count).await,

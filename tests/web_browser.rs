@@ -71,22 +71,37 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// A headless chromium session with a fresh profile, and the profile's directory.
 async fn browser() -> (Client, std::path::PathBuf) {
+    browser_with(&[]).await
+}
+
+/// [`browser`] with more command-line switches.
+async fn browser_with(extra: &[&str]) -> (Client, std::path::PathBuf) {
     let profile = std::env::temp_dir().join(format!(
         "resq-chromium-{}-{}",
         std::process::id(),
         support::free_port()
     ));
+    let mut args: Vec<String> = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    args.extend(extra.iter().map(|s| s.to_string()));
     let caps = json!({
         "browserName": "chrome",
         "goog:chromeOptions": {
             "binary": chromium(),
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync",
-                "--window-size=1280,900",
-                format!("--user-data-dir={}", profile.display()),
-            ],
+            "args": args,
         },
         "goog:loggingPrefs": {"browser": "ALL"},
     });
@@ -800,5 +815,166 @@ async fn limits_page_lists_a_limit_and_a_queue_is_paused_by_clicking() {
     assert_eq!(state, "paused");
     let errors = console_errors(&c).await;
     assert!(errors.is_empty(), "console errors {errors:?}");
+    close(c, profile).await;
+}
+
+/// The CSRF token in a page's source.
+fn token_in(html: &str) -> Option<String> {
+    let marker = "name=\"_csrf\" value=\"";
+    let i = html.find(marker)? + marker.len();
+    html.get(i..i + 64).map(str::to_string)
+}
+
+#[tokio::test]
+async fn a_dns_rebinding_page_neither_reads_the_token_nor_pauses_the_fleet() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ns = support::namespace("brrebind");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    // The default setup: loopback, no authentication.
+    let server = serve(&ns, Auth::none()).await;
+    let port = server.addr.port();
+    // `evil.test` resolves to 127.0.0.1: what a rebinding DNS server makes it do once the
+    // attacker's page is loaded.
+    let (c, profile) = browser_with(&["--host-resolver-rules=MAP evil.test 127.0.0.1"]).await;
+    // The dashboard's own page has the token (and the real one is what an attacker wants).
+    c.goto(&format!("http://127.0.0.1:{port}/overview"))
+        .await
+        .expect("own page");
+    let token = token_in(&c.source().await.expect("source")).expect("the token on its page");
+    // The attacker's page at http://evil.test:<port>/: same port, foreign Host.
+    c.goto(&format!("http://evil.test:{port}/overview"))
+        .await
+        .expect("evil page");
+    let shown = c.source().await.expect("source");
+    assert!(shown.contains("421") && !shown.contains(&token), "{shown}");
+    let fetch = |script: String| {
+        let c = c.clone();
+        async move { c.execute_async(&script, vec![]).await.expect("script ran") }
+    };
+    // Its script reads same-origin pages (as rebinding allows): refused, no token.
+    let read = fetch(
+        "const done = arguments[arguments.length - 1];\
+         fetch('/overview').then(r => r.text().then(t => done([r.status, t])), e => done(String(e)));"
+            .into(),
+    )
+    .await;
+    assert_eq!(read[0], json!(421), "{read}");
+    assert!(!read[1].as_str().unwrap_or("").contains(&token), "{read}");
+    // It posts /pause with the real token, same-origin: refused. (A post from another
+    // origin to the loopback one carries that Origin: tests/web_every_namespace.rs.)
+    let post = fetch(format!(
+        "const done = arguments[arguments.length - 1];\
+         fetch('/pause', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '_csrf={token}'}})\
+         .then(r => done(r.status), e => done(String(e)));"
+    ))
+    .await;
+    assert_eq!(post, json!(421), "{post}");
+    let paused: Option<String> = con.get(k.pause_all_workers()).await.expect("get");
+    assert_eq!(paused, None, "a foreign origin paused the fleet");
+    // The dashboard's own page still pauses it, with its token.
+    c.goto(&format!("http://127.0.0.1:{port}/overview"))
+        .await
+        .expect("own page");
+    let own = fetch(format!(
+        "const done = arguments[arguments.length - 1];\
+         fetch('pause', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '_csrf={token}'}})\
+         .then(r => done(r.status), e => done(String(e)));"
+    ))
+    .await;
+    assert_eq!(own, json!(200), "{own}");
+    let paused: Option<String> = con.get(k.pause_all_workers()).await.expect("get");
+    assert!(paused.is_some(), "its own page did not pause the fleet");
+    close(c, profile).await;
+}
+
+/// Walks the dashboard of `ns` in the browser from the overview, following every link of its
+/// own (every page, tab, filter and pager it links to, `max` pages at most): no page is a
+/// server error. Returns the pages visited.
+async fn walk(c: &Client, base: &str, max: usize) -> Vec<String> {
+    let mut queue = std::collections::VecDeque::from([format!("{base}/overview")]);
+    let mut seen: std::collections::HashSet<String> = queue.iter().cloned().collect();
+    let mut visited = Vec::new();
+    while let Some(url) = queue.pop_front() {
+        if visited.len() >= max {
+            break;
+        }
+        c.goto(&url).await.expect("goto");
+        let title = c.title().await.expect("title");
+        // The status, asked again of the same URL (a page does not change Redis by a GET).
+        let status = c
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 fetch(location.href).then(r => done(r.status), e => done(String(e)));",
+                vec![],
+            )
+            .await
+            .expect("status");
+        let code = status.as_u64().unwrap_or(0);
+        assert!(
+            (200..500).contains(&code) && !title.starts_with("resq web: 5"),
+            "{url}: {status} {title}"
+        );
+        visited.push(url.clone());
+        let links = c
+            .execute(
+                "return [...document.querySelectorAll('a[href]')].map(a => a.href);",
+                vec![],
+            )
+            .await
+            .expect("links");
+        for l in links.as_array().into_iter().flatten() {
+            let Some(l) = l.as_str() else { continue };
+            let l = l.split('#').next().unwrap_or(l).to_string();
+            if l.starts_with(base) && !l.contains("/assets/") && seen.insert(l.clone()) {
+                queue.push_back(l);
+            }
+        }
+    }
+    visited
+}
+
+#[tokio::test]
+async fn every_page_and_tab_answers_on_an_empty_and_a_full_namespace() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut con = support::con().await;
+    let empty = support::namespace("brwalkempty");
+    let full = support::namespace("brwalkfull");
+    web_common::seed_demo(&mut con, &full).await;
+    web_common::seed_hostile(&mut con, &full).await;
+    web_common::seed_bad_names(&mut con, &full).await;
+    let batch = web_common::seed_batch(&mut con, &full).await;
+    let (c, profile) = browser().await;
+    for (ns, least) in [(&empty, 10), (&full, 40)] {
+        let server = serve(ns, Auth::none()).await;
+        let base = format!("http://127.0.0.1:{}", server.addr.port());
+        let visited = walk(&c, &base, 150).await;
+        assert!(
+            visited.len() >= least,
+            "{ns}: only {} pages: {visited:?}",
+            visited.len()
+        );
+        for must in [
+            "/batches",
+            "/waiting",
+            "/limits",
+            "/jobs?state=queued",
+            "/stats",
+        ] {
+            assert!(
+                visited.iter().any(|v| v.ends_with(must)),
+                "{ns}: {must} not reached: {visited:?}"
+            );
+        }
+        if ns == &full {
+            for must in [format!("/batch?id={batch}"), "/recurring".to_string()] {
+                assert!(
+                    visited.iter().any(|v| v.ends_with(&must)),
+                    "{ns}: {must} not reached: {visited:?}"
+                );
+            }
+        }
+        server.stop();
+    }
     close(c, profile).await;
 }

@@ -91,10 +91,7 @@ impl Admin {
     async fn jesque_items(&self, limit: usize) -> Result<Vec<DelayedItem>> {
         let mut con = self.con();
         let k = self.keys();
-        let mut names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(k.queues())
-            .query_async(&mut con)
-            .await?;
+        let mut names = super::names::smembers(&mut con, &k.queues()).await?;
         names.sort();
         if names.is_empty() {
             return Ok(Vec::new());

@@ -32,6 +32,7 @@ pub(crate) mod failure_scan;
 pub(crate) mod failures;
 pub mod history;
 pub(crate) mod list_ids;
+pub(crate) mod names;
 pub(crate) mod pause;
 pub(crate) mod presence;
 pub(crate) mod prune;

@@ -39,13 +39,31 @@ type Counters = (
     Option<String>,
     u64,
     u64,
-    Vec<String>,
+    Vec<Vec<u8>>,
     Option<Vec<u8>>,
 );
 
 impl Admin {
     /// Reads the counters and totals.
     pub async fn info(&self) -> Result<Info> {
+        let queues = self.queues().await?;
+        self.info_with(queues.len(), &queues).await
+    }
+
+    /// [`Admin::info`] reading about `max_names` queue names at most: `pending` then counts the
+    /// queues read (the scan says whether that is all of them), `queues` every name.
+    pub(crate) async fn info_within(
+        &self,
+        max_names: usize,
+    ) -> Result<(Info, super::queues::QueueScan)> {
+        let scan = self.queues_within(None, max_names).await?;
+        let n = usize::try_from(scan.names).unwrap_or(usize::MAX);
+        let info = self.info_with(n, &scan.queues).await?;
+        Ok((info, scan))
+    }
+
+    /// The counters, with `queues` names of which `read` were read.
+    async fn info_with(&self, names: usize, read: &[super::QueueInfo]) -> Result<Info> {
         let mut con = self.con();
         let k = self.keys();
         let (processed, failed, failed_entries, delayed_timestamps, workers, paused): Counters =
@@ -58,6 +76,7 @@ impl Admin {
                 .get(k.pause_all_workers())
                 .query_async(&mut con)
                 .await?;
+        let workers = super::names::decode(&k.workers(), workers);
         let working = if workers.is_empty() {
             0
         } else {
@@ -69,14 +88,13 @@ impl Admin {
                 .filter(|r| r.as_ref().is_some_and(|b| !b.is_empty()))
                 .count()
         };
-        let queues = self.queues().await?;
-        let pending = queues.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
+        let pending = read.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
         Ok(Info {
             namespace: k.namespace().to_string(),
             processed: counter(processed.as_deref()),
             failed: counter(failed.as_deref()),
             failed_entries,
-            queues: queues.len(),
+            queues: names,
             pending,
             workers: workers.len(),
             working,

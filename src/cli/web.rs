@@ -1,6 +1,7 @@
 //! `resq web`: serve the dashboard ([`crate::web`]) for the namespace, until INT or TERM.
 //!
-//! Binds `127.0.0.1:5678` unless `--bind` (env `RESQ_WEB_BIND`) says otherwise; authentication
+//! Binds `127.0.0.1:5678` unless `--bind` (env `RESQ_WEB_BIND`) says otherwise, and answers
+//! to loopback names, the bound address and each `--host NAME` only; authentication
 //! comes from `RESQ_WEB_TOKEN` (bearer) and/or `RESQ_WEB_USER` + `RESQ_WEB_PASSWORD` (basic),
 //! and a non-loopback address is refused without it. Secrets are never printed.
 
@@ -9,7 +10,7 @@ use crate::web::{self, Auth, WebConfig};
 use clap::Args;
 use std::net::SocketAddr;
 
-/// `resq web [--bind ADDR] [--read-only]`.
+/// `resq web [--bind ADDR] [--read-only] [--host NAME]…`.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct WebArgs {
     /// Address to listen on (a non-loopback address needs RESQ_WEB_TOKEN or
@@ -19,6 +20,10 @@ pub(crate) struct WebArgs {
     /// Show and accept no action (retry, remove, delete, pause…).
     #[arg(long, env = "RESQ_WEB_READ_ONLY")]
     pub read_only: bool,
+    /// Also answer to this host name (`ops.example.com`, or `name:port`); repeatable. Loopback
+    /// names and the bound address are always answered; any other `Host` is refused.
+    #[arg(long = "host", value_name = "NAME")]
+    pub hosts: Vec<String>,
 }
 
 /// Runs the dashboard until INT or TERM.
@@ -30,10 +35,13 @@ pub(crate) async fn run(target: &super::Target, a: WebArgs) -> Result<()> {
         Ok(v) => crate::scheduler::parse_float_format(&v)?,
         Err(_) => Default::default(),
     };
-    let config = WebConfig::new(admin)
+    let mut config = WebConfig::new(admin)
         .auth(auth)
         .read_only(a.read_only)
         .float_format(float_format);
+    for h in a.hosts {
+        config = config.host(h);
+    }
     let described = config.auth.describe();
     let server = web::serve(a.bind, config).await.map_err(web_error)?;
     println!(

@@ -30,24 +30,40 @@ impl Admin {
     /// reported: a retry waiting in the delayed set counts as `scheduled`. A key of the wrong
     /// type counts nothing.
     pub async fn job_counts(&self) -> Result<Vec<(State, u64)>> {
+        Ok(self.job_counts_within(None).await?.0)
+    }
+
+    /// [`Admin::job_counts`] reading about `max_keys` queue names and about as many limit
+    /// partitions at most (`None`: all): `queued` then counts the jobs of those read, and the
+    /// flag says whether that was all of them.
+    pub(crate) async fn job_counts_within(
+        &self,
+        max_keys: Option<usize>,
+    ) -> Result<(Vec<(State, u64)>, bool)> {
         let keys = self.keys();
         let mut con = self.con();
-        let queued: u64 = self
-            .queues()
-            .await?
-            .iter()
-            .map(|q| q.pending.unwrap_or(q.size))
-            .sum();
-        let held = held_sets(&mut con, keys).await?;
-        let workers: Vec<String> = match redis::cmd("SMEMBERS")
-            .arg(keys.workers())
-            .query_async::<Vec<String>>(&mut con)
-            .await
-        {
-            Ok(w) => w,
-            Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
-            Err(e) => return Err(e.into()),
+        let (queues, mut complete) = match max_keys {
+            None => (self.queues().await?, true),
+            Some(max) => {
+                let scan = self.queues_within(None, max).await?;
+                (scan.queues, scan.complete)
+            }
         };
+        let queued: u64 = queues.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
+        let held = match max_keys {
+            None => held_sets(&mut con, keys).await?,
+            Some(max) => {
+                let (held, all) = held_sets_within(&mut con, keys, max).await?;
+                complete &= all;
+                held
+            }
+        };
+        let workers: Vec<String> =
+            match crate::admin::names::smembers(&mut con, &keys.workers()).await {
+                Ok(w) => w,
+                Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+                Err(e) => return Err(e.into()),
+            };
         let indexed = [
             State::Waiting,
             State::Completed,
@@ -81,7 +97,7 @@ impl Admin {
         for (s, r) in indexed.iter().zip(ix).skip(1) {
             out.push((*s, n(r)));
         }
-        Ok(out)
+        Ok((out, complete))
     }
 
     /// The items of every bucket of the delayed set.
@@ -128,4 +144,61 @@ fn cmd(name: &str, key: &str) -> redis::Cmd {
     let mut c = redis::cmd(name);
     c.arg(key);
     c
+}
+
+/// The held sets of every limit stored (declared or set), each keyed limit's partitions read
+/// with `SSCAN` while about `max` partitions in all have not been read; and whether every
+/// partition was.
+async fn held_sets_within(
+    con: &mut crate::conn::Conn,
+    keys: &crate::keys::Keys,
+    max: usize,
+) -> Result<(Vec<String>, bool)> {
+    let mut names: Vec<String> = Vec::new();
+    for k in [keys.limits_declared(), keys.limits_set()] {
+        let raw: Vec<Vec<u8>> = match redis::cmd("HKEYS").arg(&k).query_async(con).await {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        names.extend(crate::admin::names::decode(&k, raw));
+    }
+    names.sort();
+    names.dedup();
+    let mut out: Vec<String> = names.iter().map(|n| keys.limit_held(n, None)).collect();
+    let mut left = max;
+    let mut complete = true;
+    for n in &names {
+        let parts_key = keys.limit_parts(n);
+        let mut cursor = 0u64;
+        loop {
+            if left == 0 {
+                complete = false;
+                break;
+            }
+            let r: redis::RedisResult<(u64, Vec<Vec<u8>>)> = redis::cmd("SSCAN")
+                .arg(&parts_key)
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(left.min(1_000))
+                .query_async(con)
+                .await;
+            let (next, got) = match r {
+                Ok(v) => v,
+                Err(e) if e.code() == Some("WRONGTYPE") => (0, Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            left = left.saturating_sub(got.len().max(1));
+            for p in crate::admin::names::decode(&parts_key, got) {
+                out.push(keys.limit_held(n, Some(&p)));
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok((out, complete))
 }

@@ -300,14 +300,18 @@ impl Admin {
                         return Ok(page);
                     }
                 }
+                // Empty queues and held sets count too: 200,000 of them cost what 200,000
+                // jobs do.
+                looked += walk.take_reads().saturating_sub(entries.len());
                 if looked >= SCAN_BUDGET {
                     page.truncated = true;
-                    page.next = Some(match entries.last() {
-                        Some(e) => JobPosition {
+                    page.next = Some(match (entries.last(), walk.resume()) {
+                        (_, Some(cur)) if entries.is_empty() => JobPosition { seg, cur },
+                        (Some(e), _) => JobPosition {
                             seg,
                             cur: e.after.clone(),
                         },
-                        None => JobPosition::start(seg),
+                        (None, _) => JobPosition::start(seg),
                     });
                     return Ok(page);
                 }

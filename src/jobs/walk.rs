@@ -38,6 +38,9 @@ pub(crate) struct Walk {
     /// The delayed set's place.
     delayed: Option<(i64, usize)>,
     done: bool,
+    /// Keys read since [`Walk::take_reads`] last asked (an empty queue or held set costs a
+    /// read as a job does: a listing's budget counts them).
+    reads: usize,
 }
 
 impl Walk {
@@ -57,6 +60,7 @@ impl Walk {
             off: 0,
             delayed: None,
             done: false,
+            reads: 0,
         };
         match seg {
             Seg::Workers => {
@@ -124,6 +128,28 @@ impl Walk {
         Ok(out)
     }
 
+    /// Keys read since the last call.
+    pub(crate) fn take_reads(&mut self) -> usize {
+        std::mem::take(&mut self.reads)
+    }
+
+    /// Where a queue or held-set walk stands (the name it reads next, and how far into it),
+    /// when it has not ended.
+    pub(crate) fn resume(&self) -> Option<Cur> {
+        let name = self.names.first()?.clone();
+        match self.seg {
+            Seg::Queues => Some(Cur::Queue {
+                queue: name,
+                off: self.off,
+            }),
+            Seg::Held => Some(Cur::Held {
+                key: name,
+                off: self.off,
+            }),
+            _ => None,
+        }
+    }
+
     async fn workers<C: ConnectionLike + Send>(
         &mut self,
         con: &mut C,
@@ -172,6 +198,7 @@ impl Walk {
         }
         let queues = self.seg == Seg::Queues;
         let names: Vec<String> = self.names.iter().take(LISTS).cloned().collect();
+        self.reads += names.len();
         let replies = each(
             con,
             names.iter().enumerate().map(|(i, n)| {
@@ -426,10 +453,7 @@ async fn members<C: ConnectionLike + Send>(con: &mut C, key: &str) -> Result<Vec
     let r: redis::RedisResult<Vec<Vec<u8>>> =
         redis::cmd("SMEMBERS").arg(key).query_async(con).await;
     let mut v: Vec<String> = match r {
-        Ok(v) => v
-            .into_iter()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .collect(),
+        Ok(v) => crate::admin::names::decode(key, v),
         Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
         Err(e) => return Err(e.into()),
     };
@@ -480,8 +504,9 @@ pub(crate) async fn held_sets<C: ConnectionLike + Send>(
     for (n, p) in names.iter().zip(parts) {
         out.push(keys.limit_held(n, None));
         if let Ok(Value::Array(v) | Value::Set(v)) = p {
-            for part in v.into_iter().filter_map(bytes) {
-                out.push(keys.limit_held(n, Some(&String::from_utf8_lossy(&part))));
+            let parts = v.into_iter().filter_map(bytes).collect();
+            for part in crate::admin::names::decode(&keys.limit_parts(n), parts) {
+                out.push(keys.limit_held(n, Some(&part)));
             }
         }
     }

@@ -29,6 +29,9 @@ pub struct LimitReport {
     pub overridden: bool,
     /// Its partitions with something running or held (at most 1,000), by name.
     pub partitions: Vec<PartitionReport>,
+    /// Whether every partition was looked at (a report reads 20,000 partitions at most, over
+    /// all limits: empty ones count).
+    pub partitions_complete: bool,
     /// Whether a time-window limit is open now.
     pub open: Option<bool>,
     /// Workers of other runtimes (Ruby, Jesque, node-resque) polling a queue this limit covers:
@@ -39,6 +42,9 @@ pub struct LimitReport {
 /// Partitions reported per limit at most.
 const MAX_PARTS: usize = 1000;
 
+/// Partitions a report reads at most, over all limits (`SSCAN`, 1,000 at a time).
+const PARTS_BUDGET: usize = 20_000;
+
 impl Admin {
     /// Every limit in force with its use.
     pub async fn limit_reports(&self) -> Result<Vec<LimitReport>> {
@@ -48,27 +54,52 @@ impl Admin {
         let (declared, set, workers): (
             BTreeMap<String, String>,
             BTreeMap<String, String>,
-            Vec<String>,
+            Vec<Vec<u8>>,
         ) = redis::pipe()
             .hgetall(keys.limits_declared())
             .hgetall(keys.limits_set())
             .smembers(keys.workers())
             .query_async(&mut con)
             .await?;
+        let workers = crate::admin::names::decode(&keys.workers(), workers);
         let overridden: Vec<String> = set.keys().cloned().collect();
         let (limits, _) = super::store::merge(declared, set);
         let now = chrono::Utc::now();
         let ms = now.timestamp_millis();
         let mut out = Vec::new();
+        let mut left = PARTS_BUDGET;
         for l in limits {
             let mut parts: Vec<Option<String>> = vec![None];
+            let mut partitions_complete = true;
             if l.key.is_some() {
-                let mut names: Vec<String> = redis::cmd("SMEMBERS")
-                    .arg(keys.limit_parts(&l.name))
-                    .query_async(&mut con)
-                    .await?;
+                let key = keys.limit_parts(&l.name);
+                let mut raw: Vec<Vec<u8>> = Vec::new();
+                let mut cursor = 0u64;
+                loop {
+                    if left == 0 {
+                        partitions_complete = false;
+                        break;
+                    }
+                    let (next, mut got): (u64, Vec<Vec<u8>>) = redis::cmd("SSCAN")
+                        .arg(&key)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(left.min(1_000))
+                        .query_async(&mut con)
+                        .await?;
+                    left = left.saturating_sub(got.len().max(1));
+                    raw.append(&mut got);
+                    cursor = next;
+                    if cursor == 0 {
+                        break;
+                    }
+                }
+                let mut names = crate::admin::names::decode(&key, raw);
                 names.sort();
-                parts = names.into_iter().take(MAX_PARTS).map(Some).collect();
+                names.dedup();
+                // Every partition read is looked at (its use and held jobs): those with
+                // something running or held are reported, up to MAX_PARTS.
+                parts = names.into_iter().map(Some).collect();
             }
             // Every partition's use and held jobs in one round trip (three replies each; a key
             // of the wrong type reads as nothing).
@@ -130,7 +161,7 @@ impl Admin {
                     let at = score % 1e13;
                     ((ms as f64 - at) / 1000.0).max(0.0)
                 });
-                if p.is_none() || in_use > 0 || held > 0 {
+                if (p.is_none() || in_use > 0 || held > 0) && reports.len() < MAX_PARTS {
                     reports.push(PartitionReport {
                         partition: p,
                         in_use,
@@ -146,6 +177,7 @@ impl Admin {
                 overridden: overridden.contains(&l.name),
                 limit: l,
                 partitions: reports,
+                partitions_complete,
                 open,
                 foreign_workers,
             });
@@ -317,6 +349,7 @@ mod tests {
         LimitReport {
             limit,
             overridden: false,
+            partitions_complete: true,
             partitions: parts
                 .iter()
                 .map(|&(in_use, held, oldest_held_secs)| PartitionReport {

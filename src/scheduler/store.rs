@@ -65,16 +65,17 @@ impl NewSchedule {
 
 /// Every stored schedule, sorted by name.
 pub async fn list(con: &mut Conn, keys: &Keys) -> Result<Vec<StoredSchedule>> {
-    let (stored, tokens, last): (
-        HashMap<String, String>,
-        HashMap<String, String>,
-        HashMap<String, String>,
-    ) = redis::pipe()
+    type Raw = Vec<(Vec<u8>, Vec<u8>)>;
+    let (stored, tokens, last): (Raw, Raw, Raw) = redis::pipe()
         .hgetall(keys.persistent_schedules())
         .hgetall(keys.schedule_next())
         .hgetall(keys.last_enqueued_at())
         .query_async(con)
         .await?;
+    use crate::admin::names::decode_hash;
+    let stored = decode_hash(&keys.persistent_schedules(), stored);
+    let tokens: HashMap<String, String> = decode_hash(&keys.schedule_next(), tokens);
+    let last: HashMap<String, String> = decode_hash(&keys.last_enqueued_at(), last);
     let mut v: Vec<StoredSchedule> = stored
         .into_iter()
         .map(|(name, text)| StoredSchedule {

@@ -25,14 +25,16 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
     let offset = ctx.query.number("offset")?.unwrap_or(0);
     let p = admin.delayed_page(offset, PER_PAGE, PER_BUCKET).await?;
     let now = admin.now().await?;
-    let jesque: Vec<_> = admin
-        .queues()
-        .await?
-        .into_iter()
+    let scan = admin.queues_within(None, super::QUEUE_NAMES).await?;
+    let jesque: Vec<_> = scan
+        .queues
+        .iter()
+        .cloned()
         .filter(|q| q.kind == QueueKind::Zset)
         .collect();
     let back = offset.to_string();
     let body = html! {
+        (super::layout::queues_partial(&ctx, &scan))
         p.muted { (num(p.timestamps as u64)) " timestamps with delayed items (resque-scheduler's delayed_queue_schedule)." }
         (pager(&ctx, "delayed", "", offset, PER_PAGE, p.timestamps))
         table {

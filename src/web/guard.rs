@@ -1,7 +1,9 @@
 //! What every response and every request goes through: security headers on everything
 //! (a CSP that allows no inline script, no framing, no MIME sniffing), authentication, and the
 //! method rule (only `GET`/`HEAD` read, only `POST` changes, nothing changes in read-only mode).
-//! The CSRF check is on every form a `POST` carries ([`super::ctx::CheckedForm`]).
+//! The CSRF check is on every form a `POST` carries ([`super::ctx::CheckedForm`]); before it,
+//! [`origin`] refuses a `Host` the server does not answer to and a `POST` from another origin
+//! ([`super::origin`]).
 
 use super::error::{error_page, WebError};
 use super::state::App;
@@ -80,4 +82,39 @@ pub(crate) async fn methods(
         return WebError::Forbidden("the dashboard is read-only".into()).into_response();
     }
     next.run(req).await
+}
+
+/// Refuses a request naming a `Host` the dashboard does not answer to (`421`), and a `POST`
+/// whose `Origin` (or `Referer`) is not the dashboard's own (`403`): see [`super::origin`].
+pub(crate) async fn origin(
+    State(app): State<Arc<App>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
+    let h = req.headers();
+    let text = |name: header::HeaderName| h.get(name).and_then(|v| v.to_str().ok());
+    let host = h
+        .get(header::HOST)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"))
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let from = text(header::ORIGIN).or_else(|| text(header::REFERER));
+    // Other methods are refused by `methods`.
+    let changes = req.method() == Method::POST;
+    match super::origin::refusal(&app.hosts, host, from, changes) {
+        None => next.run(req).await,
+        Some(why) => {
+            let status = if host.is_some_and(|h| !app.hosts.allows(h)) {
+                StatusCode::MISDIRECTED_REQUEST
+            } else {
+                StatusCode::FORBIDDEN
+            };
+            (status, error_page(status, why)).into_response()
+        }
+    }
+}
+
+/// Collects, while the request is served, the names its reads found that are not UTF-8 (the
+/// page lists them: [`crate::admin::names`]).
+pub(crate) async fn collect_notes(req: Request<Body>, next: Next) -> Response {
+    crate::admin::names::collect(next.run(req)).await
 }

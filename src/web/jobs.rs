@@ -148,6 +148,12 @@ fn tabs(ctx: &Ctx, filter: &JobFilter, counts: &JobCounts) -> Markup {
                 }
             }
         }
+        @if counts.partial {
+            p.flash.warn data-partial="counts" {
+                "Stopped early: queued counts the jobs of the first "
+                (num(super::QUEUE_NAMES as u64)) " queue names and limit partitions read, not all of them."
+            }
+        }
         p.muted.small {
             "Counts: queued, scheduled and working are the jobs in the queues (and held by limits), "
             "in the delayed set (retries too) and on the workers, tracked or not; waiting and the "
@@ -307,6 +313,17 @@ fn plain(v: &Value) -> String {
     }
 }
 
+/// The page of job `id` whose record cannot be read (`why` names its key and what it holds).
+fn unreadable(ctx: &Ctx, admin: &crate::admin::Admin, id: &JobId, why: &str) -> Html<String> {
+    let body = html! {
+        div.actions { a href={ (ctx.base) "jobs" } { "← all jobs" } }
+        p.flash.warn data-unreadable {
+            strong { "Job " code { (id.as_str()) } " cannot be read: " } (why)
+        }
+    };
+    page(ctx, Tab::Jobs, admin.keys().namespace(), "Job", body)
+}
+
 /// `GET /job?id=…`.
 pub(crate) async fn show(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
@@ -315,10 +332,12 @@ pub(crate) async fn show(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult
         .as_ref()
         .ok_or_else(|| WebError::NotFound("no job-tracking source".into()))?;
     let id = job_id(&ctx.query)?;
-    let r = source
-        .job(admin, &id)
-        .await?
-        .ok_or_else(|| WebError::NotFound(format!("no tracked job {id}")))?;
+    let r = match source.job(admin, &id).await {
+        Ok(r) => r.ok_or_else(|| WebError::NotFound(format!("no tracked job {id}")))?,
+        // A record that is no record (not JSON, a key of another type): named, not fatal.
+        Err(crate::Error::Protocol(why)) => return Ok(unreadable(&ctx, admin, &id, &why)),
+        Err(e) => return Err(e.into()),
+    };
     let j = &r.job;
     let filter_link = |k: &str, v: &str| ctx.link(&format!("jobs?{}", query(&[(k, v)])));
     let body = html! {

@@ -86,12 +86,45 @@ pub(crate) fn page(
                     h1 { (title) }
                     (flash(ctx))
                     (body)
+                    (bad_names())
                 }
                 footer { "resq " (V) " · same Redis as resque-web, Jesque and node-resque" }
             }
         }
     };
     Html(markup.into_string())
+}
+
+/// What a page says when it read only part of `<ns>:queues` (`scan`).
+pub(crate) fn queues_partial(ctx: &Ctx, scan: &crate::admin::queues::QueueScan) -> Markup {
+    html! {
+        @if !scan.complete {
+            p.flash.warn data-partial="queues" {
+                "Stopped early: about " (num(scan.examined as u64)) " of the " (num(scan.names))
+                " names in the queue set were read (a page's budget), so counts here are of those. "
+                a href={ (ctx.base) "queues" } { "Filter the queues by name" } " to see others."
+            }
+        }
+    }
+}
+
+/// The names this request's reads found that are not UTF-8 ([`crate::admin::names`]): each
+/// escaped, with the key that holds it. They are left out of the page's rows (no key can be
+/// built from them); Resque, Jesque and node-resque never write such names.
+fn bad_names() -> Markup {
+    let seen = crate::admin::names::seen();
+    html! {
+        @if !seen.is_empty() {
+            div.flash.warn data-bad-names {
+                p { strong { "Names that are not UTF-8, left out above:" } }
+                ul {
+                    @for b in &seen {
+                        li data-bad-name=(b.shown) { code { (b.shown) } " in " code { (b.key) } }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The message a redirect after a form asked for (`?msg=…&n=…&s=…`): fixed texts only, so a

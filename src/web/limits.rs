@@ -42,7 +42,8 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
                         @for r in &rows { tr data-limit=(r.name) {
                             td.mono { (r.name) }
                             td { (r.kind) }
-                            td.mono { (r.scope) @if r.partitions > 0 { br; span.muted { (r.partitions) " partitions in use" } } }
+                            td.mono { (r.scope) @if r.partitions > 0 { br; span.muted { (r.partitions) " partitions in use" } }
+                                @if r.partial { br; span.warn data-partial="partitions" { "stopped early: a page reads 20,000 partitions at most; in use and held count those read" } } }
                             td.mono { (r.limit) }
                             td.num { @if let Some(c) = r.capacity { (num(c)) } @else { "—" } }
                             td.num data-in-use { (num(r.in_use)) }

@@ -22,7 +22,9 @@
 //! per-queue pause), `server` (serve on an address with the history sampler), `auth`,
 //! `error`, `state`. Everything it reads or repairs goes through [`crate::admin`].
 //!
-//! Security: authentication (basic and/or bearer) on every route; `POST` only for changes,
+//! Security: only the hosts it is configured for (loopback names, the bound address, `--host`)
+//! and, for a change, only its own origin (`origin`); authentication (basic and/or bearer) on
+//! every route; `POST` only for changes,
 //! each form carrying a per-process random CSRF token; a read-only mode that shows no action
 //! and refuses every `POST`; a CSP without inline script, no framing, `nosniff`.
 
@@ -41,6 +43,7 @@ pub(crate) mod guard;
 pub(crate) mod jobs;
 pub(crate) mod layout;
 pub(crate) mod limits;
+pub(crate) mod origin;
 pub(crate) mod overview;
 pub(crate) mod queues;
 pub(crate) mod recurring;
@@ -64,6 +67,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::sync::Arc;
 
+/// Queue names a page reads at most (`<ns>:queues` may hold 200,000 names Resque never
+/// removes): sizes, totals and the largest queues are then of those read, and the page says so.
+pub(crate) const QUEUE_NAMES: usize = 2_000;
+
 /// Entries a filtered failure page examines at most, by default.
 pub(crate) const SEARCH_BUDGET: usize = 20_000;
 
@@ -85,6 +92,10 @@ pub struct WebConfig {
     pub float_format: FloatFormat,
     /// Entries a filtered failure page examines at most.
     pub search_budget: usize,
+    /// Host names (`name` or `name:port`) the dashboard answers to besides the loopback
+    /// names (and, under [`serve`], its bound address): a request naming another `Host` is
+    /// refused, which defeats DNS rebinding.
+    pub hosts: Vec<String>,
 }
 
 impl WebConfig {
@@ -100,6 +111,7 @@ impl WebConfig {
             pauses: Some(Arc::new(PausedQueues)),
             float_format: FloatFormat::default(),
             search_budget: SEARCH_BUDGET,
+            hosts: Vec::new(),
         }
     }
 
@@ -136,6 +148,13 @@ impl WebConfig {
     /// Float text for schedules enqueued now.
     pub fn float_format(mut self, f: FloatFormat) -> Self {
         self.float_format = f;
+        self
+    }
+
+    /// Also answer to host `name` (`ops.example.com`, or `name:port` for that port only):
+    /// the name browsers use to reach the dashboard when it is not a loopback one.
+    pub fn host(mut self, name: impl Into<String>) -> Self {
+        self.hosts.push(name.into());
         self
     }
 
@@ -187,6 +206,7 @@ pub fn router(config: WebConfig) -> Router {
         .route("/stats", get(stats::show))
         .route("/assets/{name}", get(assets::asset))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(guard::collect_notes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             guard::methods,
@@ -194,6 +214,10 @@ pub fn router(config: WebConfig) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             guard::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            guard::origin,
         ))
         .layer(axum::middleware::from_fn(guard::security_headers))
         .with_state(app)

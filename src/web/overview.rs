@@ -66,8 +66,8 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
         .find(|r| Some(r.key) == ctx.query.get("range"))
         .unwrap_or(&RANGES[1]);
     let now = admin.now().await?;
-    let info = admin.info().await?;
-    let mut queues = admin.queues().await?;
+    let (info, scan) = admin.info_within(super::QUEUE_NAMES).await?;
+    let mut queues = scan.queues.clone();
     queues.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.name.cmp(&b.name)));
     queues.truncate(10);
     let mut con = admin.con();
@@ -127,6 +127,7 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
         }
         (graph::chart(&points, &unit, &from, "now"))
         h2 { "Largest queues" }
+        (super::layout::queues_partial(&ctx, &scan))
         table {
             thead { tr { th { "queue" } th.num { "size" } th.num { "oldest job" } } }
             tbody {

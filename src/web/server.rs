@@ -51,10 +51,14 @@ pub fn check_bind(bind: SocketAddr, config: &WebConfig) -> Result<(), WebError> 
 }
 
 /// Serves the dashboard on `bind` until [`WebServer::stop`] (or drop).
-pub async fn serve(bind: SocketAddr, config: WebConfig) -> Result<WebServer, WebError> {
+pub async fn serve(bind: SocketAddr, mut config: WebConfig) -> Result<WebServer, WebError> {
     check_bind(bind, &config)?;
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
+    // The bound address answers to itself (`10.0.0.5:5678`), whatever else it answers to.
+    if !addr.ip().is_unspecified() {
+        config.hosts.push(addr.to_string());
+    }
     let sampler = spawn_sampler(config.admin.clone(), SAMPLE_EVERY);
     let app = super::router(config);
     let server = tokio::spawn(async move {

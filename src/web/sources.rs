@@ -56,6 +56,9 @@ pub struct JobsPage {
 pub struct JobCounts {
     /// Each counted state's count.
     pub states: Vec<(State, u64)>,
+    /// Whether a count stopped at the source's budget of keys read (`queued`: of the queue
+    /// names and limit partitions read).
+    pub partial: bool,
 }
 
 /// Where the Jobs page reads tracked jobs from.
@@ -107,8 +110,10 @@ impl JobsSource for TrackedJobs {
 
     fn counts<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<JobCounts>> {
         Box::pin(async move {
+            let (states, complete) = admin.job_counts_within(Some(super::QUEUE_NAMES)).await?;
             Ok(JobCounts {
-                states: admin.job_counts().await?,
+                states,
+                partial: !complete,
             })
         })
     }
@@ -183,6 +188,9 @@ pub struct LimitRow {
     pub overridden: bool,
     /// Partitions (values of its key) with something running or held.
     pub partitions: usize,
+    /// Whether the source stopped reading partitions at its budget (`in_use`, `held` and
+    /// `partitions` are then of those read).
+    pub partial: bool,
     /// Workers of other runtimes polling a queue it covers: they do not honour it.
     pub foreign_workers: Vec<String>,
 }
@@ -206,6 +214,7 @@ impl From<&crate::limits::LimitReport> for LimitRow {
                 0
             },
             foreign_workers: r.foreign_workers.clone(),
+            partial: !r.partitions_complete,
         }
     }
 }

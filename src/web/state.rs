@@ -29,6 +29,8 @@ pub(crate) struct App {
     pub float_format: FloatFormat,
     /// Entries a filtered failure page may examine.
     pub search_budget: usize,
+    /// The hosts it answers to.
+    pub hosts: super::origin::Hosts,
     /// Failure counts by class, exception and queue.
     pub counts: Arc<CountCache>,
     /// When the live endpoint last took a history sample (unix ms).
@@ -48,6 +50,7 @@ impl App {
             pauses: config.pauses,
             float_format: config.float_format,
             search_budget: config.search_budget.max(1),
+            hosts: super::origin::Hosts::new(&config.hosts),
             counts: Arc::new(CountCache::default()),
             last_sample_ms: AtomicI64::new(0),
         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// `GET /stats`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin;
-    let info = admin.info().await?;
+    let (info, scan) = admin.info_within(super::QUEUE_NAMES).await?;
     let redis = admin.redis_info().await?;
     let figures: Vec<(&str, String)> = vec![
         ("namespace", info.namespace.clone()),
@@ -35,6 +35,7 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
         ("delayed timestamps", num(info.delayed_timestamps)),
     ];
     let body = html! {
+        (super::layout::queues_partial(&ctx, &scan))
         div.cols {
             section {
                 h2 { "Resque" }

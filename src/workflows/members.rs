@@ -116,13 +116,14 @@ impl Admin {
     ) -> Result<(Vec<BatchMember>, u64)> {
         let keys = self.keys();
         let mut con = self.con();
-        let (next, mut ids): (u64, Vec<String>) = redis::cmd("SSCAN")
+        let (next, ids): (u64, Vec<Vec<u8>>) = redis::cmd("SSCAN")
             .arg(keys.batch_jobs(id.as_str()))
             .arg(cursor)
             .arg("COUNT")
             .arg(count.max(1))
             .query_async(&mut con)
             .await?;
+        let mut ids = crate::admin::names::decode(&keys.batch_jobs(id.as_str()), ids);
         ids.sort();
         ids.dedup();
         if ids.is_empty() {
@@ -191,13 +192,14 @@ impl Admin {
         if limit == 0 {
             return Ok((Vec::new(), total));
         }
-        let listed: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        let listed: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
             .arg(&index)
             .arg(offset)
             .arg(offset + limit - 1)
             .arg("WITHSCORES")
             .query_async(&mut con)
             .await?;
+        let listed = crate::admin::names::decode_scored(&index, listed);
         let listed: Vec<(JobId, f64)> = listed
             .into_iter()
             .filter_map(|(id, at)| JobId::parse(&id).map(|id| (id, at)))

@@ -131,8 +131,17 @@ pub struct BatchReport {
 /// Members looked at by a report.
 const REPORT_MEMBERS: usize = 10_000;
 
-/// Queue entries a report scans to find its queued members.
-const REPORT_SCAN: isize = 100_000;
+/// Queue entries a report scans to find its queued members, over all their queues.
+const REPORT_SCAN: usize = 100_000;
+
+/// The `resq_id` a payload carries, if any (found by its text: no JSON parse per entry).
+fn resq_id(payload: &[u8]) -> Option<&[u8]> {
+    const NEEDLE: &[u8] = b"\"resq_id\":\"";
+    let at = memchr::memmem::find(payload, NEEDLE)? + NEEDLE.len();
+    let rest = &payload[at..];
+    let end = memchr::memchr(b'"', rest)?;
+    Some(&rest[..end])
+}
 
 impl Admin {
     /// Batch `id` as it stands (`None`: there is none).
@@ -159,12 +168,13 @@ impl Admin {
         if limit == 0 {
             return Ok((Vec::new(), total));
         }
-        let ids: Vec<String> = redis::cmd("ZREVRANGE")
+        let ids: Vec<Vec<u8>> = redis::cmd("ZREVRANGE")
             .arg(keys.batches())
             .arg(offset)
             .arg(offset + limit - 1)
             .query_async(&mut con)
             .await?;
+        let ids = crate::admin::names::decode(&keys.batches(), ids);
         let ids: Vec<BatchId> = ids.iter().filter_map(|i| BatchId::parse(i)).collect();
         let mut pipe = redis::pipe();
         // An error reply is a value here, so one unreadable batch does not fail the page.
@@ -200,10 +210,10 @@ impl Admin {
         let members: Vec<String> = match redis::cmd("SRANDMEMBER")
             .arg(keys.batch_jobs(id.as_str()))
             .arg(REPORT_MEMBERS + 1)
-            .query_async(&mut con)
+            .query_async::<Vec<Vec<u8>>>(&mut con)
             .await
         {
-            Ok(m) => m,
+            Ok(m) => crate::admin::names::decode(&keys.batch_jobs(id.as_str()), m),
             Err(e)
                 if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
             {
@@ -261,31 +271,40 @@ impl Admin {
                 }
             }
         }
-        // Queued members not found in their queue (the head of it, up to REPORT_SCAN entries).
+        // Queued members not found in their queue: each queue read whole while the scan
+        // budget (REPORT_SCAN entries over all queues) lasts; a queue longer than what is left
+        // of it is not looked at (none of its members is called gone). One pass over each
+        // queue's entries, then one lookup per member.
         let mut gone = Vec::new();
+        let mut budget = REPORT_SCAN;
         for (q, ids) in &queued {
-            let items: Vec<String> = redis::cmd("LRANGE")
+            let len: usize = redis::cmd("LLEN")
+                .arg(keys.queue(q))
+                .query_async(&mut con)
+                .await
+                .unwrap_or(usize::MAX);
+            if len > budget {
+                continue;
+            }
+            budget -= len;
+            let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
                 .arg(keys.queue(q))
                 .arg(0)
-                .arg(REPORT_SCAN - 1)
+                .arg(len.saturating_sub(1))
                 .query_async(&mut con)
                 .await
                 .unwrap_or_default();
-            if items.len() as isize >= REPORT_SCAN {
-                continue;
-            }
+            let present: std::collections::HashSet<&[u8]> =
+                items.iter().filter_map(|i| resq_id(i)).collect();
             for id in ids {
-                let needle = format!("\"resq_id\":\"{id}\"");
-                if !items.iter().any(|i| i.contains(&needle)) {
+                if !present.contains(id.as_str().as_bytes()) {
                     gone.push(id.clone());
                 }
             }
         }
         // Not taken by a foreign worker: one a resq worker took meanwhile, one a limit holds.
         let gone = super::held::confirm_gone(&mut con, keys, gone).await;
-        let workers: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(keys.workers())
-            .query_async(&mut con)
+        let workers = crate::admin::names::smembers(&mut con, &keys.workers())
             .await
             .unwrap_or_default();
         let unfinished_queues: Vec<&String> = queued.keys().collect();

@@ -315,7 +315,8 @@ pub async fn get(app: &Router, path: &str) -> Reply {
     .await
 }
 
-/// `POST path` with a form.
+/// `POST path` with a form, as the dashboard's own page at `http://127.0.0.1:5678` sends it
+/// (`Host` and `Origin`).
 pub async fn post(app: &Router, path: &str, form: &[(&str, &str)]) -> Reply {
     let mut s = form_urlencoded::Serializer::new(String::new());
     for (k, v) in form {
@@ -326,6 +327,8 @@ pub async fn post(app: &Router, path: &str, form: &[(&str, &str)]) -> Reply {
         Request::builder()
             .method(Method::POST)
             .uri(path)
+            .header(header::HOST, "127.0.0.1:5678")
+            .header(header::ORIGIN, "http://127.0.0.1:5678")
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(Body::from(s.finish()))
             .expect("request"),
@@ -659,4 +662,98 @@ pub fn limit_fixture(ns: &str, limit: &resq::limits::Limit, units: u32) -> redis
     .sadd(k.queues(), "reports")
     .rpush(k.queue("reports"), r#"{"class":"Report","args":[]}"#);
     pipe
+}
+
+/// Non-UTF-8 bytes in a name.
+const BAD: &[u8] = b"bad\xff\xfe";
+
+fn bad(prefix: &str) -> Vec<u8> {
+    [prefix.as_bytes(), BAD].concat()
+}
+
+/// Seeds `ns` with a name that is not UTF-8 in every set, hash and index a page lists, and
+/// records that are no records: returns the ids of the job records.
+pub async fn seed_bad_names(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> [String; 3] {
+    let k = resq::Keys::new(ns);
+    let not_json = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".to_string();
+    let hash_status = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb".to_string();
+    let list_record = "dddddddddddddddddddddddddddddddd".to_string();
+    let limit = serde_json::json!({"name": "lim", "kind": "concurrency", "limit": 2,
+        "key": "k-{args.0}"})
+    .to_string();
+    let _: () = redis::pipe()
+        .sadd(k.queues(), bad("q-"))
+        .sadd(k.queues(), "good")
+        .rpush(k.queue("good"), r#"{"class":"Good","args":[]}"#)
+        .sadd(k.workers(), [b"host-".as_slice(), BAD, b":1:good"].concat())
+        .hset(
+            k.persistent_schedules(),
+            bad("sched-"),
+            r#"{"class":"A","every":"1h","queue":"good"}"#,
+        )
+        .hset(k.limits_declared(), "lim", limit)
+        .sadd(k.limit_parts("lim"), bad("part-"))
+        .zadd(k.batches(), bad("batch-"), 1)
+        .zadd(k.job_state("waiting"), bad("wait-"), 1)
+        .zadd(k.resque_statuses(), &not_json, 1)
+        .set(
+            k.resque_status(&not_json),
+            [b"not json ".as_slice(), BAD].concat(),
+        )
+        .zadd(k.resque_statuses(), &hash_status, 2)
+        .hset(k.resque_status(&hash_status), "x", "y")
+        .rpush(k.job_record(&list_record), "x")
+        .query_async(con)
+        .await
+        .expect("seed");
+    [not_json, hash_status, list_record]
+}
+
+/// Seeds `ns` with a batch (a queued member, a member whose record is gone, a child batch)
+/// and a job waiting for it: returns the batch's id.
+pub async fn seed_batch(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> String {
+    let k = resq::Keys::new(ns);
+    let batch = "0badc0de0badc0de0badc0de0badc0de".to_string();
+    let child = "c41dc41dc41dc41dc41dc41dc41dc41d";
+    let member = "11111111111111111111111111111111";
+    let gone = "22222222222222222222222222222222";
+    let waiter = "33333333333333333333333333333333";
+    let now = chrono::Utc::now().timestamp_millis();
+    let _: () = redis::pipe()
+        .hset_multiple(
+            k.batch(&batch),
+            &[
+                ("total", "3"),
+                ("pending", "3"),
+                ("unsucceeded", "3"),
+                ("failed", "0"),
+            ],
+        )
+        .hset(k.batch(&batch), "created_at", now)
+        .hset_multiple(k.batch(child), &[("total", "0"), ("pending", "0")])
+        .zadd(k.batches(), &batch, now)
+        .sadd(
+            k.batch_jobs(&batch),
+            &[member, gone, &format!("@{child}")][..],
+        )
+        .hset_multiple(
+            k.job_record(member),
+            &[("state", "queued"), ("queue", "good"), ("class", "Member")],
+        )
+        .hset(k.job_record(member), "batch", &batch)
+        .rpush(
+            k.queue("good"),
+            format!(r#"{{"class":"Member","args":[],"resq_id":"{member}"}}"#),
+        )
+        .hset_multiple(
+            k.job_record(waiter),
+            &[("state", "waiting"), ("queue", "good"), ("class", "After")],
+        )
+        .hset(k.job_record(waiter), "deps", member)
+        .hset(k.job_record(waiter), "deps_left", 1)
+        .zadd(k.job_state("waiting"), waiter, now)
+        .query_async(con)
+        .await
+        .expect("seed batch");
+    batch
 }
