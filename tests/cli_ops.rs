@@ -1,0 +1,115 @@
+//! The operator's view from the command line (issue 34, E): the real `resq` binary against the
+//! test binary's own `redis-server`. `resq jobs --state queued` pages through a limit's held
+//! set without skipping a job released meanwhile; `resq job show` shows a job's workflow;
+//! `resq batch show` names every stuck member of a large batch; `resq batch create` refuses
+//! bad callback specs, empty names and unknown parents, and its staged data expires and can be
+//! discarded; `resq enqueue --file` names a non-UTF-8 line and enqueues in bounded chunks.
+
+mod support;
+
+use redis::AsyncCommands;
+use resq::jobs::JobId;
+use resq::Keys;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Output;
+use support::cli::{json_of, ok, resq, stderr, stdout};
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("an exit code")
+}
+
+/// A file holding `bytes`, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(bytes: &[u8]) -> TempFile {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("resq-test-ops-{}-{n}", std::process::id()));
+        std::fs::write(&p, bytes).expect("write file");
+        TempFile(p)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().expect("utf-8 path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn payload(id: &str) -> String {
+    format!(r#"{{"class":"Job","args":[1],"resq_id":"{id}"}}"#)
+}
+
+/// Paging the queued jobs through a limit's held set: a job released (taken out of the set)
+/// between two pages shifts the set, and a page that went on by rank skipped the job that
+/// moved into the place already read. The position names the entry, so none is skipped.
+#[tokio::test]
+async fn paging_held_jobs_skips_none_released_meanwhile() {
+    let ns = support::namespace("ops-held");
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let _: () = con
+        .hset(
+            k.limits_declared(),
+            "lim",
+            r#"{"name":"lim","kind":"concurrency","limit":1}"#,
+        )
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    let mut members = Vec::new();
+    for i in 0..10 {
+        let id = JobId::new().to_string();
+        let _: () = con
+            .hset_multiple(
+                k.job_record(&id),
+                &[("state", "queued"), ("class", "Job"), ("queue", "q")],
+            )
+            .await
+            .unwrap();
+        let member = format!("tok.{i:06}\tq\t1\tlim\t{}", payload(&id));
+        // Two share a score (one millisecond): ties are ordered by their bytes.
+        let score = 99e13 + 1_795_000_000_000.0 + if i == 5 { 4.0 } else { i as f64 };
+        let _: () = con
+            .zadd(k.limit_held("lim", None), &member, score)
+            .await
+            .unwrap();
+        ids.push(id);
+        members.push(member);
+    }
+    let mut seen: Vec<String> = Vec::new();
+    let mut from: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut args = vec!["jobs", "--state", "queued", "--limit", "3"];
+        if let Some(f) = &from {
+            args.extend(["--from", f.as_str()]);
+        }
+        let page = json_of(&ns, &args).await;
+        for j in page["jobs"].as_array().unwrap() {
+            seen.push(j["id"].as_str().unwrap().to_string());
+        }
+        pages += 1;
+        if pages == 1 {
+            // The first page's jobs are released meanwhile: the set shifts by three.
+            for m in &members[..3] {
+                let _: () = con.zrem(k.limit_held("lim", None), m).await.unwrap();
+            }
+        }
+        match page["next"].as_str() {
+            Some(n) => from = Some(n.to_string()),
+            None => break,
+        }
+        assert!(pages < 20, "no end: {seen:?}");
+    }
+    let want: BTreeSet<&String> = ids.iter().collect();
+    let got: BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(got, want, "every held job listed once: {seen:?}");
+    assert_eq!(seen.len(), ids.len(), "none twice: {seen:?}");
+}
