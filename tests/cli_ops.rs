@@ -113,3 +113,109 @@ async fn paging_held_jobs_skips_none_released_meanwhile() {
     assert_eq!(got, want, "every held job listed once: {seen:?}");
     assert_eq!(seen.len(), ids.len(), "none twice: {seen:?}");
 }
+
+/// `resq job show` (text and `--json`) shows a job's workflow: each job it waits for with its
+/// state (ended or not), how many are left, its policy, batch and parent; and a waiting job
+/// whose dependencies all ended without releasing it is called stranded.
+#[tokio::test]
+async fn job_show_shows_the_workflow() {
+    let ns = support::namespace("ops-show");
+    let k = Keys::new(&ns);
+    let id_of = |o: &Output| stdout(o).trim().to_string();
+    let a = id_of(&ok(&ns, &["enqueue", "--track", "A"]).await);
+    let b = id_of(&ok(&ns, &["enqueue", "--track", "B"]).await);
+    let p = id_of(&ok(&ns, &["enqueue", "--track", "P"]).await);
+    let f = TempFile::new(b"{\"class\":\"M\",\"args\":[]}\n");
+    let bid = id_of(&ok(&ns, &["batch", "create", "--jobs-file", f.path()]).await);
+    let mut con = support::con().await;
+    // A has ended (by hand, as another runtime would): it counts as ended.
+    let _: () = con
+        .hset(k.job_record(&a), "state", "completed")
+        .await
+        .unwrap();
+    let c = id_of(
+        &ok(
+            &ns,
+            &[
+                "enqueue", "--track", "--after", &a, "--after", &b, "--if-dep-failed",
+                "cancel", "--parent", &p, "--batch", &bid, "C",
+            ],
+        )
+        .await,
+    );
+    let text = stdout(&ok(&ns, &["job", "show", &c]).await);
+    assert!(text.contains("waits for    2 jobs, 1 not ended"), "{text}");
+    assert!(text.contains(&format!("{a}  completed (ended)")), "{text}");
+    assert!(text.contains(&format!("{b}  queued (not ended)")), "{text}");
+    assert!(text.contains("policy       if one did not complete: cancel"), "{text}");
+    assert!(text.contains(&format!("batch        {bid} (running)")), "{text}");
+    assert!(text.contains(&format!("parent       {p} (queued)")), "{text}");
+    assert!(!text.contains("STRANDED"), "{text}");
+    let text = stdout(&ok(&ns, &["job", "show", &p]).await);
+    assert!(text.contains("children     1"), "{text}");
+    let text = stdout(&ok(&ns, &["job", "show", &b]).await);
+    assert!(text.contains("waiters      1 job(s) wait for it"), "{text}");
+
+    let v = json_of(&ns, &["job", "show", &c]).await;
+    let wf = &v["workflow"];
+    assert_eq!(v["state"], "waiting", "{v}");
+    assert_eq!(wf["deps_total"], 2, "{v}");
+    assert_eq!(wf["deps_unended"], 1, "{v}");
+    assert_eq!(wf["deps"][0]["id"], a.as_str(), "{v}");
+    assert_eq!(wf["deps"][0]["ended"], true, "{v}");
+    assert_eq!(wf["deps"][1]["state"], "queued", "{v}");
+    assert_eq!(wf["deps"][1]["ended"], false, "{v}");
+    assert_eq!(wf["if_dep_failed"], "cancel", "{v}");
+    assert_eq!(wf["batch"], bid.as_str(), "{v}");
+    assert_eq!(wf["parent"], p.as_str(), "{v}");
+
+    // B ends where resq does not see it: C is left waiting, and says so.
+    let _: () = con.hset(k.job_record(&b), "state", "failed").await.unwrap();
+    let text = stdout(&ok(&ns, &["job", "show", &c]).await);
+    assert!(text.contains("waits for    2 jobs, 0 not ended"), "{text}");
+    assert!(text.contains("STRANDED"), "{text}");
+}
+
+/// `resq batch create` refuses a callback spec that is not `CLASS` or `CLASS:JSON_ARRAY`, an
+/// empty queue, and a parent that is no batch — naming the bad part, creating nothing; and
+/// `resq enqueue --parent` refuses an id that is no tracked job.
+#[tokio::test]
+async fn bad_cli_inputs_are_refused_naming_the_bad_part() {
+    let ns = support::namespace("ops-refuse");
+    let f = TempFile::new(b"{\"class\":\"M\",\"args\":[],\"queue\":\"q\"}\n");
+    for (flag, spec, says) in [
+        ("--on-success", r#"Notify["done",7]"#, "args go after a ':'"),
+        ("--on-complete", "Notify:::[1]", "empty part"),
+        ("--on-death", "Notify::", "empty part"),
+        ("--on-success", "Notify:", "nothing after ':'"),
+        ("--on-success", "", "no class name"),
+    ] {
+        let o = resq(&ns, &["batch", "create", "--jobs-file", f.path(), flag, spec]).await;
+        assert_eq!(code(&o), 1, "{spec}: {}", stdout(&o));
+        let e = stderr(&o);
+        assert!(e.contains(flag) && e.contains(says), "{spec}: {e}");
+        assert!(e.contains("CLASS:JSON_ARRAY"), "{spec}: {e}");
+    }
+    let o = resq(&ns, &["batch", "create", "--jobs-file", f.path(), "--queue", ""]).await;
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    assert!(stderr(&o).contains("--queue"), "{}", stderr(&o));
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let o = resq(&ns, &["batch", "create", "--jobs-file", f.path(), "--parent", unknown]).await;
+    assert_eq!(code(&o), 1);
+    assert!(
+        stderr(&o).contains("--parent") && stderr(&o).contains(unknown),
+        "{}",
+        stderr(&o)
+    );
+    let o = resq(&ns, &["enqueue", "--track", "--parent", unknown, "A"]).await;
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("--parent") && stderr(&o).contains("not a tracked job"),
+        "{}",
+        stderr(&o)
+    );
+    // Nothing was written.
+    let mut con = support::con().await;
+    let keys: Vec<String> = con.keys(format!("{ns}:*")).await.unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
