@@ -10,7 +10,6 @@ mod support;
 use redis::AsyncCommands;
 use resq::jobs::JobId;
 use resq::Keys;
-use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Output;
 use support::cli::{json_of, ok, resq, stderr, stdout};
@@ -218,4 +217,69 @@ async fn bad_cli_inputs_are_refused_naming_the_bad_part() {
     let mut con = support::con().await;
     let keys: Vec<String> = con.keys(format!("{ns}:*")).await.unwrap();
     assert!(keys.is_empty(), "{keys:?}");
+}
+
+/// `resq batch show` of a batch of 20,000 members reads every member (it says how many it
+/// read) and names every stuck one: one whose payload is no longer in its queue (a foreign
+/// worker took it), and one whose record says working for a worker that is no longer
+/// registered. A sample of 10,000 missed them in most reports.
+#[tokio::test]
+async fn batch_show_names_every_stuck_member_of_a_large_batch() {
+    let ns = support::namespace("ops-stuck");
+    let k = Keys::new(&ns);
+    let n = 20_000;
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!("{{\"class\":\"M\",\"args\":[{i}],\"queue\":\"big\"}}\n"));
+    }
+    let f = TempFile::new(text.as_bytes());
+    let v = json_of(&ns, &["batch", "create", "--jobs-file", f.path()]).await;
+    let bid = v["id"].as_str().unwrap().to_string();
+    let jobs: Vec<String> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(jobs.len(), n);
+    let mut con = support::con().await;
+    // One taken out of its queue (as a foreign worker's pop), one working for a dead worker.
+    let (taken, orphan) = (&jobs[12_345], &jobs[17_001]);
+    let items: Vec<String> = con.lrange(k.queue("big"), 0, -1).await.unwrap();
+    for it in &items {
+        if it.contains(taken.as_str()) || it.contains(orphan.as_str()) {
+            let _: () = con.lrem(k.queue("big"), 1, it).await.unwrap();
+        }
+    }
+    let _: () = con
+        .hset_multiple(
+            k.job_record(orphan),
+            &[("state", "working"), ("worker", "gone-host:1:big")],
+        )
+        .await
+        .unwrap();
+    // A working member whose worker is registered is not stuck.
+    let alive = &jobs[3];
+    let _: () = con.sadd(k.workers(), "live-host~resq:2:big").await.unwrap();
+    let _: () = con
+        .hset_multiple(
+            k.job_record(alive),
+            &[("state", "working"), ("worker", "live-host~resq:2:big")],
+        )
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let r = json_of(&ns, &["batch", "show", &bid]).await;
+        assert_eq!(r["members_total"], n, "{}", r["members_total"]);
+        assert_eq!(r["members_read"], n, "{}", r["members_read"]);
+        assert_eq!(r["sampled"], false);
+        assert_eq!(r["gone"], serde_json::json!([taken]), "{}", r["gone"]);
+        assert_eq!(r["orphaned"], serde_json::json!([orphan]), "{}", r["orphaned"]);
+        assert_eq!(r["stuck"], true);
+    }
+    let text = stdout(&ok(&ns, &["batch", "show", &bid]).await);
+    assert!(text.contains(&format!("read         {n} of {n} members")), "{text}");
+    assert!(text.contains(&format!("    {taken}")), "{text}");
+    assert!(text.contains(&format!("    {orphan}")), "{text}");
+    assert!(!text.contains(&format!("    {alive}")), "{text}");
 }

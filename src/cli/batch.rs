@@ -351,16 +351,26 @@ fn report_json(r: &BatchReport) -> Value {
             json!({ "state": state, "count": n, "ids": ids })
         }).collect::<Vec<_>>(),
         "gone": r.gone,
+        "orphaned": r.orphaned,
         "foreign_workers": r.foreign_workers,
         "stuck": stuck(r),
         "sampled": !r.complete,
+        "members_total": r.members_total,
+        "members_read": r.members_read,
+        "unchecked": r.unchecked,
     })
 }
 
-/// Whether members of the (visible) batch are gone from their queue: a foreign worker took
-/// them. A batch still staging has every queued member outside its queue, as it should.
+/// Whether members of the (visible) batch are gone from their queue (a foreign worker took
+/// them) or say working for a worker that is gone. A batch still staging has every queued
+/// member outside its queue, as it should.
 fn stuck(r: &BatchReport) -> bool {
-    r.status.state != "staging" && !r.gone.is_empty()
+    r.status.state != "staging" && (!r.gone.is_empty() || !r.orphaned.is_empty())
+}
+
+/// `ids` a line each, indented, every one of them.
+fn id_lines(ids: &[JobId]) -> Vec<String> {
+    ids.iter().map(|i| format!("    {i}")).collect()
 }
 
 /// What the batch's report says, for people.
@@ -404,8 +414,25 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
             out.push(format!("  {state:<11}{n:>6}  {}{more}", ids.join(", ")));
         }
     }
-    if !r.complete {
-        out.push("(a batch of more than 10,000 members: 10,000 of them were looked at)".into());
+    out.push(format!(
+        "{:<W$}{} of {} members{}",
+        "read",
+        r.members_read,
+        r.members_total,
+        if r.complete {
+            ""
+        } else {
+            " (a report reads up to 100,000: what is said of the others is not known)"
+        }
+    ));
+    if r.unchecked > 0 {
+        out.push(format!(
+            "{:<W$}{} queued member{} not looked for: {} queue is longer than a report reads",
+            "unchecked",
+            r.unchecked,
+            if r.unchecked == 1 { "" } else { "s" },
+            if r.unchecked == 1 { "its" } else { "their" },
+        ));
     }
     if r.status.state == "staging" {
         out.push(String::new());
@@ -415,7 +442,18 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
                 .into(),
         );
     }
-    if stuck(r) {
+    if r.status.state != "staging" && !r.orphaned.is_empty() {
+        let n = r.orphaned.len();
+        out.push(String::new());
+        out.push(format!(
+            "STUCK: {n} member{} working for a worker that is no longer registered (it died, or \
+             another runtime pruned it): nothing will end {}:",
+            if n == 1 { " says it is" } else { "s say they are" },
+            if n == 1 { "it" } else { "them" },
+        ));
+        out.extend(id_lines(&r.orphaned));
+    }
+    if r.status.state != "staging" && !r.gone.is_empty() {
         let n = r.gone.len();
         out.push(String::new());
         out.push(format!(
@@ -428,12 +466,8 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
             if n == 1 { "it" } else { "them" },
             if n == 1 { "it" } else { "them" },
         ));
-        let ids: Vec<&str> = r.gone.iter().take(10).map(JobId::as_str).collect();
-        out.push(format!(
-            "  gone: {}{}",
-            ids.join(", "),
-            if n > 10 { ", …" } else { "" }
-        ));
+        out.push("  gone:".into());
+        out.extend(id_lines(&r.gone));
     }
     if !r.foreign_workers.is_empty() {
         if !stuck(r) {
