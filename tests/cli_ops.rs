@@ -283,3 +283,94 @@ async fn batch_show_names_every_stuck_member_of_a_large_batch() {
     assert!(text.contains(&format!("    {orphan}")), "{text}");
     assert!(!text.contains(&format!("    {alive}")), "{text}");
 }
+
+/// A line that is not UTF-8 is refused with its number, by `enqueue --file` (a file and
+/// standard input) and `batch create`, and nothing is enqueued; the other bad lines are named
+/// too.
+#[tokio::test]
+async fn a_non_utf8_line_is_refused_by_its_number() {
+    let ns = support::namespace("ops-utf8");
+    let bytes = b"{\"class\":\"A\",\"args\":[]}\n{\"class\":\"B\",\"args\":[\"\xff\"]}\nnope\n{\"class\":\"C\",\"args\":[]}\n";
+    let f = TempFile::new(bytes);
+    for args in [
+        vec!["enqueue", "--file", f.path()],
+        vec!["enqueue", "--track", "--file", f.path()],
+        vec!["batch", "create", "--jobs-file", f.path()],
+    ] {
+        let o = resq(&ns, &args).await;
+        assert_eq!(code(&o), 1, "{args:?}: {}", stdout(&o));
+        let e = stderr(&o);
+        assert!(e.contains("line 2: not UTF-8 text (byte 0xff"), "{args:?}: {e}");
+        assert!(e.contains("line 3: not JSON"), "{args:?}: {e}");
+        assert!(e.contains("2 of 4 lines are not jobs"), "{args:?}: {e}");
+    }
+    let mut c = support::cli::cmd(&ns, &["enqueue", "--file", "-"]);
+    c.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let o = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = c.spawn().expect("run resq");
+        child.stdin.take().unwrap().write_all(bytes).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("line 2: not UTF-8"), "{}", stderr(&o));
+    let mut con = support::con().await;
+    let keys: Vec<String> = con.keys(format!("{ns}:*")).await.unwrap();
+    assert!(keys.is_empty(), "nothing enqueued: {keys:?}");
+}
+
+/// Peak memory (kB) of `resq <args>`, as `/usr/bin/time -v` measures it (a missing tool fails
+/// the test).
+fn peak_kb(ns: &str, args: &[&str]) -> (u64, Output) {
+    let mut c = std::process::Command::new("/usr/bin/time");
+    c.arg("-v")
+        .arg(support::resq_bin())
+        .args(["--url", &support::url(), "--namespace", ns])
+        .args(args)
+        .env_remove("RUST_LOG");
+    let o = c.output().expect("run /usr/bin/time (Debian package `time`)");
+    let e = stderr(&o);
+    let kb = e
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes): "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak memory in: {e}"));
+    (kb, o)
+}
+
+/// `enqueue --file` reads a line at a time: checking a file four times as long takes about
+/// as much memory (a ratio, not a figure), and enqueueing streams too.
+#[tokio::test]
+async fn a_file_is_read_in_bounded_memory() {
+    let ns = support::namespace("ops-mem");
+    let file = |n: usize| {
+        let mut t = String::with_capacity(n * 40);
+        for i in 0..n - 1 {
+            t.push_str(&format!("{{\"class\":\"Job\",\"args\":[{i},\"payload-{i}\"]}}\n"));
+        }
+        t.push_str("nope\n");
+        TempFile::new(t.as_bytes())
+    };
+    let (small, large) = (file(100_000), file(400_000));
+    let ns2 = ns.clone();
+    let (a, b) = tokio::task::spawn_blocking(move || {
+        let (a, oa) = peak_kb(&ns2, &["enqueue", "--track", "--file", small.path()]);
+        let (b, ob) = peak_kb(&ns2, &["enqueue", "--track", "--file", large.path()]);
+        assert_eq!(code(&oa), 1);
+        assert!(stderr(&ob).contains("line 400000: not JSON"), "{}", stderr(&ob));
+        (a, b)
+    })
+    .await
+    .unwrap();
+    assert!(
+        (b as f64) < 1.5 * a as f64,
+        "checking 400,000 lines took {b} kB, 100,000 lines {a} kB: not streamed"
+    );
+    let mut con = support::con().await;
+    let keys: Vec<String> = con.keys(format!("{ns}:*")).await.unwrap();
+    assert!(keys.is_empty(), "nothing enqueued: {keys:?}");
+}

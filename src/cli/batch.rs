@@ -189,13 +189,12 @@ async fn create(target: &super::Target, a: CreateArgs, as_json: bool) -> Result<
         let (class, args) = callback("--on-death", c)?;
         batch = batch.on_death(class, args);
     }
-    let text = super::enqueue_file::read_input(&a.jobs_file, "--jobs-file")?;
     let file = if a.jobs_file == "-" {
         "standard input"
     } else {
         a.jobs_file.as_str()
     };
-    let (lines, mut bad) = super::enqueue_file::parse(&text, &a.queue);
+    let (lines, mut bad) = super::enqueue_file::read_jobs(&a.jobs_file, "--jobs-file", &a.queue)?;
     let counted = lines.len() + bad.len();
     for (n, job) in &lines {
         if let Err(e) = crate::client::validate(&job.queue, &job.class) {
