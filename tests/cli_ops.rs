@@ -374,3 +374,127 @@ async fn a_file_is_read_in_bounded_memory() {
     let keys: Vec<String> = con.keys(format!("{ns}:*")).await.unwrap();
     assert!(keys.is_empty(), "nothing enqueued: {keys:?}");
 }
+
+/// The name the server knows the library's function `name` by (`resq_<version>_<name>`), the
+/// library loaded by an earlier command.
+async fn function_name(name: &str) -> String {
+    fn find(v: &redis::Value, suffix: &str) -> Option<String> {
+        match v {
+            redis::Value::BulkString(b) => {
+                let s = String::from_utf8_lossy(b);
+                (s.starts_with("resq_") && s.ends_with(suffix)).then(|| s.into_owned())
+            }
+            redis::Value::SimpleString(s) => {
+                (s.starts_with("resq_") && s.ends_with(suffix)).then(|| s.clone())
+            }
+            redis::Value::Array(a) | redis::Value::Set(a) => a.iter().find_map(|x| find(x, suffix)),
+            redis::Value::Map(m) => m
+                .iter()
+                .find_map(|(k, x)| find(k, suffix).or_else(|| find(x, suffix))),
+            _ => None,
+        }
+    }
+    let mut con = support::con().await;
+    let v: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    find(&v, &format!("_{name}")).unwrap_or_else(|| panic!("no function {name}: {v:?}"))
+}
+
+/// A batch whose creator stopped before its commit: what was staged expires (the stage step
+/// sets it; the commit keeps what it makes visible), `batch show` says how to remove it, and
+/// `resq batch discard` removes all of it and its count in its parent; any other batch is
+/// refused.
+#[tokio::test]
+async fn staged_data_expires_and_batch_discard_removes_it() {
+    let ns = support::namespace("ops-staged");
+    let k = Keys::new(&ns);
+    let f = TempFile::new(b"{\"class\":\"M\",\"args\":[],\"queue\":\"pq\"}\n");
+    let parent = stdout(&ok(&ns, &["batch", "create", "--jobs-file", f.path()]).await)
+        .trim()
+        .to_string();
+    let mut con = support::con().await;
+    // A committed batch keeps its hash, members and records (no expiry while they run).
+    let pm: Vec<String> = con.smembers(k.batch_jobs(&parent)).await.unwrap();
+    for key in [k.batch(&parent), k.batch_jobs(&parent), k.job_record(&pm[0])] {
+        let ttl: i64 = con.ttl(&key).await.unwrap();
+        assert_eq!(ttl, -1, "{key} kept");
+    }
+    // A child batch staged in two parts, never committed (its creator died).
+    let stage = function_name("batch_stage").await;
+    let bid = resq::workflows::BatchId::new().to_string();
+    let (m1, m2) = (JobId::new().to_string(), JobId::new().to_string());
+    let now = 1_795_000_000_000i64;
+    for (first, m) in [(true, &m1), (false, &m2)] {
+        let header = if first {
+            format!("cq\t{parent}\t86400\tkilled midway")
+        } else {
+            String::new()
+        };
+        let _: i64 = redis::cmd("FCALL")
+            .arg(&stage)
+            .arg(1)
+            .arg(k.batch(&bid))
+            .arg(format!("{ns}:"))
+            .arg(&bid)
+            .arg(now)
+            .arg(header)
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg(1)
+            .arg(m.as_str())
+            .arg("cq")
+            .arg("M")
+            .arg(payload(m))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let staged_keys = [
+        k.batch(&bid),
+        k.batch_jobs(&bid),
+        format!("{}:queues", k.batch(&bid)),
+        format!("{}:staged:cq", k.batch(&bid)),
+        k.job_record(&m1),
+        k.job_record(&m2),
+    ];
+    for key in &staged_keys {
+        let ttl: i64 = con.ttl(key).await.unwrap();
+        assert!(ttl > 0 && ttl <= 86_400, "{key} expires: {ttl}");
+    }
+    let total: u64 = con.hget(k.batch(&parent), "total").await.unwrap();
+    assert_eq!(total, 2, "the parent counts its staging child");
+    let text = stdout(&ok(&ns, &["batch", "show", &bid]).await);
+    assert!(text.contains(&format!("resq batch discard {bid}")), "{text}");
+
+    // Only a staging batch can be discarded.
+    let o = resq(&ns, &["batch", "discard", &parent]).await;
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("only a batch whose creation stopped"), "{}", stderr(&o));
+    let o = ok(&ns, &["batch", "discard", &bid]).await;
+    assert!(stdout(&o).contains("2 staged members removed"), "{}", stdout(&o));
+    for key in &staged_keys {
+        let n: u64 = con.exists(key).await.unwrap();
+        assert_eq!(n, 0, "{key} removed");
+    }
+    let listed: Option<f64> = con.zscore(format!("{ns}:resq:batches"), &bid).await.unwrap();
+    assert!(listed.is_none(), "no longer listed");
+    let (total, pending): (u64, u64) = redis::cmd("HMGET")
+        .arg(k.batch(&parent))
+        .arg("total")
+        .arg("pending")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!((total, pending), (1, 1), "the parent counts it no more");
+    let child: bool = con
+        .sismember(k.batch_jobs(&parent), format!("@{bid}"))
+        .await
+        .unwrap();
+    assert!(!child);
+    let o = resq(&ns, &["batch", "discard", &bid]).await;
+    assert_eq!(code(&o), 1, "a second discard: no such batch");
+}

@@ -28,6 +28,13 @@ pub(crate) enum BatchCmd {
         /// The batch's id.
         id: String,
     },
+    /// Remove a batch whose creation stopped before it was made visible (state `staging`):
+    /// its members' records and staged payloads (which otherwise expire a day after the last
+    /// part was staged). A parent batch stops counting it. Refused for any other batch.
+    Discard {
+        /// The batch's id.
+        id: String,
+    },
 }
 
 /// `resq batch create --jobs-file F [--queue Q] [--on-complete CLASS:JSON_ARRAY] …`.
@@ -137,6 +144,7 @@ pub(crate) fn callback(flag: &'static str, text: &str) -> Result<(String, Vec<Va
 pub(crate) async fn run(target: &super::Target, cmd: BatchCmd, as_json: bool) -> Result<()> {
     match cmd {
         BatchCmd::Create(a) => create(target, a, as_json).await,
+        BatchCmd::Discard { id } => discard(target, &id, as_json).await,
         BatchCmd::Show { id } => {
             let id = batch_id(&id)?;
             let admin = target.admin().await?;
@@ -155,6 +163,30 @@ pub(crate) async fn run(target: &super::Target, cmd: BatchCmd, as_json: bool) ->
             }
         }
     }
+}
+
+/// Runs `resq batch discard ID`.
+async fn discard(target: &super::Target, id: &str, as_json: bool) -> Result<()> {
+    let id = batch_id(id)?;
+    let admin = target.admin().await?;
+    let n = admin.discard_batch(&id).await.map_err(|e| match &e {
+        Error::Redis(r) if matches!(r.code(), Some("NOBATCH") | Some("NOTSTAGING")) => {
+            Error::Config {
+                var: "ID",
+                message: format!(
+                    "{id}: {} (namespace {:?}); nothing was removed",
+                    r.detail().unwrap_or("cannot be discarded"),
+                    target.namespace
+                ),
+            }
+        }
+        _ => e,
+    })?;
+    if as_json {
+        return json(&json!({ "discarded": id, "members": n }));
+    }
+    println!("discarded batch {id}: {n} staged member{} removed", if n == 1 { "" } else { "s" });
+    Ok(())
 }
 
 /// `s` as a batch id, or an error naming the argument.
@@ -435,11 +467,13 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
     }
     if r.status.state == "staging" {
         out.push(String::new());
-        out.push(
-            "STAGING: its creator stopped before making it visible: its members are in no \
-             queue and never run (a parent batch counts it as a member that never ends)."
-                .into(),
-        );
+        out.push(format!(
+            "STAGING: its creator stopped before making it visible (or is still creating it): \
+             its members are in no queue and never run; a parent batch counts it as a member \
+             that has not ended. What was staged expires a day after the last part was staged; \
+             `resq batch discard {}` removes it now.",
+            r.status.id
+        ));
     }
     if r.status.state != "staging" && !r.orphaned.is_empty() {
         let n = r.orphaned.len();

@@ -420,3 +420,33 @@ impl Admin {
         (gone, unchecked)
     }
 }
+
+/// Members a discard removes per call (each call holds Redis for a few milliseconds at most).
+const DISCARD_CHUNK: usize = 1000;
+
+impl Admin {
+    /// Removes batch `id` whose creation stopped before its commit (state `staging`: its
+    /// members are in no queue and never run): its members' records, staged payloads, the batch
+    /// and its entry in the list of batches, a thousand members per call; a parent batch stops
+    /// counting it. Returns how many members were removed. Refused (nothing removed) for a
+    /// batch that is not staging.
+    pub async fn discard_batch(&self, id: &BatchId) -> Result<u64> {
+        let keys = self.keys();
+        let mut con = self.con();
+        let mut removed = 0u64;
+        loop {
+            let (n, left): (u64, u64) = crate::scripts::BATCH_DISCARD
+                .key(keys.batch(id.as_str()))
+                .arg(keys.prefix())
+                .arg(id.as_str())
+                .arg(chrono::Utc::now().timestamp_millis())
+                .arg(DISCARD_CHUNK)
+                .invoke_async(&mut con)
+                .await?;
+            removed += n;
+            if left == 0 {
+                return Ok(removed);
+            }
+        }
+    }
+}
