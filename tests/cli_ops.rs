@@ -136,8 +136,19 @@ async fn job_show_shows_the_workflow() {
         &ok(
             &ns,
             &[
-                "enqueue", "--track", "--after", &a, "--after", &b, "--if-dep-failed",
-                "cancel", "--parent", &p, "--batch", &bid, "C",
+                "enqueue",
+                "--track",
+                "--after",
+                &a,
+                "--after",
+                &b,
+                "--if-dep-failed",
+                "cancel",
+                "--parent",
+                &p,
+                "--batch",
+                &bid,
+                "C",
             ],
         )
         .await,
@@ -146,9 +157,18 @@ async fn job_show_shows_the_workflow() {
     assert!(text.contains("waits for    2 jobs, 1 not ended"), "{text}");
     assert!(text.contains(&format!("{a}  completed (ended)")), "{text}");
     assert!(text.contains(&format!("{b}  queued (not ended)")), "{text}");
-    assert!(text.contains("policy       if one did not complete: cancel"), "{text}");
-    assert!(text.contains(&format!("batch        {bid} (running)")), "{text}");
-    assert!(text.contains(&format!("parent       {p} (queued)")), "{text}");
+    assert!(
+        text.contains("policy       if one did not complete: cancel"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("batch        {bid} (running)")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("parent       {p} (queued)")),
+        "{text}"
+    );
     assert!(!text.contains("STRANDED"), "{text}");
     let text = stdout(&ok(&ns, &["job", "show", &p]).await);
     assert!(text.contains("children     1"), "{text}");
@@ -189,17 +209,36 @@ async fn bad_cli_inputs_are_refused_naming_the_bad_part() {
         ("--on-success", "Notify:", "nothing after ':'"),
         ("--on-success", "", "no class name"),
     ] {
-        let o = resq(&ns, &["batch", "create", "--jobs-file", f.path(), flag, spec]).await;
+        let o = resq(
+            &ns,
+            &["batch", "create", "--jobs-file", f.path(), flag, spec],
+        )
+        .await;
         assert_eq!(code(&o), 1, "{spec}: {}", stdout(&o));
         let e = stderr(&o);
         assert!(e.contains(flag) && e.contains(says), "{spec}: {e}");
         assert!(e.contains("CLASS:JSON_ARRAY"), "{spec}: {e}");
     }
-    let o = resq(&ns, &["batch", "create", "--jobs-file", f.path(), "--queue", ""]).await;
+    let o = resq(
+        &ns,
+        &["batch", "create", "--jobs-file", f.path(), "--queue", ""],
+    )
+    .await;
     assert_eq!(code(&o), 1, "{}", stdout(&o));
     assert!(stderr(&o).contains("--queue"), "{}", stderr(&o));
     let unknown = "0123456789abcdef0123456789abcdef";
-    let o = resq(&ns, &["batch", "create", "--jobs-file", f.path(), "--parent", unknown]).await;
+    let o = resq(
+        &ns,
+        &[
+            "batch",
+            "create",
+            "--jobs-file",
+            f.path(),
+            "--parent",
+            unknown,
+        ],
+    )
+    .await;
     assert_eq!(code(&o), 1);
     assert!(
         stderr(&o).contains("--parent") && stderr(&o).contains(unknown),
@@ -230,7 +269,9 @@ async fn batch_show_names_every_stuck_member_of_a_large_batch() {
     let n = 20_000;
     let mut text = String::new();
     for i in 0..n {
-        text.push_str(&format!("{{\"class\":\"M\",\"args\":[{i}],\"queue\":\"big\"}}\n"));
+        text.push_str(&format!(
+            "{{\"class\":\"M\",\"args\":[{i}],\"queue\":\"big\"}}\n"
+        ));
     }
     let f = TempFile::new(text.as_bytes());
     let v = json_of(&ns, &["batch", "create", "--jobs-file", f.path()]).await;
@@ -274,11 +315,19 @@ async fn batch_show_names_every_stuck_member_of_a_large_batch() {
         assert_eq!(r["members_read"], n, "{}", r["members_read"]);
         assert_eq!(r["sampled"], false);
         assert_eq!(r["gone"], serde_json::json!([taken]), "{}", r["gone"]);
-        assert_eq!(r["orphaned"], serde_json::json!([orphan]), "{}", r["orphaned"]);
+        assert_eq!(
+            r["orphaned"],
+            serde_json::json!([orphan]),
+            "{}",
+            r["orphaned"]
+        );
         assert_eq!(r["stuck"], true);
     }
     let text = stdout(&ok(&ns, &["batch", "show", &bid]).await);
-    assert!(text.contains(&format!("read         {n} of {n} members")), "{text}");
+    assert!(
+        text.contains(&format!("read         {n} of {n} members")),
+        "{text}"
+    );
     assert!(text.contains(&format!("    {taken}")), "{text}");
     assert!(text.contains(&format!("    {orphan}")), "{text}");
     assert!(!text.contains(&format!("    {alive}")), "{text}");
@@ -300,7 +349,10 @@ async fn a_non_utf8_line_is_refused_by_its_number() {
         let o = resq(&ns, &args).await;
         assert_eq!(code(&o), 1, "{args:?}: {}", stdout(&o));
         let e = stderr(&o);
-        assert!(e.contains("line 2: not UTF-8 text (byte 0xff"), "{args:?}: {e}");
+        assert!(
+            e.contains("line 2: not UTF-8 text (byte 0xff"),
+            "{args:?}: {e}"
+        );
         assert!(e.contains("line 3: not JSON"), "{args:?}: {e}");
         assert!(e.contains("2 of 4 lines are not jobs"), "{args:?}: {e}");
     }
@@ -332,11 +384,16 @@ fn peak_kb(ns: &str, args: &[&str]) -> (u64, Output) {
         .args(["--url", &support::url(), "--namespace", ns])
         .args(args)
         .env_remove("RUST_LOG");
-    let o = c.output().expect("run /usr/bin/time (Debian package `time`)");
+    let o = c
+        .output()
+        .expect("run /usr/bin/time (Debian package `time`)");
     let e = stderr(&o);
     let kb = e
         .lines()
-        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes): "))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no peak memory in: {e}"));
     (kb, o)
@@ -350,7 +407,9 @@ async fn a_file_is_read_in_bounded_memory() {
     let file = |n: usize| {
         let mut t = String::with_capacity(n * 40);
         for i in 0..n - 1 {
-            t.push_str(&format!("{{\"class\":\"Job\",\"args\":[{i},\"payload-{i}\"]}}\n"));
+            t.push_str(&format!(
+                "{{\"class\":\"Job\",\"args\":[{i},\"payload-{i}\"]}}\n"
+            ));
         }
         t.push_str("nope\n");
         TempFile::new(t.as_bytes())
@@ -361,7 +420,11 @@ async fn a_file_is_read_in_bounded_memory() {
         let (a, oa) = peak_kb(&ns2, &["enqueue", "--track", "--file", small.path()]);
         let (b, ob) = peak_kb(&ns2, &["enqueue", "--track", "--file", large.path()]);
         assert_eq!(code(&oa), 1);
-        assert!(stderr(&ob).contains("line 400000: not JSON"), "{}", stderr(&ob));
+        assert!(
+            stderr(&ob).contains("line 400000: not JSON"),
+            "{}",
+            stderr(&ob)
+        );
         (a, b)
     })
     .await
@@ -418,7 +481,11 @@ async fn staged_data_expires_and_batch_discard_removes_it() {
     let mut con = support::con().await;
     // A committed batch keeps its hash, members and records (no expiry while they run).
     let pm: Vec<String> = con.smembers(k.batch_jobs(&parent)).await.unwrap();
-    for key in [k.batch(&parent), k.batch_jobs(&parent), k.job_record(&pm[0])] {
+    for key in [
+        k.batch(&parent),
+        k.batch_jobs(&parent),
+        k.job_record(&pm[0]),
+    ] {
         let ttl: i64 = con.ttl(&key).await.unwrap();
         assert_eq!(ttl, -1, "{key} kept");
     }
@@ -468,19 +535,33 @@ async fn staged_data_expires_and_batch_discard_removes_it() {
     let total: u64 = con.hget(k.batch(&parent), "total").await.unwrap();
     assert_eq!(total, 2, "the parent counts its staging child");
     let text = stdout(&ok(&ns, &["batch", "show", &bid]).await);
-    assert!(text.contains(&format!("resq batch discard {bid}")), "{text}");
+    assert!(
+        text.contains(&format!("resq batch discard {bid}")),
+        "{text}"
+    );
 
     // Only a staging batch can be discarded.
     let o = resq(&ns, &["batch", "discard", &parent]).await;
     assert_eq!(code(&o), 1);
-    assert!(stderr(&o).contains("only a batch whose creation stopped"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("only a batch whose creation stopped"),
+        "{}",
+        stderr(&o)
+    );
     let o = ok(&ns, &["batch", "discard", &bid]).await;
-    assert!(stdout(&o).contains("2 staged members removed"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("2 staged members removed"),
+        "{}",
+        stdout(&o)
+    );
     for key in &staged_keys {
         let n: u64 = con.exists(key).await.unwrap();
         assert_eq!(n, 0, "{key} removed");
     }
-    let listed: Option<f64> = con.zscore(format!("{ns}:resq:batches"), &bid).await.unwrap();
+    let listed: Option<f64> = con
+        .zscore(format!("{ns}:resq:batches"), &bid)
+        .await
+        .unwrap();
     assert!(listed.is_none(), "no longer listed");
     let (total, pending): (u64, u64) = redis::cmd("HMGET")
         .arg(k.batch(&parent))

@@ -86,7 +86,9 @@ pub(crate) struct BatchesArgs {
 pub(crate) fn callback(flag: &'static str, text: &str) -> Result<(String, Vec<Value>)> {
     let bad = |why: String| Error::Config {
         var: flag,
-        message: format!("{text:?}: {why} (CLASS or CLASS:JSON_ARRAY, e.g. Notify or Notify:[\"done\",7])"),
+        message: format!(
+            "{text:?}: {why} (CLASS or CLASS:JSON_ARRAY, e.g. Notify or Notify:[\"done\",7])"
+        ),
     };
     let b = text.as_bytes();
     let mut split = None;
@@ -115,25 +117,32 @@ pub(crate) fn callback(flag: &'static str, text: &str) -> Result<(String, Vec<Va
                 "the class name {class:?} has an empty part (a `::` at its start or end, or `:::`)"
             )));
         }
-        if let Some(c) = part.chars().find(|c| {
-            c.is_whitespace() || c.is_control() || "[]{}\"',:".contains(*c)
-        }) {
+        if let Some(c) = part
+            .chars()
+            .find(|c| c.is_whitespace() || c.is_control() || "[]{}\"',:".contains(*c))
+        {
             let hint = if c == '[' {
                 ": args go after a ':' (CLASS:[…])"
             } else {
                 ""
             };
-            return Err(bad(format!(
-                "the class name {class:?} holds {c:?}{hint}"
-            )));
+            return Err(bad(format!("the class name {class:?} holds {c:?}{hint}")));
         }
     }
     let args = match args {
         None => Vec::new(),
-        Some("") => return Err(bad("nothing after ':' (a JSON array, or no ':' for no args)".into())),
+        Some("") => {
+            return Err(bad(
+                "nothing after ':' (a JSON array, or no ':' for no args)".into(),
+            ))
+        }
         Some(a) => match serde_json::from_str::<Value>(a) {
             Ok(Value::Array(v)) => v.into_iter().map(super::enqueue::as_typed_value).collect(),
-            Ok(_) => return Err(bad(format!("the args {a:?} after ':' are not a JSON array"))),
+            Ok(_) => {
+                return Err(bad(format!(
+                    "the args {a:?} after ':' are not a JSON array"
+                )))
+            }
             Err(e) => return Err(bad(format!("the args {a:?} after ':' are not JSON ({e})"))),
         },
     };
@@ -185,7 +194,10 @@ async fn discard(target: &super::Target, id: &str, as_json: bool) -> Result<()> 
     if as_json {
         return json(&json!({ "discarded": id, "members": n }));
     }
-    println!("discarded batch {id}: {n} staged member{} removed", if n == 1 { "" } else { "s" });
+    println!(
+        "discarded batch {id}: {n} staged member{} removed",
+        if n == 1 { "" } else { "s" }
+    );
     Ok(())
 }
 
@@ -200,7 +212,11 @@ fn batch_id(s: &str) -> Result<BatchId> {
 async fn create(target: &super::Target, a: CreateArgs, as_json: bool) -> Result<()> {
     crate::client::validate(&a.queue, "-").map_err(|e| Error::Config {
         var: "--queue",
-        message: format!("{:?}: {}", a.queue, e.to_string().trim_start_matches("rejected: ")),
+        message: format!(
+            "{:?}: {}",
+            a.queue,
+            e.to_string().trim_start_matches("rejected: ")
+        ),
     })?;
     let mut batch = Batch::new().callback_queue(&a.queue);
     if let Some(d) = &a.description {
@@ -481,7 +497,11 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
         out.push(format!(
             "STUCK: {n} member{} working for a worker that is no longer registered (it died, or \
              another runtime pruned it): nothing will end {}:",
-            if n == 1 { " says it is" } else { "s say they are" },
+            if n == 1 {
+                " says it is"
+            } else {
+                "s say they are"
+            },
             if n == 1 { "it" } else { "them" },
         ));
         out.extend(id_lines(&r.orphaned));

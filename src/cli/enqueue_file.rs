@@ -259,7 +259,9 @@ pub(crate) async fn run(
     if failed > 0 {
         return Err(Error::Config {
             var: "--file",
-            message: format!("{name}: {failed} of {total} jobs were not enqueued (lines listed above)"),
+            message: format!(
+                "{name}: {failed} of {total} jobs were not enqueued (lines listed above)"
+            ),
         });
     }
     Ok(())
@@ -474,7 +476,11 @@ mod tests {
                     {\"class\":\"G\",\"args\":[],\"queue\":\"a\\nb\"}\n";
         let (mut jobs, mut bad) = (Vec::new(), Vec::new());
         for (i, line) in text.split('\n').enumerate() {
-            let line = if i == 0 { line.trim_start_matches('\u{feff}') } else { line };
+            let line = if i == 0 {
+                line.trim_start_matches('\u{feff}')
+            } else {
+                line
+            };
             match parse_line(line.trim_end_matches('\r'), "default") {
                 Ok(None) => {}
                 Ok(Some(j)) => jobs.push((i + 1, j)),

@@ -65,7 +65,10 @@ fn workflow(s: &JobStatus, wf: &JobWorkflow, now: DateTime<Utc>) -> Vec<String> 
         ));
         let width = wf.deps.iter().map(|d| d.id.len()).max().unwrap_or(0);
         for d in &wf.deps {
-            let st = d.state.as_deref().unwrap_or("(no record: ended, expired or purged)");
+            let st = d
+                .state
+                .as_deref()
+                .unwrap_or("(no record: ended, expired or purged)");
             let ended = if d.ended { "ended" } else { "not ended" };
             out.push(format!("{pad}{:<width$}  {st} ({ended})", d.id));
         }
@@ -95,7 +98,10 @@ fn workflow(s: &JobStatus, wf: &JobWorkflow, now: DateTime<Utc>) -> Vec<String> 
         out.push(format!("{:<W$}{p} ({st})", "parent"));
     }
     if wf.waiters > 0 {
-        out.push(format!("{:<W$}{} job(s) wait for it", "waiters", wf.waiters));
+        out.push(format!(
+            "{:<W$}{} job(s) wait for it",
+            "waiters", wf.waiters
+        ));
     }
     if wf.children > 0 {
         out.push(format!("{:<W$}{}", "children", wf.children));

@@ -348,7 +348,8 @@ pub(crate) async fn job(target: &super::Target, cmd: JobCmd, as_json: bool) -> R
             if as_json {
                 let mut v = serde_json::to_value(&s).map_err(|e| Error::Protocol(e.to_string()))?;
                 if let Some(o) = v.as_object_mut() {
-                    let w = serde_json::to_value(&wf).map_err(|e| Error::Protocol(e.to_string()))?;
+                    let w =
+                        serde_json::to_value(&wf).map_err(|e| Error::Protocol(e.to_string()))?;
                     o.insert("workflow".into(), w);
                 }
                 json(&v)?;

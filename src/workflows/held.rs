@@ -82,8 +82,8 @@ pub(super) async fn confirm_orphaned(
             break;
         };
         let registered = redis::from_redis_value::<bool>(registered).unwrap_or(true);
-        let now = redis::from_redis_value::<(Option<String>, Option<String>)>(now)
-            .unwrap_or_default();
+        let now =
+            redis::from_redis_value::<(Option<String>, Option<String>)>(now).unwrap_or_default();
         if !registered && now.0.as_deref() == Some("working") && now.1.as_deref() == Some(&w) {
             out.push(id);
         }
@@ -96,10 +96,16 @@ pub(super) fn resq_ids(item: &[u8]) -> impl Iterator<Item = &str> {
     const NEEDLE: &[u8] = b"\"resq_id\":\"";
     let mut at = 0;
     std::iter::from_fn(move || loop {
-        let i = item.get(at..)?.windows(NEEDLE.len()).position(|w| w == NEEDLE)?;
+        let i = item
+            .get(at..)?
+            .windows(NEEDLE.len())
+            .position(|w| w == NEEDLE)?;
         let start = at + i + NEEDLE.len();
         at = start;
-        if let Some(id) = item.get(start..start + 32).and_then(|b| std::str::from_utf8(b).ok()) {
+        if let Some(id) = item
+            .get(start..start + 32)
+            .and_then(|b| std::str::from_utf8(b).ok())
+        {
             return Some(id);
         }
     })

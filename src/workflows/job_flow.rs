@@ -115,11 +115,13 @@ impl Admin {
             return Ok(None);
         }
         let field = |i: usize| f.get(i).cloned().flatten().filter(|s| !s.is_empty());
-        let count = |v: &RedisValue, key: String, unreadable: &mut Vec<String>| match redis::from_redis_value::<u64>(v.clone()) {
-            Ok(n) => n,
-            Err(e) => {
-                unreadable.push(format!("{key}: {e}"));
-                0
+        let count = |v: &RedisValue, key: String, unreadable: &mut Vec<String>| {
+            match redis::from_redis_value::<u64>(v.clone()) {
+                Ok(n) => n,
+                Err(e) => {
+                    unreadable.push(format!("{key}: {e}"));
+                    0
+                }
             }
         };
         let waiters = count(&r[1], keys.job_waiters(id.as_str()), &mut unreadable);

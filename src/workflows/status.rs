@@ -223,8 +223,7 @@ impl Admin {
         let permanent = |e: &redis::RedisError| {
             crate::conn::errors::classify(e) == crate::conn::errors::Class::Permanent
         };
-        let members_total: u64 = match redis::cmd("SCARD").arg(&set).query_async(&mut con).await
-        {
+        let members_total: u64 = match redis::cmd("SCARD").arg(&set).query_async(&mut con).await {
             Ok(n) => n,
             Err(e) if permanent(&e) => {
                 status.unreadable.push(format!("{set}: {e}"));
@@ -340,11 +339,9 @@ impl Admin {
         }
         let rows: Vec<redis::Value> = pipe.query_async(con).await?;
         for (m, row) in page.iter().zip(rows) {
-            let Ok((state, queue, worker)) = redis::from_redis_value::<(
-                Option<String>,
-                Option<String>,
-                Option<String>,
-            )>(row) else {
+            let Ok((state, queue, worker)) =
+                redis::from_redis_value::<(Option<String>, Option<String>, Option<String>)>(row)
+            else {
                 continue;
             };
             // No record: it ended and its record expired (or was purged); a record is made
