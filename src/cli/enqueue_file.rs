@@ -166,14 +166,20 @@ pub(crate) async fn run(
         let next = lines.next_line(None)?;
         let at_end = next.is_none();
         if let Some((n, line)) = next {
-            if let Ok(Some(job)) = line.and_then(|l| parse_line(l, &e.queue)) {
-                chunk.push((
+            match line.and_then(|l| parse_line(l, &e.queue)) {
+                Ok(Some(job)) => chunk.push((
                     n,
                     Pending {
                         track: track.clone(),
                         ..job
                     },
-                ));
+                )),
+                Ok(None) => {}
+                // The file changed between the two passes.
+                Err(why) => {
+                    failed += 1;
+                    eprintln!("line {n}: not enqueued: it changed since it was checked: {why}");
+                }
             }
         }
         if chunk.len() < CHUNK && !at_end {
