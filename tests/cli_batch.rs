@@ -266,17 +266,17 @@ async fn a_bad_line_or_callback_creates_nothing() {
         (
             "--on-death",
             "Notify:7",
-            "--on-death: \"Notify:7\": the args after ':' must be a JSON array",
+            "--on-death: \"Notify:7\": the args \"7\" after ':' are not a JSON array",
         ),
         (
             "--on-success",
             ":[1]",
-            "--on-success: \":[1]\": a class name",
+            "--on-success: \":[1]\": no class name before the args",
         ),
         (
             "--on-complete",
             "Notify:[1",
-            "--on-complete: \"Notify:[1\": the args after ':' are not JSON",
+            "--on-complete: \"Notify:[1\": the args \"[1\" after ':' are not JSON",
         ),
     ] {
         let out = resq(
@@ -400,7 +400,7 @@ async fn show_says_a_batch_is_stuck_when_a_foreign_worker_took_a_member() {
         after.contains("STUCK: 1 member is no longer in its queue"),
         "{after}"
     );
-    assert!(after.contains(&format!("gone: {gone}")), "{after}");
+    assert!(after.contains(&format!("gone:\n    {gone}")), "{after}");
     assert!(after.contains(ruby) && !after.contains(ours), "{after}");
     assert!(after.contains("will never complete"), "{after}");
     let v = json_of(&ns, &["batch", "show", &bid]).await;

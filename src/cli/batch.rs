@@ -28,9 +28,16 @@ pub(crate) enum BatchCmd {
         /// The batch's id.
         id: String,
     },
+    /// Remove a batch whose creation stopped before it was made visible (state `staging`):
+    /// its members' records and staged payloads (which otherwise expire a day after the last
+    /// part was staged). A parent batch stops counting it. Refused for any other batch.
+    Discard {
+        /// The batch's id.
+        id: String,
+    },
 }
 
-/// `resq batch create --jobs-file F [--queue Q] [--on-complete CLASS:ARGS_JSON] …`.
+/// `resq batch create --jobs-file F [--queue Q] [--on-complete CLASS:JSON_ARRAY] …`.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct CreateArgs {
     /// Queue of the lines that name none, and of the callbacks.
@@ -42,15 +49,15 @@ pub(crate) struct CreateArgs {
     #[arg(long, value_name = "F")]
     pub jobs_file: String,
     /// Enqueued once every member has been attempted (its first run ended, or it ended without
-    /// running): `CLASS:ARGS_JSON`, e.g. `Notify:["done",7]`; `CLASS` alone: no args.
-    #[arg(long, value_name = "CLASS:ARGS_JSON")]
+    /// running): `CLASS:JSON_ARRAY`, e.g. `Notify:["done",7]`; `CLASS` alone: no args.
+    #[arg(long, value_name = "CLASS:JSON_ARRAY")]
     pub on_complete: Option<String>,
-    /// Enqueued once every member has completed (may never fire): `CLASS:ARGS_JSON`.
-    #[arg(long, value_name = "CLASS:ARGS_JSON")]
+    /// Enqueued once every member has completed (may never fire): `CLASS:JSON_ARRAY`.
+    #[arg(long, value_name = "CLASS:JSON_ARRAY")]
     pub on_success: Option<String>,
     /// Enqueued once, at the first member that failed for good (retries exhausted, killed,
-    /// cancelled): `CLASS:ARGS_JSON`.
-    #[arg(long, value_name = "CLASS:ARGS_JSON")]
+    /// cancelled): `CLASS:JSON_ARRAY`.
+    #[arg(long, value_name = "CLASS:JSON_ARRAY")]
     pub on_death: Option<String>,
     /// What the batch is for (shown by `batches` and `batch show`).
     #[arg(long, value_name = "TEXT")]
@@ -71,30 +78,72 @@ pub(crate) struct BatchesArgs {
     pub offset: usize,
 }
 
-/// `CLASS:ARGS_JSON` (`Notify:["done",7]`, `Mailer::Digest:[1]`) or `CLASS` alone: the class
-/// and its args. The class ends at the first `:` that is not part of a `::`.
+/// A callback spec: `CLASS` or `CLASS:JSON_ARRAY` (`Notify`, `Notify:["done",7]`,
+/// `Mailer::Digest:[1]`): the class and its args. A class is one or more names joined by `::`,
+/// each non-empty, without spaces, quotes, brackets, braces, commas or a single `:`; the first
+/// `:` that is not part of a `::` starts the args, a JSON array. Anything else is refused,
+/// naming the bad part — never read as a class name that drops the args.
 pub(crate) fn callback(flag: &'static str, text: &str) -> Result<(String, Vec<Value>)> {
     let bad = |why: String| Error::Config {
         var: flag,
-        message: format!("{text:?}: {why} (CLASS:ARGS_JSON, e.g. Notify:[\"done\",7], or CLASS)"),
+        message: format!(
+            "{text:?}: {why} (CLASS or CLASS:JSON_ARRAY, e.g. Notify or Notify:[\"done\",7])"
+        ),
     };
     let b = text.as_bytes();
-    let split = (0..b.len())
-        .find(|&i| b[i] == b':' && (i == 0 || b[i - 1] != b':') && b.get(i + 1) != Some(&b':'));
+    let mut split = None;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b':' {
+            if b.get(i + 1) == Some(&b':') {
+                i += 2;
+                continue;
+            }
+            split = Some(i);
+            break;
+        }
+        i += 1;
+    }
     let (class, args) = match split {
         Some(i) => (&text[..i], Some(&text[i + 1..])),
         None => (text, None),
     };
-    let class = class.trim();
-    if class.is_empty() || class.chars().any(char::is_whitespace) {
-        return Err(bad("a class name, without spaces, comes first".into()));
+    if class.is_empty() {
+        return Err(bad("no class name before the args".into()));
+    }
+    for part in class.split("::") {
+        if part.is_empty() {
+            return Err(bad(format!(
+                "the class name {class:?} has an empty part (a `::` at its start or end, or `:::`)"
+            )));
+        }
+        if let Some(c) = part
+            .chars()
+            .find(|c| c.is_whitespace() || c.is_control() || "[]{}\"',:".contains(*c))
+        {
+            let hint = if c == '[' {
+                ": args go after a ':' (CLASS:[…])"
+            } else {
+                ""
+            };
+            return Err(bad(format!("the class name {class:?} holds {c:?}{hint}")));
+        }
     }
     let args = match args {
         None => Vec::new(),
+        Some("") => {
+            return Err(bad(
+                "nothing after ':' (a JSON array, or no ':' for no args)".into(),
+            ))
+        }
         Some(a) => match serde_json::from_str::<Value>(a) {
             Ok(Value::Array(v)) => v.into_iter().map(super::enqueue::as_typed_value).collect(),
-            Ok(_) => return Err(bad("the args after ':' must be a JSON array".into())),
-            Err(e) => return Err(bad(format!("the args after ':' are not JSON ({e})"))),
+            Ok(_) => {
+                return Err(bad(format!(
+                    "the args {a:?} after ':' are not a JSON array"
+                )))
+            }
+            Err(e) => return Err(bad(format!("the args {a:?} after ':' are not JSON ({e})"))),
         },
     };
     Ok((class.to_string(), args))
@@ -104,6 +153,7 @@ pub(crate) fn callback(flag: &'static str, text: &str) -> Result<(String, Vec<Va
 pub(crate) async fn run(target: &super::Target, cmd: BatchCmd, as_json: bool) -> Result<()> {
     match cmd {
         BatchCmd::Create(a) => create(target, a, as_json).await,
+        BatchCmd::Discard { id } => discard(target, &id, as_json).await,
         BatchCmd::Show { id } => {
             let id = batch_id(&id)?;
             let admin = target.admin().await?;
@@ -124,6 +174,33 @@ pub(crate) async fn run(target: &super::Target, cmd: BatchCmd, as_json: bool) ->
     }
 }
 
+/// Runs `resq batch discard ID`.
+async fn discard(target: &super::Target, id: &str, as_json: bool) -> Result<()> {
+    let id = batch_id(id)?;
+    let admin = target.admin().await?;
+    let n = admin.discard_batch(&id).await.map_err(|e| match &e {
+        Error::Redis(r) if matches!(r.code(), Some("NOBATCH") | Some("NOTSTAGING")) => {
+            Error::Config {
+                var: "ID",
+                message: format!(
+                    "{id}: {} (namespace {:?}); nothing was removed",
+                    r.detail().unwrap_or("cannot be discarded"),
+                    target.namespace
+                ),
+            }
+        }
+        _ => e,
+    })?;
+    if as_json {
+        return json(&json!({ "discarded": id, "members": n }));
+    }
+    println!(
+        "discarded batch {id}: {n} staged member{} removed",
+        if n == 1 { "" } else { "s" }
+    );
+    Ok(())
+}
+
 /// `s` as a batch id, or an error naming the argument.
 fn batch_id(s: &str) -> Result<BatchId> {
     BatchId::parse(s).ok_or_else(|| Error::Config {
@@ -133,6 +210,14 @@ fn batch_id(s: &str) -> Result<BatchId> {
 }
 
 async fn create(target: &super::Target, a: CreateArgs, as_json: bool) -> Result<()> {
+    crate::client::validate(&a.queue, "-").map_err(|e| Error::Config {
+        var: "--queue",
+        message: format!(
+            "{:?}: {}",
+            a.queue,
+            e.to_string().trim_start_matches("rejected: ")
+        ),
+    })?;
     let mut batch = Batch::new().callback_queue(&a.queue);
     if let Some(d) = &a.description {
         batch = batch.description(d);
@@ -152,13 +237,12 @@ async fn create(target: &super::Target, a: CreateArgs, as_json: bool) -> Result<
         let (class, args) = callback("--on-death", c)?;
         batch = batch.on_death(class, args);
     }
-    let text = super::enqueue_file::read_input(&a.jobs_file, "--jobs-file")?;
     let file = if a.jobs_file == "-" {
         "standard input"
     } else {
         a.jobs_file.as_str()
     };
-    let (lines, mut bad) = super::enqueue_file::parse(&text, &a.queue);
+    let (lines, mut bad) = super::enqueue_file::read_jobs(&a.jobs_file, "--jobs-file", &a.queue)?;
     let counted = lines.len() + bad.len();
     for (n, job) in &lines {
         if let Err(e) = crate::client::validate(&job.queue, &job.class) {
@@ -189,7 +273,18 @@ async fn create(target: &super::Target, a: CreateArgs, as_json: bool) -> Result<
         batch = batch.job(job.queue, job.class, job.args);
     }
     let client = target.client().await?;
-    let (id, jobs) = client.create_batch(batch).await?;
+    let (id, jobs) = client.create_batch(batch).await.map_err(|e| match &e {
+        Error::Redis(r) if matches!(r.code(), Some("NOBATCH") | Some("CLOSED")) => Error::Config {
+            var: "--parent",
+            message: format!(
+                "{}: {} (namespace {:?}); nothing was created",
+                a.parent.as_ref().map_or("", BatchId::as_str),
+                r.detail().unwrap_or("not a batch that can take members"),
+                target.namespace
+            ),
+        },
+        _ => e,
+    })?;
     if as_json {
         return json(&json!({ "id": id, "jobs": jobs }));
     }
@@ -303,16 +398,26 @@ fn report_json(r: &BatchReport) -> Value {
             json!({ "state": state, "count": n, "ids": ids })
         }).collect::<Vec<_>>(),
         "gone": r.gone,
+        "orphaned": r.orphaned,
         "foreign_workers": r.foreign_workers,
         "stuck": stuck(r),
         "sampled": !r.complete,
+        "members_total": r.members_total,
+        "members_read": r.members_read,
+        "unchecked": r.unchecked,
     })
 }
 
-/// Whether members of the (visible) batch are gone from their queue: a foreign worker took
-/// them. A batch still staging has every queued member outside its queue, as it should.
+/// Whether members of the (visible) batch are gone from their queue (a foreign worker took
+/// them) or say working for a worker that is gone. A batch still staging has every queued
+/// member outside its queue, as it should.
 fn stuck(r: &BatchReport) -> bool {
-    r.status.state != "staging" && !r.gone.is_empty()
+    r.status.state != "staging" && (!r.gone.is_empty() || !r.orphaned.is_empty())
+}
+
+/// `ids` a line each, indented, every one of them.
+fn id_lines(ids: &[JobId]) -> Vec<String> {
+    ids.iter().map(|i| format!("    {i}")).collect()
 }
 
 /// What the batch's report says, for people.
@@ -356,18 +461,52 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
             out.push(format!("  {state:<11}{n:>6}  {}{more}", ids.join(", ")));
         }
     }
-    if !r.complete {
-        out.push("(a batch of more than 10,000 members: 10,000 of them were looked at)".into());
+    out.push(format!(
+        "{:<W$}{} of {} members{}",
+        "read",
+        r.members_read,
+        r.members_total,
+        if r.complete {
+            ""
+        } else {
+            " (a report reads up to 100,000: what is said of the others is not known)"
+        }
+    ));
+    if r.unchecked > 0 {
+        out.push(format!(
+            "{:<W$}{} queued member{} not looked for: {} queue is longer than a report reads",
+            "unchecked",
+            r.unchecked,
+            if r.unchecked == 1 { "" } else { "s" },
+            if r.unchecked == 1 { "its" } else { "their" },
+        ));
     }
     if r.status.state == "staging" {
         out.push(String::new());
-        out.push(
-            "STAGING: its creator stopped before making it visible: its members are in no \
-             queue and never run (a parent batch counts it as a member that never ends)."
-                .into(),
-        );
+        out.push(format!(
+            "STAGING: its creator stopped before making it visible (or is still creating it): \
+             its members are in no queue and never run; a parent batch counts it as a member \
+             that has not ended. What was staged expires a day after the last part was staged; \
+             `resq batch discard {}` removes it now.",
+            r.status.id
+        ));
     }
-    if stuck(r) {
+    if r.status.state != "staging" && !r.orphaned.is_empty() {
+        let n = r.orphaned.len();
+        out.push(String::new());
+        out.push(format!(
+            "STUCK: {n} member{} working for a worker that is no longer registered (it died, or \
+             another runtime pruned it): nothing will end {}:",
+            if n == 1 {
+                " says it is"
+            } else {
+                "s say they are"
+            },
+            if n == 1 { "it" } else { "them" },
+        ));
+        out.extend(id_lines(&r.orphaned));
+    }
+    if r.status.state != "staging" && !r.gone.is_empty() {
         let n = r.gone.len();
         out.push(String::new());
         out.push(format!(
@@ -380,12 +519,8 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
             if n == 1 { "it" } else { "them" },
             if n == 1 { "it" } else { "them" },
         ));
-        let ids: Vec<&str> = r.gone.iter().take(10).map(JobId::as_str).collect();
-        out.push(format!(
-            "  gone: {}{}",
-            ids.join(", "),
-            if n > 10 { ", …" } else { "" }
-        ));
+        out.push("  gone:".into());
+        out.extend(id_lines(&r.gone));
     }
     if !r.foreign_workers.is_empty() {
         if !stuck(r) {
@@ -427,18 +562,24 @@ mod tests {
         assert_eq!((c.as_str(), a.len()), ("Mailer::Digest", 0));
         let (c, a) = callback("--on-success", r#"Tag:["a:b"]"#).unwrap();
         assert_eq!((c.as_str(), a), ("Tag", vec![json!("a:b")]));
-        for bad in [
-            "",
-            ":[1]",
-            "Notify:",
-            "Notify:7",
-            "Notify:[1",
-            "Two words:[]",
-            "N:{}",
+        for (bad, says) in [
+            ("", "no class name"),
+            (":[1]", "no class name"),
+            ("Notify:", "nothing after ':'"),
+            ("Notify:7", "not a JSON array"),
+            ("Notify:[1", "not JSON"),
+            ("Two words:[]", "holds ' '"),
+            ("N:{}", "not a JSON array"),
+            (r#"Notify["done",7]"#, "args go after a ':'"),
+            ("Notify:::[1]", "empty part"),
+            ("Notify::", "empty part"),
+            ("::Notify", "empty part"),
+            ("A::B:C:[1]", "not JSON"),
         ] {
             let e = callback("--on-death", bad).unwrap_err().to_string();
             assert!(e.starts_with("--on-death: "), "{bad}: {e}");
-            assert!(e.contains("CLASS:ARGS_JSON"), "{bad}: {e}");
+            assert!(e.contains("CLASS:JSON_ARRAY"), "{bad}: {e}");
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 }

@@ -195,6 +195,7 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         .collect();
     let class = e.class.clone().unwrap_or_default();
     let client = target.client().await?;
+    e.flow.check_parent(&client).await?;
     let keys = client.keys().clone();
     let due = crate::scheduler::cli::due_time(e.in_secs.as_deref(), e.at.as_deref())?;
     let jesque = e.jesque || e.vars.is_some();

@@ -1,11 +1,13 @@
 //! `resq enqueue --file F` (`-`: standard input): one job per line, `{"class":…,"args":[…]}`
 //! with an optional `"queue"`; blank lines skipped.
 //!
-//! Every line is read and checked before anything is sent: one bad line and nothing is
-//! enqueued, each bad line said with its number and why. The jobs then go to Redis in pipelines
-//! ([`crate::client::pipelined`]), each the script call of its own single enqueue, so each line
-//! is atomic on its own and a few thousand lines take one round trip per thousand. An untracked
-//! line writes the bytes `resq enqueue CLASS ARGS` writes (Ruby's `{"class","args"}`); with
+//! The file is read twice, a line at a time, in bounded memory whatever its size: a first pass
+//! checks every line (one bad line and nothing is enqueued, each bad line said with its number
+//! and why, a line that is not UTF-8 too); a second pass enqueues, [`CHUNK`] lines at a time, in
+//! pipelines ([`crate::client::pipelined`]), each the script call of its own single enqueue, so
+//! each line is atomic on its own and a thousand lines take one round trip. Standard input is
+//! kept aside in a temporary file by the first pass (removed at the end). An untracked line
+//! writes the bytes `resq enqueue CLASS ARGS` writes (Ruby's `{"class","args"}`); with
 //! `--track` (and `--tag`), each line is a tracked job.
 //!
 //! Prints, without `--json`: the ids, one per line, when tracked (a summary on stderr), else a
@@ -14,12 +16,12 @@
 //! said with its number on stderr, and the exit status is 1.
 
 use super::enqueue::{as_typed_value, tracking, EnqueueArgs};
-use super::output;
 use crate::client::pipelined::{Outcome, Pending, CHUNK};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
 
 /// What `--json` prints for one job.
 #[derive(Debug, Serialize)]
@@ -38,6 +40,78 @@ struct JobOut {
     error: Option<String>,
 }
 
+/// Prints the jobs as they are done: `--json`'s array an element at a time, or the ids of
+/// tracked jobs a line each; counts what was enqueued, by queue.
+struct Printer {
+    as_json: bool,
+    track: bool,
+    first: bool,
+    done: usize,
+    total: usize,
+    by_queue: BTreeMap<String, usize>,
+    out: std::io::BufWriter<std::io::Stdout>,
+}
+
+impl Printer {
+    fn new(as_json: bool, track: bool) -> Printer {
+        Printer {
+            as_json,
+            track,
+            first: true,
+            done: 0,
+            total: 0,
+            by_queue: BTreeMap::new(),
+            out: std::io::BufWriter::new(std::io::stdout()),
+        }
+    }
+
+    fn job(&mut self, o: JobOut) -> Result<()> {
+        self.total += 1;
+        if o.error.is_none() {
+            self.done += 1;
+            match self.by_queue.get_mut(&o.queue) {
+                Some(n) => *n += 1,
+                None => {
+                    self.by_queue.insert(o.queue.clone(), 1);
+                }
+            }
+        }
+        if self.as_json {
+            let sep = if self.first { "[\n  " } else { ",\n  " };
+            self.first = false;
+            write!(self.out, "{sep}{}", serde_json::to_string(&o)?).map_err(out_err)?;
+        } else if self.track {
+            if let Some(id) = &o.id {
+                writeln!(self.out, "{id}").map_err(out_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends `--json`'s array; the summary.
+    fn finish(mut self, file: &str) -> Result<(usize, usize)> {
+        if self.as_json {
+            writeln!(self.out, "{}", if self.first { "[]" } else { "\n]" }).map_err(out_err)?;
+        }
+        let line = summary(&self.by_queue, self.done, file);
+        if !self.as_json {
+            if self.track {
+                self.out.flush().map_err(out_err)?;
+                eprintln!("{line}");
+            } else {
+                writeln!(self.out, "{line}").map_err(out_err)?;
+            }
+        }
+        self.out.flush().map_err(out_err)?;
+        Ok((self.done, self.total))
+    }
+}
+
+/// An error writing the output.
+fn out_err(e: std::io::Error) -> Error {
+    Error::Protocol(format!("writing the output: {e}"))
+}
+
 /// Runs `resq enqueue --file`.
 pub(crate) async fn run(
     target: &super::Target,
@@ -45,88 +119,145 @@ pub(crate) async fn run(
     file: &str,
     as_json: bool,
 ) -> Result<()> {
-    let text = read_input(file, "--file")?;
-    let file = if file == "-" { "standard input" } else { file };
-    let (lines, bad) = parse(&text, &e.queue);
-    if !bad.is_empty() {
-        for (n, why) in &bad {
-            eprintln!("line {n}: {why}");
+    let name = if file == "-" { "standard input" } else { file };
+    // First pass: every line checked (standard input kept aside for the second).
+    let spool = (file == "-").then(Spool::new).transpose()?;
+    let mut lines = Lines::open(file, "--file")?;
+    let (mut jobs, mut bad) = (0usize, 0usize);
+    let mut kept = spool.as_ref().map(Spool::writer).transpose()?;
+    while let Some((n, line)) = lines.next_line(kept.as_mut())? {
+        match line.and_then(|l| parse_line(l, &e.queue)) {
+            Ok(None) => {}
+            Ok(Some(_)) => jobs += 1,
+            Err(why) => {
+                bad += 1;
+                eprintln!("line {n}: {why}");
+            }
         }
+    }
+    if let Some(w) = kept.as_mut() {
+        w.flush().map_err(|err| Error::Config {
+            var: "--file",
+            message: format!("standard input: cannot be kept aside ({err})"),
+        })?;
+    }
+    drop(kept);
+    if bad > 0 {
         return Err(Error::Config {
             var: "--file",
             message: format!(
-                "{file}: {} of {} lines are not jobs (listed above); nothing was enqueued",
-                bad.len(),
-                bad.len() + lines.len()
+                "{name}: {bad} of {} lines are not jobs (listed above); nothing was enqueued",
+                bad + jobs
             ),
         });
     }
-    let jobs: Vec<Pending> = lines
-        .iter()
-        .map(|(_, job)| Pending {
-            track: e.track.then(|| tracking(e)),
-            ..job.clone()
-        })
-        .collect();
+    // Second pass: a chunk at a time.
+    let again = spool.as_ref().map_or(file, |s| s.path());
+    let mut lines = Lines::open(again, "--file")?;
     let client = target.client().await?;
-    let sent = client.enqueue_pipelined(&jobs).await;
-    let mut out = Vec::with_capacity(jobs.len());
-    let mut failed = 0;
-    for ((n, job), outcome) in lines.iter().zip(&sent.outcomes) {
-        let mut o = JobOut {
-            line: *n,
-            queue: job.queue.clone(),
-            class: job.class.clone(),
-            id: None,
-            error: None,
-        };
-        match outcome {
-            Outcome::Enqueued(t) => o.id = t.as_ref().map(|(id, _)| id.to_string()),
-            Outcome::Refused(why) => {
-                failed += 1;
-                eprintln!("line {n}: not enqueued: {why}");
-                o.error = Some(why.clone());
+    e.flow.check_parent(&client).await?;
+    let track = e.track.then(|| tracking(e));
+    let mut printer = Printer::new(as_json, e.track);
+    let mut failed = 0usize;
+    let mut failure: Option<(Error, usize)> = None;
+    let mut chunk: Vec<(usize, Pending)> = Vec::with_capacity(CHUNK);
+    let mut ready = false;
+    loop {
+        let next = lines.next_line(None)?;
+        let at_end = next.is_none();
+        if let Some((n, line)) = next {
+            match line.and_then(|l| parse_line(l, &e.queue)) {
+                Ok(Some(job)) => chunk.push((
+                    n,
+                    Pending {
+                        track: track.clone(),
+                        ..job
+                    },
+                )),
+                Ok(None) => {}
+                // The file changed between the two passes.
+                Err(why) => {
+                    failed += 1;
+                    eprintln!("line {n}: not enqueued: it changed since it was checked: {why}");
+                }
             }
         }
-        out.push(o);
-    }
-    let unsent = lines.get(sent.outcomes.len()..).unwrap_or_default();
-    if let Some(err) = &sent.failure {
-        let unknown = unsent.len().min(CHUNK);
-        for (k, (n, job)) in unsent.iter().enumerate() {
-            let why = if k < unknown {
-                format!("unknown: {err} while it was sent; it may or may not be enqueued")
+        if chunk.len() < CHUNK && !at_end {
+            continue;
+        }
+        if chunk.is_empty() {
+            break;
+        }
+        let batch = std::mem::take(&mut chunk);
+        if failure.is_some() {
+            for (n, job) in batch {
+                printer.job(JobOut {
+                    line: n,
+                    queue: job.queue,
+                    class: job.class,
+                    id: None,
+                    error: Some("not sent".into()),
+                })?;
+            }
+        } else {
+            let jobs: Vec<Pending> = batch.iter().map(|(_, j)| j.clone()).collect();
+            let sent = if ready {
+                client.enqueue_chunk(&jobs).await
             } else {
-                "not sent".to_string()
+                ready = true;
+                match client.prepare_pipelined().await {
+                    Ok(()) => client.enqueue_chunk(&jobs).await,
+                    Err(e) => Err(e),
+                }
             };
-            out.push(JobOut {
-                line: *n,
-                queue: job.queue.clone(),
-                class: job.class.clone(),
-                id: None,
-                error: Some(why),
-            });
-        }
-    }
-    let done = out.iter().filter(|o| o.error.is_none()).count();
-    if as_json {
-        output::json(&out)?;
-    } else if e.track {
-        for o in &out {
-            if let Some(id) = &o.id {
-                println!("{id}");
+            match sent {
+                Ok(outcomes) => {
+                    for ((n, job), outcome) in batch.into_iter().zip(outcomes) {
+                        let mut o = JobOut {
+                            line: n,
+                            queue: job.queue,
+                            class: job.class,
+                            id: None,
+                            error: None,
+                        };
+                        match outcome {
+                            Outcome::Enqueued(t) => o.id = t.map(|(id, _)| id.to_string()),
+                            Outcome::Refused(why) => {
+                                failed += 1;
+                                eprintln!("line {n}: not enqueued: {why}");
+                                o.error = Some(why);
+                            }
+                        }
+                        printer.job(o)?;
+                    }
+                }
+                Err(err) => {
+                    let first = batch.first().map_or(0, |(n, _)| *n);
+                    for (n, job) in batch {
+                        printer.job(JobOut {
+                            line: n,
+                            queue: job.queue,
+                            class: job.class,
+                            id: None,
+                            error: Some(format!(
+                                "unknown: {err} while it was sent; it may or may not be enqueued"
+                            )),
+                        })?;
+                    }
+                    failure = Some((err, first));
+                }
             }
         }
-        eprintln!("{}", summary(&out, done, file));
-    } else {
-        println!("{}", summary(&out, done, file));
+        if at_end {
+            break;
+        }
     }
-    if let Some(err) = sent.failure {
-        let first = unsent.first().map_or(0, |(n, _)| *n);
+    let (done, total) = printer.finish(name)?;
+    if let Some((err, first)) = failure {
         return Err(Error::Config {
             var: "--file",
             message: format!(
-                "{file}: {err}: the jobs of lines {first} on are not known to be enqueued \
+                "{name}: {err}: the jobs of lines {first} on are not known to be enqueued \
                  (up to {CHUNK} of them may be; the rest were not sent); {done} before them were"
             ),
         });
@@ -135,8 +266,7 @@ pub(crate) async fn run(
         return Err(Error::Config {
             var: "--file",
             message: format!(
-                "{file}: {failed} of {} jobs were not enqueued (lines listed above)",
-                out.len()
+                "{name}: {failed} of {total} jobs were not enqueued (lines listed above)"
             ),
         });
     }
@@ -144,11 +274,7 @@ pub(crate) async fn run(
 }
 
 /// `enqueued 3 jobs from jobs.ndjson: default 2, mail 1`.
-fn summary(out: &[JobOut], done: usize, file: &str) -> String {
-    let mut by_queue: BTreeMap<&str, usize> = BTreeMap::new();
-    for o in out.iter().filter(|o| o.error.is_none()) {
-        *by_queue.entry(o.queue.as_str()).or_default() += 1;
-    }
+fn summary(by_queue: &BTreeMap<String, usize>, done: usize, file: &str) -> String {
     let queues: Vec<String> = by_queue.iter().map(|(q, n)| format!("{q} {n}")).collect();
     let jobs = if done == 1 { "job" } else { "jobs" };
     if queues.is_empty() {
@@ -158,40 +284,150 @@ fn summary(out: &[JobOut], done: usize, file: &str) -> String {
     }
 }
 
-/// The text of `file` given with option `flag` (`-`: standard input).
-pub(crate) fn read_input(file: &str, flag: &'static str) -> Result<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    let r = if file == "-" {
-        std::io::stdin().read_to_string(&mut text).map(|_| ())
-    } else {
-        std::fs::File::open(file).and_then(|mut f| f.read_to_string(&mut text).map(|_| ()))
-    };
-    r.map_err(|err| Error::Config {
-        var: flag,
-        message: format!("{file}: cannot be read ({err})"),
-    })?;
-    Ok(text)
+/// The lines of a file (or standard input), read one at a time into one buffer: bounded
+/// memory whatever the file's size. Each comes with its number (from 1), as text, or why it is
+/// not text (not UTF-8, naming the byte and its column). A byte order mark opening the file
+/// and a `\r` ending a line are dropped.
+pub(crate) struct Lines {
+    reader: Box<dyn BufRead>,
+    buf: Vec<u8>,
+    n: usize,
+    file: String,
+    flag: &'static str,
+}
+
+impl Lines {
+    /// `file` (`-`: standard input) given with option `flag`.
+    pub(crate) fn open(file: &str, flag: &'static str) -> Result<Lines> {
+        let reader: Box<dyn BufRead> = if file == "-" {
+            Box::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()))
+        } else {
+            let f = std::fs::File::open(file).map_err(|err| Error::Config {
+                var: flag,
+                message: format!("{file}: cannot be read ({err})"),
+            })?;
+            Box::new(std::io::BufReader::with_capacity(1 << 16, f))
+        };
+        Ok(Lines {
+            reader,
+            buf: Vec::new(),
+            n: 0,
+            file: file.to_string(),
+            flag,
+        })
+    }
+
+    /// The next line (its bytes also written to `keep`, when given), or `None` at the end.
+    pub(crate) fn next_line(
+        &mut self,
+        keep: Option<&mut std::io::BufWriter<std::fs::File>>,
+    ) -> Result<Option<(usize, std::result::Result<&str, String>)>> {
+        self.buf.clear();
+        let read = self
+            .reader
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|err| Error::Config {
+                var: self.flag,
+                message: format!("{}: cannot be read ({err})", self.file),
+            })?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if let Some(k) = keep {
+            k.write_all(&self.buf).map_err(|err| Error::Config {
+                var: self.flag,
+                message: format!("standard input: cannot be kept aside ({err})"),
+            })?;
+        }
+        self.n += 1;
+        let mut line = self.buf.as_slice();
+        if self.n == 1 {
+            line = line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line);
+        }
+        line = line.strip_suffix(b"\n").unwrap_or(line);
+        line = line.strip_suffix(b"\r").unwrap_or(line);
+        let text = std::str::from_utf8(line).map_err(|e| {
+            let at = e.valid_up_to();
+            format!(
+                "not UTF-8 text (byte 0x{:02x} at column {})",
+                line.get(at).copied().unwrap_or(0),
+                at + 1
+            )
+        });
+        Ok(Some((self.n, text)))
+    }
+}
+
+/// Standard input kept aside, in a file of its own removed when dropped, for a second pass.
+struct Spool(std::path::PathBuf);
+
+impl Spool {
+    fn new() -> Result<Spool> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let p = std::env::temp_dir().join(format!(
+            "resq-enqueue-{}-{nanos}.ndjson",
+            std::process::id()
+        ));
+        Ok(Spool(p))
+    }
+
+    fn writer(&self) -> Result<std::io::BufWriter<std::fs::File>> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&self.0)
+            .map_err(|err| Error::Config {
+                var: "--file",
+                message: format!(
+                    "standard input: cannot be kept aside in {} ({err})",
+                    self.0.display()
+                ),
+            })?;
+        Ok(std::io::BufWriter::new(f))
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap_or("-")
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Lines of the file with what was made of them: `(line number, job or why it is not one)`.
 pub(crate) type Numbered<T> = Vec<(usize, T)>;
 
-/// The jobs of `text` with their line numbers (from 1; blank lines skipped), and the lines that
-/// are not jobs with why. `queue` is the queue of a line that names none.
-pub(crate) fn parse(text: &str, queue: &str) -> (Numbered<Pending>, Numbered<String>) {
+/// A line's job (`None`: a blank line), or why it is not one. `queue` is the queue of a line
+/// that names none.
+pub(crate) fn parse_line(line: &str, queue: &str) -> std::result::Result<Option<Pending>, String> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    job(line, queue).map(Some)
+}
+
+/// Every line of `file` (given with option `flag`; `-`: standard input) checked, a line at a
+/// time: the jobs with their line numbers, and the lines that are not jobs with why.
+pub(crate) fn read_jobs(
+    file: &str,
+    flag: &'static str,
+    queue: &str,
+) -> Result<(Numbered<Pending>, Numbered<String>)> {
     let (mut jobs, mut bad) = (Vec::new(), Vec::new());
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match job(line, queue) {
-            Ok(j) => jobs.push((i + 1, j)),
-            Err(why) => bad.push((i + 1, why)),
+    let mut lines = Lines::open(file, flag)?;
+    while let Some((n, line)) = lines.next_line(None)? {
+        match line.and_then(|l| parse_line(l, queue)) {
+            Ok(None) => {}
+            Ok(Some(j)) => jobs.push((n, j)),
+            Err(why) => bad.push((n, why)),
         }
     }
-    (jobs, bad)
+    Ok((jobs, bad))
 }
 
 /// One line's job, or why it is not one.
@@ -244,7 +480,19 @@ mod tests {
                     {\"class\":\"E\",\"args\":[],\"queue\":7}\n\
                     {\"class\":\"F\",\"args\":[1.50],\"queue\":\"mail\"}\r\n\
                     {\"class\":\"G\",\"args\":[],\"queue\":\"a\\nb\"}\n";
-        let (jobs, bad) = parse(text, "default");
+        let (mut jobs, mut bad) = (Vec::new(), Vec::new());
+        for (i, line) in text.split('\n').enumerate() {
+            let line = if i == 0 {
+                line.trim_start_matches('\u{feff}')
+            } else {
+                line
+            };
+            match parse_line(line.trim_end_matches('\r'), "default") {
+                Ok(None) => {}
+                Ok(Some(j)) => jobs.push((i + 1, j)),
+                Err(w) => bad.push((i + 1, w)),
+            }
+        }
         let lines: Vec<usize> = jobs.iter().map(|(n, _)| *n).collect();
         assert_eq!(lines, [1, 11]);
         assert_eq!(jobs[0].1.queue, "default");

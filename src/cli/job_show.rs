@@ -1,8 +1,10 @@
 //! `resq job show`'s text: one tracked job's whole record, for people — state, where its record
 //! is and of which kind, class, queue, worker, attempts, times, progress, result, error, tags,
-//! job key, options, custom fields, fields that could not be read, and its history.
+//! job key, options, custom fields, fields that could not be read, its workflow (what it waits
+//! for, its policy, batch, parent) and its history.
 
 use crate::jobs::JobStatus;
+use crate::workflows::JobWorkflow;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -38,6 +40,95 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v)
         .unwrap_or_else(|_| v.to_string())
         .replace('\n', &format!("\n{}", " ".repeat(W)))
+}
+
+/// A job's workflow, for people: the rows after its record's.
+fn workflow(s: &JobStatus, wf: &JobWorkflow, now: DateTime<Utc>) -> Vec<String> {
+    let pad = " ".repeat(W);
+    let mut out = Vec::new();
+    if wf.deps_total > 0 {
+        let left = match wf.deps_left {
+            Some(n) => format!("; its record counts {n} left"),
+            None => String::new(),
+        };
+        let read = if wf.deps.len() < wf.deps_total {
+            format!(" (the first {} read)", wf.deps.len())
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "{:<W$}{} job{}, {} not ended{read}{left}",
+            "waits for",
+            wf.deps_total,
+            if wf.deps_total == 1 { "" } else { "s" },
+            wf.deps_unended,
+        ));
+        let width = wf.deps.iter().map(|d| d.id.len()).max().unwrap_or(0);
+        for d in &wf.deps {
+            let st = d
+                .state
+                .as_deref()
+                .unwrap_or("(no record: ended, expired or purged)");
+            let ended = if d.ended { "ended" } else { "not ended" };
+            out.push(format!("{pad}{:<width$}  {st} ({ended})", d.id));
+        }
+        out.push(format!(
+            "{:<W$}if one did not complete: {}",
+            "policy",
+            wf.if_dep_failed.as_deref().unwrap_or("run")
+        ));
+        if let Some(d) = &wf.dep_failed {
+            out.push(format!("{:<W$}{d} did not complete", "dep failed"));
+        }
+        if wf.released_at.is_some() {
+            out.push(format!("{:<W$}{}", "released", at(now, wf.released_at)));
+        }
+        if wf.stranded(s.state) {
+            out.push(format!(
+                "{pad}STRANDED: every job it waits for has ended, yet its record says waiting"
+            ));
+        }
+    }
+    if let Some(b) = &wf.batch {
+        let phase = wf.batch_phase.as_deref().unwrap_or("gone: no such batch");
+        out.push(format!("{:<W$}{b} ({phase})", "batch"));
+    }
+    if let Some(p) = &wf.parent {
+        let st = wf.parent_state.as_deref().unwrap_or("no record");
+        out.push(format!("{:<W$}{p} ({st})", "parent"));
+    }
+    if wf.waiters > 0 {
+        out.push(format!(
+            "{:<W$}{} job(s) wait for it",
+            "waiters", wf.waiters
+        ));
+    }
+    if wf.children > 0 {
+        out.push(format!("{:<W$}{}", "children", wf.children));
+    }
+    for u in &wf.unreadable {
+        out.push(format!("{:<W$}{u}", "unreadable"));
+    }
+    out
+}
+
+/// The whole record and its workflow, for people; `record` is the key it was read from.
+pub(crate) fn show_with(
+    s: &JobStatus,
+    wf: Option<&JobWorkflow>,
+    record: &str,
+    now: DateTime<Utc>,
+) -> String {
+    let text = show(s, record, now);
+    let Some(wf) = wf.filter(|w| !w.is_empty()) else {
+        return text;
+    };
+    // The workflow goes before the history.
+    let rows = workflow(s, wf, now).join("\n");
+    match text.find("\nhistory") {
+        Some(i) => format!("{}\n{rows}{}", &text[..i], &text[i..]),
+        None => format!("{text}\n{rows}"),
+    }
 }
 
 /// The whole record, for people; `record` is the key it was read from.

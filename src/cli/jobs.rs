@@ -340,15 +340,29 @@ pub(crate) async fn job(target: &super::Target, cmd: JobCmd, as_json: bool) -> R
                 .job(&id)
                 .await?
                 .ok_or_else(|| unknown(&target.namespace, &id))?;
+            let wf = if s.statused {
+                None
+            } else {
+                admin.job_workflow(&id).await?
+            };
             if as_json {
-                json(&s)?;
+                let mut v = serde_json::to_value(&s).map_err(|e| Error::Protocol(e.to_string()))?;
+                if let Some(o) = v.as_object_mut() {
+                    let w =
+                        serde_json::to_value(&wf).map_err(|e| Error::Protocol(e.to_string()))?;
+                    o.insert("workflow".into(), w);
+                }
+                json(&v)?;
             } else {
                 let record = if s.statused {
                     admin.keys().resque_status(id.as_str())
                 } else {
                     admin.keys().job_record(id.as_str())
                 };
-                println!("{}", super::job_show::show(&s, &record, Utc::now()));
+                println!(
+                    "{}",
+                    super::job_show::show_with(&s, wf.as_ref(), &record, Utc::now())
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

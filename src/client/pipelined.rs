@@ -41,49 +41,23 @@ pub(crate) enum Outcome {
     Refused(String),
 }
 
-/// What [`Client::enqueue_pipelined`] did.
-#[derive(Debug)]
-pub(crate) struct Sent {
-    /// The outcome of each job, in order, as far as known: all of them, unless `failure`.
-    pub outcomes: Vec<Outcome>,
-    /// Redis failed (a dropped connection, a timeout) while the jobs from `outcomes.len()` on
-    /// were sent: the next [`CHUNK`] of them (at most) may or may not have been enqueued, and
-    /// those after were not sent.
-    pub failure: Option<Error>,
-}
-
 impl Client {
-    /// Enqueues `jobs` in order, [`CHUNK`] per round trip, each atomically on its own.
-    pub(crate) async fn enqueue_pipelined(&self, jobs: &[Pending]) -> Sent {
+    /// Loads the library before [`Client::enqueue_chunk`]s (once for all of them).
+    pub(crate) async fn prepare_pipelined(&self) -> Result<()> {
+        crate::scripts::ensure_loaded(&mut self.connection(), &self.keys().queues())
+            .await
+            .map_err(Error::from)
+    }
+
+    /// Enqueues `jobs` (at most [`CHUNK`], the library loaded: [`Client::prepare_pipelined`])
+    /// in one round trip, each atomically on its own: the outcome of each, or the error that
+    /// left them unknown.
+    pub(crate) async fn enqueue_chunk(&self, jobs: &[Pending]) -> Result<Vec<Outcome>> {
         let mut calls: Vec<Result<Cmd>> = Vec::with_capacity(jobs.len());
         for j in jobs {
             calls.push(self.call(j).await);
         }
-        let mut outcomes = Vec::with_capacity(jobs.len());
-        if let Err(e) = crate::scripts::ensure_loaded(&mut self.connection(), &self.keys().queues())
-            .await
-            .map_err(Error::from)
-        {
-            return Sent {
-                outcomes,
-                failure: Some(e),
-            };
-        }
-        for (jobs, calls) in jobs.chunks(CHUNK).zip(calls.chunks(CHUNK)) {
-            match self.send(jobs, calls).await {
-                Ok(done) => outcomes.extend(done),
-                Err(e) => {
-                    return Sent {
-                        outcomes,
-                        failure: Some(e),
-                    }
-                }
-            }
-        }
-        Sent {
-            outcomes,
-            failure: None,
-        }
+        self.send(jobs, &calls).await
     }
 
     /// The script call that enqueues `job`, built by its single enqueue's code (recorded:

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `workers`, `workers:<id>` | at the first worker (by id), or the one after `<id>` |
 //! | `queues`, `queues:<n>:<queue>` | in queue `<queue>` (by name) after its `<n>` newest jobs |
-//! | `held`, `held:<n>:<key>` | in held set `<key>` (by name) after its first `<n>` jobs |
+//! | `held`, `held:<score>:<seq>:<key>` | in held set `<key>` (by name) after its entry of that score and sequence (`<seq>` in hex), wherever it is now |
 //! | `delayed`, `delayed:<ts>:<n>` | in the delayed set at time `<ts>`, after its `<n>` first items |
 //! | `<index>`, `<index>:<score>:<member>` | in an index (newest first), after that entry |
 //!
@@ -46,8 +46,14 @@ pub(crate) enum Cur {
     Worker(String),
     /// In queue `queue`, after its `off` newest jobs.
     Queue { queue: String, off: usize },
-    /// In held set `key`, after its `off` first jobs.
-    Held { key: String, off: usize },
+    /// In held set `key`, after its entry of `score` whose member starts `<seq>\t` (a held
+    /// set's members are `seq\tqueue\tunits\tname\tpayload`, ordered by score then bytes): a
+    /// job released meanwhile does not shift the place.
+    Held {
+        key: String,
+        score: f64,
+        seq: Vec<u8>,
+    },
     /// In the delayed bucket of `ts`, after its `idx` first items (later buckets follow).
     Delayed { ts: i64, idx: usize },
     /// In an index, after the entry `member` of `score`.
@@ -92,7 +98,10 @@ impl std::fmt::Display for JobPosition {
             Cur::Start => write!(f, "{seg}"),
             Cur::Worker(w) => write!(f, "{seg}:{w}"),
             Cur::Queue { queue, off } => write!(f, "{seg}:{off}:{queue}"),
-            Cur::Held { key, off } => write!(f, "{seg}:{off}:{key}"),
+            Cur::Held { key, score, seq } => {
+                let hex: String = seq.iter().map(|b| format!("{b:02x}")).collect();
+                write!(f, "{seg}:{score}:{hex}:{key}")
+            }
             Cur::Delayed { ts, idx } => write!(f, "{seg}:{ts}:{idx}"),
             Cur::Score { score, member } => write!(f, "{seg}:{score}:{member}"),
         }
@@ -142,8 +151,22 @@ impl std::str::FromStr for JobPosition {
                 Cur::Queue { queue, off }
             }
             Seg::Held => {
-                let (off, key) = num_and(rest).ok_or_else(bad)?;
-                Cur::Held { key, off }
+                let (score, rest) = rest.split_once(':').ok_or_else(bad)?;
+                let (seq, key) = rest.split_once(':').ok_or_else(bad)?;
+                let score: f64 = score.parse().map_err(|_| bad())?;
+                if !score.is_finite() || seq.is_empty() || seq.len() % 2 != 0 || key.is_empty() {
+                    return Err(bad());
+                }
+                let seq = (0..seq.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(seq.get(i..i + 2)?, 16).ok())
+                    .collect::<Option<Vec<u8>>>()
+                    .ok_or_else(bad)?;
+                Cur::Held {
+                    key: key.to_string(),
+                    score,
+                    seq,
+                }
             }
             Seg::Delayed => {
                 let (ts, idx) = rest.split_once(':').ok_or_else(bad)?;
@@ -184,7 +207,8 @@ mod tests {
             "workers",
             "workers:host~resq:12-0:a,b",
             "queues:0:mail:eu",
-            "held:3:resque:resq:limit:pay:held",
+            "held:990001795495079000:61622e303030303031:resque:resq:limit:pay:held",
+            "held:1.5:33:x",
             "delayed:1795495079:2",
             "completed",
             "completed:1795495079000:ba69034b39c05d28a5403ac10e276e79",
@@ -206,6 +230,9 @@ mod tests {
             "completed:nan:x",
             "status-lost",
             "completed:12",
+            "held:3:resque:resq:limit:pay:held",
+            "held:3:ab:",
+            "held:3:abc:k",
         ] {
             assert!(bad.parse::<JobPosition>().is_err(), "{bad}");
         }

@@ -23,7 +23,7 @@ pub(crate) struct Entry {
 
 /// Delayed timestamps read per round trip.
 const STAMPS: isize = 100;
-/// Queues (or held sets) read per round trip.
+/// Queues read per round trip.
 const LISTS: usize = 20;
 
 /// One source being read.
@@ -37,6 +37,8 @@ pub(crate) struct Walk {
     off: usize,
     /// The delayed set's place.
     delayed: Option<(i64, usize)>,
+    /// In the current held set: the score and sequence of the entry read last.
+    held_from: Option<(f64, Vec<u8>)>,
     done: bool,
     /// Keys read since [`Walk::take_reads`] last asked (an empty queue or held set costs a
     /// read as a job does: a listing's budget counts them).
@@ -59,6 +61,7 @@ impl Walk {
             names: Vec::new(),
             off: 0,
             delayed: None,
+            held_from: None,
             done: false,
             reads: 0,
         };
@@ -83,10 +86,10 @@ impl Walk {
             }
             Seg::Held => {
                 w.names = held_sets(con, keys).await?;
-                if let Cur::Held { key, off } = cur {
+                if let Cur::Held { key, score, seq } = cur {
                     w.names.retain(|n| n >= key);
                     if w.names.first() == Some(key) {
-                        w.off = *off;
+                        w.held_from = Some((*score, seq.clone()));
                     }
                 }
             }
@@ -118,7 +121,8 @@ impl Walk {
         let want = want.clamp(1, 200);
         let out = match self.seg {
             Seg::Workers => self.workers(con, keys, want).await?,
-            Seg::Queues | Seg::Held => self.lists(con, keys, want).await?,
+            Seg::Queues => self.lists(con, keys, want).await?,
+            Seg::Held => self.held(con, want).await?,
             Seg::Delayed => self.delayed(con, keys, want).await?,
             Seg::State(_) | Seg::Tag | Seg::Statuses(_) => self.index(con, want).await?,
         };
@@ -186,7 +190,89 @@ impl Walk {
         Ok(Some(out))
     }
 
-    /// Queues (newest first) or held sets (in the order they are released).
+    /// Held sets (by name, each in the order it is released), from the entry after the one
+    /// read last — found by its score and sequence, not by its rank, so a job released (taken
+    /// out) meanwhile shifts nothing and none is skipped.
+    async fn held<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        want: usize,
+    ) -> Result<Option<Vec<Entry>>> {
+        if self.names.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        let mut big: Vec<Big> = Vec::new();
+        while out.len() < want {
+            let Some(name) = self.names.first().cloned() else {
+                break;
+            };
+            // Entries of the score read last and not after it (ties are ordered by bytes)
+            // come again: read past them, a page at a time.
+            let from = self.held_from.clone();
+            let min = from
+                .as_ref()
+                .map_or_else(|| "-inf".to_string(), |(s, _)| s.to_string());
+            let mut skip = 0;
+            let mut exhausted = false;
+            while out.len() < want {
+                let ask = want - out.len();
+                let r: redis::RedisResult<Vec<(Vec<u8>, f64)>> = redis::cmd("ZRANGE")
+                    .arg(&name)
+                    .arg(&min)
+                    .arg("+inf")
+                    .arg("BYSCORE")
+                    .arg("LIMIT")
+                    .arg(skip)
+                    .arg(ask)
+                    .arg("WITHSCORES")
+                    .query_async(con)
+                    .await;
+                // A key of another type holds no jobs here.
+                let items = match r {
+                    Ok(v) => v,
+                    Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+                    Err(e) => return Err(e.into()),
+                };
+                let n = items.len();
+                skip += n;
+                for (member, score) in items {
+                    if let Some((s, seq)) = &from {
+                        if score == *s && !after_seq(&member, seq) {
+                            continue;
+                        }
+                    }
+                    let seq = member
+                        .split(|b| *b == b'\t')
+                        .next()
+                        .unwrap_or_default()
+                        .to_vec();
+                    self.held_from = Some((score, seq.clone()));
+                    let cand = held_cand(&member, &mut big, out.len());
+                    out.push(Entry {
+                        after: Cur::Held {
+                            key: name.clone(),
+                            score,
+                            seq,
+                        },
+                        cand,
+                    });
+                }
+                if n < ask {
+                    exhausted = true;
+                    break;
+                }
+            }
+            if !exhausted {
+                break;
+            }
+            self.names.remove(0);
+            self.held_from = None;
+        }
+        self.with_big(con, out, big).await.map(Some)
+    }
+
+    /// Queues (newest first).
     async fn lists<C: ConnectionLike + Send>(
         &mut self,
         con: &mut C,
@@ -196,29 +282,21 @@ impl Walk {
         if self.names.is_empty() {
             return Ok(None);
         }
-        let queues = self.seg == Seg::Queues;
         let names: Vec<String> = self.names.iter().take(LISTS).cloned().collect();
         self.reads += names.len();
         let replies = each(
             con,
             names.iter().enumerate().map(|(i, n)| {
                 let from = if i == 0 { self.off } else { 0 };
-                if queues {
-                    let mut c = redis::cmd("LRANGE");
-                    c.arg(keys.queue(n))
-                        .arg(-((from + want) as i64))
-                        .arg(-(from as i64) - 1);
-                    c
-                } else {
-                    let mut c = redis::cmd("ZRANGE");
-                    c.arg(n).arg(from).arg(from + want - 1);
-                    c
-                }
+                let mut c = redis::cmd("LRANGE");
+                c.arg(keys.queue(n))
+                    .arg(-((from + want) as i64))
+                    .arg(-(from as i64) - 1);
+                c
             }),
         )
         .await?;
         let mut out = Vec::new();
-        let mut big: Vec<Big> = Vec::new();
         for (i, (name, r)) in names.iter().zip(replies).enumerate() {
             let from = if i == 0 { self.off } else { 0 };
             // A key of another type holds no jobs here.
@@ -228,40 +306,26 @@ impl Walk {
                 }
                 _ => Vec::new(),
             };
-            if queues {
-                items.reverse();
-            }
+            items.reverse();
             let full = items.len() >= want;
             for (k, item) in items.into_iter().enumerate() {
-                let off = from + k + 1;
-                let after = if queues {
-                    Cur::Queue {
-                        queue: name.clone(),
-                        off,
-                    }
-                } else {
-                    Cur::Held {
-                        key: name.clone(),
-                        off,
-                    }
+                let after = Cur::Queue {
+                    queue: name.clone(),
+                    off: from + k + 1,
                 };
-                let cand = if queues {
-                    payload_cand(&item, Place::Queue, Some(name))
-                } else {
-                    held_cand(&item, &mut big, out.len())
-                };
+                let cand = payload_cand(&item, Place::Queue, Some(name));
                 out.push(Entry { after, cand });
             }
             if full {
                 // More of this one next time.
                 self.names.drain(..i);
                 self.off = from + want;
-                return self.with_big(con, out, big).await.map(Some);
+                return Ok(Some(out));
             }
         }
         self.names.drain(..names.len());
         self.off = 0;
-        self.with_big(con, out, big).await.map(Some)
+        Ok(Some(out))
     }
 
     /// Held entries whose payload is kept in a list of its own (`@<key>`), read now.
@@ -446,6 +510,14 @@ fn index_error(e: redis::RedisError, key: &str) -> Error {
     } else {
         e.into()
     }
+}
+
+/// Whether held member `m` (of the same score) sorts after the one of sequence `seq`: members
+/// start `<seq>\t`, and a tie of scores is ordered by bytes.
+fn after_seq(m: &[u8], seq: &[u8]) -> bool {
+    let mut ours = seq.to_vec();
+    ours.push(b'\t');
+    !m.starts_with(&ours) && m > ours.as_slice()
 }
 
 /// The members of set `key`, sorted (a key of another type: none).

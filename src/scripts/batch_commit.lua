@@ -2,7 +2,8 @@
 -- visible: every staged member's payload moves to its queue, in the order staged, in this one
 -- step (a thousand at a time inside it: memory copies, no per-member command), and the batch
 -- is open. A batch of no member has ended at once: its callbacks fire now. Safe to resend: a
--- batch already open answers 'open' and nothing is written.
+-- batch already open answers 'open' and nothing is written. What `batch_stage` made expire is
+-- kept: the batch's hash, its member set and its members' records (no expiry until they end).
 --
 -- KEYS[1] <ns>:resq:batch:<bid>
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
@@ -18,7 +19,7 @@ local function batch_commit(KEYS, ARGV)
   if v[1] ~= 'staging' then return redis.error_reply('ERR batch ' .. bid .. ' is not being created') end
   local qs = redis.pcall('SMEMBERS', bk .. ':queues')
   if qs.err then return redis.error_reply(G.wrongtype_of(bk .. ':queues', 'set')) end
-  local e = G.wrong_type(P .. 'queues', 'set')
+  local e = G.wrong_type(P .. 'queues', 'set') or G.wrong_type(bk .. ':jobs', 'set')
   for _, q in ipairs(qs) do
     e = e or G.wrong_type(P .. 'queue:' .. q, 'list') or G.wrong_type(bk .. ':staged:' .. q, 'list')
   end
@@ -35,6 +36,11 @@ local function batch_commit(KEYS, ARGV)
     redis.call('SADD', P .. 'queues', q)
   end
   redis.call('DEL', bk .. ':queues')
+  redis.call('PERSIST', bk)
+  redis.call('PERSIST', bk .. ':jobs')
+  for _, id in ipairs(redis.call('SMEMBERS', bk .. ':jobs')) do
+    if string.sub(id, 1, 1) ~= '@' then redis.call('PERSIST', Rec.key(P, id)) end
+  end
   redis.call('HSET', bk, 'state', 'open', 'committed_at', now_ms)
   if (tonumber(v[2]) or 0) == 0 then
     local problems = {}

@@ -3,7 +3,10 @@
 -- worker polls (`<batch key>:staged:<queue>`) until `batch_commit` moves them all to their
 -- queues in one step — so a batch is visible all at once or not at all, however many members
 -- it has, and no call holds Redis for long. The first chunk creates the batch (state staging)
--- and counts it as a member of its parent batch.
+-- and counts it as a member of its parent batch. Everything a chunk writes (the batch's hash,
+-- its member and queue sets, the staged lists, the members' records) expires after STAGE_TTL
+-- unless `batch_commit` keeps it, each chunk setting the expiry again: a creator that dies
+-- midway leaves nothing for good (`resq batch discard` removes it at once).
 --
 -- KEYS[1] <ns>:resq:batch:<bid>
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
@@ -12,6 +15,9 @@
 -- callbacks' payloads ('' none)   ARGV[8] n, then per member: id, queue, class, payload
 -- Returns n; an error reply, before any write, when a key is unusable, an id is taken, the
 -- batch exists already (a first chunk) or is not being created (a later one).
+
+-- How long a batch being created is kept without its commit (s): a day.
+local STAGE_TTL = 86400
 
 local function batch_stage(KEYS, ARGV)
   local P, bid, now_ms, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[8])
@@ -84,9 +90,16 @@ local function batch_stage(KEYS, ARGV)
     local id, q, class, payload = ARGV[9 + 4 * i], ARGV[10 + 4 * i], ARGV[11 + 4 * i], ARGV[12 + 4 * i]
     redis.call('HSET', Rec.key(P, id), 'state', 'queued', 'class', class, 'queue', q,
       'enqueued_at', now_ms, 'attempts', 0, 'batch', bid)
+    redis.call('EXPIRE', Rec.key(P, id), STAGE_TTL)
     redis.call('SADD', bk .. ':jobs', id)
     redis.call('RPUSH', bk .. ':staged:' .. q, payload)
     redis.call('SADD', bk .. ':queues', q)
+  end
+  redis.call('EXPIRE', bk, STAGE_TTL)
+  redis.call('EXPIRE', bk .. ':jobs', STAGE_TTL)
+  redis.call('EXPIRE', bk .. ':queues', STAGE_TTL)
+  for _, q in ipairs(redis.call('SMEMBERS', bk .. ':queues')) do
+    redis.call('EXPIRE', bk .. ':staged:' .. q, STAGE_TTL)
   end
   return n
 end

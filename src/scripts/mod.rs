@@ -194,6 +194,8 @@ functions! {
     BATCH_STAGE = "batch_stage";
     /// A batch created with batch_stage made visible (workflows/batch.rs).
     BATCH_COMMIT = "batch_commit";
+    /// A batch whose creation stopped removed, a part per call (workflows/batch.rs).
+    BATCH_DISCARD = "batch_discard";
     /// Held jobs back to their queues by time, capacity or a limit gone (limits/cache.rs).
     LIMITS_RELEASE = "limits_release";
     /// A claimed job's limits, at promote (worker/claim.rs).

@@ -149,6 +149,9 @@ impl Client {
         for (q, class, _) in &batch.jobs {
             crate::client::validate(q, class)?;
         }
+        for c in batch.callbacks.iter().flatten() {
+            crate::client::validate(&queue, &c.class)?;
+        }
         let callbacks: Vec<String> = batch
             .callbacks
             .iter()

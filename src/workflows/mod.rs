@@ -14,15 +14,19 @@
 //! * `status` — [`BatchStatus`], read and listed; a batch's report;
 //! * `members` — a batch's members page by page ([`BatchMember`]), the jobs waiting for others
 //!   ([`WaitingJob`]), a batch's phase;
+//! * `job_flow` — one job's workflow as it stands ([`JobWorkflow`]: its dependencies and their
+//!   states, its policy, batch, parent);
 //! * `held` — whether members missing from their queue are really gone (not held by a limit,
 //!   not just taken by a resq worker).
 
 mod batch;
 mod held;
+mod job_flow;
 mod members;
 mod status;
 
 pub use crate::wire::job_id::BatchId;
 pub use batch::{Batch, Callback};
+pub use job_flow::{Dependency, JobWorkflow};
 pub use members::{BatchMember, WaitingJob};
 pub use status::{BatchReport, BatchStatus};

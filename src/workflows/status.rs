@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::jobs::JobId;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
 
 /// A batch's counts and times.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -121,27 +122,36 @@ pub struct BatchReport {
     /// Members whose record says `queued` but whose job is no longer in its queue (nor held by
     /// a flow-control limit): a worker of another runtime (which does not count a batch's
     /// members) ran them, or someone removed them. While any is, the batch cannot complete.
+    /// Every one found among the members read.
     pub gone: Vec<JobId>,
+    /// Members whose record says `working` for a worker that is no longer registered (it died,
+    /// or another runtime pruned it): nothing will end them. Every one found among the members
+    /// read.
+    pub orphaned: Vec<JobId>,
     /// Workers of another runtime that poll a queue of the batch's unfinished members.
     pub foreign_workers: Vec<String>,
-    /// Whether the report looked at every member (a batch of more than 10,000 is sampled).
+    /// Whether the report read every member (`members_read` of `members_total`).
     pub complete: bool,
+    /// Members in the batch's member set when it was read.
+    pub members_total: u64,
+    /// Members read (their records looked at): up to 100,000 a report.
+    pub members_read: u64,
+    /// Queued members that could not be looked for (their queue is longer than a report reads,
+    /// or could not be read): neither found nor said gone.
+    pub unchecked: u64,
 }
 
-/// Members looked at by a report.
-const REPORT_MEMBERS: usize = 10_000;
+/// Members a report reads at most (their records, a page of [`SCAN_PAGE`] a round trip).
+const REPORT_MEMBERS: usize = 100_000;
 
-/// Queue entries a report scans to find its queued members, over all their queues.
-const REPORT_SCAN: usize = 100_000;
+/// Members asked of `SSCAN` per round trip.
+const SCAN_PAGE: usize = 1000;
 
-/// The `resq_id` a payload carries, if any (found by its text: no JSON parse per entry).
-fn resq_id(payload: &[u8]) -> Option<&[u8]> {
-    const NEEDLE: &[u8] = b"\"resq_id\":\"";
-    let at = memchr::memmem::find(payload, NEEDLE)? + NEEDLE.len();
-    let rest = &payload[at..];
-    let end = memchr::memchr(b'"', rest)?;
-    Some(&rest[..end])
-}
+/// Queue entries a report reads at most (over every queue), to find its queued members.
+const REPORT_SCAN: usize = 200_000;
+
+/// Queue entries read per round trip.
+const QUEUE_PAGE: usize = 10_000;
 
 impl Admin {
     /// Batch `id` as it stands (`None`: there is none).
@@ -199,111 +209,78 @@ impl Admin {
         Ok((out, total))
     }
 
-    /// What holds batch `id` up (`None`: there is none).
+    /// What holds batch `id` up (`None`: there is none). Bounded: it reads up to 100,000
+    /// members (by `SSCAN`, their records a page per round trip) and up to 200,000 queue
+    /// entries, and says how many it read ([`BatchReport::members_read`],
+    /// [`BatchReport::unchecked`]); every stuck member among those read is named.
     pub async fn batch_report(&self, id: &BatchId) -> Result<Option<BatchReport>> {
         let Some(mut status) = self.batch(id).await? else {
             return Ok(None);
         };
         let keys = self.keys();
         let mut con = self.con();
+        let set = keys.batch_jobs(id.as_str());
         // A member set of another type: the batch's hash is still shown, the key named.
-        let members: Vec<String> = match redis::cmd("SRANDMEMBER")
-            .arg(keys.batch_jobs(id.as_str()))
-            .arg(REPORT_MEMBERS + 1)
-            .query_async::<Vec<Vec<u8>>>(&mut con)
-            .await
-        {
-            Ok(m) => crate::admin::names::decode(&keys.batch_jobs(id.as_str()), m),
-            Err(e)
-                if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent =>
-            {
-                status
-                    .unreadable
-                    .push(format!("{}: {e}", keys.batch_jobs(id.as_str())));
-                Vec::new()
+        let permanent = |e: &redis::RedisError| {
+            crate::conn::errors::classify(e) == crate::conn::errors::Class::Permanent
+        };
+        let members_total: u64 = match redis::cmd("SCARD").arg(&set).query_async(&mut con).await {
+            Ok(n) => n,
+            Err(e) if permanent(&e) => {
+                status.unreadable.push(format!("{set}: {e}"));
+                0
             }
             Err(e) => return Err(e.into()),
         };
-        let complete = members.len() <= REPORT_MEMBERS;
-        let members: Vec<JobId> = members
-            .iter()
-            .take(REPORT_MEMBERS)
-            .filter_map(|m| JobId::parse(m))
-            .collect();
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for m in &members {
-            pipe.cmd("HMGET")
-                .arg(keys.job_record(m.as_str()))
-                .arg("state")
-                .arg("queue");
-        }
-        let rows: Vec<redis::Value> = if members.is_empty() {
-            Vec::new()
-        } else {
-            pipe.query_async(&mut con).await?
-        };
-        let mut by_state: std::collections::BTreeMap<String, (u64, Vec<JobId>)> =
-            Default::default();
-        let mut queued: std::collections::BTreeMap<String, Vec<JobId>> = Default::default();
-        for (m, row) in members.iter().zip(rows) {
-            let Ok((state, queue)) =
-                redis::from_redis_value::<(Option<String>, Option<String>)>(row)
-            else {
-                continue;
-            };
-            // No record: it ended and its record expired (or was purged); a record is made
-            // with the job and given a TTL only once the job has ended.
-            let Some(state) = state else {
-                continue;
-            };
-            if ["completed", "failed", "killed", "cancelled"].contains(&state.as_str()) {
-                continue;
-            }
-            let e = by_state.entry(state.clone()).or_default();
-            e.0 += 1;
-            if e.1.len() < 10 {
-                e.1.push(m.clone());
-            }
-            if state == "queued" {
-                if let Some(q) = queue {
-                    queued.entry(q).or_default().push(m.clone());
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut by_state: BTreeMap<String, (u64, Vec<JobId>)> = BTreeMap::new();
+        let mut queued: BTreeMap<String, Vec<JobId>> = BTreeMap::new();
+        let mut working: Vec<(JobId, String)> = Vec::new();
+        let mut cursor: u64 = 0;
+        let mut complete = true;
+        if members_total > 0 {
+            loop {
+                if seen.len() >= REPORT_MEMBERS {
+                    complete = false;
+                    break;
+                }
+                let (next, page): (u64, Vec<Vec<u8>>) = match redis::cmd("SSCAN")
+                    .arg(&set)
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(SCAN_PAGE)
+                    .query_async(&mut con)
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(e) if permanent(&e) => {
+                        status.unreadable.push(format!("{set}: {e}"));
+                        complete = false;
+                        break;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                // (SSCAN may return a member twice.)
+                let page: Vec<JobId> = crate::admin::names::decode(&set, page)
+                    .into_iter()
+                    .filter(|m| seen.insert(m.clone()))
+                    .filter_map(|m| JobId::parse(&m))
+                    .collect();
+                self.report_page(&mut con, &page, &mut by_state, &mut queued, &mut working)
+                    .await?;
+                cursor = next;
+                if cursor == 0 {
+                    break;
                 }
             }
         }
-        // Queued members not found in their queue: each queue read whole while the scan
-        // budget (REPORT_SCAN entries over all queues) lasts; a queue longer than what is left
-        // of it is not looked at (none of its members is called gone). One pass over each
-        // queue's entries, then one lookup per member.
-        let mut gone = Vec::new();
-        let mut budget = REPORT_SCAN;
-        for (q, ids) in &queued {
-            let len: usize = redis::cmd("LLEN")
-                .arg(keys.queue(q))
-                .query_async(&mut con)
-                .await
-                .unwrap_or(usize::MAX);
-            if len > budget {
-                continue;
-            }
-            budget -= len;
-            let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
-                .arg(keys.queue(q))
-                .arg(0)
-                .arg(len.saturating_sub(1))
-                .query_async(&mut con)
-                .await
-                .unwrap_or_default();
-            let present: std::collections::HashSet<&[u8]> =
-                items.iter().filter_map(|i| resq_id(i)).collect();
-            for id in ids {
-                if !present.contains(id.as_str().as_bytes()) {
-                    gone.push(id.clone());
-                }
-            }
-        }
-        // Not taken by a foreign worker: one a resq worker took meanwhile, one a limit holds.
+        let members_read = seen.len() as u64;
+        drop(seen);
+        // Queued members not found in their queue, nor held by a limit, nor taken meanwhile.
+        let (gone, unchecked) = self.not_in_queues(&mut con, &queued).await;
         let gone = super::held::confirm_gone(&mut con, keys, gone).await;
+        // Working members whose worker is not registered (and that still say working).
+        let orphaned = super::held::confirm_orphaned(&mut con, keys, working).await;
         let workers = crate::admin::names::smembers(&mut con, &keys.workers())
             .await
             .unwrap_or_default();
@@ -327,8 +304,145 @@ impl Admin {
                 .map(|(s, (n, ids))| (s, n, ids))
                 .collect(),
             gone,
+            orphaned,
             foreign_workers,
             complete,
+            members_total,
+            members_read,
+            unchecked,
         }))
+    }
+
+    /// One page of members: their records' state, queue and worker, counted by state; the
+    /// queued ones by queue, the working ones with their worker.
+    async fn report_page(
+        &self,
+        con: &mut crate::conn::Conn,
+        page: &[JobId],
+        by_state: &mut BTreeMap<String, (u64, Vec<JobId>)>,
+        queued: &mut BTreeMap<String, Vec<JobId>>,
+        working: &mut Vec<(JobId, String)>,
+    ) -> Result<()> {
+        if page.is_empty() {
+            return Ok(());
+        }
+        let keys = self.keys();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for m in page {
+            pipe.cmd("HMGET")
+                .arg(keys.job_record(m.as_str()))
+                .arg("state")
+                .arg("queue")
+                .arg("worker");
+        }
+        let rows: Vec<redis::Value> = pipe.query_async(con).await?;
+        for (m, row) in page.iter().zip(rows) {
+            let Ok((state, queue, worker)) =
+                redis::from_redis_value::<(Option<String>, Option<String>, Option<String>)>(row)
+            else {
+                continue;
+            };
+            // No record: it ended and its record expired (or was purged); a record is made
+            // with the job and given a TTL only once the job has ended.
+            let Some(state) = state else {
+                continue;
+            };
+            if ["completed", "failed", "killed", "cancelled"].contains(&state.as_str()) {
+                continue;
+            }
+            let e = by_state.entry(state.clone()).or_default();
+            e.0 += 1;
+            if e.1.len() < 10 {
+                e.1.push(m.clone());
+            }
+            match (state.as_str(), queue, worker) {
+                ("queued", Some(q), _) => queued.entry(q).or_default().push(m.clone()),
+                ("working", _, Some(w)) => working.push((m.clone(), w)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Of the queued members, by queue, those not found in their queue (each queue read a page
+    /// at a time, up to [`REPORT_SCAN`] entries over all), and how many could not be looked for.
+    async fn not_in_queues(
+        &self,
+        con: &mut crate::conn::Conn,
+        queued: &BTreeMap<String, Vec<JobId>>,
+    ) -> (Vec<JobId>, u64) {
+        let keys = self.keys();
+        let mut budget = REPORT_SCAN;
+        let mut gone = Vec::new();
+        let mut unchecked = 0u64;
+        for (q, ids) in queued {
+            let mut left: HashSet<&str> = ids.iter().map(JobId::as_str).collect();
+            let mut from = 0usize;
+            let mut read_all = false;
+            while !left.is_empty() && budget > 0 {
+                let n = QUEUE_PAGE.min(budget);
+                let items: Vec<Vec<u8>> = match redis::cmd("LRANGE")
+                    .arg(keys.queue(q))
+                    .arg(from)
+                    .arg(from + n - 1)
+                    .query_async(con)
+                    .await
+                {
+                    Ok(v) => v,
+                    Err(_) => break,
+                };
+                budget -= items.len().min(budget);
+                from += items.len();
+                for item in &items {
+                    for found in super::held::resq_ids(item) {
+                        left.remove(found);
+                    }
+                }
+                if items.len() < n {
+                    read_all = true;
+                    break;
+                }
+            }
+            if left.is_empty() {
+                continue;
+            }
+            if read_all {
+                gone.extend(ids.iter().filter(|i| left.contains(i.as_str())).cloned());
+            } else {
+                unchecked += left.len() as u64;
+            }
+        }
+        (gone, unchecked)
+    }
+}
+
+/// Members a discard removes per call (each call holds Redis for a few milliseconds at most).
+const DISCARD_CHUNK: usize = 1000;
+
+impl Admin {
+    /// Removes batch `id` whose creation stopped before its commit (state `staging`: its
+    /// members are in no queue and never run): its members' records, staged payloads, the batch
+    /// and its entry in the list of batches, a thousand members per call; a parent batch stops
+    /// counting it. Returns how many members were removed. Refused (nothing removed) for a
+    /// batch that is not staging.
+    pub async fn discard_batch(&self, id: &BatchId) -> Result<u64> {
+        let keys = self.keys();
+        let mut con = self.con();
+        let mut removed = 0u64;
+        loop {
+            let (n, left): (u64, u64) = crate::scripts::BATCH_DISCARD
+                .key(keys.batch(id.as_str()))
+                .arg(keys.prefix())
+                .arg(id.as_str())
+                .arg(chrono::Utc::now().timestamp_millis())
+                .arg(DISCARD_CHUNK)
+                .invoke_async(&mut con)
+                .await?;
+            removed += n;
+            if left == 0 {
+                return Ok(removed);
+            }
+        }
     }
 }
