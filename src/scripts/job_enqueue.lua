@@ -96,7 +96,11 @@ local function job_enqueue(KEYS, ARGV)
     local live = redis.call('GET', jk)
     if live then
       local v = Rec.peek(P, live)
-      if v and v[1] and not Rec.FINAL[v[1]] then return { 'existing', live } end
+      -- (A run whose worker is gone holds the key no more: the prune round ends it.)
+      if v and v[1] and not Rec.FINAL[v[1]] and not (v[1] == 'working'
+          and Rec.run_lost(P, live, redis.pcall('HGET', Rec.key(P, live), 'worker'), P .. 'workers')) then
+        return { 'existing', live }
+      end
     end
   end
   local w, werr = workflow(P, ARGV[13] or '')
