@@ -52,6 +52,8 @@ use judge::{judge_record, process_alive, slot_pid, Judged};
 pub(crate) const PERIOD: Duration = Duration::from_secs(60);
 /// Ruby's `prune_interval`: a heartbeat older than this gets its worker pruned.
 pub(crate) const DEFAULT_PRUNE_AFTER_SECS: u64 = 300;
+/// How many `flow_settle` calls one round makes at most (each settles up to 10,000 ends).
+const SETTLE_CALLS: usize = 10;
 /// TTL of Ruby's prune lock (Ruby uses its heartbeat interval, 60 s by default).
 pub(crate) const LOCK_TTL_SECS: u64 = 60;
 /// Exception of a job whose worker's heartbeat expired (Ruby's loop 1).
@@ -227,26 +229,34 @@ impl Pruner {
     }
 
     /// Finishes the workflow bookkeeping earlier calls left (`flow_settle.lua`): ends past a
-    /// cascade's bound, waiting jobs their queue refused. At most 1,000 jobs per round.
+    /// cascade's bound, waiting jobs their queue refused, children a cancel did not reach. A
+    /// few calls per round, each settling at most 10,000 ends.
     async fn settle_workflows<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
-        let now = chrono::Utc::now().timestamp_millis();
-        let r = crate::scripts::FLOW_SETTLE
-            .key(self.keys.unsettled())
-            .arg(self.keys.prefix())
-            .arg(now)
-            .arg(1000)
-            .invoke_async(con)
-            .await;
-        if let Some((settled, problems)) = unless_permanent::<(u64, String)>(r, "settle workflow bookkeeping")? {
-            if settled > 0 {
-                tracing::info!(
-                    settled,
-                    "settled workflow bookkeeping left by earlier calls"
-                );
-            }
+        // (Each call settles at most 10,000 ends; a round makes a few, each short.)
+        for _ in 0..SETTLE_CALLS {
+            let r = crate::scripts::FLOW_SETTLE
+                .key(self.keys.unsettled())
+                .arg(self.keys.prefix())
+                .arg(chrono::Utc::now().timestamp_millis())
+                .arg(1000)
+                .arg(crate::jobs::DEFAULT_TTL.as_secs())
+                .invoke_async(con)
+                .await;
+            let Some((settled, problems)) =
+                unless_permanent::<(u64, String)>(r, "settle workflow bookkeeping")?
+            else {
+                return Ok(());
+            };
             if !problems.is_empty() {
                 crate::jobs::report_problem(&problems);
             }
+            if settled == 0 {
+                return Ok(());
+            }
+            tracing::info!(
+                settled,
+                "settled workflow bookkeeping left by earlier calls"
+            );
         }
         Ok(())
     }
