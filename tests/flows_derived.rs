@@ -238,3 +238,26 @@ async fn a_cancel_settles_at_most_ten_thousand_ends_in_its_call() {
     let q: u64 = con.llen(k.queue("after")).await.unwrap();
     assert_eq!(q, 0, "none released to run");
 }
+
+/// `failed retry --all` retries the entries there when it started (Ruby's `requeue_all`), not
+/// the failures its own retries append while it goes: 301 entries of a job that fails at once,
+/// a worker failing them again as they are retried, 301 retried.
+#[tokio::test]
+async fn retry_all_retries_what_was_there_when_it_started() {
+    let ns = support::namespace("derived-retryall");
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    const N: usize = 301;
+    for i in 0..N {
+        let entry = json!({
+            "failed_at": "2026/01/01 00:00:00 UTC",
+            "payload": {"class": "Fail", "args": [format!("again {i}")]},
+            "exception": "RuntimeError", "error": "failed", "backtrace": [],
+            "worker": "h:1:fq", "queue": "fq",
+        });
+        let _: () = con.rpush(k.failed(), entry.to_string()).await.unwrap();
+    }
+    let _w = support::WorkerProc::start(&support::url(), &ns, 4, &[("QUEUES", "fq")]);
+    let out = admin(&ns).await.retry_failures(&Selector::All).await.unwrap();
+    assert_eq!(out.done, N, "{:?}", out.skipped);
+}
