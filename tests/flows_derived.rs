@@ -34,7 +34,11 @@ async fn fields(ns: &str, id: &JobId) -> HashMap<String, String> {
 }
 
 async fn state(ns: &str, id: &JobId) -> String {
-    fields(ns, id).await.get("state").cloned().unwrap_or_default()
+    fields(ns, id)
+        .await
+        .get("state")
+        .cloned()
+        .unwrap_or_default()
 }
 
 async fn prune_round(ns: &str) {
@@ -80,7 +84,11 @@ async fn a_dependency_that_ends_again_does_not_count_twice() {
         .unwrap();
     assert_eq!(state(&ns, &w).await, "waiting");
     // A runs again and fails again.
-    let out = admin(&ns).await.retry_failures(&Selector::All).await.unwrap();
+    let out = admin(&ns)
+        .await
+        .retry_failures(&Selector::All)
+        .await
+        .unwrap();
     assert_eq!(out.done, 1, "{out:?}");
     support::eventually(20, "A failed again", || async {
         let f = fields(&ns, &a).await;
@@ -114,7 +122,11 @@ async fn a_member_of_a_gone_batch_does_not_make_it_again() {
         )
         .await
         .unwrap();
-    let _: () = support::con().await.del(k.batch(bid.as_str())).await.unwrap();
+    let _: () = support::con()
+        .await
+        .del(k.batch(bid.as_str()))
+        .await
+        .unwrap();
     assert_eq!(c.cancel(&members[0]).await.unwrap(), Cancelled::Cancelled);
     let exists: bool = support::con()
         .await
@@ -123,10 +135,7 @@ async fn a_member_of_a_gone_batch_does_not_make_it_again() {
         .unwrap();
     assert!(!exists, "the batch was made again");
     let (listed, _) = admin(&ns).await.batches(0, 10).await.unwrap();
-    assert!(
-        listed.iter().all(|b| b.phase() != "running"),
-        "{listed:?}"
-    );
+    assert!(listed.iter().all(|b| b.phase() != "running"), "{listed:?}");
 }
 
 /// An ended dependency's waiter set of another type is not in the way (nothing is written
@@ -258,6 +267,10 @@ async fn retry_all_retries_what_was_there_when_it_started() {
         let _: () = con.rpush(k.failed(), entry.to_string()).await.unwrap();
     }
     let _w = support::WorkerProc::start(&support::url(), &ns, 4, &[("QUEUES", "fq")]);
-    let out = admin(&ns).await.retry_failures(&Selector::All).await.unwrap();
+    let out = admin(&ns)
+        .await
+        .retry_failures(&Selector::All)
+        .await
+        .unwrap();
     assert_eq!(out.done, N, "{:?}", out.skipped);
 }

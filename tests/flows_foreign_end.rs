@@ -180,7 +180,11 @@ async fn runs_ended_by_someone_else_are_settled_by_one_prune_round() {
         .await
         .unwrap();
     for id in &ids {
-        assert_eq!(fields(&ns, id).await["state"], "working", "before the round");
+        assert_eq!(
+            fields(&ns, id).await["state"],
+            "working",
+            "before the round"
+        );
     }
     prune_round(&ns).await;
     for (id, bid) in ids.iter().zip(&bids) {
@@ -194,7 +198,11 @@ async fn runs_ended_by_someone_else_are_settled_by_one_prune_round() {
     }
     assert!(keys_held(&ns).await.is_empty(), "every job key freed");
     for w in &waiters {
-        assert_eq!(fields(&ns, w).await["state"], "queued", "its dependency ended");
+        assert_eq!(
+            fields(&ns, w).await["state"],
+            "queued",
+            "its dependency ended"
+        );
     }
     assert_eq!(queue(&ns, "after").await.len(), 3);
     let cb = queue(&ns, "cb").await;
@@ -213,7 +221,11 @@ async fn runs_ended_by_someone_else_are_settled_by_one_prune_round() {
         .unwrap();
     assert_ne!(again, ids[0]);
     // Ruby's failure entry is retried by `resq failed retry`: the job keeps its id.
-    let out = admin(&ns).await.retry_failures(&Selector::All).await.unwrap();
+    let out = admin(&ns)
+        .await
+        .retry_failures(&Selector::All)
+        .await
+        .unwrap();
     assert_eq!(out.done, 1, "{out:?}");
     assert_eq!(fields(&ns, &ids[0]).await["state"], "queued");
 }
@@ -242,7 +254,11 @@ async fn a_failure_ruby_wrote_is_retried_before_the_round() {
     w.kill9();
     let slot = fields(&ns, &id).await["worker"].clone();
     ruby_unregister(&ns, &slot).await;
-    let out = admin(&ns).await.retry_failures(&Selector::All).await.unwrap();
+    let out = admin(&ns)
+        .await
+        .retry_failures(&Selector::All)
+        .await
+        .unwrap();
     assert_eq!(out.done, 1, "{out:?}");
     let f = fields(&ns, &id).await;
     assert_eq!(f["state"], "queued", "{f:?}");
@@ -281,11 +297,7 @@ async fn a_live_workers_end_is_written_when_its_record_was_removed() {
     let _: () = con.del(k.worker(&sa)).await.unwrap();
     let _: () = con.set(k.worker(&sb), "garbage").await.unwrap();
     for id in &ids {
-        let s = c
-            .wait(id, Duration::from_secs(20))
-            .await
-            .unwrap()
-            .unwrap();
+        let s = c.wait(id, Duration::from_secs(20)).await.unwrap().unwrap();
         assert_eq!(s.state, State::Completed, "{s:?}");
     }
     assert!(keys_held(&ns).await.is_empty());

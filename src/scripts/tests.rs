@@ -1102,17 +1102,16 @@ mod flow_scenarios {
             }),
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
-                    let r: redis::RedisResult<(u64, u64, u64, String)> =
-                        crate::scripts::JOB_LOST
-                            .key(keys.running())
-                            .key(keys.workers())
-                            .arg(keys.prefix())
-                            .arg(1000)
-                            .arg(60)
-                            .arg(0)
-                            .arg(100)
-                            .invoke_async(&mut con)
-                            .await;
+                    let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JOB_LOST
+                        .key(keys.running())
+                        .key(keys.workers())
+                        .arg(keys.prefix())
+                        .arg(1000)
+                        .arg(60)
+                        .arg(0)
+                        .arg(100)
+                        .invoke_async(&mut con)
+                        .await;
                     match r {
                         Ok(v) => Answer::Done(format!("{v:?}")),
                         Err(e) => refused(e),
@@ -1133,7 +1132,9 @@ mod flow_scenarios {
             check: Box::new(|_, after, c| {
                 let label = format!("job_lost with {c:?}");
                 let rec = after.iter().find(|(k, _)| k.ends_with(JOB));
-                let running = after.iter().any(|(k, v)| k.ends_with(":resq:running") && v.contains(JOB));
+                let running = after
+                    .iter()
+                    .any(|(k, v)| k.ends_with(":resq:running") && v.contains(JOB));
                 if let Some((_, v)) = rec {
                     if v.starts_with("hash:") {
                         // Ended, or (its worker record of another type says nothing) left
@@ -1150,7 +1151,11 @@ mod flow_scenarios {
                         !after.keys().any(|k| k.ends_with(":resq:jobkey:lk")),
                         "{label}: the job key is freed"
                     );
-                    let b = after.iter().find(|(k, _)| k.ends_with(":resq:batch:b1")).unwrap().1;
+                    let b = after
+                        .iter()
+                        .find(|(k, _)| k.ends_with(":resq:batch:b1"))
+                        .unwrap()
+                        .1;
                     assert!(b.contains("\"pending\": \"1\""), "{label}: {b}");
                 }
             }),

@@ -253,12 +253,12 @@ function Flow.release(P, id, state, now_ms, problems, todo)
   -- goes on with them.)
   local ws = redis.pcall('SPOP', wk, n)
   if type(ws) ~= 'table' or ws.err then return end
-  spend(#ws)
   if redis.pcall('EXISTS', wk) == 1 then
     Flow.park(P, id, now_ms)
     problems[#problems + 1] = 'workflow ' .. id .. ': ' .. wk .. ' still holds waiting jobs past '
       .. 'the ' .. MAX_WORK .. ' one call settles; the next prune round goes on with them'
   end
+  local before = #todo
   for _, w in ipairs(ws) do
     local rk = Rec.key(P, w)
     local v = waiting_fields(rk)
@@ -276,6 +276,10 @@ function Flow.release(P, id, state, now_ms, problems, todo)
         if left and left <= 0 then release_one(P, w, rk, v, failed_dep, now_ms, problems, todo) end
       end
     end
+    -- (Each waiting job looked at costs one: here, or — one that ends — when its end is
+    -- settled.)
+    if #todo == before then spend(1) end
+    before = #todo
   end
 end
 

@@ -311,7 +311,9 @@ impl Pruner {
             .arg(1000)
             .invoke_async(con)
             .await;
-        if let Some((returned, problems)) = unless_permanent::<(u64, String)>(r, "return leftover limit shares")? {
+        if let Some((returned, problems)) =
+            unless_permanent::<(u64, String)>(r, "return leftover limit shares")?
+        {
             if returned > 0 {
                 tracing::info!(
                     returned,
