@@ -225,7 +225,6 @@ impl Admin {
                         .arg(self.keys().prefix())
                         .arg(plan.tracked.as_deref().unwrap_or(""))
                         .arg(chrono::Utc::now().timestamp_millis())
-                        .arg(crate::jobs::DEFAULT_TTL.as_secs())
                         .add_to(&mut pipe);
                     sent.push(row.index);
                 }

@@ -14,7 +14,7 @@
 -- ARGV[1] index seen         ARGV[2] entry bytes seen   ARGV[3] entry with retried_at
 -- ARGV[4] queue name         ARGV[5] the job to push
 -- ARGV[6] the namespace prefix '<ns>:'   ARGV[7] the id of a job resq tracks ('' none)
--- ARGV[8] now in epoch ms   ARGV[9] seconds a finished record is kept
+-- ARGV[8] now in epoch ms
 -- A tracked job whose record still says working on a worker that is gone (Ruby's pruner
 -- unregistered it and wrote this entry before resq's prune round ended the run) is ended
 -- first, by the same function as the prune round (record.lua's Rec.end_lost), then retried.
@@ -44,7 +44,8 @@ local function failed_retry(KEYS, ARGV)
   redis.call('SADD', KEYS[2], ARGV[4])
   redis.call('RPUSH', KEYS[3], ARGV[5])
   if lost ~= nil then
-    Rec.end_lost(P, id, lost, ARGV[8] or '0', Rec.whole(ARGV[9]))
+    -- (No TTL: the record is queued again, and kept, just below.)
+    Rec.end_lost(P, id, lost, ARGV[8] or '0', 0)
     v[1] = 'failed'
   end
   if v and v[1] and Rec.FINAL[v[1]] then
