@@ -314,6 +314,12 @@ impl Keys {
         format!("{}resq:unsettled", self.prefix)
     }
 
+    /// `<ns>:resq:running` — ids of the tracked jobs whose record says working, by when their run
+    /// started (epoch ms): the prune round ends those whose worker is gone (`job_lost.lua`).
+    pub fn running(&self) -> String {
+        format!("{}resq:running", self.prefix)
+    }
+
     /// `<ns>:resq:children:<id>` — job `id`'s children.
     pub fn job_children(&self, id: &str) -> String {
         format!("{}resq:children:{id}", self.prefix)

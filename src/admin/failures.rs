@@ -132,9 +132,12 @@ impl Admin {
         let mut out = Outcome::default();
         let now = self.now().await?;
         let stamp = time::failed_at(now);
+        // The entries there now, as Ruby's requeue_all counts them first: the failures of the
+        // jobs this retries, pushed while it goes, are not retried again.
+        let end = self.failure_count().await?;
         let mut offset = 0;
         loop {
-            let rows = self.select_chunk(sel, &mut offset).await?;
+            let rows = self.select_chunk(sel, &mut offset, end).await?;
             let Some(rows) = rows else { break };
             let chunk = self.retry_rows(&rows, &stamp).await?;
             out.done += chunk.done;
@@ -154,7 +157,7 @@ impl Admin {
         let mut out = Outcome::default();
         let mut offset = 0;
         loop {
-            let Some(rows) = self.select_chunk(sel, &mut offset).await? else {
+            let Some(rows) = self.select_chunk(sel, &mut offset, usize::MAX).await? else {
                 break;
             };
             if rows.is_empty() {
@@ -221,6 +224,7 @@ impl Admin {
                         .arg(plan.job)
                         .arg(self.keys().prefix())
                         .arg(plan.tracked.as_deref().unwrap_or(""))
+                        .arg(chrono::Utc::now().timestamp_millis())
                         .add_to(&mut pipe);
                     sent.push(row.index);
                 }
@@ -274,11 +278,13 @@ impl Admin {
             .await?)
     }
 
-    /// The next chunk's selected rows, advancing `offset`; `None` at the end of the list.
+    /// The next chunk's selected rows, advancing `offset`; `None` at the end of the list or at
+    /// entry `end`.
     async fn select_chunk(
         &self,
         sel: &Selector,
         offset: &mut usize,
+        end: usize,
     ) -> Result<Option<Vec<FailureRow>>> {
         if let Selector::Index(i) = sel {
             if *offset > 0 {
@@ -290,7 +296,12 @@ impl Admin {
                 None => Err(no_entry(*i)),
             };
         }
-        let raws = self.failure_range(*offset, CHUNK).await?;
+        if *offset >= end {
+            return Ok(None);
+        }
+        let raws = self
+            .failure_range(*offset, CHUNK.min(end - *offset))
+            .await?;
         if raws.is_empty() {
             return Ok(None);
         }

@@ -33,12 +33,23 @@
 -- shares are returned with the job's end, and held jobs that then fit go back to their queue
 -- ARGV[23] how long finished jobs stay listed (ms; the sweep, record.lua)
 -- Returns {applied, status, problem}: {1, outcome, ''} when applied (the problem: a tracked
--- record or a limit that could not be written); {0, 'stale'} when the record is not there any
--- more (already applied); {0, 'conflict'} when the counter moved (read it again); an error
+-- record or a limit that could not be written); {0, 'stale'[, problem]} when the record is not
+-- there any more (already applied, or removed under the run); {0, 'conflict'} when the counter moved (read it again); an error
 -- reply, before any write, when a key it would write is unusable.
 --
 -- Every key the chosen ending writes is checked first (guard.lua): nothing can fail after the
 -- first write.
+
+-- The slot's record is not its job any more (deleted or changed under the run, or this is a
+-- resend): a final end of a tracked job of resq's own is still written while its record says
+-- it runs on this slot, in this attempt (record.lua's Rec.finish with its owner). A retry is
+-- not: nothing puts the job back.
+local function stale(KEYS, ARGV)
+  local spec, P = ARGV[19], ARGV[18]
+  if ARGV[2] == 'retry' or string.byte(spec, 1) ~= 114 then return {0, 'stale'} end
+  local _, why = Rec.finish(P, spec, ARGV[20], false, string.sub(KEYS[1], #P + 8))
+  return {0, 'stale', why}
+end
 
 local function complete(KEYS, ARGV)
   local by_token = ARGV[17] == 't'
@@ -48,9 +59,9 @@ local function complete(KEYS, ARGV)
   end
   if by_token then
     local t = redis.pcall('GET', KEYS[15])
-    if not held or t ~= ARGV[1] then return {0, 'stale'} end
+    if not held or t ~= ARGV[1] then return stale(KEYS, ARGV) end
   elseif held ~= ARGV[1] then
-    return {0, 'stale'}
+    return stale(KEYS, ARGV)
   end
   if ARGV[5] ~= '-' then
     local cur = redis.pcall('GET', KEYS[7])

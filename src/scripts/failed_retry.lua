@@ -14,6 +14,10 @@
 -- ARGV[1] index seen         ARGV[2] entry bytes seen   ARGV[3] entry with retried_at
 -- ARGV[4] queue name         ARGV[5] the job to push
 -- ARGV[6] the namespace prefix '<ns>:'   ARGV[7] the id of a job resq tracks ('' none)
+-- ARGV[8] now in epoch ms
+-- A tracked job whose record still says working on a worker that is gone (Ruby's pruner
+-- unregistered it and wrote this entry before resq's prune round ended the run) is ended
+-- first, by the same function as the prune round (record.lua's Rec.end_lost), then retried.
 -- Returns the index rewritten, -1 when the entry is gone, or -2 when its tracked job is not
 -- failed; an error reply, before any write, when a key it would write is unusable.
 
@@ -30,10 +34,20 @@ local function failed_retry(KEYS, ARGV)
   local P, id = ARGV[6] or '', ARGV[7] or ''
   local v = nil
   if id ~= '' then v = Rec.peek(P, id) end
-  if v and v[1] and v[1] ~= 'failed' and v[1] ~= 'killed' then return -2 end
+  local lost = nil
+  if v and v[1] == 'working' then
+    local w = redis.pcall('HGET', Rec.key(P, id), 'worker')
+    if Rec.run_lost(P, id, w, P .. 'workers') then lost = type(w) == 'string' and w or '' end
+  end
+  if v and v[1] and v[1] ~= 'failed' and v[1] ~= 'killed' and lost == nil then return -2 end
   redis.call('LSET', KEYS[1], i, ARGV[3])
   redis.call('SADD', KEYS[2], ARGV[4])
   redis.call('RPUSH', KEYS[3], ARGV[5])
+  if lost ~= nil then
+    -- (No TTL: the record is queued again, and kept, just below.)
+    Rec.end_lost(P, id, lost, ARGV[8] or '0', 0)
+    v[1] = 'failed'
+  end
   if v and v[1] and Rec.FINAL[v[1]] then
     local rk = Rec.key(P, id)
     redis.call('HSET', rk, 'state', 'queued', 'queue', ARGV[4])

@@ -163,6 +163,16 @@ local function finish_one(X, i, it)
         if it.limited then free_shares(X, sl) end
         if it.track then track_end(X, it.track) end
       end
+    elseif not err and it.track and byte(it.track, 1) == 114 then
+      -- Its worker record is not its job any more (deleted or changed under the run): the
+      -- slot's end is still the job's real end, written while its record says it runs on this
+      -- slot, in this attempt (a resent end finds it ended, or run again, and writes nothing).
+      local state, problem = Rec.finish(X.P, it.track, X.now, false, sl.id)
+      if state then
+        X.finals = X.finals or {}
+        X.finals[state] = (X.finals[state] or 0) + 1
+      end
+      if problem then Finish.problem(X, problem) end
     end
   end
   if err then

@@ -7,7 +7,12 @@
 -- still refuses it) is left again, and its problem returned.
 --
 -- KEYS[1] <ns>:resq:unsettled
+-- An entry 'c <id>' is a cancel whose children (and theirs) one call did not reach: they are
+-- cancelled here (workflow.lua's Flow.cancel_children). The whole call settles at most what
+-- one call may (workflow.lua's budget): entries it did not reach stay for the next round.
+--
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] now in epoch ms   ARGV[3] most jobs to settle
+-- ARGV[4] seconds a job cancelled here is kept (0: until purged)
 -- Returns {jobs settled, problems ('\n'-separated, or '')}; {0, why} without a write when the
 -- key is of another type.
 
@@ -17,12 +22,20 @@ local function flow_settle(KEYS, ARGV)
   if e then return { 0, e } end
   local ids = redis.call('ZRANGE', KEYS[1], 0, most - 1)
   local problems = {}
+  local done = 0
   for _, id in ipairs(ids) do
+    if Flow.budget() <= 0 then break end
+    done = done + 1
     redis.call('ZREM', KEYS[1], id)
-    local p = Flow.settle_parked(P, id, now_ms)
+    local p
+    if string.sub(id, 1, 2) == 'c ' then
+      p = Flow.cancel_children(P, string.sub(id, 3), now_ms, Rec.whole(ARGV[4]))
+    else
+      p = Flow.settle_parked(P, id, now_ms)
+    end
     if p then problems[#problems + 1] = p end
   end
-  return { #ids, table.concat(problems, '\n') }
+  return { done, table.concat(problems, '\n') }
 end
 
 register('flow_settle', flow_settle)

@@ -5,7 +5,8 @@
 -- also look at) — and ends killed when it next looks. A finished job is left as it is.
 --
 -- Cancelling a job also cancels its children (`<ns>:resq:children:<id>`), and theirs: queued
--- and waiting ones never run, running ones are asked to stop (workflow.lua).
+-- and waiting ones never run, running ones are asked to stop (workflow.lua). The whole call
+-- settles at most 10,000 ends (workflow.lua's budget); the rest is parked for the prune round.
 --
 -- KEYS[1] <ns>:_kill (resque-status's; the records' keys are built from the prefix)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the id   ARGV[3] now in epoch ms
@@ -14,46 +15,6 @@
 -- Returns 'cancelled', 'killing', 'final <state>' or 'unknown' (then, on lines of their own, the
 -- problems a cancelled job's end met in its batch or its waiting jobs); an error reply, before any
 -- write, when a key is unusable.
-
--- Cancels resq's own job `id` given its record's fields v (state, key, batch, waiters): one
--- that has not started is cancelled (and ends, for its batch and the jobs waiting for it), a
--- running one is asked to stop. Returns what it did.
-local function cancel_own(P, id, v, now_ms, ttl)
-  local state = v[1]
-  if Rec.FINAL[state] then return 'final ' .. state end
-  local rk = Rec.key(P, id)
-  if state == 'working' then
-    redis.call('HSET', rk, 'kill', now_ms)
-    return 'killing'
-  end
-  redis.call('HSET', rk, 'state', 'cancelled', 'cancelled_at', now_ms, 'ended_at', now_ms)
-  if ttl > 0 then redis.call('EXPIRE', rk, math.min(ttl, 3155760000)) end
-  redis.pcall('ZADD', P .. 'resq:jobs:cancelled', now_ms, id)
-  if state == 'waiting' then redis.pcall('ZREM', P .. 'resq:jobs:waiting', id) end
-  Rec.free_key(P, v[2], id)
-  if v[3] or v[4] then
-    return 'cancelled', Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4] }, now_ms)
-  end
-  return 'cancelled'
-end
-
--- Cancels the children of job `id`, and theirs (at most 10,000 jobs).
-local function cancel_children(P, id, now_ms, ttl)
-  local todo, k = { id }, 1
-  while k <= #todo and #todo <= 10000 do
-    local kids = redis.pcall('SMEMBERS', P .. 'resq:children:' .. todo[k])
-    k = k + 1
-    if type(kids) == 'table' and not kids.err then
-      for _, c in ipairs(kids) do
-        local v = redis.pcall('HMGET', Rec.key(P, c), 'state', 'key', 'batch', 'waiters')
-        if type(v) == 'table' and not v.err and v[1] then
-          cancel_own(P, c, v, now_ms, ttl)
-          todo[#todo + 1] = c
-        end
-      end
-    end
-  end
-end
 
 local function job_cancel(KEYS, ARGV)
   local P, id, now_ms, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), Rec.whole(ARGV[4])
@@ -67,9 +28,13 @@ local function job_cancel(KEYS, ARGV)
       local e = G.wrong_type(P .. 'resq:jobs:cancelled', 'zset')
       if e then return redis.error_reply(e) end
     end
-    local did, problem = cancel_own(P, id, v, now_ms, ttl)
-    if string.sub(did, 1, 5) ~= 'final' then cancel_children(P, id, now_ms, ttl) end
-    -- (What its end could not do in its batch or for the jobs waiting for it, on the lines
+    local did, problem = Flow.cancel(P, id, v, now_ms, ttl)
+    if string.sub(did, 1, 5) ~= 'final' then
+      local p = Flow.cancel_children(P, id, now_ms, ttl)
+      if p then problem = problem and (problem .. '\n' .. p) or p end
+    end
+    -- (What its end could not do in its batch or for the jobs waiting for it, and what is
+    -- still settling — left to the prune round past the bound of one call — on the lines
     -- after the word.)
     if problem then return did .. '\n' .. problem end
     return did

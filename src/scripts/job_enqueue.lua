@@ -32,7 +32,7 @@ local function workflow(P, text)
   local batch, parent, policy, ttl, deps = string.match(text, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
   if not batch then return nil, 'ERR job_enqueue: a workflow the client sent cannot be read' end
   local w = { batch = batch ~= '' and batch or nil, parent = parent ~= '' and parent or nil,
-    policy = policy, ttl = ttl, deps = {}, left = 0 }
+    policy = policy, ttl = ttl, deps = {}, live = {}, left = 0 }
   -- (A dependency named twice counts once: its end releases its waiters once.)
   local seen = {}
   for d in string.gmatch(deps, '%S+') do
@@ -44,7 +44,10 @@ local function workflow(P, text)
       seen[d] = true
       w.deps[#w.deps + 1] = d
       if not Rec.FINAL[v[1]] then
+        -- (Only a dependency that has not ended lists the job among its waiters: one that
+        -- ended already counted now, and is never counted again when it ends again.)
         w.left = w.left + 1
+        w.live[#w.live + 1] = d
         local e = G.wrong_type(P .. 'resq:waiters:' .. d, 'set')
         if e then return nil, e end
       elseif v[1] ~= 'completed' and not w.failed then
@@ -96,7 +99,11 @@ local function job_enqueue(KEYS, ARGV)
     local live = redis.call('GET', jk)
     if live then
       local v = Rec.peek(P, live)
-      if v and v[1] and not Rec.FINAL[v[1]] then return { 'existing', live } end
+      -- (A run whose worker is gone holds the key no more: the prune round ends it.)
+      if v and v[1] and not Rec.FINAL[v[1]] and not (v[1] == 'working'
+          and Rec.run_lost(P, live, redis.pcall('HGET', Rec.key(P, live), 'worker'), P .. 'workers')) then
+        return { 'existing', live }
+      end
     end
   end
   local w, werr = workflow(P, ARGV[13] or '')
@@ -156,7 +163,7 @@ local function job_enqueue(KEYS, ARGV)
   end
   if w.parent then redis.pcall('SADD', P .. 'resq:children:' .. w.parent, id) end
   if state == 'waiting' then
-    for _, d in ipairs(w.deps) do
+    for _, d in ipairs(w.live) do
       redis.call('SADD', P .. 'resq:waiters:' .. d, id)
       redis.call('HSET', Rec.key(P, d), 'waiters', '1')
     end

@@ -204,6 +204,8 @@ functions! {
     LIMIT_ORPHANS = "limit_orphans";
     /// Workflow bookkeeping an earlier call left, finished (worker/prune.rs).
     FLOW_SETTLE = "flow_settle";
+    /// Runs someone else ended (a worker pruned by Ruby, its record deleted), ended (worker/prune).
+    JOB_LOST = "job_lost";
 }
 
 /// Loads the library before a worker's first step (best effort: a call of a server without it

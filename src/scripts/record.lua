@@ -9,6 +9,10 @@
 --                              delayed set), so no index is kept for those
 --   P..'resq:tag:'..tag        ids carrying the tag, by when they were enqueued (ms)
 --   P..'resq:jobkey:'..key     the id of the unfinished job enqueued under that job key
+--   P..'resq:running'          ids of jobs whose record says working, by when their run
+--                              started (ms): written by the call that starts a run, removed by
+--                              the one that ends it, read by the prune round to find runs ended
+--                              by someone else (job_lost.lua)
 -- Fields: state, class, queue, enqueued_at (ms), due_at (scheduled or retrying: when, ms),
 -- attempts, worker, started_at, ended_at (ms), result (JSON text), error (the last failure's
 -- message), p.num, p.total, p.message and p.<custom> (progress, JSON texts), tags (space-
@@ -85,6 +89,8 @@ function Rec.start(P, id, worker, now, v)
   local a = num(n)
   redis.call('HSET', rk, 'state', 'working', 'worker', worker, 'started_at', now,
     'attempts', a, 'a' .. a .. '.start', now .. ' ' .. worker)
+  -- (A running index of another type is named by the prune round, job_lost.lua.)
+  redis.pcall('ZADD', P .. 'resq:running', now, id)
   forget_old(rk, n)
   if FINAL[v[1]] then
     -- Run again (a failure retried from the failure list): no longer finished.
@@ -111,7 +117,10 @@ end
 -- working one is written. A final end then counts in its batch and releases the jobs waiting
 -- for it (workflow.lua). Returns the final state written (nil when not final) and a problem
 -- (or nil).
-function Rec.finish(P, spec, now, only_working)
+-- `owner` (a slot id): the slot's own end when its worker record was not its job any more
+-- (deleted, or changed, under the run): written only while the record says working, by that
+-- slot, in that attempt.
+function Rec.finish(P, spec, now, only_working, owner)
   -- (Plain finds: a pattern of classes would run its matcher over every byte of the result.)
   local e1 = find(spec, '\n', 3, true)
   local e2 = e1 and find(spec, '\n', e1 + 1, true)
@@ -126,10 +135,16 @@ function Rec.finish(P, spec, now, only_working)
   local id, state, ttl = sub(spec, 3, e1 - 1), sub(spec, e3 + 1, e4 - 1), sub(spec, e4 + 1, e5 - 1)
   local result, err = sub(spec, e5 + 1, e6 - 1), sub(spec, e6 + 1)
   local rk = P .. 'resq:job:' .. id
-  local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters')
+  local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters', 'worker')
   if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
-  if not cur[1] then return nil, id .. ' has no record (' .. rk .. ')' end
+  if not cur[1] then
+    redis.pcall('ZREM', P .. 'resq:running', id)
+    return nil, id .. ' has no record (' .. rk .. ')'
+  end
   if FINAL[cur[1]] or (only_working and cur[1] ~= 'working') then return nil end
+  if owner and (cur[1] ~= 'working' or cur[6] ~= owner or cur[2] ~= sub(spec, e1 + 1, e2 - 1)) then
+    return nil
+  end
   local n, key = whole(cur[2]), cur[3]
   local ev = (state == 'queued' and 'requeued' or state) .. ' ' .. now
   if err ~= '' then ev = ev .. ' ' .. err end
@@ -144,6 +159,7 @@ function Rec.finish(P, spec, now, only_working)
   if result ~= '' then f[k + 1], f[k + 2], k = 'result', result, k + 2 end
   if err ~= '' then f[k + 1], f[k + 2], k = 'error', err, k + 2 end
   redis.call('HSET', rk, unpack(f, 1, k))
+  redis.pcall('ZREM', P .. 'resq:running', id)
   local batch = cur[4]
   if not FINAL[state] then
     if state == 'retrying' and batch then return nil, Flow.attempted(P, id, batch, tonumber(now)) end
@@ -167,6 +183,30 @@ function Rec.finish(P, spec, now, only_working)
       or problem
   end
   return state, problem
+end
+
+-- Whether job `id`, whose record says it runs on `worker`, has lost its run: that worker is not
+-- registered (`<ns>:workers`, KEY workers) and its worker record does not hold the job (gone,
+-- or holding another). The rule reads use too (src/jobs/running.rs): a worker is there while it
+-- is registered or its record still holds the job. Never raises.
+function Rec.run_lost(P, id, worker, workers)
+  if type(worker) ~= 'string' or worker == '' then return true end
+  -- (A key of another type says nothing: the worker is taken as there.)
+  if redis.pcall('SISMEMBER', workers, worker) ~= 0 then return false end
+  local held = redis.pcall('GET', P .. 'worker:' .. worker)
+  if type(held) == 'table' then return false end
+  return not (held and find(held, id, 1, true))
+end
+
+-- Ends job `id`'s run that someone else ended (Rec.run_lost): its record says failed, with
+-- `why`, and everything its end frees follows (its job key, its batch, the jobs waiting for
+-- it) — by Rec.finish, the function every end goes through, so it counts once. `ttl`: seconds
+-- a finished record is kept. `worker`: the worker it ran on (named in the error). Returns the final state written (nil: the record was final
+-- already) and a problem, or nil.
+function Rec.end_lost(P, id, worker, now, ttl)
+  local why = 'worker ' .. tostring(worker or '') .. ' is gone: it is no longer registered and its '
+    .. 'job never ended (a pruner removed it)'
+  return Rec.finish(P, 'r\n' .. id .. '\n0\n\nfailed\n' .. ttl .. '\n\n' .. why, now, false)
 end
 
 -- Forgets the oldest entries of final index `state` finished over `sweep_ms` ago (their

@@ -1069,6 +1069,99 @@ mod flow_scenarios {
         }
     }
 
+    /// job_lost.lua: a tracked run whose worker is gone ends failed (its job key freed, its
+    /// batch counting it), by the function every end goes through.
+    pub(super) fn job_lost() -> Scenario {
+        const JOB: &str = "0123456789abcdef0123456789abcdef";
+        const GONE: &str = "h~resq:9-0:q";
+        Scenario {
+            name: "job_lost",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = redis::pipe()
+                        .hset_multiple(
+                            keys.job_record(JOB),
+                            &[
+                                ("state", "working"),
+                                ("worker", GONE),
+                                ("key", "lk"),
+                                ("batch", "b1"),
+                                ("attempts", "1"),
+                            ],
+                        )
+                        .zadd(keys.running(), JOB, 1)
+                        .set(keys.job_key("lk"), JOB)
+                        .hset_multiple(
+                            keys.batch("b1"),
+                            &[("total", "2"), ("pending", "2"), ("unsucceeded", "2")],
+                        )
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JOB_LOST
+                        .key(keys.running())
+                        .key(keys.workers())
+                        .arg(keys.prefix())
+                        .arg(1000)
+                        .arg(60)
+                        .arg(0)
+                        .arg(100)
+                        .invoke_async(&mut con)
+                        .await;
+                    match r {
+                        Ok(v) => Answer::Done(format!("{v:?}")),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.running(), Kind::Zset),
+                    (k.workers(), Kind::Set),
+                    (k.job_record(JOB), Kind::Hash),
+                    (k.job_key("lk"), Kind::Str),
+                    (k.job_state("failed"), Kind::Zset),
+                    (k.batch("b1"), Kind::Hash),
+                    (k.worker(GONE), Kind::Str),
+                ]
+            }),
+            check: Box::new(|_, after, c| {
+                let label = format!("job_lost with {c:?}");
+                let rec = after.iter().find(|(k, _)| k.ends_with(JOB));
+                let running = after
+                    .iter()
+                    .any(|(k, v)| k.ends_with(":resq:running") && v.contains(JOB));
+                if let Some((_, v)) = rec {
+                    if v.starts_with("hash:") {
+                        // Ended, or (its worker record of another type says nothing) left
+                        // indexed for the next round: never working and forgotten.
+                        assert!(
+                            v.contains("\"state\": \"failed\"") || running,
+                            "{label}: {v}"
+                        );
+                    }
+                }
+                if c.is_none() {
+                    assert!(!running, "{label}");
+                    assert!(
+                        !after.keys().any(|k| k.ends_with(":resq:jobkey:lk")),
+                        "{label}: the job key is freed"
+                    );
+                    let b = after
+                        .iter()
+                        .find(|(k, _)| k.ends_with(":resq:batch:b1"))
+                        .unwrap()
+                        .1;
+                    assert!(b.contains("\"pending\": \"1\""), "{label}: {b}");
+                }
+            }),
+        }
+    }
+
     pub(super) fn batch_create() -> Scenario {
         Scenario {
             name: "batch_create",
@@ -1145,6 +1238,7 @@ async fn no_script_writes_when_it_refuses() {
         flow_scenarios::tracked_enqueue(),
         flow_scenarios::batch_create(),
         flow_scenarios::purge(),
+        flow_scenarios::job_lost(),
     ] {
         play(&s).await;
     }

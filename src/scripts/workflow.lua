@@ -23,7 +23,8 @@
 --                                  finish — ends past the bound of a cascade, waiting jobs their
 --                                  queue refused — settled by the prune round (flow_settle.lua)
 -- A waiting job's record holds its payload and queue (payload, queue), its dependencies (deps,
--- space-separated), how many have not ended (deps_left), the first that did not complete
+-- space-separated), how many have not ended (deps_left, moved once per dependency: `dep.<id>`
+-- marks the end that counted it), the first that did not complete
 -- (dep_failed) and what that means for it (if_dep_failed: run | fail | cancel). A member's
 -- record holds `attempted` ('1') from the call that counted it attempted in its batch (HSETNX:
 -- counted once, whatever its runs — retried, interrupted and put back, cancelled while it waits
@@ -37,11 +38,28 @@
 --
 -- KEYS / ARGV: none (a module).
 
+-- How much one call may settle, in total, whatever it does (ends, waiting jobs looked at,
+-- children cancelled): the rest is parked for the prune round (Flow.park), so no call holds
+-- Redis for long, whatever the fan-out. Per call (G.call), shared by every end of the call.
+local MAX_WORK = 10000
+local work_call, work_left = -1, 0
+local function budget()
+  if work_call ~= G.call then work_call, work_left = G.call, MAX_WORK end
+  return work_left
+end
+local function spend(n)
+  budget()
+  work_left = work_left - n
+end
+Flow.budget = budget
+
 -- The ends still to settle in this call (a released job that fails or is cancelled has ends of
--- its own): {id, state, fields} entries, worked through in order (no recursion).
+-- its own): {id, state, fields} entries, worked through in order (no recursion), within the
+-- call's budget.
 local function settle_all(P, first, now_ms, problems)
   local todo, k = { first }, 1
-  while k <= #todo and k <= 10000 do
+  while k <= #todo and budget() > 0 do
+    spend(1)
     local id, state, f = todo[k][1], todo[k][2], todo[k][3]
     k = k + 1
     if f.batch and f.batch ~= '' then
@@ -51,12 +69,13 @@ local function settle_all(P, first, now_ms, problems)
     end
     if f.waiters == '1' then Flow.release(P, id, state, now_ms, problems, todo) end
   end
-  -- A cascade is bounded so that no call holds Redis for long; the ends it did not reach (their
-  -- records written, their batch and waiters not) are left to the prune round, and said so.
+  -- The ends it did not reach (their records written, their batch and waiters not) are left
+  -- to the prune round, and said so.
   if k <= #todo then
     for j = k, #todo do Flow.park(P, todo[j][1], now_ms) end
-    problems[#problems + 1] = 'workflow ' .. first[1] .. ': ' .. (#todo - k + 1) .. ' ends beyond the '
-      .. '10000 settled in one call are left to the next prune round (' .. P .. 'resq:unsettled)'
+    problems[#problems + 1] = 'workflow ' .. first[1] .. ': ' .. (#todo - k + 1) .. ' ends still '
+      .. 'settling: past the ' .. MAX_WORK .. ' one call settles, they are left to the next prune '
+      .. 'round (' .. P .. 'resq:unsettled)'
   end
 end
 
@@ -150,6 +169,13 @@ end
 -- `succeeded`, `dead` (failed for good). Fires the callbacks this completes, once each.
 function Flow.member_end(P, bid, first, succeeded, dead, now_ms, problems, depth)
   local bk = P .. 'resq:batch:' .. bid
+  -- A batch that is gone (expired, deleted) counts nothing: no count, mark or callback may
+  -- make a hash of it again (listed running for ever, with no expiry). (A key of another type
+  -- is named by the counts.)
+  if redis.pcall('HEXISTS', bk, 'total') == 0 then
+    problems[#problems + 1] = bk .. ' is gone: a member\'s end was not counted'
+    return
+  end
   if first and count(bk, 'pending', -1, problems) == 0 then
     Flow.fire(P, bid, 'complete', now_ms, problems, depth)
   end
@@ -218,22 +244,108 @@ end
 -- ended is released (release_one).
 function Flow.release(P, id, state, now_ms, problems, todo)
   local wk = P .. 'resq:waiters:' .. id
-  local ws = redis.pcall('SMEMBERS', wk)
+  local n = budget()
+  if n <= 0 then
+    Flow.park(P, id, now_ms)
+    return
+  end
+  -- (At most what the call may still do; the others stay in the set, and the prune round
+  -- goes on with them.)
+  local ws = redis.pcall('SPOP', wk, n)
   if type(ws) ~= 'table' or ws.err then return end
-  redis.call('DEL', wk)
+  if redis.pcall('EXISTS', wk) == 1 then
+    Flow.park(P, id, now_ms)
+    problems[#problems + 1] = 'workflow ' .. id .. ': ' .. wk .. ' still holds waiting jobs past '
+      .. 'the ' .. MAX_WORK .. ' one call settles; the next prune round goes on with them'
+  end
+  local before = #todo
   for _, w in ipairs(ws) do
     local rk = Rec.key(P, w)
     local v = waiting_fields(rk)
     if type(v) == 'table' and not v.err and v[1] == 'waiting' then
-      local failed_dep = v[3]
-      if state ~= 'completed' and (not failed_dep or failed_dep == '') then
-        failed_dep = id
-        redis.pcall('HSET', rk, 'dep_failed', id)
+      -- Each dependency counts once for each job waiting for it (`dep.<id>`, set by the end
+      -- that counted it): an end that comes again — the dependency retried and ended again, a
+      -- copy of its payload run, the job listed twice — moves nothing.
+      if redis.pcall('HSETNX', rk, 'dep.' .. id, '1') == 1 then
+        local failed_dep = v[3]
+        if state ~= 'completed' and (not failed_dep or failed_dep == '') then
+          failed_dep = id
+          redis.pcall('HSET', rk, 'dep_failed', id)
+        end
+        local left = count(rk, 'deps_left', -1, problems)
+        if left and left <= 0 then release_one(P, w, rk, v, failed_dep, now_ms, problems, todo) end
       end
-      local left = count(rk, 'deps_left', -1, problems)
-      if left and left <= 0 then release_one(P, w, rk, v, failed_dep, now_ms, problems, todo) end
     end
+    -- (Each waiting job looked at costs one: here, or — one that ends — when its end is
+    -- settled.)
+    if #todo == before then spend(1) end
+    before = #todo
   end
+end
+
+-- Cancels resq's own job `id` given its record's fields v (state, key, batch, waiters): one
+-- that has not started is cancelled (and ends, for its batch and the jobs waiting for it), a
+-- running one is asked to stop. Returns what it did ('final <state>', 'killing', 'cancelled')
+-- and the problems of its end, or nil.
+function Flow.cancel(P, id, v, now_ms, ttl)
+  local state = v[1]
+  if Rec.FINAL[state] then return 'final ' .. state end
+  local rk = Rec.key(P, id)
+  if state == 'working' then
+    redis.call('HSET', rk, 'kill', now_ms)
+    return 'killing'
+  end
+  redis.call('HSET', rk, 'state', 'cancelled', 'cancelled_at', now_ms, 'ended_at', now_ms)
+  if ttl > 0 then redis.call('EXPIRE', rk, math.min(ttl, 3155760000)) end
+  redis.pcall('ZADD', P .. 'resq:jobs:cancelled', now_ms, id)
+  if state == 'waiting' then redis.pcall('ZREM', P .. 'resq:jobs:waiting', id) end
+  Rec.free_key(P, v[2], id)
+  if v[3] or v[4] then
+    return 'cancelled', Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4] }, now_ms)
+  end
+  return 'cancelled'
+end
+
+-- How many records one call reads for children that have ended already (they cost no budget).
+local MAX_READS = 100000
+
+-- Cancels the children of job `id`, and theirs, within the call's budget: the jobs whose
+-- children it did not reach are parked ('c <id>' in the unsettled set) for the prune round,
+-- which goes on (flow_settle.lua). Returns the problems ('\n'-separated), or nil.
+function Flow.cancel_children(P, id, now_ms, ttl)
+  local todo, k, reads, problems = { id }, 1, 0, {}
+  while k <= #todo and budget() > 0 and reads < MAX_READS do
+    local kids = redis.pcall('SMEMBERS', P .. 'resq:children:' .. todo[k])
+    local all = true
+    if type(kids) == 'table' and not kids.err then
+      for _, c in ipairs(kids) do
+        if budget() <= 0 or reads >= MAX_READS then
+          all = false
+          break
+        end
+        reads = reads + 1
+        local v = redis.pcall('HMGET', Rec.key(P, c), 'state', 'key', 'batch', 'waiters')
+        if type(v) == 'table' and not v.err and v[1] then
+          if not Rec.FINAL[v[1]] then
+            spend(1)
+            local _, p = Flow.cancel(P, c, v, now_ms, ttl)
+            if p then problems[#problems + 1] = p end
+          end
+          todo[#todo + 1] = c
+        end
+      end
+    end
+    if not all then break end
+    k = k + 1
+  end
+  if k <= #todo then
+    for j = k, #todo do redis.pcall('ZADD', P .. 'resq:unsettled', now_ms, 'c ' .. todo[j]) end
+    problems[#problems + 1] = 'cancel ' .. id .. ': the children of ' .. (#todo - k + 1) .. ' jobs '
+      .. 'are still being cancelled: past the ' .. MAX_WORK .. ' one call settles, the next prune '
+      .. 'round goes on (' .. P .. 'resq:unsettled)'
+  end
+  if #problems > 0 then return table.concat(problems, '\n') end
+  return nil
 end
 
 -- Finishes job `id`'s bookkeeping that an earlier call left (Flow.park): an end whose batch and

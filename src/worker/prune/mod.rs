@@ -52,6 +52,8 @@ use judge::{judge_record, process_alive, slot_pid, Judged};
 pub(crate) const PERIOD: Duration = Duration::from_secs(60);
 /// Ruby's `prune_interval`: a heartbeat older than this gets its worker pruned.
 pub(crate) const DEFAULT_PRUNE_AFTER_SECS: u64 = 300;
+/// How many `flow_settle` calls one round makes at most (each settles up to 10,000 ends).
+const SETTLE_CALLS: usize = 10;
 /// TTL of Ruby's prune lock (Ruby uses its heartbeat interval, 60 s by default).
 pub(crate) const LOCK_TTL_SECS: u64 = 60;
 /// Exception of a job whose worker's heartbeat expired (Ruby's loop 1).
@@ -221,33 +223,80 @@ impl Pruner {
         }
         self.return_orphan_claims(con, &mut report).await?;
         self.return_orphan_shares(con).await?;
+        self.end_lost_runs(con).await?;
         self.settle_workflows(con).await?;
         Ok(report)
     }
 
     /// Finishes the workflow bookkeeping earlier calls left (`flow_settle.lua`): ends past a
-    /// cascade's bound, waiting jobs their queue refused. At most 1,000 jobs per round.
+    /// cascade's bound, waiting jobs their queue refused, children a cancel did not reach. A
+    /// few calls per round, each settling at most 10,000 ends.
     async fn settle_workflows<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
-        let now = chrono::Utc::now().timestamp_millis();
-        let r = crate::scripts::FLOW_SETTLE
-            .key(self.keys.unsettled())
-            .arg(self.keys.prefix())
-            .arg(now)
-            .arg(1000)
-            .invoke_async(con)
-            .await;
-        if let Some((settled, problems)) = unless_permanent(r, "settle workflow bookkeeping")? {
-            if settled > 0 {
-                tracing::info!(
-                    settled,
-                    "settled workflow bookkeeping left by earlier calls"
+        // (Each call settles at most 10,000 ends; a round makes a few, each short.)
+        for _ in 0..SETTLE_CALLS {
+            let r = crate::scripts::FLOW_SETTLE
+                .key(self.keys.unsettled())
+                .arg(self.keys.prefix())
+                .arg(chrono::Utc::now().timestamp_millis())
+                .arg(1000)
+                .arg(crate::jobs::DEFAULT_TTL.as_secs())
+                .invoke_async(con)
+                .await;
+            let Some((settled, problems)) =
+                unless_permanent::<(u64, String)>(r, "settle workflow bookkeeping")?
+            else {
+                return Ok(());
+            };
+            if !problems.is_empty() {
+                crate::jobs::report_problem(&problems);
+            }
+            if settled == 0 {
+                return Ok(());
+            }
+            tracing::info!(
+                settled,
+                "settled workflow bookkeeping left by earlier calls"
+            );
+        }
+        Ok(())
+    }
+
+    /// Ends the tracked runs someone else ended (`job_lost.lua`): a record saying working whose
+    /// worker is neither registered nor holding the job in its record (Ruby's pruner removed
+    /// it, an operator deleted its record) ends `failed`, freeing its job key and moving its
+    /// batch and waiting jobs on. Every running job is looked at, 1,000 per call.
+    async fn end_lost_runs<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
+        let mut from = 0u64;
+        loop {
+            let r = crate::scripts::JOB_LOST
+                .key(self.keys.running())
+                .key(self.keys.workers())
+                .arg(self.keys.prefix())
+                .arg(chrono::Utc::now().timestamp_millis())
+                .arg(crate::jobs::DEFAULT_TTL.as_secs())
+                .arg(from)
+                .arg(1000)
+                .invoke_async(con)
+                .await;
+            let Some((_, ended, next, problems)) =
+                unless_permanent::<(u64, u64, u64, String)>(r, "end runs whose worker is gone")?
+            else {
+                return Ok(());
+            };
+            if ended > 0 {
+                tracing::warn!(
+                    ended,
+                    "ended tracked jobs whose worker is gone (failed: unregistered by a pruner, or its record removed)"
                 );
             }
             if !problems.is_empty() {
                 crate::jobs::report_problem(&problems);
             }
+            if next == 0 {
+                return Ok(());
+            }
+            from = next;
         }
-        Ok(())
     }
 
     /// Returns the limit shares whose slot runs no job any more (`limit_orphans.lua`): left by
@@ -262,7 +311,9 @@ impl Pruner {
             .arg(1000)
             .invoke_async(con)
             .await;
-        if let Some((returned, problems)) = unless_permanent(r, "return leftover limit shares")? {
+        if let Some((returned, problems)) =
+            unless_permanent::<(u64, String)>(r, "return leftover limit shares")?
+        {
             if returned > 0 {
                 tracing::info!(
                     returned,
@@ -470,10 +521,7 @@ impl Report {
 
 /// A round's step reply: its value; `None` when Redis refused it for good (a key of another
 /// type: logged, the round goes on); the error when it may pass (the round is tried again).
-fn unless_permanent(
-    r: RedisResult<(u64, String)>,
-    what: &str,
-) -> RedisResult<Option<(u64, String)>> {
+fn unless_permanent<T>(r: RedisResult<T>, what: &str) -> RedisResult<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(e) if crate::conn::errors::classify(&e) == crate::conn::errors::Class::Permanent => {
