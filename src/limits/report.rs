@@ -61,15 +61,17 @@ impl Admin {
         let ms = now.timestamp_millis();
         let mut out = Vec::new();
         for l in limits {
+            // The unpartitioned keys and every partition, whatever the limit's key is now: a
+            // job held before a live change of its scope is listed under the limit holding it
+            // until it is judged again (a set of another type reads as no partition).
             let mut parts: Vec<Option<String>> = vec![None];
-            if l.key.is_some() {
-                let mut names: Vec<String> = redis::cmd("SMEMBERS")
-                    .arg(keys.limit_parts(&l.name))
-                    .query_async(&mut con)
-                    .await?;
-                names.sort();
-                parts = names.into_iter().take(MAX_PARTS).map(Some).collect();
-            }
+            let mut names: Vec<String> = redis::cmd("SMEMBERS")
+                .arg(keys.limit_parts(&l.name))
+                .query_async(&mut con)
+                .await
+                .unwrap_or_default();
+            names.sort();
+            parts.extend(names.into_iter().take(MAX_PARTS).map(Some));
             // Every partition's use and held jobs in one round trip (three replies each; a key
             // of the wrong type reads as nothing).
             let mut pipe = redis::pipe();
@@ -130,7 +132,9 @@ impl Admin {
                     let at = score % 1e13;
                     ((ms as f64 - at) / 1000.0).max(0.0)
                 });
-                if p.is_none() || in_use > 0 || held > 0 {
+                // The limit's own row (unless it is keyed); a partition, or the unpartitioned
+                // keys of a keyed limit, while something runs or is held there.
+                if (p.is_none() && l.key.is_none()) || in_use > 0 || held > 0 {
                     reports.push(PartitionReport {
                         partition: p,
                         in_use,

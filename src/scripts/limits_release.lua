@@ -18,7 +18,7 @@
 local function drain(P, base, cap, left)
   local hd, h = base .. ':held', base .. ':holders'
   if G.type_err(hd, 'zset') then return 0 end
-  local used = Lim.units(h)
+  local used = Lim.units(h, P)
   if not used then return 0 end
   local out = Lim.take_fitting(P, hd, nil, used, cap, left)
   Lim.requeue_all(P, out)
