@@ -100,13 +100,6 @@ async fn re_judged_after(what: &str, queue: &str, change: impl Fn(Limit) -> Limi
         (gated_g.running() == 1 && zcard(&held).await == 3).then_some(())
     })
     .await;
-    // Two jobs the new scope covers (as one partition), enqueued before the change: never
-    // both at once.
-    for _ in 0..2 {
-        c.enqueue_to(queue, "Other", &[json!("same")])
-            .await
-            .unwrap();
-    }
     let changed = Instant::now();
     admin.set_limit(&change(limit.clone())).await.unwrap();
     support::eventually(20, "the held jobs to run", || async {
@@ -115,6 +108,12 @@ async fn re_judged_after(what: &str, queue: &str, change: impl Fn(Limit) -> Limi
     .await;
     let took = changed.elapsed();
     assert_eq!(zcard(&held).await, 0, "{what}: nothing left held");
+    // Two jobs the new scope covers (as one partition): never both at once.
+    for _ in 0..2 {
+        c.enqueue_to(queue, "Other", &[json!("same")])
+            .await
+            .unwrap();
+    }
     gate.add_permits(100);
     support::eventually(20, "every job", || async {
         (gated_g.done() == 4 && other_g.done() == 2).then_some(())
