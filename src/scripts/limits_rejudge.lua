@@ -18,15 +18,16 @@
 -- KEYS / ARGV: none (a module).
 
 -- Puts back at most `most` jobs of held set hd (in the order they were held); returns how many
--- and whether the set is now empty. A set of another type, or whose jobs' queue is unusable,
--- is passed over (its jobs stay held; limits_sweep.lua reports it).
+-- and whether the set is now empty. A set of another type, a member resq did not write, or a
+-- job whose queue is unusable is passed over (it stays held).
 local function empty_held(P, hd, most)
   if most <= 0 then return 0, false end
   local r = redis.pcall('ZRANGE', hd, 0, most - 1)
   if r.err then return 0, true end
   local out = {}
   for _, m in ipairs(r) do
-    if Lim.requeue_err(P, m) then break end
+    -- (A member resq did not write names no queue: it stays where it is.)
+    if not Lim.member(m) or Lim.requeue_err(P, m) then break end
     out[#out + 1] = m
   end
   if #out == 0 then return 0, true end
