@@ -42,7 +42,7 @@ fn gated(gate: &Arc<Semaphore>, classes: &[(&str, &Arc<Gauge>)]) -> Registry {
     let mut r = Registry::new();
     for (class, gauge) in classes {
         let (gate, gauge) = (gate.clone(), (*gauge).clone());
-        r = r.handler(*class, move |_ctx: JobContext| {
+        r = r.handler(class, move |_ctx: JobContext| {
             let (gate, g) = (gate.clone(), gauge.clone());
             async move {
                 let n = g.now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -150,11 +150,7 @@ async fn a_queue_change_re_judges_held_jobs_at_once() {
 #[tokio::test]
 async fn a_key_added_re_judges_held_jobs_at_once() {
     re_judged_after("key", "default", |l| {
-        Limit {
-            class: None,
-            ..l
-        }
-        .key("{args.0}")
+        Limit { class: None, ..l }.key("{args.0}")
     })
     .await;
 }
@@ -237,10 +233,7 @@ async fn held_jobs_are_listed_under_their_limit_whatever_its_key_is_now() {
         )
         .await
         .unwrap();
-    let _: () = con
-        .sadd(keys.limit_parts("unkeyed"), "x")
-        .await
-        .unwrap();
+    let _: () = con.sadd(keys.limit_parts("unkeyed"), "x").await.unwrap();
     let reports = admin.limit_reports().await.unwrap();
     for name in ["keyed", "unkeyed"] {
         let r = reports.iter().find(|r| r.limit.name == name).unwrap();
@@ -356,11 +349,14 @@ async fn a_sharing_hash_of_another_type_then_deleted_never_freezes_the_limit() {
 
 #[tokio::test]
 async fn a_sharing_hash_deleted_while_jobs_run_never_freezes_the_limit() {
-    converges_after("sharing-running", async |keys: &Keys, _gate: &Arc<Semaphore>| {
-        let mut con = support::con().await;
-        let _: () = con.del(keys.sharing()).await.unwrap();
-        (false, 0)
-    })
+    converges_after(
+        "sharing-running",
+        async |keys: &Keys, _gate: &Arc<Semaphore>| {
+            let mut con = support::con().await;
+            let _: () = con.del(keys.sharing()).await.unwrap();
+            (false, 0)
+        },
+    )
     .await;
 }
 
@@ -478,9 +474,6 @@ async fn idle_partitions_of_keyed_limits_are_forgotten() {
     .await;
     support::stop(w).await;
     let mut con = support::con().await;
-    let left: Vec<String> = con
-        .keys(format!("{ns}:resq:limit:*:p*"))
-        .await
-        .unwrap();
+    let left: Vec<String> = con.keys(format!("{ns}:resq:limit:*:p*")).await.unwrap();
     assert!(left.is_empty(), "partition keys left: {left:?}");
 }

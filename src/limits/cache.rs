@@ -216,7 +216,12 @@ impl LimitsCache {
         let (corrected, back, forgotten, problems): (u64, u64, u64, String) =
             inv.invoke_async(con).await?;
         if corrected + back + forgotten > 0 {
-            tracing::debug!(corrected, back, forgotten, "limits derived from where jobs are");
+            tracing::debug!(
+                corrected,
+                back,
+                forgotten,
+                "limits derived from where jobs are"
+            );
         }
         if !problems.is_empty() {
             let mut swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
