@@ -635,9 +635,8 @@ async fn a_share_a_broken_key_kept_comes_back_once_the_key_is_mended() {
     let _: () = con.set(&held_key, "not a zset").await.unwrap();
     gate.add_permits(2);
     reaches(&gauge.done, 2, 10, "the two running jobs").await;
-    // Their records are gone, their shares are not.
-    let sharing: u64 = con.hlen(keys.sharing()).await.unwrap();
-    assert_eq!((units().await, sharing), (2, 2));
+    // Their records are gone; their shares come back at the first prune round or sweep
+    // (tests/limits_converge.rs times the sweep), whichever is first.
     let _: () = con.del(&held_key).await.unwrap();
     let _: () = con.rename(&backup, &held_key).await.unwrap();
     // The worker's own round took Ruby's pruning lock at start: let this one run now.
