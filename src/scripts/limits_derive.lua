@@ -144,24 +144,27 @@ function Lim.forget_idle(P, L, now_ms, most)
       local parts = Lim.parts_key(P, d)
       if not G.type_err(parts, 'set') then
         local cursor = redis.call('HGET', walks, d.name) or '0'
-        local r = redis.call('SSCAN', parts, cursor, 'COUNT', math.min(100, most - looked))
         local base = P .. 'resq:limit:' .. d.name
-        for _, part in ipairs(r[2]) do
-          looked = looked + 1
-          local b = base .. ':' .. part
-          if idle(d, b, sums, now_ms) then
-            redis.call('SREM', parts, part)
-            if d.kind == 'concurrency' then redis.call('DEL', b .. ':holders') end
-            if d.kind == 'rate' and d.sliding and not G.type_err(b .. ':rate', 'zset') then
-              redis.call('DEL', b .. ':rate')
+        repeat
+          local r = redis.call('SSCAN', parts, cursor, 'COUNT', math.min(100, most - looked))
+          for _, part in ipairs(r[2]) do
+            looked = looked + 1
+            local b = base .. ':' .. part
+            if idle(d, b, sums, now_ms) then
+              redis.call('SREM', parts, part)
+              if d.kind == 'concurrency' then redis.call('DEL', b .. ':holders') end
+              if d.kind == 'rate' and d.sliding and not G.type_err(b .. ':rate', 'zset') then
+                redis.call('DEL', b .. ':rate')
+              end
+              n = n + 1
             end
-            n = n + 1
           end
-        end
-        if r[1] == '0' then
+          cursor = r[1]
+        until cursor == '0' or looked >= most
+        if cursor == '0' then
           redis.call('HDEL', walks, d.name)
         else
-          redis.call('HSET', walks, d.name, r[1])
+          redis.call('HSET', walks, d.name, cursor)
         end
       end
     end

@@ -40,7 +40,7 @@ local function limits_sweep(KEYS, ARGV)
     problems[#problems + 1] = e
   end
   if n > 0 then Lim.wake(P, now_ms) end
-  local forgotten = Lim.forget_idle(P, L, now_ms, 1000)
+  local forgotten = Lim.forget_idle(P, L, now_ms, 2000)
   return { corrected, n, forgotten, table.concat(problems, '\n') }
 end
 
