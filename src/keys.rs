@@ -346,6 +346,18 @@ impl Keys {
         format!("{}resq:limits:set", self.prefix)
     }
 
+    /// `<ns>:resq:limits:rejudge` — HASH limit name → where the walk putting back its held
+    /// jobs is, while a change of what it holds is being applied (limits_rejudge.lua).
+    pub fn limits_rejudge(&self) -> String {
+        format!("{}resq:limits:rejudge", self.prefix)
+    }
+
+    /// `<ns>:resq:limits:sweep` — HASH limit name → where the walk forgetting its idle
+    /// partitions is (limits_derive.lua).
+    pub fn limits_sweep(&self) -> String {
+        format!("{}resq:limits:sweep", self.prefix)
+    }
+
     /// `<ns>:resq:paused_queues` — queues no resq process takes jobs from (`resq pause
     /// --queue`).
     pub fn paused_queues(&self) -> String {
@@ -362,8 +374,8 @@ impl Keys {
         }
     }
 
-    /// `<limit base>:holders` — HASH `__units` → the units the slots hold in the limit (each
-    /// slot's own share is in [`Keys::sharing`]).
+    /// `<limit base>:holders` — HASH `__units` → the units the slots hold in the limit: the
+    /// total of the slots' shares in [`Keys::sharing`], derived from them when absent.
     pub fn limit_holders(&self, name: &str, partition: Option<&str>) -> String {
         format!("{}:holders", self.limit_base(name, partition))
     }

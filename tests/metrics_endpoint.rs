@@ -234,8 +234,13 @@ async fn limit_gauges_are_read_at_scrape_time() {
     );
     let held_at = chrono::Utc::now().timestamp_millis() - 30_000;
     let mut con = support::con().await;
+    // Three units held by a slot running a job (the running process derives the sum from the
+    // slots' shares: a sum no slot holds would be corrected).
+    let slot = "elsewhere~resq:1-0:nowhere";
     let () = redis::pipe()
         .hset(&holders, "__units", 3)
+        .hset(keys.sharing(), slot, format!("3 {}:{holders}", holders.len()))
+        .set(keys.worker(slot), r#"{"queue":"nowhere","run_at":"2026-11-27T00:00:00Z","payload":{"class":"A","args":[]}}"#)
         .zadd(
             &held,
             r#"{"class":"A","args":[]}"#,

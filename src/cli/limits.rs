@@ -128,7 +128,10 @@ async fn list(admin: &Admin, as_json: bool) -> Result<()> {
             r.state().to_string(),
             if r.overridden { "set" } else { "declared" }.to_string(),
         ]);
-        if r.limit.key.is_some() {
+        // A partition row per partition in use; a keyed limit's unpartitioned keys (`-`), or
+        // an unkeyed limit's partitions, only while jobs held before a live change of its key
+        // are there.
+        if r.limit.key.is_some() || r.partitions.len() > 1 {
             for p in r.partitions.iter().take(PARTS_SHOWN) {
                 rows.push(vec![
                     format!("  {}", short(p.partition.as_deref().unwrap_or("-"), 30)),

@@ -32,6 +32,11 @@ const REFRESH: Duration = Duration::from_secs(60);
 /// Most held jobs one release call puts back.
 const RELEASE_BUDGET: u32 = 1000;
 
+/// How often, while a limit is in force, the units in use are derived again from where jobs
+/// are, held jobs of a changed limit re-judged and idle partitions forgotten
+/// (`limits_sweep.lua`): the bound within which a limit converges after a key is mended.
+const SWEEP: Duration = Duration::from_secs(5);
+
 /// The limits as one process sees them.
 #[derive(Debug)]
 pub(crate) struct LimitsCache {
@@ -52,6 +57,8 @@ pub(crate) struct LimitsCache {
     known: Mutex<Known>,
     /// The stored limits' problems met at the last read, each reported at a bounded rate.
     problems: Mutex<BTreeMap<String, Reporter>>,
+    /// The sweep's problems (limit keys it cannot use), reported at a bounded rate.
+    swept: Mutex<Reporter>,
 }
 
 /// What this process last read of the stored definitions, per hash: what stays in force when a
@@ -136,6 +143,7 @@ impl LimitsCache {
             version: watch::channel(0).0,
             known: Mutex::new(known),
             problems: Mutex::new(BTreeMap::new()),
+            swept: Mutex::new(Reporter::default()),
         })
     }
 
@@ -193,6 +201,37 @@ impl LimitsCache {
         Ok(())
     }
 
+    /// Derives the units in use again, goes on with the re-judging of held jobs (starting it
+    /// again for `moved`, the limits this process saw change in what they hold) and forgets
+    /// idle partitions (`limits_sweep.lua`).
+    async fn sweep(&self, con: &mut Conn, moved: &[String]) -> redis::RedisResult<()> {
+        let mut inv = crate::scripts::LIMITS_SWEEP.key(self.keys.sharing());
+        inv.arg(self.keys.prefix())
+            .arg(&*self.json())
+            .arg(Utc::now().timestamp_millis())
+            .arg(RELEASE_BUDGET);
+        for m in moved {
+            inv.arg(m);
+        }
+        let (corrected, back, forgotten, problems): (u64, u64, u64, String) =
+            inv.invoke_async(con).await?;
+        if corrected + back + forgotten > 0 {
+            tracing::debug!(
+                corrected,
+                back,
+                forgotten,
+                "limits derived from where jobs are"
+            );
+        }
+        if !problems.is_empty() {
+            let mut swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(times) = swept.due() {
+                tracing::warn!(%problems, times, "limit keys that cannot be used (repeats within 10 s are not logged)");
+            }
+        }
+        Ok(())
+    }
+
     /// Writes this process's declarations, unless they are written. A key that refuses them
     /// (of another type) is a problem returned (they are written again at the next read).
     async fn declare(&self, con: &mut Conn, starting: bool) -> crate::Result<Option<String>> {
@@ -240,9 +279,14 @@ impl LimitsCache {
         }
     }
 
-    /// Reads the limits in force again; returns the names that are no longer in force. A hash
-    /// or a definition that cannot be read keeps what was last read of it in force.
-    async fn refresh(&self, con: &mut Conn, starting: bool) -> crate::Result<Vec<String>> {
+    /// Reads the limits in force again; returns the names that are no longer in force, and
+    /// those whose definition changed in what they hold ([`Limit::holds_alike`]). A hash or a
+    /// definition that cannot be read keeps what was last read of it in force.
+    async fn refresh(
+        &self,
+        con: &mut Conn,
+        starting: bool,
+    ) -> crate::Result<(Vec<String>, Vec<String>)> {
         let mut problems: Vec<String> = self.declare(con, starting).await?.into_iter().collect();
         let stored = store::read(con, &self.keys).await?;
         let limits: Vec<Limit> = {
@@ -274,13 +318,23 @@ impl LimitsCache {
             .filter(|old| !limits.iter().any(|l| l.name == old.name))
             .map(|l| l.name.clone())
             .collect();
+        let moved = cur
+            .0
+            .iter()
+            .filter(|old| {
+                limits
+                    .iter()
+                    .any(|l| l.name == old.name && !l.holds_alike(old))
+            })
+            .map(|l| l.name.clone())
+            .collect();
         let changed = cur.1 != json;
         *cur = (limits, json);
         drop(cur);
         if changed {
             self.version.send_modify(|v| *v += 1);
         }
-        Ok(gone)
+        Ok((gone, moved))
     }
 
     /// Logs, once per change, the workers of other runtimes (Ruby, Jesque, node-resque) that
@@ -345,8 +399,14 @@ impl LimitsCache {
     /// Keeps the copy fresh and releases held jobs on time, until `stop` turns true.
     pub(crate) async fn run(self: Arc<Self>, mut con: Conn, mut stop: watch::Receiver<bool>) {
         let mut gone: Vec<String> = Vec::new();
+        let mut moved: Vec<String> = Vec::new();
         loop {
             if !self.json().is_empty() || !gone.is_empty() {
+                moved.extend(gone.iter().cloned());
+                match self.sweep(&mut con, &moved).await {
+                    Ok(()) => moved.clear(),
+                    Err(e) => tracing::debug!(error = %e, "the limits sweep failed; trying again"),
+                }
                 match self.release(&mut con, &gone).await {
                     Ok(next) => {
                         gone.clear();
@@ -362,7 +422,11 @@ impl LimitsCache {
             }
             let now = Utc::now();
             let due = *self.due.lock().unwrap_or_else(|p| p.into_inner());
-            let mut wait = REFRESH;
+            let mut wait = if self.json().is_empty() {
+                REFRESH
+            } else {
+                SWEEP
+            };
             if let Some(d) = due {
                 let left = u64::try_from(d - now.timestamp_millis()).unwrap_or(0);
                 wait = wait.min(Duration::from_millis(left.max(1)));
@@ -380,7 +444,10 @@ impl LimitsCache {
                 *self.due.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
             match self.refresh(&mut con, false).await {
-                Ok(g) => gone.extend(g),
+                Ok((g, m)) => {
+                    gone.extend(g);
+                    moved.extend(m);
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "reading the limits failed; keeping the last ones")
                 }

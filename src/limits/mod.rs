@@ -131,6 +131,18 @@ impl Limit {
         }
     }
 
+    /// Whether `other` holds the same jobs where this one holds them (same kind, queue, class,
+    /// key, weights and priorities: only its numbers differ). A change that is not is applied
+    /// to the jobs held already by putting them back in their queues (limits_rejudge.lua).
+    pub(crate) fn holds_alike(&self, other: &Limit) -> bool {
+        std::mem::discriminant(&self.kind) == std::mem::discriminant(&other.kind)
+            && self.queue == other.queue
+            && self.class == other.class
+            && self.key == other.key
+            && self.weights == other.weights
+            && self.priority == other.priority
+    }
+
     /// At most `limit` units running at once.
     pub fn concurrency(name: &str, limit: u32) -> Self {
         Self::new(name, Kind::Concurrency { limit })

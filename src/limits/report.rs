@@ -69,9 +69,12 @@ impl Admin {
         let mut out = Vec::new();
         let mut left = PARTS_BUDGET;
         for l in limits {
+            // The unpartitioned keys and every partition, whatever the limit's key is now: a
+            // job held before a live change of its scope is listed under the limit holding it
+            // until it is judged again (a set of another type reads as no partition).
             let mut parts: Vec<Option<String>> = vec![None];
             let mut partitions_complete = true;
-            if l.key.is_some() {
+            {
                 let key = keys.limit_parts(&l.name);
                 let mut raw: Vec<Vec<u8>> = Vec::new();
                 let mut cursor = 0u64;
@@ -80,13 +83,16 @@ impl Admin {
                         partitions_complete = false;
                         break;
                     }
-                    let (next, mut got): (u64, Vec<Vec<u8>>) = redis::cmd("SSCAN")
+                    let Ok((next, mut got)) = redis::cmd("SSCAN")
                         .arg(&key)
                         .arg(cursor)
                         .arg("COUNT")
                         .arg(left.min(1_000))
-                        .query_async(&mut con)
-                        .await?;
+                        .query_async::<(u64, Vec<Vec<u8>>)>(&mut con)
+                        .await
+                    else {
+                        break; // a set of another type reads as no partition
+                    };
                     left = left.saturating_sub(got.len().max(1));
                     raw.append(&mut got);
                     cursor = next;
@@ -97,9 +103,10 @@ impl Admin {
                 let mut names = crate::admin::names::decode(&key, raw);
                 names.sort();
                 names.dedup();
-                // Every partition read is looked at (its use and held jobs): those with
-                // something running or held are reported, up to MAX_PARTS.
-                parts = names.into_iter().map(Some).collect();
+                // Every partition read is looked at (its use and held jobs), whatever the
+                // limit's key is now: those with something running or held are reported, up
+                // to MAX_PARTS.
+                parts.extend(names.into_iter().map(Some));
             }
             // Every partition's use and held jobs in one round trip (three replies each; a key
             // of the wrong type reads as nothing).
@@ -161,7 +168,11 @@ impl Admin {
                     let at = score % 1e13;
                     ((ms as f64 - at) / 1000.0).max(0.0)
                 });
-                if (p.is_none() || in_use > 0 || held > 0) && reports.len() < MAX_PARTS {
+                // The limit's own row (unless it is keyed); a partition, or the unpartitioned
+                // keys of a keyed limit, while something runs or is held there.
+                if ((p.is_none() && l.key.is_none()) || in_use > 0 || held > 0)
+                    && reports.len() < MAX_PARTS
+                {
                     reports.push(PartitionReport {
                         partition: p,
                         in_use,

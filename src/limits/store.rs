@@ -281,29 +281,71 @@ impl Admin {
     }
 
     /// Sets `limit` fleet-wide, over any declaration of its name, until
-    /// [`Admin::clear_limit`]; workers apply it within a reserve or two.
+    /// [`Admin::clear_limit`]; workers apply it within a reserve or two. When it changes what
+    /// the limit holds (its queue, class, key, weights, priorities or kind), the jobs it held
+    /// go back to their queues (1,000 in this call, the rest within seconds), where they are
+    /// judged again under the new definition.
     pub async fn set_limit(&self, limit: &Limit) -> Result<()> {
         limit.validate()?;
-        let _: () = redis::cmd("HSET")
-            .arg(self.keys().limits_set())
-            .arg(&limit.name)
-            .arg(serde_json::to_string(limit)?)
-            .query_async(&mut self.con())
-            .await?;
+        self.change_limit(&limit.name, Some(limit), false).await?;
         Ok(())
     }
 
     /// Removes the override of limit `name` (its declaration, if any, applies again), or with
     /// `declaration` also the declaration (until a worker declaring it starts). Returns whether
-    /// anything was removed.
+    /// anything was removed. The jobs a limit no longer in force held, or held where the
+    /// declaration does not, go back to their queues as with [`Admin::set_limit`].
     pub async fn clear_limit(&self, name: &str, declaration: bool) -> Result<bool> {
-        let mut pipe = redis::pipe();
-        pipe.hdel(self.keys().limits_set(), name);
-        if declaration {
-            pipe.hdel(self.keys().limits_declared(), name);
-        }
-        let removed: Vec<u64> = pipe.query_async(&mut self.con()).await?;
-        Ok(removed.iter().sum::<u64>() > 0)
+        Ok(self.change_limit(name, None, declaration).await? > 0)
+    }
+
+    /// Writes the override of `name` (`None`: removes it, and with `declaration` the
+    /// declaration too) in one step with the re-judging of its held jobs when what it holds
+    /// changes (limits_set.lua). Returns how many definitions were removed.
+    async fn change_limit(
+        &self,
+        name: &str,
+        limit: Option<&Limit>,
+        declaration: bool,
+    ) -> Result<u64> {
+        let keys = self.keys();
+        let mut con = self.con();
+        let (declared, set): (Option<String>, Option<String>) = redis::pipe()
+            .hget(keys.limits_declared(), name)
+            .hget(keys.limits_set(), name)
+            .query_async(&mut con)
+            .await?;
+        let parsed = |t: &Option<String>| t.as_deref().and_then(|t| parse(name, t.as_bytes()).ok());
+        let before = parsed(&set).or_else(|| parsed(&declared));
+        let after = match limit {
+            Some(l) => Some(l.clone()),
+            None if declaration => None,
+            None => parsed(&declared),
+        };
+        let rejudge = match (&before, &after) {
+            (Some(b), Some(a)) => !b.holds_alike(a),
+            (Some(_), None) => true,
+            // A definition that could not be read held jobs that no reading can judge.
+            (None, _) => set.is_some() || declared.is_some(),
+        };
+        let text = match limit {
+            Some(l) => serde_json::to_string(l)?,
+            None => String::new(),
+        };
+        let (removed, _moved, _pending): (u64, u64, u64) = crate::scripts::LIMITS_SET
+            .key(keys.limits_set())
+            .key(keys.limits_declared())
+            .key(keys.limits_rejudge())
+            .arg(keys.prefix())
+            .arg(name)
+            .arg(text)
+            .arg(if declaration { "1" } else { "0" })
+            .arg(if rejudge { "1" } else { "0" })
+            .arg(1000)
+            .arg(chrono::Utc::now().timestamp_millis())
+            .invoke_async(&mut con)
+            .await?;
+        Ok(removed)
     }
 
     /// Pauses (or resumes) `queue` for every resq process: its jobs stay in it, untaken. Ruby,

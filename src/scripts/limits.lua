@@ -39,7 +39,7 @@ local function S()
   if S_call ~= G.call then
     S_call = G.call
     S_ = { units = {}, delta = {}, order = {}, shares = {}, text = {}, had = {}, dirty = {},
-      parts = {}, held_empty = {}, pending = {} }
+      parts = {}, held_empty = {}, pending = {}, absent = {} }
   end
   return S_
 end
@@ -148,8 +148,11 @@ end
 function Lim.parts_key(P, d) return P .. 'resq:limit:' .. d.name .. ':parts' end
 
 -- The units held in limit h (a holders key) now, this call's changes included; or nil and the
--- error text when the key is unusable (another type, a sum that is no integer).
-function Lim.units(h)
+-- error text when the key is unusable (another type, a sum that is no integer). A sum that is
+-- not there (the key was deleted, or the partition is new or was forgotten) is derived from the
+-- slots' entries in `<ns>:resq:sharing` (Lim.derived_units), never read as 0 while shares are
+-- held: deleting the key cannot let a limit be exceeded. Lim.flush then writes the sum whole.
+function Lim.units(h, P)
   local s = S()
   local u = s.units[h]
   if u == nil then
@@ -158,7 +161,13 @@ function Lim.units(h)
     if type(v) == 'table' then return nil, G.wrongtype_of(h, 'hash') end
     local e = G.counter_err(h .. ' field __units', v, 1)
     if e then return nil, e end
-    u = tonumber(v) or 0
+    if v then
+      u = tonumber(v) or 0
+    else
+      u, e = Lim.derived_units(P, h)
+      if e then return nil, e end
+      s.absent[h] = true
+    end
     s.units[h], s.delta[h] = u, 0
     s.order[#s.order + 1] = h
   end
@@ -190,7 +199,7 @@ function Lim.check(P, L, ls, class, now_ms)
     if e then return false, e end
     if d.kind == 'concurrency' then
       local used
-      used, e = Lim.units(x.h)
+      used, e = Lim.units(x.h, P)
       if e then return false, e end
       if used + (pending[x.h] or 0) + Lim.weight(d, class) > d.limit then return x, nil end
     elseif d.kind == 'rate' then
@@ -290,14 +299,14 @@ function Lim.flush(P)
   local s = S()
   for _, h in ipairs(s.order) do
     local d = s.delta[h]
-    if d ~= 0 then
-      if s.units[h] + d <= 0 then
-        redis.call('HDEL', h, '__units')
-      else
-        redis.call('HINCRBY', h, '__units', d)
-      end
+    -- A sum at 0 stays written (HSET, not HDEL): a sum that is not there is derived again
+    -- (Lim.units). A sum that was derived is written whole.
+    if s.absent[h] or (d ~= 0 and s.units[h] + d <= 0) then
+      redis.call('HSET', h, '__units', math.max(0, s.units[h] + d))
+    elseif d ~= 0 then
+      redis.call('HINCRBY', h, '__units', d)
     end
-    s.units[h], s.delta[h] = s.units[h] + d, 0
+    s.units[h], s.delta[h], s.absent[h] = s.units[h] + d, 0, nil
   end
   local dels, sets = {}, {}
   for worker in pairs(s.dirty) do

@@ -112,7 +112,7 @@ function Lim.free(P, L, worker)
   for i = 1, #mine do
     local h = mine[i][1]
     local _
-    _, e = Lim.units(h)
+    _, e = Lim.units(h, P)
     if e then return nil, e end
     local hd = held_of(h)
     if s.held_empty[hd] == nil then
@@ -130,7 +130,7 @@ function Lim.free(P, L, worker)
       local _, _, name = Lim.member(redis.call('ZRANGE', hd, 0, 0)[1] or '')
       local d = L and L.by_name[name]
       local cap = d and d.limit or math.huge
-      for _, m in ipairs(take_fitting(P, hd, h, Lim.units(h) + (s.pending[h] or 0), cap, 1000)) do
+      for _, m in ipairs(take_fitting(P, hd, h, Lim.units(h, P) + (s.pending[h] or 0), cap, 1000)) do
         if released == Lim.NONE then released = {} end
         released[#released + 1] = { m, h }
       end
@@ -182,7 +182,7 @@ function Lim.gate(P, L, qname, now_ms)
     local base = P .. 'resq:limit:' .. d.name
     if d.kind == 'concurrency' then
       local h = base .. ':holders'
-      local used, e = Lim.units(h)
+      local used, e = Lim.units(h, P)
       if e then return false, nil, e end
       local left = d.limit - used - (pending[h] or 0)
       if left < 1 then return true, nil end

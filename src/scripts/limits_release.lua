@@ -18,7 +18,7 @@
 local function drain(P, base, cap, left)
   local hd, h = base .. ':held', base .. ':holders'
   if G.type_err(hd, 'zset') then return 0 end
-  local used = Lim.units(h)
+  local used = Lim.units(h, P)
   if not used then return 0 end
   local out = Lim.take_fitting(P, hd, nil, used, cap, left)
   Lim.requeue_all(P, out)
@@ -53,13 +53,8 @@ local function limits_release(KEYS, ARGV)
       -- An open window holds nothing (it opened, or an operator changed it).
       each_base(P, d.name, function(base) n = n + drain(P, base, math.huge, budget - n) end)
     elseif d.kind == 'concurrency' then
-      each_base(P, d.name, function(base, part)
-        n = n + drain(P, base, d.limit, budget - n)
-        -- A partition with nothing running and nothing held is forgotten.
-        if part ~= '' and redis.call('EXISTS', base .. ':holders', base .. ':held') == 0 then
-          redis.call('SREM', P .. 'resq:limit:' .. d.name .. ':parts', part)
-        end
-      end)
+      -- (Idle partitions are forgotten by the sweep: limits_derive.lua's Lim.forget_idle.)
+      each_base(P, d.name, function(base) n = n + drain(P, base, d.limit, budget - n) end)
     end
   end
   for i = 5, #ARGV do

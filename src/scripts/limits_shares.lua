@@ -83,3 +83,24 @@ function Lim.prefetch(P, workers)
   end
 end
 
+
+-- The units the slots' entries hold in holders key h, for a sum that is not there (Lim.units):
+-- `<ns>:resq:sharing` read whole once per call; or nil and the error text when it, or an
+-- entry, is unusable.
+function Lim.derived_units(P, h)
+  local s = Lim.S()
+  local all = s.all
+  if all == nil then
+    local key = P .. 'resq:sharing'
+    local flat = redis.pcall('HGETALL', key)
+    if flat.err then return nil, G.wrongtype_of(key, 'hash') end
+    all = {}
+    for i = 1, #flat, 2 do
+      local list, e = parse_entry(key, flat[i], flat[i + 1])
+      if not list then return nil, e end
+      for _, sh in ipairs(list) do all[sh[1]] = (all[sh[1]] or 0) + sh[2] end
+    end
+    s.all = all
+  end
+  return all[h] or 0
+end

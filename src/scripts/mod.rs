@@ -202,6 +202,11 @@ functions! {
     LIMIT_CLAIM = "limit_claim";
     /// Limit shares no job holds any more, returned (worker/prune.rs).
     LIMIT_ORPHANS = "limit_orphans";
+    /// Limits converging from where jobs are: units derived, held jobs re-judged after a
+    /// change, idle partitions forgotten (limits/cache.rs).
+    LIMITS_SWEEP = "limits_sweep";
+    /// An operator's change of a limit, written and acted on in one step (limits/store.rs).
+    LIMITS_SET = "limits_set";
     /// Workflow bookkeeping an earlier call left, finished (worker/prune.rs).
     FLOW_SETTLE = "flow_settle";
     /// Runs someone else ended (a worker pruned by Ruby, its record deleted), ended (worker/prune).

@@ -170,7 +170,7 @@ function Reserve.release_for(X, obj, q)
   local s = Lim.S()
   for _, x in ipairs(ls) do
     if x[1].kind == 'concurrency' then
-      local used = Lim.units(x.h)
+      local used = Lim.units(x.h, X.P)
       local hd = x[2] .. ':held'
       if used and not G.type_err(hd, 'zset') then
         X.limits_touched = true

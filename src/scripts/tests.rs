@@ -1211,6 +1211,153 @@ mod flow_scenarios {
     }
 }
 
+/// The functions that keep limits converging: an operator's change (limits_set.lua) and the
+/// sweep (limits_sweep.lua).
+mod limit_scenarios {
+    use super::*;
+
+    const HELD: &str = "1.000001\tdefault\t1\tone\t{\"class\":\"A\",\"args\":[\"h-1\"]}";
+    const LIVE: &str = "h~resq:1-1:default";
+    const GONE: &str = "h~resq:1-2:default";
+    const JSON: &str = r#"{"defs":[{"name":"one","kind":"concurrency","limit":1,"class":"A"},{"name":"rk","kind":"rate","limit":5,"interval_ms":1000,"class":"B","key":"{args.0}"}],"open":{}}"#;
+
+    async fn held_state(con: &mut Conn, keys: &Keys) {
+        let _: () = con
+            .zadd(keys.limit_held("one", None), HELD, 1)
+            .await
+            .unwrap();
+    }
+
+    fn keep_the_job(what: &'static str) -> Check {
+        Box::new(move |before, after, c| {
+            assert_eq!(
+                count(before, "h-1"),
+                count(after, "h-1"),
+                "{what} with {c:?}: the held job is in one place"
+            );
+        })
+    }
+
+    pub(super) fn set() -> Scenario {
+        Scenario {
+            name: "limits_set",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let def = r#"{"name":"one","kind":"concurrency","limit":1,"class":"A"}"#;
+                    let _: () = con.hset(keys.limits_declared(), "one", def).await.unwrap();
+                    held_state(&mut con, &keys).await;
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let r: redis::RedisResult<(u64, u64, u64)> = crate::scripts::LIMITS_SET
+                        .key(keys.limits_set())
+                        .key(keys.limits_declared())
+                        .key(keys.limits_rejudge())
+                        .arg(keys.prefix())
+                        .arg("one")
+                        .arg("")
+                        .arg("1")
+                        .arg("1")
+                        .arg(1000)
+                        .arg(0)
+                        .invoke_async(&mut con)
+                        .await;
+                    match r {
+                        Ok(_) => Answer::Done(String::new()),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.limits_set(), Kind::Hash),
+                    (k.limits_declared(), Kind::Hash),
+                    (k.limits_rejudge(), Kind::Hash),
+                    (k.limit_held("one", None), Kind::Zset),
+                    (k.limit_parts("one"), Kind::Set),
+                    (k.queue("default"), Kind::List),
+                    (k.queues(), Kind::Set),
+                    (k.wake(), Kind::Str),
+                ]
+            }),
+            check: keep_the_job("limits_set"),
+        }
+    }
+
+    pub(super) fn sweep() -> Scenario {
+        Scenario {
+            name: "limits_sweep",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let h = keys.limit_holders("one", None);
+                    let entry = format!("1 {}:{h}", h.len());
+                    let _: () = con.hset(&h, "__units", 5).await.unwrap();
+                    let _: () = con.hset(keys.sharing(), LIVE, &entry).await.unwrap();
+                    let _: () = con.hset(keys.sharing(), GONE, &entry).await.unwrap();
+                    let _: () = con.sadd(keys.workers(), LIVE).await.unwrap();
+                    let _: () = con
+                        .set(keys.worker(LIVE), r#"{"queue":"default","run_at":"2026-11-27T00:00:00Z","payload":{"class":"A","args":["r-1"]}}"#)
+                        .await
+                        .unwrap();
+                    held_state(&mut con, &keys).await;
+                    let _: () = con.hset(keys.limits_rejudge(), "one", "").await.unwrap();
+                    let _: () = con.sadd(keys.limit_parts("rk"), "idle").await.unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let r: redis::RedisResult<(u64, u64, u64, String)> =
+                        crate::scripts::LIMITS_SWEEP
+                            .key(keys.sharing())
+                            .arg(keys.prefix())
+                            .arg(JSON)
+                            .arg(chrono::Utc::now().timestamp_millis())
+                            .arg(1000)
+                            .arg("one")
+                            .invoke_async(&mut con)
+                            .await;
+                    match r {
+                        Ok(_) => Answer::Done(String::new()),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.sharing(), Kind::Hash),
+                    (k.limit_holders("one", None), Kind::Hash),
+                    (k.limit_held("one", None), Kind::Zset),
+                    (k.limit_parts("one"), Kind::Set),
+                    (k.limits_rejudge(), Kind::Hash),
+                    (k.limits_sweep(), Kind::Hash),
+                    (k.limit_parts("rk"), Kind::Set),
+                    (k.limit_held("rk", Some("idle")), Kind::Zset),
+                    (k.workers(), Kind::Set),
+                    (k.worker(LIVE), Kind::Str),
+                    (k.queue("default"), Kind::List),
+                    (k.queues(), Kind::Set),
+                    (k.wake(), Kind::Str),
+                ]
+            }),
+            check: Box::new(|before, after, c| {
+                keep_the_job("limits_sweep")(before, after, c);
+                let label = format!("limits_sweep with {c:?}");
+                assert_eq!(count(before, "r-1"), count(after, "r-1"), "{label}");
+                if c.is_none() {
+                    // The sum is what the live slot holds; the dead slot's entry is gone.
+                    let h = after
+                        .iter()
+                        .find(|(k, _)| k.ends_with(":resq:limit:one:holders"))
+                        .map(|(_, v)| v.clone());
+                    assert_eq!(h.as_deref(), Some(r#"hash:{"__units": "1"}"#), "{label}");
+                    assert_eq!(count(after, GONE), 0, "{label}");
+                }
+            }),
+        }
+    }
+}
+
 #[tokio::test]
 async fn no_script_writes_when_it_refuses() {
     for s in [
@@ -1239,6 +1386,8 @@ async fn no_script_writes_when_it_refuses() {
         flow_scenarios::batch_create(),
         flow_scenarios::purge(),
         flow_scenarios::job_lost(),
+        limit_scenarios::set(),
+        limit_scenarios::sweep(),
     ] {
         play(&s).await;
     }
