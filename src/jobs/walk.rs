@@ -146,10 +146,18 @@ impl Walk {
                 queue: name,
                 off: self.off,
             }),
-            Seg::Held => Some(Cur::Held {
-                key: name,
-                off: self.off,
-            }),
+            Seg::Held => {
+                // After the entry read last, or from the set's start.
+                let (score, seq) = self
+                    .held_from
+                    .clone()
+                    .unwrap_or((f64::NEG_INFINITY, Vec::new()));
+                Some(Cur::Held {
+                    key: name,
+                    score,
+                    seq,
+                })
+            }
             _ => None,
         }
     }
