@@ -14,6 +14,10 @@ use std::collections::BTreeSet;
 use std::process::Output;
 use support::cli::{json_of, ok, resq, stderr, stdout};
 
+/// The tests that load the server most (batches of 20,000 and 100,500 members, files of
+/// 400,000 lines) take turns, so the others' connections are not starved on a busy machine.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn code(o: &Output) -> i32 {
     o.status.code().expect("an exit code")
 }
@@ -264,6 +268,7 @@ async fn bad_cli_inputs_are_refused_naming_the_bad_part() {
 /// registered. A sample of 10,000 missed them in most reports.
 #[tokio::test]
 async fn batch_show_names_every_stuck_member_of_a_large_batch() {
+    let _turn = HEAVY.lock().await;
     let ns = support::namespace("ops-stuck");
     let k = Keys::new(&ns);
     let n = 20_000;
@@ -403,6 +408,7 @@ fn peak_kb(ns: &str, args: &[&str]) -> (u64, Output) {
 /// as much memory (a ratio, not a figure), and enqueueing streams too.
 #[tokio::test]
 async fn a_file_is_read_in_bounded_memory() {
+    let _turn = HEAVY.lock().await;
     let ns = support::namespace("ops-mem");
     let file = |n: usize| {
         let mut t = String::with_capacity(n * 40);
@@ -585,6 +591,7 @@ async fn staged_data_expires_and_batch_discard_removes_it() {
 /// named by one of them.
 #[tokio::test]
 async fn batch_show_goes_on_past_its_bound() {
+    let _turn = HEAVY.lock().await;
     let ns = support::namespace("ops-huge");
     let k = Keys::new(&ns);
     let n = 100_500u64;
