@@ -14,6 +14,10 @@ use std::collections::BTreeSet;
 use std::process::Output;
 use support::cli::{json_of, ok, resq, stderr, stdout};
 
+/// The tests that load the server most (batches of 20,000 and 100,500 members, files of
+/// 400,000 lines) take turns, so the others' connections are not starved on a busy machine.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn code(o: &Output) -> i32 {
     o.status.code().expect("an exit code")
 }
@@ -264,6 +268,7 @@ async fn bad_cli_inputs_are_refused_naming_the_bad_part() {
 /// registered. A sample of 10,000 missed them in most reports.
 #[tokio::test]
 async fn batch_show_names_every_stuck_member_of_a_large_batch() {
+    let _turn = HEAVY.lock().await;
     let ns = support::namespace("ops-stuck");
     let k = Keys::new(&ns);
     let n = 20_000;
@@ -403,6 +408,7 @@ fn peak_kb(ns: &str, args: &[&str]) -> (u64, Output) {
 /// as much memory (a ratio, not a figure), and enqueueing streams too.
 #[tokio::test]
 async fn a_file_is_read_in_bounded_memory() {
+    let _turn = HEAVY.lock().await;
     let ns = support::namespace("ops-mem");
     let file = |n: usize| {
         let mut t = String::with_capacity(n * 40);
@@ -578,4 +584,54 @@ async fn staged_data_expires_and_batch_discard_removes_it() {
     assert!(!child);
     let o = resq(&ns, &["batch", "discard", &bid]).await;
     assert_eq!(code(&o), 1, "a second discard: no such batch");
+}
+
+/// A batch of more than 100,000 members is reported in parts, each bounded: the first says how
+/// many it read and where to go on (`--from`), the next reads the rest, and the stuck member is
+/// named by one of them.
+#[tokio::test]
+async fn batch_show_goes_on_past_its_bound() {
+    let _turn = HEAVY.lock().await;
+    let ns = support::namespace("ops-huge");
+    let k = Keys::new(&ns);
+    let n = 100_500u64;
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!(
+            "{{\"class\":\"M\",\"args\":[{i}],\"queue\":\"huge\"}}\n"
+        ));
+    }
+    let f = TempFile::new(text.as_bytes());
+    let bid = stdout(&ok(&ns, &["batch", "create", "--jobs-file", f.path()]).await)
+        .trim()
+        .to_string();
+    let mut con = support::con().await;
+    // A foreign worker's pop.
+    let taken: String = con.lpop(k.queue("huge"), None).await.unwrap();
+    let taken: serde_json::Value = serde_json::from_str(&taken).unwrap();
+    let taken = taken["resq_id"].as_str().unwrap().to_string();
+    let first = json_of(&ns, &["batch", "show", &bid]).await;
+    let read1 = first["members_read"].as_u64().unwrap();
+    assert!((100_000..n).contains(&read1), "{read1}");
+    assert_eq!(first["members_total"], n);
+    assert_eq!(first["sampled"], true);
+    let cursor = first["next_cursor"].as_u64().unwrap();
+    assert_ne!(cursor, 0);
+    let text = stdout(&ok(&ns, &["batch", "show", &bid]).await);
+    assert!(
+        text.contains(&format!("resq batch show {bid} --from ")),
+        "{text}"
+    );
+    let c = cursor.to_string();
+    let rest = json_of(&ns, &["batch", "show", &bid, "--from", &c]).await;
+    assert_eq!(rest["next_cursor"], 0);
+    let read2 = rest["members_read"].as_u64().unwrap();
+    assert!(read1 + read2 >= n, "{read1} + {read2} of {n}");
+    let mut gone: Vec<String> = Vec::new();
+    for r in [&first, &rest] {
+        for g in r["gone"].as_array().unwrap() {
+            gone.push(g.as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(gone, vec![taken], "named by one part");
 }

@@ -27,6 +27,10 @@ pub(crate) enum BatchCmd {
     Show {
         /// The batch's id.
         id: String,
+        /// Go on reading its members from this cursor (the `--from` a report of a batch of
+        /// more than 100,000 members printed).
+        #[arg(long, value_name = "CURSOR")]
+        from: Option<u64>,
     },
     /// Remove a batch whose creation stopped before it was made visible (state `staging`):
     /// its members' records and staged payloads (which otherwise expire a day after the last
@@ -154,11 +158,11 @@ pub(crate) async fn run(target: &super::Target, cmd: BatchCmd, as_json: bool) ->
     match cmd {
         BatchCmd::Create(a) => create(target, a, as_json).await,
         BatchCmd::Discard { id } => discard(target, &id, as_json).await,
-        BatchCmd::Show { id } => {
+        BatchCmd::Show { id, from } => {
             let id = batch_id(&id)?;
             let admin = target.admin().await?;
             let report = admin
-                .batch_report(&id)
+                .batch_report_from(&id, from.unwrap_or(0))
                 .await?
                 .ok_or_else(|| Error::Config {
                     var: "ID",
@@ -405,6 +409,7 @@ fn report_json(r: &BatchReport) -> Value {
         "members_total": r.members_total,
         "members_read": r.members_read,
         "unchecked": r.unchecked,
+        "next_cursor": r.next_cursor,
     })
 }
 
@@ -461,16 +466,19 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
             out.push(format!("  {state:<11}{n:>6}  {}{more}", ids.join(", ")));
         }
     }
+    let more = if r.next_cursor != 0 {
+        format!(
+            " (a report reads up to 100,000: the others with `resq batch show {} --from {}`)",
+            s.id, r.next_cursor
+        )
+    } else if !r.complete {
+        " (the rest of the members were read by the reports before this one)".to_string()
+    } else {
+        String::new()
+    };
     out.push(format!(
-        "{:<W$}{} of {} members{}",
-        "read",
-        r.members_read,
-        r.members_total,
-        if r.complete {
-            ""
-        } else {
-            " (a report reads up to 100,000: what is said of the others is not known)"
-        }
+        "{:<W$}{} of {} members{more}",
+        "read", r.members_read, r.members_total,
     ));
     if r.unchecked > 0 {
         out.push(format!(

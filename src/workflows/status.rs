@@ -139,6 +139,9 @@ pub struct BatchReport {
     /// Queued members that could not be looked for (their queue is longer than a report reads,
     /// or could not be read): neither found nor said gone.
     pub unchecked: u64,
+    /// Where the member set's `SSCAN` stopped (0: it read to the end):
+    /// [`Admin::batch_report_from`] goes on from it.
+    pub next_cursor: u64,
 }
 
 /// Members a report reads at most (their records, a page of [`SCAN_PAGE`] a round trip).
@@ -214,6 +217,17 @@ impl Admin {
     /// entries, and says how many it read ([`BatchReport::members_read`],
     /// [`BatchReport::unchecked`]); every stuck member among those read is named.
     pub async fn batch_report(&self, id: &BatchId) -> Result<Option<BatchReport>> {
+        self.batch_report_from(id, 0).await
+    }
+
+    /// What holds batch `id` up, of its members from `SSCAN` cursor `cursor` on (0: from the
+    /// start): a report of a batch too large for one ([`BatchReport::next_cursor`] not 0) goes
+    /// on this way, each part bounded as [`Admin::batch_report`] is.
+    pub async fn batch_report_from(
+        &self,
+        id: &BatchId,
+        cursor: u64,
+    ) -> Result<Option<BatchReport>> {
         let Some(mut status) = self.batch(id).await? else {
             return Ok(None);
         };
@@ -236,12 +250,12 @@ impl Admin {
         let mut by_state: BTreeMap<String, (u64, Vec<JobId>)> = BTreeMap::new();
         let mut queued: BTreeMap<String, Vec<JobId>> = BTreeMap::new();
         let mut working: Vec<(JobId, String)> = Vec::new();
-        let mut cursor: u64 = 0;
+        let mut cursor = cursor;
+        let started_at = cursor;
         let mut complete = true;
         if members_total > 0 {
             loop {
                 if seen.len() >= REPORT_MEMBERS {
-                    complete = false;
                     break;
                 }
                 let (next, page): (u64, Vec<Vec<u8>>) = match redis::cmd("SSCAN")
@@ -256,6 +270,7 @@ impl Admin {
                     Err(e) if permanent(&e) => {
                         status.unreadable.push(format!("{set}: {e}"));
                         complete = false;
+                        cursor = 0;
                         break;
                     }
                     Err(e) => return Err(e.into()),
@@ -273,8 +288,11 @@ impl Admin {
                     break;
                 }
             }
+        } else {
+            cursor = 0;
         }
         let members_read = seen.len() as u64;
+        let complete = complete && started_at == 0 && cursor == 0;
         drop(seen);
         // Queued members not found in their queue, nor held by a limit, nor taken meanwhile.
         let (gone, unchecked) = self.not_in_queues(&mut con, &queued).await;
@@ -310,6 +328,7 @@ impl Admin {
             members_total,
             members_read,
             unchecked,
+            next_cursor: cursor,
         }))
     }
 
