@@ -260,10 +260,12 @@ async fn create(c: &Client, rng: &mut StdRng) -> Plan {
     let mut plan = Plan::default();
     // Parents first in the queue: short ones end before they are cancelled, long ones run.
     for i in 0..10 {
-        let ms = if i % 2 == 0 {
-            20
-        } else {
-            rng.random_range(2000..=4000)
+        // One long parent outlasts the cancel however slow the machine (it still only holds
+        // one slot); the other long ones end around it.
+        let ms = match i {
+            1 => 20_000,
+            _ if i % 2 == 0 => 20,
+            _ => rng.random_range(2000..=4000),
         };
         let id = c
             .enqueue_class_tracked(Q, "Sleep", &[json!(ms)], Track::new())
@@ -1096,6 +1098,15 @@ fn audit(at_least_once: bool) {
         );
     }
     assert!(a.waiting_ran > 0 && a.waiting_failed > 0 && a.waiting_cancelled > 0);
+    // A parent still running or queued at its cancel takes its unstarted children with it.
+    let live_at_cancel = faults
+        .cancelled
+        .values()
+        .any(|c| !matches!(c, Cancelled::Finished(_)));
+    assert!(
+        live_at_cancel,
+        "every parent had ended before its cancel (seed {seed})"
+    );
     assert!(
         a.children_cancelled > 0,
         "no child was cancelled with its parent (seed {seed})"
