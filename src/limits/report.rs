@@ -51,11 +51,12 @@ impl Admin {
         let keys = self.keys().clone();
         let mut con = self.con();
         // The definitions, which of them are overrides, and the workers: one round trip.
-        let (declared, set, workers): (
+        type Read = (
             BTreeMap<String, String>,
             BTreeMap<String, String>,
             Vec<Vec<u8>>,
-        ) = redis::pipe()
+        );
+        let (declared, set, workers): Read = redis::pipe()
             .hgetall(keys.limits_declared())
             .hgetall(keys.limits_set())
             .smembers(keys.workers())

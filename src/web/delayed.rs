@@ -29,8 +29,8 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
     let jesque: Vec<_> = scan
         .queues
         .iter()
-        .cloned()
         .filter(|q| q.kind == QueueKind::Zset)
+        .cloned()
         .collect();
     let back = offset.to_string();
     let body = html! {
