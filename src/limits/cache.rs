@@ -3,10 +3,13 @@
 //!
 //! The copy is read again whenever the stored definitions change (Redis tells the process,
 //! through the invalidation tracking connection that also watches the queues), at the next
-//! time-window boundary, and every minute (a process without tracking). Held jobs that only
-//! time releases (rate and window limits) are put back by `release.lua` at the earliest time
-//! any reserve of this process reported, and at each refresh; a concurrency-held job is
-//! released by the call that returns a share, so it needs no timer.
+//! time-window boundary, and every minute (every 5 s while a limit is in force: each round
+//! first runs the sweep, `limits_sweep.lua`, which derives the units in use from where jobs
+//! are, re-judges the held jobs of a limit whose scope changed and forgets idle partitions).
+//! Held jobs that only time releases (rate and window limits) are put back by
+//! `limits_release.lua` at the earliest time any reserve of this process reported, and at each
+//! refresh; a concurrency-held job is released by the call that returns a share, so it needs
+//! no timer.
 //!
 //! A stored hash that cannot be read (a key of another type) or a definition in it that does not
 //! parse never lifts a limit: what this process last read of that hash, or of that definition,
@@ -403,6 +406,8 @@ impl LimitsCache {
         loop {
             if !self.json().is_empty() || !gone.is_empty() {
                 moved.extend(gone.iter().cloned());
+                moved.sort();
+                moved.dedup();
                 match self.sweep(&mut con, &moved).await {
                     Ok(()) => moved.clear(),
                     Err(e) => tracing::debug!(error = %e, "the limits sweep failed; trying again"),
