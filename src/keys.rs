@@ -429,7 +429,7 @@ impl Keys {
 /// `(plugin, the prefix of its keys after the namespace, what to use in resq instead)`; the
 /// migration report (`resq coverage`) names the ones a namespace holds (each prefix as the
 /// plugin's own `lib/` code builds its keys).
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "cli", feature = "web")), allow(dead_code))]
 pub(crate) const FOREIGN_PLUGIN_KEYS: &[(&str, &str, &str)] = &[
     (
         "resque-concurrent-restriction",

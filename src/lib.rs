@@ -77,7 +77,7 @@ pub mod admin;
 pub mod cli;
 pub mod client;
 pub mod conn;
-#[cfg(feature = "cli")]
+#[cfg(any(feature = "cli", feature = "web"))]
 mod coverage;
 mod error;
 #[cfg(feature = "metrics")]

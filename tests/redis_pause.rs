@@ -128,7 +128,7 @@ async fn get(addr: &str, path: &str) -> (String, String, Duration) {
             .expect("read timeout");
         write!(
             s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         )
         .expect("send");
         let mut reply = String::new();

@@ -1363,3 +1363,65 @@ async fn limits_page_shows_use_and_queues_are_paused_from_the_list() {
     let paused: bool = con.sismember(k.paused_queues(), "reports").await.unwrap();
     assert!(!paused);
 }
+
+/// Coverage: each queue's classes against the registry the dashboard was given (the report of
+/// `resq coverage`); without one, the page says how to get it.
+#[tokio::test]
+async fn coverage_page_names_the_classes_without_a_handler() {
+    let ns = support::namespace("web-coverage");
+    let mut con = support::con().await;
+    let k = Keys::new(ns.as_str());
+    let wrapper = r#"{"class":"ActiveJob::QueueAdapters::ResqueAdapter::JobWrapper","args":[{"job_class":"WelcomeJob","arguments":[]}]}"#;
+    let _: () = con
+        .rpush(
+            k.queue("mail"),
+            &[
+                r#"{"class":"Archive","args":[1]}"#,
+                r#"{"class":"Legacy","args":[]}"#,
+                wrapper,
+            ],
+        )
+        .await
+        .unwrap();
+    let _: () = con
+        .rpush(k.queue("ok"), r#"{"class":"Archive","args":[2]}"#)
+        .await
+        .unwrap();
+    let _: () = con.sadd(k.queues(), &["mail", "ok"]).await.unwrap();
+    let registry =
+        resq::Registry::new().handler("Archive", |_ctx: resq::JobContext| async { Ok(()) });
+    let app = web_common::router(&ns, |c| c.registry(registry)).await;
+    let page = web_common::get(&app, "/coverage").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let mail = &page.body[page.body.find(r#"data-queue="mail""#).expect("mail")..];
+    let mail = &mail[..mail.find("</section>").expect("section end")];
+    assert!(mail.contains(r#"data-ready="no""#), "{mail}");
+    for missing in ["Legacy", "WelcomeJob"] {
+        let row = &mail[mail
+            .find(&format!(r#"data-class="{missing}""#))
+            .expect(missing)..];
+        assert!(
+            row[..row.find("</tr>").unwrap()].contains("data-missing"),
+            "{row}"
+        );
+    }
+    let row = &mail[mail.find(r#"data-class="Archive""#).expect("Archive")..];
+    assert!(
+        !row[..row.find("</tr>").unwrap()].contains("data-missing"),
+        "{row}"
+    );
+    assert!(mail.contains("(ActiveJob)"), "{mail}");
+    let ok = &page.body[page.body.find(r#"data-queue="ok""#).expect("ok")..];
+    assert!(ok[..ok.find("</section>").unwrap()].contains(r#"data-ready="yes""#));
+    // One queue, and a dashboard without handlers.
+    let one = web_common::get(&app, "/coverage?queue=ok").await;
+    assert!(one.body.contains(r#"data-queue="ok""#) && !one.body.contains(r#"data-queue="mail""#));
+    let bare = web_common::router(&ns, |c| c).await;
+    let page = web_common::get(&bare, "/coverage").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("started without handlers"),
+        "{}",
+        page.body
+    );
+}

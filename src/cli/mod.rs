@@ -336,7 +336,7 @@ async fn run_command(
             Ok(())
         }
         #[cfg(feature = "web")]
-        Command::Web(w) => web::run(target, w).await,
+        Command::Web(w) => web::run(target, w, registry).await,
         cmd => {
             let admin = target.admin().await?;
             if !admin.has_data().await? {

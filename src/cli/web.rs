@@ -27,7 +27,11 @@ pub(crate) struct WebArgs {
 }
 
 /// Runs the dashboard until INT or TERM.
-pub(crate) async fn run(target: &super::Target, a: WebArgs) -> Result<()> {
+pub(crate) async fn run(
+    target: &super::Target,
+    a: WebArgs,
+    registry: crate::Registry,
+) -> Result<()> {
     let auth = Auth::from_env().map_err(web_error)?;
     let admin = target.admin().await?;
     let namespace = &target.namespace;
@@ -38,7 +42,8 @@ pub(crate) async fn run(target: &super::Target, a: WebArgs) -> Result<()> {
     let mut config = WebConfig::new(admin)
         .auth(auth)
         .read_only(a.read_only)
-        .float_format(float_format);
+        .float_format(float_format)
+        .registry(registry);
     for h in a.hosts {
         config = config.host(h);
     }

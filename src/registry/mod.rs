@@ -264,7 +264,7 @@ impl Registry {
     /// The entry a payload runs with: the one under its class, else, for a Rails ActiveJob
     /// wrapper, the one under its `job_class` — the rule [`Registry::resolve`] applies, without
     /// decoding the job (the migration report asks it of payloads it only reads).
-    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "cli", feature = "web")), allow(dead_code))]
     pub(crate) fn entry_for(&self, payload: &crate::wire::Payload) -> Option<&Arc<Entry>> {
         self.entries.get(payload.class()).or_else(|| {
             crate::wire::activejob::job_class_of(payload).and_then(|c| self.entries.get(c))

@@ -32,6 +32,8 @@ pub(crate) enum Tab {
     Batches,
     /// Flow-control limits.
     Limits,
+    /// Which classes of each queue this binary has handlers for.
+    Coverage,
     /// Redis and Resque figures.
     Stats,
 }
@@ -46,6 +48,7 @@ const TABS: &[(Tab, &str, &str)] = &[
     (Tab::Jobs, "Jobs", "jobs"),
     (Tab::Batches, "Batches", "batches"),
     (Tab::Limits, "Limits", "limits"),
+    (Tab::Coverage, "Coverage", "coverage"),
     (Tab::Stats, "Stats", "stats"),
 ];
 

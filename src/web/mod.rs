@@ -14,7 +14,8 @@
 //!
 //! Pages, one module each: `overview` (counters and graphs, live by polling `api`),
 //! `queues`, `workers`, `failed` (+ `failed_actions`), `delayed`, `recurring`,
-//! `jobs`, `batches` (batches and the jobs waiting for others), `limits`, `stats`.
+//! `jobs`, `batches` (batches and the jobs waiting for others), `limits`, `coverage` (which
+//! classes of each queue the serving binary has handlers for), `stats`.
 //! Around them: `guard` (security headers, auth, methods),
 //! `ctx` (relative links, parameters, CSRF-checked forms), `layout` (the page shell; maud
 //! escapes every value), `graph` (SVG charts), `assets` (embedded CSS/JS), `counts`
@@ -33,6 +34,7 @@ pub(crate) mod assets;
 pub(crate) mod auth;
 pub(crate) mod batches;
 pub(crate) mod counts;
+pub(crate) mod coverage;
 pub(crate) mod ctx;
 pub(crate) mod delayed;
 pub(crate) mod error;
@@ -96,6 +98,9 @@ pub struct WebConfig {
     /// names (and, under [`serve`], its bound address): a request naming another `Host` is
     /// refused, which defeats DNS rebinding.
     pub hosts: Vec<String>,
+    /// The handlers the Coverage page compares the namespace's classes with (none: the page
+    /// says so). `resq web` from a binary built on [`crate::cli::run`] passes its registry.
+    pub registry: Option<Arc<crate::Registry>>,
 }
 
 impl WebConfig {
@@ -112,6 +117,7 @@ impl WebConfig {
             float_format: FloatFormat::default(),
             search_budget: SEARCH_BUDGET,
             hosts: Vec::new(),
+            registry: None,
         }
     }
 
@@ -148,6 +154,12 @@ impl WebConfig {
     /// Float text for schedules enqueued now.
     pub fn float_format(mut self, f: FloatFormat) -> Self {
         self.float_format = f;
+        self
+    }
+
+    /// The handlers the Coverage page compares with.
+    pub fn registry(mut self, registry: crate::Registry) -> Self {
+        self.registry = Some(Arc::new(registry));
         self
     }
 
@@ -203,6 +215,7 @@ pub fn router(config: WebConfig) -> Router {
         .route("/batch", get(batches::show))
         .route("/waiting", get(batches::waiting))
         .route("/limits", get(limits::show))
+        .route("/coverage", get(coverage::show))
         .route("/stats", get(stats::show))
         .route("/assets/{name}", get(assets::asset))
         .fallback(not_found)

@@ -31,6 +31,8 @@ pub(crate) struct App {
     pub search_budget: usize,
     /// The hosts it answers to.
     pub hosts: super::origin::Hosts,
+    /// The handlers the Coverage page compares with.
+    pub registry: Option<Arc<crate::Registry>>,
     /// Failure counts by class, exception and queue.
     pub counts: Arc<CountCache>,
     /// When the live endpoint last took a history sample (unix ms).
@@ -51,6 +53,7 @@ impl App {
             float_format: config.float_format,
             search_budget: config.search_budget.max(1),
             hosts: super::origin::Hosts::new(&config.hosts),
+            registry: config.registry,
             counts: Arc::new(CountCache::default()),
             last_sample_ms: AtomicI64::new(0),
         }

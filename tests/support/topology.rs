@@ -208,7 +208,7 @@ impl SentinelSet {
             s.wait_ready();
         }
         for s in &sentinels {
-            super::wait_until(30, "sentinels to see the replicas and each other", || {
+            super::wait_until(90, "sentinels to see the replicas and each other", || {
                 let mut c = s.try_con()?;
                 let info: Vec<String> = redis::cmd("SENTINEL")
                     .arg("MASTER")
