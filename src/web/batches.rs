@@ -188,6 +188,18 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
                 } }
             }
         }
+        @if !r.orphaned.is_empty() {
+            div.flash.warn data-orphaned {
+                p {
+                    (r.orphaned.len()) @if r.orphaned.len() == 1 { " member says" } @else { " members say" }
+                    " working for a worker that is gone: the next prune round ends them failed, and "
+                    "counts them in the batch once."
+                }
+                p.mono { @for (i, g) in r.orphaned.iter().take(20).enumerate() {
+                    @if i > 0 { ", " } a href=(job_link(g.as_str())) { (g.as_str()) }
+                } }
+            }
+        }
         @if !r.foreign_workers.is_empty() {
             div.flash.warn data-foreign-workers {
                 p {
@@ -235,7 +247,11 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
                 } } }
             }
         }
-        @if !r.complete { p.muted.small { "A batch of more than 10,000 members: 10,000 of them were looked at." } }
+        @if !r.complete { p.muted.small data-partial="members" {
+            "Members read: " (r.members_read) " of " (r.members_total) " (a report reads 100,000 at most; "
+            code { "resq batch show " (id.as_str()) " --from " (r.next_cursor) } " reads on)."
+        } }
+        @if r.unchecked > 0 { p.muted.small { (r.unchecked) " queued members were not looked for in their queue (a report reads 200,000 queue entries at most)." } }
         h2 { "Members" }
         table.members {
             thead { tr {
