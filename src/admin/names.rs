@@ -98,11 +98,13 @@ where
 }
 
 /// Runs `f`, collecting the notes made while it runs (in its task).
+#[cfg_attr(not(feature = "web"), allow(dead_code))]
 pub(crate) async fn collect<F: Future>(f: F) -> F::Output {
     NOTES.scope(RefCell::new(Vec::new()), f).await
 }
 
 /// The notes collected so far by the current [`collect`] (none outside one).
+#[cfg_attr(not(feature = "web"), allow(dead_code))]
 pub(crate) fn seen() -> Vec<BadName> {
     NOTES.try_with(|n| n.borrow().clone()).unwrap_or_default()
 }

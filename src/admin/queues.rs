@@ -45,6 +45,7 @@ pub struct QueueInfo {
 
 /// Queues read within a budget of names ([`Admin::queues_within`]).
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(not(feature = "web"), allow(dead_code))]
 pub(crate) struct QueueScan {
     /// The queues read, sorted by name.
     pub queues: Vec<QueueInfo>,

@@ -52,6 +52,7 @@ impl Admin {
 
     /// [`Admin::info`] reading about `max_names` queue names at most: `pending` then counts the
     /// queues read (the scan says whether that is all of them), `queues` every name.
+    #[cfg_attr(not(feature = "web"), allow(dead_code))]
     pub(crate) async fn info_within(
         &self,
         max_names: usize,
