@@ -15,8 +15,13 @@
 //! page per pass (default 40). Numbers go to docs/performance.md by hand; nothing is asserted
 //! but every page answering 200.
 
+/// The key layout (the crate's one place that names keys): this program reads Redis directly.
+#[allow(dead_code)]
+#[path = "../src/keys.rs"]
+mod keys;
+
+use keys::Keys;
 use resq::admin::element_id;
-use resq::Keys;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};

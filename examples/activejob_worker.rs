@@ -111,7 +111,7 @@ async fn run() -> anyhow::Result<()> {
         .with_context(|| format!("connecting to {}", resq::conn::Redacted(&c.redis_url)))?;
     let echo = Echo {
         con,
-        key: resq::Keys::new(c.namespace.as_str()).compat_echo(),
+        key: format!("{}:compat:echo", c.namespace.as_str()),
     };
     let running = builder.registry(registry(echo)).build()?.start().await?;
     running.announce()?;

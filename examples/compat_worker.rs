@@ -24,6 +24,11 @@
 //! harness's file `<uuid>.go` (`.go2`), its twin waits for that file in `COMPAT_SIGNAL_DIR`
 //! when that is set (up to 60 s), and does not wait otherwise.
 
+/// The key layout (the crate's one place that names keys): this program reads Redis directly.
+#[allow(dead_code)]
+#[path = "../src/keys.rs"]
+mod keys;
+
 use anyhow::Context;
 use redis::AsyncCommands;
 use resq::{JobContext, JobError, JobResult, Registry, WorkerBuilder};
@@ -31,7 +36,7 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn registry(con: resq::conn::Conn, keys: &resq::Keys) -> Registry {
+fn registry(con: resq::conn::Conn, keys: &keys::Keys) -> Registry {
     let echo_key = keys.compat_echo();
     let (c1, k1) = (con.clone(), echo_key.clone());
     let (c2, k2) = (con.clone(), echo_key.clone());
@@ -274,7 +279,7 @@ async fn run() -> anyhow::Result<()> {
         .connect()
         .await
         .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.redis_url)))?;
-    let keys = resq::Keys::new(cfg.namespace.as_str());
+    let keys = keys::Keys::new(cfg.namespace.as_str());
     let running = builder
         .registry(status_jobs(registry(con, &keys)))
         .build()?

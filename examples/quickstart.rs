@@ -5,8 +5,8 @@
 //! them being processed, prints the stats, and exits.
 
 use anyhow::{bail, Context};
-use redis::AsyncCommands;
-use resq::{Client, Job, JobContext, JobResult, Keys, Phase, Registry, Worker};
+use resq::admin::Admin;
+use resq::{Client, Job, JobContext, JobResult, Phase, Registry, Worker};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -67,9 +67,8 @@ async fn run() -> anyhow::Result<()> {
     }
 
     let client = Client::connect(&url, ns).await?;
-    let keys = Keys::new(ns);
-    let mut con = client.connection();
-    let before: u64 = con.get(keys.stat_processed()).await.unwrap_or(0);
+    let admin = Admin::connect(&url, ns).await?;
+    let before = admin.info().await?.processed;
     println!("enqueueing 4 jobs (one of them for a class nobody handles)");
     client
         .enqueue_to("default", "Greet", &["Ada".into()])
@@ -89,8 +88,7 @@ async fn run() -> anyhow::Result<()> {
     // Wait for the four jobs to be counted, then stop.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let n: u64 = con.get(keys.stat_processed()).await.unwrap_or(0);
-        if n >= before + 4 {
+        if admin.info().await?.processed >= before + 4 {
             break;
         }
         if tokio::time::Instant::now() > deadline {
@@ -101,12 +99,15 @@ async fn run() -> anyhow::Result<()> {
     running.stop(Phase::Quit);
     running.wait().await?;
 
-    let processed: u64 = con.get(keys.stat_processed()).await.unwrap_or(0);
-    let failed: u64 = con.get(keys.stat_failed()).await.unwrap_or(0);
-    let last: Option<String> = con.lindex(keys.failed(), -1).await?;
-    println!("stats: processed={processed} failed={failed}");
-    if let Some(f) = last {
-        println!("last failure in {}: {f}", keys.failed());
+    let info = admin.info().await?;
+    println!("stats: processed={} failed={}", info.processed, info.failed);
+    if let Some(last) = info.failed_entries.checked_sub(1) {
+        if let Some(f) = admin.failure(last as usize).await? {
+            println!(
+                "last failure in {ns}:failed: {}",
+                String::from_utf8_lossy(&f.raw)
+            );
+        }
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 /// Builds key names for one namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Keys {
+pub(crate) struct Keys {
     /// The namespace followed by `:`, or empty for an empty namespace (Jesque's rule).
     prefix: String,
     /// The namespace as given.
@@ -16,7 +16,7 @@ pub struct Keys {
 
 impl Keys {
     /// Keys for `namespace` (`resque` by default in every peer).
-    pub fn new(namespace: impl Into<String>) -> Self {
+    pub(crate) fn new(namespace: impl Into<String>) -> Self {
         let namespace = namespace.into();
         let prefix = if namespace.is_empty() {
             String::new()
@@ -27,12 +27,12 @@ impl Keys {
     }
 
     /// The namespace as given.
-    pub fn namespace(&self) -> &str {
+    pub(crate) fn namespace(&self) -> &str {
         &self.namespace
     }
 
     /// The prefix every key starts with (`<ns>:`).
-    pub fn prefix(&self) -> &str {
+    pub(crate) fn prefix(&self) -> &str {
         &self.prefix
     }
 
@@ -41,133 +41,136 @@ impl Keys {
     }
 
     /// `<ns>:queues` — SET of queue names.
-    pub fn queues(&self) -> String {
+    pub(crate) fn queues(&self) -> String {
         self.key("queues")
     }
 
     /// `<ns>:queue:<name>` — LIST of payloads (or a Jesque ZSET of delayed ones).
-    pub fn queue(&self, name: &str) -> String {
+    pub(crate) fn queue(&self, name: &str) -> String {
         format!("{}queue:{name}", self.prefix)
     }
 
     /// `<ns>:queue:<name>:frequency` — Jesque's recurring-job periods.
-    pub fn queue_frequency(&self, name: &str) -> String {
+    pub(crate) fn queue_frequency(&self, name: &str) -> String {
         format!("{}queue:{name}:frequency", self.prefix)
     }
 
     /// `<ns>:workers` — SET of registered worker ids.
-    pub fn workers(&self) -> String {
+    pub(crate) fn workers(&self) -> String {
         self.key("workers")
     }
 
     /// `<ns>:worker:<id>` — the job a worker is running (absent when idle).
-    pub fn worker(&self, id: &str) -> String {
+    pub(crate) fn worker(&self, id: &str) -> String {
         format!("{}worker:{id}", self.prefix)
     }
 
     /// `<ns>:worker:<id>:started` — when the worker registered.
-    pub fn worker_started(&self, id: &str) -> String {
+    pub(crate) fn worker_started(&self, id: &str) -> String {
         format!("{}worker:{id}:started", self.prefix)
     }
 
     /// `<ns>:worker:ping:<name>` — node-resque's liveness ping (`name` = id without queues).
-    pub fn worker_ping(&self, name: &str) -> String {
+    pub(crate) fn worker_ping(&self, name: &str) -> String {
         format!("{}worker:ping:{name}", self.prefix)
     }
 
     /// `<ns>:workers:heartbeat` — HASH worker id → last heartbeat.
-    pub fn heartbeats(&self) -> String {
+    pub(crate) fn heartbeats(&self) -> String {
         self.key("workers:heartbeat")
     }
 
     /// `<ns>:stat:processed` — global processed counter.
-    pub fn stat_processed(&self) -> String {
+    pub(crate) fn stat_processed(&self) -> String {
         self.key("stat:processed")
     }
 
     /// `<ns>:stat:failed` — global failed counter.
-    pub fn stat_failed(&self) -> String {
+    pub(crate) fn stat_failed(&self) -> String {
         self.key("stat:failed")
     }
 
     /// `<ns>:stat:processed:<id>` — one worker's processed counter.
-    pub fn stat_processed_by(&self, id: &str) -> String {
+    pub(crate) fn stat_processed_by(&self, id: &str) -> String {
         format!("{}stat:processed:{id}", self.prefix)
     }
 
     /// `<ns>:stat:failed:<id>` — one worker's failed counter.
-    pub fn stat_failed_by(&self, id: &str) -> String {
+    pub(crate) fn stat_failed_by(&self, id: &str) -> String {
         format!("{}stat:failed:{id}", self.prefix)
     }
 
     /// `<ns>:stat:<name>` — any stat counter (`processed`, `failed`, or per worker).
-    pub fn stat(&self, name: &str) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn stat(&self, name: &str) -> String {
         format!("{}stat:{name}", self.prefix)
     }
 
     /// `<ns>:failed` — LIST of failure entries (Resque's default backend).
-    pub fn failed(&self) -> String {
+    pub(crate) fn failed(&self) -> String {
         self.key("failed")
     }
 
     /// `<ns>:<queue>_failed` — a `redis_multi_queue` failure list.
-    pub fn failed_for_queue(&self, queue: &str) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn failed_for_queue(&self, queue: &str) -> String {
         format!("{}{queue}_failed", self.prefix)
     }
 
     /// `<ns>:failed_queues` — SET of `redis_multi_queue` failure list names.
-    pub fn failed_queues(&self) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn failed_queues(&self) -> String {
         self.key("failed_queues")
     }
 
     /// `<ns>:pause-all-workers` — `true` pauses every worker.
-    pub fn pause_all_workers(&self) -> String {
+    pub(crate) fn pause_all_workers(&self) -> String {
         self.key("pause-all-workers")
     }
 
     /// `<ns>:pruning_dead_workers_in_progress` — Ruby's prune lock.
-    pub fn pruning_lock(&self) -> String {
+    pub(crate) fn pruning_lock(&self) -> String {
         self.key("pruning_dead_workers_in_progress")
     }
 
     /// `<ns>:delayed_queue_schedule` — resque-scheduler's ZSET of due timestamps.
-    pub fn delayed_schedule(&self) -> String {
+    pub(crate) fn delayed_schedule(&self) -> String {
         self.key("delayed_queue_schedule")
     }
 
     /// `<ns>:delayed:<ts>` — resque-scheduler's bucket of items due at `ts` (seconds).
-    pub fn delayed_bucket(&self, ts: i64) -> String {
+    pub(crate) fn delayed_bucket(&self, ts: i64) -> String {
         format!("{}delayed:{ts}", self.prefix)
     }
 
     /// `delayed:<ts>` unprefixed, the member stored in `timestamps:<item>` sets.
-    pub fn delayed_bucket_member(ts: i64) -> String {
+    pub(crate) fn delayed_bucket_member(ts: i64) -> String {
         format!("delayed:{ts}")
     }
 
     /// `<ns>:timestamps:<item>` — resque-scheduler's reverse index of an item.
-    pub fn timestamps(&self, item: &str) -> String {
+    pub(crate) fn timestamps(&self, item: &str) -> String {
         format!("{}timestamps:{item}", self.prefix)
     }
 
     /// `<ns>:delayed:last_enqueued_at` — last firing of each recurring schedule.
-    pub fn last_enqueued_at(&self) -> String {
+    pub(crate) fn last_enqueued_at(&self) -> String {
         self.key("delayed:last_enqueued_at")
     }
 
     /// `<ns>:persistent_schedules` — resque-scheduler's dynamic schedules.
-    pub fn persistent_schedules(&self) -> String {
+    pub(crate) fn persistent_schedules(&self) -> String {
         self.key("persistent_schedules")
     }
 
     /// `<ns>:schedules_changed` — names of schedules changed since the last load.
-    pub fn schedules_changed(&self) -> String {
+    pub(crate) fn schedules_changed(&self) -> String {
         self.key("schedules_changed")
     }
 
     /// `<ns>:<ns>:resque_scheduler_master_lock` — the namespace twice, as resque-scheduler
     /// builds it through redis-namespace.
-    pub fn scheduler_master_lock(&self) -> String {
+    pub(crate) fn scheduler_master_lock(&self) -> String {
         format!(
             "{}{}:resque_scheduler_master_lock",
             self.prefix, self.namespace
@@ -176,7 +179,7 @@ impl Keys {
 
     /// The master lock with resque-scheduler's `RESQUE_SCHEDULER_MASTER_LOCK_PREFIX`:
     /// `<ns>:<ns>:<prefix>:resque_scheduler_master_lock` (no prefix part when it is empty).
-    pub fn scheduler_master_lock_prefixed(&self, prefix: &str) -> String {
+    pub(crate) fn scheduler_master_lock_prefixed(&self, prefix: &str) -> String {
         if prefix.is_empty() {
             return self.scheduler_master_lock();
         }
@@ -188,18 +191,18 @@ impl Keys {
 
     /// `<ns>:resq:schedule_next` — HASH schedule name → `<next due epoch s> <spec digest>`:
     /// resq's per-schedule fire token for recurring schedules.
-    pub fn schedule_next(&self) -> String {
+    pub(crate) fn schedule_next(&self) -> String {
         self.key("resq:schedule_next")
     }
 
     /// `<ns>:resq:unique:<key>` — the lock of a unique job (value: the job's unique id).
-    pub fn unique(&self, key: &str) -> String {
+    pub(crate) fn unique(&self, key: &str) -> String {
         format!("{}resq:unique:{key}", self.prefix)
     }
 
     /// `resque-retry:<class>[:<digest>]`, whitespace removed — resque-retry's logical retry
     /// key (`redis_retry_key`), unprefixed.
-    pub fn resque_retry_logical(class: &str, digest: Option<&str>) -> String {
+    pub(crate) fn resque_retry_logical(class: &str, digest: Option<&str>) -> String {
         let mut k = format!("resque-retry:{class}");
         if let Some(d) = digest {
             k.push(':');
@@ -210,164 +213,168 @@ impl Keys {
     }
 
     /// `<ns>:resque-retry:<class>:<digest>` — resque-retry's attempt counter.
-    pub fn retry_attempts(&self, logical: &str) -> String {
+    pub(crate) fn retry_attempts(&self, logical: &str) -> String {
         format!("{}{logical}", self.prefix)
     }
 
     /// `<ns>:failure-resque-retry:<class>:<digest>` — resque-retry's details of the last failed
     /// attempt (what its web tab shows while a retry waits).
-    pub fn retry_failure(&self, logical: &str) -> String {
+    pub(crate) fn retry_failure(&self, logical: &str) -> String {
         format!("{}failure-{logical}", self.prefix)
     }
 
     /// `<ns>:inflight:<worker>:<queue>` — Jesque's in-flight list.
-    pub fn jesque_inflight(&self, worker: &str, queue: &str) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn jesque_inflight(&self, worker: &str, queue: &str) -> String {
         format!("{}inflight:{worker}:{queue}", self.prefix)
     }
 
     /// `<ns>:resq:claims` — SET of worker ids holding a claimed payload (pruning finds the
     /// claims of workers that are gone through it).
-    pub fn claims(&self) -> String {
+    pub(crate) fn claims(&self) -> String {
         self.key("resq:claims")
     }
 
     /// `<ns>:resq:claim:<id>` — a payload the step script claimed for slot `id` to check
     /// (`<token> <queue as JSON>\n<payload bytes>`), until it is promoted or put back.
-    pub fn claim(&self, id: &str) -> String {
+    pub(crate) fn claim(&self, id: &str) -> String {
         format!("{}resq:claim:{id}", self.prefix)
     }
 
     /// `<ns>:resq:token:<id>` — the token of the claimed job whose record slot `id` holds.
-    pub fn claim_token(&self, id: &str) -> String {
+    pub(crate) fn claim_token(&self, id: &str) -> String {
         format!("{}resq:token:{id}", self.prefix)
     }
 
     /// `<ns>:compat:echo` — where the compat worker's `Echo` handler writes.
-    pub fn compat_echo(&self) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn compat_echo(&self) -> String {
         self.key("compat:echo")
     }
 
     /// `<ns>:resq:history:m:<epoch minute>` — resq's throughput sample for that minute:
     /// `"<unix ms> <stat:processed> <stat:failed>"`, written once (`SET NX`), kept about 2 days.
-    pub fn history_minute(&self, epoch_minute: i64) -> String {
+    pub(crate) fn history_minute(&self, epoch_minute: i64) -> String {
         format!("{}resq:history:m:{epoch_minute}", self.prefix)
     }
 
     /// `<ns>:resq:history:h:<epoch hour>` — the same sample, once per hour, kept about 90 days.
-    pub fn history_hour(&self, epoch_hour: i64) -> String {
+    pub(crate) fn history_hour(&self, epoch_hour: i64) -> String {
         format!("{}resq:history:h:{epoch_hour}", self.prefix)
     }
 
     /// `<ns>:_statuses` — resque-status's ZSET of status uuids, scored by creation (epoch s).
-    pub fn resque_statuses(&self) -> String {
+    pub(crate) fn resque_statuses(&self) -> String {
         self.key("_statuses")
     }
 
     /// `<ns>:status:<uuid>` — resque-status's JSON status of one job.
-    pub fn resque_status(&self, uuid: &str) -> String {
+    pub(crate) fn resque_status(&self, uuid: &str) -> String {
         format!("{}status:{uuid}", self.prefix)
     }
 
     /// `<ns>:_kill` — resque-status's SET of uuids asked to stop.
-    pub fn resque_status_kill(&self) -> String {
+    pub(crate) fn resque_status_kill(&self) -> String {
         self.key("_kill")
     }
 
     /// `<ns>:resq:job:<id>` — resq's own record of a tracked job: a HASH the library writes
     /// field by field (record.lua).
-    pub fn job_record(&self, id: &str) -> String {
+    pub(crate) fn job_record(&self, id: &str) -> String {
         format!("{}resq:job:{id}", self.prefix)
     }
 
     /// `<ns>:resq:jobs:<state>` — resq's own tracked jobs of a final state (completed, failed,
     /// killed, cancelled) by when they finished (epoch ms); the library builds this name from
     /// the prefix (record.lua).
-    pub fn job_state(&self, state: &str) -> String {
+    pub(crate) fn job_state(&self, state: &str) -> String {
         format!("{}resq:jobs:{state}", self.prefix)
     }
 
     /// `<ns>:resq:batch:<bid>` — a batch: HASH of its counts, times and callbacks
     /// (workflow.lua).
-    pub fn batch(&self, bid: &str) -> String {
+    pub(crate) fn batch(&self, bid: &str) -> String {
         format!("{}resq:batch:{bid}", self.prefix)
     }
 
     /// `<ns>:resq:batch:<bid>:jobs` — a batch's member job ids (`@<bid>` for a child batch).
-    pub fn batch_jobs(&self, bid: &str) -> String {
+    pub(crate) fn batch_jobs(&self, bid: &str) -> String {
         format!("{}resq:batch:{bid}:jobs", self.prefix)
     }
 
     /// `<ns>:resq:batches` — batch ids by creation (epoch ms).
-    pub fn batches(&self) -> String {
+    pub(crate) fn batches(&self) -> String {
         format!("{}resq:batches", self.prefix)
     }
 
     /// `<ns>:resq:waiters:<id>` — the jobs waiting for job `id` to end.
-    pub fn job_waiters(&self, id: &str) -> String {
+    pub(crate) fn job_waiters(&self, id: &str) -> String {
         format!("{}resq:waiters:{id}", self.prefix)
     }
 
     /// `<ns>:resq:unsettled` — jobs whose workflow bookkeeping one call could not finish (ends
     /// past a cascade's bound, waiting jobs their queue refused), by when (epoch ms); the prune
     /// round settles them (`flow_settle.lua`).
-    pub fn unsettled(&self) -> String {
+    pub(crate) fn unsettled(&self) -> String {
         format!("{}resq:unsettled", self.prefix)
     }
 
     /// `<ns>:resq:running` — ids of the tracked jobs whose record says working, by when their run
     /// started (epoch ms): the prune round ends those whose worker is gone (`job_lost.lua`).
-    pub fn running(&self) -> String {
+    pub(crate) fn running(&self) -> String {
         format!("{}resq:running", self.prefix)
     }
 
     /// `<ns>:resq:children:<id>` — job `id`'s children.
-    pub fn job_children(&self, id: &str) -> String {
+    pub(crate) fn job_children(&self, id: &str) -> String {
         format!("{}resq:children:{id}", self.prefix)
     }
 
     /// `<ns>:resq:tag:<tag>` — tracked job ids carrying a tag, by creation (epoch ms).
-    pub fn job_tag(&self, tag: &str) -> String {
+    pub(crate) fn job_tag(&self, tag: &str) -> String {
         format!("{}resq:tag:{tag}", self.prefix)
     }
 
     /// `<ns>:resq:tags` — the tags jobs were enqueued with (SET): where `jobs purge` looks for
     /// tag entries whose record expired.
-    pub fn job_tags(&self) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn job_tags(&self) -> String {
         format!("{}resq:tags", self.prefix)
     }
 
     /// `<ns>:resq:limits` — limits declared by workers: HASH name → JSON definition.
-    pub fn limits_declared(&self) -> String {
+    pub(crate) fn limits_declared(&self) -> String {
         format!("{}resq:limits", self.prefix)
     }
 
     /// `<ns>:resq:limits:set` — operators' overrides (`resq limits set`): HASH name → JSON.
-    pub fn limits_set(&self) -> String {
+    pub(crate) fn limits_set(&self) -> String {
         format!("{}resq:limits:set", self.prefix)
     }
 
     /// `<ns>:resq:limits:rejudge` — HASH limit name → where the walk putting back its held
     /// jobs is, while a change of what it holds is being applied (limits_rejudge.lua).
-    pub fn limits_rejudge(&self) -> String {
+    pub(crate) fn limits_rejudge(&self) -> String {
         format!("{}resq:limits:rejudge", self.prefix)
     }
 
     /// `<ns>:resq:limits:sweep` — HASH limit name → where the walk forgetting its idle
     /// partitions is (limits_derive.lua).
-    pub fn limits_sweep(&self) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn limits_sweep(&self) -> String {
         format!("{}resq:limits:sweep", self.prefix)
     }
 
     /// `<ns>:resq:paused_queues` — queues no resq process takes jobs from (`resq pause
     /// --queue`).
-    pub fn paused_queues(&self) -> String {
+    pub(crate) fn paused_queues(&self) -> String {
         format!("{}resq:paused_queues", self.prefix)
     }
 
     /// `<ns>:resq:limit:<name>[:<partition>]` — the base of one limit's keys (`:holders`, a
     /// HASH slot id → units; `:held`, the ZSET of held jobs; `:rate…`, starts). The scripts
     /// build these names from the prefix (limits.lua).
-    pub fn limit_base(&self, name: &str, partition: Option<&str>) -> String {
+    pub(crate) fn limit_base(&self, name: &str, partition: Option<&str>) -> String {
         match partition {
             Some(p) => format!("{}resq:limit:{name}:{p}", self.prefix),
             None => format!("{}resq:limit:{name}", self.prefix),
@@ -376,51 +383,52 @@ impl Keys {
 
     /// `<limit base>:holders` — HASH `__units` → the units the slots hold in the limit: the
     /// total of the slots' shares in [`Keys::sharing`], derived from them when absent.
-    pub fn limit_holders(&self, name: &str, partition: Option<&str>) -> String {
+    pub(crate) fn limit_holders(&self, name: &str, partition: Option<&str>) -> String {
         format!("{}:holders", self.limit_base(name, partition))
     }
 
     /// `<limit base>:held` — ZSET of the jobs a limit holds.
-    pub fn limit_held(&self, name: &str, partition: Option<&str>) -> String {
+    pub(crate) fn limit_held(&self, name: &str, partition: Option<&str>) -> String {
         format!("{}:held", self.limit_base(name, partition))
     }
 
     /// `<limit base>:rate` — a sliding-window rate limit's ZSET of starts (ms).
-    pub fn limit_rate(&self, name: &str, partition: Option<&str>) -> String {
+    pub(crate) fn limit_rate(&self, name: &str, partition: Option<&str>) -> String {
         format!("{}:rate", self.limit_base(name, partition))
     }
 
     /// `<limit base>:rate:<n>` — a fixed-window rate limit's count of starts in window `n`
     /// (the epoch milliseconds divided by the interval).
-    pub fn limit_rate_window(&self, name: &str, partition: Option<&str>, n: i64) -> String {
+    pub(crate) fn limit_rate_window(&self, name: &str, partition: Option<&str>, n: i64) -> String {
         format!("{}:rate:{n}", self.limit_base(name, partition))
     }
 
     /// `<ns>:resq:limit:<name>:parts` — the partitions of a keyed limit in use.
-    pub fn limit_parts(&self, name: &str) -> String {
+    pub(crate) fn limit_parts(&self, name: &str) -> String {
         format!("{}resq:limit:{name}:parts", self.prefix)
     }
 
     /// `<ns>:resq:sharing` — HASH worker (slot) id → the limit shares it holds, one
     /// `<units> <length>:<holders key>` after another (limits.lua). A completion looks for its
     /// slot's shares only while the hash exists.
-    pub fn sharing(&self) -> String {
+    pub(crate) fn sharing(&self) -> String {
         format!("{}resq:sharing", self.prefix)
     }
 
     /// `<ns>:resq:wake` — written when every resq process should look at its queues again (a
     /// limit closing a whole queue opened); watched through invalidation tracking.
-    pub fn wake(&self) -> String {
+    pub(crate) fn wake(&self) -> String {
         format!("{}resq:wake", self.prefix)
     }
 
     /// `<ns>:resq:held:due` — held sets by when their next job may be released (ms).
-    pub fn held_due(&self) -> String {
+    pub(crate) fn held_due(&self) -> String {
         format!("{}resq:held:due", self.prefix)
     }
 
     /// `<ns>:resq:jobkey:<key>` — the id of the live tracked job enqueued under a job key.
-    pub fn job_key(&self, key: &str) -> String {
+    #[allow(dead_code)] // read by the tests and the compat examples only
+    pub(crate) fn job_key(&self, key: &str) -> String {
         format!("{}resq:jobkey:{key}", self.prefix)
     }
 }
@@ -472,52 +480,3 @@ pub(crate) const FOREIGN_PLUGIN_KEYS: &[(&str, &str, &str)] = &[
         "a batch with callbacks (docs/workflows.md)",
     ),
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn namespace_with_colons_is_used_verbatim() {
-        let k = Keys::new("myapp:jobs");
-        assert_eq!(k.queue("default"), "myapp:jobs:queue:default");
-        assert_eq!(k.workers(), "myapp:jobs:workers");
-    }
-
-    #[test]
-    fn scheduler_lock_has_namespace_twice() {
-        assert_eq!(
-            Keys::new("resque").scheduler_master_lock(),
-            "resque:resque:resque_scheduler_master_lock"
-        );
-    }
-
-    #[test]
-    fn empty_namespace_has_no_prefix() {
-        assert_eq!(Keys::new("").queue("q"), "queue:q");
-    }
-
-    #[test]
-    fn scheduler_and_retry_keys() {
-        let k = Keys::new("resque");
-        assert_eq!(
-            k.scheduler_master_lock_prefixed("eu"),
-            "resque:resque:eu:resque_scheduler_master_lock"
-        );
-        assert_eq!(
-            k.scheduler_master_lock_prefixed(""),
-            k.scheduler_master_lock()
-        );
-        let logical = Keys::resque_retry_logical("Jobs::Send Mail", Some("ab12"));
-        assert_eq!(logical, "resque-retry:Jobs::SendMail:ab12");
-        assert_eq!(
-            k.retry_attempts(&logical),
-            "resque:resque-retry:Jobs::SendMail:ab12"
-        );
-        assert_eq!(
-            k.retry_failure(&logical),
-            "resque:failure-resque-retry:Jobs::SendMail:ab12"
-        );
-        assert_eq!(k.unique("r:7"), "resque:resq:unique:r:7");
-    }
-}

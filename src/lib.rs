@@ -110,7 +110,6 @@ pub mod workflows;
 
 pub use client::Client;
 pub use error::{Error, Result};
-pub use keys::Keys;
 pub use queues::QueueList;
 pub use registry::{Delays, Job, JobContext, JobError, JobResult, Registry, RetryPolicy};
 pub use wire::payload::{Payload, PayloadError};

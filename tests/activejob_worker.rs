@@ -9,11 +9,12 @@ use support::stop;
 
 use redis::AsyncCommands;
 use resq::activejob::{ActiveJobClient, Arg, NewJob, Rails, WRAPPER_CLASS};
-use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, Running, Worker};
+use resq::{Client, Job, JobContext, JobError, JobResult, Registry, Running, Worker};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::Keys;
 
 /// What a handler saw: (class, args, job_id, executions).
 type Seen = Arc<Mutex<Vec<(String, Vec<Value>, Option<String>)>>>;

@@ -7,6 +7,7 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::admin::{Admin, Selector};
+use support::Keys;
 
 /// Replaces the value of `"retried_at":"…"` so entries compare without the volatile time.
 fn mask_retried(s: &str) -> String {
@@ -38,7 +39,7 @@ async fn retry_matches_rubys_requeue_byte_for_byte() {
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
     let out = admin.retry_failures(&Selector::Index(0)).await.unwrap();
     assert_eq!(out.done, 1);
-    let k = admin.keys().clone();
+    let k = Keys::new(admin.namespace());
     let got: Vec<String> = list(&mut con, &k.failed())
         .await
         .iter()
@@ -80,7 +81,7 @@ async fn remove_matches_rubys_remove() {
     let out = admin.remove_failures(&Selector::Index(0)).await.unwrap();
     assert_eq!(out.done, 1);
     assert_eq!(
-        list(&mut con, &admin.keys().failed()).await,
+        list(&mut con, &Keys::new(admin.namespace()).failed()).await,
         admin_common::fixture_list(&f, "keys", "failed")
     );
     assert!(admin.remove_failures(&Selector::Index(99)).await.is_err());
@@ -98,7 +99,7 @@ async fn lists_ruby_and_jesque_entries_and_retries_by_class() {
         .unwrap()
         .clone();
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    let k = admin.keys().clone();
+    let k = Keys::new(admin.namespace());
     for e in &jesque_entries {
         let () = con.rpush(k.failed(), e.as_str().unwrap()).await.unwrap();
     }
@@ -135,7 +136,7 @@ async fn bulk_remove_keeps_entries_pushed_meanwhile() {
     let ns = support::namespace("fconcurrent");
     let mut con = support::con().await;
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    let k = admin.keys().clone();
+    let k = Keys::new(admin.namespace());
     let entry = |class: &str, i: usize| {
         format!(
             r#"{{"failed_at":"2026/11/21 19:15:46 UTC","payload":{{"class":"{class}","args":[{i}]}},"exception":"E","error":"e","backtrace":[],"worker":"w:1:q","queue":"q"}}"#
@@ -183,7 +184,7 @@ async fn retry_follows_an_entry_moved_by_a_concurrent_removal() {
     let ns = support::namespace("fmoved");
     let mut con = support::con().await;
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    let k = admin.keys().clone();
+    let k = Keys::new(admin.namespace());
     let a =
         r#"{"payload":{"class":"A","args":[]},"queue":"q","failed_at":"2026/11/21 19:15:46 UTC"}"#;
     let b =

@@ -6,13 +6,14 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::admin::{Admin, DelayedSource, QueueKind};
+use support::Keys;
 
 #[tokio::test]
 async fn list_and_jesque_zset_queues_with_ages() {
     let ns = support::namespace("qages");
     let mut con = support::con().await;
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    let k = admin.keys().clone();
+    let k = Keys::new(admin.namespace());
     let now = admin.now().await.unwrap().timestamp();
     // Sidekiq-style top-level enqueued_at (epoch seconds) and ActiveJob's args[0].enqueued_at.
     let aged = format!(
@@ -85,7 +86,10 @@ async fn delayed_items_of_resque_scheduler_and_jesque() {
     admin_common::load_keys(&mut con, &f6["keys"], "resque", &ns).await;
     // Jesque does not add a recurring queue to <ns>:queues; a worker told about it would.
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    let () = con.sadd(admin.keys().queues(), "recurring").await.unwrap();
+    let () = con
+        .sadd(Keys::new(admin.namespace()).queues(), "recurring")
+        .await
+        .unwrap();
     let items = admin.delayed(100).await.unwrap();
     let sched: Vec<_> = items
         .iter()
@@ -112,7 +116,7 @@ async fn info_counts_and_pause_switch() {
     let mut con = support::con().await;
     admin_common::load_fixture(&mut con, "resque/07_failures.json", "keys", &ns).await;
     let admin = Admin::connect(&support::url(), &ns).await.unwrap();
-    let k = admin.keys().clone();
+    let k = Keys::new(admin.namespace());
     let () = con.set(k.stat_processed(), "5").await.unwrap();
     let () = con.set(k.stat_failed(), "4").await.unwrap();
     let i = admin.info().await.unwrap();

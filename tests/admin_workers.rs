@@ -120,7 +120,7 @@ async fn jesque_workers_busy_idle_and_paused() {
 async fn node_resque_and_goworker_records() {
     let ns = support::namespace("wnode");
     let mut con = support::con().await;
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     let node = "box:77:a,b";
     let go = "box:9-0:high,high,low";
     let () = con.sadd(k.workers(), &[node, go]).await.unwrap();
@@ -186,7 +186,7 @@ async fn node_resque_and_goworker_records() {
 async fn one_bad_record_never_fails_the_listing() {
     let ns = support::namespace("wbad");
     let mut con = support::con().await;
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     let ids = ["h:1", "h:2:q", "h:3:q", "h:4:q"];
     let () = con.sadd(k.workers(), &ids).await.unwrap();
     let () = con.set(k.worker("h:2:q"), "{not json").await.unwrap();

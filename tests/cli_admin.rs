@@ -64,7 +64,7 @@ async fn enqueue_keeps_the_contract() {
     ok(&ns, &["enqueue", "--queue", "q", "--jesque", "J2", "2"]);
     ok(&ns, &["enqueue", "Plain"]);
     let mut con = support::con().await;
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     let items: Vec<String> = con.lrange(k.queue("q"), 0, -1).await.unwrap();
     assert_eq!(
         items,
@@ -152,7 +152,7 @@ async fn failure_repairs() {
     let ns = support::namespace("crepair");
     let mut con = support::con().await;
     admin_common::load_fixture(&mut con, "resque/07_failures.json", "keys", &ns).await;
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     assert!(ok(&ns, &["failed", "retry", "0"]).contains("retried 1"));
     let q: Vec<String> = con.lrange(k.queue("failing"), 0, -1).await.unwrap();
     assert_eq!(
@@ -179,7 +179,7 @@ async fn failure_repairs() {
 async fn pause_resume_and_prune() {
     let ns = support::namespace("cpause");
     let mut con = support::con().await;
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     ok(&ns, &["pause"]);
     let v: String = con.get(k.pause_all_workers()).await.unwrap();
     assert_eq!(v, "true");
@@ -222,7 +222,7 @@ async fn top_once_renders_a_frame() {
         &ns,
     )
     .await;
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     let () = con
         .rpush(k.queue("mail"), r#"{"class":"M","args":[]}"#)
         .await
@@ -294,7 +294,7 @@ async fn work_runs_a_worker_for_the_binarys_handlers() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     support::eventually(10, "the worker to register", || async {
         let n: usize = support::con().await.scard(k.workers()).await.ok()?;
         (n == 1).then_some(())

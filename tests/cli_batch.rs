@@ -8,12 +8,13 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::jobs::{JobId, State};
-use resq::{Client, JobContext, JobError, Keys, Registry};
+use resq::{Client, JobContext, JobError, Registry};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 use support::cli::{cmd, json_of, ok, resq, stderr, stdout};
+use support::Keys;
 
 fn code(o: &Output) -> i32 {
     o.status.code().expect("an exit code")

@@ -6,12 +6,12 @@
 mod support;
 
 use redis::AsyncCommands;
-use resq::Keys;
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 use support::cli::{cmd, json_of, ok, resq, stderr, stdout};
+use support::Keys;
 
 /// `resq <args>` for `ns` with `input` on its standard input.
 async fn with_stdin(ns: &str, args: &[&str], input: &str) -> Output {

@@ -9,7 +9,7 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::jobs::{JobId, State, Track};
-use resq::{Client, JobContext, JobError, Keys, Registry};
+use resq::{Client, JobContext, JobError, Registry};
 use serde_json::{json, Value};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::cli::{cmd, json_of, resq, stderr, stdout};
+use support::Keys;
 
 fn code(o: &Output) -> i32 {
     o.status.code().expect("an exit code")

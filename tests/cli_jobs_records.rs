@@ -7,11 +7,12 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::jobs::{JobId, Track};
-use resq::{Client, Keys};
+use resq::Client;
 use serde_json::json;
 use std::process::Output;
 
 use support::cli::{json_of, resq, stderr, stdout};
+use support::Keys;
 
 fn code(o: &Output) -> i32 {
     o.status.code().expect("an exit code")

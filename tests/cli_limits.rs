@@ -8,11 +8,11 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::limits::Limit;
-use resq::Keys;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 use support::cli::{json_of, ok, resq, stderr, stdout};
+use support::Keys;
 
 /// Runs `resq` with `a`, which must exit 1 saying `why`.
 async fn refused(ns: &str, a: &[&str], why: &str) {

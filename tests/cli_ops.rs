@@ -9,10 +9,10 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::jobs::JobId;
-use resq::Keys;
 use std::collections::BTreeSet;
 use std::process::Output;
 use support::cli::{json_of, ok, resq, stderr, stdout};
+use support::Keys;
 
 /// The tests that load the server most (batches of 20,000 and 100,500 members, files of
 /// 400,000 lines) take turns, so the others' connections are not starved on a busy machine.

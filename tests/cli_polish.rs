@@ -91,7 +91,7 @@ fn exits_within(mut cmd: Command, secs: u64) -> (std::process::ExitStatus, Strin
 #[tokio::test]
 async fn work_without_handlers_refuses_and_leaves_the_queue_alone() {
     let ns = support::namespace("nohandlers");
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     ok(&ns, &["enqueue", "--queue", "w", "Anything"]);
     let mut cmd = Command::new(support::resq_bin());
     cmd.args(["--url", &support::url(), "--namespace", &ns])
@@ -166,7 +166,7 @@ async fn enqueue_confirms_what_it_wrote() {
     // The payload it reports is the payload in Redis.
     let mut con = support::con().await;
     let last: String = con
-        .lindex(resq::Keys::new(ns.clone()).queue("q"), -1)
+        .lindex(support::Keys::new(ns.clone()).queue("q"), -1)
         .await
         .unwrap();
     assert_eq!(v["payload"], last);
@@ -351,7 +351,7 @@ async fn negative_numbers_and_boolean_variables_as_documented() {
     );
     let stored: String = support::con()
         .await
-        .hget(resq::Keys::new(ns.clone()).persistent_schedules(), "n")
+        .hget(support::Keys::new(ns.clone()).persistent_schedules(), "n")
         .await
         .unwrap();
     assert!(stored.contains(r#""args":[-7]"#), "{stored}");

@@ -7,8 +7,9 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::client::{FloatFormat, NewJob};
-use resq::{Client, Keys};
+use resq::Client;
 use serde_json::{json, Map, Number, Value};
+use support::Keys;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()

@@ -13,10 +13,11 @@ use redis::AsyncCommands;
 use resq::admin::{Admin, Selector};
 use resq::jobs::{JobId, State, Track};
 use resq::workflows::Batch;
-use resq::{Client, Keys};
+use resq::Client;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Duration;
+use support::Keys;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()

@@ -9,10 +9,11 @@
 mod support;
 
 use redis::AsyncCommands;
-use resq::{Client, JobContext, JobError, Keys, Phase, Registry, Running};
+use resq::{Client, JobContext, JobError, Phase, Registry, Running};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use support::Keys;
 
 /// A key's type and value, with the namespace and worker ids masked.
 type Dump = BTreeMap<String, (String, String)>;
@@ -336,4 +337,53 @@ async fn failure_entries_have_rubys_fields_order_and_formats() {
     assert_eq!((processed, failed), (3, 3));
     running.stop(Phase::Quit);
     running.wait().await.unwrap();
+}
+
+/// The key layout (`src/keys.rs`): the names Resque and its plugins read.
+mod key_layout {
+    use super::support::Keys;
+
+    #[test]
+    fn namespace_with_colons_is_used_verbatim() {
+        let k = Keys::new("myapp:jobs");
+        assert_eq!(k.queue("default"), "myapp:jobs:queue:default");
+        assert_eq!(k.workers(), "myapp:jobs:workers");
+    }
+
+    #[test]
+    fn scheduler_lock_has_namespace_twice() {
+        assert_eq!(
+            Keys::new("resque").scheduler_master_lock(),
+            "resque:resque:resque_scheduler_master_lock"
+        );
+    }
+
+    #[test]
+    fn empty_namespace_has_no_prefix() {
+        assert_eq!(Keys::new("").queue("q"), "queue:q");
+    }
+
+    #[test]
+    fn scheduler_and_retry_keys() {
+        let k = Keys::new("resque");
+        assert_eq!(
+            k.scheduler_master_lock_prefixed("eu"),
+            "resque:resque:eu:resque_scheduler_master_lock"
+        );
+        assert_eq!(
+            k.scheduler_master_lock_prefixed(""),
+            k.scheduler_master_lock()
+        );
+        let logical = Keys::resque_retry_logical("Jobs::Send Mail", Some("ab12"));
+        assert_eq!(logical, "resque-retry:Jobs::SendMail:ab12");
+        assert_eq!(
+            k.retry_attempts(&logical),
+            "resque:resque-retry:Jobs::SendMail:ab12"
+        );
+        assert_eq!(
+            k.retry_failure(&logical),
+            "resque:failure-resque-retry:Jobs::SendMail:ab12"
+        );
+        assert_eq!(k.unique("r:7"), "resque:resq:unique:r:7");
+    }
 }

@@ -10,10 +10,11 @@ use support::stop;
 use chrono::{DateTime, Utc};
 use redis::AsyncCommands;
 use resq::client::JesqueJob;
-use resq::{Client, JobContext, Keys, Registry, Running, Worker};
+use resq::{Client, JobContext, Registry, Running, Worker};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::Keys;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()

@@ -8,10 +8,11 @@ mod support;
 use redis::AsyncCommands;
 use resq::admin::{Admin, Selector};
 use resq::jobs::{JobFilter, JobId, JobPage, JobPosition, State, Track};
-use resq::{Client, JobContext, JobError, Keys, Registry};
+use resq::{Client, JobContext, JobError, Registry};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::Keys;
 
 async fn admin(ns: &str) -> Admin {
     Admin::connect(&support::url(), ns).await.unwrap()

@@ -9,8 +9,9 @@ mod support;
 use redis::AsyncCommands;
 use resq::admin::Admin;
 use resq::jobs::{JobFilter, JobId, JobPage, State};
-use resq::{Client, Keys};
+use resq::Client;
 use std::time::{Duration, Instant};
+use support::Keys;
 
 async fn admin(ns: &str) -> Admin {
     Admin::connect(&support::url(), ns).await.unwrap()

@@ -10,13 +10,14 @@ mod support;
 use redis::AsyncCommands;
 use resq::admin::Admin;
 use resq::jobs::{Cancelled, JobFilter, JobId, State, Track};
-use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, RetryPolicy};
+use resq::{Client, Job, JobContext, JobError, JobResult, Registry, RetryPolicy};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::stop;
+use support::Keys;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()

@@ -7,12 +7,13 @@ mod support;
 use redis::AsyncCommands;
 use resq::admin::Admin;
 use resq::limits::{Limit, TimeWindow};
-use resq::{Client, JobContext, Keys, Registry};
+use resq::{Client, JobContext, Registry};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::stop;
+use support::Keys;
 
 /// Counts a class's jobs running at once, and the most seen.
 #[derive(Default)]

@@ -8,12 +8,13 @@ mod support;
 use redis::AsyncCommands;
 use resq::admin::Admin;
 use resq::limits::Limit;
-use resq::{Client, JobContext, Keys, Registry};
+use resq::{Client, JobContext, Registry};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::cli;
+use support::Keys;
 
 /// Enqueues `n` compat `Gauge` jobs of 150 ms on `ns` and waits until they are done; the most
 /// that ran at once.

@@ -9,11 +9,12 @@ mod support;
 use redis::AsyncCommands;
 use resq::admin::Admin;
 use resq::limits::Limit;
-use resq::{Client, JobContext, Keys, Registry};
+use resq::{Client, JobContext, Registry};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::Keys;
 use tokio::sync::Semaphore;
 
 /// Jobs of one class running at once, the most seen, and those done.

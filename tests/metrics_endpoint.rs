@@ -119,7 +119,7 @@ async fn worker_serves_metrics_health_and_readiness() {
         "{text}"
     );
     // Queue depth is read at scrape time.
-    let k = resq::Keys::new(ns.clone());
+    let k = support::Keys::new(ns.clone());
     let mut con = support::con().await;
     let () = redis::pipe()
         .sadd(k.queues(), "backlog")
@@ -227,7 +227,7 @@ async fn limit_gauges_are_read_at_scrape_time() {
         .set_limit(&resq::limits::Limit::concurrency("mlim", 4).queue("nowhere"))
         .await
         .unwrap();
-    let keys = resq::Keys::new(ns.as_str());
+    let keys = support::Keys::new(ns.as_str());
     let (holders, held) = (
         keys.limit_holders("mlim", None),
         keys.limit_held("mlim", None),

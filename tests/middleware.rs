@@ -8,12 +8,13 @@ mod support;
 
 use redis::AsyncCommands;
 use resq::middleware::{from_fn, BoxFuture, EnqueueMiddleware, EnqueueNext, Hooks, Next, Outgoing};
-use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, RetryPolicy};
+use resq::{Client, Job, JobContext, JobError, JobResult, Registry, RetryPolicy};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::stop;
+use support::Keys;
 
 type Log = Arc<Mutex<Vec<String>>>;
 

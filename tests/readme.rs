@@ -61,65 +61,16 @@ fn the_readme_dependency_lines_build_the_snippet() {
     let section = section();
     let toml = fenced(&section, "toml");
     assert!(toml.starts_with("[dependencies]\n"), "{toml}");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    // A fixed place under the target directory, so a second run rebuilds only what changed.
-    let dir = target.join("tmp").join("readme-app");
-    let app = dir.join("app");
-    std::fs::create_dir_all(app.join("src")).expect("scratch dir");
-    // The README's path dependency is `../resq`: a checkout next to the project.
-    let link = dir.join("resq");
-    if std::fs::read_link(&link).ok() != Some(root()) {
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(root(), &link).expect("symlink the checkout");
-    }
     let manifest = format!(
         "[package]\nname = \"readme-app\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
          publish = false\n\n{toml}"
     );
-    let lock = std::fs::read_to_string(root().join("Cargo.lock")).expect("Cargo.lock");
-    write_if_changed(&app.join("Cargo.toml"), &manifest);
-    write_if_changed(&app.join("src/main.rs"), &fenced(&section, "rust"));
-    // The same versions as this checkout, so the dependencies already built are reused.
-    write_if_changed(&app.join("Cargo.lock"), &lock);
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo
-        .args(["build", "--offline", "--quiet"])
-        .current_dir(&app)
-        .env("CARGO_TARGET_DIR", &target);
-    // What `cargo test` set for this test binary is not a user's environment; build scripts
-    // watching such a variable (ring watches CARGO_MANIFEST_DIR) would otherwise rebuild, here
-    // and again in the next ordinary build.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let set_by_cargo_test = ["CARGO_PKG_", "CARGO_BIN_", "CARGO_MANIFEST_"]
-            .iter()
-            .any(|p| name.starts_with(p))
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-            ]
-            .contains(&name.as_ref());
-        if set_by_cargo_test {
-            cargo.env_remove(name.as_ref());
-        }
-    }
-    let out = cargo.output().expect("run cargo");
+    let out = support::scratch::build("readme-app", &manifest, &fenced(&section, "rust"));
     assert!(
         out.status.success(),
         "the README's dependency lines and snippet do not build as a project:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Writes `text` to `path` unless it holds it already (an unchanged file keeps its mtime, so
-/// cargo does not rebuild it).
-fn write_if_changed(path: &std::path::Path, text: &str) {
-    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
-        std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    }
 }
 
 /// Reads `reader` line by line into `sink` (shared with the test) until it closes.

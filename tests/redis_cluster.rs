@@ -89,10 +89,8 @@ fn hash_tagged_namespace_runs_and_untagged_is_refused() {
         .expect("options");
         let endpoint = resq::conn::Endpoint::with_options(&plain_url, &options).expect("endpoint");
         assert_eq!(endpoint.deployment(), resq::conn::Deployment::Cluster);
-        let client = resq::Client::new(
-            endpoint.connect().await.expect("connect"),
-            resq::Keys::new(ns.as_str()),
-        );
+        let client =
+            resq::Client::with_connection(endpoint.connect().await.expect("connect"), ns.as_str());
         for i in 0..200 {
             client
                 .push_raw("default", &failover::payload(i))

@@ -279,7 +279,7 @@ fn tls_files_from_the_environment() {
         .block_on(endpoint.connect())
         .expect("connect with REDIS_TLS_*");
     rt.block_on(async {
-        let client = resq::Client::new(con.clone(), resq::Keys::new(ns.as_str()));
+        let client = resq::Client::with_connection(con.clone(), ns.as_str());
         for i in 0..10 {
             client
                 .push_raw("default", &format!(r#"{{"class":"Echo","args":["j{i}"]}}"#))

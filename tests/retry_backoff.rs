@@ -9,11 +9,12 @@ use support::stop;
 
 use redis::AsyncCommands;
 use resq::RetryPolicy;
-use resq::{Client, JobContext, JobError, Keys, Registry, Running};
+use resq::{Client, JobContext, JobError, Registry, Running};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::Keys;
 
 /// A handler that fails its first `fail` runs, then succeeds; counts runs.
 fn flaky(class: &str, fail: usize, policy: RetryPolicy) -> (Registry, Arc<AtomicUsize>) {

@@ -10,10 +10,11 @@ use support::scheduler;
 use chrono::Utc;
 use redis::AsyncCommands;
 use resq::client::Scheduled;
-use resq::{Client, Keys};
+use resq::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use support::Keys;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()
@@ -285,8 +286,18 @@ async fn many_movers_move_every_item_exactly_once() {
         }
     })
     .await;
-    // Give any duplicate a chance to appear before stopping.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Nothing left to move; the movers' calls still under way end before they are joined, so
+    // a duplicate any of them makes is in the list read below.
+    let schedule = keys.delayed_schedule();
+    support::eventually(20, "the delayed schedule to empty", || {
+        let schedule = schedule.clone();
+        async move {
+            let mut con = support::con().await;
+            let n: usize = con.zcard(&schedule).await.unwrap();
+            (n == 0).then_some(())
+        }
+    })
+    .await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let steals = thief.await.unwrap();
     for m in movers {

@@ -8,11 +8,11 @@ use support::scheduler;
 
 use chrono::{TimeZone, Utc};
 use redis::AsyncCommands;
-use resq::scheduler::store::{self, NewSchedule};
+use resq::scheduler::store::NewSchedule;
 use resq::scheduler::{Scheduler, SchedulerConfig};
-use resq::Keys;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
+use support::Keys;
 
 async fn conn() -> resq::conn::Conn {
     resq::conn::Endpoint::open(&support::url())
@@ -30,16 +30,15 @@ fn config(v: Value) -> Map<String, Value> {
 async fn every_second_fires_once_per_occurrence_across_processes() {
     let ns = support::namespace("every");
     let keys = Keys::new(&ns);
-    let mut con = conn().await;
-    store::add(
-        &mut con,
-        &keys,
-        "tick",
-        &config(json!({"class":"Tick","queue":"ticks","args":[1],"every":"1s"})),
-        chrono_tz::Tz::UTC,
-    )
-    .await
-    .unwrap();
+    admin(&ns)
+        .await
+        .add_schedule(
+            "tick",
+            &config(json!({"class":"Tick","queue":"ticks","args":[1],"every":"1s"})),
+            chrono_tz::Tz::UTC,
+        )
+        .await
+        .unwrap();
     // Three schedulers ticking every 20 ms; the lock is stolen often so mastership moves.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -84,16 +83,15 @@ async fn every_second_fires_once_per_occurrence_across_processes() {
 async fn downtime_gives_one_fire_not_a_storm() {
     let ns = support::namespace("storm");
     let keys = Keys::new(&ns);
-    let mut con = conn().await;
-    store::add(
-        &mut con,
-        &keys,
-        "minutely",
-        &config(json!({"class":"M","queue":"q","cron":"* * * * *"})),
-        chrono_tz::Tz::UTC,
-    )
-    .await
-    .unwrap();
+    admin(&ns)
+        .await
+        .add_schedule(
+            "minutely",
+            &config(json!({"class":"M","queue":"q","cron":"* * * * *"})),
+            chrono_tz::Tz::UTC,
+        )
+        .await
+        .unwrap();
     let s = scheduler(&ns, "h:1").await;
     // First sight: the token is set to the next minute; nothing fires.
     assert_eq!(s.tick().await.unwrap().fired, 0);
@@ -125,16 +123,15 @@ async fn downtime_gives_one_fire_not_a_storm() {
 async fn an_occurrence_ruby_already_fired_only_moves_the_token() {
     let ns = support::namespace("rubyfired");
     let keys = Keys::new(&ns);
-    let mut con = conn().await;
-    store::add(
-        &mut con,
-        &keys,
-        "job",
-        &config(json!({"class":"J","queue":"q","every":"1h"})),
-        chrono_tz::Tz::UTC,
-    )
-    .await
-    .unwrap();
+    admin(&ns)
+        .await
+        .add_schedule(
+            "job",
+            &config(json!({"class":"J","queue":"q","every":"1h"})),
+            chrono_tz::Tz::UTC,
+        )
+        .await
+        .unwrap();
     let s = scheduler(&ns, "h:1").await;
     s.tick().await.unwrap();
     let mut raw = support::con().await;
@@ -166,18 +163,17 @@ async fn an_occurrence_ruby_already_fired_only_moves_the_token() {
 async fn cron_with_seconds_fires_and_a_changed_spec_restarts() {
     let ns = support::namespace("cron");
     let keys = Keys::new(&ns);
-    let mut con = conn().await;
-    store::add(
-        &mut con,
-        &keys,
-        "fast",
-        &config(
-            json!({"class":"F","queue":"q","args":{"k":"v"},"cron":"* * * * * * Europe/Paris"}),
-        ),
-        chrono_tz::Tz::UTC,
-    )
-    .await
-    .unwrap();
+    admin(&ns)
+        .await
+        .add_schedule(
+            "fast",
+            &config(
+                json!({"class":"F","queue":"q","args":{"k":"v"},"cron":"* * * * * * Europe/Paris"}),
+            ),
+            chrono_tz::Tz::UTC,
+        )
+        .await
+        .unwrap();
     let s = scheduler(&ns, "h:1").await;
     assert_eq!(s.tick().await.unwrap().fired, 0, "no fire at first sight");
     let mut raw = support::con().await;
@@ -190,21 +186,21 @@ async fn cron_with_seconds_fires_and_a_changed_spec_restarts() {
     let jobs: Vec<String> = raw.lrange(keys.queue("q"), 0, -1).await.unwrap();
     assert_eq!(jobs[0], r#"{"class":"F","args":[{"k":"v"}]}"#);
     // Change it to hourly: the token restarts at the next hour.
-    store::add(
-        &mut con,
-        &keys,
-        "fast",
-        &config(json!({"class":"F","queue":"q","cron":"0 * * * *"})),
-        chrono_tz::Tz::UTC,
-    )
-    .await
-    .unwrap();
+    admin(&ns)
+        .await
+        .add_schedule(
+            "fast",
+            &config(json!({"class":"F","queue":"q","cron":"0 * * * *"})),
+            chrono_tz::Tz::UTC,
+        )
+        .await
+        .unwrap();
     s.tick().await.unwrap();
     let token: String = raw.hget(keys.schedule_next(), "fast").await.unwrap();
     let next: i64 = token.split_once(' ').unwrap().0.parse().unwrap();
     assert_eq!(next % 3600, 0, "{token}");
     // A removed schedule loses its token and never fires again.
-    assert!(store::remove(&mut con, &keys, "fast").await.unwrap());
+    assert!(admin(&ns).await.remove_schedule("fast").await.unwrap());
     s.tick().await.unwrap();
     let token: Option<String> = raw.hget(keys.schedule_next(), "fast").await.unwrap();
     assert_eq!(token, None);
@@ -214,13 +210,14 @@ async fn cron_with_seconds_fires_and_a_changed_spec_restarts() {
 async fn only_the_master_fires_and_env_filters_apply() {
     let ns = support::namespace("envs");
     let keys = Keys::new(&ns);
-    let mut con = conn().await;
     for (name, env) in [("prod_only", "production"), ("any", "")] {
         let mut c = config(json!({"class":"E","queue":"q","every":"1s"}));
         if !env.is_empty() {
             c.insert("rails_env".into(), json!(env));
         }
-        store::add(&mut con, &keys, name, &c, chrono_tz::Tz::UTC)
+        admin(&ns)
+            .await
+            .add_schedule(name, &c, chrono_tz::Tz::UTC)
             .await
             .unwrap();
     }
@@ -339,21 +336,23 @@ async fn a_schedule_in_code_and_store_add_validation() {
         (n >= 1).then_some(())
     })
     .await;
-    let mut con = conn().await;
     let no_queue = NewSchedule {
         class: "X".into(),
         every: Some("1m".into()),
         ..NewSchedule::default()
     };
     assert!(matches!(
-        store::add(
-            &mut con,
-            &keys,
-            "x",
-            &no_queue.to_config(),
-            chrono_tz::Tz::UTC
-        )
-        .await,
+        admin(&ns)
+            .await
+            .add_schedule("x", &no_queue.to_config(), chrono_tz::Tz::UTC)
+            .await,
         Err(resq::Error::Rejected(_))
     ));
+}
+
+/// The namespace's admin handle (schedules are stored through it).
+async fn admin(ns: &str) -> resq::admin::Admin {
+    resq::admin::Admin::connect(&support::url(), ns)
+        .await
+        .expect("admin")
 }

@@ -9,11 +9,12 @@ use support::stop;
 use redis::AsyncCommands;
 use resq::client::{Enqueued, Unique};
 use resq::RetryPolicy;
-use resq::{Client, JobContext, JobError, Keys, Registry, Running};
+use resq::{Client, JobContext, JobError, Registry, Running};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::Keys;
 use tokio::sync::Semaphore;
 
 async fn start(ns: &str, registry: Registry, scheduler: bool) -> Running {

@@ -11,10 +11,11 @@ use redis::AsyncCommands;
 use resq::jobs::{IfDepFailed, State, Track};
 use resq::web::Auth;
 use resq::workflows::{Batch, BatchId};
-use resq::{Client, JobContext, JobError, Keys, Registry};
+use resq::{Client, JobContext, JobError, Registry};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
+use support::Keys;
 use web_common::{assert_escaped, get, router};
 
 async fn client(ns: &str) -> Client {

@@ -18,11 +18,11 @@ use redis::AsyncCommands;
 use resq::admin::element_id;
 use resq::admin::Admin;
 use resq::web::{self, Auth, WebConfig, WebServer};
-use resq::Keys;
 use serde_json::{json, Value};
 use std::process::Child;
 use std::sync::OnceLock;
 use std::time::Duration;
+use support::Keys;
 
 /// The chromium binary (`CHROMIUM` overrides).
 fn chromium() -> String {

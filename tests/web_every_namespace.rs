@@ -10,7 +10,7 @@ mod web_common;
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use redis::AsyncCommands;
-use resq::Keys;
+use support::Keys;
 use web_common::{csrf, get, router, seed_bad_names, send};
 
 /// Every page and tab, with the views past their last page.

@@ -13,7 +13,7 @@ use axum::http::{header, Method, Request, StatusCode};
 use redis::AsyncCommands;
 use resq::admin::element_id;
 use resq::web::{Auth, WebConfig};
-use resq::Keys;
+use support::Keys;
 use web_common::{assert_escaped, csrf, forms, get, post, router, send};
 
 /// Every page the dashboard serves.
@@ -1088,10 +1088,7 @@ async fn history_samples_feed_the_overview_graph() {
     let admin = resq::admin::Admin::connect(&support::url(), &ns)
         .await
         .unwrap();
-    let mut c = admin.con();
-    let s = resq::admin::history::sample(&mut c, admin.keys())
-        .await
-        .unwrap();
+    let s = admin.sample_history().await.unwrap();
     assert_eq!(s.processed, 1000);
     let minute = k.history_minute(s.at_ms / 60_000);
     let hour = k.history_hour(s.at_ms / 3_600_000);
@@ -1107,9 +1104,7 @@ async fn history_samples_feed_the_overview_graph() {
     assert!(ttl > 86_400 * 2 && ttl <= 86_400 * 2 + 3_600, "{ttl}");
     // The first sample of a minute stays (SET NX).
     let () = con.set(k.stat_processed(), 1060).await.unwrap();
-    resq::admin::history::sample(&mut c, admin.keys())
-        .await
-        .unwrap();
+    admin.sample_history().await.unwrap();
     let again: String = con.get(&minute).await.unwrap();
     assert_eq!(again, m);
     // A previous minute 60 jobs behind: the graph has a point.
@@ -1118,15 +1113,10 @@ async fn history_samples_feed_the_overview_graph() {
         .set(k.history_minute(s.at_ms / 60_000 - 1), prev)
         .await
         .unwrap();
-    let samples = resq::admin::history::read(
-        &mut c,
-        admin.keys(),
-        resq::admin::history::Resolution::Minute,
-        s.at_ms,
-        60,
-    )
-    .await
-    .unwrap();
+    let samples = admin
+        .history(resq::admin::history::Resolution::Minute, s.at_ms, 60)
+        .await
+        .unwrap();
     assert_eq!(samples.len(), 61);
     let rates = resq::admin::history::rates(&samples, resq::admin::history::Resolution::Minute);
     assert_eq!(rates.last().unwrap().unwrap().processed, 60.0);

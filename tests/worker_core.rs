@@ -6,10 +6,11 @@ mod support;
 use support::stop;
 
 use redis::AsyncCommands;
-use resq::{Client, Job, JobContext, JobError, JobResult, Keys, Registry, Running, Worker};
+use resq::{Client, Job, JobContext, JobError, JobResult, Registry, Running, Worker};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
+use support::Keys;
 
 type Seen = Arc<Mutex<Vec<(String, Vec<Value>)>>>;
 

@@ -9,9 +9,10 @@ use redis::AsyncCommands;
 use resq::admin::Admin;
 use resq::jobs::{Cancelled, IfDepFailed, JobId, State, Track};
 use resq::workflows::{Batch, BatchId};
-use resq::{Client, JobContext, JobError, Keys, Registry};
+use resq::{Client, JobContext, JobError, Registry};
 use serde_json::{json, Value};
 use std::time::Duration;
+use support::Keys;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()
@@ -79,6 +80,23 @@ fn registry(ns: &str) -> Registry {
 }
 
 /// Waits until `check` says yes (10 s at most).
+/// Whether nothing more can happen in `ns` by itself: queue `wf` is empty and no worker of
+/// the namespace holds a job. A batch's callbacks are enqueued in the same atomic step that
+/// ends its last member, so once this holds after the callbacks ran, a late callback would
+/// have to be in the queue or running.
+async fn quiet(ns: &str) -> bool {
+    let k = Keys::new(ns);
+    let mut con = support::con().await;
+    let queued: u64 = con.llen(k.queue("wf")).await.unwrap();
+    let workers: Vec<String> = con.smembers(k.workers()).await.unwrap();
+    let mut busy = 0u64;
+    for w in workers {
+        let n: u64 = con.exists(k.worker(&w)).await.unwrap();
+        busy += n;
+    }
+    queued == 0 && busy == 0
+}
+
 async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
     for _ in 0..2000 {
         if check().await {
@@ -111,8 +129,8 @@ async fn a_batch_fires_complete_and_success_once_and_death_at_its_first_dead_mem
     );
     let w = support::start(support::builder(&ns, "wf").registry(registry(&ns))).await;
     until("the callbacks", async || echoes(&ns).await.len() >= 5).await;
-    // No late third callback.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // No late third callback: the namespace goes quiet with two.
+    until("the namespace to go quiet", async || quiet(&ns).await).await;
     let mut seen = echoes(&ns).await;
     seen.sort();
     assert_eq!(
@@ -157,7 +175,7 @@ async fn a_batch_fires_complete_and_success_once_and_death_at_its_first_dead_mem
         echoes(&ns).await.len() >= 3
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until("the namespace to go quiet", async || quiet(&ns).await).await;
     let mut seen = echoes(&ns).await;
     seen.sort();
     assert_eq!(
@@ -191,7 +209,7 @@ async fn a_batch_fires_complete_and_success_once_and_death_at_its_first_dead_mem
         n >= 2 && q == 0
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until("the namespace to go quiet", async || quiet(&ns).await).await;
     let b2 = a.batch(&bid2).await.unwrap().unwrap();
     assert_eq!((b2.pending, b2.succeeded, b2.failed), (0, 1, 2));
     assert!(echoes(&ns).await.is_empty(), "{:?}", echoes(&ns).await);

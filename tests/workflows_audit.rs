@@ -44,10 +44,11 @@ use rand::{Rng, SeedableRng};
 use redis::Commands;
 use resq::jobs::{Cancelled, IfDepFailed, JobId, Track};
 use resq::workflows::{Batch, BatchId};
-use resq::{Client, Keys};
+use resq::Client;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
+use support::Keys;
 use support::{wait_until, RedisServer, WorkerProc};
 
 /// The members' queue.

@@ -9,9 +9,10 @@ use redis::AsyncCommands;
 use resq::admin::Admin;
 use resq::jobs::{IfDepFailed, State, Track};
 use resq::workflows::{Batch, BatchId};
-use resq::{Client, JobContext, JobError, Keys, Registry};
+use resq::{Client, JobContext, JobError, Registry};
 use serde_json::json;
 use std::time::Duration;
+use support::Keys;
 
 async fn client(ns: &str) -> Client {
     Client::connect(&support::url(), ns).await.unwrap()

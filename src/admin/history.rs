@@ -78,7 +78,7 @@ impl Resolution {
 
 /// Takes one sample now (Redis time) and records it for this minute and this hour unless
 /// already recorded. Two round trips. Returns the reading.
-pub async fn sample<C: ConnectionLike + Send>(con: &mut C, keys: &Keys) -> Result<Sample> {
+pub(crate) async fn sample<C: ConnectionLike + Send>(con: &mut C, keys: &Keys) -> Result<Sample> {
     let ((secs, micros), processed, failed): ((i64, i64), Option<String>, Option<String>) =
         redis::pipe()
             .cmd("TIME")
@@ -114,7 +114,7 @@ pub async fn sample<C: ConnectionLike + Send>(con: &mut C, keys: &Keys) -> Resul
 
 /// The samples of the `steps + 1` steps ending with the one holding `now_ms`, oldest first
 /// (`None` where none was recorded), in one `MGET`.
-pub async fn read<C: ConnectionLike + Send>(
+pub(crate) async fn read<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
     res: Resolution,
@@ -164,6 +164,26 @@ pub fn rates(samples: &[Option<Sample>], res: Resolution) -> Vec<Option<Rate>> {
 /// A counter's value; absent or unreadable counts as 0 (as Ruby's `to_i` does).
 fn counter(v: Option<&str>) -> u64 {
     v.and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+impl crate::admin::Admin {
+    /// Takes one sample of the counters now and records it for this minute and this hour
+    /// unless already recorded (what `resq web` does every 15 s); call it from anywhere, such
+    /// as a worker's heartbeat, to keep history while no dashboard runs.
+    pub async fn sample_history(&self) -> Result<Sample> {
+        sample(&mut self.con(), self.keys()).await
+    }
+
+    /// The samples of the `steps + 1` steps of `res` ending with the one holding `now_ms`,
+    /// oldest first (`None` where none was recorded).
+    pub async fn history(
+        &self,
+        res: Resolution,
+        now_ms: i64,
+        steps: usize,
+    ) -> Result<Vec<Option<Sample>>> {
+        read(&mut self.con(), self.keys(), res, now_ms, steps).await
+    }
 }
 
 #[cfg(test)]

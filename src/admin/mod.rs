@@ -102,12 +102,17 @@ impl Admin {
     }
 
     /// Wraps an existing connection.
-    pub fn new(con: Conn, keys: Keys) -> Self {
+    pub(crate) fn new(con: Conn, keys: Keys) -> Self {
         Admin { con, keys }
     }
 
+    /// The namespace it reads (Resque's `Resque.redis.namespace`).
+    pub fn namespace(&self) -> &str {
+        self.keys.namespace()
+    }
+
     /// The key names in use.
-    pub fn keys(&self) -> &Keys {
+    pub(crate) fn keys(&self) -> &Keys {
         &self.keys
     }
 

@@ -96,8 +96,13 @@ impl Client {
         Ok(client)
     }
 
+    /// A client of namespace `namespace` over an existing connection.
+    pub fn with_connection(con: Conn, namespace: &str) -> Self {
+        Self::new(con, Keys::new(namespace))
+    }
+
     /// A client over an existing connection.
-    pub fn new(con: Conn, keys: Keys) -> Self {
+    pub(crate) fn new(con: Conn, keys: Keys) -> Self {
         Client {
             con,
             keys,
@@ -141,7 +146,7 @@ impl Client {
     }
 
     /// The key names in use.
-    pub fn keys(&self) -> &Keys {
+    pub(crate) fn keys(&self) -> &Keys {
         &self.keys
     }
 

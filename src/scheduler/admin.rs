@@ -75,6 +75,24 @@ impl Admin {
         store::list(&mut con, self.keys()).await
     }
 
+    /// Stores (or replaces) recurring schedule `name` (resque-scheduler's `set_schedule(…,
+    /// persist: true)`: checked to parse, then marked changed so every scheduler reloads it);
+    /// `default_tz` is the zone of a cron line that names none.
+    pub async fn add_schedule(
+        &self,
+        name: &str,
+        config: &serde_json::Map<String, Value>,
+        default_tz: chrono_tz::Tz,
+    ) -> Result<()> {
+        store::add(&mut self.con(), self.keys(), name, config, default_tz).await
+    }
+
+    /// Removes stored schedule `name` (resque-scheduler's `remove_schedule`); whether it
+    /// existed.
+    pub async fn remove_schedule(&self, name: &str) -> Result<bool> {
+        store::remove(&mut self.con(), self.keys(), name).await
+    }
+
     /// Enqueues stored schedule `name` now, as resque-scheduler's web "Queue now" does
     /// (`enqueue_from_config`; `last_enqueued_at` is left to the scheduler). Returns the queue.
     pub async fn enqueue_schedule_now(&self, name: &str, format: FloatFormat) -> Result<String> {

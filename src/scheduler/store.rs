@@ -64,7 +64,7 @@ impl NewSchedule {
 }
 
 /// Every stored schedule, sorted by name.
-pub async fn list(con: &mut Conn, keys: &Keys) -> Result<Vec<StoredSchedule>> {
+pub(crate) async fn list(con: &mut Conn, keys: &Keys) -> Result<Vec<StoredSchedule>> {
     type Raw = Vec<(Vec<u8>, Vec<u8>)>;
     let (stored, tokens, last): (Raw, Raw, Raw) = redis::pipe()
         .hgetall(keys.persistent_schedules())
@@ -93,7 +93,7 @@ pub async fn list(con: &mut Conn, keys: &Keys) -> Result<Vec<StoredSchedule>> {
 }
 
 /// Stores (or replaces) schedule `name` after checking it parses, and marks it changed.
-pub async fn add(
+pub(crate) async fn add(
     con: &mut Conn,
     keys: &Keys,
     name: &str,
@@ -120,7 +120,7 @@ pub async fn add(
 }
 
 /// Removes schedule `name` (and resq's token for it); whether it existed.
-pub async fn remove(con: &mut Conn, keys: &Keys, name: &str) -> Result<bool> {
+pub(crate) async fn remove(con: &mut Conn, keys: &Keys, name: &str) -> Result<bool> {
     let (n, _, _): (u64, u64, u64) = crate::scripts::Checked::new()
         .hdel(&keys.persistent_schedules(), name)
         .sadd(&keys.schedules_changed(), name)
@@ -131,6 +131,6 @@ pub async fn remove(con: &mut Conn, keys: &Keys, name: &str) -> Result<bool> {
 }
 
 /// The stored config of `name`, if any.
-pub async fn get(con: &mut Conn, keys: &Keys, name: &str) -> Result<Option<String>> {
+pub(crate) async fn get(con: &mut Conn, keys: &Keys, name: &str) -> Result<Option<String>> {
     Ok(con.hget(keys.persistent_schedules(), name).await?)
 }

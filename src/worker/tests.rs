@@ -2,8 +2,9 @@
 //! transition, and a batch of several slots' steps being each slot's own step.
 
 use super::step::{step_batch, Completion, JobRef, QueueKeys, Reply, StepItem, Stepper};
+use crate::keys::Keys;
 use crate::testing;
-use crate::{JobContext, JobError, Keys, Registry, RetryPolicy};
+use crate::{JobContext, JobError, Registry, RetryPolicy};
 use redis::AsyncCommands;
 use serde_json::json;
 use std::sync::Arc;

@@ -78,9 +78,9 @@ pub fn produce(
             let options = resq::conn::RedisOptions::from_lookup(lookup).expect("options");
             let endpoint = resq::conn::Endpoint::with_options(&url, &options).expect("endpoint");
             endpoint.check_namespace(&ns).expect("namespace");
-            let client = resq::Client::new(
+            let client = resq::Client::with_connection(
                 endpoint.connect().await.expect("producer connects"),
-                resq::Keys::new(ns.as_str()),
+                ns.as_str(),
             );
             for i in UPFRONT..TOTAL {
                 match client.push_raw("default", &payload(i)).await {

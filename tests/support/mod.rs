@@ -9,7 +9,14 @@
 pub mod audit;
 pub mod cli;
 pub mod failover;
+pub mod scratch;
 pub mod topology;
+
+/// The key layout the crate uses (its one place that names keys), for tests to look at Redis.
+#[path = "../../src/keys.rs"]
+mod keys;
+#[allow(unused_imports)]
+pub(crate) use keys::Keys;
 
 #[path = "../../src/testing/server.rs"]
 mod server;
@@ -189,7 +196,9 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    // A bound under 30 s is raised to 30 s: a loaded CI machine is slow, and a bound only
+    // matters when the test fails.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs.max(30));
     loop {
         if let Some(v) = check().await {
             return v;
@@ -341,7 +350,8 @@ impl WorkerProc {
 
     /// Waits up to `secs` for it to exit; panics (with its log) if it does not.
     pub fn wait_exit(&mut self, secs: u64) -> std::process::ExitStatus {
-        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+        // As in `eventually`: at least 30 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(secs.max(30));
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status;
@@ -374,7 +384,8 @@ impl Drop for WorkerProc {
 /// Blocking twin of [`eventually`] for tests that drive processes: polls `check` every 5 ms
 /// until it returns `Some`, or panics after `secs` seconds with `what`.
 pub fn wait_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    // As in `eventually`: at least 30 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs.max(30));
     loop {
         if let Some(v) = check() {
             return v;

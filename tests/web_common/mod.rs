@@ -34,7 +34,7 @@ pub fn failure(class: &str, args: &str, exception: &str, error: &str, queue: &st
 /// Seeds namespace `ns` with hostile strings in a queue name, class names, args and error
 /// messages, a worker, a delayed item, a stored schedule and a resque-status status.
 pub async fn seed_hostile(con: &mut redis::aio::MultiplexedConnection, ns: &str) {
-    let k = resq::Keys::new(ns);
+    let k = crate::support::Keys::new(ns);
     let args = serde_json::json!([QUOTE_BREAK, SCRIPT_CLASS]).to_string();
     let job = serde_json::json!({"class": SCRIPT_CLASS, "args": [QUOTE_BREAK]}).to_string();
     let item =
@@ -95,7 +95,7 @@ pub async fn seed_hostile(con: &mut redis::aio::MultiplexedConnection, ns: &str)
 pub async fn seed_demo(con: &mut redis::aio::MultiplexedConnection, ns: &str) {
     use chrono::Utc;
     use resq::time;
-    let k = resq::Keys::new(ns);
+    let k = crate::support::Keys::new(ns);
     let now = Utc::now();
     let mut p = redis::pipe();
     let enq = |mins: i64| (now - chrono::Duration::minutes(mins)).timestamp();
@@ -187,7 +187,7 @@ pub async fn seed_demo(con: &mut redis::aio::MultiplexedConnection, ns: &str) {
         p.rpush(k.delayed_bucket(ts), item.to_string());
         p.sadd(
             k.timestamps(&item.to_string()),
-            resq::Keys::delayed_bucket_member(ts),
+            crate::support::Keys::delayed_bucket_member(ts),
         );
         p.zadd(k.delayed_schedule(), ts, ts);
     }
@@ -510,7 +510,7 @@ pub async fn seed_tracked(ns: &str) -> Tracked {
 /// `ns` with its `_statuses` member, and the Ruby worker that runs it (registered, its record
 /// holding the job): its uuid.
 pub async fn seed_ruby_status(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> String {
-    let k = resq::Keys::new(ns);
+    let k = crate::support::Keys::new(ns);
     let uuid = "ba69034b39c05d28a5403ac10e276e79";
     let worker = "rubyhost:4242:statused";
     let () = redis::pipe()
@@ -651,7 +651,7 @@ pub async fn seed_demo_jobs(ns: &str) -> DemoJobs {
 /// Declares `limit` as a worker does at start, with `units` of it in use, and a queue
 /// `reports` holding one job (the Limits page's and the pause button's fixtures).
 pub fn limit_fixture(ns: &str, limit: &resq::limits::Limit, units: u32) -> redis::Pipeline {
-    let k = resq::Keys::new(ns);
+    let k = crate::support::Keys::new(ns);
     let mut pipe = redis::pipe();
     pipe.hset(
         k.limits_declared(),
@@ -674,7 +674,7 @@ fn bad(prefix: &str) -> Vec<u8> {
 /// Seeds `ns` with a name that is not UTF-8 in every set, hash and index a page lists, and
 /// records that are no records: returns the ids of the job records.
 pub async fn seed_bad_names(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> [String; 3] {
-    let k = resq::Keys::new(ns);
+    let k = crate::support::Keys::new(ns);
     let not_json = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".to_string();
     let hash_status = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb".to_string();
     let list_record = "dddddddddddddddddddddddddddddddd".to_string();
@@ -712,7 +712,7 @@ pub async fn seed_bad_names(con: &mut redis::aio::MultiplexedConnection, ns: &st
 /// Seeds `ns` with a batch (a queued member, a member whose record is gone, a child batch)
 /// and a job waiting for it: returns the batch's id.
 pub async fn seed_batch(con: &mut redis::aio::MultiplexedConnection, ns: &str) -> String {
-    let k = resq::Keys::new(ns);
+    let k = crate::support::Keys::new(ns);
     let batch = "0badc0de0badc0de0badc0de0badc0de".to_string();
     let child = "c41dc41dc41dc41dc41dc41dc41dc41d";
     let member = "11111111111111111111111111111111";
