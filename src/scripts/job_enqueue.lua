@@ -148,6 +148,7 @@ local function job_enqueue(KEYS, ARGV)
       put('error', 'dependency ' .. w.failed .. ' did not complete')
     end
     redis.call('HSET', rk, unpack(f))
+    if not Rec.FINAL[state] then Rec.live(P, id, now_ms) end
   end
   for i = 14, #ARGV do
     redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id)

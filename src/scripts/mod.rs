@@ -211,6 +211,8 @@ functions! {
     FLOW_SETTLE = "flow_settle";
     /// Runs someone else ended (a worker pruned by Ruby, its record deleted), ended (worker/prune).
     JOB_LOST = "job_lost";
+    /// Queued jobs someone else took (a Ruby, Jesque or node-resque worker), ended (worker/prune).
+    JOB_TAKEN = "job_taken";
 }
 
 /// Loads the library before a worker's first step (best effort: a call of a server without it
