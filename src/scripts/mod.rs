@@ -200,8 +200,6 @@ functions! {
     LIMITS_RELEASE = "limits_release";
     /// A claimed job's limits, at promote (worker/claim.rs).
     LIMIT_CLAIM = "limit_claim";
-    /// Limit shares no job holds any more, returned (worker/prune.rs).
-    LIMIT_ORPHANS = "limit_orphans";
     /// Limits converging from where jobs are: units derived, held jobs re-judged after a
     /// change, idle partitions forgotten (limits/cache.rs).
     LIMITS_SWEEP = "limits_sweep";

@@ -227,7 +227,7 @@ impl Pruner {
             }
         }
         self.return_orphan_claims(con, &mut report).await?;
-        self.return_orphan_shares(con).await?;
+        self.converge_limits(con).await?;
         self.end_lost_runs(con).await?;
         self.end_taken_jobs(con).await?;
         self.settle_workflows(con).await?;
@@ -246,6 +246,7 @@ impl Pruner {
                 .arg(chrono::Utc::now().timestamp_millis())
                 .arg(1000)
                 .arg(crate::jobs::DEFAULT_TTL.as_secs())
+                .arg(crate::settings::flow_budget())
                 .invoke_async(con)
                 .await;
             let Some((settled, problems)) =
@@ -351,31 +352,47 @@ impl Pruner {
         Ok(())
     }
 
-    /// Returns the limit shares whose slot runs no job any more (`limit_orphans.lua`): left by
-    /// a completion that could not return them while a key of the limit was unusable, or by a
-    /// slot Ruby's pruner unregistered. At most 1,000 entries looked at per round.
-    async fn return_orphan_shares<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
+    /// Lets the limits converge from where jobs are, as every process's limits timer does
+    /// (`limits_sweep.lua`, the one owner of "how many units are in use", then
+    /// `limits_release.lua`): a share whose slot runs no job any more (Ruby's pruner
+    /// unregistered it, a key of the limit was unusable at its end) is dropped, and the held
+    /// jobs that then fit go back to their queues. Nothing while no limit is in force.
+    async fn converge_limits<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         let limits_json = crate::limits::store::load_json(con, &self.keys).await;
-        let r = crate::scripts::LIMIT_ORPHANS
+        if limits_json.is_empty() {
+            return Ok(());
+        }
+        let now = Utc::now().timestamp_millis();
+        let r = crate::scripts::LIMITS_SWEEP
             .key(self.keys.sharing())
             .arg(self.keys.prefix())
-            .arg(limits_json)
+            .arg(&limits_json)
+            .arg(now)
             .arg(1000)
             .invoke_async(con)
             .await;
-        if let Some((returned, problems)) =
-            unless_permanent::<(u64, String)>(r, "return leftover limit shares")?
+        if let Some((corrected, _, _, problems)) =
+            unless_permanent::<(u64, u64, u64, String)>(r, "derive the limits' units")?
         {
-            if returned > 0 {
+            if corrected > 0 {
                 tracing::info!(
-                    returned,
-                    "returned limit shares that no running job held any more"
+                    corrected,
+                    "limit shares and sums derived again from the jobs that run"
                 );
             }
             for line in problems.lines() {
-                tracing::warn!("cannot return a limit share yet: {line}");
+                tracing::warn!("cannot derive a limit yet: {line}");
             }
         }
+        let r = crate::scripts::LIMITS_RELEASE
+            .key(self.keys.held_due())
+            .arg(self.keys.prefix())
+            .arg(&limits_json)
+            .arg(now)
+            .arg(1000)
+            .invoke_async(con)
+            .await;
+        unless_permanent::<(u64, String)>(r, "release the held jobs that fit")?;
         Ok(())
     }
 
