@@ -405,5 +405,8 @@ async fn a_child_of_an_unknown_or_ended_parent_is_refused() {
     .await;
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--parent") && err.contains("has ended"), "{err}");
+    assert!(
+        err.contains("--parent") && err.contains("has ended"),
+        "{err}"
+    );
 }

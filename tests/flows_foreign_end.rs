@@ -473,10 +473,7 @@ fn ruby_worker(ns: &str, queue: &str) -> String {
 async fn age_unended(ns: &str, secs: i64) {
     let k = Keys::new(ns);
     let mut con = support::con().await;
-    let all: Vec<(String, i64)> = con
-        .zrange_withscores(k.unended(), 0, -1)
-        .await
-        .unwrap();
+    let all: Vec<(String, i64)> = con.zrange_withscores(k.unended(), 0, -1).await.unwrap();
     for (id, score) in all {
         let _: () = con
             .zadd(k.unended(), &id, score - secs * 1000)
@@ -542,7 +539,10 @@ async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
     prune_round(&ns).await;
     let f = fields(&ns, &members[0]).await;
     assert_eq!(f["state"], "failed", "{f:?}");
-    assert!(f["error"].contains("boom from Ruby"), "the failure's text: {f:?}");
+    assert!(
+        f["error"].contains("boom from Ruby"),
+        "the failure's text: {f:?}"
+    );
     for id in [&keyed, &members[1], &raw] {
         let f = fields(&ns, id).await;
         assert_eq!(f["state"], "failed", "{f:?}");
@@ -560,7 +560,11 @@ async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
     assert_eq!(queue(&ns, "after").await.len(), 1);
     let b = admin(&ns).await.batch(&bid).await.unwrap().unwrap();
     assert_eq!((b.pending, b.failed), (0, 2), "{b:?}");
-    assert_eq!(queue(&ns, "cb").await.len(), 2, "on_complete and on_death, once");
+    assert_eq!(
+        queue(&ns, "cb").await.len(),
+        2,
+        "on_complete and on_death, once"
+    );
     // Later rounds end nothing more; the ended leave the index.
     age_unended(&ns, 61).await;
     prune_round(&ns).await;
@@ -578,13 +582,9 @@ async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
     left.sort();
     assert_eq!(left, want);
     // The Ruby run ends; the round after ends its record too.
-    let _: () = con
-        .del(k.worker("rubyhost:4242:rubyq"))
-        .await
-        .unwrap();
+    let _: () = con.del(k.worker("rubyhost:4242:rubyq")).await.unwrap();
     age_unended(&ns, 61).await;
     prune_round(&ns).await;
     assert_eq!(fields(&ns, &running).await["state"], "failed");
     assert_eq!(keys_held(&ns).await, [k.job_key("stays")]);
 }
-
