@@ -124,6 +124,18 @@ impl FlowArgs {
     }
 }
 
+/// An enqueue's error as the flag at fault: a parent the enqueue refused (the library's rule,
+/// [`Error::Parent`]) is `--parent`'s.
+pub(crate) fn as_flag(e: Error, namespace: &str) -> Error {
+    match e {
+        Error::Parent(why) => Error::Config {
+            var: "--parent",
+            message: format!("{why} in namespace {namespace:?}: nothing was enqueued"),
+        },
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,17 +162,5 @@ mod tests {
         };
         let e = f.check(true, true).unwrap_err().to_string();
         assert!(e.starts_with("--after: "), "{e}");
-    }
-}
-
-/// An enqueue's error as the flag at fault: a parent the enqueue refused (the library's rule,
-/// [`Error::Parent`]) is `--parent`'s.
-pub(crate) fn as_flag(e: Error, namespace: &str) -> Error {
-    match e {
-        Error::Parent(why) => Error::Config {
-            var: "--parent",
-            message: format!("{why} in namespace {namespace:?}: nothing was enqueued"),
-        },
-        other => other,
     }
 }
