@@ -6,6 +6,9 @@
 //! record is deleted under a run still writes the run's real end. And the mixed fleet: real
 //! Ruby (compat-tests/ruby/lib/resque_rules.rb, Resque 3.0's pruner) prunes a resq process
 //! killed with SIGKILL while tracked jobs, a batch, a waiting job and keyed jobs are in flight.
+//! A queued job a worker resq does not see took (a Ruby worker's run, success or failure, or
+//! any client's `LPOP`) is ended by the round that looks at it; one held by a limit, one a
+//! foreign worker still runs, and one still in its queue are not.
 
 mod support;
 
@@ -587,4 +590,56 @@ async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
     prune_round(&ns).await;
     assert_eq!(fields(&ns, &running).await["state"], "failed");
     assert_eq!(keys_held(&ns).await, [k.job_key("stays")]);
+}
+
+/// The other places a queued job can be: held by a limit (its payload in the limit's held set,
+/// out of its queue) — and a run in progress: a round that looks at them ends neither.
+#[tokio::test]
+async fn held_and_running_jobs_are_not_taken() {
+    let ns = support::namespace("foreign-held");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    admin(&ns)
+        .await
+        .set_limit(&resq::limits::Limit::concurrency("one", 1).class("Sleep"))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        ids.push(
+            c.enqueue_class_tracked(
+                "lq",
+                "Sleep",
+                &[json!(60_000)],
+                Track::new().key(format!("held-{i}")),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let _w = support::WorkerProc::start(&support::url(), &ns, 2, &[("QUEUES", "lq")]);
+    let mut con = support::con().await;
+    support::eventually(30, "one running, one held", || async {
+        let held: u64 = support::con()
+            .await
+            .zcard(k.limit_held("one", None))
+            .await
+            .unwrap();
+        (working(&ns, &ids).await == 1 && held == 1).then_some(())
+    })
+    .await;
+    assert!(
+        queue(&ns, "lq").await.is_empty(),
+        "the held job is out of its queue"
+    );
+    age_unended(&ns, 61).await;
+    prune_round(&ns).await;
+    let mut states: Vec<String> = Vec::new();
+    for id in &ids {
+        states.push(fields(&ns, id).await["state"].clone());
+    }
+    states.sort();
+    assert_eq!(states, ["queued", "working"]);
+    let n: u64 = con.zcard(k.unended()).await.unwrap();
+    assert_eq!(n, 2, "both still looked at");
 }
