@@ -227,9 +227,10 @@ impl Pruner {
             }
         }
         self.return_orphan_claims(con, &mut report).await?;
-        self.converge_limits(con).await?;
+        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
+        self.converge_limits(con, &limits_json).await?;
         self.end_lost_runs(con).await?;
-        self.end_taken_jobs(con).await?;
+        self.end_taken_jobs(con, &limits_json).await?;
         self.settle_workflows(con).await?;
         Ok(report)
     }
@@ -312,8 +313,11 @@ impl Pruner {
     /// `failed` (its outcome unknown, or the failure entry's text), freeing its job key and
     /// moving its batch and waiting jobs on. Records not looked at for [`TAKEN_AFTER`], at
     /// most 1,000 a call and [`TAKEN_CALLS`] calls a round.
-    async fn end_taken_jobs<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
-        let limits = crate::limits::store::load_json(con, &self.keys).await;
+    async fn end_taken_jobs<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        limits: &str,
+    ) -> RedisResult<()> {
         for _ in 0..TAKEN_CALLS {
             let r = crate::scripts::JOB_TAKEN
                 .key(self.keys.unended())
@@ -326,7 +330,7 @@ impl Pruner {
                 .arg(TAKEN_AFTER.as_millis() as u64)
                 .arg(1000)
                 .arg(20_000)
-                .arg(&limits)
+                .arg(limits)
                 .invoke_async(con)
                 .await;
             let Some((looked, ended, _, problems)) = unless_permanent::<(u64, u64, u64, String)>(
@@ -357,8 +361,11 @@ impl Pruner {
     /// `limits_release.lua`): a share whose slot runs no job any more (Ruby's pruner
     /// unregistered it, a key of the limit was unusable at its end) is dropped, and the held
     /// jobs that then fit go back to their queues. Nothing while no limit is in force.
-    async fn converge_limits<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
-        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
+    async fn converge_limits<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        limits_json: &str,
+    ) -> RedisResult<()> {
         if limits_json.is_empty() {
             return Ok(());
         }
@@ -366,7 +373,7 @@ impl Pruner {
         let r = crate::scripts::LIMITS_SWEEP
             .key(self.keys.sharing())
             .arg(self.keys.prefix())
-            .arg(&limits_json)
+            .arg(limits_json)
             .arg(now)
             .arg(1000)
             .invoke_async(con)
@@ -387,7 +394,7 @@ impl Pruner {
         let r = crate::scripts::LIMITS_RELEASE
             .key(self.keys.held_due())
             .arg(self.keys.prefix())
-            .arg(&limits_json)
+            .arg(limits_json)
             .arg(now)
             .arg(1000)
             .invoke_async(con)
