@@ -26,14 +26,18 @@
 -- Returns {entries looked at, jobs ended, jobs kept for want of budget, problems
 -- ('\n'-separated, or '')}; an error reply, before any write, when a key is of another type.
 
--- The id in a payload's (or worker record's) `"resq_id":"<id>"`, from byte `from` (nil: none),
--- and where the search can go on.
-local MARK = '"resq_id":"'
+-- The id in a payload's (or worker record's) `"resq_id":"<id>"` (spaces around the colon
+-- allowed: a payload re-encoded by hand), from byte `from` (nil: none), and where the search
+-- can go on.
+local MARK = '"resq_id"'
 local function next_id(text, from)
-  local s = string.find(text, MARK, from, true)
-  if not s then return nil end
-  local b = s + #MARK
-  return string.sub(text, b, b + 31), b + 32
+  while true do
+    local s = string.find(text, MARK, from, true)
+    if not s then return nil end
+    local id, at = string.match(text, '^%s*:%s*"(%x+)"()', s + #MARK)
+    if id then return id, at end
+    from = s + #MARK
+  end
 end
 
 -- Marks in `seen` every id the text names.
@@ -149,7 +153,9 @@ local function job_taken(KEYS, ARGV)
     if need then
       local names, L = {}, Lim.load(ARGV[7] or '', P)
       if L then
-        for _, d in ipairs(L.defs) do names[#names + 1] = d.name end
+        for _, d in ipairs(L.defs) do
+          if type(d) == 'table' and type(d.name) == 'string' then names[#names + 1] = d.name end
+        end
       end
       local rj = redis.pcall('HKEYS', P .. 'resq:limits:rejudge')
       if not rj.err then
