@@ -643,3 +643,68 @@ async fn held_and_running_jobs_are_not_taken() {
     let n: u64 = con.zcard(k.unended()).await.unwrap();
     assert_eq!(n, 2, "both still looked at");
 }
+
+/// A tracked scheduled job that another runtime's scheduler moved when due (resque-scheduler
+/// and node-resque enqueue a new job of its class and args, without its id) is ended by the
+/// round that looks at it; one still in the delayed set past its time (no scheduler running),
+/// and one not due yet, are left alone.
+#[tokio::test]
+async fn a_due_job_another_scheduler_moved_is_settled() {
+    let ns = support::namespace("foreign-sched");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let moved = c
+        .enqueue_class_tracked(
+            "sq",
+            "Ok",
+            &[json!(1)],
+            Track::new().at(soon).key("sched-1"),
+        )
+        .await
+        .unwrap();
+    let stays = c
+        .enqueue_class_tracked("sq", "Ok", &[json!(2)], Track::new().at(soon))
+        .await
+        .unwrap();
+    let later = c
+        .enqueue_class_tracked(
+            "sq",
+            "Ok",
+            &[json!(3)],
+            Track::new().at(chrono::Utc::now() + chrono::Duration::hours(1)),
+        )
+        .await
+        .unwrap();
+    support::eventually(10, "the two jobs due", || async {
+        (chrono::Utc::now().timestamp() > soon.timestamp()).then_some(())
+    })
+    .await;
+    // The foreign scheduler's move of the first item (wire-format §9.3): LPOP the bucket,
+    // SREM its timestamps entry, enqueue `{class, args}`.
+    let bucket = k.delayed_bucket(soon.timestamp());
+    let items: Vec<String> = con.lrange(&bucket, 0, -1).await.unwrap();
+    let item = items
+        .iter()
+        .find(|i| i.contains(moved.as_str()))
+        .expect("the item carries its id")
+        .clone();
+    let _: () = con.lrem(&bucket, 1, &item).await.unwrap();
+    let _: () = con
+        .srem(k.timestamps(&item), format!("delayed:{}", soon.timestamp()))
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&item).unwrap();
+    let job = json!({"class": v["class"], "args": v["args"]}).to_string();
+    let _: () = con.rpush(k.queue("sq"), &job).await.unwrap();
+    assert_eq!(fields(&ns, &moved).await["state"], "scheduled");
+    age_unended(&ns, 61).await;
+    prune_round(&ns).await;
+    let f = fields(&ns, &moved).await;
+    assert_eq!(f["state"], "failed", "{f:?}");
+    assert!(f["error"].contains("moved by a scheduler"), "{f:?}");
+    assert!(keys_held(&ns).await.is_empty(), "its key is free");
+    assert_eq!(fields(&ns, &stays).await["state"], "scheduled");
+    assert_eq!(fields(&ns, &later).await["state"], "scheduled");
+}

@@ -8,10 +8,15 @@
 -- error says what is known: the failure entry's text when the newest failures hold its payload
 -- (a foreign worker's run that raised), else that its outcome is unknown.
 --
+-- A record saying scheduled or retrying whose due time has passed is looked for the same way,
+-- and in the delayed buckets within a minute of its due time too: another runtime's scheduler
+-- (resque-scheduler, node-resque) moves a due item to its queue as a new job made of its class
+-- and args, without its id, so resq never sees it start either.
+--
 -- Candidates come from `<ns>:resq:unended` (ids of tracked jobs that have not ended, by when
 -- they were entered or last looked at, ms): each call looks at those not looked at for `age`
 -- ms, oldest first. Entries of ended or gone records are dropped; records in any other state
--- than queued are looked at again after another `age` (a lost run is job_lost.lua's). Every
+-- are looked at again after another `age` (a lost run is job_lost.lua's). Every
 -- search is bounded (`scan` entries read in all), from the head of each queue (the oldest
 -- jobs, the ones looked at first, are there): a job whose queue, or one of the other places,
 -- could not be read to its end in this call is kept and looked at again later — a job is
@@ -71,6 +76,33 @@ local function failures(key, ids, n)
   return out
 end
 
+-- Whether record fields v (state, queue, batch, due_at) say scheduled or retrying, due by `t`
+-- (ms): a delayed job another runtime's scheduler may have moved to its queue.
+local function due_by(v, t)
+  if v[1] ~= 'scheduled' and v[1] ~= 'retrying' then return false end
+  local due = tonumber(v[4])
+  return due ~= nil and due == due and due > 0 and due <= t
+end
+
+-- Marks what the delayed buckets within a minute of `ts` (epoch s) hold, reading at most
+-- `left` entries; returns what is left and whether every such bucket was read whole.
+local function mark_delayed(P, seen, ts, left)
+  local bs = redis.pcall('ZRANGEBYSCORE', P .. 'delayed_queue_schedule', ts - 60, ts + 60)
+  if bs.err then return left, false end
+  for _, b in ipairs(bs) do
+    local from, done = 0, false
+    while not done and left > 0 do
+      local r = redis.pcall('LRANGE', P .. 'delayed:' .. b, from, from + 499)
+      if r.err then return left, false end
+      for _, p in ipairs(r) do mark(seen, p) end
+      left, from = left - math.max(#r, 1), from + #r
+      done = #r < 500
+    end
+    if not done then return left, false end
+  end
+  return left, true
+end
+
 local function job_taken(KEYS, ARGV)
   local e = G.wrong_type(KEYS[1], 'zset') or G.wrong_type(KEYS[2], 'set')
     or G.wrong_type(KEYS[3], 'list') or G.wrong_type(KEYS[4], 'set')
@@ -80,16 +112,16 @@ local function job_taken(KEYS, ARGV)
   local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - age, 'LIMIT', 0, most)
   local problems = {}
   -- Candidates: records saying queued, by queue.
-  local cands, by_queue, later = {}, {}, {}
+  local cands, by_queue, later, delayed = {}, {}, {}, {}
   for _, id in ipairs(ids) do
     local rk = Rec.key(P, id)
-    local v = redis.pcall('HMGET', rk, 'state', 'queue', 'batch')
+    local v = redis.pcall('HMGET', rk, 'state', 'queue', 'batch', 'due_at')
     if v.err then
       problems[#problems + 1] = id .. ' ' .. G.wrongtype_of(rk, 'hash')
       redis.call('ZREM', KEYS[1], id)
     elseif not v[1] or Rec.FINAL[v[1]] then
       redis.call('ZREM', KEYS[1], id)
-    elseif v[1] ~= 'queued' or type(v[2]) ~= 'string' then
+    elseif type(v[2]) ~= 'string' or not (v[1] == 'queued' or due_by(v, now)) then
       later[#later + 1] = id
     else
       local staging = false
@@ -102,6 +134,7 @@ local function job_taken(KEYS, ARGV)
         later[#later + 1] = id
       else
         cands[#cands + 1] = id
+        if v[1] ~= 'queued' then delayed[id] = math.floor(tonumber(v[4]) / 1000) end
         local q = by_queue[v[2]]
         if not q then
           q = {}
@@ -190,13 +223,18 @@ local function job_taken(KEYS, ARGV)
         if not done then held_whole = false end
       end
     end
+    -- A delayed job's buckets (by its due time: its scheduler has not moved it yet).
+    local delayed_whole = {}
+    for id, ts in pairs(delayed) do
+      if not seen[id] then left, delayed_whole[id] = mark_delayed(P, seen, ts, left) end
+    end
     -- What is nowhere, wherever it could be was read, ends.
     local gone = {}
     for q, qids in pairs(by_queue) do
       for _, id in ipairs(qids) do
         if seen[id] then
           later[#later + 1] = id
-        elseif whole[q] and held_whole then
+        elseif whole[q] and held_whole and (not delayed[id] or delayed_whole[id]) then
           gone[id] = true
           gone[#gone + 1] = id
         else
@@ -210,6 +248,9 @@ local function job_taken(KEYS, ARGV)
       local ts = G.num(now)
       for _, id in ipairs(gone) do
         local text = why[id] and ('failed on a worker resq does not see: ' .. why[id])
+          or (delayed[id] and ('due, and no longer in the delayed set: moved by a scheduler resq '
+            .. 'does not see (resque-scheduler and node-resque make the job again from its class '
+            .. 'and args, without its id), or removed: its outcome is unknown'))
           or ('taken from its queue by a worker resq does not see (a Resque, Jesque or '
             .. 'node-resque worker), or removed: its outcome is unknown')
         local state, problem = Rec.finish(P, 'r\n' .. id .. '\n0\n\nfailed\n' .. ttl .. '\n\n' .. text,
