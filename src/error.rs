@@ -28,6 +28,10 @@ pub enum Error {
     /// time in the past, a queue key of the wrong type, a malformed schedule).
     #[error("rejected: {0}")]
     Rejected(String),
+    /// A tracked job's parent ([`crate::jobs::Track::parent`], `--parent`) is no tracked job,
+    /// or has ended: cancelling it would never reach the child. Nothing was enqueued.
+    #[error("parent {0}; nothing was enqueued")]
+    Parent(String),
     /// The Redis server cannot be used (too old).
     #[error("{0}")]
     Unsupported(String),

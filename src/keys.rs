@@ -325,6 +325,13 @@ impl Keys {
         format!("{}resq:running", self.prefix)
     }
 
+    /// `<ns>:resq:unended` — ids of the tracked jobs that have not ended, by when they were
+    /// entered or last looked at (epoch ms): the prune round ends the queued ones whose payload
+    /// is nowhere a job can be — taken by a worker resq does not see (`job_taken.lua`).
+    pub fn unended(&self) -> String {
+        format!("{}resq:unended", self.prefix)
+    }
+
     /// `<ns>:resq:children:<id>` — job `id`'s children.
     pub(crate) fn job_children(&self, id: &str) -> String {
         format!("{}resq:children:{id}", self.prefix)

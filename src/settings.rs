@@ -12,6 +12,17 @@ pub(crate) const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// Default namespace of every Resque-family peer.
 pub(crate) const DEFAULT_NAMESPACE: &str = "resque";
 
+/// `RESQ_FLOW_BUDGET`: a per-call workflow budget smaller than the library's 10,000 (a cancel
+/// and the prune round's settling pass it; 1 to 10,000), so the paths that go on over later
+/// calls can be tried with small trees. '' (the library's own) when unset or not a number.
+pub(crate) fn flow_budget() -> String {
+    std::env::var("RESQ_FLOW_BUDGET")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| (1..=10_000).contains(n))
+        .map_or_else(String::new, |n| n.to_string())
+}
+
 /// Seconds as Ruby gives them (`5`, `0.1`).
 pub(crate) fn parse_secs(var: &'static str, v: &str) -> Result<Duration> {
     let f: f64 = v.trim().parse().map_err(|_| Error::Config {

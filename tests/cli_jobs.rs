@@ -510,7 +510,10 @@ async fn job_cancel_stops_queued_and_running_jobs() {
     let v = json_of(ns, &["job", "cancel", long.as_str()]).await;
     assert_eq!(
         v,
-        json!({"id": long.as_str(), "outcome": "stopping", "state": "working"})
+        json!({
+            "id": long.as_str(), "outcome": "stopping", "state": "working",
+            "settling": {"ends": 0, "jobs": 0}
+        })
     );
     let killed = wait_final(&c, &long).await;
     support::stop(w).await;
@@ -525,7 +528,10 @@ async fn job_cancel_stops_queued_and_running_jobs() {
     let v = json_of(ns, &["job", "cancel", queued.as_str()]).await;
     assert_eq!(
         v,
-        json!({"id": queued.as_str(), "outcome": "finished", "state": "cancelled"})
+        json!({
+            "id": queued.as_str(), "outcome": "finished", "state": "cancelled",
+            "settling": {"ends": 0, "jobs": 0}
+        })
     );
     // A running job asked to stop through the CLI reads as such in `jobs`.
     let listing = ok(ns, &["jobs", "--state", "killed"]).await;

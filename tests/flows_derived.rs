@@ -275,3 +275,139 @@ async fn retry_all_retries_what_was_there_when_it_started() {
         .unwrap();
     assert_eq!(out.done, N, "{:?}", out.skipped);
 }
+
+/// `resq` with a small workflow budget (`RESQ_FLOW_BUDGET`: 100 ends a call, 1,000 records
+/// read), so a tree larger than what one call settles is small enough to build here.
+fn small_budget(ns: &str, args: &[&str]) -> std::process::Output {
+    let out = support::cli::cmd(ns, args)
+        .env("RESQ_FLOW_BUDGET", "100")
+        .output()
+        .expect("run resq");
+    assert!(
+        out.status.success(),
+        "resq {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Issue 34: a cancelled tree larger than one call settles goes on over later calls from where
+/// each walk stopped, until done — a job with more children than one call may read (1,500
+/// under a budget reading 1,000) is not read again from its first child each time — and the
+/// cancel says what it left to settle, and the command to watch it.
+#[tokio::test]
+async fn a_parked_child_tree_larger_than_one_call_is_finished_by_later_rounds() {
+    let ns = support::namespace("derived-tree");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let parent = c
+        .enqueue_class_tracked("nobody", "Noop", &[], Track::new())
+        .await
+        .unwrap();
+    let child = c
+        .enqueue_class_tracked("nobody", "Noop", &[], Track::new().parent(parent.clone()))
+        .await
+        .unwrap();
+    const GRANDCHILDREN: u64 = 1_500;
+    for i in 0..GRANDCHILDREN {
+        c.enqueue_class_tracked(
+            "nobody",
+            "Noop",
+            &[json!(i)],
+            Track::new().parent(child.clone()),
+        )
+        .await
+        .unwrap();
+    }
+    let out = small_budget(&ns, &["job", "cancel", parent.as_str()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("cancelled {parent}")), "{text}");
+    assert!(
+        text.contains("still settling") && text.contains("the children of 1 job"),
+        "the cancel says what is left: {text}"
+    );
+    assert!(text.contains("resq prune") && text.contains("resq jobs --state cancelled"));
+    let mut con = support::con().await;
+    let mut last: u64 = con.zcard(k.job_state("cancelled")).await.unwrap();
+    assert!(last <= 2 + 100, "one call: {last}");
+    let mut rounds = 0;
+    while last < 2 + GRANDCHILDREN {
+        rounds += 1;
+        assert!(rounds <= 4, "not finished after 4 rounds: {last} cancelled");
+        let _: () = con.del(k.pruning_lock()).await.unwrap();
+        small_budget(&ns, &["prune"]);
+        let now: u64 = con.zcard(k.job_state("cancelled")).await.unwrap();
+        assert!(now > last, "round {rounds} made no progress ({now})");
+        // (10 calls a round, 100 ends each, give or take one SSCAN step.)
+        assert!(now - last <= 10 * 300, "round {rounds}: {}", now - last);
+        last = now;
+    }
+    assert!(rounds >= 2, "the tree was larger than one round");
+    assert_eq!(last, 2 + GRANDCHILDREN);
+    let unsettled: u64 = con.zcard(k.unsettled()).await.unwrap();
+    assert_eq!(unsettled, 0, "nothing left parked");
+    // A cancel that leaves nothing says nothing of settling.
+    let lone = c
+        .enqueue_class_tracked("nobody", "Noop", &[], Track::new())
+        .await
+        .unwrap();
+    let out = small_budget(&ns, &["--json", "job", "cancel", lone.as_str()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["settling"], json!({"ends": 0, "jobs": 0}), "{v}");
+}
+
+/// Issue 34: the library refuses a child of a parent that is no tracked job, or has ended,
+/// with a typed error and nothing written — the rule `resq enqueue --parent` applies too.
+#[tokio::test]
+async fn a_child_of_an_unknown_or_ended_parent_is_refused() {
+    let ns = support::namespace("derived-parent");
+    let c = client(&ns).await;
+    let unknown = JobId::new();
+    let e = c
+        .enqueue_class_tracked("q", "Noop", &[], Track::new().parent(unknown.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, resq::Error::Parent(why) if why.contains(unknown.as_str())),
+        "{e:?}"
+    );
+    let ended = c
+        .enqueue_class_tracked("q", "Noop", &[], Track::new())
+        .await
+        .unwrap();
+    assert_eq!(c.cancel(&ended).await.unwrap(), Cancelled::Cancelled);
+    let e = c
+        .enqueue_class_tracked("q", "Noop", &[], Track::new().parent(ended.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, resq::Error::Parent(why) if why.contains("has ended")),
+        "{e:?}"
+    );
+    let q: u64 = support::con()
+        .await
+        .llen(Keys::new(&ns).queue("q"))
+        .await
+        .unwrap();
+    assert_eq!(q, 1, "only the cancelled parent's own payload");
+    // A live parent is taken.
+    let live = c
+        .enqueue_class_tracked("q", "Noop", &[], Track::new())
+        .await
+        .unwrap();
+    c.enqueue_class_tracked("q", "Noop", &[], Track::new().parent(live))
+        .await
+        .unwrap();
+    // The CLI says it of its flag.
+    let o = support::cli::resq(
+        &ns,
+        &["enqueue", "--track", "--parent", ended.as_str(), "A"],
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--parent") && err.contains("has ended"),
+        "{err}"
+    );
+}

@@ -6,6 +6,9 @@
 //! record is deleted under a run still writes the run's real end. And the mixed fleet: real
 //! Ruby (compat-tests/ruby/lib/resque_rules.rb, Resque 3.0's pruner) prunes a resq process
 //! killed with SIGKILL while tracked jobs, a batch, a waiting job and keyed jobs are in flight.
+//! A queued job a worker resq does not see took (a Ruby worker's run, success or failure, or
+//! any client's `LPOP`) is ended by the round that looks at it; one held by a limit, one a
+//! foreign worker still runs, and one still in its queue are not.
 
 mod support;
 
@@ -428,4 +431,281 @@ async fn mixed_fleet_ruby_prunes_a_killed_resq_process() {
     assert_eq!(queue(&ns, "cb").await.len(), 2);
     let running: u64 = con.zcard(k.running()).await.unwrap();
     assert_eq!(running, 0);
+}
+
+/// A Ruby worker's run as Resque 3.0 makes it (wire-format §4.1, `reserve`, `working_on`,
+/// `done_working`, `Failure::Redis#save`), restated here because the resque gem is not
+/// installable: it takes jobs from the head of `queue` until one of class `Hold` (left
+/// running: its worker record stays), a job of class `Boom` raising. Returns what it ran.
+fn ruby_worker(ns: &str, queue: &str) -> String {
+    let script = r##"
+        require 'redis'; require 'json'; require 'time'
+        r = Redis.new(url: ARGV[0]); ns = ARGV[1]; q = ARGV[2]
+        wid = "rubyhost:4242:#{q}"
+        r.pipelined { |p| p.sadd("#{ns}:workers", wid); p.set("#{ns}:worker:#{wid}:started", Time.now.to_s) }
+        ran = []
+        loop do
+          raw = r.lpop("#{ns}:queue:#{q}") or break
+          job = JSON.parse(raw)
+          r.set("#{ns}:worker:#{wid}", JSON.generate({ 'queue' => q, 'run_at' => Time.now.utc.iso8601, 'payload' => job }))
+          ran << job['class']
+          break if job['class'] == 'Hold'
+          if job['class'] == 'Boom'
+            r.rpush("#{ns}:failed", JSON.generate({ 'failed_at' => Time.now.utc.strftime('%Y/%m/%d %H:%M:%S %Z'),
+              'payload' => job, 'exception' => 'RuntimeError', 'error' => 'boom from Ruby',
+              'backtrace' => [], 'worker' => wid, 'queue' => q }))
+            r.incrby("#{ns}:stat:failed", 1); r.incrby("#{ns}:stat:failed:#{wid}", 1)
+          end
+          r.pipelined { |p| p.del("#{ns}:worker:#{wid}"); p.incrby("#{ns}:stat:processed", 1); p.incrby("#{ns}:stat:processed:#{wid}", 1) }
+        end
+        puts ran.join(' ')
+    "##;
+    let out = std::process::Command::new("ruby")
+        .args(["-e", script, &support::url(), ns, queue])
+        .output()
+        .expect("ruby (Debian's ruby with ruby-redis) runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Makes every entry of the index of unended jobs look `secs` older (as if that time had
+/// passed since each was entered).
+async fn age_unended(ns: &str, secs: i64) {
+    let k = Keys::new(ns);
+    let mut con = support::con().await;
+    let all: Vec<(String, i64)> = con.zrange_withscores(k.unended(), 0, -1).await.unwrap();
+    for (id, score) in all {
+        let _: () = con
+            .zadd(k.unended(), &id, score - secs * 1000)
+            .await
+            .unwrap();
+    }
+}
+
+/// Issue 34: a queued tracked job taken by a worker resq does not see — a real Ruby worker
+/// (success, failure) or any client's raw `LPOP` — is ended by the first prune round that
+/// looks at it: failed (the failure entry's text, or "outcome unknown"), its job key freed,
+/// its batch counting it (callbacks once), the job waiting for it released. A job still in
+/// its queue, one a Ruby worker is running, and one held in another queue are left alone.
+#[tokio::test]
+async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
+    let ns = support::namespace("foreign-take");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    // On `rubyq`, in this order: a keyed job (a job waits for it), two members of a batch
+    // (one raises in Ruby), a job Ruby is still running when the round comes.
+    let keyed = c
+        .enqueue_class_tracked("rubyq", "Ok", &[json!(1)], Track::new().key("taken-1"))
+        .await
+        .unwrap();
+    let waiter = c
+        .enqueue_class_tracked("after", "Noop", &[], Track::new().after(keyed.clone()))
+        .await
+        .unwrap();
+    let (bid, members) = c
+        .create_batch(
+            Batch::new()
+                .callback_queue("cb")
+                .on_complete("Done", vec![])
+                .on_death("Dead", vec![])
+                .job("rubyq", "Boom", vec![json!(2)])
+                .job("rubyq", "Ok", vec![json!(3)]),
+        )
+        .await
+        .unwrap();
+    let running = c
+        .enqueue_class_tracked("rubyq", "Hold", &[], Track::new().key("taken-2"))
+        .await
+        .unwrap();
+    // Another client pops one job of `rawq` (a Jesque pop, a script, an operator).
+    let raw = c
+        .enqueue_class_tracked("rawq", "Ok", &[json!(4)], Track::new())
+        .await
+        .unwrap();
+    let stays = c
+        .enqueue_class_tracked("rawq", "Ok", &[json!(5)], Track::new().key("stays"))
+        .await
+        .unwrap();
+    let popped: Option<String> = con.lpop(k.queue("rawq"), None).await.unwrap();
+    assert!(popped.unwrap().contains(raw.as_str()));
+    assert_eq!(ruby_worker(&ns, "rubyq"), "Ok Boom Ok Hold");
+    // Nothing is looked at before its time: a round now ends nothing.
+    prune_round(&ns).await;
+    for id in [&keyed, &members[0], &members[1], &raw] {
+        assert_eq!(fields(&ns, id).await["state"], "queued", "too early");
+    }
+    age_unended(&ns, 61).await;
+    prune_round(&ns).await;
+    let f = fields(&ns, &members[0]).await;
+    assert_eq!(f["state"], "failed", "{f:?}");
+    assert!(
+        f["error"].contains("boom from Ruby"),
+        "the failure's text: {f:?}"
+    );
+    for id in [&keyed, &members[1], &raw] {
+        let f = fields(&ns, id).await;
+        assert_eq!(f["state"], "failed", "{f:?}");
+        assert!(f["error"].contains("outcome is unknown"), "{f:?}");
+        let ttl: i64 = con.ttl(k.job_record(id.as_str())).await.unwrap();
+        assert!(ttl > 0, "a settled record expires");
+    }
+    // Left alone: the one Ruby runs, the one still in its queue.
+    assert_eq!(fields(&ns, &running).await["state"], "queued");
+    assert_eq!(fields(&ns, &stays).await["state"], "queued");
+    let mut held = keys_held(&ns).await;
+    held.sort();
+    assert_eq!(held, [k.job_key("stays"), k.job_key("taken-2")]);
+    assert_eq!(fields(&ns, &waiter).await["state"], "queued", "released");
+    assert_eq!(queue(&ns, "after").await.len(), 1);
+    let b = admin(&ns).await.batch(&bid).await.unwrap().unwrap();
+    assert_eq!((b.pending, b.failed), (0, 2), "{b:?}");
+    assert_eq!(
+        queue(&ns, "cb").await.len(),
+        2,
+        "on_complete and on_death, once"
+    );
+    // Later rounds end nothing more; the ended leave the index.
+    age_unended(&ns, 61).await;
+    prune_round(&ns).await;
+    assert_eq!(queue(&ns, "cb").await.len(), 2);
+    assert_eq!(fields(&ns, &running).await["state"], "queued");
+    assert_eq!(fields(&ns, &stays).await["state"], "queued");
+    let left: Vec<String> = con.zrange(k.unended(), 0, -1).await.unwrap();
+    let mut want = vec![
+        running.as_str().to_string(),
+        stays.as_str().to_string(),
+        waiter.as_str().to_string(),
+    ];
+    want.sort();
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, want);
+    // The Ruby run ends; the round after ends its record too.
+    let _: () = con.del(k.worker("rubyhost:4242:rubyq")).await.unwrap();
+    age_unended(&ns, 61).await;
+    prune_round(&ns).await;
+    assert_eq!(fields(&ns, &running).await["state"], "failed");
+    assert_eq!(keys_held(&ns).await, [k.job_key("stays")]);
+}
+
+/// The other places a queued job can be: held by a limit (its payload in the limit's held set,
+/// out of its queue) — and a run in progress: a round that looks at them ends neither.
+#[tokio::test]
+async fn held_and_running_jobs_are_not_taken() {
+    let ns = support::namespace("foreign-held");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    admin(&ns)
+        .await
+        .set_limit(&resq::limits::Limit::concurrency("one", 1).class("Sleep"))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        ids.push(
+            c.enqueue_class_tracked(
+                "lq",
+                "Sleep",
+                &[json!(60_000)],
+                Track::new().key(format!("held-{i}")),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let _w = support::WorkerProc::start(&support::url(), &ns, 2, &[("QUEUES", "lq")]);
+    let mut con = support::con().await;
+    support::eventually(30, "one running, one held", || async {
+        let held: u64 = support::con()
+            .await
+            .zcard(k.limit_held("one", None))
+            .await
+            .unwrap();
+        (working(&ns, &ids).await == 1 && held == 1).then_some(())
+    })
+    .await;
+    assert!(
+        queue(&ns, "lq").await.is_empty(),
+        "the held job is out of its queue"
+    );
+    age_unended(&ns, 61).await;
+    prune_round(&ns).await;
+    let mut states: Vec<String> = Vec::new();
+    for id in &ids {
+        states.push(fields(&ns, id).await["state"].clone());
+    }
+    states.sort();
+    assert_eq!(states, ["queued", "working"]);
+    let n: u64 = con.zcard(k.unended()).await.unwrap();
+    assert_eq!(n, 2, "both still looked at");
+}
+
+/// A tracked scheduled job that another runtime's scheduler moved when due (resque-scheduler
+/// and node-resque enqueue a new job of its class and args, without its id) is ended by the
+/// round that looks at it; one still in the delayed set past its time (no scheduler running),
+/// and one not due yet, are left alone.
+#[tokio::test]
+async fn a_due_job_another_scheduler_moved_is_settled() {
+    let ns = support::namespace("foreign-sched");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let moved = c
+        .enqueue_class_tracked(
+            "sq",
+            "Ok",
+            &[json!(1)],
+            Track::new().at(soon).key("sched-1"),
+        )
+        .await
+        .unwrap();
+    let stays = c
+        .enqueue_class_tracked("sq", "Ok", &[json!(2)], Track::new().at(soon))
+        .await
+        .unwrap();
+    let later = c
+        .enqueue_class_tracked(
+            "sq",
+            "Ok",
+            &[json!(3)],
+            Track::new().at(chrono::Utc::now() + chrono::Duration::hours(1)),
+        )
+        .await
+        .unwrap();
+    support::eventually(10, "the two jobs due", || async {
+        (chrono::Utc::now().timestamp() > soon.timestamp()).then_some(())
+    })
+    .await;
+    // The foreign scheduler's move of the first item (wire-format §9.3): LPOP the bucket,
+    // SREM its timestamps entry, enqueue `{class, args}`.
+    let bucket = k.delayed_bucket(soon.timestamp());
+    let items: Vec<String> = con.lrange(&bucket, 0, -1).await.unwrap();
+    let item = items
+        .iter()
+        .find(|i| i.contains(moved.as_str()))
+        .expect("the item carries its id")
+        .clone();
+    let _: () = con.lrem(&bucket, 1, &item).await.unwrap();
+    let _: () = con
+        .srem(k.timestamps(&item), format!("delayed:{}", soon.timestamp()))
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&item).unwrap();
+    let job = json!({"class": v["class"], "args": v["args"]}).to_string();
+    let _: () = con.rpush(k.queue("sq"), &job).await.unwrap();
+    assert_eq!(fields(&ns, &moved).await["state"], "scheduled");
+    age_unended(&ns, 61).await;
+    prune_round(&ns).await;
+    let f = fields(&ns, &moved).await;
+    assert_eq!(f["state"], "failed", "{f:?}");
+    assert!(f["error"].contains("moved by a scheduler"), "{f:?}");
+    assert!(keys_held(&ns).await.is_empty(), "its key is free");
+    assert_eq!(fields(&ns, &stays).await["state"], "scheduled");
+    assert_eq!(fields(&ns, &later).await["state"], "scheduled");
 }

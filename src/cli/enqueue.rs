@@ -195,7 +195,6 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         .collect();
     let class = e.class.clone().unwrap_or_default();
     let client = target.client().await?;
-    e.flow.check_parent(&client).await?;
     let keys = client.keys().clone();
     let due = crate::scheduler::cli::due_time(e.in_secs.as_deref(), e.at.as_deref())?;
     let jesque = e.jesque || e.vars.is_some();
@@ -223,7 +222,8 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         }
         let got = client
             .enqueue_class_tracked(&e.queue, &class, &args, track)
-            .await?;
+            .await
+            .map_err(|err| super::enqueue_flow::as_flag(err, &target.namespace))?;
         let existing = got != id;
         let mut extra = Map::new();
         extra.insert("resq_id".into(), Value::String(id.to_string()));

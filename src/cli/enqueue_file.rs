@@ -155,7 +155,6 @@ pub(crate) async fn run(
     let again = spool.as_ref().map_or(file, |s| s.path());
     let mut lines = Lines::open(again, "--file")?;
     let client = target.client().await?;
-    e.flow.check_parent(&client).await?;
     let track = e.track.then(|| tracking(e));
     let mut printer = Printer::new(as_json, e.track);
     let mut failed = 0usize;

@@ -88,24 +88,6 @@ impl FlowArgs {
         Ok(())
     }
 
-    /// Refuses a `--parent` that names no tracked job (the enqueue itself takes any id: a
-    /// parent that does not exist would never cancel its child).
-    pub(crate) async fn check_parent(&self, client: &crate::Client) -> Result<()> {
-        let Some(p) = &self.parent else {
-            return Ok(());
-        };
-        if client.status(p).await?.is_none() {
-            return Err(Error::Config {
-                var: "--parent",
-                message: format!(
-                    "{p} is not a tracked job in namespace {:?} (no record): nothing was enqueued",
-                    client.keys().namespace()
-                ),
-            });
-        }
-        Ok(())
-    }
-
     /// `track` with these flags.
     pub(crate) fn apply(&self, mut track: Track) -> Track {
         for id in &self.after {
@@ -139,6 +121,18 @@ impl FlowArgs {
             batch: self.batch.clone(),
             state,
         })
+    }
+}
+
+/// An enqueue's error as the flag at fault: a parent the enqueue refused (the library's rule,
+/// [`Error::Parent`]) is `--parent`'s.
+pub(crate) fn as_flag(e: Error, namespace: &str) -> Error {
+    match e {
+        Error::Parent(why) => Error::Config {
+            var: "--parent",
+            message: format!("{why} in namespace {namespace:?}: nothing was enqueued"),
+        },
+        other => other,
     }
 }
 

@@ -379,14 +379,16 @@ pub(crate) async fn job(target: &super::Target, cmd: JobCmd, as_json: bool) -> R
             if admin.job(&id).await?.is_none() {
                 return Err(unknown(&target.namespace, &id));
             }
-            let out = admin.cancel_job(&id).await?;
+            let (out, settling) = admin.cancel_job_settling(&id).await?;
             let (outcome, state) = match out {
                 Cancelled::Cancelled => ("cancelled", State::Cancelled),
                 Cancelled::Killing => ("stopping", State::Working),
                 Cancelled::Finished(s) => ("finished", s),
             };
             if as_json {
-                json(&serde_json::json!({"id": id, "outcome": outcome, "state": state}))?;
+                json(&serde_json::json!({
+                    "id": id, "outcome": outcome, "state": state, "settling": settling
+                }))?;
             } else {
                 match out {
                     Cancelled::Cancelled => {
@@ -399,6 +401,18 @@ pub(crate) async fn job(target: &super::Target, cmd: JobCmd, as_json: bool) -> R
                     Cancelled::Finished(s) => {
                         println!("{id} had already finished ({s}); nothing changed")
                     }
+                }
+                if !settling.is_empty() {
+                    println!(
+                        "still settling: {} end{} (batch counts, waiting jobs) and the children \
+                         of {} job{}, past the bound of one call; each prune round goes on \
+                         with them (every minute on one resq process; `resq prune` runs one \
+                         now). Watch: `resq jobs --state cancelled`",
+                        settling.ends,
+                        if settling.ends == 1 { "" } else { "s" },
+                        settling.jobs,
+                        if settling.jobs == 1 { "" } else { "s" },
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -157,7 +157,10 @@ impl Client {
                         }
                     }
                 },
-                (Ok(_), Some(Err(e))) => Outcome::Refused(Error::Redis(e).to_string()),
+                (Ok(_), Some(Err(e))) => Outcome::Refused(match &job.track {
+                    Some(_) => super::track::refusal(e).to_string(),
+                    None => Error::Redis(e).to_string(),
+                }),
                 (Ok(_), None) => Outcome::Refused("not sent".into()),
             })
             .collect())

@@ -114,7 +114,7 @@ impl Client {
     pub(crate) async fn write_tracked(&self, job: Outgoing) -> Result<JobId> {
         let inv = self.tracked_invocation(&job)?;
         let mut con = self.connection();
-        let reply: Vec<RedisValue> = inv.invoke_async(&mut con).await?;
+        let reply: Vec<RedisValue> = inv.invoke_async(&mut con).await.map_err(refusal)?;
         Ok(tracked_reply(&reply)?.0)
     }
 
@@ -209,6 +209,15 @@ impl Client {
     pub async fn status(&self, id: &JobId) -> Result<Option<JobStatus>> {
         JobStatus::read(&mut self.connection(), self.keys(), id).await
     }
+}
+
+/// A `job_enqueue` error as the library's error: a refused parent (`NOPARENT`, the script's
+/// rule for every enqueue) is [`Error::Parent`].
+pub(crate) fn refusal(e: redis::RedisError) -> Error {
+    if e.code() == Some("NOPARENT") {
+        return Error::Parent(e.detail().unwrap_or("is refused").to_string());
+    }
+    Error::Redis(e)
 }
 
 /// The id a `job_enqueue` reply names, and whether it is that of a live job with the

@@ -18,12 +18,38 @@ pub enum Cancelled {
     Finished(State),
 }
 
+/// What a cancel left to the prune round, past the bound of one call (docs/workflows.md): the
+/// next rounds settle it (every minute on one process of the fleet, or `resq prune`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Settling {
+    /// Ends whose batch counts and waiting jobs are not settled yet.
+    pub ends: u64,
+    /// Jobs whose children are still being cancelled.
+    pub jobs: u64,
+}
+
+impl Settling {
+    /// Whether nothing is left.
+    pub fn is_empty(&self) -> bool {
+        self.ends == 0 && self.jobs == 0
+    }
+}
+
 /// Sends the cancel for `id`.
 pub(crate) async fn cancel(
     con: &mut crate::conn::Conn,
     keys: &crate::keys::Keys,
     id: &JobId,
 ) -> Result<Cancelled> {
+    Ok(cancel_settling(con, keys, id).await?.0)
+}
+
+/// Sends the cancel for `id`; what it did, and what it left to the prune round.
+pub(crate) async fn cancel_settling(
+    con: &mut crate::conn::Conn,
+    keys: &crate::keys::Keys,
+    id: &JobId,
+) -> Result<(Cancelled, Settling)> {
     let now = chrono::Utc::now();
     let message = format!("Killed at {}", crate::wire::time::started(now));
     let reply: String = crate::scripts::JOB_CANCEL
@@ -36,13 +62,22 @@ pub(crate) async fn cancel(
             &message,
             crate::wire::number::FloatFormat::RubyJsonGem,
         ))
+        .arg(crate::settings::flow_budget())
         .invoke_async(con)
         .await?;
-    let (reply, problems) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
+    let (reply, mut problems) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
+    let mut settling = Settling::default();
+    if let Some(rest) = problems.strip_prefix("settling ") {
+        let (line, after) = rest.split_once('\n').unwrap_or((rest, ""));
+        let mut n = line.split(' ').map(|x| x.parse::<u64>().unwrap_or(0));
+        settling.ends = n.next().unwrap_or(0);
+        settling.jobs = n.next().unwrap_or(0);
+        problems = after;
+    }
     if !problems.is_empty() {
         super::report_problem(problems);
     }
-    match reply.split_once(' ').map_or((reply, ""), |(a, b)| (a, b)) {
+    let outcome = match reply.split_once(' ').map_or((reply, ""), |(a, b)| (a, b)) {
         ("cancelled", _) => Ok(Cancelled::Cancelled),
         ("killing", _) => {
             // A record still saying working whose worker is gone reads failed: nobody runs it.
@@ -57,13 +92,20 @@ pub(crate) async fn cancel(
             State::parse(s).unwrap_or(State::Completed),
         )),
         _ => Err(Error::Rejected(format!("no tracked job {id}"))),
-    }
+    }?;
+    Ok((outcome, settling))
 }
 
 impl Admin {
     /// [`crate::Client::cancel`].
     pub async fn cancel_job(&self, id: &JobId) -> Result<Cancelled> {
         cancel(&mut self.con(), self.keys(), id).await
+    }
+
+    /// [`Admin::cancel_job`], with what the cancel left to the prune round ([`Settling`]):
+    /// a tree of children, or of jobs waiting for it, larger than one call settles.
+    pub async fn cancel_job_settling(&self, id: &JobId) -> Result<(Cancelled, Settling)> {
+        cancel_settling(&mut self.con(), self.keys(), id).await
     }
 
     /// Deletes finished jobs (of `state`, or every final state) that finished more than

@@ -47,7 +47,7 @@ pub use state::{BadField, Event, JobStatus, State};
 pub use track::{IfDepFailed, Track};
 
 pub(crate) use control::cancel;
-pub use control::Cancelled;
+pub use control::{Cancelled, Settling};
 pub(crate) use record::new_status;
 pub(crate) use record::{Ending, Kind, TrackEnd};
 pub(crate) use running::{killed, TrackedRun, Tracker, KILLED};

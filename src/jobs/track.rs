@@ -133,7 +133,8 @@ impl Track {
     }
 
     /// Makes it a child of job `parent`: cancelling the parent cancels it (and its own
-    /// children), or asks it to stop if it runs.
+    /// children), or asks it to stop if it runs. The enqueue is refused with
+    /// [`crate::Error::Parent`] (nothing written) when `parent` is no tracked job or has ended.
     pub fn parent(mut self, parent: JobId) -> Self {
         self.parent = Some(parent);
         self

@@ -91,6 +91,7 @@ local function batch_stage(KEYS, ARGV)
     redis.call('HSET', Rec.key(P, id), 'state', 'queued', 'class', class, 'queue', q,
       'enqueued_at', now_ms, 'attempts', 0, 'batch', bid)
     redis.call('EXPIRE', Rec.key(P, id), STAGE_TTL)
+    Rec.live(P, id, now_ms)
     redis.call('SADD', bk .. ':jobs', id)
     redis.call('RPUSH', bk .. ':staged:' .. q, payload)
     redis.call('SADD', bk .. ':queues', q)

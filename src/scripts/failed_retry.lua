@@ -53,6 +53,7 @@ local function failed_retry(KEYS, ARGV)
     redis.call('HSET', rk, 'state', 'queued', 'queue', ARGV[4])
     redis.call('PERSIST', rk)
     redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
+    Rec.live(P, id, ARGV[8] or '0')
     if v[3] and v[3] ~= '' then redis.pcall('SET', P .. 'resq:jobkey:' .. v[3], id, 'NX') end
   end
   return i

@@ -11,13 +11,17 @@
 -- KEYS[1] <ns>:_kill (resque-status's; the records' keys are built from the prefix)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the id   ARGV[3] now in epoch ms
 -- ARGV[4] seconds the cancelled record is kept (0: until purged)
--- ARGV[5] resque-status's message for it (JSON text, "Killed at …")
--- Returns 'cancelled', 'killing', 'final <state>' or 'unknown' (then, on lines of their own, the
--- problems a cancelled job's end met in its batch or its waiting jobs); an error reply, before any
+-- ARGV[5] resque-status's message for it (JSON text, "Killed at …")   ARGV[6] (optional) the
+-- call's budget, when smaller than workflow.lua's (RESQ_FLOW_BUDGET)
+-- Returns 'cancelled', 'killing', 'final <state>' or 'unknown'; then, when the call left work
+-- to the prune round, a line 'settling <ends> <jobs>' (ends whose batch and waiting jobs are not
+-- settled yet; jobs whose children are still being cancelled); then, on lines of their own, the
+-- problems a cancelled job's end met in its batch or its waiting jobs. An error reply, before any
 -- write, when a key is unusable.
 
 local function job_cancel(KEYS, ARGV)
   local P, id, now_ms, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), Rec.whole(ARGV[4])
+  if ARGV[6] and ARGV[6] ~= '' then Flow.set_budget(ARGV[6]) end
   local rk = Rec.key(P, id)
   local v = redis.pcall('HMGET', rk, 'state', 'key', 'batch', 'waiters')
   if v.err then return redis.error_reply(id .. ' ' .. G.wrongtype_of(rk, 'hash')) end
@@ -36,6 +40,8 @@ local function job_cancel(KEYS, ARGV)
     -- (What its end could not do in its batch or for the jobs waiting for it, and what is
     -- still settling — left to the prune round past the bound of one call — on the lines
     -- after the word.)
+    local ends, walks = Flow.parked()
+    if ends + walks > 0 then did = did .. '\nsettling ' .. ends .. ' ' .. walks end
     if problem then return did .. '\n' .. problem end
     return did
   end

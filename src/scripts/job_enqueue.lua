@@ -21,8 +21,8 @@
 -- that did not complete means (run | fail | cancel), seconds a finished record is kept, the
 -- dependencies' ids (space-separated))   ARGV[14..] tags
 -- Returns {'ok', id, state} or {'existing', id of the live job with that key}; an error reply,
--- before any write, when a key is unusable, the id is taken, a dependency has no record, or the
--- batch cannot take the job.
+-- before any write, when a key is unusable, the id is taken, a dependency has no record, the
+-- parent has no record or has ended (NOPARENT), or the batch cannot take the job.
 
 -- Reads the workflow ARGV: its parts, and the dependencies' records (before any write):
 -- {batch, parent, policy, ttl, deps = {id…}, left = how many have not ended, failed = the
@@ -61,7 +61,20 @@ local function workflow(P, text)
   if w.failed then
     e = e or G.wrong_type(P .. 'resq:jobs:failed', 'zset') or G.wrong_type(P .. 'resq:jobs:cancelled', 'zset')
   end
-  if w.parent then e = e or G.wrong_type(P .. 'resq:children:' .. w.parent, 'set') end
+  if w.parent then
+    -- (A parent that is no tracked job, or has ended, would never cancel its child: refused.)
+    local pk = Rec.key(P, w.parent)
+    local pv = redis.pcall('HMGET', pk, 'state')
+    if pv.err then return nil, G.wrongtype_of(pk, 'hash') end
+    if not pv[1] then
+      return nil, 'NOPARENT ' .. w.parent .. ' is not a tracked job (no record ' .. pk .. ')'
+    end
+    if Rec.FINAL[pv[1]] then
+      return nil, 'NOPARENT ' .. w.parent .. ' has ended (' .. pv[1] .. '): cancelling it would never '
+        .. 'reach a new child'
+    end
+    e = e or G.wrong_type(P .. 'resq:children:' .. w.parent, 'set')
+  end
   if w.batch then e = e or G.wrong_type(P .. 'resq:batch:' .. w.batch .. ':jobs', 'set') end
   if e then return nil, e end
   if w.batch then
@@ -148,6 +161,7 @@ local function job_enqueue(KEYS, ARGV)
       put('error', 'dependency ' .. w.failed .. ' did not complete')
     end
     redis.call('HSET', rk, unpack(f))
+    if not Rec.FINAL[state] then Rec.live(P, id, now_ms) end
   end
   for i = 14, #ARGV do
     redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id)

@@ -200,8 +200,6 @@ functions! {
     LIMITS_RELEASE = "limits_release";
     /// A claimed job's limits, at promote (worker/claim.rs).
     LIMIT_CLAIM = "limit_claim";
-    /// Limit shares no job holds any more, returned (worker/prune.rs).
-    LIMIT_ORPHANS = "limit_orphans";
     /// Limits converging from where jobs are: units derived, held jobs re-judged after a
     /// change, idle partitions forgotten (limits/cache.rs).
     LIMITS_SWEEP = "limits_sweep";
@@ -211,6 +209,8 @@ functions! {
     FLOW_SETTLE = "flow_settle";
     /// Runs someone else ended (a worker pruned by Ruby, its record deleted), ended (worker/prune).
     JOB_LOST = "job_lost";
+    /// Queued jobs someone else took (a Ruby, Jesque or node-resque worker), ended (worker/prune).
+    JOB_TAKEN = "job_taken";
 }
 
 /// Loads the library before a worker's first step (best effort: a call of a server without it

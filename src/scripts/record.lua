@@ -13,6 +13,11 @@
 --                              started (ms): written by the call that starts a run, removed by
 --                              the one that ends it, read by the prune round to find runs ended
 --                              by someone else (job_lost.lua)
+--   P..'resq:unended'          ids of jobs that have not ended, by when they were entered or
+--                              last looked at (ms): entered by the call that makes a record
+--                              (or makes a finished one live again), removed by the end,
+--                              read by the prune round to find queued jobs someone else took
+--                              (job_taken.lua)
 -- Fields: state, class, queue, enqueued_at (ms), due_at (scheduled or retrying: when, ms),
 -- attempts, worker, started_at, ended_at (ms), result (JSON text), error (the last failure's
 -- message), p.num, p.total, p.message and p.<custom> (progress, JSON texts), tags (space-
@@ -45,6 +50,13 @@ Rec.FINAL = FINAL
 local TTL_MAX = 3155760000
 
 function Rec.key(P, id) return P .. 'resq:job:' .. id end
+
+-- Job `id`'s record is live (made, or no longer finished) at `now_ms`: listed where the prune
+-- round looks for queued jobs someone else took (job_taken.lua). Never raises (an index of
+-- another type is named by the prune round).
+function Rec.live(P, id, now_ms)
+  redis.pcall('ZADD', P .. 'resq:unended', 'NX', now_ms, id)
+end
 
 -- Whether s has the shape of an id (32 hex characters).
 function Rec.id_like(s)
@@ -96,6 +108,7 @@ function Rec.start(P, id, worker, now, v)
     -- Run again (a failure retried from the failure list): no longer finished.
     redis.call('PERSIST', rk)
     redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
+    Rec.live(P, id, now)
   end
   return 'r\t' .. a .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
 end
@@ -172,6 +185,7 @@ function Rec.finish(P, spec, now, only_working, owner)
   elseif secs > 0 then
     redis.call('EXPIRE', rk, secs == tonumber(ttl) and ttl or secs)
   end
+  redis.pcall('ZREM', P .. 'resq:unended', id)
   local problem = nil
   local ix = P .. 'resq:jobs:' .. state
   if type(redis.pcall('ZADD', ix, now, id)) == 'table' then

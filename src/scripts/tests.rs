@@ -1162,6 +1162,103 @@ mod flow_scenarios {
         }
     }
 
+    /// job_taken.lua: a queued tracked job whose payload is nowhere (a foreign worker took
+    /// it) ends failed (its job key freed, its batch counting it), by the function every end
+    /// goes through; one whose places cannot all be read is kept.
+    pub(super) fn job_taken() -> Scenario {
+        const JOB: &str = "fedcba9876543210fedcba9876543210";
+        Scenario {
+            name: "job_taken",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = redis::pipe()
+                        .hset_multiple(
+                            keys.job_record(JOB),
+                            &[
+                                ("state", "queued"),
+                                ("queue", "q"),
+                                ("key", "tk"),
+                                ("batch", "b1"),
+                                ("attempts", "0"),
+                            ],
+                        )
+                        .zadd(keys.unended(), JOB, 1)
+                        .set(keys.job_key("tk"), JOB)
+                        .rpush(keys.queue("q"), r#"{"class":"A","args":[],"resq_id":"00000000000000000000000000000000"}"#)
+                        .hset_multiple(
+                            keys.batch("b1"),
+                            &[("total", "2"), ("pending", "2"), ("unsucceeded", "2")],
+                        )
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JOB_TAKEN
+                        .key(keys.unended())
+                        .key(keys.workers())
+                        .key(keys.failed())
+                        .key(keys.claims())
+                        .arg(keys.prefix())
+                        .arg(1_000_000)
+                        .arg(60)
+                        .arg(1000)
+                        .arg(100)
+                        .arg(1000)
+                        .arg("")
+                        .invoke_async(&mut con)
+                        .await;
+                    match r {
+                        Ok(v) => Answer::Done(format!("{v:?}")),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.unended(), Kind::Zset),
+                    (k.workers(), Kind::Set),
+                    (k.failed(), Kind::List),
+                    (k.claims(), Kind::Set),
+                    (k.job_record(JOB), Kind::Hash),
+                    (k.job_key("tk"), Kind::Str),
+                    (k.queue("q"), Kind::List),
+                    (k.job_state("failed"), Kind::Zset),
+                    (k.batch("b1"), Kind::Hash),
+                ]
+            }),
+            check: Box::new(|_, after, c| {
+                let label = format!("job_taken with {c:?}");
+                let rec = after.iter().find(|(k, _)| k.ends_with(JOB));
+                if let Some((_, v)) = rec {
+                    if v.starts_with("hash:") {
+                        assert!(
+                            v.contains("\"state\": \"failed\"")
+                                || v.contains("\"state\": \"queued\""),
+                            "{label}: {v}"
+                        );
+                    }
+                }
+                if c.is_none() {
+                    let (_, v) = rec.unwrap();
+                    assert!(v.contains("\"state\": \"failed\""), "{label}: {v}");
+                    assert!(
+                        !after.keys().any(|k| k.ends_with(":resq:jobkey:tk")),
+                        "{label}: the job key is freed"
+                    );
+                    let b = after
+                        .iter()
+                        .find(|(k, _)| k.ends_with(":resq:batch:b1"))
+                        .unwrap()
+                        .1;
+                    assert!(b.contains("\"pending\": \"1\""), "{label}: {b}");
+                }
+            }),
+        }
+    }
+
     pub(super) fn batch_create() -> Scenario {
         Scenario {
             name: "batch_create",
@@ -1386,6 +1483,7 @@ async fn no_script_writes_when_it_refuses() {
         flow_scenarios::batch_create(),
         flow_scenarios::purge(),
         flow_scenarios::job_lost(),
+        flow_scenarios::job_taken(),
         limit_scenarios::set(),
         limit_scenarios::sweep(),
     ] {

@@ -43,15 +43,41 @@
 -- Redis for long, whatever the fan-out. Per call (G.call), shared by every end of the call.
 local MAX_WORK = 10000
 local work_call, work_left = -1, 0
+-- (A smaller budget a caller set for this call: `resq` reads RESQ_FLOW_BUDGET, so the paths
+-- that go on over later calls can be tried with small trees.)
+local set_call, set_n = -1, MAX_WORK
+local function max_work()
+  if set_call == G.call then return set_n end
+  return MAX_WORK
+end
 local function budget()
-  if work_call ~= G.call then work_call, work_left = G.call, MAX_WORK end
+  if work_call ~= G.call then work_call, work_left = G.call, max_work() end
   return work_left
 end
 local function spend(n)
   budget()
   work_left = work_left - n
 end
-Flow.budget = budget
+Flow.budget, Flow.spend, Flow.max_work = budget, spend, max_work
+
+-- Sets this call's budget to n (1 .. MAX_WORK) before any work; other values are ignored.
+function Flow.set_budget(n)
+  n = tonumber(n)
+  if n and n >= 1 and n <= MAX_WORK then set_call, set_n = G.call, math.floor(n) end
+end
+
+-- What this call left to the prune round: {ends whose batch and waiters are not settled, jobs
+-- whose children are still being cancelled}.
+local parked_call, parked_ends, parked_walks = -1, 0, 0
+local function parked_add(ends, walks)
+  if parked_call ~= G.call then parked_call, parked_ends, parked_walks = G.call, 0, 0 end
+  parked_ends, parked_walks = parked_ends + ends, parked_walks + walks
+end
+Flow.parked_add = parked_add
+function Flow.parked()
+  if parked_call ~= G.call then return 0, 0 end
+  return parked_ends, parked_walks
+end
 
 -- The ends still to settle in this call (a released job that fails or is cancelled has ends of
 -- its own): {id, state, fields} entries, worked through in order (no recursion), within the
@@ -82,6 +108,7 @@ end
 -- Leaves job `id`'s bookkeeping to the prune round (Flow.settle_parked).
 function Flow.park(P, id, now_ms)
   redis.pcall('ZADD', P .. 'resq:unsettled', now_ms, id)
+  parked_add(1, 0)
 end
 
 -- Whether member `id` is counted `mark` (attempted: its first run that ended, or its end
@@ -281,71 +308,6 @@ function Flow.release(P, id, state, now_ms, problems, todo)
     if #todo == before then spend(1) end
     before = #todo
   end
-end
-
--- Cancels resq's own job `id` given its record's fields v (state, key, batch, waiters): one
--- that has not started is cancelled (and ends, for its batch and the jobs waiting for it), a
--- running one is asked to stop. Returns what it did ('final <state>', 'killing', 'cancelled')
--- and the problems of its end, or nil.
-function Flow.cancel(P, id, v, now_ms, ttl)
-  local state = v[1]
-  if Rec.FINAL[state] then return 'final ' .. state end
-  local rk = Rec.key(P, id)
-  if state == 'working' then
-    redis.call('HSET', rk, 'kill', now_ms)
-    return 'killing'
-  end
-  redis.call('HSET', rk, 'state', 'cancelled', 'cancelled_at', now_ms, 'ended_at', now_ms)
-  if ttl > 0 then redis.call('EXPIRE', rk, math.min(ttl, 3155760000)) end
-  redis.pcall('ZADD', P .. 'resq:jobs:cancelled', now_ms, id)
-  if state == 'waiting' then redis.pcall('ZREM', P .. 'resq:jobs:waiting', id) end
-  Rec.free_key(P, v[2], id)
-  if v[3] or v[4] then
-    return 'cancelled', Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4] }, now_ms)
-  end
-  return 'cancelled'
-end
-
--- How many records one call reads for children that have ended already (they cost no budget).
-local MAX_READS = 100000
-
--- Cancels the children of job `id`, and theirs, within the call's budget: the jobs whose
--- children it did not reach are parked ('c <id>' in the unsettled set) for the prune round,
--- which goes on (flow_settle.lua). Returns the problems ('\n'-separated), or nil.
-function Flow.cancel_children(P, id, now_ms, ttl)
-  local todo, k, reads, problems = { id }, 1, 0, {}
-  while k <= #todo and budget() > 0 and reads < MAX_READS do
-    local kids = redis.pcall('SMEMBERS', P .. 'resq:children:' .. todo[k])
-    local all = true
-    if type(kids) == 'table' and not kids.err then
-      for _, c in ipairs(kids) do
-        if budget() <= 0 or reads >= MAX_READS then
-          all = false
-          break
-        end
-        reads = reads + 1
-        local v = redis.pcall('HMGET', Rec.key(P, c), 'state', 'key', 'batch', 'waiters')
-        if type(v) == 'table' and not v.err and v[1] then
-          if not Rec.FINAL[v[1]] then
-            spend(1)
-            local _, p = Flow.cancel(P, c, v, now_ms, ttl)
-            if p then problems[#problems + 1] = p end
-          end
-          todo[#todo + 1] = c
-        end
-      end
-    end
-    if not all then break end
-    k = k + 1
-  end
-  if k <= #todo then
-    for j = k, #todo do redis.pcall('ZADD', P .. 'resq:unsettled', now_ms, 'c ' .. todo[j]) end
-    problems[#problems + 1] = 'cancel ' .. id .. ': the children of ' .. (#todo - k + 1) .. ' jobs '
-      .. 'are still being cancelled: past the ' .. MAX_WORK .. ' one call settles, the next prune '
-      .. 'round goes on (' .. P .. 'resq:unsettled)'
-  end
-  if #problems > 0 then return table.concat(problems, '\n') end
-  return nil
 end
 
 -- Finishes job `id`'s bookkeeping that an earlier call left (Flow.park): an end whose batch and

@@ -54,6 +54,11 @@ pub(crate) const PERIOD: Duration = Duration::from_secs(60);
 pub(crate) const DEFAULT_PRUNE_AFTER_SECS: u64 = 300;
 /// How many `flow_settle` calls one round makes at most (each settles up to 10,000 ends).
 const SETTLE_CALLS: usize = 10;
+/// How long a tracked job's record is left before a round looks for its payload (and between
+/// two looks): a job taken by a worker resq does not see is ended by the first round after this.
+pub(crate) const TAKEN_AFTER: Duration = Duration::from_secs(60);
+/// How many `job_taken` calls one round makes at most (each looks at 1,000 records).
+const TAKEN_CALLS: usize = 10;
 /// TTL of Ruby's prune lock (Ruby uses its heartbeat interval, 60 s by default).
 pub(crate) const LOCK_TTL_SECS: u64 = 60;
 /// Exception of a job whose worker's heartbeat expired (Ruby's loop 1).
@@ -222,8 +227,10 @@ impl Pruner {
             }
         }
         self.return_orphan_claims(con, &mut report).await?;
-        self.return_orphan_shares(con).await?;
+        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
+        self.converge_limits(con, &limits_json).await?;
         self.end_lost_runs(con).await?;
+        self.end_taken_jobs(con, &limits_json).await?;
         self.settle_workflows(con).await?;
         Ok(report)
     }
@@ -240,6 +247,7 @@ impl Pruner {
                 .arg(chrono::Utc::now().timestamp_millis())
                 .arg(1000)
                 .arg(crate::jobs::DEFAULT_TTL.as_secs())
+                .arg(crate::settings::flow_budget())
                 .invoke_async(con)
                 .await;
             let Some((settled, problems)) =
@@ -299,31 +307,99 @@ impl Pruner {
         }
     }
 
-    /// Returns the limit shares whose slot runs no job any more (`limit_orphans.lua`): left by
-    /// a completion that could not return them while a key of the limit was unusable, or by a
-    /// slot Ruby's pruner unregistered. At most 1,000 entries looked at per round.
-    async fn return_orphan_shares<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
-        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
-        let r = crate::scripts::LIMIT_ORPHANS
+    /// Ends the queued tracked jobs someone else took (`job_taken.lua`): a record saying queued
+    /// whose payload is in none of the places a job can be (its queue, a held set, a claim, a
+    /// worker's record) was taken by a Ruby, Jesque or node-resque worker, or removed; it ends
+    /// `failed` (its outcome unknown, or the failure entry's text), freeing its job key and
+    /// moving its batch and waiting jobs on. Records not looked at for [`TAKEN_AFTER`], at
+    /// most 1,000 a call and [`TAKEN_CALLS`] calls a round.
+    async fn end_taken_jobs<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        limits: &str,
+    ) -> RedisResult<()> {
+        for _ in 0..TAKEN_CALLS {
+            let r = crate::scripts::JOB_TAKEN
+                .key(self.keys.unended())
+                .key(self.keys.workers())
+                .key(self.keys.failed())
+                .key(self.keys.claims())
+                .arg(self.keys.prefix())
+                .arg(chrono::Utc::now().timestamp_millis())
+                .arg(crate::jobs::DEFAULT_TTL.as_secs())
+                .arg(TAKEN_AFTER.as_millis() as u64)
+                .arg(1000)
+                .arg(20_000)
+                .arg(limits)
+                .invoke_async(con)
+                .await;
+            let Some((looked, ended, _, problems)) = unless_permanent::<(u64, u64, u64, String)>(
+                r,
+                "end queued jobs a worker resq does not see took",
+            )?
+            else {
+                return Ok(());
+            };
+            if ended > 0 {
+                tracing::warn!(
+                    ended,
+                    "ended tracked jobs taken from their queue by a worker resq does not see (failed: outcome unknown)"
+                );
+            }
+            if !problems.is_empty() {
+                crate::jobs::report_problem(&problems);
+            }
+            if looked < 1000 {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets the limits converge from where jobs are, as every process's limits timer does
+    /// (`limits_sweep.lua`, the one owner of "how many units are in use", then
+    /// `limits_release.lua`): a share whose slot runs no job any more (Ruby's pruner
+    /// unregistered it, a key of the limit was unusable at its end) is dropped, and the held
+    /// jobs that then fit go back to their queues. Nothing while no limit is in force.
+    async fn converge_limits<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        limits_json: &str,
+    ) -> RedisResult<()> {
+        if limits_json.is_empty() {
+            return Ok(());
+        }
+        let now = Utc::now().timestamp_millis();
+        let r = crate::scripts::LIMITS_SWEEP
             .key(self.keys.sharing())
             .arg(self.keys.prefix())
             .arg(limits_json)
+            .arg(now)
             .arg(1000)
             .invoke_async(con)
             .await;
-        if let Some((returned, problems)) =
-            unless_permanent::<(u64, String)>(r, "return leftover limit shares")?
+        if let Some((corrected, _, _, problems)) =
+            unless_permanent::<(u64, u64, u64, String)>(r, "derive the limits' units")?
         {
-            if returned > 0 {
+            if corrected > 0 {
                 tracing::info!(
-                    returned,
-                    "returned limit shares that no running job held any more"
+                    corrected,
+                    "limit shares and sums derived again from the jobs that run"
                 );
             }
             for line in problems.lines() {
-                tracing::warn!("cannot return a limit share yet: {line}");
+                tracing::warn!("cannot derive a limit yet: {line}");
             }
         }
+        let r = crate::scripts::LIMITS_RELEASE
+            .key(self.keys.held_due())
+            .arg(self.keys.prefix())
+            .arg(limits_json)
+            .arg(now)
+            .arg(1000)
+            .invoke_async(con)
+            .await;
+        unless_permanent::<(u64, String)>(r, "release the held jobs that fit")?;
         Ok(())
     }
 
