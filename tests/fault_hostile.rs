@@ -167,8 +167,8 @@ fn a_handlers_command_survives_an_idle_close() {
     let url = server.url();
     let ns = support::namespace("idle-close");
     let mut w = WorkerProc::start(&url, &ns, 1, &[("INTERVAL", "5")]);
-    // Every connection of the worker (and of its Echo handler) goes idle past the server's
-    // timeout, which closes it.
+    // Every connection of the worker (and of its Echo handler) stays idle for 2.5 s, past
+    // the server's 1 s timeout, which closes it (the idle time is what is under test).
     std::thread::sleep(Duration::from_millis(2500));
     let mut c = con(&url);
     push(

@@ -45,7 +45,9 @@ fn redis_restarts_twice_mid_run_lose_no_job() {
         server.stop();
         let before = processed(&url, &ns);
         assert!(before.is_none(), "redis still answers after SHUTDOWN");
-        // Long enough for every slot, the heartbeat (1 s) and the watchers to hit it.
+        // The outage under test lasts 2.5 s: longer than the heartbeat interval (1 s), so
+        // every slot, the heartbeat and the watchers meet it (a duration, not a wait for an
+        // event: the worker announces only the first failure of an outage).
         std::thread::sleep(Duration::from_millis(2500));
         assert!(
             w.running(),

@@ -276,7 +276,8 @@ fn usr2_pauses_and_cont_resumes() {
     w.signal("USR2");
     wait_log(&w, "USR2");
     e.push(r#"{"class":"Echo","args":["while-paused"]}"#);
-    // Nothing announces "did not take a job"; give it several intervals.
+    // A paused slot makes no call at all (it waits for CONT), so no event or counter can
+    // show that it did not take the job: the test gives it several intervals.
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(e.queue().len(), 1, "a paused worker took a job");
     w.signal("CONT");
@@ -299,6 +300,7 @@ fn pause_all_workers_pauses_every_process_until_cleared() {
     for i in 0..4 {
         e.push(&format!(r#"{{"class":"Echo","args":["p{i}"]}}"#));
     }
+    // As above: paused slots make no call; several intervals show none took a job.
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(
         e.queue().len(),
