@@ -222,4 +222,6 @@ pub(crate) async fn preload<C: ConnectionLike + Send>(con: &mut C) {
 #[cfg(test)]
 mod globals_tests;
 #[cfg(test)]
+mod state_owner_tests;
+#[cfg(test)]
 mod tests;
