@@ -160,8 +160,8 @@ function Rec.set_state(P, id, from, to, now, fields, o)
   return problem
 end
 
--- The fields of a start (reused).
-local W = {}
+-- The fields and options of a start (reused).
+local W, WO = {}, {}
 
 -- A reserved job's start, given what Rec.peek read (a record that exists and is not
 -- cancelled): its state, worker, start time, attempt and history. `now` is the time in epoch
@@ -174,7 +174,10 @@ function Rec.start(P, id, worker, now, v)
   local w = W
   w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8] = 'worker', worker, 'started_at', now,
     'attempts', a, 'a' .. a .. '.start', now .. ' ' .. worker
-  Rec.set_state(P, id, v[1], 'working', now, w)
+  -- (A finished job run again — a copy of its payload — holds its job key again, as one the
+  -- failure list's retry moved does.)
+  WO.key = v[3]
+  Rec.set_state(P, id, v[1], 'working', now, w, WO)
   forget_old(rk, n)
   return 'r\t' .. a .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
 end
