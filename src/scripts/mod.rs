@@ -211,6 +211,9 @@ functions! {
     FLOW_SETTLE = "flow_settle";
     /// Runs someone else ended (a worker pruned by Ruby, its record deleted), ended (worker/prune).
     JOB_LOST = "job_lost";
+    /// The library's verdict on one payload, writing nothing (the payload corpus test).
+    #[cfg(test)]
+    PAYLOAD_JUDGE = "payload_judge";
 }
 
 /// Loads the library before a worker's first step (best effort: a call of a server without it
@@ -221,6 +224,8 @@ pub(crate) async fn preload<C: ConnectionLike + Send>(con: &mut C) {
 
 #[cfg(test)]
 mod globals_tests;
+#[cfg(test)]
+mod payload_corpus_tests;
 #[cfg(test)]
 mod state_owner_tests;
 #[cfg(test)]
