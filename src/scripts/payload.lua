@@ -11,7 +11,7 @@
 
 local find, byte, pcall, decode, type, NULL
 
--- The JSON decoder of the rules (docs/wire.md, "A valid payload"): a cjson of its own (the
+-- The JSON decoder of the rules (docs/architecture.md, "A valid payload"): a cjson of its own (the
 -- server's shared one is left as other libraries expect it), refusing what the worker's
 -- decoder refuses — NaN, Infinity, hex numbers — and nesting deeper than it reads (127).
 local DEPTH = 127
@@ -62,7 +62,7 @@ function Pay.too_big_here(C, n) return n > C.small end
 
 -- What item `raw` is, under settings C: 'job' and its decoded object; 'claim' (too large or
 -- too unusual to check here: the worker judges it, src/worker/claim.rs); 'toolarge'; or
--- 'malformed' and why. The rules are docs/wire.md's "A valid payload", the worker's decoder's
+-- 'malformed' and why. The rules are docs/architecture.md's "A valid payload", the worker's decoder's
 -- (src/wire/payload.rs): the same verdict for the same bytes, tested on one corpus
 -- (fixtures/payloads/, src/scripts/payload_corpus_tests.rs).
 function Pay.classify(C, raw)

@@ -1,4 +1,4 @@
-//! One set of rules for a valid payload (docs/wire.md, "A valid payload"), applied wherever a
+//! One set of rules for a valid payload (docs/architecture.md, "A valid payload"), applied wherever a
 //! payload is judged: the library's (payload.lua's `Pay.classify`, through `FCALL
 //! payload_judge` on a real Redis), the worker's decoder (`Payload::parse`) and the claimed
 //! path's check (`claim::check`) give the same verdict for the same bytes. The library may

@@ -74,7 +74,7 @@ pub(crate) fn check(bytes: Vec<u8>) -> Result<String, (PayloadError, Vec<u8>)> {
 }
 
 /// What the decoder would refuse, found without decoding the payload's values: the rules of
-/// [`Payload::from_raw`](crate::wire::Payload) (docs/wire.md, "A valid payload"), read as a
+/// [`Payload::from_raw`](crate::wire::Payload) (docs/architecture.md, "A valid payload"), read as a
 /// map of its members' raw texts — a key given twice counts as its last, as the decoder reads
 /// it.
 fn probe(text: &str) -> Result<(), PayloadError> {
