@@ -26,7 +26,7 @@
 -- cancel and its release or end as a waiting job (workflow.lua) — calls it with the fields that
 -- move with the state, and it keeps the indexes that follow from the state (the running
 -- index, the final indexes, the waiting index, the TTL and the job key of a finished record).
--- src/scripts/tests.rs fails when another file writes the field.
+-- src/scripts/state_owner_tests.rs fails when another file writes the field.
 --
 -- Every write is a command that cannot fail on a hash, made after a read of the same key
 -- proved it one (or through pcall, writing nothing when it is not): a record of another type,
