@@ -453,7 +453,10 @@ async fn a_finished_job_that_runs_again_holds_its_job_key_again() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let failed: Vec<String> = con.zrange(k.job_state("failed"), 0, -1).await.unwrap();
-    assert!(!failed.contains(&id.to_string()), "still listed as failed: {failed:?}");
+    assert!(
+        !failed.contains(&id.to_string()),
+        "still listed as failed: {failed:?}"
+    );
     let again = c
         .enqueue_class_tracked("default", "Again", &[], Track::new().key("acct-1"))
         .await

@@ -17,9 +17,9 @@ use crate::registry::{JobContext, JobResult};
 use crate::wire::encode;
 use crate::wire::number::FloatFormat;
 use crate::wire::Payload;
-use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
+use std::time::Duration;
 
 /// The layer.
 pub(crate) struct Retry;

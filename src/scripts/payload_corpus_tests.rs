@@ -119,7 +119,11 @@ async fn the_library_and_the_worker_judge_every_payload_alike() {
             problems.push(format!(
                 "{}: the corpus says {}, the worker {:?}",
                 e.name,
-                if e.valid == Some(true) { "job" } else { "malformed" },
+                if e.valid == Some(true) {
+                    "job"
+                } else {
+                    "malformed"
+                },
                 decoded.as_ref().err()
             ));
         }

@@ -10,7 +10,10 @@ use std::path::Path;
 /// Writes of a batch's state (not a job's), by file and the text of the line.
 const BATCH_STATE: &[(&str, &str)] = &[
     ("batch_stage.lua", "{ 'state', 'staging',"),
-    ("batch_commit.lua", "redis.call('HSET', bk, 'state', 'open',"),
+    (
+        "batch_commit.lua",
+        "redis.call('HSET', bk, 'state', 'open',",
+    ),
 ];
 
 /// The code of a line, without its comment.
@@ -42,9 +45,7 @@ fn problems(name: &str, text: &str) -> Vec<String> {
             continue;
         }
         let read = c.contains("'HGET'") || c.contains("'HMGET'");
-        let batch = BATCH_STATE
-            .iter()
-            .any(|(f, t)| *f == name && c.contains(t));
+        let batch = BATCH_STATE.iter().any(|(f, t)| *f == name && c.contains(t));
         if read || batch || owner.contains(&i) {
             continue;
         }
@@ -73,7 +74,11 @@ fn only_rec_set_state_writes_a_jobs_state() {
         all.extend(problems(name, &text));
         files += 1;
     }
-    assert!(files > 40, "read only {files} Lua files in {}", dir.display());
+    assert!(
+        files > 40,
+        "read only {files} Lua files in {}",
+        dir.display()
+    );
     assert!(all.is_empty(), "{}", all.join("\n"));
 }
 

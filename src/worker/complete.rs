@@ -204,7 +204,8 @@ async fn attempt<C: ConnectionLike + Send>(
                     let mut last = plan.error.clone();
                     last.message = message;
                     a[2] = "failure".into();
-                    a[3] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
+                    a[3] =
+                        failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
                     a[7] = "1".into();
                 }
             }
