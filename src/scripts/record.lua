@@ -93,16 +93,12 @@ end
 local S = {}
 local NO = {}
 
--- A finished record's TTL: `ttl` seconds (a number, or text written as it is when it is a
--- whole number; at most TTL_MAX; 0 or less keeps it).
+-- A finished record's TTL: `ttl` seconds (a number or its text; at most TTL_MAX; 0, less or
+-- not a number keeps it). Always handed to Redis as a whole number of at most 10 digits, which
+-- Lua prints exactly: text such as '1e3' or '10.0', which EXPIRE refuses, never reaches it.
 local function keep_for(write, rk, ttl)
   local secs = whole(ttl)
-  if secs > TTL_MAX then
-    write('EXPIRE', rk, TTL_MAX)
-  elseif secs > 0 then
-    -- (The TTL as the caller wrote it: a number handed to Redis would be printed again.)
-    write('EXPIRE', rk, secs == tonumber(ttl) and ttl or secs)
-  end
+  if secs > 0 then write('EXPIRE', rk, math.min(secs, TTL_MAX)) end
 end
 
 -- THE write of a tracked job's state: job `id` (record P..'resq:job:'..id) moves from state
