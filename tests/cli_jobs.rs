@@ -595,3 +595,60 @@ async fn jobs_purge_deletes_finished_records() {
     let out = ok(ns, &["jobs"]).await;
     assert!(out.starts_with("jobs: 1 queued · 0 scheduled"), "{out}");
 }
+
+/// Every move of a record goes through record.lua's one writer of the state (Rec.set_state):
+/// what `resq job show` reads after each move, and the indexes that follow the state — a
+/// waiting job listed as waiting until cancelled, a cancelled job in the cancelled index with
+/// its job key free.
+#[tokio::test]
+async fn each_move_reads_right_in_job_show_with_its_indexes() {
+    let ns = &support::namespace("cli-jobs-moves");
+    let c = client(ns).await;
+    let k = Keys::new(ns);
+    let mut con = support::con().await;
+    let first = c
+        .enqueue_class_tracked("idle", "A", &[], Track::new().key("acct-7"))
+        .await
+        .unwrap();
+    let then = c
+        .enqueue_class_tracked("idle", "B", &[], Track::new().after(first.clone()))
+        .await
+        .unwrap();
+    let state = |v: Value| v["state"].as_str().unwrap_or("").to_string();
+    assert_eq!(
+        state(json_of(ns, &["job", "show", first.as_str()]).await),
+        "queued"
+    );
+    assert_eq!(
+        state(json_of(ns, &["job", "show", then.as_str()]).await),
+        "waiting"
+    );
+    let waiting: Vec<String> = con.zrange(k.job_state("waiting"), 0, -1).await.unwrap();
+    assert_eq!(waiting, [then.to_string()]);
+    let held: Option<String> = con.get(k.job_key("acct-7")).await.unwrap();
+    assert_eq!(held.as_deref(), Some(first.as_str()));
+
+    // The waiting job cancelled: out of the waiting index, into the cancelled one.
+    ok(ns, &["job", "cancel", then.as_str()]).await;
+    assert_eq!(
+        state(json_of(ns, &["job", "show", then.as_str()]).await),
+        "cancelled"
+    );
+    let waiting: Vec<String> = con.zrange(k.job_state("waiting"), 0, -1).await.unwrap();
+    assert!(waiting.is_empty(), "{waiting:?}");
+    // The queued one cancelled: its job key free, both in the cancelled index.
+    ok(ns, &["job", "cancel", first.as_str()]).await;
+    assert_eq!(
+        state(json_of(ns, &["job", "show", first.as_str()]).await),
+        "cancelled"
+    );
+    let held: Option<String> = con.get(k.job_key("acct-7")).await.unwrap();
+    assert_eq!(held, None);
+    let mut cancelled: Vec<String> = con.zrange(k.job_state("cancelled"), 0, -1).await.unwrap();
+    cancelled.sort();
+    let mut both = vec![first.to_string(), then.to_string()];
+    both.sort();
+    assert_eq!(cancelled, both);
+    let running: Vec<String> = con.zrange(k.running(), 0, -1).await.unwrap();
+    assert!(running.is_empty(), "{running:?}");
+}

@@ -13,7 +13,7 @@ use resq::jobs::{Cancelled, JobFilter, JobId, State, Track};
 use resq::{Client, Job, JobContext, JobError, JobResult, Registry, RetryPolicy};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::stop;
@@ -410,6 +410,62 @@ async fn a_job_key_allows_one_live_job() {
         .await
         .unwrap();
     assert_ne!(next, first, "a finished job frees its key");
+}
+
+/// Every move of a record out of a final state follows one rule (record.lua's Rec.set_state):
+/// no longer finished, out of its final index, and its job key its own again unless another
+/// job took it — whether the failure list's retry moved it (`failed_retry`) or a copy of its
+/// payload was run again (the reserve's start).
+#[tokio::test]
+async fn a_finished_job_that_runs_again_holds_its_job_key_again() {
+    let ns = support::namespace("jobs-key-again");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let id = c
+        .enqueue_class_tracked("default", "Again", &[], Track::new().key("acct-1"))
+        .await
+        .unwrap();
+    // Its payload's bytes, as a tool that pushes a failed job back whole would push them.
+    let payload: String = con.lindex(k.queue("default"), 0).await.unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(AtomicBool::new(false));
+    let (r, go) = (runs.clone(), release.clone());
+    let registry = Registry::new().handler("Again", move |_ctx: JobContext| {
+        let (r, go) = (r.clone(), go.clone());
+        async move {
+            if r.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(JobError::msg("first run fails"));
+            }
+            while !go.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(())
+        }
+    });
+    let w = support::start(support::builder(&ns, "default").registry(registry)).await;
+    assert_eq!(wait_final(&c, &id).await.state, State::Failed);
+    let held: Option<String> = con.get(k.job_key("acct-1")).await.unwrap();
+    assert_eq!(held, None, "a failed job frees its key");
+    let _: () = con.rpush(k.queue("default"), &payload).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while c.status(&id).await.unwrap().expect("a record").state != State::Working {
+        assert!(std::time::Instant::now() < deadline, "never ran again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let failed: Vec<String> = con.zrange(k.job_state("failed"), 0, -1).await.unwrap();
+    assert!(
+        !failed.contains(&id.to_string()),
+        "still listed as failed: {failed:?}"
+    );
+    let again = c
+        .enqueue_class_tracked("default", "Again", &[], Track::new().key("acct-1"))
+        .await
+        .unwrap();
+    assert_eq!(again, id, "the job running again holds its key");
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(wait_final(&c, &id).await.state, State::Completed);
+    stop(w).await;
 }
 
 #[tokio::test]

@@ -41,7 +41,6 @@ pub(crate) mod queues;
 pub(crate) mod scheduler;
 pub(crate) mod server_info;
 pub(crate) mod stats;
-pub(crate) mod statuses;
 pub(crate) mod workers;
 
 use crate::conn::{Conn, Endpoint, RedisOptions};
@@ -60,7 +59,6 @@ pub use queue_jobs::{Deleted, QueuePage, QueuedJob};
 pub use queues::{QueueInfo, QueueKind};
 pub use scheduler::SchedulerStatus;
 pub use stats::Info;
-pub use statuses::{StatusPage, StatusRow};
 pub use workers::{CurrentJob, WorkerInfo, WorkerState};
 
 /// A connection to one namespace, for reading and repairing it: what resque-web and the `resq`

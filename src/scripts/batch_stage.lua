@@ -88,10 +88,9 @@ local function batch_stage(KEYS, ARGV)
   end
   for i = 0, n - 1 do
     local id, q, class, payload = ARGV[9 + 4 * i], ARGV[10 + 4 * i], ARGV[11 + 4 * i], ARGV[12 + 4 * i]
-    redis.call('HSET', Rec.key(P, id), 'state', 'queued', 'class', class, 'queue', q,
-      'enqueued_at', now_ms, 'attempts', 0, 'batch', bid)
+    Rec.set_state(P, id, nil, 'queued', now_ms,
+      { 'class', class, 'queue', q, 'enqueued_at', now_ms, 'attempts', 0, 'batch', bid })
     redis.call('EXPIRE', Rec.key(P, id), STAGE_TTL)
-    Rec.live(P, id, now_ms)
     redis.call('SADD', bk .. ':jobs', id)
     redis.call('RPUSH', bk .. ':staged:' .. q, payload)
     redis.call('SADD', bk .. ':queues', q)

@@ -49,12 +49,8 @@ local function failed_retry(KEYS, ARGV)
     v[1] = 'failed'
   end
   if v and v[1] and Rec.FINAL[v[1]] then
-    local rk = Rec.key(P, id)
-    redis.call('HSET', rk, 'state', 'queued', 'queue', ARGV[4])
-    redis.call('PERSIST', rk)
-    redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
-    Rec.live(P, id, ARGV[8] or '0')
-    if v[3] and v[3] ~= '' then redis.pcall('SET', P .. 'resq:jobkey:' .. v[3], id, 'NX') end
+    -- (No longer finished, its job key taken again unless another job holds it: Rec's.)
+    Rec.set_state(P, id, v[1], 'queued', ARGV[8] or '0', { 'queue', ARGV[4] }, { key = v[3] })
   end
   return i
 end

@@ -137,7 +137,7 @@ local function job_enqueue(KEYS, ARGV)
     redis.call('SET', rk, ARGV[12])
     redis.call('ZADD', P .. '_statuses', math.floor(now_ms / 1000), id)
   else
-    local f = { 'state', state, 'class', ARGV[10], 'queue', ARGV[9], 'enqueued_at', now_ms, 'attempts', 0 }
+    local f = { 'class', ARGV[10], 'queue', ARGV[9], 'enqueued_at', now_ms, 'attempts', 0 }
     local function put(k, v)
       f[#f + 1] = k
       f[#f + 1] = v
@@ -157,11 +157,11 @@ local function job_enqueue(KEYS, ARGV)
       put('deps_left', w.left)
       put('payload', ARGV[5])
     elseif Rec.FINAL[state] then
-      put('ended_at', now_ms)
       put('error', 'dependency ' .. w.failed .. ' did not complete')
     end
-    redis.call('HSET', rk, unpack(f))
-    if not Rec.FINAL[state] then Rec.live(P, id, now_ms) end
+    -- (A new record: EXISTS proved the key free. Its indexes — waiting, or a final state's
+    -- with its TTL — are Rec's.)
+    Rec.set_state(P, id, nil, state, now_ms, f, { ttl = w.ttl })
   end
   for i = 14, #ARGV do
     redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id)
@@ -181,11 +181,7 @@ local function job_enqueue(KEYS, ARGV)
       redis.call('SADD', P .. 'resq:waiters:' .. d, id)
       redis.call('HSET', Rec.key(P, d), 'waiters', '1')
     end
-    redis.pcall('ZADD', P .. 'resq:jobs:waiting', now_ms, id)
   elseif Rec.FINAL[state] then
-    local secs = Rec.whole(w.ttl)
-    if secs > 0 then redis.call('EXPIRE', rk, math.min(secs, 3155760000)) end
-    redis.pcall('ZADD', P .. 'resq:jobs:' .. state, now_ms, id)
     if w.batch then Flow.after_final(P, id, state, { batch = w.batch }, now_ms) end
   elseif delayed then
     redis.call('RPUSH', KEYS[4], ARGV[5])

@@ -211,6 +211,9 @@ functions! {
     JOB_LOST = "job_lost";
     /// Queued jobs someone else took (a Ruby, Jesque or node-resque worker), ended (worker/prune).
     JOB_TAKEN = "job_taken";
+    /// The library's verdict on one payload, writing nothing (the payload corpus test).
+    #[cfg(test)]
+    PAYLOAD_JUDGE = "payload_judge";
 }
 
 /// Loads the library before a worker's first step (best effort: a call of a server without it
@@ -221,5 +224,9 @@ pub(crate) async fn preload<C: ConnectionLike + Send>(con: &mut C) {
 
 #[cfg(test)]
 mod globals_tests;
+#[cfg(test)]
+mod payload_corpus_tests;
+#[cfg(test)]
+mod state_owner_tests;
 #[cfg(test)]
 mod tests;

@@ -71,8 +71,8 @@ local function move_delayed(KEYS, ARGV)
       elseif queue ~= '' then
         if v and (v[1] == 'scheduled' or v[1] == 'retrying') then
           local tid = string.sub(ARGV[6 + 4 * i], 3)
-          redis.call('HSET', Rec.key(P, tid), 'state', 'queued', 'queue', queue,
-            'a' .. (Rec.whole(v[2]) + 1) .. '.moved', now_ms)
+          Rec.set_state(P, tid, v[1], 'queued', now_ms,
+            { 'queue', queue, 'a' .. (Rec.whole(v[2]) + 1) .. '.moved', now_ms })
         end
         redis.call('SADD', KEYS[4], queue)
         redis.call('RPUSH', KEYS[5 + 2 * i], ARGV[6 + 4 * i - 1])

@@ -9,20 +9,34 @@
 --
 -- KEYS / ARGV: none (a module).
 
-local find, pcall, decode, type
+local find, byte, pcall, decode, type, NULL
+
+-- The JSON decoder of the rules (docs/architecture.md, "A valid payload"): a cjson of its own (the
+-- server's shared one is left as other libraries expect it), refusing what the worker's
+-- decoder refuses — NaN, Infinity, hex numbers — and nesting deeper than it reads (127).
+local DEPTH = 127
 
 on_init(function(E)
-  find, pcall, decode, type = E.string.find, E.pcall, E.cjson.decode, E.type
+  find, byte, pcall, type = E.string.find, E.string.byte, E.pcall, E.type
+  local json = E.cjson.new()
+  json.decode_invalid_numbers(false)
+  json.decode_max_depth(DEPTH)
+  decode, NULL = json.decode, E.cjson.null
 end)
+
+-- How the rules name a JSON value that args must not be.
+local KIND = { string = 'a string', number = 'a number', boolean = 'a boolean' }
 
 -- Whether s is valid UTF-8 with at most `budget` non-ASCII characters: true, or nil when that
 -- is not known within the budget (invalid, or too many to check here).
 local function utf8_within(s, from, budget)
   local i, n, left = from, #s, budget
   while true do
-    local _, e = find(s, '^[^\128-\255]*', i)
+    local _, e = find(s, '^[\32-\127]*', i)
     i = e + 1
     if i > n then return true end
+    -- (A control byte: the worker judges it, see Pay.classify.)
+    if byte(s, i) < 128 then return nil end
     left = left - 1
     if left < 0 then return nil end
     if find(s, '^[\194-\223][\128-\191]', i) then
@@ -47,20 +61,39 @@ end
 function Pay.too_big_here(C, n) return n > C.small end
 
 -- What item `raw` is, under settings C: 'job' and its decoded object; 'claim' (too large or
--- too unusual to check here); 'toolarge'; or 'malformed' and why.
+-- too unusual to check here: the worker judges it, src/worker/claim.rs); 'toolarge'; or
+-- 'malformed' and why. The rules are docs/architecture.md's "A valid payload", the worker's decoder's
+-- (src/wire/payload.rs): the same verdict for the same bytes, tested on one corpus
+-- (fixtures/payloads/, src/scripts/payload_corpus_tests.rs).
 function Pay.classify(C, raw)
   local n = #raw
   if n > C.max then return 'toolarge' end
   if n > C.small then return 'claim' end
-  -- ASCII unless the scan stops short. Anchored at the start, the matcher runs through the
-  -- bytes once (~60 instructions a byte); unanchored it restarts at every byte.
-  local _, ascii = find(raw, '^[^\128-\255]*')
-  if ascii < n and not utf8_within(raw, ascii + 1, C.chars) then return 'claim' end
+  -- Printable ASCII unless the scan stops short. Anchored at the start, the matcher runs
+  -- through the bytes once (~60 instructions a byte); unanchored it restarts at every byte. A
+  -- control byte is claimed: JSON allows tab, newline and return between tokens but none raw
+  -- in a string, which cjson does not tell apart (no peer sends either).
+  local _, ascii = find(raw, '^[\32-\127]*')
+  if ascii < n and (byte(raw, ascii + 1) < 128 or not utf8_within(raw, ascii + 1, C.chars)) then
+    return 'claim'
+  end
   local ok, obj = pcall(decode, raw)
   if not ok then return 'malformed', 'payload is not valid JSON (' .. tostring(obj) .. ')' end
-  if type(obj) ~= 'table' then return 'malformed', 'payload is not a JSON object' end
+  if type(obj) ~= 'table' or obj[1] ~= nil then return 'malformed', 'payload is not a JSON object' end
   local class = obj['class']
   if type(class) ~= 'string' or class == '' then return 'malformed', 'payload has no class' end
+  local args = obj['args']
+  if args ~= nil and args ~= NULL then
+    if type(args) ~= 'table' then
+      return 'malformed', 'payload args must be an array or null, got ' .. (KIND[type(args)] or 'a value')
+    end
+    if args[1] == nil then
+      if next(args) ~= nil then return 'malformed', 'payload args must be an array or null, got an object' end
+      -- Empty: `[]` or `{}`, which the decoder does not tell apart; told by the bytes, and an
+      -- `"args"` key whose value opens an object anywhere leaves it to the worker.
+      if find(raw, '"args"%s*:%s*{') then return 'claim' end
+    end
+  end
   return 'job', obj
 end
 

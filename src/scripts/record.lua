@@ -25,6 +25,14 @@
 -- (ms), a<n>.start ('<ms> <worker>'), a<n>.end ('<state> <ms>[ <error>]') for the n-th
 -- attempt, the last HISTORY attempts kept.
 --
+-- The state field has one writer: Rec.set_state. Every move of a tracked job — its enqueue
+-- (job_enqueue.lua, batch_stage.lua), its start and end (Rec.start, Rec.finish), its move from
+-- the delayed set (move_delayed.lua), its retry from the failure list (failed_retry.lua), its
+-- cancel and its release or end as a waiting job (workflow.lua) — calls it with the fields that
+-- move with the state, and it keeps the indexes that follow from the state (the running
+-- index, the final indexes, the waiting index, the TTL and the job key of a finished record).
+-- src/scripts/state_owner_tests.rs fails when another file writes the field.
+--
 -- Every write is a command that cannot fail on a hash, made after a read of the same key
 -- proved it one (or through pcall, writing nothing when it is not): a record of another type,
 -- or with garbage in any field, never stops the job's own move; the problem is returned for
@@ -43,6 +51,8 @@ end)
 
 -- The fields of an ending's HSET (reused: at most 12 are set).
 local F = {}
+-- The options of an ending's move (reused).
+local FO = {}
 local FINAL = { completed = true, failed = true, killed = true, cancelled = true }
 Rec.FINAL = FINAL
 
@@ -91,6 +101,81 @@ function Rec.peek(P, id)
   return v
 end
 
+-- The state's own fields, and those the caller moves with it (reused: one HSET per move).
+local S = {}
+local NO = {}
+
+-- A finished record's TTL: `ttl` seconds (a number or its text; at most TTL_MAX; 0, less or
+-- not a number keeps it). Always handed to Redis as a whole number of at most 10 digits, which
+-- Lua prints exactly: text such as '1e3' or '10.0', which EXPIRE refuses, never reaches it.
+local function keep_for(write, rk, ttl)
+  local secs = whole(ttl)
+  if secs > 0 then write('EXPIRE', rk, math.min(secs, TTL_MAX)) end
+end
+
+-- THE write of a tracked job's state: job `id` (record P..'resq:job:'..id) moves from state
+-- `from` (what the caller read; nil for a new record) to `to`, in one HSET with `fields`
+-- (name, value pairs the caller moves with it: history, times, attempts, queue…; nil none),
+-- and what follows from the states is kept here, the one place that knows it:
+--   to a final state: ended_at = now, the TTL `o.ttl`, listed in P..'resq:jobs:'..to (by now),
+--     its job key `o.key` freed;
+--   from a final state to another: PERSIST, out of P..'resq:jobs:'..from, its job key
+--     `o.key` taken again unless another job holds it;
+--   to working: listed in P..'resq:running' (by now); an unfinished record that moves to any
+--     other state leaves it;
+--   to waiting: listed in P..'resq:jobs:waiting' (by now); from waiting: out of it.
+-- The caller proved the record a hash (or absent: a new one); `o.pcall` when it did not (the
+-- writes then do nothing on a key of another type). Index writes never raise. Returns the
+-- problem of a final index of another type, or nil.
+function Rec.set_state(P, id, from, to, now, fields, o)
+  o = o or NO
+  local rk = P .. 'resq:job:' .. id
+  local write = o.pcall and redis.pcall or redis.call
+  local s, k = S, 2
+  s[1], s[2] = 'state', to
+  local final = FINAL[to] and from ~= to
+  if final then s[3], s[4], k = 'ended_at', now, 4 end
+  if fields then
+    for i = 1, #fields do s[k + i] = fields[i] end
+    k = k + #fields
+  end
+  write('HSET', rk, unpack(s, 1, k))
+  if to == 'working' then
+    -- (A running index of another type is named by the prune round, job_lost.lua.)
+    redis.pcall('ZADD', P .. 'resq:running', now, id)
+  elseif from and not FINAL[from] then
+    redis.pcall('ZREM', P .. 'resq:running', id)
+  end
+  if to == 'waiting' and from ~= 'waiting' then
+    redis.pcall('ZADD', P .. 'resq:jobs:waiting', now, id)
+  elseif from == 'waiting' and to ~= 'waiting' then
+    redis.pcall('ZREM', P .. 'resq:jobs:waiting', id)
+  end
+  if FINAL[from] and from ~= to then
+    -- Run again (a failure retried): no longer finished.
+    write('PERSIST', rk)
+    redis.pcall('ZREM', P .. 'resq:jobs:' .. from, id)
+    if o.key and o.key ~= '' then redis.pcall('SET', P .. 'resq:jobkey:' .. o.key, id, 'NX') end
+  end
+  if not final then
+    -- A record that begins or begins again is watched until it ends (job_taken.lua).
+    if from == nil or FINAL[from] then Rec.live(P, id, now) end
+    return nil
+  end
+  redis.pcall('ZREM', P .. 'resq:unended', id)
+  keep_for(write, rk, o.ttl)
+  local problem = nil
+  local ix = P .. 'resq:jobs:' .. to
+  if type(redis.pcall('ZADD', ix, now, id)) == 'table' then
+    problem = id .. ' ' .. G.wrongtype_of(ix, 'zset')
+  end
+  Rec.free_key(P, o.key, id)
+  return problem
+end
+
+-- The fields and options of a start (reused).
+local W, WO = {}, {}
+
 -- A reserved job's start, given what Rec.peek read (a record that exists and is not
 -- cancelled): its state, worker, start time, attempt and history. `now` is the time in epoch
 -- ms as text (written as it is). Returns the step's word for it:
@@ -99,17 +184,14 @@ function Rec.start(P, id, worker, now, v)
   local rk = P .. 'resq:job:' .. id
   local n = whole(v[2]) + 1
   local a = num(n)
-  redis.call('HSET', rk, 'state', 'working', 'worker', worker, 'started_at', now,
-    'attempts', a, 'a' .. a .. '.start', now .. ' ' .. worker)
-  -- (A running index of another type is named by the prune round, job_lost.lua.)
-  redis.pcall('ZADD', P .. 'resq:running', now, id)
+  local w = W
+  w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8] = 'worker', worker, 'started_at', now,
+    'attempts', a, 'a' .. a .. '.start', now .. ' ' .. worker
+  -- (A finished job run again — a copy of its payload — holds its job key again, as one the
+  -- failure list's retry moved does.)
+  WO.key = v[3]
+  Rec.set_state(P, id, v[1], 'working', now, w, WO)
   forget_old(rk, n)
-  if FINAL[v[1]] then
-    -- Run again (a failure retried from the failure list): no longer finished.
-    redis.call('PERSIST', rk)
-    redis.pcall('ZREM', P .. 'resq:jobs:' .. v[1], id)
-    Rec.live(P, id, now)
-  end
   return 'r\t' .. a .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
 end
 
@@ -162,36 +244,20 @@ function Rec.finish(P, spec, now, only_working, owner)
   local ev = (state == 'queued' and 'requeued' or state) .. ' ' .. now
   if err ~= '' then ev = ev .. ' ' .. err end
   local f = F
-  f[1], f[2], f[3], f[4] = 'state', state, 'a' .. num(n) .. '.end', ev
-  local k = 4
-  if FINAL[state] then
-    f[k + 1], f[k + 2], k = 'ended_at', now, k + 2
-  elseif state == 'retrying' then
-    f[k + 1], f[k + 2], k = 'due_at', ttl, k + 2
-  end
+  f[1], f[2] = 'a' .. num(n) .. '.end', ev
+  local k = 2
+  if state == 'retrying' then f[k + 1], f[k + 2], k = 'due_at', ttl, k + 2 end
   if result ~= '' then f[k + 1], f[k + 2], k = 'result', result, k + 2 end
   if err ~= '' then f[k + 1], f[k + 2], k = 'error', err, k + 2 end
-  redis.call('HSET', rk, unpack(f, 1, k))
-  redis.pcall('ZREM', P .. 'resq:running', id)
+  for i = k + 1, #f do f[i] = nil end
+  local o = FO
+  o.ttl, o.key = ttl, key
+  local problem = Rec.set_state(P, id, cur[1], state, now, f, o)
   local batch = cur[4]
   if not FINAL[state] then
     if state == 'retrying' and batch then return nil, Flow.attempted(P, id, batch, tonumber(now)) end
     return nil
   end
-  -- (The TTL as the worker wrote it: a number handed to Redis would be printed again.)
-  local secs = whole(ttl)
-  if secs > TTL_MAX then
-    redis.call('EXPIRE', rk, TTL_MAX)
-  elseif secs > 0 then
-    redis.call('EXPIRE', rk, secs == tonumber(ttl) and ttl or secs)
-  end
-  redis.pcall('ZREM', P .. 'resq:unended', id)
-  local problem = nil
-  local ix = P .. 'resq:jobs:' .. state
-  if type(redis.pcall('ZADD', ix, now, id)) == 'table' then
-    problem = id .. ' ' .. G.wrongtype_of(ix, 'zset')
-  end
-  Rec.free_key(P, key, id)
   if batch or cur[5] then
     problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5] }, tonumber(now))
       or problem

@@ -227,13 +227,12 @@ end
 -- or a record without its payload — failed or cancelled, its end added to `todo`. A queue
 -- that refuses it leaves it waiting, its payload in its record, for the prune round.
 local function release_one(P, w, rk, v, failed_dep, now_ms, problems, todo)
-  redis.pcall('ZREM', P .. 'resq:jobs:waiting', w)
   local policy = v[2]
   local gone = not (v[4] and v[5])
   if gone or (failed_dep and failed_dep ~= '' and (policy == 'fail' or policy == 'cancel')) then
     -- (A record that lost its payload or queue cannot be released: it fails, saying so.)
     local final = (gone or policy == 'fail') and 'failed' or 'cancelled'
-    local f = { 'state', final, 'ended_at', now_ms }
+    local f = {}
     if gone then
       f[#f + 1] = 'error'
       f[#f + 1] = 'its payload or queue is gone from its record ' .. rk
@@ -245,11 +244,8 @@ local function release_one(P, w, rk, v, failed_dep, now_ms, problems, todo)
       f[#f + 1] = 'cancelled_at'
       f[#f + 1] = now_ms
     end
-    redis.pcall('HSET', rk, unpack(f))
-    local secs = Rec.whole(v[8])
-    if secs > 0 then redis.pcall('EXPIRE', rk, math.min(secs, 3155760000)) end
-    redis.pcall('ZADD', P .. 'resq:jobs:' .. final, now_ms, w)
-    Rec.free_key(P, v[9], w)
+    -- (Out of the waiting index, into the final one, its TTL and job key: Rec's.)
+    Rec.set_state(P, w, 'waiting', final, now_ms, f, { ttl = v[8], key = v[9], pcall = true })
     todo[#todo + 1] = { w, final, { batch = v[6], waiters = v[7] } }
     return
   end
@@ -258,11 +254,10 @@ local function release_one(P, w, rk, v, failed_dep, now_ms, problems, todo)
   if type(r) == 'table' then
     problems[#problems + 1] = q .. ' ' .. tostring(r.err) .. ' (' .. w .. ' stays waiting; the prune '
       .. 'round tries again)'
-    redis.pcall('ZADD', P .. 'resq:jobs:waiting', now_ms, w)
     Flow.park(P, w, now_ms)
   else
     redis.pcall('SADD', P .. 'queues', v[5])
-    redis.pcall('HSET', rk, 'state', 'queued', 'released_at', now_ms)
+    Rec.set_state(P, w, 'waiting', 'queued', now_ms, { 'released_at', now_ms }, { pcall = true })
     redis.pcall('HDEL', rk, 'payload')
   end
 end

@@ -20,12 +20,8 @@ function Flow.cancel(P, id, v, now_ms, ttl)
     redis.call('HSET', rk, 'kill', now_ms)
     return 'killing'
   end
-  redis.call('HSET', rk, 'state', 'cancelled', 'cancelled_at', now_ms, 'ended_at', now_ms)
-  if ttl > 0 then redis.call('EXPIRE', rk, math.min(ttl, 3155760000)) end
-  redis.pcall('ZADD', P .. 'resq:jobs:cancelled', now_ms, id)
-  redis.pcall('ZREM', P .. 'resq:unended', id)
-  if state == 'waiting' then redis.pcall('ZREM', P .. 'resq:jobs:waiting', id) end
-  Rec.free_key(P, v[2], id)
+  -- (Its final index, TTL, job key, and the waiting and unended indexes it leaves: Rec's.)
+  Rec.set_state(P, id, state, 'cancelled', now_ms, { 'cancelled_at', now_ms }, { ttl = ttl, key = v[2] })
   if v[3] or v[4] then
     return 'cancelled', Flow.after_final(P, id, 'cancelled', { batch = v[3], waiters = v[4] }, now_ms)
   end

@@ -73,28 +73,28 @@ pub(crate) fn check(bytes: Vec<u8>) -> Result<String, (PayloadError, Vec<u8>)> {
     }
 }
 
-/// What the decoder would refuse, found without decoding the payload's values.
+/// What the decoder would refuse, found without decoding the payload's values: the rules of
+/// [`Payload::from_raw`](crate::wire::Payload) (docs/architecture.md, "A valid payload"), read as a
+/// map of its members' raw texts — a key given twice counts as its last, as the decoder reads
+/// it.
 fn probe(text: &str) -> Result<(), PayloadError> {
     use serde_json::value::RawValue;
-    #[derive(serde::Deserialize)]
-    struct Shape<'a> {
-        #[serde(borrow)]
-        class: Option<&'a RawValue>,
-        #[serde(borrow)]
-        args: Option<&'a RawValue>,
-    }
+    use std::collections::HashMap;
+    // (The decoder's reading: every string unescaped, the nesting limit — which a raw value,
+    // skipped over, is not held to.)
+    serde_json::from_str::<Valid>(text).map_err(|e| PayloadError::Json(e.to_string()))?;
     let value: &RawValue =
         serde_json::from_str(text).map_err(|e| PayloadError::Json(e.to_string()))?;
     if !value.get().starts_with('{') {
         return Err(PayloadError::NotObject);
     }
-    let shape: Shape<'_> =
+    let members: HashMap<String, &RawValue> =
         serde_json::from_str(value.get()).map_err(|e| PayloadError::Json(e.to_string()))?;
-    match shape.class.map(RawValue::get) {
+    match members.get("class").map(|c| c.get()) {
         Some(c) if c.starts_with('"') && c != "\"\"" => {}
         _ => return Err(PayloadError::NoClass),
     }
-    match shape.args.map(RawValue::get) {
+    match members.get("args").map(|a| a.get()) {
         None | Some("null") => Ok(()),
         Some(a) if a.starts_with('[') => Ok(()),
         Some(a) => Err(PayloadError::ArgsNotArray(match a.as_bytes().first() {
@@ -103,6 +103,58 @@ fn probe(text: &str) -> Result<(), PayloadError> {
             Some(b't' | b'f') => "a boolean",
             _ => "a number",
         })),
+    }
+}
+
+/// Any JSON value, read through as the decoder reads it (each string unescaped, numbers
+/// parsed, the nesting limit checked) and kept nowhere.
+struct Valid;
+
+impl<'de> serde::Deserialize<'de> for Valid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Valid)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Valid {
+    type Value = Valid;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+
+    fn visit_unit<E>(self) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Valid, A::Error> {
+        while a.next_element::<Valid>()?.is_some() {}
+        Ok(Valid)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Valid, A::Error> {
+        while a.next_entry::<Valid, Valid>()?.is_some() {}
+        Ok(Valid)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Endings that need more than the step's completion: retry with back-off (see
-//! [`crate::registry::retry`]) and unique jobs (see [`crate::registry::unique`]).
+//! [`crate::registry::retry`]; the retry layer, `src/middleware/retry.rs`, decides whether
+//! and when — this writes what it decided) and unique jobs (see [`crate::registry::unique`]).
 //!
 //! [`success`] and [`failure`] turn a job's result and what the chain's layers decided
 //! ([`Extras`]: a retry plan, a lock to release) into a [`Completion`]: the plain variants when
@@ -11,6 +12,7 @@
 use super::perform::failure_entry;
 use super::step::{Completion, JobRef, Stepper};
 use crate::keys::Keys;
+use crate::middleware::retry;
 pub(crate) use crate::registry::extras::{Extras, RetryPlan};
 use crate::registry::unique::UniqueMark;
 use redis::aio::ConnectionLike;
@@ -157,54 +159,55 @@ async fn attempt<C: ConnectionLike + Send>(
             k[6] = keys.retry_attempts(&plan.retry_key);
             k[7] = keys.retry_failure(&plan.retry_key);
             let current: Option<String> = redis::cmd("GET").arg(&k[6]).query_async(con).await?;
-            let attempt = current
-                .as_deref()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .map_or(0, |v| v.saturating_add(1).max(0));
-            let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
+            // (The retry layer decides; this writes what it decided.)
+            let decision = retry::decide(plan, current.as_deref(), chrono::Utc::now().timestamp());
             if cas {
                 a[5] = current.unwrap_or_default();
             }
-            let err = &plan.error;
-            if plan.policy.retries(attempt, &err.exception) {
-                let delay = plan.policy.delay_for(attempt);
-                let now = chrono::Utc::now().timestamp();
-                let ts = now.saturating_add(i64::try_from(delay.as_secs()).unwrap_or(i64::MAX));
-                a[2] = "retry".into();
-                retry_at = Some(ts);
-                a[3] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, err);
-                a[6] = attempt.to_string();
-                a[9] = if delay.is_zero() { "now" } else { "delayed" }.into();
-                a[10] = plan.queue.clone();
-                a[11] = if delay.is_zero() {
-                    plan.payload.clone()
-                } else {
-                    plan.item.clone()
-                };
-                a[12] = ts.to_string();
-                a[13] = Keys::delayed_bucket_member(ts);
-                a[14] = (delay.as_secs() * 2).to_string();
-                a[15] = (plan.policy.counter_ttl.as_secs() + delay.as_secs())
-                    .max(1)
-                    .to_string();
-                a[16] = delay.as_millis().to_string();
-                k[9] = keys.queues();
-                k[10] = keys.queue(&plan.queue);
-                k[11] = keys.delayed_bucket(ts);
-                k[12] = keys.timestamps(&plan.item);
-                k[13] = keys.delayed_schedule();
-                tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
-            } else {
-                let mut last = err.clone();
-                let runs = u64::from(attempt) + 1;
-                last.message = format!(
-                    "{} (gave up after {runs} attempt{})",
-                    last.message,
-                    if runs == 1 { "" } else { "s" }
-                );
-                a[2] = "failure".into();
-                a[3] = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
-                a[7] = "1".into();
+            match decision {
+                retry::Decision::Retry {
+                    attempt,
+                    delay,
+                    at: ts,
+                } => {
+                    a[2] = "retry".into();
+                    retry_at = Some(ts);
+                    a[3] = failure_entry(
+                        Some(plan.raw.get()),
+                        &plan.from_queue,
+                        &plan.worker,
+                        &plan.error,
+                    );
+                    a[6] = attempt.to_string();
+                    a[9] = if delay.is_zero() { "now" } else { "delayed" }.into();
+                    a[10] = plan.queue.clone();
+                    a[11] = if delay.is_zero() {
+                        plan.payload.clone()
+                    } else {
+                        plan.item.clone()
+                    };
+                    a[12] = ts.to_string();
+                    a[13] = Keys::delayed_bucket_member(ts);
+                    a[14] = (delay.as_secs() * 2).to_string();
+                    a[15] = (plan.policy.counter_ttl.as_secs() + delay.as_secs())
+                        .max(1)
+                        .to_string();
+                    a[16] = delay.as_millis().to_string();
+                    k[9] = keys.queues();
+                    k[10] = keys.queue(&plan.queue);
+                    k[11] = keys.delayed_bucket(ts);
+                    k[12] = keys.timestamps(&plan.item);
+                    k[13] = keys.delayed_schedule();
+                    tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
+                }
+                retry::Decision::GiveUp { message } => {
+                    let mut last = plan.error.clone();
+                    last.message = message;
+                    a[2] = "failure".into();
+                    a[3] =
+                        failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
+                    a[7] = "1".into();
+                }
             }
         }
     }

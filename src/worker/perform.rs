@@ -124,11 +124,12 @@ pub(crate) async fn perform(
     };
     let mut extras = ctx.take_extras();
     if let (Some(run), Err(err), None) = (ctx.tracked(), &result, &extras.track) {
-        // Aborted: the tracking layer never saw an outcome.
+        // Aborted: the tracking layer never saw an outcome; its rule decides all the same.
+        let (ending, _) = crate::middleware::tracking::ending(Err(err.clone()));
         extras.track = Some(Box::new(crate::jobs::TrackEnd {
             id: run.id.clone(),
             kind: run.kind.clone(),
-            ending: crate::jobs::Ending::Failed(err.message.clone()),
+            ending,
             result: None,
             ttl_secs: run.ttl.as_secs(),
         }));
