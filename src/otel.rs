@@ -12,14 +12,16 @@
 //! same members in the job data's `__otel_headers`, a hash or, after Active Job's argument
 //! serializer, a list of `[key, value]` pairs.
 
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::propagation::{Injector, TextMapPropagator};
 use opentelemetry::trace::{
-    Link, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
+    Link, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
+    Tracer as _, TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use serde_json::{Map, Value};
+use std::str::FromStr;
 use std::sync::OnceLock;
 
 /// Where Active Job's instrumentation carries the context inside the job data.
@@ -288,10 +290,8 @@ pub(crate) fn inject(cx: &Context, extra: &mut Map<String, Value>) {
 /// The remote context a payload carries: its top-level members, or else an Active Job
 /// wrapper's `__otel_headers` (hash or pairs). An empty context when neither is valid.
 pub(crate) fn extract(payload: &Map<String, Value>) -> Context {
-    let propagator = TraceContextPropagator::new();
-    let top = propagator.extract(&MapExtractor(payload));
-    if top.span().span_context().is_valid() {
-        return top;
+    if let Some(sc) = remote(payload) {
+        return Context::new().with_remote_span_context(sc);
     }
     let headers = payload
         .get("args")
@@ -321,20 +321,48 @@ pub(crate) fn extract(payload: &Map<String, Value>) -> Context {
         }
         _ => {}
     }
-    propagator.extract(&MapExtractor(&flat))
+    match remote(&flat) {
+        Some(sc) => Context::new().with_remote_span_context(sc),
+        None => Context::new(),
+    }
 }
 
-/// Reads string members of a payload object.
-struct MapExtractor<'a>(&'a Map<String, Value>);
-
-impl Extractor for MapExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(Value::as_str)
+/// The span context of a carrier's `traceparent` (and `tracestate`), read as Ruby's
+/// `TraceParent.from_string` reads it: two hex digits of version (not `ff`), 32 of trace id
+/// and 16 of span id (neither all zeros, either case), two of flags of which only `sampled`
+/// is kept — whatever other flags are set (W3C level 2's `random`, `03`, which the Python SDK
+/// writes and `TraceContextPropagator` 0.31 refuses) — and anything after a further `-`
+/// ignored.
+fn remote(carrier: &Map<String, Value>) -> Option<SpanContext> {
+    let text = carrier.get("traceparent")?.as_str()?;
+    let mut parts = text.splitn(5, '-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !(hex(version, 2) && hex(trace, 32) && hex(span, 16) && hex(flags, 2)) {
+        return None;
     }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(String::as_str).collect()
+    if version.eq_ignore_ascii_case("ff") {
+        return None;
     }
+    let trace = TraceId::from_hex(&trace.to_ascii_lowercase()).ok()?;
+    let span = SpanId::from_hex(&span.to_ascii_lowercase()).ok()?;
+    if trace == TraceId::INVALID || span == SpanId::INVALID {
+        return None;
+    }
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    let state = carrier
+        .get("tracestate")
+        .and_then(Value::as_str)
+        .and_then(|s| TraceState::from_str(s).ok())
+        .unwrap_or_default();
+    Some(SpanContext::new(
+        trace,
+        span,
+        TraceFlags::new(flags) & TraceFlags::SAMPLED,
+        true,
+        state,
+    ))
 }
 
 /// Writes members into a payload's extra fields (an empty value is left out, as Ruby's
@@ -377,6 +405,22 @@ mod tests {
     fn reads_top_level_members() {
         expect_remote(json!({"class": "A", "args": [], "traceparent": TP}));
         expect_remote(json!({"class": "A", "args": [], "traceparent": TP, "tracestate": "k=v"}));
+        // What Ruby's TraceParent.from_string also reads: other flags (W3C level 2's random
+        // flag, as the Python SDK writes `03`), upper case, a later version with more fields.
+        for tp in [
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03",
+            "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01",
+            "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future",
+        ] {
+            expect_remote(json!({"class": "A", "args": [], "traceparent": tp}));
+        }
+        let cx = extract(
+            json!({"traceparent": TP, "tracestate": "k=v"})
+                .as_object()
+                .expect("o"),
+        );
+        assert_eq!(cx.span().span_context().trace_state().header(), "k=v");
+        assert!(cx.span().span_context().is_sampled());
     }
 
     #[test]
@@ -396,6 +440,11 @@ mod tests {
         for p in [
             json!({"class": "A", "args": []}),
             json!({"class": "A", "args": [], "traceparent": "garbage"}),
+            json!({"traceparent": "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+            json!({"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}),
+            json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01"}),
+            json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319-b7ad6b7169203331-01"}),
+            json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"}),
             json!({"class": "A", "args": [], "traceparent": 5}),
             json!({"class": "A", "args": [{"__otel_headers": "x"}]}),
             json!({"class": "A", "args": [{"__otel_headers": [["traceparent"]]}]}),
