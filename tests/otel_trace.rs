@@ -77,6 +77,11 @@ impl Jaeger {
         let dir = std::env::temp_dir().join(format!("resq-test-jaeger-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let config = dir.join("config.yaml");
+        // Jaeger's UI, when its built assets are given (the binary from the Go module proxy
+        // embeds only a placeholder page): for docs/tracing.md's screenshot.
+        let ui = std::env::var("RESQ_JAEGER_UI")
+            .map(|p| format!("\n    ui:\n      assets_path: {p}"))
+            .unwrap_or_default();
         std::fs::write(
             &config,
             format!(
@@ -99,7 +104,7 @@ extensions:
     http:
       endpoint: 127.0.0.1:{qhttp}
     grpc:
-      endpoint: 127.0.0.1:{qgrpc}
+      endpoint: 127.0.0.1:{qgrpc}{ui}
   jaeger_storage:
     backends:
       memstore:
@@ -485,7 +490,7 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
     let mut c = support::cli::cmd(
         &ns,
         &[
-            "enqueue", "--json", "--queue", "orders", "Forward", "\"next\"",
+            "--json", "enqueue", "--queue", "orders", "Forward", "\"next\"",
         ],
     );
     for (k, v) in otel_env(&jaeger, "resq-cli") {
@@ -527,7 +532,7 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
                 "--disable-gpu",
                 "--hide-scrollbars",
                 "--virtual-time-budget=10000",
-                "--window-size=1400,720",
+                "--window-size=1400,420",
                 &format!("--screenshot={path}"),
                 &url,
             ])
