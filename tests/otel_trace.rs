@@ -542,12 +542,53 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
     }
     drop(worker);
 
+    // The scheduler's recurring fire is a send (a new trace, as resque-scheduler's push), and
+    // the job it enqueued carries its context to the worker.
+    let ns = support::namespace("otel-sched");
+    let mut env = otel_env(&jaeger, "resq-scheduler");
+    env.extend([
+        ("RESQ_OTEL_PROPAGATION_STYLE", "child"),
+        ("QUEUES", "orders,next"),
+        ("RESQ_SCHEDULER", "1"),
+    ]);
+    let keys = resq::Keys::new(&ns);
+    {
+        let mut con = support::con().await;
+        let schedule =
+            json!({"class": "Forward", "queue": "orders", "args": ["next"], "every": "1s"});
+        let _: () = con
+            .hset(keys.persistent_schedules(), "tick", schedule.to_string())
+            .await
+            .expect("hset");
+        let _: () = con
+            .sadd(keys.schedules_changed(), "tick")
+            .await
+            .expect("sadd");
+    }
+    let worker = WorkerProc::start(&url, &ns, 1, &env);
+    let echo = echoed(&ns, 1).await;
+    let fired = p_first_trace(&echo);
+    let t = blocking_trace(&jaeger, &fired, 4).await;
+    let fire = t.span("resq-scheduler", "orders send");
+    assert!(fire.refs().is_empty(), "a fire starts a trace");
+    fire.assert_messaging("producer", "orders", "Forward", "send");
+    t.span("resq-scheduler", "orders process")
+        .assert_child_of(&fire);
+    drop(worker);
+
     // Ruby's default, propagation_style :link: the worker's span starts a new trace and links
     // to the producer's send span.
+    // Its spans wait for a batch that never comes due (a minute): they leave when the worker
+    // stops (QUIT), as a worker's last spans do.
     let ns = support::namespace("otel-link");
-    let worker = WorkerProc::start(&url, &ns, 1, &otel_env(&jaeger, "resq-linked"));
-    let p = produce(&jaeger, "resque", "default", "Noop", json!([]));
+    let mut env = otel_env(&jaeger, "resq-linked");
+    env.push(("OTEL_BSP_SCHEDULE_DELAY", "60000"));
+    let mut worker = WorkerProc::start(&url, &ns, 1, &env);
+    let p = produce(&jaeger, "resque", "default", "EchoPayload", json!([]));
     push(&ns, "default", &p.payload).await;
+    echoed(&ns, 1).await;
+    worker.signal("QUIT");
+    assert!(worker.wait_exit(30).success(), "{}", worker.stderr());
     let linked = support::eventually(60, "the linked worker's trace", || {
         let j = jaeger.query.clone();
         async move {
@@ -560,6 +601,7 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
     .await;
     let root = linked.span("resq-linked", "default process");
     assert_ne!(root.trace_id(), p.trace_id, "a trace of its own");
+    assert_eq!(root.tag("messaging.resque.job_class"), json!("EchoPayload"));
     assert_eq!(
         root.refs(),
         vec![(
@@ -569,7 +611,6 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
         )],
         "linked to the producer's send span"
     );
-    drop(worker);
 
     // Without the variables: no span work and nothing added to what a job enqueues.
     let ns = support::namespace("otel-off");
