@@ -88,16 +88,21 @@ fn from_env() -> Option<Otel> {
     if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return None;
     }
-    match var("OTEL_TRACES_EXPORTER").as_deref() {
-        Some(e) if e.eq_ignore_ascii_case("none") => return None,
-        Some(e) if !e.eq_ignore_ascii_case("otlp") => {
-            tracing::warn!(
-                exporter = e,
-                "OpenTelemetry: only the otlp exporter is built in"
-            );
+    // A list (`otlp,console`): tracing is on when it names otlp, the one exporter built in.
+    if let Some(list) = var("OTEL_TRACES_EXPORTER") {
+        let names: Vec<String> = list
+            .split(',')
+            .map(|n| n.trim().to_ascii_lowercase())
+            .collect();
+        if !names.iter().any(|n| n == "otlp") {
+            if names.iter().any(|n| n != "none") {
+                tracing::warn!(
+                    exporter = list,
+                    "OpenTelemetry: only the otlp exporter is built in; tracing off"
+                );
+            }
             return None;
         }
-        _ => {}
     }
     if var("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
         && var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
@@ -125,14 +130,29 @@ fn from_env() -> Option<Otel> {
             .with_version(env!("CARGO_PKG_VERSION"))
             .build(),
     );
+    let unknown = |name: &str, value: &str, default: &str| {
+        tracing::warn!(
+            variable = name,
+            value,
+            "OpenTelemetry: unknown value, using {default}"
+        );
+    };
     let propagation = match var("RESQ_OTEL_PROPAGATION_STYLE").as_deref() {
         Some("child") => Propagation::Child,
         Some("none") => Propagation::None,
-        _ => Propagation::Link,
+        None | Some("link") => Propagation::Link,
+        Some(v) => {
+            unknown("RESQ_OTEL_PROPAGATION_STYLE", v, "link");
+            Propagation::Link
+        }
     };
     let naming = match var("RESQ_OTEL_SPAN_NAMING").as_deref() {
         Some("job_class") => Naming::JobClass,
-        _ => Naming::Queue,
+        None | Some("queue") => Naming::Queue,
+        Some(v) => {
+            unknown("RESQ_OTEL_SPAN_NAMING", v, "queue");
+            Naming::Queue
+        }
     };
     Some(Otel {
         provider,

@@ -612,15 +612,34 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
         "linked to the producer's send span"
     );
 
-    // Without the variables: no span work and nothing added to what a job enqueues.
-    let ns = support::namespace("otel-off");
-    let _worker = WorkerProc::start(&url, &ns, 1, &[("QUEUES", "orders,next")]);
-    push(&ns, "orders", r#"{"class":"Forward","args":["next"]}"#).await;
-    let echo = echoed(&ns, 1).await;
-    assert_eq!(
-        echo[0],
-        json!({"class": "EchoPayload", "args": ["forwarded"]})
-    );
+    // Tracing off — no endpoint, or OTEL_TRACES_EXPORTER=none whatever else is set: nothing
+    // added to what a job enqueues (and no span exported).
+    for (what, env) in [
+        ("no endpoint", vec![("QUEUES", "orders,next")]),
+        (
+            "OTEL_TRACES_EXPORTER=none",
+            vec![
+                ("QUEUES", "orders,next"),
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", jaeger.otlp.as_str()),
+                ("OTEL_SERVICE_NAME", "resq-off"),
+                ("OTEL_TRACES_EXPORTER", "none"),
+            ],
+        ),
+    ] {
+        let ns = support::namespace("otel-off");
+        let mut worker = WorkerProc::start(&url, &ns, 1, &env);
+        push(&ns, "orders", r#"{"class":"Forward","args":["next"]}"#).await;
+        let echo = echoed(&ns, 1).await;
+        assert_eq!(
+            echo[0],
+            json!({"class": "EchoPayload", "args": ["forwarded"]}),
+            "{what}"
+        );
+        worker.signal("QUIT");
+        assert!(worker.wait_exit(30).success(), "{}", worker.stderr());
+    }
+    let services = get(&jaeger.query.0, "/api/services").expect("services").1;
+    assert!(!services.contains("resq-off"), "{services}");
 }
 
 /// The trace id carried by the first echoed payload (the Python-started trace of (a)).
