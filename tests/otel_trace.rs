@@ -514,6 +514,34 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
     assert_ruby_readable(&written, &trace_id, cli_send.id());
     let process = t.span("resq-worker", "orders process");
     process.assert_child_of(&cli_send);
+    // `resq enqueue` prints the bytes it wrote, the context included, tracked or not.
+    for tracked in [false, true] {
+        let mut args = vec!["--json", "enqueue", "--queue", "parked"];
+        if tracked {
+            args.push("--track");
+        }
+        args.extend(["Noop", "1"]);
+        let mut c = support::cli::cmd(&ns, &args);
+        for (k, v) in otel_env(&jaeger, "resq-cli") {
+            c.env(k, v);
+        }
+        let out = tokio::task::spawn_blocking(move || c.output().expect("run resq"))
+            .await
+            .expect("join");
+        assert!(out.status.success(), "{}", support::cli::stderr(&out));
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("--json");
+        let mut con = support::con().await;
+        let stored: Vec<String> = con
+            .lrange(resq::Keys::new(&ns).queue("parked"), -1, -1)
+            .await
+            .expect("lrange");
+        assert_eq!(
+            printed["payload"].as_str(),
+            stored.first().map(String::as_str)
+        );
+        assert!(stored[0].contains("\"traceparent\":\"00-"), "{}", stored[0]);
+    }
+
     let echo = echoed(&ns, 2).await;
     assert_eq!(
         echo[1]["traceparent"]

@@ -220,12 +220,15 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         if let Some(at) = due {
             track = track.at(at);
         }
+        // The members the client's chain added (a trace context) are printed too.
+        let written = std::sync::Mutex::new(Map::new());
         let got = client
-            .enqueue_class_tracked(&e.queue, &class, &args, track)
+            .enqueue_class_tracked_seen(&e.queue, &class, &args, track, |j| {
+                *written.lock().unwrap_or_else(|p| p.into_inner()) = j.extra.clone();
+            })
             .await?;
         let existing = got != id;
-        let mut extra = Map::new();
-        extra.insert("resq_id".into(), Value::String(id.to_string()));
+        let extra = written.into_inner().unwrap_or_else(|p| p.into_inner());
         let fmt = client.float_format();
         let delayed = due
             .map(crate::client::delayed::epoch_secs)
