@@ -7,7 +7,9 @@
 //! (records how many run at once; see [`gauge`]), `WfCallback` (a batch's callback: counts each
 //! run, see [`wf_callback`]), `WfFlaky` (args[0] a tag: its first run fails, the retry — at once,
 //! up to 3 — succeeds; see [`wf_flaky`]), `Forward` (enqueues `EchoPayload` with args
-//! `["forwarded"]` onto queue args[0] through a `Client`: a job a job enqueues).
+//! `["forwarded"]` onto queue args[0] through a `Client`: a job a job enqueues),
+//! `ForwardRails` (the same as a Rails ActiveJob job `EchoPayload` through an
+//! `ActiveJobClient`).
 //! `RESQ_SCHEDULER=1` also runs the scheduler in-process (delayed and recurring jobs);
 //! `JESQUE_DELAYED_QUEUES=a,b` runs those queues as Jesque zset queues (both read by
 //! `WorkerBuilder::from_env`). `METRICS_ADDR=127.0.0.1:9100` serves Prometheus metrics,
@@ -40,7 +42,22 @@ fn registry(con: resq::conn::Conn, keys: &resq::Keys) -> Registry {
     let (c4, p4) = (con.clone(), keys.prefix().to_string());
     let (c5, p5) = (con.clone(), keys.prefix().to_string());
     let client = resq::Client::new(con, keys.clone());
+    let rails = resq::activejob::ActiveJobClient::new(client.clone(), resq::activejob::Rails::V7_1);
     Registry::new()
+        .handler("ForwardRails", move |ctx: JobContext| {
+            let rails = rails.clone();
+            async move {
+                let queue: String = ctx.arg(0)?;
+                let job = resq::activejob::NewJob::new("EchoPayload")
+                    .queue(queue)
+                    .arg(json!("forwarded"));
+                rails
+                    .enqueue(&job)
+                    .await
+                    .map_err(|e| JobError::msg(e.to_string()))?;
+                Ok(())
+            }
+        })
         .handler("Forward", move |ctx: JobContext| {
             let client = client.clone();
             async move {

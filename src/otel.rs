@@ -257,10 +257,16 @@ impl Otel {
     ) -> Option<(Context, String)> {
         let object: Map<String, Value> = serde_json::from_str(payload).ok()?;
         let body = payload.trim_end().strip_suffix('}')?;
-        let class = object
-            .get("class")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        // An ActiveJob wrapper is named by its job_class, as Ruby's Resque.push names it.
+        let class = match object.get("class").and_then(Value::as_str) {
+            Some(c) if crate::wire::activejob::is_wrapper(c) => object
+                .get("args")
+                .and_then(|a| a.get(0))
+                .and_then(|d| d.get("job_class"))
+                .and_then(Value::as_str)
+                .unwrap_or(c),
+            c => c.unwrap_or_default(),
+        };
         let facts = JobFacts {
             queue,
             class,
@@ -280,6 +286,23 @@ impl Otel {
         }
         out.push('}');
         Some((cx, out))
+    }
+}
+
+/// A producer span over a push of encoded bytes ([`Otel::start_send_encoded`]): the span's
+/// context and `bytes` carrying it when tracing is on; no span and `bytes` unchanged otherwise.
+pub(crate) fn send_encoded(queue: &str, bytes: String) -> (Option<Context>, String) {
+    match get().and_then(|o| o.start_send_encoded(queue, &bytes)) {
+        Some((cx, traced)) => (Some(cx), traced),
+        None => (None, bytes),
+    }
+}
+
+/// Ends the span of [`send_encoded`] with the outcome of the push.
+pub(crate) fn end_send<T, E: std::fmt::Display>(cx: Option<Context>, pushed: &Result<T, E>) {
+    if let Some(cx) = cx {
+        let err = pushed.as_ref().err().map(ToString::to_string);
+        end(&cx, err.as_deref().map(|m| ("Resq::EnqueueError", m)));
     }
 }
 
@@ -498,6 +521,16 @@ mod tests {
             format!(r#"{{"class":"A","args":[1.50],"traceparent":"00-{trace}-{span}-01"}}"#)
         );
         assert!(o.start_send_encoded("q", "[1]").is_none());
+        // The ActiveJob wrapper, as Rails' Resque adapter pushes it.
+        let wrapper = r#"{"class":"ActiveJob::QueueAdapters::ResqueAdapter::JobWrapper","args":[{"job_class":"SendInvoiceJob","arguments":[]}]}"#;
+        let (_, text) = o.start_send_encoded("mailers", wrapper).expect("object");
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(v["args"][0]["job_class"], "SendInvoiceJob");
+        assert!(
+            text.starts_with(&wrapper[..wrapper.len() - 1]),
+            "bytes kept: {text}"
+        );
+        assert!(v["traceparent"].is_string(), "{text}");
     }
 
     #[test]

@@ -416,6 +416,17 @@ fn assert_ruby_readable(payload: &Value, trace: &str, span: &str) {
     }
 }
 
+/// [`assert_ruby_readable`] for a payload whose class and args are Rails' wrapper.
+fn assert_ruby_readable_members(payload: &Value, trace: &str, span: &str) {
+    assert_eq!(
+        payload["class"],
+        "ActiveJob::QueueAdapters::ResqueAdapter::JobWrapper"
+    );
+    let mut plain = payload.clone();
+    plain["class"] = json!("HardJob");
+    assert_ruby_readable(&plain, trace, span);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
     let jaeger = tokio::task::spawn_blocking(Jaeger::start)
@@ -486,6 +497,24 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
     assert_eq!(aj.tag("messaging.message.id"), sent["args"][0]["job_id"]);
     assert_eq!(aj.tag("messaging.resque.attempt"), json!(1));
 
+    // A Rails job resq enqueues (ActiveJobClient): the wrapper payload carries the context as
+    // Ruby's Resque instrumentation writes it, the send span named by its job_class.
+    let p = produce(&jaeger, "resque", "orders", "ForwardRails", json!(["next"]));
+    push(&ns, "orders", &p.payload).await;
+    let t = blocking_trace(&jaeger, &p.trace_id, 5).await;
+    let process = t.span("resq-worker", "orders process");
+    let rails_send = t.span("resq-worker", "next send");
+    rails_send.assert_child_of(&process);
+    rails_send.assert_messaging("producer", "next", "EchoPayload", "send");
+    let rails_process = t.span("resq-worker", "next process");
+    rails_process.assert_child_of(&rails_send);
+    let wrapper = &echoed(&ns, 2).await[1];
+    assert_ruby_readable_members(wrapper, &p.trace_id, rails_send.id());
+    assert_eq!(
+        rails_process.tag("messaging.message.id"),
+        wrapper["args"][0]["job_id"]
+    );
+
     // (b) resq's own Client (`resq enqueue`) starts a trace the worker continues.
     let mut c = support::cli::cmd(
         &ns,
@@ -542,9 +571,9 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
         assert!(stored[0].contains("\"traceparent\":\"00-"), "{}", stored[0]);
     }
 
-    let echo = echoed(&ns, 2).await;
+    let echo = echoed(&ns, 3).await;
     assert_eq!(
-        echo[1]["traceparent"]
+        echo[2]["traceparent"]
             .as_str()
             .and_then(|t| t.split('-').nth(1)),
         Some(trace_id.as_str())

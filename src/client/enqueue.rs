@@ -162,10 +162,7 @@ impl Client {
                 seen(&job);
                 let written = self.write_dispatched(job, tracked).await;
                 #[cfg(feature = "otel")]
-                if let Some(cx) = span {
-                    let err = written.as_ref().err().map(ToString::to_string);
-                    crate::otel::end(&cx, err.as_deref().map(|m| ("Resq::EnqueueError", m)));
-                }
+                crate::otel::end_send(span, &written);
                 written
             })
         };

@@ -242,10 +242,7 @@ impl Recurring {
             .await
             .map_err(Into::into);
         #[cfg(feature = "otel")]
-        if let Some((cx, _)) = &traced {
-            let err = n.as_ref().err().map(ToString::to_string);
-            crate::otel::end(cx, err.as_deref().map(|m| ("Resq::EnqueueError", m)));
-        }
+        crate::otel::end_send(traced.map(|(cx, _)| cx), &n);
         Ok(n? == 1)
     }
 
