@@ -6,7 +6,10 @@
 //! ms), `Fail` (fails with message args[0]), `Panic` (panics with message args[0]), `Gauge`
 //! (records how many run at once; see [`gauge`]), `WfCallback` (a batch's callback: counts each
 //! run, see [`wf_callback`]), `WfFlaky` (args[0] a tag: its first run fails, the retry — at once,
-//! up to 3 — succeeds; see [`wf_flaky`]).
+//! up to 3 — succeeds; see [`wf_flaky`]), `Forward` (enqueues `EchoPayload` with args
+//! `["forwarded"]` onto queue args[0] through a `Client`: a job a job enqueues),
+//! `ForwardRails` (the same as a Rails ActiveJob job `EchoPayload` through an
+//! `ActiveJobClient`).
 //! `RESQ_SCHEDULER=1` also runs the scheduler in-process (delayed and recurring jobs);
 //! `JESQUE_DELAYED_QUEUES=a,b` runs those queues as Jesque zset queues (both read by
 //! `WorkerBuilder::from_env`). `METRICS_ADDR=127.0.0.1:9100` serves Prometheus metrics,
@@ -42,8 +45,35 @@ fn registry(con: resq::conn::Conn, keys: &keys::Keys) -> Registry {
     let (c2, k2) = (con.clone(), echo_key.clone());
     let (c3, k3) = (con.clone(), echo_key);
     let (c4, p4) = (con.clone(), keys.prefix().to_string());
-    let (c5, p5) = (con, keys.prefix().to_string());
+    let (c5, p5) = (con.clone(), keys.prefix().to_string());
+    let client = resq::Client::new(con, keys.clone());
+    let rails = resq::activejob::ActiveJobClient::new(client.clone(), resq::activejob::Rails::V7_1);
     Registry::new()
+        .handler("ForwardRails", move |ctx: JobContext| {
+            let rails = rails.clone();
+            async move {
+                let queue: String = ctx.arg(0)?;
+                let job = resq::activejob::NewJob::new("EchoPayload")
+                    .queue(queue)
+                    .arg(json!("forwarded"));
+                rails
+                    .enqueue(&job)
+                    .await
+                    .map_err(|e| JobError::msg(e.to_string()))?;
+                Ok(())
+            }
+        })
+        .handler("Forward", move |ctx: JobContext| {
+            let client = client.clone();
+            async move {
+                let queue: String = ctx.arg(0)?;
+                client
+                    .enqueue_to(&queue, "EchoPayload", &[json!("forwarded")])
+                    .await
+                    .map_err(|e| JobError::msg(e.to_string()))?;
+                Ok(())
+            }
+        })
         .handler("WfCallback", move |ctx: JobContext| {
             let (mut con, prefix) = (c4.clone(), p4.clone());
             async move { wf_callback(&mut con, &prefix, &ctx).await }

@@ -328,7 +328,7 @@ impl Keys {
     /// `<ns>:resq:unended` — ids of the tracked jobs that have not ended, by when they were
     /// entered or last looked at (epoch ms): the prune round ends the queued ones whose payload
     /// is nowhere a job can be — taken by a worker resq does not see (`job_taken.lua`).
-    pub fn unended(&self) -> String {
+    pub(crate) fn unended(&self) -> String {
         format!("{}resq:unended", self.prefix)
     }
 

@@ -94,6 +94,8 @@ pub mod limits;
 pub mod logging;
 mod metrics;
 pub mod middleware;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod queues;
 mod registry;
 pub mod runtime;

@@ -11,6 +11,7 @@ const SCENARIOS = [
   require("./scenarios/node_enqueue"),
   require("./scenarios/node_enqueue_in"),
   require("./scenarios/resq_to_node"),
+  require("./scenarios/trace_context"),
   require("./scenarios/resq_id"),
   require("./scenarios/admin"),
   require("./scenarios/star_worker"),

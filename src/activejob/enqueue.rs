@@ -41,11 +41,22 @@ impl ActiveJobClient {
         self.rails
     }
 
+    /// Pushes `bytes` onto `queue`; with tracing on ([`crate::otel`]), inside a producer span
+    /// whose context the bytes carry as top-level members, as Ruby's Resque instrumentation
+    /// writes them in the `Resque.push` Rails' adapter calls. Returns the bytes written.
+    async fn push(&self, queue: &str, bytes: String) -> Result<String> {
+        #[cfg(feature = "otel")]
+        let (span, bytes) = crate::otel::send_encoded(queue, bytes);
+        let pushed = self.client.push_raw(queue, &bytes).await;
+        #[cfg(feature = "otel")]
+        crate::otel::end_send(span, &pushed);
+        pushed.map(|()| bytes)
+    }
+
     /// `perform_later`: `SADD <ns>:queues q` + `RPUSH <ns>:queue:q <wrapper payload>`.
     pub async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         let s = job.serialize(self.rails, Utc::now(), None)?;
-        let bytes = s.payload();
-        self.client.push_raw(&job.queue, &bytes).await?;
+        let bytes = self.push(&job.queue, s.payload()).await?;
         Ok(Enqueued {
             job_id: s.job_id,
             bytes,
@@ -63,8 +74,7 @@ impl ActiveJobClient {
         let s = job.serialize(self.rails, now, Some(at))?;
         let ts = at.timestamp();
         if ts <= now.timestamp() {
-            let bytes = s.payload();
-            self.client.push_raw(&job.queue, &bytes).await?;
+            let bytes = self.push(&job.queue, s.payload()).await?;
             return Ok(Enqueued {
                 job_id: s.job_id,
                 bytes,
@@ -72,7 +82,12 @@ impl ActiveJobClient {
             });
         }
         let item = s.delayed_item(&job.queue);
-        self.client.delayed_push_raw(ts, &item).await?;
+        #[cfg(feature = "otel")]
+        let (span, item) = crate::otel::send_encoded(&job.queue, item);
+        let pushed = self.client.delayed_push_raw(ts, &item).await;
+        #[cfg(feature = "otel")]
+        crate::otel::end_send(span, &pushed);
+        pushed?;
         Ok(Enqueued {
             job_id: s.job_id,
             bytes: item,

@@ -4,7 +4,6 @@
 //! (`enqueue_file`).
 
 use super::output;
-use crate::client::delayed::Scheduled;
 use crate::client::encode;
 use crate::error::{Error, Result};
 use crate::jobs::{JobId, Track};
@@ -220,13 +219,16 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         if let Some(at) = due {
             track = track.at(at);
         }
+        // The members the client's chain added (a trace context) are printed too.
+        let written = std::sync::Mutex::new(Map::new());
         let got = client
-            .enqueue_class_tracked(&e.queue, &class, &args, track)
+            .enqueue_class_tracked_seen(&e.queue, &class, &args, track, |j| {
+                *written.lock().unwrap_or_else(|p| p.into_inner()) = j.extra.clone();
+            })
             .await
             .map_err(|err| super::enqueue_flow::as_flag(err, &target.namespace))?;
         let existing = got != id;
-        let mut extra = Map::new();
-        extra.insert("resq_id".into(), Value::String(id.to_string()));
+        let extra = written.into_inner().unwrap_or_else(|p| p.into_inner());
         let fmt = client.float_format();
         let delayed = due
             .map(crate::client::delayed::epoch_secs)
@@ -274,15 +276,31 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         }
         return Ok(done);
     }
-    done.payload = Some(encode::resque_payload(&class, &args, client.float_format()));
-    if let Some(at) = due {
-        if let Scheduled::Delayed(ts) = client.enqueue_at(&e.queue, at, &class, &args).await? {
+    // Through the client's chain, so the members it adds (a trace context) are printed too.
+    let written = std::sync::Mutex::new((Map::new(), None));
+    client
+        .dispatch_seen(
+            crate::middleware::Outgoing {
+                queue: e.queue.clone(),
+                class: class.clone(),
+                args: args.clone(),
+                extra: Map::new(),
+                at: due,
+                track: None,
+            },
+            |j| *written.lock().unwrap_or_else(|p| p.into_inner()) = (j.extra.clone(), j.at),
+        )
+        .await?;
+    let (extra, at) = written.into_inner().unwrap_or_else(|p| p.into_inner());
+    let ts = at.map(crate::client::delayed::epoch_secs);
+    match ts {
+        Some(ts) if ts > crate::client::delayed::epoch_secs(chrono::Utc::now()) => {
             // resque-scheduler's item names its queue; the bucket is `delayed:<ts>`.
             done.payload = Some(encode::scheduler_item(
                 &e.queue,
                 &class,
                 &args,
-                &Map::new(),
+                &extra,
                 client.float_format(),
             ));
             done.key = keys.delayed_bucket(ts);
@@ -290,9 +308,15 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
             done.due_at = chrono::DateTime::from_timestamp(ts, 0)
                 .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
         }
-        return Ok(done);
+        _ => {
+            done.payload = Some(encode::resque_payload_with(
+                &class,
+                &args,
+                &extra,
+                client.float_format(),
+            ));
+        }
     }
-    client.enqueue_to(&e.queue, &class, &args).await?;
     Ok(done)
 }
 

@@ -170,7 +170,11 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(execute(cli, registry)) {
+    let outcome = rt.block_on(execute(cli, registry));
+    // The spans of this run (a worker's last jobs, an enqueue's send) leave before it ends.
+    #[cfg(feature = "otel")]
+    crate::otel::flush();
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}{}", timeout_hint(&e));

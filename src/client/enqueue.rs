@@ -144,40 +144,64 @@ impl Client {
         tracked: &std::sync::Mutex<Option<crate::jobs::JobId>>,
     ) -> Result<bool> {
         let seen = &seen;
-        let terminal = |job: Outgoing| -> BoxFuture<'_, Result<bool>> {
+        let terminal = |#[allow(unused_mut)] mut job: Outgoing| -> BoxFuture<'_, Result<bool>> {
             Box::pin(async move {
                 validate(&job.queue, &job.class)?;
+                // The producer span (`<queue> send`) and its context in the payload, when
+                // tracing is on (crate::otel).
+                #[cfg(feature = "otel")]
+                let span = crate::otel::get().map(|o| {
+                    let facts = crate::otel::JobFacts {
+                        queue: &job.queue,
+                        class: &job.class,
+                        id: None,
+                        attempt: None,
+                    };
+                    o.start_send(&facts, &mut job.extra)
+                });
                 seen(&job);
-                if job.track.is_some() {
-                    let id = self.write_tracked(job).await?;
-                    *tracked.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
-                    return Ok(true);
-                }
-                match job.at.map(super::delayed::epoch_secs) {
-                    Some(ts) if ts > super::delayed::epoch_secs(chrono::Utc::now()) => {
-                        let item = encode::scheduler_item(
-                            &job.queue,
-                            &job.class,
-                            &job.args,
-                            &job.extra,
-                            self.float_format,
-                        );
-                        self.delayed_push_raw(ts, &item).await?;
-                    }
-                    _ => {
-                        let json = encode::resque_payload_with(
-                            &job.class,
-                            &job.args,
-                            &job.extra,
-                            self.float_format,
-                        );
-                        self.push_raw(&job.queue, &json).await?;
-                    }
-                }
-                Ok(true)
+                let written = self.write_dispatched(job, tracked).await;
+                #[cfg(feature = "otel")]
+                crate::otel::end_send(span, &written);
+                written
             })
         };
         EnqueueNext::new(&self.layers, &terminal).run(job).await
+    }
+
+    /// The write at the end of [`Client::dispatch_tracked`]'s chain.
+    async fn write_dispatched(
+        &self,
+        job: Outgoing,
+        tracked: &std::sync::Mutex<Option<crate::jobs::JobId>>,
+    ) -> Result<bool> {
+        if job.track.is_some() {
+            let id = self.write_tracked(job).await?;
+            *tracked.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+            return Ok(true);
+        }
+        match job.at.map(super::delayed::epoch_secs) {
+            Some(ts) if ts > super::delayed::epoch_secs(chrono::Utc::now()) => {
+                let item = encode::scheduler_item(
+                    &job.queue,
+                    &job.class,
+                    &job.args,
+                    &job.extra,
+                    self.float_format,
+                );
+                self.delayed_push_raw(ts, &item).await?;
+            }
+            _ => {
+                let json = encode::resque_payload_with(
+                    &job.class,
+                    &job.args,
+                    &job.extra,
+                    self.float_format,
+                );
+                self.push_raw(&job.queue, &json).await?;
+            }
+        }
+        Ok(true)
     }
 
     /// Enqueues at the head of `queue` (Jesque's `priorityEnqueue`: `LPUSH`), so it runs next.

@@ -44,6 +44,20 @@ impl Client {
         args: &[Value],
         track: Track,
     ) -> Result<JobId> {
+        self.enqueue_class_tracked_seen(queue, class, args, track, |_| {})
+            .await
+    }
+
+    /// [`Client::enqueue_class_tracked`], showing `seen` the job as it is written (after every
+    /// layer: the members they added), for `resq enqueue --track` to print.
+    pub(crate) async fn enqueue_class_tracked_seen(
+        &self,
+        queue: &str,
+        class: &str,
+        args: &[Value],
+        track: Track,
+        seen: impl Fn(&Outgoing) + Send + Sync,
+    ) -> Result<JobId> {
         track.check()?;
         let id = track.id.clone().unwrap_or_default();
         let mut extra = Map::new();
@@ -52,14 +66,17 @@ impl Client {
             id: Some(id),
             ..track
         };
-        self.send_tracked(Outgoing {
-            queue: queue.to_string(),
-            class: class.to_string(),
-            args: args.to_vec(),
-            extra,
-            at: track.at,
-            track: Some(track),
-        })
+        self.send_tracked(
+            Outgoing {
+                queue: queue.to_string(),
+                class: class.to_string(),
+                args: args.to_vec(),
+                extra,
+                at: track.at,
+                track: Some(track),
+            },
+            seen,
+        )
         .await
     }
 
@@ -90,20 +107,27 @@ impl Client {
             options: Some(options.clone()),
             ..track
         };
-        self.send_tracked(Outgoing {
-            queue: queue.to_string(),
-            class: class.to_string(),
-            args: vec![Value::String(id.to_string()), options],
-            extra: Map::new(),
-            at: track.at,
-            track: Some(track),
-        })
+        self.send_tracked(
+            Outgoing {
+                queue: queue.to_string(),
+                class: class.to_string(),
+                args: vec![Value::String(id.to_string()), options],
+                extra: Map::new(),
+                at: track.at,
+                track: Some(track),
+            },
+            |_| {},
+        )
         .await
     }
 
-    async fn send_tracked(&self, job: Outgoing) -> Result<JobId> {
+    async fn send_tracked(
+        &self,
+        job: Outgoing,
+        seen: impl Fn(&Outgoing) + Send + Sync,
+    ) -> Result<JobId> {
         let tracked = std::sync::Mutex::new(None);
-        self.dispatch_tracked(job, |_| {}, &tracked).await?;
+        self.dispatch_tracked(job, seen, &tracked).await?;
         tracked
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())

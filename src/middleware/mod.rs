@@ -16,6 +16,9 @@
 //!    (only with middleware of yours: resq's own layers do not panic);
 //! 2. **span** — one tracing span per job (class, queue, worker) and the outcome's log line
 //!    with `duration_ms` (`span`);
+//!    With the `otel` feature and the `OTEL_*` variables set, an **OpenTelemetry** layer
+//!    follows: the job's consumer span, continuing the trace its payload carries (`otel`;
+//!    see [`crate::otel`]);
 //! 3. **metrics** — busy slots, processed/failed counts, the duration histogram (`metrics`);
 //! 4. **tracking** — a tracked job's record ends completed (with its result), failed or
 //!    killed, written with the completion (`tracking`; see [`crate::jobs`]);
@@ -40,6 +43,8 @@
 pub mod enqueue;
 pub mod hooks;
 pub(crate) mod metrics;
+#[cfg(feature = "otel")]
+pub(crate) mod otel;
 pub(crate) mod panics;
 pub(crate) mod retry;
 pub(crate) mod span;
@@ -74,9 +79,13 @@ impl Chain {
             // panic): the handler's panics are captured innermost either way.
             layers.push(Arc::new(panics::PanicNet));
         }
+        layers.push(Arc::new(span::Span));
+        #[cfg(feature = "otel")]
+        if let Some(o) = crate::otel::get() {
+            layers.push(Arc::new(otel::Trace(o)));
+        }
         layers.extend([
-            Arc::new(span::Span) as Arc<dyn Middleware>,
-            Arc::new(metrics::Metrics),
+            Arc::new(metrics::Metrics) as Arc<dyn Middleware>,
             Arc::new(tracking::Tracking),
             Arc::new(retry::Retry),
             Arc::new(unique::Unique),

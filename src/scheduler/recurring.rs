@@ -213,7 +213,18 @@ impl Recurring {
         now: DateTime<Utc>,
     ) -> Result<bool> {
         let queue = job.map(|j| j.queue.as_str()).unwrap_or_default();
-        let n: i64 = crate::scripts::FIRE_SCHEDULE
+        // With tracing on, a fire is a send (`<queue> send`, a new trace, as Ruby's
+        // resque-scheduler pushing through Resque.push) whose context the payload carries.
+        #[cfg(feature = "otel")]
+        let traced = job.and_then(|j| {
+            crate::otel::get().and_then(|o| o.start_send_encoded(&j.queue, &j.payload))
+        });
+        #[cfg(feature = "otel")]
+        let payload = traced.as_ref().map(|(_, p)| p.as_str());
+        #[cfg(not(feature = "otel"))]
+        let payload: Option<&str> = None;
+        let payload = payload.or(job.map(|j| j.payload.as_str()));
+        let n: Result<i64> = crate::scripts::FIRE_SCHEDULE
             .key(&self.lock_key)
             .key(self.keys.schedule_next())
             .key(self.keys.last_enqueued_at())
@@ -226,10 +237,13 @@ impl Recurring {
             .arg(if job.is_some() { "fire" } else { "advance" })
             .arg(time::started(now))
             .arg(queue)
-            .arg(job.map(|j| j.payload.as_str()).unwrap_or_default())
+            .arg(payload.unwrap_or_default())
             .invoke_async(con)
-            .await?;
-        Ok(n == 1)
+            .await
+            .map_err(Into::into);
+        #[cfg(feature = "otel")]
+        crate::otel::end_send(traced.map(|(cx, _)| cx), &n);
+        Ok(n? == 1)
     }
 
     fn log_once(&self, name: &str, config: &str, problem: &str) {

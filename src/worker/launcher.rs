@@ -436,6 +436,11 @@ impl Running {
         if let Some(h) = self.heartbeat.take() {
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
         }
+        // The last jobs' spans leave before the process may end (tracing on only).
+        #[cfg(feature = "otel")]
+        if crate::otel::enabled() {
+            let _ = tokio::task::spawn_blocking(crate::otel::flush).await;
+        }
         // A slot that could not record its last job keeps its id registered and its record in
         // place: pruning records the job once the heartbeat expires (unregistering would
         // delete the record, and the job with it).

@@ -132,7 +132,7 @@ function startResqScheduler(config, namespace) {
  * `resq enqueue` with one JSON text per argument. `opts`: queue, inSecs, jesque, vars.
  * Resolves with stdout; rejects with the CLI's stderr when it exits non-zero.
  */
-function resqEnqueue(config, namespace, { queue, inSecs, jesque, vars }, cls, args = []) {
+function resqEnqueue(config, namespace, { queue, inSecs, jesque, vars, env }, cls, args = []) {
   const argv = ["enqueue", "--url", config.redisUrl, "--namespace", namespace, "--queue", queue];
   if (inSecs !== undefined) argv.push("--in", String(inSecs));
   if (jesque) argv.push("--jesque");
@@ -140,7 +140,7 @@ function resqEnqueue(config, namespace, { queue, inSecs, jesque, vars }, cls, ar
   // "--" so that an argument such as -2 is not taken for an option.
   argv.push("--", cls, ...args.map((a) => JSON.stringify(a)));
   return new Promise((resolve, reject) => {
-    execFile(config.resqBin, argv, { timeout: 15000 }, (error, stdout, stderr) => {
+    execFile(config.resqBin, argv, { timeout: 15000, env: { ...process.env, ...(env || {}) } }, (error, stdout, stderr) => {
       if (error) reject(new Error(`resq ${argv.join(" ")} failed: ${String(stderr).trim() || error.message}`));
       else resolve(stdout);
     });

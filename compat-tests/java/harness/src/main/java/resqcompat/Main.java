@@ -7,6 +7,7 @@ import resqcompat.scenarios.ClientToResq;
 import resqcompat.scenarios.MixedFleet;
 import resqcompat.scenarios.ResqIdToJesque;
 import resqcompat.scenarios.ResqToJesque;
+import resqcompat.scenarios.TraceContextToJesque;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -48,6 +49,7 @@ public final class Main {
         add(names, scenarios, "c", AdminReadsResq.NAMES, AdminReadsResq::run);
         add(names, scenarios, "d", MixedFleet.NAMES, MixedFleet::run);
         add(names, scenarios, "e", ResqIdToJesque.NAMES, ResqIdToJesque::run);
+        add(names, scenarios, "f", TraceContextToJesque.NAMES, TraceContextToJesque::run);
         String only = System.getProperty("scenarios", "");
         for (String key : scenarios.keySet()) {
             if (!only.isEmpty() && !List.of(only.split(",")).contains(key)) {

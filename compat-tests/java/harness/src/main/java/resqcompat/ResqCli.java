@@ -25,13 +25,21 @@ public final class ResqCli {
      * @throws IllegalStateException with resq's stderr when it exits non-zero
      */
     public void enqueue(String queue, List<String> options, String cls, String... argJson) throws Exception {
+        enqueueWithEnv(java.util.Map.of(), queue, options, cls, argJson);
+    }
+
+    /** {@link #enqueue} with {@code extraEnv} added to resq's environment (OTEL_*, …). */
+    public void enqueueWithEnv(java.util.Map<String, String> extraEnv, String queue, List<String> options, String cls,
+            String... argJson) throws Exception {
         List<String> cmd = new ArrayList<>(List.of(env.resqBin, "enqueue", "--url", env.redisUrl,
                 "--namespace", ns, "--queue", queue));
         cmd.addAll(options);
         // No "--" before CLASS: CONTRACT.md's form, so a negative ARG_JSON (-5) tests that too.
         cmd.add(cls);
         cmd.addAll(Arrays.asList(argJson));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        pb.environment().putAll(extraEnv);
+        Process p = pb.start();
         Processes.track(p);
         p.getOutputStream().close();
         String out = readAll(p.getInputStream());
