@@ -46,7 +46,7 @@ fn registry(con: resq::conn::Conn, keys: &keys::Keys) -> Registry {
     let (c3, k3) = (con.clone(), echo_key);
     let (c4, p4) = (con.clone(), keys.prefix().to_string());
     let (c5, p5) = (con.clone(), keys.prefix().to_string());
-    let client = resq::Client::new(con, keys.clone());
+    let client = resq::Client::with_connection(con, keys.namespace());
     let rails = resq::activejob::ActiveJobClient::new(client.clone(), resq::activejob::Rails::V7_1);
     Registry::new()
         .handler("ForwardRails", move |ctx: JobContext| {

@@ -200,9 +200,20 @@ pub(crate) async fn report(
     budget: Budget,
 ) -> Result<Coverage> {
     let mut read = Read::default();
+    // The keyspace first: plugin keys, and queues `<ns>:queues` does not name (Jesque's
+    // `recurringEnqueue` writes its zset queue and `:frequency` hash without adding the name).
+    let (plugins, unlisted, keys_scanned, scan_complete) = scan(admin, budget.scan_keys).await?;
+    read.keys_scanned = keys_scanned;
+    read.scan_complete = scan_complete;
     let names = if only.is_empty() {
-        let (names, complete) = queue_names(admin, budget.queues).await?;
+        let (mut names, complete) = queue_names(admin, budget.queues).await?;
         read.queue_names_complete = complete;
+        for q in unlisted {
+            if !names.contains(&q) {
+                names.push(q);
+            }
+        }
+        names.sort();
         names
     } else {
         read.queue_names_complete = true;
@@ -282,9 +293,6 @@ pub(crate) async fn report(
         );
     }
 
-    let (plugins, keys_scanned, scan_complete) = plugin_keys(admin, budget.scan_keys).await?;
-    read.keys_scanned = keys_scanned;
-    read.scan_complete = scan_complete;
     Ok(Coverage {
         queues: tallies.into_iter().map(|(q, t)| t.finish(q)).collect(),
         plugins,
@@ -385,19 +393,21 @@ async fn queued(
     Ok(())
 }
 
-/// Keys of the plugins in [`FOREIGN_PLUGIN_KEYS`], from a SCAN of the namespace's keys in at
-/// most `max / 1000` calls (COUNT 1000 each; none when `max` is 0); with the number of the
+/// What a SCAN of the namespace's keys in at most `max / 1000` calls (COUNT 1000 each; none
+/// when `max` is 0) finds: keys of the plugins in [`FOREIGN_PLUGIN_KEYS`], and the Jesque
+/// queues known only by their `<ns>:queue:<q>:frequency` hash; with the number of the
 /// namespace's keys seen and whether the SCAN finished.
-async fn plugin_keys(admin: &Admin, max: usize) -> Result<(Vec<PluginSeen>, u64, bool)> {
+async fn scan(admin: &Admin, max: usize) -> Result<(Vec<PluginSeen>, Vec<String>, u64, bool)> {
     let prefix = admin.keys().prefix().to_string();
     let pattern = format!("{}*", glob_escape(&prefix));
     let mut con = admin.con();
     let mut found: BTreeMap<usize, (u64, String)> = BTreeMap::new();
+    let mut queues = Vec::new();
     let (mut cursor, mut visited) = (0u64, 0u64);
     // Each SCAN call visits about COUNT (1000) slots of the keyspace.
     let mut calls = max.div_ceil(1000);
     if calls == 0 {
-        return Ok((Vec::new(), 0, false));
+        return Ok((Vec::new(), Vec::new(), 0, false));
     }
     loop {
         calls -= 1;
@@ -412,6 +422,14 @@ async fn plugin_keys(admin: &Admin, max: usize) -> Result<(Vec<PluginSeen>, u64,
         for key in batch {
             visited += 1;
             let rest = &key[prefix.len().min(key.len())..];
+            if let Some(q) = rest
+                .strip_prefix(b"queue:")
+                .and_then(|q| q.strip_suffix(b":frequency"))
+            {
+                if let Ok(q) = std::str::from_utf8(q) {
+                    queues.push(q.to_string());
+                }
+            }
             if let Some(i) = FOREIGN_PLUGIN_KEYS
                 .iter()
                 .position(|(_, p, _)| rest.starts_with(p.as_bytes()))
@@ -440,7 +458,7 @@ async fn plugin_keys(admin: &Admin, max: usize) -> Result<(Vec<PluginSeen>, u64,
             }
         })
         .collect();
-    Ok((plugins, visited, cursor == 0))
+    Ok((plugins, queues, visited, cursor == 0))
 }
 
 /// `text` with Redis glob characters escaped, for a SCAN pattern.

@@ -78,6 +78,7 @@ async fn every_class_of_real_producers_is_reported_with_its_handler() {
         "resque/07_failures.json",
         "resque/14_scheduler_delayed.json",
         "jesque/05_delayed_enqueue.json",
+        "jesque/06_recurring_enqueue.json",
     ] {
         admin_common::load_fixture(&mut con, f, "keys", &ns).await;
     }
@@ -130,6 +131,14 @@ async fn every_class_of_real_producers_is_reported_with_its_handler() {
             .iter()
             .any(|(c, _, s, h)| c == "NoSuchJobClass" && s == "failed" && !h),
         "{failing:?}"
+    );
+    // A queue only Jesque's recurringEnqueue wrote is not in `<ns>:queues`: found by its
+    // `:frequency` hash, and read.
+    assert_eq!(queue(&r, "recurring")["kind"], "zset");
+    assert!(
+        classes(&r, "recurring").contains(&("SimpleJob".into(), 2, "queued".into(), false)),
+        "{:?}",
+        classes(&r, "recurring")
     );
     // Jesque's delayed zset is a queue: its members are read.
     let jesque = classes(&r, "delayed");
