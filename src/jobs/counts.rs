@@ -6,7 +6,7 @@
 //!   not counted: resque-status keeps no index by status).
 //! * `queued`, `scheduled`, `working`: where jobs are, as resque-web shows them — the jobs in
 //!   the queues of `<ns>:queues` (a Jesque delayed queue: its jobs due) plus those the limits
-//!   hold, the items of the delayed set, the workers running a job. These count every job,
+//!   hold (the held sets in their index, `<ns>:resq:held:sets`), the items of the delayed set, the workers running a job. These count every job,
 //!   tracked or not.
 //! * `retrying` is not counted: a retry waits in the delayed set like any delayed job, and is
 //!   counted as `scheduled` (`resq jobs --state retrying` lists them).
@@ -50,14 +50,8 @@ impl Admin {
             }
         };
         let queued: u64 = queues.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
-        let held = match max_keys {
-            None => held_sets(&mut con, keys).await?,
-            Some(max) => {
-                let (held, all) = held_sets_within(&mut con, keys, max).await?;
-                complete &= all;
-                held
-            }
-        };
+        let (held, more) = held_sets(&mut con, keys, std::ops::Bound::Unbounded, max_keys).await?;
+        complete &= !more;
         let workers: Vec<String> =
             match crate::admin::names::smembers(&mut con, &keys.workers()).await {
                 Ok(w) => w,
@@ -144,61 +138,4 @@ fn cmd(name: &str, key: &str) -> redis::Cmd {
     let mut c = redis::cmd(name);
     c.arg(key);
     c
-}
-
-/// The held sets of every limit stored (declared or set), each keyed limit's partitions read
-/// with `SSCAN` while about `max` partitions in all have not been read; and whether every
-/// partition was.
-async fn held_sets_within(
-    con: &mut crate::conn::Conn,
-    keys: &crate::keys::Keys,
-    max: usize,
-) -> Result<(Vec<String>, bool)> {
-    let mut names: Vec<String> = Vec::new();
-    for k in [keys.limits_declared(), keys.limits_set()] {
-        let raw: Vec<Vec<u8>> = match redis::cmd("HKEYS").arg(&k).query_async(con).await {
-            Ok(v) => v,
-            Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
-        names.extend(crate::admin::names::decode(&k, raw));
-    }
-    names.sort();
-    names.dedup();
-    let mut out: Vec<String> = names.iter().map(|n| keys.limit_held(n, None)).collect();
-    let mut left = max;
-    let mut complete = true;
-    for n in &names {
-        let parts_key = keys.limit_parts(n);
-        let mut cursor = 0u64;
-        loop {
-            if left == 0 {
-                complete = false;
-                break;
-            }
-            let r: redis::RedisResult<(u64, Vec<Vec<u8>>)> = redis::cmd("SSCAN")
-                .arg(&parts_key)
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(left.min(1_000))
-                .query_async(con)
-                .await;
-            let (next, got) = match r {
-                Ok(v) => v,
-                Err(e) if e.code() == Some("WRONGTYPE") => (0, Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            left = left.saturating_sub(got.len().max(1));
-            for p in crate::admin::names::decode(&parts_key, got) {
-                out.push(keys.limit_held(n, Some(&p)));
-            }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    Ok((out, complete))
 }

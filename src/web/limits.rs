@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// `GET /limits`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let body = match &app.limits {
         None => html! {
             p.muted {

@@ -21,7 +21,7 @@
 //! escapes every value), `graph` (SVG charts), `assets` (embedded CSS/JS), `counts`
 //! (failure counts off the request path), `sources` (the seams for tracked jobs, limits and
 //! per-queue pause), `server` (serve on an address with the history sampler), `auth`,
-//! `error`, `state`. Everything it reads or repairs goes through [`crate::admin`].
+//! `error`, `state`, `pool` (each request's own Redis connection). Everything it reads or repairs goes through [`crate::admin`].
 //!
 //! Security: only the hosts it is configured for (loopback names, the bound address, `--host`)
 //! and, for a change, only its own origin (`origin`); authentication (basic and/or bearer) on
@@ -47,6 +47,7 @@ pub(crate) mod layout;
 pub(crate) mod limits;
 pub(crate) mod origin;
 pub(crate) mod overview;
+pub(crate) mod pool;
 pub(crate) mod queues;
 pub(crate) mod recurring;
 pub(crate) mod server;
@@ -219,6 +220,10 @@ pub fn router(config: WebConfig) -> Router {
         .route("/stats", get(stats::show))
         .route("/assets/{name}", get(assets::asset))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            pool::lend,
+        ))
         .layer(axum::middleware::from_fn(guard::collect_notes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
