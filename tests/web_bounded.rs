@@ -301,3 +301,48 @@ async fn a_stuck_request_does_not_hold_up_the_overview() {
         .unwrap();
     assert_eq!(slow.status, 200, "{}", slow.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_tabs_read_queue_names_a_batch_at_a_time() {
+    let _turn = TURN.lock().await;
+    let ns = support::namespace("webqnames");
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    // 200,000 names of empty queues (Resque never removes a queue's name), and one tracked
+    // job in a queue among them.
+    for chunk in 0..20 {
+        let names: Vec<String> = (0..10_000)
+            .map(|i| format!("gone{:06}", chunk * 10_000 + i))
+            .collect();
+        let _: () = con.sadd(k.queues(), names).await.unwrap();
+    }
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    let id = c
+        .enqueue_class_tracked("live", "Job", &[json!(1)], Track::new())
+        .await
+        .unwrap();
+    let app = web_common::router(&ns, |c| c).await;
+    let mut path = "/jobs".to_string();
+    let mut pages = 0;
+    loop {
+        let before = calls().await;
+        let r = get(&app, &path).await;
+        let d = spent(&before, &calls().await);
+        assert_eq!(r.status, axum::http::StatusCode::OK, "{path}: {}", r.body);
+        // A budget of 1,000 entries (names read count) and 250 names counted.
+        let total: u64 = d.values().sum();
+        assert!(total < 2_000, "{path} sent {total} commands: {d:?}");
+        assert!(!d.contains_key("smembers") || d["smembers"] <= 2, "{d:?}");
+        pages += 1;
+        if r.body.contains(id.as_str()) {
+            break;
+        }
+        // Stopped early, with where to go on.
+        assert!(r.body.contains("stopped after"), "{path}: {}", r.body);
+        let at = r.body.find("jobs?from=").expect("a next link") + "jobs?from=".len();
+        let from = &r.body[at..at + r.body[at..].find('"').expect("link end")];
+        path = format!("/jobs?from={}", from.replace("&amp;", "&"));
+        assert!(pages < 1_000, "the job was never listed");
+    }
+    assert!(pages > 1, "200,000 names read in one request");
+}

@@ -33,9 +33,9 @@ impl Admin {
         Ok(self.job_counts_within(None).await?.0)
     }
 
-    /// [`Admin::job_counts`] reading about `max_keys` queue names and about as many limit
-    /// partitions at most (`None`: all): `queued` then counts the jobs of those read, and the
-    /// flag says whether that was all of them.
+    /// [`Admin::job_counts`] reading about `max_keys` queue names, as many held sets and as
+    /// many delayed timestamps at most (`None`: all): `queued` and `scheduled` then count the
+    /// jobs of those read, and the flag says whether that was all of them.
     pub(crate) async fn job_counts_within(
         &self,
         max_keys: Option<usize>,
@@ -84,7 +84,8 @@ impl Admin {
         let (held_n, busy) = rest.split_at(held.len().min(rest.len()));
         let queued = queued + held_n.iter().map(n).sum::<u64>();
         let working = busy.iter().filter(|r| n(r) > 0).count() as u64;
-        let scheduled = self.delayed_items(&mut con).await?;
+        let (scheduled, all_delayed) = self.delayed_items(&mut con, max_keys).await?;
+        let complete = complete && all_delayed;
         let mut out = vec![(State::Queued, queued), (State::Scheduled, scheduled)];
         out.push((State::Waiting, ix.first().map_or(0, n)));
         out.push((State::Working, working));
@@ -94,16 +95,30 @@ impl Admin {
         Ok((out, complete))
     }
 
-    /// The items of every bucket of the delayed set.
-    async fn delayed_items(&self, con: &mut crate::conn::Conn) -> Result<u64> {
+    /// The items of the buckets of the delayed set, of about `max` buckets at most (`None`:
+    /// all); and whether that was all of them.
+    async fn delayed_items(
+        &self,
+        con: &mut crate::conn::Conn,
+        max: Option<usize>,
+    ) -> Result<(u64, bool)> {
         let keys = self.keys();
         let mut total = 0u64;
         let mut from = 0usize;
         loop {
+            if max.is_some_and(|m| from >= m) {
+                let left: u64 = redis::cmd("ZCARD")
+                    .arg(keys.delayed_schedule())
+                    .query_async(con)
+                    .await
+                    .unwrap_or(0);
+                return Ok((total, left as usize <= from));
+            }
+            let step = max.map_or(STAMPS, |m| STAMPS.min(m - from));
             let stamps: Vec<Vec<u8>> = match redis::cmd("ZRANGE")
                 .arg(keys.delayed_schedule())
                 .arg(from)
-                .arg(from + STAMPS - 1)
+                .arg(from + step - 1)
                 .query_async(con)
                 .await
             {
@@ -125,10 +140,10 @@ impl Admin {
                 .filter_map(|r| r.ok().and_then(bytes))
                 .filter_map(|b| String::from_utf8_lossy(&b).parse::<u64>().ok())
                 .sum::<u64>();
-            if got < STAMPS {
-                return Ok(total);
+            if got < step {
+                return Ok((total, true));
             }
-            from += STAMPS;
+            from += step;
         }
     }
 }

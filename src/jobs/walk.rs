@@ -23,8 +23,8 @@ pub(crate) struct Entry {
 
 /// Delayed timestamps read per round trip.
 const STAMPS: isize = 100;
-/// Queues read per round trip.
-const LISTS: usize = 20;
+/// Queues read per round trip (and queue names asked of `SSCAN` at a time).
+const LISTS: usize = 100;
 /// Names of held sets read from their index per round trip.
 const HELD_NAMES: usize = 200;
 
@@ -43,6 +43,11 @@ pub(crate) struct Walk {
     held_from: Option<(f64, Vec<u8>)>,
     /// The index of held sets has more names after the ones in `names`.
     held_more: bool,
+    /// The `SSCAN` cursor of `<ns>:queues` that gave the names in `names` (the queues).
+    scan_at: u64,
+    /// The cursor of the next batch of queue names, and whether there is one.
+    scan_next: u64,
+    scan_more: bool,
     done: bool,
     /// Keys read since [`Walk::take_reads`] last asked (an empty queue or held set costs a
     /// read as a job does: a listing's budget counts them).
@@ -67,6 +72,9 @@ impl Walk {
             delayed: None,
             held_from: None,
             held_more: false,
+            scan_at: 0,
+            scan_next: 0,
+            scan_more: false,
             done: false,
             reads: 0,
         };
@@ -78,11 +86,20 @@ impl Walk {
                 }
             }
             Seg::Queues => {
-                w.names = match queue {
-                    Some(q) => vec![q.to_string()],
-                    None => members(con, &keys.queues()).await?,
-                };
-                if let Cur::Queue { queue, off } = cur {
+                match queue {
+                    Some(q) => w.names = vec![q.to_string()],
+                    None => {
+                        // Names a batch at a time (`SSCAN`), each batch by name: a request
+                        // reads the names it gets to, not all of them.
+                        w.scan_at = match cur {
+                            Cur::Queue { scan, .. } => *scan,
+                            _ => 0,
+                        };
+                        w.scan_more = true;
+                        w.fetch_queues(con, keys).await?;
+                    }
+                }
+                if let Cur::Queue { queue, off, .. } = cur {
                     w.names.retain(|n| n >= queue);
                     if w.names.first() == Some(queue) {
                         w.off = *off;
@@ -148,11 +165,20 @@ impl Walk {
     /// Where a queue or held-set walk stands (the name it reads next, and how far into it),
     /// when it has not ended.
     pub(crate) fn resume(&self) -> Option<Cur> {
+        if self.seg == Seg::Queues && self.names.is_empty() && self.scan_more {
+            // Between two batches of queue names: the next batch.
+            return Some(Cur::Queue {
+                queue: String::new(),
+                off: 0,
+                scan: self.scan_next,
+            });
+        }
         let name = self.names.first()?.clone();
         match self.seg {
             Seg::Queues => Some(Cur::Queue {
                 queue: name,
                 off: self.off,
+                scan: self.scan_at,
             }),
             Seg::Held => {
                 // After the entry read last, or from the set's start.
@@ -294,6 +320,37 @@ impl Walk {
         self.with_big(con, out, big).await.map(Some)
     }
 
+    /// The batch of queue names `SSCAN` gives from cursor `scan_at`, by name (a key of
+    /// another type: none).
+    async fn fetch_queues<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        keys: &Keys,
+    ) -> Result<()> {
+        let key = keys.queues();
+        let r: redis::RedisResult<(u64, Vec<Vec<u8>>)> = redis::cmd("SSCAN")
+            .arg(&key)
+            .arg(self.scan_at)
+            .arg("COUNT")
+            .arg(LISTS)
+            .query_async(con)
+            .await;
+        self.reads += 1;
+        let (next, raw) = match r {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("WRONGTYPE") => (0, Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut names = crate::admin::names::decode(&key, raw);
+        names.sort();
+        names.dedup();
+        self.names = names;
+        self.off = 0;
+        self.scan_next = next;
+        self.scan_more = next != 0;
+        Ok(())
+    }
+
     /// The next names of the index of held sets, from `from`.
     async fn fetch_held<C: ConnectionLike + Send>(
         &mut self,
@@ -316,7 +373,13 @@ impl Walk {
         want: usize,
     ) -> Result<Option<Vec<Entry>>> {
         if self.names.is_empty() {
-            return Ok(None);
+            if !self.scan_more {
+                return Ok(None);
+            }
+            // The next batch of names (read now; its queues on the next call).
+            self.scan_at = self.scan_next;
+            self.fetch_queues(con, keys).await?;
+            return Ok(Some(Vec::new()));
         }
         let names: Vec<String> = self.names.iter().take(LISTS).cloned().collect();
         self.reads += names.len();
@@ -348,6 +411,7 @@ impl Walk {
                 let after = Cur::Queue {
                     queue: name.clone(),
                     off: from + k + 1,
+                    scan: self.scan_at,
                 };
                 let cand = payload_cand(&item, Place::Queue, Some(name));
                 out.push(Entry { after, cand });

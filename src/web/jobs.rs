@@ -150,8 +150,8 @@ fn tabs(ctx: &Ctx, filter: &JobFilter, counts: &JobCounts) -> Markup {
         }
         @if counts.partial {
             p.flash.warn data-partial="counts" {
-                "Stopped early: queued counts the jobs of the first "
-                (num(super::QUEUE_NAMES as u64)) " queue names and limit partitions read, not all of them."
+                "Stopped early: queued and scheduled count the jobs of the first "
+                (num(super::JOBS_BUDGET as u64 / 4)) " queue names, held sets and delayed timestamps read, not all of them."
             }
         }
         p.muted.small {

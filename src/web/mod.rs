@@ -74,6 +74,10 @@ use std::sync::Arc;
 /// removes): sizes, totals and the largest queues are then of those read, and the page says so.
 pub(crate) const QUEUE_NAMES: usize = 2_000;
 
+/// Entries (jobs, and names of queues and held sets) a Jobs page looks at at most: a page
+/// that stops there says so and links to where it goes on.
+pub(crate) const JOBS_BUDGET: usize = 1_000;
+
 /// Entries a filtered failure page examines at most, by default.
 pub(crate) const SEARCH_BUDGET: usize = 20_000;
 
