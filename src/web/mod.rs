@@ -78,6 +78,10 @@ pub(crate) const QUEUE_NAMES: usize = 2_000;
 /// that stops there says so and links to where it goes on.
 pub(crate) const JOBS_BUDGET: usize = 1_000;
 
+/// Partitions of keyed limits the Limits page reads at most (three commands each): a page that
+/// stops there says so.
+pub(crate) const LIMIT_PARTS: usize = 1_000;
+
 /// Entries a filtered failure page examines at most, by default.
 pub(crate) const SEARCH_BUDGET: usize = 20_000;
 

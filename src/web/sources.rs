@@ -226,7 +226,7 @@ pub trait LimitsSource: Send + Sync {
 }
 
 /// The limits in force in the namespace (declared by workers, overridden with `resq limits
-/// set`), with their use: [`Admin::limit_reports`].
+/// set`), with their use ([`Admin::limit_reports`], reading 1,000 partitions at most).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FleetLimits;
 
@@ -234,7 +234,7 @@ impl LimitsSource for FleetLimits {
     fn limits<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<Vec<LimitRow>>> {
         Box::pin(async move {
             Ok(admin
-                .limit_reports()
+                .limit_reports_within(super::LIMIT_PARTS)
                 .await?
                 .iter()
                 .map(LimitRow::from)
