@@ -2,7 +2,8 @@
 //! entries, one queue of 10,000 jobs and 500 more queues (plus 100 workers, 6,000 delayed
 //! items, 1,000 resque-status statuses and a month of history samples), serves `resq web` on it
 //! from a child process (this binary run again as `resq web`), and reports each page's p50 /
-//! p99 over sequential requests and the server's resident memory before, between and after two
+//! p99 over sequential requests (with the Redis commands each request costs, and a plain PING
+//! round trip to compare with) and the server's resident memory before, between and after two
 //! passes over every page.
 //!
 //! Issue 40's cases are in the same namespace: a batch of 10,000 queued members behind 89,000
