@@ -120,7 +120,7 @@ async fn jobs_tabs_read_only_held_sets_that_hold_jobs() {
     .await;
     // The held set is in the index, in the call that held the job.
     let index: Vec<String> = con.zrange(k.held_sets(), 0, -1).await.unwrap();
-    assert_eq!(index, [held.clone()]);
+    assert_eq!(index, std::slice::from_ref(&held));
 
     let app = web_common::router(&ns, |c| c).await;
     for page in ["/jobs", "/jobs?state=queued"] {
