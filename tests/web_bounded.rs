@@ -346,3 +346,66 @@ async fn jobs_tabs_read_queue_names_a_batch_at_a_time() {
     }
     assert!(pages > 1, "200,000 names read in one request");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_of_held_sets_of_another_type_stops_nothing() {
+    let _turn = TURN.lock().await;
+    let ns = support::namespace("webheldbad");
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    let _: () = con.set(k.held_sets(), "not a zset").await.unwrap();
+    let limit = Limit::concurrency("per-account", 1)
+        .class("Sync")
+        .key("acct-{args.0}");
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (g, ran) = (gate.clone(), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+    let r = ran.clone();
+    let registry = Registry::new()
+        .limit(limit)
+        .handler("Sync", move |_ctx: JobContext| {
+            let (g, r) = (g.clone(), r.clone());
+            async move {
+                g.acquire().await.expect("gate").forget();
+                r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            }
+        });
+    let c = Client::connect(&support::url(), &ns).await.unwrap();
+    for _ in 0..2 {
+        c.enqueue_class_tracked("sync", "Sync", &[json!("A")], Track::new())
+            .await
+            .unwrap();
+    }
+    let w = support::start(
+        support::builder(&ns, "sync")
+            .registry(registry)
+            .concurrency(2),
+    )
+    .await;
+    // The second job is held all the same (the index is a reader's aid: its write cannot fail
+    // the call that holds).
+    let held = k.limit_held("per-account", Some("acct-A"));
+    support::eventually(30, "the second job held", || {
+        let held = held.clone();
+        async move {
+            let n: u64 = support::con().await.zcard(&held).await.unwrap();
+            (n == 1).then_some(())
+        }
+    })
+    .await;
+    let app = web_common::router(&ns, |c| c).await;
+    for page in ["/jobs", "/jobs?state=queued", "/limits", "/overview"] {
+        let r = get(&app, page).await;
+        assert_eq!(r.status, axum::http::StatusCode::OK, "{page}: {}", r.body);
+    }
+    // Released when the first ends, and run.
+    gate.add_permits(2);
+    support::eventually(30, "both jobs run", || {
+        let ran = ran.clone();
+        async move { (ran.load(std::sync::atomic::Ordering::SeqCst) == 2).then_some(()) }
+    })
+    .await;
+    let kept: String = con.get(k.held_sets()).await.unwrap();
+    assert_eq!(kept, "not a zset");
+    support::stop(w).await;
+}
