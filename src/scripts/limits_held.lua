@@ -25,8 +25,11 @@
 -- named by the limits sweep), so it can never fail a call after its first write.
 function Lim.indexed(P, hd) redis.pcall('ZADD', P .. 'resq:held:sets', 0, hd) end
 
--- Held set hd is empty now: out of the index.
-function Lim.unindexed(P, hd) redis.pcall('ZREM', P .. 'resq:held:sets', hd) end
+-- Held set hd is empty now: out of the index (a job held in it later in the call puts it back).
+function Lim.unindexed(P, hd)
+  Lim.S().indexed[hd] = nil
+  redis.pcall('ZREM', P .. 'resq:held:sets', hd)
+end
 
 -- Mends the index of held sets, a bounded step of the limits sweep: of `most` entries picked at
 -- random, those that hold no job (or are no zset) leave; each unpartitioned held set of the
