@@ -358,7 +358,10 @@ async fn an_index_of_held_sets_of_another_type_stops_nothing() {
         .class("Sync")
         .key("acct-{args.0}");
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let (g, ran) = (gate.clone(), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+    let (g, ran) = (
+        gate.clone(),
+        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+    );
     let r = ran.clone();
     let registry = Registry::new()
         .limit(limit)
