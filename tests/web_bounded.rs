@@ -412,3 +412,22 @@ async fn an_index_of_held_sets_of_another_type_stops_nothing() {
     assert_eq!(kept, "not a zset");
     support::stop(w).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_tabs_count_a_budget_of_workers() {
+    let _turn = TURN.lock().await;
+    let ns = support::namespace("webworkers");
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    // 5,000 worker ids (dead hosts never pruned), no record behind them.
+    let ids: Vec<String> = (0..5_000).map(|i| format!("gone{i}:1:q")).collect();
+    let _: () = con.sadd(k.workers(), ids).await.unwrap();
+    let app = web_common::router(&ns, |c| c).await;
+    let before = calls().await;
+    let r = get(&app, "/jobs?state=queued").await;
+    let d = spent(&before, &calls().await);
+    assert_eq!(r.status, axum::http::StatusCode::OK, "{}", r.body);
+    let strlen = d.get("strlen").copied().unwrap_or(0);
+    assert!(strlen <= 300, "{strlen} workers counted: {d:?}");
+    assert!(r.body.contains("data-partial=\"counts\""), "{}", r.body);
+}

@@ -33,9 +33,9 @@ impl Admin {
         Ok(self.job_counts_within(None).await?.0)
     }
 
-    /// [`Admin::job_counts`] reading about `max_keys` queue names, as many held sets and as
-    /// many delayed timestamps at most (`None`: all): `queued` and `scheduled` then count the
-    /// jobs of those read, and the flag says whether that was all of them.
+    /// [`Admin::job_counts`] reading about `max_keys` queue names, as many held sets, delayed
+    /// timestamps and worker ids at most (`None`: all): `queued`, `scheduled` and `working`
+    /// then count the jobs of those read, and the flag says whether that was all of them.
     pub(crate) async fn job_counts_within(
         &self,
         max_keys: Option<usize>,
@@ -52,12 +52,8 @@ impl Admin {
         let queued: u64 = queues.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
         let (held, more) = held_sets(&mut con, keys, std::ops::Bound::Unbounded, max_keys).await?;
         complete &= !more;
-        let workers: Vec<String> =
-            match crate::admin::names::smembers(&mut con, &keys.workers()).await {
-                Ok(w) => w,
-                Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
-                Err(e) => return Err(e.into()),
-            };
+        let (workers, all_workers) = worker_ids(&mut con, keys, max_keys).await?;
+        complete &= all_workers;
         let indexed = [
             State::Waiting,
             State::Completed,
@@ -146,6 +142,49 @@ impl Admin {
             from += step;
         }
     }
+}
+
+/// The ids of `<ns>:workers`, about `max` of them at most (`SSCAN`; `None`: all); and whether
+/// that was all of them. A key of another type holds none.
+async fn worker_ids(
+    con: &mut crate::conn::Conn,
+    keys: &crate::keys::Keys,
+    max: Option<usize>,
+) -> Result<(Vec<String>, bool)> {
+    let key = keys.workers();
+    let Some(max) = max else {
+        return match crate::admin::names::smembers(con, &key).await {
+            Ok(w) => Ok((w, true)),
+            Err(e) if e.code() == Some("WRONGTYPE") => Ok((Vec::new(), true)),
+            Err(e) => Err(e.into()),
+        };
+    };
+    let (mut raw, mut cursor, mut asked) = (Vec::new(), 0u64, 0usize);
+    loop {
+        let count = (max - asked).clamp(1, 1_000);
+        let r: redis::RedisResult<(u64, Vec<Vec<u8>>)> = redis::cmd("SSCAN")
+            .arg(&key)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(con)
+            .await;
+        let (next, mut got) = match r {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("WRONGTYPE") => (0, Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        raw.append(&mut got);
+        asked += count;
+        cursor = next;
+        if cursor == 0 || asked >= max {
+            break;
+        }
+    }
+    let mut ids = crate::admin::names::decode(&key, raw);
+    ids.sort();
+    ids.dedup();
+    Ok((ids, cursor == 0))
 }
 
 /// `name key`.

@@ -150,8 +150,8 @@ fn tabs(ctx: &Ctx, filter: &JobFilter, counts: &JobCounts) -> Markup {
         }
         @if counts.partial {
             p.flash.warn data-partial="counts" {
-                "Stopped early: queued and scheduled count the jobs of the first "
-                (num(super::JOBS_BUDGET as u64 / 4)) " queue names, held sets and delayed timestamps read, not all of them."
+                "Stopped early: queued, scheduled and working count the jobs of the first "
+                (num(super::JOBS_BUDGET as u64 / 4)) " queue names, held sets, delayed timestamps and worker ids read, not all of them."
             }
         }
         p.muted.small {
