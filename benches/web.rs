@@ -2,7 +2,8 @@
 //! entries, one queue of 10,000 jobs and 500 more queues (plus 100 workers, 6,000 delayed
 //! items, 1,000 resque-status statuses and a month of history samples), serves `resq web` on it
 //! from a child process (this binary run again as `resq web`), and reports each page's p50 /
-//! p99 over sequential requests and the server's resident memory before, between and after two
+//! p99 over sequential requests (with the Redis commands each request costs, and a plain PING
+//! round trip to compare with) and the server's resident memory before, between and after two
 //! passes over every page.
 //!
 //! Issue 40's cases are in the same namespace: a batch of 10,000 queued members behind 89,000
@@ -363,6 +364,18 @@ fn pct_of(ms: &[f64]) -> f64 {
     pct(&v, 0.5)
 }
 
+/// The commands the server has processed so far (`INFO stats`; the `INFO` itself counts one).
+fn commands_processed(url: &str) -> u64 {
+    let info: String = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .and_then(|mut c| redis::cmd("INFO").arg("stats").query(&mut c))
+        .expect("INFO stats");
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -506,18 +519,37 @@ fn main() {
         .iter()
         .map(|(name, _)| (name.to_string(), Vec::new(), 0))
         .collect();
+    // Redis commands per request of each page (the server's count over the requests).
+    let mut commands = vec![0u64; pages.len()];
     let mut pass_rss = Vec::new();
     for _pass in 0..2 {
         for (i, (name, path)) in pages.iter().enumerate() {
+            let before = commands_processed(&url);
             for _ in 0..n {
                 let (status, bytes, secs) = get(&addr, path);
                 assert_eq!(status, 200, "{name}: {path} answered {status}");
                 results[i].1.push(secs * 1000.0);
                 results[i].2 = bytes;
             }
+            commands[i] += commands_processed(&url).saturating_sub(before + 1);
         }
         pass_rss.push(rss_kib(pid, "VmRSS:"));
     }
+    // A plain PING round trip, the unit the pages' times compare with.
+    let ping_ms = {
+        let mut c = redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection())
+            .expect("redis");
+        let mut ms: Vec<f64> = (0..2 * n)
+            .map(|_| {
+                let t = Instant::now();
+                let _: String = redis::cmd("PING").query(&mut c).expect("ping");
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        pct(&ms, 0.5)
+    };
     // Bulk actions over the whole list (they change it, so they run last).
     let token = {
         let page = page_text(&addr, "/failed");
@@ -561,18 +593,21 @@ fn main() {
     };
     let peak = rss_kib(pid, "VmHWM:");
     println!();
-    println!("| page | p50 ms | p99 ms | max ms | KiB |");
-    println!("|---|---:|---:|---:|---:|");
-    for (name, mut ms, bytes) in results {
+    println!("| page | p50 ms | p99 ms | max ms | KiB | Redis commands per request |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for ((name, mut ms, bytes), cmds) in results.into_iter().zip(&commands) {
         ms.sort_by(f64::total_cmp);
         println!(
-            "| {name} | {:.1} | {:.1} | {:.1} | {} |",
+            "| {name} | {:.1} | {:.1} | {:.1} | {} | {} |",
             pct(&ms, 0.5),
             pct(&ms, 0.99),
             ms.last().copied().unwrap_or(0.0),
-            bytes / 1024
+            bytes / 1024,
+            cmds / (2 * n as u64)
         );
     }
+    println!();
+    println!("a PING round trip: p50 {ping_ms:.3} ms");
     println!();
     println!(
         "server RSS: {:.1} MiB after start, {:.1} MiB after warm-up, {:.1} MiB after pass 1, {:.1} MiB after pass 2 (peak {:.1} MiB); {} requests per page",

@@ -81,6 +81,8 @@ pub struct Conn {
     activity: Arc<Activity>,
     /// Where it goes, for messages.
     label: Arc<str>,
+    /// The endpoint it was opened from, to open another like it ([`Conn::open_another`]).
+    origin: Endpoint,
 }
 
 /// How long without traffic makes a connection idle.
@@ -219,6 +221,14 @@ impl Wait {
 }
 
 impl Conn {
+    /// A new connection of its own (its own socket) to where this one goes, with the same
+    /// settings: for work that must not wait behind this connection's traffic (the dashboard
+    /// gives each request one, `web::pool`).
+    #[cfg_attr(not(feature = "web"), allow(dead_code))]
+    pub(crate) async fn open_another(&self) -> crate::error::Result<Conn> {
+        self.origin.connect().await
+    }
+
     /// Where the connection goes, for messages (`127.0.0.1:6380`).
     pub fn label(&self) -> &str {
         &self.label

@@ -433,6 +433,14 @@ impl Keys {
         format!("{}resq:held:due", self.prefix)
     }
 
+    /// `<ns>:resq:held:sets` — ZSET (every score 0, so ordered by name) of the limits' held
+    /// sets that hold jobs: a set enters when a job is held in it and leaves when it is
+    /// emptied, in the same call (limits_held.lua); the limits sweep mends it. Listings and
+    /// counts read only these sets, never every partition.
+    pub fn held_sets(&self) -> String {
+        format!("{}resq:held:sets", self.prefix)
+    }
+
     /// `<ns>:resq:jobkey:<key>` — the id of the live tracked job enqueued under a job key.
     #[allow(dead_code)] // read by the tests and the compat examples only
     pub(crate) fn job_key(&self, key: &str) -> String {

@@ -15,10 +15,16 @@
 /// Builds resq's runtime: multi-thread scheduler, all drivers enabled, `TOKIO_WORKER_THREADS`
 /// worker threads (default 1).
 pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
+    build_with(1)
+}
+
+/// [`build`] with `threads` worker threads by default (`resq web` serves on two, so one
+/// request's own work never holds up the next).
+pub(crate) fn build_with(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.enable_all();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        b.worker_threads(1);
+        b.worker_threads(threads.max(1));
     }
     b.build()
 }

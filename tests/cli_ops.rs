@@ -79,8 +79,11 @@ async fn paging_held_jobs_skips_none_released_meanwhile() {
         let member = format!("tok.{i:06}\tq\t1\tlim\t{}", payload(&id));
         // Two share a score (one millisecond): ties are ordered by their bytes.
         let score = 99e13 + 1_795_000_000_000.0 + if i == 5 { 4.0 } else { i as f64 };
-        let _: () = con
+        // Held as resq holds: in the set, and the set in the index of held sets.
+        let _: () = redis::pipe()
             .zadd(k.limit_held("lim", None), &member, score)
+            .zadd(k.held_sets(), k.limit_held("lim", None), 0)
+            .query_async(&mut con)
             .await
             .unwrap();
         ids.push(id);

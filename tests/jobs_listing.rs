@@ -125,8 +125,11 @@ async fn each_state_is_read_where_its_jobs_are() {
         .await
         .unwrap();
     let member = format!("1\tlim\t1\tlim\t{}", payload("Job", &held));
-    let _: () = con
+    // Held as resq holds: in the set, and the set in the index of held sets.
+    let _: () = redis::pipe()
         .zadd(k.limit_held("lim", None), &member, 99e13)
+        .zadd(k.held_sets(), k.limit_held("lim", None), 0)
+        .query_async(&mut con)
         .await
         .unwrap();
     let item = |id: &str| format!(r#"{{"class":"Job","args":[1],"queue":"a","resq_id":"{id}"}}"#);

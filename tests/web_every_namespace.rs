@@ -88,6 +88,11 @@ async fn a_bad_name_or_record_is_shown_with_its_key_and_the_page_goes_on() {
         "<code>part-bad\\xff\\xfe</code> in <code>{}</code>",
         k.limit_parts("lim")
     );
+    let held_set = format!(
+        "<code>{}bad\\xff\\xfe:held</code> in <code>{}</code>",
+        k.limit_base("lim", Some("part-")),
+        k.held_sets()
+    );
     for (page, wanted, rest) in [
         ("/overview", queue.as_str(), "good"),
         ("/queues", queue.as_str(), "good"),
@@ -96,7 +101,7 @@ async fn a_bad_name_or_record_is_shown_with_its_key_and_the_page_goes_on() {
         ("/stats", queue.as_str(), "redis_version"),
         ("/overview", worker.as_str(), "good"),
         ("/limits", part.as_str(), "lim"),
-        ("/jobs?state=queued", part.as_str(), "Jobs"),
+        ("/jobs?state=queued", held_set.as_str(), "Jobs"),
     ] {
         let r = get(&app, page).await;
         assert!(
@@ -292,7 +297,8 @@ async fn pages_read_a_fixed_budget_of_keys_and_say_when_they_stopped_early() {
     // the links reaches the job behind the empty queues.
     let mut url = "/jobs?state=queued".to_string();
     let mut found = false;
-    for page in 0..10 {
+    // (A page looks at 1,000 entries: about 30 pages.)
+    for page in 0..100 {
         let r = get(&app, &url).await;
         assert_eq!(r.status, StatusCode::OK, "{url}: {}", r.body);
         if r.body.contains("LastOfAll") {

@@ -99,9 +99,11 @@ impl Admin {
             if let Some(p) = &pattern {
                 c.arg("MATCH").arg(p);
             }
-            c.arg("COUNT").arg(SCAN_COUNT);
+            // (No more names asked for than the budget has room for.)
+            let count = SCAN_COUNT.min(max_names.saturating_sub(examined).max(1));
+            c.arg("COUNT").arg(count);
             let (next, mut got): (u64, Vec<Vec<u8>>) = c.query_async(&mut con).await?;
-            examined += SCAN_COUNT;
+            examined += count;
             raw.append(&mut got);
             cursor = next;
             if cursor == 0 || examined >= max_names {

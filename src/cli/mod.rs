@@ -144,7 +144,8 @@ pub(crate) enum Command {
 
 /// Parses the process's arguments and runs the command with `registry`'s handlers (used by
 /// `resq work`). Sets up logging (`RESQ_LOG_FORMAT`, `RUST_LOG`) and resq's tokio runtime
-/// ([`crate::runtime::build`]: one worker thread unless `TOKIO_WORKER_THREADS` says otherwise).
+/// ([`crate::runtime::build`]: one worker thread unless `TOKIO_WORKER_THREADS` says otherwise;
+/// two for `web`).
 pub fn run(registry: Registry) -> ExitCode {
     run_from(std::env::args_os(), registry)
 }
@@ -163,7 +164,16 @@ where
     if !matches!(cli.cmd, Command::Work(_)) {
         quiet_on_closed_stdout();
     }
-    let rt = match crate::runtime::build() {
+    // The dashboard serves requests side by side: one's own work never holds up the next.
+    #[cfg(feature = "web")]
+    let threads = if matches!(cli.cmd, Command::Web(_)) {
+        2
+    } else {
+        1
+    };
+    #[cfg(not(feature = "web"))]
+    let threads = 1;
+    let rt = match crate::runtime::build_with(threads) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

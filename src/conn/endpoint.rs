@@ -250,6 +250,7 @@ impl Endpoint {
             bound: self.0.bound,
             activity: Arc::new(Activity::new()),
             label: self.0.label.clone(),
+            origin: self.clone(),
         })
     }
 

@@ -6,7 +6,7 @@
 //!   not counted: resque-status keeps no index by status).
 //! * `queued`, `scheduled`, `working`: where jobs are, as resque-web shows them — the jobs in
 //!   the queues of `<ns>:queues` (a Jesque delayed queue: its jobs due) plus those the limits
-//!   hold, the items of the delayed set, the workers running a job. These count every job,
+//!   hold (the held sets in their index, `<ns>:resq:held:sets`), the items of the delayed set, the workers running a job. These count every job,
 //!   tracked or not.
 //! * `retrying` is not counted: a retry waits in the delayed set like any delayed job, and is
 //!   counted as `scheduled` (`resq jobs --state retrying` lists them).
@@ -33,9 +33,9 @@ impl Admin {
         Ok(self.job_counts_within(None).await?.0)
     }
 
-    /// [`Admin::job_counts`] reading about `max_keys` queue names and about as many limit
-    /// partitions at most (`None`: all): `queued` then counts the jobs of those read, and the
-    /// flag says whether that was all of them.
+    /// [`Admin::job_counts`] reading about `max_keys` queue names, as many held sets, delayed
+    /// timestamps and worker ids at most (`None`: all): `queued`, `scheduled` and `working`
+    /// then count the jobs of those read, and the flag says whether that was all of them.
     pub(crate) async fn job_counts_within(
         &self,
         max_keys: Option<usize>,
@@ -50,20 +50,10 @@ impl Admin {
             }
         };
         let queued: u64 = queues.iter().map(|q| q.pending.unwrap_or(q.size)).sum();
-        let held = match max_keys {
-            None => held_sets(&mut con, keys).await?,
-            Some(max) => {
-                let (held, all) = held_sets_within(&mut con, keys, max).await?;
-                complete &= all;
-                held
-            }
-        };
-        let workers: Vec<String> =
-            match crate::admin::names::smembers(&mut con, &keys.workers()).await {
-                Ok(w) => w,
-                Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
-                Err(e) => return Err(e.into()),
-            };
+        let (held, more) = held_sets(&mut con, keys, std::ops::Bound::Unbounded, max_keys).await?;
+        complete &= !more;
+        let (workers, all_workers) = worker_ids(&mut con, keys, max_keys).await?;
+        complete &= all_workers;
         let indexed = [
             State::Waiting,
             State::Completed,
@@ -90,7 +80,8 @@ impl Admin {
         let (held_n, busy) = rest.split_at(held.len().min(rest.len()));
         let queued = queued + held_n.iter().map(n).sum::<u64>();
         let working = busy.iter().filter(|r| n(r) > 0).count() as u64;
-        let scheduled = self.delayed_items(&mut con).await?;
+        let (scheduled, all_delayed) = self.delayed_items(&mut con, max_keys).await?;
+        let complete = complete && all_delayed;
         let mut out = vec![(State::Queued, queued), (State::Scheduled, scheduled)];
         out.push((State::Waiting, ix.first().map_or(0, n)));
         out.push((State::Working, working));
@@ -100,16 +91,30 @@ impl Admin {
         Ok((out, complete))
     }
 
-    /// The items of every bucket of the delayed set.
-    async fn delayed_items(&self, con: &mut crate::conn::Conn) -> Result<u64> {
+    /// The items of the buckets of the delayed set, of about `max` buckets at most (`None`:
+    /// all); and whether that was all of them.
+    async fn delayed_items(
+        &self,
+        con: &mut crate::conn::Conn,
+        max: Option<usize>,
+    ) -> Result<(u64, bool)> {
         let keys = self.keys();
         let mut total = 0u64;
         let mut from = 0usize;
         loop {
+            if max.is_some_and(|m| from >= m) {
+                let left: u64 = redis::cmd("ZCARD")
+                    .arg(keys.delayed_schedule())
+                    .query_async(con)
+                    .await
+                    .unwrap_or(0);
+                return Ok((total, left as usize <= from));
+            }
+            let step = max.map_or(STAMPS, |m| STAMPS.min(m - from));
             let stamps: Vec<Vec<u8>> = match redis::cmd("ZRANGE")
                 .arg(keys.delayed_schedule())
                 .arg(from)
-                .arg(from + STAMPS - 1)
+                .arg(from + step - 1)
                 .query_async(con)
                 .await
             {
@@ -131,12 +136,55 @@ impl Admin {
                 .filter_map(|r| r.ok().and_then(bytes))
                 .filter_map(|b| String::from_utf8_lossy(&b).parse::<u64>().ok())
                 .sum::<u64>();
-            if got < STAMPS {
-                return Ok(total);
+            if got < step {
+                return Ok((total, true));
             }
-            from += STAMPS;
+            from += step;
         }
     }
+}
+
+/// The ids of `<ns>:workers`, about `max` of them at most (`SSCAN`; `None`: all); and whether
+/// that was all of them. A key of another type holds none.
+async fn worker_ids(
+    con: &mut crate::conn::Conn,
+    keys: &crate::keys::Keys,
+    max: Option<usize>,
+) -> Result<(Vec<String>, bool)> {
+    let key = keys.workers();
+    let Some(max) = max else {
+        return match crate::admin::names::smembers(con, &key).await {
+            Ok(w) => Ok((w, true)),
+            Err(e) if e.code() == Some("WRONGTYPE") => Ok((Vec::new(), true)),
+            Err(e) => Err(e.into()),
+        };
+    };
+    let (mut raw, mut cursor, mut asked) = (Vec::new(), 0u64, 0usize);
+    loop {
+        let count = (max - asked).clamp(1, 1_000);
+        let r: redis::RedisResult<(u64, Vec<Vec<u8>>)> = redis::cmd("SSCAN")
+            .arg(&key)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(con)
+            .await;
+        let (next, mut got) = match r {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("WRONGTYPE") => (0, Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        raw.append(&mut got);
+        asked += count;
+        cursor = next;
+        if cursor == 0 || asked >= max {
+            break;
+        }
+    }
+    let mut ids = crate::admin::names::decode(&key, raw);
+    ids.sort();
+    ids.dedup();
+    Ok((ids, cursor == 0))
 }
 
 /// `name key`.
@@ -144,61 +192,4 @@ fn cmd(name: &str, key: &str) -> redis::Cmd {
     let mut c = redis::cmd(name);
     c.arg(key);
     c
-}
-
-/// The held sets of every limit stored (declared or set), each keyed limit's partitions read
-/// with `SSCAN` while about `max` partitions in all have not been read; and whether every
-/// partition was.
-async fn held_sets_within(
-    con: &mut crate::conn::Conn,
-    keys: &crate::keys::Keys,
-    max: usize,
-) -> Result<(Vec<String>, bool)> {
-    let mut names: Vec<String> = Vec::new();
-    for k in [keys.limits_declared(), keys.limits_set()] {
-        let raw: Vec<Vec<u8>> = match redis::cmd("HKEYS").arg(&k).query_async(con).await {
-            Ok(v) => v,
-            Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
-        names.extend(crate::admin::names::decode(&k, raw));
-    }
-    names.sort();
-    names.dedup();
-    let mut out: Vec<String> = names.iter().map(|n| keys.limit_held(n, None)).collect();
-    let mut left = max;
-    let mut complete = true;
-    for n in &names {
-        let parts_key = keys.limit_parts(n);
-        let mut cursor = 0u64;
-        loop {
-            if left == 0 {
-                complete = false;
-                break;
-            }
-            let r: redis::RedisResult<(u64, Vec<Vec<u8>>)> = redis::cmd("SSCAN")
-                .arg(&parts_key)
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(left.min(1_000))
-                .query_async(con)
-                .await;
-            let (next, got) = match r {
-                Ok(v) => v,
-                Err(e) if e.code() == Some("WRONGTYPE") => (0, Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            left = left.saturating_sub(got.len().max(1));
-            for p in crate::admin::names::decode(&parts_key, got) {
-                out.push(keys.limit_held(n, Some(&p)));
-            }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    Ok((out, complete))
 }

@@ -5,7 +5,7 @@
 //! | text | goes on |
 //! |---|---|
 //! | `workers`, `workers:<id>` | at the first worker (by id), or the one after `<id>` |
-//! | `queues`, `queues:<n>:<queue>` | in queue `<queue>` (by name) after its `<n>` newest jobs |
+//! | `queues`, `queues:<n>:<queue>`, `queues:<n>/<c>:<queue>` | in queue `<queue>` after its `<n>` newest jobs (`<c>`: the `SSCAN` cursor of `<ns>:queues` whose batch of names holds it) |
 //! | `held`, `held:<score>:<seq>:<key>` | in held set `<key>` (by name) after its entry of that score and sequence (`<seq>` in hex), wherever it is now |
 //! | `delayed`, `delayed:<ts>:<n>` | in the delayed set at time `<ts>`, after its `<n>` first items |
 //! | `<index>`, `<index>:<score>:<member>` | in an index (newest first), after that entry |
@@ -44,8 +44,13 @@ pub(crate) enum Cur {
     Start,
     /// After worker `0`.
     Worker(String),
-    /// In queue `queue`, after its `off` newest jobs.
-    Queue { queue: String, off: usize },
+    /// In queue `queue`, after its `off` newest jobs; `scan`: the `SSCAN` cursor of
+    /// `<ns>:queues` that gave the batch of names holding `queue` (0: the first batch).
+    Queue {
+        queue: String,
+        off: usize,
+        scan: u64,
+    },
     /// In held set `key`, after its entry of `score` whose member starts `<seq>\t` (a held
     /// set's members are `seq\tqueue\tunits\tname\tpayload`, ordered by score then bytes): a
     /// job released meanwhile does not shift the place.
@@ -97,7 +102,12 @@ impl std::fmt::Display for JobPosition {
         match &self.cur {
             Cur::Start => write!(f, "{seg}"),
             Cur::Worker(w) => write!(f, "{seg}:{w}"),
-            Cur::Queue { queue, off } => write!(f, "{seg}:{off}:{queue}"),
+            Cur::Queue {
+                queue,
+                off,
+                scan: 0,
+            } => write!(f, "{seg}:{off}:{queue}"),
+            Cur::Queue { queue, off, scan } => write!(f, "{seg}:{off}/{scan}:{queue}"),
             Cur::Held { key, score, seq } => {
                 let hex: String = seq.iter().map(|b| format!("{b:02x}")).collect();
                 write!(f, "{seg}:{score}:{hex}:{key}")
@@ -140,15 +150,16 @@ impl std::str::FromStr for JobPosition {
         let Some(rest) = rest else {
             return Ok(JobPosition::start(seg));
         };
-        let num_and = |r: &str| -> Option<(usize, String)> {
-            let (n, t) = r.split_once(':')?;
-            Some((n.parse().ok()?, t.to_string()))
-        };
         let cur = match seg {
             Seg::Workers => Cur::Worker(rest.to_string()),
             Seg::Queues => {
-                let (off, queue) = num_and(rest).ok_or_else(bad)?;
-                Cur::Queue { queue, off }
+                let (at, queue) = rest.split_once(':').ok_or_else(bad)?;
+                let (off, scan) = at.split_once('/').unwrap_or((at, "0"));
+                Cur::Queue {
+                    queue: queue.to_string(),
+                    off: off.parse().map_err(|_| bad())?,
+                    scan: scan.parse().map_err(|_| bad())?,
+                }
             }
             Seg::Held => {
                 let (score, rest) = rest.split_once(':').ok_or_else(bad)?;
@@ -207,6 +218,7 @@ mod tests {
             "workers",
             "workers:host~resq:12-0:a,b",
             "queues:0:mail:eu",
+            "queues:3/1796:mail:eu",
             "held:990001795495079000:61622e303030303031:resque:resq:limit:pay:held",
             "held:1.5:33:x",
             "delayed:1795495079:2",
@@ -226,6 +238,7 @@ mod tests {
             "queued",
             "working:x",
             "queues:x:q",
+            "queues:1/x:q",
             "delayed:1",
             "completed:nan:x",
             "status-lost",

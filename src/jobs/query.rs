@@ -182,11 +182,35 @@ impl Admin {
     /// there says so (`truncated`), and every page says where to go on (`next`, for
     /// [`Admin::jobs_from`]).
     pub async fn jobs(&self, filter: &JobFilter, offset: usize, limit: usize) -> Result<JobPage> {
+        self.jobs_within(filter, None, offset, limit, SCAN_BUDGET)
+            .await
+    }
+
+    /// [`Admin::jobs`] (`from`: `None`) or [`Admin::jobs_from`] looking at about `budget`
+    /// entries at most (names of queues and held sets read count as entries).
+    pub(crate) async fn jobs_within(
+        &self,
+        filter: &JobFilter,
+        from: Option<&JobPosition>,
+        offset: usize,
+        limit: usize,
+        budget: usize,
+    ) -> Result<JobPage> {
         let plan = filter.plan();
         let Some(first) = plan.first() else {
             return Ok(empty());
         };
-        self.scan(filter, &plan, JobPosition::start(*first), offset, limit)
+        let from = match from {
+            None => JobPosition::start(*first),
+            Some(position) if plan.contains(&position.seg) => position.clone(),
+            Some(position) => {
+                return Err(Error::Rejected(format!(
+                    "position {position} is not one of this listing's (it came from a listing \
+                     with other filters)"
+                )))
+            }
+        };
+        self.scan(filter, &plan, from, offset, limit, budget.max(1))
             .await
     }
 
@@ -199,14 +223,8 @@ impl Admin {
         position: &JobPosition,
         limit: usize,
     ) -> Result<JobPage> {
-        let plan = filter.plan();
-        if !plan.contains(&position.seg) {
-            return Err(Error::Rejected(format!(
-                "position {position} is not one of this listing's (it came from a listing with \
-                 other filters)"
-            )));
-        }
-        self.scan(filter, &plan, position.clone(), 0, limit).await
+        self.jobs_within(filter, Some(position), 0, limit, SCAN_BUDGET)
+            .await
     }
 
     async fn scan(
@@ -216,6 +234,7 @@ impl Admin {
         from: JobPosition,
         offset: usize,
         limit: usize,
+        budget: usize,
     ) -> Result<JobPage> {
         let mut con = self.con();
         let keys = self.keys();
@@ -303,7 +322,7 @@ impl Admin {
                 // Empty queues and held sets count too: 200,000 of them cost what 200,000
                 // jobs do.
                 looked += walk.take_reads().saturating_sub(entries.len());
-                if looked >= SCAN_BUDGET {
+                if looked >= budget {
                     page.truncated = true;
                     page.next = Some(match (entries.last(), walk.resume()) {
                         (_, Some(cur)) if entries.is_empty() => JobPosition { seg, cur },

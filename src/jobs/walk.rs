@@ -1,5 +1,5 @@
 //! The sources a listing of tracked jobs reads, a chunk at a time: where jobs are (the workers'
-//! records, the queues, the limits' held sets, the delayed set) and the indexes (final states,
+//! records, the queues, the limits' held sets that hold jobs (their index), the delayed set) and the indexes (final states,
 //! waiting, tags, `_statuses`). Each entry looked at comes with the position right after it, and
 //! with the tracked job it names, if any (`places.rs`).
 
@@ -23,8 +23,10 @@ pub(crate) struct Entry {
 
 /// Delayed timestamps read per round trip.
 const STAMPS: isize = 100;
-/// Queues read per round trip.
-const LISTS: usize = 20;
+/// Queues read per round trip (and queue names asked of `SSCAN` at a time).
+const LISTS: usize = 100;
+/// Names of held sets read from their index per round trip.
+const HELD_NAMES: usize = 200;
 
 /// One source being read.
 pub(crate) struct Walk {
@@ -39,6 +41,13 @@ pub(crate) struct Walk {
     delayed: Option<(i64, usize)>,
     /// In the current held set: the score and sequence of the entry read last.
     held_from: Option<(f64, Vec<u8>)>,
+    /// The index of held sets has more names after the ones in `names`.
+    held_more: bool,
+    /// The `SSCAN` cursor of `<ns>:queues` that gave the names in `names` (the queues).
+    scan_at: u64,
+    /// The cursor of the next batch of queue names, and whether there is one.
+    scan_next: u64,
+    scan_more: bool,
     done: bool,
     /// Keys read since [`Walk::take_reads`] last asked (an empty queue or held set costs a
     /// read as a job does: a listing's budget counts them).
@@ -62,6 +71,10 @@ impl Walk {
             off: 0,
             delayed: None,
             held_from: None,
+            held_more: false,
+            scan_at: 0,
+            scan_next: 0,
+            scan_more: false,
             done: false,
             reads: 0,
         };
@@ -73,11 +86,20 @@ impl Walk {
                 }
             }
             Seg::Queues => {
-                w.names = match queue {
-                    Some(q) => vec![q.to_string()],
-                    None => members(con, &keys.queues()).await?,
-                };
-                if let Cur::Queue { queue, off } = cur {
+                match queue {
+                    Some(q) => w.names = vec![q.to_string()],
+                    None => {
+                        // Names a batch at a time (`SSCAN`), each batch by name: a request
+                        // reads the names it gets to, not all of them.
+                        w.scan_at = match cur {
+                            Cur::Queue { scan, .. } => *scan,
+                            _ => 0,
+                        };
+                        w.scan_more = true;
+                        w.fetch_queues(con, keys).await?;
+                    }
+                }
+                if let Cur::Queue { queue, off, .. } = cur {
                     w.names.retain(|n| n >= queue);
                     if w.names.first() == Some(queue) {
                         w.off = *off;
@@ -85,9 +107,12 @@ impl Walk {
                 }
             }
             Seg::Held => {
-                w.names = held_sets(con, keys).await?;
+                let from = match cur {
+                    Cur::Held { key, .. } => std::ops::Bound::Included(key.as_str()),
+                    _ => std::ops::Bound::Unbounded,
+                };
+                w.fetch_held(con, keys, from).await?;
                 if let Cur::Held { key, score, seq } = cur {
-                    w.names.retain(|n| n >= key);
                     if w.names.first() == Some(key) {
                         w.held_from = Some((*score, seq.clone()));
                     }
@@ -122,7 +147,7 @@ impl Walk {
         let out = match self.seg {
             Seg::Workers => self.workers(con, keys, want).await?,
             Seg::Queues => self.lists(con, keys, want).await?,
-            Seg::Held => self.held(con, want).await?,
+            Seg::Held => self.held(con, keys, want).await?,
             Seg::Delayed => self.delayed(con, keys, want).await?,
             Seg::State(_) | Seg::Tag | Seg::Statuses(_) => self.index(con, want).await?,
         };
@@ -140,11 +165,20 @@ impl Walk {
     /// Where a queue or held-set walk stands (the name it reads next, and how far into it),
     /// when it has not ended.
     pub(crate) fn resume(&self) -> Option<Cur> {
+        if self.seg == Seg::Queues && self.names.is_empty() && self.scan_more {
+            // Between two batches of queue names: the next batch.
+            return Some(Cur::Queue {
+                queue: String::new(),
+                off: 0,
+                scan: self.scan_next,
+            });
+        }
         let name = self.names.first()?.clone();
         match self.seg {
             Seg::Queues => Some(Cur::Queue {
                 queue: name,
                 off: self.off,
+                scan: self.scan_at,
             }),
             Seg::Held => {
                 // After the entry read last, or from the set's start.
@@ -204,6 +238,7 @@ impl Walk {
     async fn held<C: ConnectionLike + Send>(
         &mut self,
         con: &mut C,
+        keys: &Keys,
         want: usize,
     ) -> Result<Option<Vec<Entry>>> {
         if self.names.is_empty() {
@@ -237,6 +272,7 @@ impl Walk {
                     .query_async(con)
                     .await;
                 // A key of another type holds no jobs here.
+                self.reads += 1;
                 let items = match r {
                     Ok(v) => v,
                     Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
@@ -274,10 +310,59 @@ impl Walk {
             if !exhausted {
                 break;
             }
-            self.names.remove(0);
+            let gone = self.names.remove(0);
             self.held_from = None;
+            if self.names.is_empty() && self.held_more {
+                self.fetch_held(con, keys, std::ops::Bound::Excluded(&gone))
+                    .await?;
+            }
         }
         self.with_big(con, out, big).await.map(Some)
+    }
+
+    /// The batch of queue names `SSCAN` gives from cursor `scan_at`, by name (a key of
+    /// another type: none).
+    async fn fetch_queues<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        keys: &Keys,
+    ) -> Result<()> {
+        let key = keys.queues();
+        let r: redis::RedisResult<(u64, Vec<Vec<u8>>)> = redis::cmd("SSCAN")
+            .arg(&key)
+            .arg(self.scan_at)
+            .arg("COUNT")
+            .arg(LISTS)
+            .query_async(con)
+            .await;
+        self.reads += 1;
+        let (next, raw) = match r {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("WRONGTYPE") => (0, Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut names = crate::admin::names::decode(&key, raw);
+        names.sort();
+        names.dedup();
+        self.names = names;
+        self.off = 0;
+        self.scan_next = next;
+        self.scan_more = next != 0;
+        Ok(())
+    }
+
+    /// The next names of the index of held sets, from `from`.
+    async fn fetch_held<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        keys: &Keys,
+        from: std::ops::Bound<&str>,
+    ) -> Result<()> {
+        let (names, more) = held_sets(con, keys, from, Some(HELD_NAMES)).await?;
+        self.reads += 1;
+        self.names = names;
+        self.held_more = more;
+        Ok(())
     }
 
     /// Queues (newest first).
@@ -288,7 +373,13 @@ impl Walk {
         want: usize,
     ) -> Result<Option<Vec<Entry>>> {
         if self.names.is_empty() {
-            return Ok(None);
+            if !self.scan_more {
+                return Ok(None);
+            }
+            // The next batch of names (read now; its queues on the next call).
+            self.scan_at = self.scan_next;
+            self.fetch_queues(con, keys).await?;
+            return Ok(Some(Vec::new()));
         }
         let names: Vec<String> = self.names.iter().take(LISTS).cloned().collect();
         self.reads += names.len();
@@ -320,6 +411,7 @@ impl Walk {
                 let after = Cur::Queue {
                     queue: name.clone(),
                     off: from + k + 1,
+                    scan: self.scan_at,
                 };
                 let cand = payload_cand(&item, Place::Queue, Some(name));
                 out.push(Entry { after, cand });
@@ -542,55 +634,36 @@ async fn members<C: ConnectionLike + Send>(con: &mut C, key: &str) -> Result<Vec
     Ok(v)
 }
 
-/// The held sets of every limit stored (declared or set; each partition of a keyed one), by
-/// name.
+/// The held sets that hold jobs (the index `<ns>:resq:held:sets`, kept by the one place that
+/// holds and releases jobs, limits_held.lua), by name, from `from` on (`Excluded`: after it),
+/// at most `most` (`None`: all); and whether the index has more after them. An index of
+/// another type lists none.
 pub(crate) async fn held_sets<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
-) -> Result<Vec<String>> {
-    let replies = each(
-        con,
-        [keys.limits_declared(), keys.limits_set()]
-            .into_iter()
-            .map(|k| {
-                let mut c = redis::cmd("HKEYS");
-                c.arg(k);
-                c
-            }),
-    )
-    .await?;
-    let mut names: Vec<String> = replies
-        .into_iter()
-        .filter_map(|r| match r {
-            Ok(Value::Array(v)) => Some(v),
-            _ => None,
-        })
-        .flatten()
-        .filter_map(bytes)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .collect();
-    names.sort();
-    names.dedup();
-    let parts = each(
-        con,
-        names.iter().map(|n| {
-            let mut c = redis::cmd("SMEMBERS");
-            c.arg(keys.limit_parts(n));
-            c
-        }),
-    )
-    .await?;
-    let mut out = Vec::new();
-    for (n, p) in names.iter().zip(parts) {
-        out.push(keys.limit_held(n, None));
-        if let Ok(Value::Array(v) | Value::Set(v)) = p {
-            let parts = v.into_iter().filter_map(bytes).collect();
-            for part in crate::admin::names::decode(&keys.limit_parts(n), parts) {
-                out.push(keys.limit_held(n, Some(&part)));
-            }
-        }
+    from: std::ops::Bound<&str>,
+    most: Option<usize>,
+) -> Result<(Vec<String>, bool)> {
+    let min = match from {
+        std::ops::Bound::Included(n) => format!("[{n}"),
+        std::ops::Bound::Excluded(n) => format!("({n}"),
+        std::ops::Bound::Unbounded => "-".to_string(),
+    };
+    let mut c = redis::cmd("ZRANGE");
+    c.arg(keys.held_sets()).arg(&min).arg("+").arg("BYLEX");
+    if let Some(m) = most {
+        c.arg("LIMIT").arg(0).arg(m + 1);
     }
-    out.sort();
-    out.dedup();
-    Ok(out)
+    let r: redis::RedisResult<Vec<Vec<u8>>> = c.query_async(con).await;
+    let raw = match r {
+        Ok(v) => v,
+        Err(e) if e.code() == Some("WRONGTYPE") => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let mut names = crate::admin::names::decode(&keys.held_sets(), raw);
+    let more = most.is_some_and(|m| names.len() > m);
+    if let Some(m) = most {
+        names.truncate(m);
+    }
+    Ok((names, more))
 }

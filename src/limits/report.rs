@@ -48,6 +48,12 @@ const PARTS_BUDGET: usize = 20_000;
 impl Admin {
     /// Every limit in force with its use.
     pub async fn limit_reports(&self) -> Result<Vec<LimitReport>> {
+        self.limit_reports_within(PARTS_BUDGET).await
+    }
+
+    /// [`Admin::limit_reports`] reading about `budget` partitions at most, over all limits
+    /// (three commands each).
+    pub(crate) async fn limit_reports_within(&self, budget: usize) -> Result<Vec<LimitReport>> {
         let keys = self.keys().clone();
         let mut con = self.con();
         // The definitions, which of them are overrides, and the workers: one round trip.
@@ -68,7 +74,7 @@ impl Admin {
         let now = chrono::Utc::now();
         let ms = now.timestamp_millis();
         let mut out = Vec::new();
-        let mut left = PARTS_BUDGET;
+        let mut left = budget.max(1);
         for l in limits {
             // The unpartitioned keys and every partition, whatever the limit's key is now: a
             // job held before a live change of its scope is listed under the limit holding it

@@ -23,6 +23,7 @@
 --   base..':held'      zset of held jobs (limits_held.lua)
 --   base..':rate'      sliding window: zset of starts (ms); base..':rate:'..<n> fixed window n
 --   P..'resq:limit:'..name..':parts'  set of the partitions in use (for reports)
+--   P..'resq:held:sets'               zset of the held sets that hold jobs (limits_held.lua)
 --   P..'resq:sharing'                 hash slot id -> its shares: '<units> <length>:<holders
 --                                     key>' one after another
 -- The limits come from the worker as JSON {"defs":[{name, kind, queue, class, key, limit,
@@ -39,7 +40,7 @@ local function S()
   if S_call ~= G.call then
     S_call = G.call
     S_ = { units = {}, delta = {}, order = {}, shares = {}, text = {}, had = {}, dirty = {},
-      parts = {}, held_empty = {}, pending = {}, absent = {} }
+      parts = {}, held_empty = {}, pending = {}, absent = {}, indexed = {} }
   end
   return S_
 end

@@ -113,9 +113,11 @@ end
 
 -- Whether partition `part` (base key `base`) of limit d has nothing running, held or counted
 -- in its window now; sums: the derived sums (Lim.derive). A key of another type is not idle.
+-- The second result: it holds jobs.
 local function idle(d, base, sums, now_ms)
   local held = redis.pcall('ZCARD', base .. ':held')
-  if type(held) ~= 'number' or held > 0 then return false end
+  if type(held) ~= 'number' then return false end
+  if held > 0 then return false, true end
   if d.kind == 'concurrency' then
     local h = base .. ':holders'
     if (sums[h] or 0) > 0 then return false end
@@ -134,7 +136,8 @@ end
 
 -- Walks at most `most` partitions of the keyed limits of L from where each walk is, forgetting
 -- the idle ones (out of the limit's `parts` set; an idle concurrency partition's sum and a
--- sliding window's past go too). Returns how many were forgotten.
+-- sliding window's past go too; each partition holding jobs is put in the index of held sets,
+-- each forgotten one taken out). Returns how many were forgotten.
 function Lim.forget_idle(P, L, now_ms, most)
   local walks = P .. 'resq:limits:sweep'
   if not L or G.type_err(walks, 'hash') then return 0 end
@@ -150,7 +153,11 @@ function Lim.forget_idle(P, L, now_ms, most)
           for _, part in ipairs(r[2]) do
             looked = looked + 1
             local b = base .. ':' .. part
-            if idle(d, b, sums, now_ms) then
+            local quiet, holds = idle(d, b, sums, now_ms)
+            -- (The index of held sets mended on the way.)
+            if holds then Lim.indexed(P, b .. ':held') end
+            if quiet then
+              Lim.unindexed(P, b .. ':held')
               redis.call('SREM', parts, part)
               if d.kind == 'concurrency' then redis.call('DEL', b .. ':holders') end
               if d.kind == 'rate' and d.sliding and not G.type_err(b .. ':rate', 'zset') then

@@ -13,9 +13,48 @@
 --   base..':held'        zset of held jobs; member '<seq>\t<queue>\t<units>\t<name>\t<payload>'
 --                        (payload '@<key>' for a large payload kept in a list of its own)
 --   P..'resq:held:due'   zset of held sets by when they may be released (ms)
+--   P..'resq:held:sets'  zset (scores 0: by name) of the held sets that hold jobs: a set
+--                        enters with its first job and leaves when emptied, in that call
+--                        (Lim.indexed / Lim.unindexed); readers list only these
 --   P..'resq:wake'       written to tell every resq process to look at its queues again
 --
 -- KEYS / ARGV: none (a module).
+
+-- Held set hd (of namespace prefix P) holds a job now: it is in the index of held sets. The
+-- index is a reader's aid: written with pcall (an index of another type is passed over here,
+-- named by the limits sweep), so it can never fail a call after its first write.
+function Lim.indexed(P, hd) redis.pcall('ZADD', P .. 'resq:held:sets', 0, hd) end
+
+-- Held set hd is empty now: out of the index (a job held in it later in the call puts it back).
+function Lim.unindexed(P, hd)
+  Lim.S().indexed[hd] = nil
+  redis.pcall('ZREM', P .. 'resq:held:sets', hd)
+end
+
+-- Mends the index of held sets, a bounded step of the limits sweep: of `most` entries picked at
+-- random, those that hold no job (or are no zset) leave; each unpartitioned held set of the
+-- limits in force L that holds jobs enters (a keyed limit's partitions enter as
+-- Lim.forget_idle walks them). Returns how many entries changed, or nil and the error text
+-- when the index is of another type (nothing written then).
+function Lim.mend_index(P, L, most)
+  local ix = P .. 'resq:held:sets'
+  local e = G.type_err(ix, 'zset')
+  if e then return nil, e end
+  local n = 0
+  for _, hd in ipairs(redis.call('ZRANDMEMBER', ix, most)) do
+    local c = redis.pcall('ZCARD', hd)
+    if type(c) ~= 'number' or c == 0 then
+      redis.call('ZREM', ix, hd)
+      n = n + 1
+    end
+  end
+  for _, d in ipairs(L and L.defs or {}) do
+    local hd = P .. 'resq:limit:' .. d.name .. ':held'
+    local c = redis.pcall('ZCARD', hd)
+    if type(c) == 'number' and c > 0 and redis.call('ZADD', ix, 'NX', 0, hd) == 1 then n = n + 1 end
+  end
+  return n
+end
 
 -- A held job's score: higher priority first, then older first.
 local function score(d, class, now_ms)
@@ -31,7 +70,12 @@ function Lim.hold(P, x, due, class, queue, payload, seq, now_ms)
   if part then redis.call('SADD', Lim.parts_key(P, d), part) end
   Lim.S().held_empty[base .. ':held'] = nil
   local member = seq .. '\t' .. queue .. '\t' .. Lim.weight(d, class) .. '\t' .. d.name .. '\t' .. payload
-  redis.call('ZADD', base .. ':held', score(d, class, now_ms), member)
+  if redis.call('ZADD', base .. ':held', score(d, class, now_ms), member) == 1
+    and Lim.S().indexed[base .. ':held'] == nil then
+    -- (Once per set and call: a call holding many jobs in one set writes the index once.)
+    Lim.S().indexed[base .. ':held'] = true
+    Lim.indexed(P, base .. ':held')
+  end
   if due then redis.call('ZADD', P .. 'resq:held:due', 'LT', due, base .. ':held') end
 end
 
@@ -87,6 +131,7 @@ local function take_fitting(P, hd, h, used, cap, budget)
     local top = redis.call('ZRANGE', hd, 0, 0)[1]
     if not top then
       s.held_empty[hd] = true
+      Lim.unindexed(P, hd)
       break
     end
     local _, units = Lim.member(top)
@@ -95,6 +140,11 @@ local function take_fitting(P, hd, h, used, cap, budget)
     used = used + units
     if h then s.pending[h] = (s.pending[h] or 0) + units end
     out[#out + 1] = top
+  end
+  -- The budget ran out with the last job taken: the set may be empty now.
+  if #out >= budget and #out > 0 and redis.call('ZCARD', hd) == 0 then
+    s.held_empty[hd] = true
+    Lim.unindexed(P, hd)
   end
   return out
 end
@@ -247,6 +297,7 @@ function Lim.release_due(P, L, now_ms, budget)
       s.pending[hd] = (s.pending[hd] or 0) + 1
       n = n + 1
     end
+    if redis.call('ZCARD', hd) == 0 then Lim.unindexed(P, hd) end
     Lim.requeue_all(P, out)
   end
   return n

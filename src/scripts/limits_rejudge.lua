@@ -30,10 +30,15 @@ local function empty_held(P, hd, most)
     if not Lim.member(m) or Lim.requeue_err(P, m) then break end
     out[#out + 1] = m
   end
-  if #out == 0 then return 0, true end
+  if #out == 0 then
+    if #r == 0 then Lim.unindexed(P, hd) end
+    return 0, true
+  end
   G.each_batch('ZREM', hd, out, 1)
   Lim.requeue_all(P, out)
-  return #out, #out == #r and #r < most
+  local done = #out == #r and #r < most
+  if done then Lim.unindexed(P, hd) end
+  return #out, done
 end
 
 -- The key of the walks in progress (nil and the error text when it is of another type).

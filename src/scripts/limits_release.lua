@@ -11,7 +11,8 @@
 -- ARGV[5..] names of limits no longer in force
 -- Returns {jobs released, the next time a held job may be released (epoch ms) or ''}. Sets
 -- `<ns>:resq:wake` (every process looks at its queues again) when a limit closes a whole queue.
--- Nothing is written for a held set whose queue (or set) is unusable; it stays held.
+-- Nothing is written for a held set whose queue (or set) is unusable; it stays held. Partitions
+-- are found through the index of held sets (`<ns>:resq:held:sets`, limits_held.lua).
 
 -- Releases what fits in one partition's base (cap: math.huge for a limit no longer in force);
 -- returns how many of `left`.
@@ -25,13 +26,18 @@ local function drain(P, base, cap, left)
   return #out
 end
 
--- Every partition base of limit `name` (the unpartitioned base too), with f(base, part).
+-- The unpartitioned base of limit `name`, and each partition base of it whose held set holds
+-- jobs (the index of held sets: partitions that hold nothing cost nothing here), with
+-- f(base, part).
 local function each_base(P, name, f)
-  local parts_key = P .. 'resq:limit:' .. name .. ':parts'
-  f(P .. 'resq:limit:' .. name, '')
-  if G.type_err(parts_key, 'set') then return end
-  for _, part in ipairs(redis.call('SMEMBERS', parts_key)) do
-    f(P .. 'resq:limit:' .. name .. ':' .. part, part)
+  local base = P .. 'resq:limit:' .. name
+  f(base, '')
+  local ix = P .. 'resq:held:sets'
+  if G.type_err(ix, 'zset') then return end
+  -- Every entry that starts '<base>:' (';' is the byte after ':').
+  for _, hd in ipairs(redis.call('ZRANGE', ix, '[' .. base .. ':', '(' .. base .. ';', 'BYLEX')) do
+    local b = string.sub(hd, 1, -6)
+    if b ~= base and string.sub(hd, -5) == ':held' then f(b, string.sub(b, #base + 2)) end
   end
 end
 

@@ -5,7 +5,8 @@
 --     (limits_derive.lua): a count mended, deleted or left behind is right again;
 --   * the walks of limits whose definition changed in what they hold go on (limits_rejudge.lua),
 --     and start again for the limits this process has just seen change;
---   * a bounded step of the walk that forgets idle partitions of keyed limits.
+--   * a bounded step of the walk that forgets idle partitions of keyed limits;
+--   * a bounded step mending the index of held sets that hold jobs (limits_held.lua).
 -- Each step checks what it writes first and passes over a key it cannot use (named in the
 -- problems returned); nothing here can fail after a write.
 --
@@ -41,6 +42,9 @@ local function limits_sweep(KEYS, ARGV)
   end
   if n > 0 then Lim.wake(P, now_ms) end
   local forgotten = Lim.forget_idle(P, L, now_ms, 2000)
+  local mended
+  mended, e = Lim.mend_index(P, L, 100)
+  if not mended then problems[#problems + 1] = e end
   return { corrected, n, forgotten, table.concat(problems, '\n') }
 end
 

@@ -30,8 +30,9 @@ pub(crate) async fn live(State(app): State<Arc<App>>) -> Response {
 
 /// The live counters as a response.
 async fn counters(app: &App) -> WebResult<Response> {
-    let k = app.admin.keys();
-    let mut con = app.admin.con();
+    let admin = app.admin();
+    let k = admin.keys();
+    let mut con = admin.con();
     let ((secs, micros), processed, failed, entries): (
         (i64, i64),
         Option<String>,

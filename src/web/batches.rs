@@ -87,7 +87,7 @@ fn views(ctx: &Ctx, current: &str, batches: u64, waiting: u64) -> Markup {
 
 /// `GET /batches[?offset=N]`.
 pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let offset = ctx.query.number("offset")?.unwrap_or(0);
     let ((rows, total), (_, waiting)) =
         tokio::try_join!(admin.batches(offset, PER_PAGE), admin.waiting_jobs(0, 0))?;
@@ -143,7 +143,7 @@ pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
 
 /// `GET /batch?id=…[&cursor=N]`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let id = BatchId::parse(ctx.query.need("id")?).ok_or_else(|| {
         WebError::BadRequest("id is not a batch id (32 lowercase hex characters)".into())
     })?;
@@ -297,7 +297,7 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
 
 /// `GET /waiting[?offset=N]`.
 pub(crate) async fn waiting(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let offset = ctx.query.number("offset")?.unwrap_or(0);
     let ((jobs, total), (_, batches)) = tokio::try_join!(
         admin.waiting_jobs(offset, WAITING_PER_PAGE),

@@ -27,7 +27,7 @@ const ONE: Budget = Budget {
 
 /// `GET /coverage`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let title = "Coverage";
     let Some(registry) = &app.registry else {
         let body = html! {

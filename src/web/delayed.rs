@@ -21,7 +21,7 @@ const PER_BUCKET: usize = 10;
 
 /// `GET /delayed[?offset=N]`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let offset = ctx.query.number("offset")?.unwrap_or(0);
     let p = admin.delayed_page(offset, PER_PAGE, PER_BUCKET).await?;
     let now = admin.now().await?;
@@ -98,7 +98,7 @@ async fn act(app: &App, ctx: &Ctx, f: &Params, action: DelayedAction) -> WebResu
         .map_err(|_| WebError::BadRequest("ts must be a timestamp".into()))?;
     let hint = f.number("at")?.unwrap_or(0);
     let taken = app
-        .admin
+        .admin()
         .delayed_act(ts, f.id("id")?, hint, action, app.float_format)
         .await?;
     let msg = match (taken, action) {

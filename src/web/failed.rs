@@ -39,7 +39,7 @@ pub(crate) fn filter_of(p: &Params) -> FailureFilter {
 
 /// `GET /failed[?q=&class=&exception=&queue=&before=&group=]`.
 pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let filter = filter_of(&ctx.query);
     let filters = ctx.query.keep(FILTER_KEYS);
     let group = match ctx.query.get("group") {
@@ -275,7 +275,7 @@ fn groups(ctx: &Ctx, group: &str, counts: &Counts) -> Markup {
 
 /// `GET /failure?id=…&at=…`: one entry, whole.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let id = ctx.query.id("id")?;
     let hint = ctx.query.number("at")?.unwrap_or(0);
     let row = admin.failure_by_id(id, hint).await?.ok_or_else(|| {

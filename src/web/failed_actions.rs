@@ -42,7 +42,7 @@ pub(crate) async fn retry(
     CheckedForm(f): CheckedForm,
 ) -> WebResult<Response> {
     let hint = f.number("at")?.unwrap_or(0);
-    let out = app.admin.retry_failure_id(f.id("id")?, hint).await?;
+    let out = app.admin().retry_failure_id(f.id("id")?, hint).await?;
     let q = join_query(&back_to(&f), &format!("msg={}", message(&out, "retried")));
     Ok(see_other(&ctx, &format!("failed?{q}")))
 }
@@ -54,7 +54,7 @@ pub(crate) async fn remove(
     CheckedForm(f): CheckedForm,
 ) -> WebResult<Response> {
     let hint = f.number("at")?.unwrap_or(0);
-    let out = app.admin.remove_failure_id(f.id("id")?, hint).await?;
+    let out = app.admin().remove_failure_id(f.id("id")?, hint).await?;
     let q = join_query(&back_to(&f), &format!("msg={}", message(&out, "removed")));
     Ok(see_other(&ctx, &format!("failed?{q}")))
 }
@@ -68,10 +68,10 @@ pub(crate) async fn bulk(
     let filter = filter_of(&f);
     let retried_only = f.get("retried") == Some("1");
     let (out, msg) = match (f.need("action")?, retried_only) {
-        ("retry", false) => (app.admin.retry_matching(&filter).await?, "retried"),
-        ("remove", false) => (app.admin.remove_matching(&filter).await?, "removed"),
+        ("retry", false) => (app.admin().retry_matching(&filter).await?, "retried"),
+        ("remove", false) => (app.admin().remove_matching(&filter).await?, "removed"),
         ("remove", true) => (
-            app.admin.remove_failures(&Selector::Retried).await?,
+            app.admin().remove_failures(&Selector::Retried).await?,
             "removed",
         ),
         _ => return Err(WebError::BadRequest("action is retry or remove".into())),
@@ -95,6 +95,6 @@ pub(crate) async fn clear(
     ctx: Ctx,
     _f: CheckedForm,
 ) -> WebResult<Response> {
-    let n = app.admin.clear_failures().await?;
+    let n = app.admin().clear_failures().await?;
     Ok(see_other(&ctx, &format!("failed?msg=removed&n={n}")))
 }

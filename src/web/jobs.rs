@@ -58,7 +58,7 @@ fn job_id(p: &Params) -> WebResult<JobId> {
 
 /// `GET /jobs[?state=&queue=&class=&tag=&from=|offset=]`.
 pub(crate) async fn list(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let ns = admin.keys().namespace();
     let Some(source) = &app.jobs else {
         let body = html! { p.muted { "No job-tracking source is configured." } };
@@ -150,8 +150,8 @@ fn tabs(ctx: &Ctx, filter: &JobFilter, counts: &JobCounts) -> Markup {
         }
         @if counts.partial {
             p.flash.warn data-partial="counts" {
-                "Stopped early: queued counts the jobs of the first "
-                (num(super::QUEUE_NAMES as u64)) " queue names and limit partitions read, not all of them."
+                "Stopped early: queued, scheduled and working count the jobs of the first "
+                (num(super::JOBS_BUDGET as u64 / 4)) " queue names, held sets, delayed timestamps and worker ids read, not all of them."
             }
         }
         p.muted.small {
@@ -326,7 +326,7 @@ fn unreadable(ctx: &Ctx, admin: &crate::admin::Admin, id: &JobId, why: &str) -> 
 
 /// `GET /job?id=…`.
 pub(crate) async fn show(AxState(app): AxState<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let source = app
         .jobs
         .as_ref()
@@ -447,7 +447,7 @@ pub(crate) async fn cancel_job(
         .as_ref()
         .ok_or_else(|| WebError::NotFound("no job-tracking source".into()))?;
     let id = job_id(&f)?;
-    let msg = match source.cancel(&app.admin, &id).await? {
+    let msg = match source.cancel(&app.admin(), &id).await? {
         None => "nojob",
         Some(crate::jobs::Cancelled::Cancelled) => "cancelled",
         Some(crate::jobs::Cancelled::Killing) => "stopping",

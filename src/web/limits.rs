@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// `GET /limits`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let body = match &app.limits {
         None => html! {
             p.muted {
@@ -43,7 +43,7 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
                             td.mono { (r.name) }
                             td { (r.kind) }
                             td.mono { (r.scope) @if r.partitions > 0 { br; span.muted { (r.partitions) " partitions in use" } }
-                                @if r.partial { br; span.warn data-partial="partitions" { "stopped early: a page reads 20,000 partitions at most; in use and held count those read" } } }
+                                @if r.partial { br; span.warn data-partial="partitions" { "stopped early: a page reads " (num(super::LIMIT_PARTS as u64)) " partitions at most; in use and held count those read" } } }
                             td.mono { (r.limit) }
                             td.num { @if let Some(c) = r.capacity { (num(c)) } @else { "—" } }
                             td.num data-in-use { (num(r.in_use)) }

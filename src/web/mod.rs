@@ -21,7 +21,7 @@
 //! escapes every value), `graph` (SVG charts), `assets` (embedded CSS/JS), `counts`
 //! (failure counts off the request path), `sources` (the seams for tracked jobs, limits and
 //! per-queue pause), `server` (serve on an address with the history sampler), `auth`,
-//! `error`, `state`. Everything it reads or repairs goes through [`crate::admin`].
+//! `error`, `state`, `pool` (each request's own Redis connection). Everything it reads or repairs goes through [`crate::admin`].
 //!
 //! Security: only the hosts it is configured for (loopback names, the bound address, `--host`)
 //! and, for a change, only its own origin (`origin`); authentication (basic and/or bearer) on
@@ -47,6 +47,7 @@ pub(crate) mod layout;
 pub(crate) mod limits;
 pub(crate) mod origin;
 pub(crate) mod overview;
+pub(crate) mod pool;
 pub(crate) mod queues;
 pub(crate) mod recurring;
 pub(crate) mod server;
@@ -72,6 +73,14 @@ use std::sync::Arc;
 /// Queue names a page reads at most (`<ns>:queues` may hold 200,000 names Resque never
 /// removes): sizes, totals and the largest queues are then of those read, and the page says so.
 pub(crate) const QUEUE_NAMES: usize = 2_000;
+
+/// Entries (jobs, and names of queues and held sets) a Jobs page looks at at most: a page
+/// that stops there says so and links to where it goes on.
+pub(crate) const JOBS_BUDGET: usize = 1_000;
+
+/// Partitions of keyed limits the Limits page reads at most (three commands each): a page that
+/// stops there says so.
+pub(crate) const LIMIT_PARTS: usize = 1_000;
 
 /// Entries a filtered failure page examines at most, by default.
 pub(crate) const SEARCH_BUDGET: usize = 20_000;
@@ -219,6 +228,10 @@ pub fn router(config: WebConfig) -> Router {
         .route("/stats", get(stats::show))
         .route("/assets/{name}", get(assets::asset))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            pool::lend,
+        ))
         .layer(axum::middleware::from_fn(guard::collect_notes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),

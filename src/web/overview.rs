@@ -60,7 +60,7 @@ const RANGES: &[Range] = &[
 
 /// `GET /`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let range = RANGES
         .iter()
         .find(|r| Some(r.key) == ctx.query.get("range"))
@@ -158,7 +158,7 @@ pub(crate) async fn pause(
     ctx: Ctx,
     _f: CheckedForm,
 ) -> WebResult<Response> {
-    app.admin.pause().await?;
+    app.admin().pause().await?;
     Ok(see_other(&ctx, "overview?msg=paused"))
 }
 
@@ -168,6 +168,6 @@ pub(crate) async fn resume(
     ctx: Ctx,
     _f: CheckedForm,
 ) -> WebResult<Response> {
-    app.admin.resume().await?;
+    app.admin().resume().await?;
     Ok(see_other(&ctx, "overview?msg=resumed"))
 }

@@ -21,7 +21,7 @@ const PER_PAGE: usize = 25;
 
 /// `GET /queues[?q=substring]`.
 pub(crate) async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let filter = ctx.query.get("q").map(str::to_lowercase);
     let mut scan = admin.queues_within(None, super::QUEUE_NAMES).await?;
     // Too many names to read them all: the filter is matched by Redis (as typed), which
@@ -118,7 +118,7 @@ fn kind(k: &QueueKind) -> String {
 
 /// `GET /queue?name=…[&offset=N]`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let name = ctx.query.need("name")?.to_string();
     let offset = ctx.query.number("offset")?.unwrap_or(0);
     let page_data = admin.queue_page(&name, offset, PER_PAGE).await?;
@@ -220,7 +220,10 @@ pub(crate) async fn delete(
 ) -> WebResult<Response> {
     let name = f.need("name")?;
     let hint = f.number("at")?.unwrap_or(0);
-    let done = app.admin.delete_queued_job(name, f.id("id")?, hint).await?;
+    let done = app
+        .admin()
+        .delete_queued_job(name, f.id("id")?, hint)
+        .await?;
     let msg = if done == Deleted::Done {
         "deleted"
     } else {
@@ -241,7 +244,7 @@ pub(crate) async fn run(
     let name = f.need("name")?;
     let hint = f.number("at")?.unwrap_or(0);
     let done = app
-        .admin
+        .admin()
         .run_zset_member_now(name, f.id("id")?, hint)
         .await?;
     let msg = if done == Deleted::Done {
@@ -262,7 +265,7 @@ pub(crate) async fn clear(
     CheckedForm(f): CheckedForm,
 ) -> WebResult<Response> {
     let name = f.need("name")?;
-    let n = app.admin.clear_queue(name).await?;
+    let n = app.admin().clear_queue(name).await?;
     Ok(see_other(
         &ctx,
         &format!("queue?{}&msg=cleared&n={n}", query(&[("name", name)])),
@@ -275,7 +278,7 @@ pub(crate) async fn remove(
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
 ) -> WebResult<Response> {
-    let n = app.admin.remove_queue(f.need("name")?).await?;
+    let n = app.admin().remove_queue(f.need("name")?).await?;
     Ok(see_other(&ctx, &format!("queues?msg=cleared&n={n}")))
 }
 
@@ -293,7 +296,7 @@ pub(crate) async fn pause(
     };
     let name = f.need("name")?;
     let paused = f.get("paused") == Some("1");
-    p.set(&app.admin, name, paused).await?;
+    p.set(&app.admin(), name, paused).await?;
     let msg = if paused { "paused" } else { "resumed" };
     if f.get("back") == Some("queues") {
         return Ok(see_other(&ctx, &format!("queues?msg={msg}")));

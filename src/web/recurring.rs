@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 /// `GET /recurring`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let stored = admin.schedules().await?;
     let fired = admin.last_enqueued().await?;
     let unstored: Vec<&(String, String)> = fired
@@ -105,7 +105,7 @@ pub(crate) async fn enqueue(
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
 ) -> WebResult<Response> {
-    app.admin
+    app.admin()
         .enqueue_schedule_now(f.need("name")?, app.float_format)
         .await?;
     Ok(see_other(&ctx, "recurring?msg=enqueued"))
@@ -117,8 +117,9 @@ pub(crate) async fn delete(
     ctx: Ctx,
     CheckedForm(f): CheckedForm,
 ) -> WebResult<Response> {
-    let mut con = app.admin.con();
-    let gone = store::remove(&mut con, app.admin.keys(), f.need("name")?).await?;
+    let admin = app.admin();
+    let mut con = admin.con();
+    let gone = store::remove(&mut con, admin.keys(), f.need("name")?).await?;
     Ok(see_other(
         &ctx,
         if gone {

@@ -57,7 +57,7 @@ pub struct JobCounts {
     /// Each counted state's count.
     pub states: Vec<(State, u64)>,
     /// Whether a count stopped at the source's budget of keys read (`queued`: of the queue
-    /// names and limit partitions read).
+    /// names and held sets read; `scheduled`: of the delayed timestamps read).
     pub partial: bool,
 }
 
@@ -110,7 +110,9 @@ impl JobsSource for TrackedJobs {
 
     fn counts<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<JobCounts>> {
         Box::pin(async move {
-            let (states, complete) = admin.job_counts_within(Some(super::QUEUE_NAMES)).await?;
+            let (states, complete) = admin
+                .job_counts_within(Some(super::JOBS_BUDGET / 4))
+                .await?;
             Ok(JobCounts {
                 states,
                 partial: !complete,
@@ -127,13 +129,11 @@ impl JobsSource for TrackedJobs {
         limit: usize,
     ) -> BoxFuture<'a, Result<JobsPage>> {
         Box::pin(async move {
-            let p = match from {
-                Some(f) => {
-                    let pos: JobPosition = f.parse()?;
-                    admin.jobs_from(filter, &pos, limit).await?
-                }
-                None => admin.jobs(filter, offset, limit).await?,
-            };
+            let from: Option<JobPosition> = from.map(str::parse).transpose()?;
+            let offset = if from.is_some() { 0 } else { offset };
+            let p = admin
+                .jobs_within(filter, from.as_ref(), offset, limit, super::JOBS_BUDGET)
+                .await?;
             Ok(JobsPage {
                 total: p.total,
                 truncated: p.truncated,
@@ -226,7 +226,7 @@ pub trait LimitsSource: Send + Sync {
 }
 
 /// The limits in force in the namespace (declared by workers, overridden with `resq limits
-/// set`), with their use: [`Admin::limit_reports`].
+/// set`), with their use ([`Admin::limit_reports`], reading 1,000 partitions at most).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FleetLimits;
 
@@ -234,7 +234,7 @@ impl LimitsSource for FleetLimits {
     fn limits<'a>(&'a self, admin: &'a Admin) -> BoxFuture<'a, Result<Vec<LimitRow>>> {
         Box::pin(async move {
             Ok(admin
-                .limit_reports()
+                .limit_reports_within(super::LIMIT_PARTS)
                 .await?
                 .iter()
                 .map(LimitRow::from)

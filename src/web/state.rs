@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 /// The router's shared state.
 pub(crate) struct App {
-    /// The namespace.
-    pub admin: Admin,
+    /// The namespace, over the shared connection (requests use [`App::admin`]).
+    admin: Admin,
+    /// Each request's own connection.
+    pub pool: super::pool::Pool,
     /// No action is offered or accepted.
     pub read_only: bool,
     /// Who may use it.
@@ -44,6 +46,7 @@ impl App {
     pub(crate) fn new(config: super::WebConfig) -> Self {
         App {
             admin: config.admin,
+            pool: Default::default(),
             read_only: config.read_only,
             auth: config.auth,
             csrf: new_token(),
@@ -57,6 +60,16 @@ impl App {
             counts: Arc::new(CountCache::default()),
             last_sample_ms: AtomicI64::new(0),
         }
+    }
+
+    /// The namespace over the connection lent to the request being served (`pool`).
+    pub(crate) fn admin(&self) -> Admin {
+        super::pool::current(&self.admin)
+    }
+
+    /// The namespace over the shared connection.
+    pub(crate) fn shared_admin(&self) -> &Admin {
+        &self.admin
     }
 
     /// Whether a history sample is due at `now_ms` (at most one every 20 s from this

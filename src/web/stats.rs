@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// `GET /stats`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let (info, scan) = admin.info_within(super::QUEUE_NAMES).await?;
     let redis = admin.redis_info().await?;
     let figures: Vec<(&str, String)> = vec![

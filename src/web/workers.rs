@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// `GET /workers[?busy=1]`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
-    let admin = &app.admin;
+    let admin = &app.admin();
     let workers = admin.workers().await?;
     let busy_only = ctx.query.get("busy") == Some("1");
     let total = workers.len();

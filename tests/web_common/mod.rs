@@ -693,6 +693,17 @@ pub async fn seed_bad_names(con: &mut redis::aio::MultiplexedConnection, ns: &st
         )
         .hset(k.limits_declared(), "lim", limit)
         .sadd(k.limit_parts("lim"), bad("part-"))
+        // (Its held set, in the index of held sets as when it holds a job.)
+        .zadd(
+            k.held_sets(),
+            [
+                k.limit_base("lim", Some("part-")).as_bytes(),
+                BAD,
+                b":held".as_slice(),
+            ]
+            .concat(),
+            0,
+        )
         .zadd(k.batches(), bad("batch-"), 1)
         .zadd(k.job_state("waiting"), bad("wait-"), 1)
         .zadd(k.resque_statuses(), &not_json, 1)
