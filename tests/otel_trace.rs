@@ -340,7 +340,7 @@ fn produce(jaeger: &Jaeger, form: &str, queue: &str, class: &str, args: Value) -
 
 /// Pushes `payload` onto `queue` of `ns`, as Ruby's Resque.push does.
 async fn push(ns: &str, queue: &str, payload: &str) {
-    let keys = resq::Keys::new(ns);
+    let keys = support::Keys::new(ns);
     let mut con = support::con().await;
     let _: () = con.sadd(keys.queues(), queue).await.expect("sadd");
     let _: () = con.rpush(keys.queue(queue), payload).await.expect("rpush");
@@ -348,7 +348,7 @@ async fn push(ns: &str, queue: &str, payload: &str) {
 
 /// The payloads `EchoPayload` recorded in `ns`, once there are `n`.
 async fn echoed(ns: &str, n: usize) -> Vec<Value> {
-    let key = resq::Keys::new(ns).compat_echo();
+    let key = support::Keys::new(ns).compat_echo();
     support::eventually(60, "EchoPayload runs", || {
         let key = key.clone();
         async move {
@@ -561,7 +561,7 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
         let printed: Value = serde_json::from_slice(&out.stdout).expect("--json");
         let mut con = support::con().await;
         let stored: Vec<String> = con
-            .lrange(resq::Keys::new(&ns).queue("parked"), -1, -1)
+            .lrange(support::Keys::new(&ns).queue("parked"), -1, -1)
             .await
             .expect("lrange");
         assert_eq!(
@@ -608,7 +608,7 @@ async fn traces_cross_producer_worker_and_the_jobs_it_enqueues() {
         ("QUEUES", "orders,next"),
         ("RESQ_SCHEDULER", "1"),
     ]);
-    let keys = resq::Keys::new(&ns);
+    let keys = support::Keys::new(&ns);
     {
         let mut con = support::con().await;
         let schedule =
