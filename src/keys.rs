@@ -437,7 +437,7 @@ impl Keys {
     /// sets that hold jobs: a set enters when a job is held in it and leaves when it is
     /// emptied, in the same call (limits_held.lua); the limits sweep mends it. Listings and
     /// counts read only these sets, never every partition.
-    pub fn held_sets(&self) -> String {
+    pub(crate) fn held_sets(&self) -> String {
         format!("{}resq:held:sets", self.prefix)
     }
 
