@@ -28,13 +28,34 @@ fn tools() -> PathBuf {
         })
 }
 
-/// The Jaeger binary `scripts/setup` builds.
+/// The Jaeger binary `scripts/setup` builds; while its background build runs (`building`
+/// names the builder's pid), waited for (a first build takes minutes of CPU).
 fn jaeger_bin() -> PathBuf {
-    let p = tools().join("jaeger/v1.76.0/jaeger");
+    let dir = tools().join("jaeger/v1.76.0");
+    let p = dir.join("jaeger");
+    let building = || {
+        std::fs::read_to_string(dir.join("building"))
+            .ok()
+            .is_some_and(|pid| std::path::Path::new(&format!("/proc/{}", pid.trim())).exists())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60 * 60);
+    let mut said = false;
+    while !p.exists() && building() && std::time::Instant::now() < deadline {
+        if !said {
+            eprintln!(
+                "waiting for scripts/setup's background build of {}",
+                p.display()
+            );
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
     assert!(
         p.exists(),
-        "{} is missing: run scripts/setup (it builds Jaeger from the Go module proxy)",
-        p.display()
+        "{} is missing: run scripts/setup (it builds Jaeger from the Go module proxy); its \
+         last build's log:\n{}",
+        p.display(),
+        std::fs::read_to_string(dir.join("build.log")).unwrap_or_default()
     );
     p
 }

@@ -16,11 +16,12 @@ use resq::admin::Admin;
 use resq::jobs::Track;
 use resq::limits::Limit;
 use resq::web::{self, WebConfig};
-use resq::{Client, JobContext, Keys, Registry};
+use resq::{Client, JobContext, Registry};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use support::Keys;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Mutex, Notify};
 use web_common::get;
@@ -430,4 +431,41 @@ async fn jobs_tabs_count_a_budget_of_workers() {
     let strlen = d.get("strlen").copied().unwrap_or(0);
     assert!(strlen <= 300, "{strlen} workers counted: {d:?}");
     assert!(r.body.contains("data-partial=\"counts\""), "{}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_page_reads_a_page_of_workers() {
+    let _turn = TURN.lock().await;
+    let ns = support::namespace("webworkerspage");
+    let k = Keys::new(ns.as_str());
+    let mut con = support::con().await;
+    // 5,000 worker ids (dead hosts never pruned), no record behind them.
+    let ids: Vec<String> = (0..5_000).map(|i| format!("gone{i}:1:q")).collect();
+    let _: () = con.sadd(k.workers(), &ids).await.unwrap();
+    let app = web_common::router(&ns, |c| c).await;
+    let mut path = "/workers".to_string();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..100 {
+        let before = calls().await;
+        let r = get(&app, &path).await;
+        let d = spent(&before, &calls().await);
+        assert_eq!(r.status, axum::http::StatusCode::OK, "{}", r.body);
+        let total: u64 = d.values().sum();
+        assert!(total <= 6_000, "{total} commands for {path}: {d:?}");
+        for id in &ids {
+            if r.body.contains(&format!("title=\"{id}\"")) {
+                seen.insert(id.clone());
+            }
+        }
+        match r.body.split("workers?from=").nth(1) {
+            Some(rest) => {
+                assert!(r.body.contains("data-partial=\"workers\""), "{}", r.body);
+                let cursor: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                path = format!("/workers?from={cursor}");
+            }
+            None => break,
+        }
+    }
+    // The "next" links reach every worker.
+    assert_eq!(seen.len(), ids.len());
 }

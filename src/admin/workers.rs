@@ -79,22 +79,66 @@ pub struct WorkerInfo {
 }
 
 /// Replies per id in the pipeline below.
-const PER_ID: usize = 7;
+const PER_ID: usize = 8;
 
 impl Admin {
     /// Every id in `<ns>:workers`, sorted.
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
         let mut con = self.con();
-        let now = self.now().await?;
-        let k = self.keys();
         let mut ids: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
+            .arg(self.keys().workers())
+            .query_async(&mut con)
+            .await?;
+        ids.sort();
+        self.describe_ids(&ids).await
+    }
+
+    /// At most about `max` ids of `<ns>:workers` from SSCAN cursor `cursor` (0: the start),
+    /// sorted within the page; the cursor to go on from (0: none left) and how many ids the
+    /// set holds. A page reads a bounded number of keys whatever the fleet's size.
+    pub async fn workers_within(
+        &self,
+        cursor: u64,
+        max: usize,
+    ) -> Result<(Vec<WorkerInfo>, u64, u64)> {
+        let mut con = self.con();
+        let k = self.keys();
+        let max = max.max(1);
+        let (mut cursor, mut ids) = (cursor, Vec::new());
+        let mut calls = 0;
+        loop {
+            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SSCAN")
+                .arg(k.workers())
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(max.min(1000))
+                .query_async(&mut con)
+                .await?;
+            ids.extend(batch);
+            cursor = next;
+            calls += 1;
+            // An SSCAN call may answer nothing: a few more calls, never unbounded.
+            if cursor == 0 || ids.len() >= max || calls >= 8 {
+                break;
+            }
+        }
+        let total: u64 = redis::cmd("SCARD")
             .arg(k.workers())
             .query_async(&mut con)
             .await?;
         ids.sort();
+        ids.dedup();
+        Ok((self.describe_ids(&ids).await?, cursor, total))
+    }
+
+    /// Reads and describes the workers `ids` (in that order): one pipeline of a few keys per
+    /// id and their heartbeats.
+    async fn describe_ids(&self, ids: &[Vec<u8>]) -> Result<Vec<WorkerInfo>> {
+        let mut con = self.con();
+        let now = self.now().await?;
+        let k = self.keys();
         let ids: Vec<String> = ids.iter().map(|b| text(b)).collect();
         let mut p = redis::pipe();
-        p.cmd("HGETALL").arg(k.heartbeats());
         for id in &ids {
             let name = short_name(id);
             p.cmd("GET").arg(k.worker(id));
@@ -104,15 +148,15 @@ impl Admin {
             p.cmd("GET").arg(k.stat_processed_by(&name));
             p.cmd("GET").arg(k.stat_failed_by(&name));
             p.cmd("GET").arg(k.worker_ping(&name));
+            p.cmd("HGET").arg(k.heartbeats()).arg(id);
         }
-        let mut replies: Vec<redis::Value> = p.query_async(&mut con).await?;
-        let rest = replies.split_off(1.min(replies.len()));
-        let beats: HashMap<String, String> = match replies.pop() {
-            Some(v) => redis::from_redis_value::<HashMap<String, String>>(v).unwrap_or_default(),
-            None => HashMap::new(),
+        let replies: Vec<redis::Value> = if ids.is_empty() {
+            Vec::new()
+        } else {
+            p.query_async(&mut con).await?
         };
         let mut out = Vec::with_capacity(ids.len());
-        for (id, chunk) in ids.iter().zip(rest.chunks(PER_ID)) {
+        for (id, chunk) in ids.iter().zip(replies.chunks(PER_ID)) {
             let get = |i: usize| -> Option<String> {
                 match chunk.get(i) {
                     Some(redis::Value::BulkString(b)) => Some(text(b)),
@@ -125,7 +169,7 @@ impl Admin {
                 processed: get(2).or_else(|| get(4)),
                 failed: get(3).or_else(|| get(5)),
                 ping: get(6),
-                heartbeat: beats.get(id).cloned(),
+                heartbeat: get(7),
             };
             out.push(describe(id, raw, now));
         }

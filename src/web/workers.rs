@@ -1,7 +1,8 @@
 //! Workers (`GET /workers`): every registered worker grouped by host, with its runtime (Ruby,
 //! Jesque, node-resque, goworker or resq, as [`crate::admin::workers`] tells them apart),
 //! queues, state, current job, how long it has run, heartbeat age and counts. `?busy=1` shows
-//! only busy workers.
+//! only busy workers. A page reads at most [`PAGE`] worker ids (SSCAN order, sorted within the
+//! page; `?from=<cursor>` goes on), so its cost does not grow with the fleet.
 
 use super::ctx::Ctx;
 use super::error::WebResult;
@@ -14,10 +15,18 @@ use maud::html;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// `GET /workers[?busy=1]`.
+/// Worker ids a page reads at most.
+pub(crate) const PAGE: usize = 500;
+
+/// `GET /workers[?busy=1][&from=<cursor>]`.
 pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Html<String>> {
     let admin = &app.admin();
-    let workers = admin.workers().await?;
+    let from: u64 = ctx
+        .query
+        .get("from")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let (workers, next, registered) = admin.workers_within(from, PAGE).await?;
     let busy_only = ctx.query.get("busy") == Some("1");
     let total = workers.len();
     let busy = workers
@@ -46,6 +55,16 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
             (total) " workers on " (hosts.len()) " hosts, " (busy) " busy · "
             @if busy_only { a href={ (ctx.base) "workers" } { "show all" } }
             @else { a href={ (ctx.base) "workers?busy=1" } { "only busy" } }
+            @if next != 0 || from != 0 {
+                br;
+                span.warn data-partial="workers" {
+                    "stopped early: a page reads " (PAGE) " of the " (num(registered)) " registered workers "
+                }
+                @if from != 0 { a href={ (ctx.base) "workers" @if busy_only { "?busy=1" } } { "« first" } " " }
+                @if next != 0 {
+                    a href={ (ctx.base) "workers?from=" (next) @if busy_only { "&busy=1" } } { "next ›" }
+                }
+            }
         }
         @for (host, list) in &hosts {
             section.host {
