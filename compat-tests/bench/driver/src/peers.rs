@@ -96,7 +96,8 @@ fn snap(con: &mut redis::Connection) -> Result<Snap> {
     Ok(Snap { cpu, cmds })
 }
 
-/// `used_memory` less the clients' buffers, bytes.
+/// `used_memory` less the clients' buffers and the cached scripts and functions (a fixed cost,
+/// not a job's), bytes.
 fn memory(con: &mut redis::Connection) -> Result<f64> {
     let info: String = redis::cmd("INFO").arg("memory").query(con)?;
     let get = |k: &str| {
@@ -105,7 +106,7 @@ fn memory(con: &mut redis::Connection) -> Result<f64> {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    Ok(get("used_memory:") - get("mem_clients_normal:"))
+    Ok(get("used_memory:") - get("mem_clients_normal:") - get("used_memory_scripts:"))
 }
 
 /// A started worker: its stdout lines, each with the instant it arrived.
@@ -251,7 +252,8 @@ fn one_round(
     let mut polls = 0u64;
     let (worker, first, last) = match sys {
         System::Resq(_) => {
-            let mut cmd = Command::new(crate::subject::resq_release(ctx.root).join("examples/compat_worker"));
+            let mut cmd =
+                Command::new(crate::subject::resq_release(ctx.root).join("examples/compat_worker"));
             cmd.env("REDIS_URL", &url)
                 .env("RESQUE_NAMESPACE", ns)
                 .env("QUEUES", queue)
@@ -410,7 +412,7 @@ pub fn run(
 
 fn report(rows: &[Row], jobs: usize, rounds: usize) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "Peers: {jobs} no-op jobs enqueued with each system's own client before its worker starts (resq: `RPUSH` of Ruby's JSON, tracked: `resq enqueue --track --file`; Sidekiq 6.4: `Sidekiq::Client.push_bulk`; BullMQ: `Queue.addBulk`, its defaults, completed jobs kept); measured from the worker's start to its last job (the enqueue out, the start-up in). jobs/s from the first job done to the last. Redis CPU: `INFO cpu` user + sys over the drain ÷ jobs. Commands: `INFO commandstats` calls ÷ jobs (the driver's own polls out). Memory left: `used_memory` less clients' buffers after the drain minus before the enqueue, ÷ jobs. Slots: resq `CONCURRENCY`, Sidekiq `-c`, BullMQ `concurrency` of one Worker. Median of {rounds} rounds, each figure on its own; ÷ Sidekiq: Redis CPU per job over Sidekiq's at the same slots.");
+    let _ = writeln!(s, "Peers: {jobs} no-op jobs enqueued with each system's own client before its worker starts (resq: `RPUSH` of Ruby's JSON, tracked: `resq enqueue --track --file`; Sidekiq 6.4: `Sidekiq::Client.push_bulk`; BullMQ: `Queue.addBulk`, its defaults, completed jobs kept); measured from the worker's start to its last job (the enqueue out, the start-up in). jobs/s from the first job done to the last. Redis CPU: `INFO cpu` user + sys over the drain ÷ jobs. Commands: `INFO commandstats` calls ÷ jobs, the commands a Lua script or function runs included (the driver's own polls out). Memory left: `used_memory` less clients' buffers and cached scripts after the drain minus before the enqueue, ÷ jobs (what a worker registers is in it too, a few KB). Slots: resq `CONCURRENCY`, Sidekiq `-c`, BullMQ `concurrency` of one Worker. Median of {rounds} rounds, each figure on its own; ÷ Sidekiq: Redis CPU per job over Sidekiq's at the same slots.");
     let _ = writeln!(s);
     let _ = writeln!(s, "| system | slots | jobs/s | Redis CPU µs/job | ÷ Sidekiq | commands/job | memory left B/job |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
@@ -447,7 +449,7 @@ fn report(rows: &[Row], jobs: usize, rounds: usize) -> String {
         }
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "Where the commands go (the median round's `INFO commandstats`: calls per job, and µs per job Redis spent inside the command, which leaves out reading, parsing and replying):");
+    let _ = writeln!(s, "Where the commands go (the median round's `INFO commandstats`: calls per job, and µs per job Redis spent inside the command, which leaves out reading, parsing and replying; a script's time includes that of the commands it runs, listed too):");
     let _ = writeln!(s);
     let _ = writeln!(s, "| system | slots | calls per job (µs inside per job) |");
     let _ = writeln!(s, "|---|---:|---|");
