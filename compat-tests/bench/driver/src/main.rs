@@ -13,9 +13,15 @@
 //! drain's fill and right after its last job), `NOOP_ARG_MOD` (the flow bench's jobs,
 //! `{"class":"Noop","args":[i % m]}`) and `BENCH_JSON` (a file to which each ceiling row is
 //! appended as one JSON line, with Redis CPU µs/job between the hooks).
+//! The peers table (`peers.rs`; tag `peers`, or one of its rows, `peer-resq-c1`,
+//! `peer-resq-tracked-c8`, `peer-sidekiq-c64`, `peer-bullmq-c1`, …): resq against Sidekiq and
+//! BullMQ at 1, 8 and 64 slots, `ROUNDS` (3) rounds of `JOBS` jobs each; needs `sidekiq`
+//! (Debian's `ruby-sidekiq`), node with `compat-tests/bench/node`'s packages installed, and
+//! `target/release/resq` (for the tracked rows).
 
 mod ceiling;
 mod measure;
+mod peers;
 mod server;
 mod subject;
 
@@ -216,6 +222,17 @@ fn main() -> Result<()> {
             own_us,
         });
     }
+    let peers = peers::run(
+        &peers::Ctx {
+            root: &root,
+            port: server.port,
+            logs: &logs,
+            jobs,
+        },
+        &mut con,
+        &wanted,
+        env_num("ROUNDS", 3).max(1) as usize,
+    )?;
     let load_after = load();
     let redis_version: String = redis::cmd("INFO")
         .arg("server")
@@ -224,7 +241,7 @@ fn main() -> Result<()> {
         .find_map(|l| l.strip_prefix("redis_version:").map(str::to_string))
         .unwrap_or_default();
     let _ = server.pid();
-    let report = report(
+    let mut report = report(
         &rows,
         jobs,
         idle_secs,
@@ -232,6 +249,14 @@ fn main() -> Result<()> {
         &load_before,
         &load_after,
     );
+    if let Some(p) = peers {
+        // run writes what follows this line into docs/performance.md's peers block.
+        let _ = write!(
+            report,
+            "\n<!-- peers -->\n{}\n\n{p}",
+            machine(&redis_version, &load_before, &load_after)
+        );
+    }
     println!("{report}");
     if let Ok(path) = std::env::var("BENCH_OUT") {
         std::fs::write(path, &report)?;
@@ -243,6 +268,23 @@ fn fmt_opt(v: Option<f64>, prec: usize) -> String {
     v.filter(|x| x.is_finite())
         .map(|x| format!("{x:.prec$}"))
         .unwrap_or_else(|| "–".into())
+}
+
+/// The machine, the server and the load average before and after the run, one line.
+fn machine(redis: &str, before: &str, after: &str) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    format!("Machine: {cores} cores ({cpu}), redis-server {redis} on the same cores; load average before {before}, after {after}.")
 }
 
 fn report(
@@ -273,18 +315,6 @@ fn report(
         .filter(|r| r.tag.starts_with("resq-c"))
         .map(|r| r.rate)
         .fold(f64::NAN, f64::max);
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
-            })
-        })
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
     let mut s = String::new();
     let payload = match std::env::var("PAYLOAD_BYTES")
         .ok()
@@ -293,9 +323,12 @@ fn report(
         Some(n) if n > 0 => format!(" (each with a {n}-byte string argument)"),
         _ => String::new(),
     };
-    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs{payload} pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. CPU µs/job: the subject's own CPU time (user + system, /proc) and Redis's (`INFO cpu`) over the drain, divided by the jobs (for the ceiling, own = the driver process running its client threads). Ceiling: worker ids calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks), one id per connection, many ids' calls pipelined per connection, or many ids' transitions batched into one call per round trip (`ceiling_batch.lua`, as resq batches its slots' steps); the best row is the ceiling.");
+    let _ = writeln!(s, "{}", machine(redis, before, after));
     let _ = writeln!(s);
-    let _ = writeln!(s, "Machine: {cores} cores ({cpu}), redis-server {redis} on the same cores; load average before {before}, after {after}.");
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "Drain: {jobs} `Noop` jobs{payload} pushed into a running, registered subject; jobs/s from the first job counted in `stat:processed` to the last. Pick-up: one `Echo` job at a time into an idle subject after a 30–70 ms gap, enqueue (RPUSH) → the job's own RPUSH seen by BLPOP; n = samples within the time budget. Idle: `INFO commandstats` calls/s over {idle_secs} s with nothing enqueued (one process). RSS: `VmHWM` of the worker process at the end. CPU µs/job: the subject's own CPU time (user + system, /proc) and Redis's (`INFO cpu`) over the drain, divided by the jobs (for the ceiling, own = the driver process running its client threads). Ceiling: worker ids calling one Lua script that finishes the previous job and reserves the next (the Redis work of one resq step without its payload checks), one id per connection, many ids' calls pipelined per connection, or many ids' transitions batched into one call per round trip (`ceiling_batch.lua`, as resq batches its slots' steps); the best row is the ceiling.");
     let _ = writeln!(s);
     let _ = writeln!(s, "| subject | drain jobs/s | ÷ ceiling | ÷ unpipelined ceiling | resq best ÷ this | CPU µs/job (own / Redis) | pick-up p50 ms | p99 ms | n | idle cmds/s | peak RSS MiB |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");

@@ -76,7 +76,7 @@ pub fn start(
             cmd = match (kind, std::env::var_os("BASELINE_BIN")) {
                 (Kind::ResqBaseline(_), Some(bin)) => Command::new(bin),
                 (Kind::ResqBaseline(_), None) => bail!("resq-before-c{n} needs BASELINE_BIN"),
-                _ => Command::new(root.join("target/release/examples/compat_worker")),
+                _ => Command::new(resq_release(root).join("examples/compat_worker")),
             };
             cmd.env("REDIS_URL", format!("redis://127.0.0.1:{port}"))
                 .env("RESQUE_NAMESPACE", ns)
@@ -197,4 +197,13 @@ pub fn peak_rss_mib(pid: u32) -> Option<f64> {
 /// The repository root (three levels above this crate).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+/// resq's release build directory: `$CARGO_TARGET_DIR/release` when that is set (as the run
+/// script's `cargo build` used it), else `target/release` under the repository root.
+pub fn resq_release(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("release")
 }
