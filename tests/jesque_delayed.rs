@@ -269,14 +269,15 @@ async fn workers_pop_due_members_with_jesque_rules_fixture_16() {
 async fn zset_queues_are_skipped_unless_named_even_under_a_wildcard() {
     let ns = support::namespace("optin");
     let c = client(&ns).await;
-    // Due already (a second ago): no waiting for the clock.
-    c.jesque_delayed_enqueue(
+    c.jesque_delayed_enqueue_in(
         "zq",
         &JesqueJob::new("Echo", vec![json!("z")]),
-        chrono::Utc::now() - chrono::Duration::seconds(1),
+        Duration::from_millis(50),
     )
     .await
     .unwrap();
+    // Jesque refuses a due time that is not in the future: the clock passes it.
+    tokio::time::sleep(Duration::from_millis(60)).await;
     c.enqueue_to("l", "Echo", &[json!("l1")]).await.unwrap();
     let (registry, runs) = recording();
     let w = start(&ns, "*", &[], registry).await;
@@ -311,10 +312,12 @@ async fn priority_order_spans_list_and_zset_queues() {
     }
     for i in 0..3 {
         let j = JesqueJob::new("Echo", vec![json!(format!("z{i}"))]);
-        c.jesque_delayed_enqueue("zq", &j, chrono::Utc::now() - chrono::Duration::seconds(1))
+        c.jesque_delayed_enqueue_in("zq", &j, Duration::from_millis(10))
             .await
             .unwrap();
     }
+    // Jesque refuses a due time that is not in the future: the clock passes it.
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let (registry, runs) = recording();
     let w = start(&ns, "zq,low", &["zq"], registry).await;
     support::eventually(5, "six jobs", || async {

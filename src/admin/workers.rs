@@ -15,7 +15,6 @@ use crate::wire::time;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
 
 /// What a worker is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
