@@ -2,14 +2,15 @@
 //! resq's own keys, so graphs survive restarts and cover every worker that bumps those counters
 //! (Ruby, Jesque, node-resque and resq alike).
 //!
-//! [`sample`] reads Redis `TIME` and both totals, then writes the value
+//! [`Admin::sample_history`](crate::admin::Admin::sample_history) reads Redis `TIME` and both totals, then writes the value
 //! `"<unix ms> <processed> <failed>"` under the current minute's key
-//! ([`Keys::history_minute`], kept [`MINUTE_TTL_S`]) and the current hour's
-//! ([`Keys::history_hour`], kept [`HOUR_TTL_S`]), each with `SET NX`: the first sample of a
+//! (`<ns>:resq:history:m:<minute>`, kept [`MINUTE_TTL_S`]) and the current hour's
+//! (`<ns>:resq:history:h:<hour>`, kept [`HOUR_TTL_S`]), each with `SET NX`: the first sample of a
 //! minute wins, so any number of samplers (web servers, worker heartbeats) can run at once and
 //! calling it more often than once a minute costs two no-op writes. A graph is the difference
 //! between consecutive samples, scaled to the exact time between them ([`rates`]); reading a
-//! day of minutes is one `MGET` of 1,441 keys ([`read`]).
+//! day of minutes is one `MGET` of 1,441 keys
+//! ([`Admin::history`](crate::admin::Admin::history)).
 
 use crate::error::Result;
 use crate::keys::Keys;

@@ -74,7 +74,7 @@ pub async fn serve(bind: SocketAddr, mut config: WebConfig) -> Result<WebServer,
 }
 
 /// Samples the stat totals into the history keys every `every` (see
-/// [`crate::admin::history::sample`]); Redis errors are logged at debug level and retried on
+/// [`Admin::sample_history`]); Redis errors are logged at debug level and retried on
 /// the next tick.
 pub fn spawn_sampler(admin: Admin, every: Duration) -> JoinHandle<()> {
     tokio::spawn(async move {
