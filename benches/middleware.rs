@@ -1,5 +1,7 @@
 //! What middleware costs: one worker process draining the same jobs with no user middleware,
-//! with three pass-through layers, and with a `Hooks` set (before/after/on_failure), against a
+//! with three pass-through layers, with a `Hooks` set (before/after/on_failure), and with a
+//! retry policy on the handler (jobs that succeed: what the policy costs a job that needs no
+//! retry; docs/retry.md quotes it), against a
 //! real redis-server it starts on a free port. Rounds alternate between the setups so drift in
 //! the machine hits them alike; the report is the median throughput of each and its ratio to
 //! the run without middleware. `cargo bench --bench middleware` (env: `JOBS`, default 30000;
@@ -7,7 +9,7 @@
 
 use redis::AsyncCommands;
 use resq::middleware::{from_fn, BoxFuture, Hooks, Next};
-use resq::{JobContext, JobResult, Phase, Registry, Worker};
+use resq::{JobContext, JobResult, Phase, Registry, RetryPolicy, Worker};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,6 +20,7 @@ enum Setup {
     Bare,
     Layers3,
     Hooks,
+    Retry,
 }
 
 impl Setup {
@@ -26,6 +29,7 @@ impl Setup {
             Setup::Bare => "no user middleware",
             Setup::Layers3 => "3 pass-through layers",
             Setup::Hooks => "Hooks (before, after, on_failure)",
+            Setup::Retry => "a retry policy (jobs that succeed)",
         }
     }
 
@@ -33,6 +37,9 @@ impl Setup {
         let mut r = Registry::new();
         match self {
             Setup::Bare => {}
+            Setup::Retry => {
+                r = r.retry("Noop", RetryPolicy::fixed(Duration::from_secs(1), 3));
+            }
             Setup::Layers3 => {
                 for _ in 0..3 {
                     r = r.layer(from_fn(|ctx: JobContext, next: Next<'_>| {
@@ -136,7 +143,7 @@ fn main() {
         .expect("redis-server (apt-get install -y redis-server)");
     let url = format!("redis://127.0.0.1:{port}");
     let rt = resq::runtime::build().expect("runtime");
-    let setups = [Setup::Bare, Setup::Layers3, Setup::Hooks];
+    let setups = [Setup::Bare, Setup::Layers3, Setup::Hooks, Setup::Retry];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
     rt.block_on(async {
         let client = redis::Client::open(url.as_str()).expect("url");
