@@ -4,7 +4,9 @@
 //! retry; docs/retry.md quotes it), against a
 //! real redis-server it starts on a free port. Rounds alternate between the setups so drift in
 //! the machine hits them alike; the report is the median throughput of each and its ratio to
-//! the run without middleware. `cargo bench --bench middleware` (env: `JOBS`, default 30000;
+//! the run without middleware, with the `FCALL`s (round trips of the worker's steps) and
+//! Redis commands each job cost in the last round (counts, which a loaded machine does not
+//! move). `cargo bench --bench middleware` (env: `JOBS`, default 30000;
 //! `ROUNDS`, default 3; `CONCURRENCY`, default 8).
 
 use redis::AsyncCommands;
@@ -36,10 +38,7 @@ impl Setup {
     fn registry(self, done: Arc<AtomicUsize>) -> Registry {
         let mut r = Registry::new();
         match self {
-            Setup::Bare => {}
-            Setup::Retry => {
-                r = r.retry("Noop", RetryPolicy::fixed(Duration::from_secs(1), 3));
-            }
+            Setup::Bare | Setup::Retry => {}
             Setup::Layers3 => {
                 for _ in 0..3 {
                     r = r.layer(from_fn(|ctx: JobContext, next: Next<'_>| {
@@ -63,17 +62,56 @@ impl Setup {
                 );
             }
         }
-        r.handler("Noop", move |_ctx: JobContext| {
+        let r = r.handler("Noop", move |_ctx: JobContext| {
             let done = done.clone();
             async move {
                 done.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-        })
+        });
+        match self {
+            Setup::Retry => r.retry("Noop", RetryPolicy::fixed(Duration::from_secs(1), 3)),
+            _ => r,
+        }
     }
 }
 
-async fn round(url: &str, setup: Setup, round: usize, jobs: usize, slots: usize) -> f64 {
+/// The server's `FCALL`s (calls of resq's functions, one per round trip of a step) and all
+/// commands so far (`INFO commandstats`).
+async fn counts(con: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .expect("info");
+    let (mut fcalls, mut all) = (0, 0);
+    for line in info.lines() {
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let calls: u64 = rest
+            .split(',')
+            .find_map(|f| f.strip_prefix("calls="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if name == "cmdstat_fcall" {
+            fcalls += calls;
+        }
+        if name != "cmdstat_info" {
+            all += calls;
+        }
+    }
+    (fcalls, all)
+}
+
+/// One drain: its jobs/s, and the function calls and commands it cost per job.
+async fn round(
+    url: &str,
+    setup: Setup,
+    round: usize,
+    jobs: usize,
+    slots: usize,
+) -> (f64, f64, f64) {
     let ns = format!("mw-bench-{round}-{setup:?}");
     let client = redis::Client::open(url).expect("url");
     let mut con = client
@@ -94,6 +132,7 @@ async fn round(url: &str, setup: Setup, round: usize, jobs: usize, slots: usize)
         .await
         .expect("sadd");
     let done = Arc::new(AtomicUsize::new(0));
+    let before = counts(&mut con).await;
     let started = Instant::now();
     let running = Worker::builder()
         .redis_url(url)
@@ -111,13 +150,15 @@ async fn round(url: &str, setup: Setup, round: usize, jobs: usize, slots: usize)
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let rate = jobs as f64 / started.elapsed().as_secs_f64();
+    let after = counts(&mut con).await;
     running.stop(Phase::Quit);
     running.wait().await.expect("stop");
     let _: () = redis::cmd("FLUSHDB")
         .query_async(&mut con)
         .await
         .expect("flush");
-    rate
+    let per_job = |a: u64, b: u64| (a - b) as f64 / jobs as f64;
+    (rate, per_job(after.0, before.0), per_job(after.1, before.1))
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -145,6 +186,7 @@ fn main() {
     let rt = resq::runtime::build().expect("runtime");
     let setups = [Setup::Bare, Setup::Layers3, Setup::Hooks, Setup::Retry];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+    let mut cost: Vec<(f64, f64)> = vec![(0.0, 0.0); setups.len()];
     rt.block_on(async {
         let client = redis::Client::open(url.as_str()).expect("url");
         for _ in 0..500 {
@@ -155,7 +197,9 @@ fn main() {
         }
         for r in 0..rounds {
             for (i, s) in setups.iter().enumerate() {
-                rates[i].push(round(&url, *s, r, jobs, slots).await);
+                let (rate, fcalls, commands) = round(&url, *s, r, jobs, slots).await;
+                rates[i].push(rate);
+                cost[i] = (fcalls, commands);
             }
         }
     });
@@ -165,10 +209,17 @@ fn main() {
     };
     let medians: Vec<f64> = rates.iter_mut().map(median).collect();
     println!("{jobs} jobs × {rounds} rounds, CONCURRENCY={slots}, one process, one async thread\n");
-    println!("| setup | jobs/s (median) | vs no middleware |");
-    println!("|---|---|---|");
-    for (s, m) in setups.iter().zip(&medians) {
-        println!("| {} | {:.0} | {:.3} |", s.name(), m, m / medians[0]);
+    println!("| setup | jobs/s (median) | vs no middleware | FCALLs/job | commands/job |");
+    println!("|---|---|---|---|---|");
+    for ((s, m), (f, c)) in setups.iter().zip(&medians).zip(&cost) {
+        println!(
+            "| {} | {:.0} | {:.3} | {:.2} | {:.2} |",
+            s.name(),
+            m,
+            m / medians[0],
+            f,
+            c
+        );
     }
     let _ = server.kill();
     let _ = server.wait();

@@ -69,6 +69,24 @@ pub trait Job: Send + Sync + 'static {
     fn perform(&self, args: Self::Args, ctx: JobContext) -> impl Future<Output = JobResult> + Send;
 }
 
+/// A class's options ([`Registry::timeout`], [`Registry::retry`], [`Registry::track_ttl`]),
+/// kept apart from its handler so that they hold whether they are set before or after it.
+#[derive(Clone, Default)]
+struct ClassOptions {
+    timeout: Option<Duration>,
+    retry: Option<Arc<retry::RetryPolicy>>,
+    track_ttl: Option<Duration>,
+}
+
+impl ClassOptions {
+    /// Writes these options into `e`.
+    fn apply(&self, e: &mut Entry) {
+        e.timeout = self.timeout;
+        e.retry = self.retry.clone();
+        e.track_ttl = self.track_ttl;
+    }
+}
+
 /// The table of handlers a worker dispatches to, and the middleware around them.
 ///
 /// ```
@@ -98,6 +116,8 @@ pub trait Job: Send + Sync + 'static {
 pub struct Registry {
     /// Handlers by class name.
     entries: HashMap<String, Arc<Entry>>,
+    /// Options by class name, whether its handler is registered yet or not.
+    options: HashMap<String, ClassOptions>,
     /// Middleware added with [`Registry::layer`], outermost first.
     layers: Vec<Arc<dyn Middleware>>,
     /// Classes whose jobs follow resque-status's convention (`args[0]` is the job id).
@@ -172,9 +192,8 @@ impl Registry {
     /// How long the finished records of `class`'s tracked jobs are kept (default 24 h, or
     /// `RESQ_JOB_TTL`; zero keeps them until purged).
     pub fn track_ttl(mut self, class: &str, ttl: Duration) -> Self {
-        if let Some(e) = self.entries.get_mut(class) {
-            Arc::make_mut(e).track_ttl = Some(ttl);
-        }
+        let value = Some(ttl);
+        self.set_option(class, |o| o.track_ttl = value);
         self
     }
 
@@ -224,18 +243,16 @@ impl Registry {
 
     /// Sets a time limit for the handler registered under `class`.
     pub fn timeout(mut self, class: &str, limit: Duration) -> Self {
-        if let Some(e) = self.entries.get_mut(class) {
-            Arc::make_mut(e).timeout = Some(limit);
-        }
+        let value = Some(limit);
+        self.set_option(class, |o| o.timeout = value);
         self
     }
 
     /// Retries failures of the handler registered under `class` with `policy` (see
-    /// `retry`).
+    /// `retry`). Like every per-class option, it may be set before or after the handler.
     pub fn retry(mut self, class: &str, policy: retry::RetryPolicy) -> Self {
-        if let Some(e) = self.entries.get_mut(class) {
-            Arc::make_mut(e).retry = Some(Arc::new(policy));
-        }
+        let value = Some(Arc::new(policy));
+        self.set_option(class, |o| o.retry = value);
         self
     }
 
@@ -305,15 +322,58 @@ impl Registry {
     }
 
     fn insert(&mut self, class: &str, handler: Handler, blocking: bool) {
-        self.entries.insert(
-            class.to_string(),
-            Arc::new(Entry {
-                handler,
-                timeout: None,
-                blocking,
-                retry: None,
-                track_ttl: None,
-            }),
-        );
+        let mut entry = Entry {
+            handler,
+            timeout: None,
+            blocking,
+            retry: None,
+            track_ttl: None,
+        };
+        if let Some(o) = self.options.get(class) {
+            o.apply(&mut entry);
+        }
+        self.entries.insert(class.to_string(), Arc::new(entry));
+    }
+
+    /// Changes an option of `class`, and its handler's if it has one already.
+    fn set_option(&mut self, class: &str, set: impl FnOnce(&mut ClassOptions)) {
+        let o = self.options.entry(class.to_string()).or_default();
+        set(o);
+        if let Some(e) = self.entries.get_mut(class) {
+            o.apply(Arc::make_mut(e));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A class's options hold whether they are set before its handler, after it, or before a
+    /// handler registered again.
+    #[test]
+    fn options_hold_in_any_order() {
+        let ok = |_ctx: JobContext| async { Ok(()) };
+        let policy = || retry::RetryPolicy::fixed(Duration::from_secs(1), 3);
+        let ten = Duration::from_secs(10);
+        let before = Registry::new()
+            .retry("A", policy())
+            .timeout("A", ten)
+            .track_ttl("A", ten)
+            .handler("A", ok);
+        let after = Registry::new()
+            .handler("A", ok)
+            .retry("A", policy())
+            .timeout("A", ten)
+            .track_ttl("A", ten);
+        let again = after.clone().handler("A", ok);
+        for r in [before, after, again] {
+            let e = &r.entries["A"];
+            assert!(e.retry.is_some());
+            assert_eq!((e.timeout, e.track_ttl), (Some(ten), Some(ten)));
+        }
+        let other = Registry::new().retry("B", policy()).handler("A", ok);
+        assert!(other.entries["A"].retry.is_none());
+        assert_eq!(other.classes(), ["A"]);
     }
 }
