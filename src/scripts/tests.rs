@@ -1183,6 +1183,7 @@ mod flow_scenarios {
                             ],
                         )
                         .zadd(keys.unended(), JOB, 1)
+                        .zadd(keys.missed(), JOB, 1)
                         .set(keys.job_key("tk"), JOB)
                         .rpush(keys.queue("q"), r#"{"class":"A","args":[],"resq_id":"00000000000000000000000000000000"}"#)
                         .hset_multiple(
@@ -1196,20 +1197,23 @@ mod flow_scenarios {
             }),
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
-                    let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JOB_TAKEN
-                        .key(keys.unended())
-                        .key(keys.workers())
-                        .key(keys.failed())
-                        .key(keys.claims())
-                        .arg(keys.prefix())
-                        .arg(1_000_000)
-                        .arg(60)
-                        .arg(1000)
-                        .arg(100)
-                        .arg(1000)
-                        .arg("")
-                        .invoke_async(&mut con)
-                        .await;
+                    let r: redis::RedisResult<(u64, u64, u64, String, u64)> =
+                        crate::scripts::JOB_TAKEN
+                            .key(keys.unended())
+                            .key(keys.workers())
+                            .key(keys.failed())
+                            .key(keys.claims())
+                            .key(keys.missed())
+                            .arg(keys.prefix())
+                            .arg(1_000_000)
+                            .arg(60)
+                            .arg(999_940)
+                            .arg(100)
+                            .arg(1000)
+                            .arg("")
+                            .arg(60)
+                            .invoke_async(&mut con)
+                            .await;
                     match r {
                         Ok(v) => Answer::Done(format!("{v:?}")),
                         Err(e) => refused(e),
@@ -1219,6 +1223,7 @@ mod flow_scenarios {
             keys: Box::new(|k| {
                 vec![
                     (k.unended(), Kind::Zset),
+                    (k.missed(), Kind::Zset),
                     (k.workers(), Kind::Set),
                     (k.failed(), Kind::List),
                     (k.claims(), Kind::Set),
