@@ -268,6 +268,17 @@ local function job_taken(KEYS, ARGV)
         mark(seen, redis.pcall('LINDEX', P .. 'resq:claim:' .. s, 0))
         left = left - 1
       end
+      -- (In-flight lists: only of Jesque's workers — `<host>:<pid>-<n>:<queues>` — and only
+      -- for the queues whose candidates are still unseen.)
+      local open = {}
+      for q, qids in pairs(by_queue) do
+        for _, id in ipairs(qids) do
+          if not seen[id] then
+            open[#open + 1] = q
+            break
+          end
+        end
+      end
       for _, w in ipairs(redis.call('SMEMBERS', KEYS[2])) do
         if left <= 0 then
           runs_whole = false
@@ -276,12 +287,14 @@ local function job_taken(KEYS, ARGV)
         if not string.find(w, '~resq:', 1, true) then
           mark(seen, redis.pcall('GET', P .. 'worker:' .. w))
           left = left - 1
-          for q, _ in pairs(by_queue) do
-            local r = redis.pcall('LRANGE', P .. 'inflight:' .. w .. ':' .. q, 0, 9)
-            if not r.err then
-              for _, p in ipairs(r) do mark(seen, p) end
+          if string.find(w, '^[^:]*:%d+%-%d+:') then
+            for _, q in ipairs(open) do
+              local r = redis.pcall('LRANGE', P .. 'inflight:' .. w .. ':' .. q, 0, 9)
+              if not r.err then
+                for _, p in ipairs(r) do mark(seen, p) end
+              end
+              left = left - 1
             end
-            left = left - 1
           end
         end
       end
