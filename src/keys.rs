@@ -326,10 +326,16 @@ impl Keys {
     }
 
     /// `<ns>:resq:unended` — ids of the tracked jobs that have not ended, by when they were
-    /// entered or last looked at (epoch ms): the prune round ends the queued ones whose payload
-    /// is nowhere a job can be — taken by a worker resq does not see (`job_taken.lua`).
+    /// entered or last looked at (epoch ms): each prune round looks at those entered before it
+    /// began and ends the queued ones whose payload is nowhere a job can be — taken by a worker resq does not see (`job_taken.lua`).
     pub(crate) fn unended(&self) -> String {
         format!("{}resq:unended", self.prefix)
+    }
+
+    /// `<ns>:resq:missed` — ids of queued tracked jobs a prune round's look found nowhere, by
+    /// when (epoch ms): a later look that still finds one nowhere ends it (`job_taken.lua`).
+    pub(crate) fn missed(&self) -> String {
+        format!("{}resq:missed", self.prefix)
     }
 
     /// `<ns>:resq:children:<id>` — job `id`'s children.

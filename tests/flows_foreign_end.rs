@@ -472,23 +472,9 @@ fn ruby_worker(ns: &str, queue: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// Makes every entry of the index of unended jobs look `secs` older (as if that time had
-/// passed since each was entered).
-async fn age_unended(ns: &str, secs: i64) {
-    let k = Keys::new(ns);
-    let mut con = support::con().await;
-    let all: Vec<(String, i64)> = con.zrange_withscores(k.unended(), 0, -1).await.unwrap();
-    for (id, score) in all {
-        let _: () = con
-            .zadd(k.unended(), &id, score - secs * 1000)
-            .await
-            .unwrap();
-    }
-}
-
 /// Issue 34: a queued tracked job taken by a worker resq does not see — a real Ruby worker
-/// (success, failure) or any client's raw `LPOP` — is ended by the first prune round that
-/// looks at it: failed (the failure entry's text, or "outcome unknown"), its job key freed,
+/// (success, failure) or any client's raw `LPOP` — is ended by the first prune round after
+/// the take, however recently it was enqueued: failed (the failure entry's text, or "outcome unknown"), its job key freed,
 /// its batch counting it (callbacks once), the job waiting for it released. A job still in
 /// its queue, one a Ruby worker is running, and one held in another queue are left alone.
 #[tokio::test]
@@ -534,12 +520,8 @@ async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
     let popped: Option<String> = con.lpop(k.queue("rawq"), None).await.unwrap();
     assert!(popped.unwrap().contains(raw.as_str()));
     assert_eq!(ruby_worker(&ns, "rubyq"), "Ok Boom Ok Hold");
-    // Nothing is looked at before its time: a round now ends nothing.
-    prune_round(&ns).await;
-    for id in [&keyed, &members[0], &members[1], &raw] {
-        assert_eq!(fields(&ns, id).await["state"], "queued", "too early");
-    }
-    age_unended(&ns, 61).await;
+    // The very next round ends them, however recently they were enqueued: the bound is one
+    // round after the take.
     prune_round(&ns).await;
     let f = fields(&ns, &members[0]).await;
     assert_eq!(f["state"], "failed", "{f:?}");
@@ -570,7 +552,6 @@ async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
         "on_complete and on_death, once"
     );
     // Later rounds end nothing more; the ended leave the index.
-    age_unended(&ns, 61).await;
     prune_round(&ns).await;
     assert_eq!(queue(&ns, "cb").await.len(), 2);
     assert_eq!(fields(&ns, &running).await["state"], "queued");
@@ -587,7 +568,6 @@ async fn queued_jobs_a_foreign_worker_took_are_settled_by_a_prune_round() {
     assert_eq!(left, want);
     // The Ruby run ends; the round after ends its record too.
     let _: () = con.del(k.worker("rubyhost:4242:rubyq")).await.unwrap();
-    age_unended(&ns, 61).await;
     prune_round(&ns).await;
     assert_eq!(fields(&ns, &running).await["state"], "failed");
     assert_eq!(keys_held(&ns).await, [k.job_key("stays")]);
@@ -633,7 +613,6 @@ async fn held_and_running_jobs_are_not_taken() {
         queue(&ns, "lq").await.is_empty(),
         "the held job is out of its queue"
     );
-    age_unended(&ns, 61).await;
     prune_round(&ns).await;
     let mut states: Vec<String> = Vec::new();
     for id in &ids {
@@ -700,7 +679,6 @@ async fn a_due_job_another_scheduler_moved_is_settled() {
     let job = json!({"class": v["class"], "args": v["args"]}).to_string();
     let _: () = con.rpush(k.queue("sq"), &job).await.unwrap();
     assert_eq!(fields(&ns, &moved).await["state"], "scheduled");
-    age_unended(&ns, 61).await;
     prune_round(&ns).await;
     let f = fields(&ns, &moved).await;
     assert_eq!(f["state"], "failed", "{f:?}");
@@ -708,4 +686,112 @@ async fn a_due_job_another_scheduler_moved_is_settled() {
     assert!(keys_held(&ns).await.is_empty(), "its key is free");
     assert_eq!(fields(&ns, &stays).await["state"], "scheduled");
     assert_eq!(fields(&ns, &later).await["state"], "scheduled");
+}
+
+/// A queue that is a Jesque zset (Jesque's delayed form of the queue: a Java client moved the
+/// jobs there, `delayedEnqueue` of the exact bytes scored by due time in ms, as fixture 05
+/// writes) is searched too: a job still in it is kept, one a Jesque worker is running (Jesque's
+/// pop moves the member to its in-flight list, and its worker status re-encodes the job) is
+/// kept, one a Jesque worker took and finished is ended by the round.
+#[tokio::test]
+async fn jobs_of_a_jesque_zset_queue_are_looked_for_there() {
+    let ns = support::namespace("foreign-zset");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(
+            c.enqueue_class_tracked("jq", "Ok", &[json!(i)], Track::new().key(format!("z-{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    let raws: Vec<String> = con.lrange(k.queue("jq"), 0, -1).await.unwrap();
+    assert_eq!(raws.len(), 3);
+    let due = chrono::Utc::now().timestamp_millis() + 3_600_000;
+    let _: () = con.del(k.queue("jq")).await.unwrap();
+    for raw in &raws {
+        let _: () = con.zadd(k.queue("jq"), raw, due).await.unwrap();
+    }
+    // A Jesque worker (2.x, fixture 31's shapes) is running the second; it took and finished
+    // the third (the member left the zset; its in-flight list and status are gone).
+    let wid = "vm:4242-0:JAVA_DYNAMIC_QUEUES,jq";
+    let _: () = con.zrem(k.queue("jq"), &raws[1]).await.unwrap();
+    let _: () = con
+        .lpush(format!("{ns}:inflight:{wid}:jq"), &raws[1])
+        .await
+        .unwrap();
+    let _: () = con.sadd(k.workers(), wid).await.unwrap();
+    let status = r#"{"queue":"jq","payload":{"class":"Ok","args":[1],"vars":null},"paused":false,"run_at":"2026-11-21T19:27:57.484+0000"}"#;
+    let _: () = con.set(k.worker(wid), status).await.unwrap();
+    let _: () = con.zrem(k.queue("jq"), &raws[2]).await.unwrap();
+    prune_round(&ns).await;
+    assert_eq!(
+        fields(&ns, &ids[0]).await["state"],
+        "queued",
+        "still in the zset"
+    );
+    assert_eq!(
+        fields(&ns, &ids[1]).await["state"],
+        "queued",
+        "Jesque runs it"
+    );
+    let f = fields(&ns, &ids[2]).await;
+    assert_eq!(f["state"], "failed", "{f:?}");
+    assert!(f["error"].contains("outcome is unknown"), "{f:?}");
+    let mut held = keys_held(&ns).await;
+    held.sort();
+    assert_eq!(held, [k.job_key("z-0"), k.job_key("z-1")]);
+}
+
+/// Ruby's reserve pops a job one command before its worker record names it: a round whose
+/// first look lands in that instant does not end the job — its second look, a grace later in
+/// the same round, finds the record. Driven step by step: the payload popped by hand, the
+/// round started, the record written once the first look has missed the job; then the run
+/// ends (the record deleted) and the next round ends the job, once.
+#[tokio::test]
+async fn a_job_popped_before_its_worker_record_is_written_is_not_ended() {
+    let ns = support::namespace("foreign-window");
+    let c = client(&ns).await;
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let id = c
+        .enqueue_class_tracked("rq", "Ok", &[json!(1)], Track::new().key("win"))
+        .await
+        .unwrap();
+    let wid = "rubyhost:4343:rq";
+    let _: () = con.sadd(k.workers(), wid).await.unwrap();
+    let raw: Option<String> = con.lpop(k.queue("rq"), None).await.unwrap();
+    let raw = raw.expect("the payload");
+    let round = tokio::spawn({
+        let ns = ns.clone();
+        async move { prune_round(&ns).await }
+    });
+    support::eventually(30, "the round's first look to miss the job", || async {
+        let at: Option<f64> = support::con()
+            .await
+            .zscore(k.missed(), id.as_str())
+            .await
+            .unwrap();
+        at.map(|_| ())
+    })
+    .await;
+    let payload: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    let rec = json!({"queue": "rq", "run_at": "2026-01-01T00:00:00Z", "payload": payload});
+    let _: () = con.set(k.worker(wid), rec.to_string()).await.unwrap();
+    round.await.unwrap();
+    assert_eq!(
+        fields(&ns, &id).await["state"],
+        "queued",
+        "the second look found it"
+    );
+    let at: Option<f64> = con.zscore(k.missed(), id.as_str()).await.unwrap();
+    assert_eq!(at, None, "its mark is dropped");
+    // The run ends (Ruby's done_working): the next round ends the record, in that round.
+    let _: () = con.del(k.worker(wid)).await.unwrap();
+    prune_round(&ns).await;
+    let f = fields(&ns, &id).await;
+    assert_eq!(f["state"], "failed", "{f:?}");
+    assert!(keys_held(&ns).await.is_empty(), "its key is free");
 }

@@ -1084,6 +1084,72 @@ async fn cancel_through_the_page_needs_the_token_and_is_refused_read_only() {
     assert!(get(&app, "/jobs").await.body.contains("stop asked"));
 }
 
+/// Issue 34: a cancel from the page whose tree is larger than one call settles (a child with
+/// 1,500 children, under a budget of 100 ends a call) says, as `resq job cancel` does, what
+/// it left to the prune rounds and how to go on; one that left nothing says nothing of it.
+#[tokio::test]
+async fn cancel_through_the_page_says_what_is_still_settling() {
+    // (Read by every cancel of this process: no other test here cancels a tree.)
+    std::env::set_var("RESQ_FLOW_BUDGET", "100");
+    let ns = support::namespace("webcancelsettle");
+    let c = resq::Client::connect(&support::url(), &ns).await.unwrap();
+    let track = resq::jobs::Track::new;
+    let parent = c
+        .enqueue_class_tracked("nobody", "Noop", &[], track())
+        .await
+        .unwrap();
+    let child = c
+        .enqueue_class_tracked("nobody", "Noop", &[], track().parent(parent.clone()))
+        .await
+        .unwrap();
+    for i in 0..1_500 {
+        c.enqueue_class_tracked(
+            "nobody",
+            "Noop",
+            &[serde_json::json!(i)],
+            track().parent(child.clone()),
+        )
+        .await
+        .unwrap();
+    }
+    let lone = c
+        .enqueue_class_tracked("nobody", "Noop", &[], track())
+        .await
+        .unwrap();
+    let app = router(&ns, |c| c).await;
+    let token = csrf(&get(&app, "/jobs").await.body);
+    let r = post(
+        &app,
+        "/jobs/cancel",
+        &[("id", parent.as_str()), ("_csrf", &token)],
+    )
+    .await;
+    let to = r.location();
+    assert_eq!(
+        to,
+        format!("../job?id={parent}&msg=cancelled&ends=0&trees=1"),
+        "the redirect carries what is left"
+    );
+    let page = get(&app, &to.replacen("..", "", 1)).await.body;
+    assert!(
+        page.contains(
+            "Still settling: 0 ends (batch counts, waiting jobs) and the children of 1 job"
+        ) && page.contains("resq prune"),
+        "{page}"
+    );
+    let r = post(
+        &app,
+        "/jobs/cancel",
+        &[("id", lone.as_str()), ("_csrf", &token)],
+    )
+    .await;
+    assert_eq!(r.location(), format!("../job?id={lone}&msg=cancelled"));
+    let page = get(&app, &format!("/job?id={lone}&msg=cancelled"))
+        .await
+        .body;
+    assert!(!page.contains("Still settling"), "{page}");
+}
+
 #[tokio::test]
 async fn history_samples_feed_the_overview_graph() {
     let ns = support::namespace("webhist");

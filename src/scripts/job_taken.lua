@@ -1,12 +1,20 @@
 -- job_taken.lua: the function `job_taken` — end the queued jobs someone else took. A tracked
--- job's record that says queued while its payload is nowhere a job can be (its queue, a limit's
--- held set, a resq slot's claim, a worker's record) was taken by a worker resq does not see —
--- a Ruby Resque, Jesque or node-resque worker popped it — or removed by someone (a queue
--- cleared, a failure entry removed): no resq worker will ever start or end it. Its record is
--- ended `failed` here, by the function every end goes through (record.lua's Rec.finish), so
--- its job key is freed, its batch counts it and the jobs waiting for it move on, once. Its
--- error says what is known: the failure entry's text when the newest failures hold its payload
--- (a foreign worker's run that raised), else that its outcome is unknown.
+-- job's record that says queued while its payload is nowhere a job can be (its queue — a list,
+-- or a Jesque zset queue —, a limit's held set, the delayed buckets when due, a resq slot's
+-- claim, another runtime's worker record or Jesque in-flight list) was taken by a worker resq
+-- does not see — a Ruby Resque, Jesque or node-resque worker popped it — or removed by someone
+-- (a queue cleared, a failure entry removed): no resq worker will ever start or end it. Its
+-- record is ended `failed` here, by the function every end goes through (record.lua's
+-- Rec.finish), so its job key is freed, its batch counts it and the jobs waiting for it move on,
+-- once. Its error says what is known: the failure entry's text when the newest failures hold
+-- its payload (a foreign worker's run that raised), else that its outcome is unknown.
+--
+-- Two looks: a job found nowhere is first only marked (`<ns>:resq:missed`, by when it was
+-- missed); it is ended by a look at least `grace` ms later that still finds it nowhere. A Ruby
+-- worker pops a job one command before it writes its worker record (Jesque: before its worker
+-- status), so a single look in that instant would end a job that is running; the mark is
+-- dropped when a later look finds it. The prune round makes the second look itself, `grace`
+-- after the first.
 --
 -- A record saying scheduled or retrying whose due time has passed is looked for the same way,
 -- and in the delayed buckets within a minute of its due time too: another runtime's scheduler
@@ -14,22 +22,28 @@
 -- and args, without its id, so resq never sees it start either.
 --
 -- Candidates come from `<ns>:resq:unended` (ids of tracked jobs that have not ended, by when
--- they were entered or last looked at, ms): each call looks at those not looked at for `age`
--- ms, oldest first. Entries of ended or gone records are dropped; records in any other state
--- are looked at again after another `age` (a lost run is job_lost.lua's). Every
--- search is bounded (`scan` entries read in all), from the head of each queue (the oldest
--- jobs, the ones looked at first, are there): a job whose queue, or one of the other places,
--- could not be read to its end in this call is kept and looked at again later — a job is
--- ended only when the call has read every place it could be.
+-- they were entered or last looked at, ms): each call looks at those scored at or before
+-- `cutoff` (the round's start: each once a round), oldest first, and at the marked ones whose
+-- grace has passed. Entries of ended or gone records are dropped; records in any other state
+-- are looked at again the next round (a lost run is job_lost.lua's). Every search is bounded
+-- (`scan` entries read in all) and stops as soon as every candidate is seen: queues from their
+-- head (the oldest jobs, the ones looked at first, are there), then held sets and delayed
+-- buckets, and only for what is still unseen the claims and the records of workers that are
+-- not resq's own (a resq slot's run makes the record `working` in the call that takes the job,
+-- so a queued record is never in one). A job whose places could not all be read in this call
+-- is kept and looked at again — a job is ended only when the call has read every place it
+-- could be.
 --
 -- KEYS[1] <ns>:resq:unended   KEYS[2] <ns>:workers   KEYS[3] <ns>:failed
--- KEYS[4] <ns>:resq:claims
+-- KEYS[4] <ns>:resq:claims   KEYS[5] <ns>:resq:missed
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] now in epoch ms   ARGV[3] seconds a finished
--- record is kept (0: until purged)   ARGV[4] age (ms) an entry is left before it is looked at
--- ARGV[5] most entries looked at   ARGV[6] most place entries read (the search's budget)
--- ARGV[7] the limits in force (limits.lua's JSON, or '')
--- Returns {entries looked at, jobs ended, jobs kept for want of budget, problems
--- ('\n'-separated, or '')}; an error reply, before any write, when a key is of another type.
+-- record is kept (0: until purged)   ARGV[4] cutoff: entries scored at or before it (ms) are
+-- looked at   ARGV[5] most entries looked at   ARGV[6] most place entries read (the search's
+-- budget)   ARGV[7] the limits in force (limits.lua's JSON, or '')   ARGV[8] grace (ms) between
+-- the look that misses a job and the one that ends it
+-- Returns {entries of the index looked at, jobs ended, jobs kept for want of budget, problems
+-- ('\n'-separated, or ''), jobs missed for the first time}; an error reply, before any write,
+-- when a key is of another type.
 
 -- The id in a payload's (or worker record's) `"resq_id":"<id>"` (spaces around the colon
 -- allowed: a payload re-encoded by hand), from byte `from` (nil: none), and where the search
@@ -105,11 +119,23 @@ end
 
 local function job_taken(KEYS, ARGV)
   local e = G.wrong_type(KEYS[1], 'zset') or G.wrong_type(KEYS[2], 'set')
-    or G.wrong_type(KEYS[3], 'list') or G.wrong_type(KEYS[4], 'set')
+    or G.wrong_type(KEYS[3], 'list') or G.wrong_type(KEYS[4], 'set') or G.wrong_type(KEYS[5], 'zset')
   if e then return redis.error_reply(e) end
   local P, now, ttl = ARGV[1], tonumber(ARGV[2]) or 0, Rec.whole(ARGV[3])
-  local age, most, budget = Rec.whole(ARGV[4]), math.max(Rec.whole(ARGV[5]), 1), Rec.whole(ARGV[6])
-  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - age, 'LIMIT', 0, most)
+  local cutoff = tonumber(ARGV[4]) or 0
+  local most, budget = math.max(Rec.whole(ARGV[5]), 1), Rec.whole(ARGV[6])
+  local grace = Rec.whole(ARGV[8])
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', cutoff, 'LIMIT', 0, most)
+  local looked = #ids
+  -- (The marked ones whose grace has passed: the second look.)
+  local listed = {}
+  for _, id in ipairs(ids) do listed[id] = true end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - grace, 'LIMIT', 0, most)) do
+    if not listed[id] then
+      listed[id] = true
+      ids[#ids + 1] = id
+    end
+  end
   local problems = {}
   -- Candidates: records saying queued, by queue.
   local cands, by_queue, later, delayed = {}, {}, {}, {}
@@ -119,10 +145,13 @@ local function job_taken(KEYS, ARGV)
     if v.err then
       problems[#problems + 1] = id .. ' ' .. G.wrongtype_of(rk, 'hash')
       redis.call('ZREM', KEYS[1], id)
+      redis.call('ZREM', KEYS[5], id)
     elseif not v[1] or Rec.FINAL[v[1]] then
       redis.call('ZREM', KEYS[1], id)
+      redis.call('ZREM', KEYS[5], id)
     elseif type(v[2]) ~= 'string' or not (v[1] == 'queued' or due_by(v, now)) then
       later[#later + 1] = id
+      redis.call('ZREM', KEYS[5], id)
     else
       local staging = false
       if v[3] then
@@ -144,32 +173,38 @@ local function job_taken(KEYS, ARGV)
       end
     end
   end
-  local ended, kept = 0, 0
+  local ended, kept, missed = 0, 0, 0
   if #cands > 0 then
     local seen, left = {}, budget
-    -- Worker records (a foreign worker running it) and resq slots' claims.
-    for _, w in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-      mark(seen, redis.pcall('GET', P .. 'worker:' .. w))
-      left = left - 1
+    local function unseen()
+      for _, id in ipairs(cands) do
+        if not seen[id] then return true end
+      end
+      return false
     end
-    for _, s in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-      local c = redis.pcall('LINDEX', P .. 'resq:claim:' .. s, 0)
-      mark(seen, c)
-      left = left - 1
-    end
-    -- Each queue from its head, until every candidate of it is seen or the budget is spent.
+    -- Each queue from its head (a Jesque zset queue: by due time), until every candidate of
+    -- it is seen or the budget is spent.
     local whole = {}
     for q, qids in pairs(by_queue) do
       local qk, from, done = P .. 'queue:' .. q, 0, false
-      while not done and left > 0 do
-        local unseen = false
+      local kind = redis.call('TYPE', qk)['ok']
+      local read = nil
+      if kind == 'list' then
+        read = 'LRANGE'
+      elseif kind == 'zset' then
+        read = 'ZRANGE'
+      elseif kind == 'none' then
+        done = true
+      end
+      -- (A key of another type holds no job, and cannot be read: its jobs are kept.)
+      while read and not done and left > 0 do
+        local any = false
         for _, id in ipairs(qids) do
-          if not seen[id] then unseen = true end
+          if not seen[id] then any = true end
         end
-        if not unseen then break end
+        if not any then break end
         local n = math.min(left, 500)
-        local r = redis.pcall('LRANGE', qk, from, from + n - 1)
-        -- (A queue of another type, a Jesque zset: not read here; its jobs are kept.)
+        local r = redis.pcall(read, qk, from, from + n - 1)
         if r.err then break end
         for _, p in ipairs(r) do mark(seen, p) end
         left, from = left - math.max(#r, 1), from + #r
@@ -178,12 +213,8 @@ local function job_taken(KEYS, ARGV)
       whole[q] = done
     end
     -- The held sets of every limit in force and of every limit being re-judged.
-    local need = false
-    for _, id in ipairs(cands) do
-      if not seen[id] then need = true end
-    end
     local held_whole = true
-    if need then
+    if unseen() then
       local names, L = {}, Lim.load(ARGV[7] or '', P)
       if L then
         for _, d in ipairs(L.defs) do
@@ -228,15 +259,65 @@ local function job_taken(KEYS, ARGV)
     for id, ts in pairs(delayed) do
       if not seen[id] then left, delayed_whole[id] = mark_delayed(P, seen, ts, left) end
     end
-    -- What is nowhere, wherever it could be was read, ends.
+    -- Runs: resq slots' claims, and the workers that are not resq's own — their records (a
+    -- Ruby or node-resque worker keeps the job it runs there) and, for the candidates' queues,
+    -- their Jesque in-flight lists. Read only when something is still unseen.
+    local runs_whole = true
+    if unseen() then
+      for _, s in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+        mark(seen, redis.pcall('LINDEX', P .. 'resq:claim:' .. s, 0))
+        left = left - 1
+      end
+      -- (In-flight lists: only of Jesque's workers — `<host>:<pid>-<n>:<queues>` — and only
+      -- for the queues whose candidates are still unseen.)
+      local open = {}
+      for q, qids in pairs(by_queue) do
+        for _, id in ipairs(qids) do
+          if not seen[id] then
+            open[#open + 1] = q
+            break
+          end
+        end
+      end
+      for _, w in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+        if left <= 0 then
+          runs_whole = false
+          break
+        end
+        if not string.find(w, '~resq:', 1, true) then
+          mark(seen, redis.pcall('GET', P .. 'worker:' .. w))
+          left = left - 1
+          if string.find(w, '^[^:]*:%d+%-%d+:') then
+            for _, q in ipairs(open) do
+              local r = redis.pcall('LRANGE', P .. 'inflight:' .. w .. ':' .. q, 0, 9)
+              if not r.err then
+                for _, p in ipairs(r) do mark(seen, p) end
+              end
+              left = left - 1
+            end
+          end
+        end
+      end
+    end
+    -- What is nowhere, wherever it could be was read, ends — on the second such look.
     local gone = {}
     for q, qids in pairs(by_queue) do
       for _, id in ipairs(qids) do
         if seen[id] then
           later[#later + 1] = id
-        elseif whole[q] and held_whole and (not delayed[id] or delayed_whole[id]) then
-          gone[id] = true
-          gone[#gone + 1] = id
+          redis.call('ZREM', KEYS[5], id)
+        elseif whole[q] and held_whole and runs_whole and (not delayed[id] or delayed_whole[id]) then
+          local at = tonumber(redis.call('ZSCORE', KEYS[5], id))
+          if at and at <= now - grace then
+            gone[id] = true
+            gone[#gone + 1] = id
+          else
+            if not at then
+              redis.call('ZADD', KEYS[5], now, id)
+              missed = missed + 1
+            end
+            later[#later + 1] = id
+          end
         else
           kept = kept + 1
           later[#later + 1] = id
@@ -258,12 +339,13 @@ local function job_taken(KEYS, ARGV)
         if state then ended = ended + 1 end
         if problem then problems[#problems + 1] = problem end
         redis.call('ZREM', KEYS[1], id)
+        redis.call('ZREM', KEYS[5], id)
       end
     end
   end
-  -- (Looked at again after another `age`.)
+  -- (Looked at again the next round.)
   for _, id in ipairs(later) do redis.call('ZADD', KEYS[1], 'XX', now, id) end
-  return { #ids, ended, kept, table.concat(problems, '\n') }
+  return { looked, ended, kept, table.concat(problems, '\n'), missed }
 end
 
 register('job_taken', job_taken)

@@ -1183,6 +1183,7 @@ mod flow_scenarios {
                             ],
                         )
                         .zadd(keys.unended(), JOB, 1)
+                        .zadd(keys.missed(), JOB, 1)
                         .set(keys.job_key("tk"), JOB)
                         .rpush(keys.queue("q"), r#"{"class":"A","args":[],"resq_id":"00000000000000000000000000000000"}"#)
                         .hset_multiple(
@@ -1196,20 +1197,23 @@ mod flow_scenarios {
             }),
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
-                    let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JOB_TAKEN
-                        .key(keys.unended())
-                        .key(keys.workers())
-                        .key(keys.failed())
-                        .key(keys.claims())
-                        .arg(keys.prefix())
-                        .arg(1_000_000)
-                        .arg(60)
-                        .arg(1000)
-                        .arg(100)
-                        .arg(1000)
-                        .arg("")
-                        .invoke_async(&mut con)
-                        .await;
+                    let r: redis::RedisResult<(u64, u64, u64, String, u64)> =
+                        crate::scripts::JOB_TAKEN
+                            .key(keys.unended())
+                            .key(keys.workers())
+                            .key(keys.failed())
+                            .key(keys.claims())
+                            .key(keys.missed())
+                            .arg(keys.prefix())
+                            .arg(1_000_000)
+                            .arg(60)
+                            .arg(999_940)
+                            .arg(100)
+                            .arg(1000)
+                            .arg("")
+                            .arg(60)
+                            .invoke_async(&mut con)
+                            .await;
                     match r {
                         Ok(v) => Answer::Done(format!("{v:?}")),
                         Err(e) => refused(e),
@@ -1219,6 +1223,7 @@ mod flow_scenarios {
             keys: Box::new(|k| {
                 vec![
                     (k.unended(), Kind::Zset),
+                    (k.missed(), Kind::Zset),
                     (k.workers(), Kind::Set),
                     (k.failed(), Kind::List),
                     (k.claims(), Kind::Set),
@@ -1490,5 +1495,62 @@ async fn no_script_writes_when_it_refuses() {
         limit_scenarios::sweep(),
     ] {
         play(&s).await;
+    }
+}
+
+/// job_taken.lua's reads of runs are bounded by the fleet that can hold the job: resq's own
+/// slots' records are never read (a resq run makes the record `working` in the call that takes
+/// the job), and other workers' records only when a candidate is still unseen after its queue.
+/// With a budget smaller than the fleet, reading every record first would leave the queue
+/// unread and the job kept for want of budget.
+#[tokio::test]
+async fn job_taken_reads_worker_records_only_of_foreign_workers_and_only_when_needed() {
+    const JOB: &str = "0123456789abcdef0123456789abcdef";
+    async fn call(con: &mut Conn, keys: &Keys) -> (u64, u64, u64, String, u64) {
+        crate::scripts::JOB_TAKEN
+            .key(keys.unended())
+            .key(keys.workers())
+            .key(keys.failed())
+            .key(keys.claims())
+            .key(keys.missed())
+            .arg(keys.prefix())
+            .arg(1_000_000)
+            .arg(60)
+            .arg(999_940)
+            .arg(100)
+            .arg(50)
+            .arg("")
+            .arg(60)
+            .invoke_async(con)
+            .await
+            .unwrap()
+    }
+    let mut con = testing::con().await;
+    for (fleet, in_queue) in [("vm~resq:1-{}:q", false), ("rubyhost:{}:q", true)] {
+        let ns = testing::namespace("taken-fleet");
+        let keys = Keys::new(&ns);
+        let mut p = redis::pipe();
+        p.hset_multiple(keys.job_record(JOB), &[("state", "queued"), ("queue", "q")])
+            .zadd(keys.unended(), JOB, 1)
+            .zadd(keys.missed(), JOB, 1);
+        if in_queue {
+            p.rpush(
+                keys.queue("q"),
+                format!(r#"{{"class":"A","args":[],"resq_id":"{JOB}"}}"#),
+            );
+        }
+        for i in 0..200 {
+            let w = fleet.replace("{}", &i.to_string());
+            p.sadd(keys.workers(), &w)
+                .set(keys.worker(&w), r#"{"queue":"q","payload":{"class":"B"}}"#);
+        }
+        let _: () = p.query_async(&mut con).await.unwrap();
+        let (_, ended, kept, problems, _) = call(&mut con, &keys).await;
+        assert_eq!(problems, "");
+        if in_queue {
+            assert_eq!((ended, kept), (0, 0), "seen in its queue, no record read");
+        } else {
+            assert_eq!((ended, kept), (1, 0), "taken: resq's own records not read");
+        }
     }
 }

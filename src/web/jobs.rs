@@ -447,21 +447,27 @@ pub(crate) async fn cancel_job(
         .as_ref()
         .ok_or_else(|| WebError::NotFound("no job-tracking source".into()))?;
     let id = job_id(&f)?;
-    let msg = match source.cancel(&app.admin(), &id).await? {
+    let out = source.cancel_settling(&app.admin(), &id).await?;
+    let msg = match out.as_ref().map(|(c, _)| c) {
         None => "nojob",
         Some(crate::jobs::Cancelled::Cancelled) => "cancelled",
         Some(crate::jobs::Cancelled::Killing) => "stopping",
         Some(crate::jobs::Cancelled::Finished(_)) => "finished",
     };
-    if f.get("to") == Some("list") || msg == "nojob" {
+    // (What the cancel left to the prune rounds, said on the page it returns to.)
+    let mut msg = format!("msg={msg}");
+    if let Some((_, left)) = out.as_ref().filter(|(_, left)| !left.is_empty()) {
+        msg.push_str(&format!("&ends={}&trees={}", left.ends, left.jobs));
+    }
+    if f.get("to") == Some("list") || out.is_none() {
         let back = Params::parse(f.get("back").unwrap_or("").as_bytes());
         let mut keep = FILTER_KEYS.to_vec();
         keep.extend_from_slice(PLACE_KEYS);
-        let q = join_query(&back.keep(&keep), &format!("msg={msg}"));
+        let q = join_query(&back.keep(&keep), &msg);
         return Ok(see_other(&ctx, &format!("jobs?{q}")));
     }
     Ok(see_other(
         &ctx,
-        &format!("job?{}&msg={msg}", query(&[("id", id.as_str())])),
+        &format!("job?{}&{msg}", query(&[("id", id.as_str())])),
     ))
 }

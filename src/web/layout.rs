@@ -168,8 +168,29 @@ pub(crate) fn flash(ctx: &Ctx) -> Markup {
             @if let Some(s) = skipped.filter(|s| *s > 0) {
                 " " (s) " skipped (gone meanwhile, or not retryable)."
             }
+            @if let Some(left) = settling(ctx) {
+                " " (left)
+            }
         }
     }
+}
+
+/// What a cancel left to the prune rounds (`&ends=…&trees=…`, numbers only), as `resq job
+/// cancel` says it.
+fn settling(ctx: &Ctx) -> Option<String> {
+    let num = |k: &str| ctx.query.get(k).and_then(|v| v.parse::<u64>().ok());
+    let (ends, trees) = (num("ends").unwrap_or(0), num("trees").unwrap_or(0));
+    if ends == 0 && trees == 0 {
+        return None;
+    }
+    let s = |n: u64| if n == 1 { "" } else { "s" };
+    Some(format!(
+        "Still settling: {ends} end{} (batch counts, waiting jobs) and the children of {trees} \
+         job{}, past the bound of one call; each prune round goes on with them (every minute on \
+         one resq process; `resq prune` runs one now).",
+        s(ends),
+        s(trees)
+    ))
 }
 
 /// An action button: a POST form to route `action` with `fields`, the CSRF token and an

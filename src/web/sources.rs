@@ -4,14 +4,14 @@
 //!
 //! The Jobs page reads [`TrackedJobs`] by default: resq's tracked jobs and resque-status's
 //! statuses through [`Admin::jobs`] / [`Admin::jobs_from`], [`Admin::job`],
-//! [`Admin::job_counts`] and [`Admin::cancel_job`] (docs/jobs.md). The Limits page reads [`FleetLimits`]
+//! [`Admin::job_counts`] and [`Admin::cancel_job_settling`] (docs/jobs.md). The Limits page reads [`FleetLimits`]
 //! ([`Admin::limit_reports`]) and the queue pages pause and resume through [`PausedQueues`]
 //! (`<ns>:resq:paused_queues`) by default; without a source, the Limits page says there is
 //! none and the Queues page shows only the global pause switch.
 
 use crate::admin::Admin;
 use crate::error::Result;
-use crate::jobs::{Cancelled, JobFilter, JobId, JobPosition, JobStatus, State};
+use crate::jobs::{Cancelled, JobFilter, JobId, JobPosition, JobStatus, Settling, State};
 use futures::future::BoxFuture;
 use std::collections::HashSet;
 
@@ -87,6 +87,20 @@ pub trait JobsSource: Send + Sync {
         admin: &'a Admin,
         id: &'a JobId,
     ) -> BoxFuture<'a, Result<Option<Cancelled>>>;
+    /// [`JobsSource::cancel`], with what the cancel left to the prune rounds (a tree larger
+    /// than one call settles); by default nothing is said to be left.
+    fn cancel_settling<'a>(
+        &'a self,
+        admin: &'a Admin,
+        id: &'a JobId,
+    ) -> BoxFuture<'a, Result<Option<(Cancelled, Settling)>>> {
+        Box::pin(async move {
+            Ok(self
+                .cancel(admin, id)
+                .await?
+                .map(|c| (c, Settling::default())))
+        })
+    }
 }
 
 /// resq's tracked jobs and resque-status's statuses: listed with [`Admin::jobs`] /
@@ -158,6 +172,19 @@ impl JobsSource for TrackedJobs {
                 return Ok(None);
             }
             admin.cancel_job(id).await.map(Some)
+        })
+    }
+
+    fn cancel_settling<'a>(
+        &'a self,
+        admin: &'a Admin,
+        id: &'a JobId,
+    ) -> BoxFuture<'a, Result<Option<(Cancelled, Settling)>>> {
+        Box::pin(async move {
+            if admin.job(id).await?.is_none() {
+                return Ok(None);
+            }
+            admin.cancel_job_settling(id).await.map(Some)
         })
     }
 }

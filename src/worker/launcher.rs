@@ -101,7 +101,9 @@ impl Worker {
         let pruner = Pruner::new(keys.clone(), &ids, pid, cfg.prune_after, cfg.at_least_once);
         if cfg.prune {
             // Ruby prunes before it registers; a failed round is only logged.
-            if let Err(e) = pruner.run_once(&mut con).await {
+            // (Its second look at missed queued jobs is left to the next round: no wait here.)
+            let first = pruner.clone().without_second_look();
+            if let Err(e) = first.run_once(&mut con).await {
                 tracing::warn!(error = %e, "startup prune failed; will try again in a minute");
             }
         }

@@ -54,9 +54,10 @@ pub(crate) const PERIOD: Duration = Duration::from_secs(60);
 pub(crate) const DEFAULT_PRUNE_AFTER_SECS: u64 = 300;
 /// How many `flow_settle` calls one round makes at most (each settles up to 10,000 ends).
 const SETTLE_CALLS: usize = 10;
-/// How long a tracked job's record is left before a round looks for its payload (and between
-/// two looks): a job taken by a worker resq does not see is ended by the first round after this.
-pub(crate) const TAKEN_AFTER: Duration = Duration::from_secs(60);
+/// Between the look that finds a queued tracked job's payload nowhere and the look that ends
+/// it (made by the same round): a Ruby worker pops a job one command before it writes its
+/// worker record, so one look in that instant would end a job that is running.
+pub(crate) const TAKEN_GRACE: Duration = Duration::from_secs(3);
 /// How many `job_taken` calls one round makes at most (each looks at 1,000 records).
 const TAKEN_CALLS: usize = 10;
 /// TTL of Ruby's prune lock (Ruby uses its heartbeat interval, 60 s by default).
@@ -142,6 +143,9 @@ pub(crate) struct Pruner {
     prune_after: Duration,
     /// Requeue instead of failing.
     at_least_once: bool,
+    /// Whether a round makes the second look at the queued jobs its first look missed
+    /// (waiting [`TAKEN_GRACE`]); else the next round makes it.
+    second_look: bool,
 }
 
 impl Pruner {
@@ -164,7 +168,15 @@ impl Pruner {
             pid,
             prune_after,
             at_least_once,
+            second_look: true,
         }
+    }
+
+    /// The same pruner, whose rounds leave the second look at missed queued jobs to the next
+    /// round instead of waiting [`TAKEN_GRACE`] (a process starting up does not wait).
+    pub(crate) fn without_second_look(mut self) -> Self {
+        self.second_look = false;
+        self
     }
 
     /// One round (see the module docs). Errors are Redis errors; a round cut short by one is
@@ -230,7 +242,12 @@ impl Pruner {
         let limits_json = crate::limits::store::load_json(con, &self.keys).await;
         self.converge_limits(con, &limits_json).await?;
         self.end_lost_runs(con).await?;
-        self.end_taken_jobs(con, &limits_json).await?;
+        let cutoff = chrono::Utc::now().timestamp_millis();
+        let missed = self.end_taken_jobs(con, &limits_json, cutoff).await?;
+        if missed > 0 && self.second_look {
+            tokio::time::sleep(TAKEN_GRACE).await;
+            self.end_taken_jobs(con, &limits_json, cutoff).await?;
+        }
         self.settle_workflows(con).await?;
         Ok(report)
     }
@@ -309,37 +326,45 @@ impl Pruner {
 
     /// Ends the queued tracked jobs someone else took (`job_taken.lua`): a record saying queued
     /// whose payload is in none of the places a job can be (its queue, a held set, a claim, a
-    /// worker's record) was taken by a Ruby, Jesque or node-resque worker, or removed; it ends
-    /// `failed` (its outcome unknown, or the failure entry's text), freeing its job key and
-    /// moving its batch and waiting jobs on. Records not looked at for [`TAKEN_AFTER`], at
-    /// most 1,000 a call and [`TAKEN_CALLS`] calls a round.
+    /// foreign worker's record) was taken by a Ruby, Jesque or node-resque worker, or removed;
+    /// it ends `failed` (its outcome unknown, or the failure entry's text), freeing its job key
+    /// and moving its batch and waiting jobs on — at the second look that misses it, at least
+    /// [`TAKEN_GRACE`] after the first. Looks at every record entered before `cutoff` (the
+    /// round's start) once, at most 1,000 a call and [`TAKEN_CALLS`] calls; returns how many
+    /// jobs this first look missed.
     async fn end_taken_jobs<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         limits: &str,
-    ) -> RedisResult<()> {
+        cutoff: i64,
+    ) -> RedisResult<u64> {
+        let mut missed_all = 0;
         for _ in 0..TAKEN_CALLS {
             let r = crate::scripts::JOB_TAKEN
                 .key(self.keys.unended())
                 .key(self.keys.workers())
                 .key(self.keys.failed())
                 .key(self.keys.claims())
+                .key(self.keys.missed())
                 .arg(self.keys.prefix())
                 .arg(chrono::Utc::now().timestamp_millis())
                 .arg(crate::jobs::DEFAULT_TTL.as_secs())
-                .arg(TAKEN_AFTER.as_millis() as u64)
+                .arg(cutoff)
                 .arg(1000)
                 .arg(20_000)
                 .arg(limits)
+                .arg(TAKEN_GRACE.as_millis() as u64)
                 .invoke_async(con)
                 .await;
-            let Some((looked, ended, _, problems)) = unless_permanent::<(u64, u64, u64, String)>(
-                r,
-                "end queued jobs a worker resq does not see took",
-            )?
+            let Some((looked, ended, _, problems, missed)) =
+                unless_permanent::<(u64, u64, u64, String, u64)>(
+                    r,
+                    "end queued jobs a worker resq does not see took",
+                )?
             else {
-                return Ok(());
+                return Ok(missed_all);
             };
+            missed_all += missed;
             if ended > 0 {
                 tracing::warn!(
                     ended,
@@ -350,10 +375,10 @@ impl Pruner {
                 crate::jobs::report_problem(&problems);
             }
             if looked < 1000 {
-                return Ok(());
+                return Ok(missed_all);
             }
         }
-        Ok(())
+        Ok(missed_all)
     }
 
     /// Lets the limits converge from where jobs are, as every process's limits timer does

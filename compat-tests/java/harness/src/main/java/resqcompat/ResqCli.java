@@ -82,6 +82,30 @@ public final class ResqCli {
         return out.trim();
     }
 
+    /**
+     * {@code resq prune --url U --namespace NS}: one prune round now (the lock any earlier round
+     * took is dropped first, as an expired one would be).
+     *
+     * @throws IllegalStateException with resq's output when it exits non-zero
+     */
+    public void prune() throws Exception {
+        try (redis.clients.jedis.Jedis j = new redis.clients.jedis.Jedis(env.host, env.port)) {
+            j.del(ns + ":pruning_dead_workers_in_progress");
+        }
+        List<String> cmd = List.of(env.resqBin, "prune", "--url", env.redisUrl, "--namespace", ns);
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        Processes.track(p);
+        p.getOutputStream().close();
+        String out = readAll(p.getInputStream());
+        if (!p.waitFor(60, TimeUnit.SECONDS)) {
+            p.destroyForcibly();
+            throw new IllegalStateException("resq prune timed out: " + cmd);
+        }
+        if (p.exitValue() != 0) {
+            throw new IllegalStateException("resq prune exited " + p.exitValue() + ": " + out.trim());
+        }
+    }
+
     private static String readAll(InputStream in) throws Exception {
         ByteArrayOutputStream b = new ByteArrayOutputStream();
         in.transferTo(b);

@@ -23,16 +23,22 @@ import java.util.Map;
  * <ul>
  *   <li>e-resq-id: Jesque ignores the extra field: every job runs once, in order, with exactly
  *       the args given, and Jesque records no failure. resq's record of such a job stays
- *       {@code queued} (only resq's and resque-status's workers move records); noted.</li>
+ *       {@code queued} until resq's next prune round.</li>
+ *   <li>e-settled: resq's prune round ({@code resq prune}) ends the records of the jobs Jesque
+ *       ran {@code failed} (outcome unknown), and searches a queue that is a Jesque zset: of two
+ *       tracked jobs moved into Jesque's delayed form of their queue (the exact bytes,
+ *       {@code ZADD} scored in ms), the one a Jesque worker took when due is ended, the one not
+ *       due yet (still in the zset) is kept {@code queued}.</li>
  * </ul>
  */
 public final class ResqIdToJesque {
     private static final String Q = "jq-e";
+    private static final String ZQ = "jz-e";
 
     private ResqIdToJesque() {
     }
 
-    public static final List<String> NAMES = List.of("e-resq-id");
+    public static final List<String> NAMES = List.of("e-resq-id", "e-settled");
 
     /** Fills the check named in {@link #NAMES}. */
     public static void run(Env env, List<Check> checks) throws Exception {
@@ -80,10 +86,43 @@ public final class ResqIdToJesque {
             if (r.llen("failed") > 0) {
                 c.note("first failure: " + r.jedis.lindex(r.key("failed"), 0));
             }
-            String record = ids.isEmpty() ? null : r.jedis.get(r.key("status", ids.get(0)));
-            c.note("Jesque ignored resq_id; resq's record of a job Jesque ran stays "
-                    + (record == null ? "absent" : Json.parse(record) instanceof Map<?, ?> m ? m.get("status") : "?"));
             c.items(got.size());
+            settled(env, checks.get(1), r, cli, ids);
         }
+    }
+
+    /** e-settled (see the class comment). */
+    private static void settled(Env env, Check c, Redis r, ResqCli cli, List<String> ran) throws Exception {
+        String due = cli.enqueueTracked(ZQ, "Record", "1");
+        String later = cli.enqueueTracked(ZQ, "Record", "2");
+        List<String> raws = r.jedis.lrange(r.key("queue", ZQ), 0, -1);
+        c.eq("zset jobs made", 2, raws.size());
+        r.jedis.del(r.key("queue", ZQ));
+        long now = System.currentTimeMillis();
+        r.jedis.zadd(r.key("queue", ZQ), now - 1_000, raws.get(0));
+        r.jedis.zadd(r.key("queue", ZQ), now + 3_600_000, raws.get(1));
+        JobSink.reset(env.host, env.port, r.ns);
+        Map<String, Class<?>> types = new HashMap<>();
+        types.put("Record", RecordJob.class);
+        try (JesqueSide.Fleet fleet = JesqueSide.start(JesqueSide.config(env, r.ns), List.of(ZQ),
+                new MapBasedJobFactory(types), 1)) {
+            boolean done = Redis.waitFor(() -> JobSink.RECORDED.size() >= 1
+                    && r.jedis.zcard(r.key("queue", ZQ)) == 1, 30_000, 10);
+            c.that("Jesque took the due job from the zset within 30 s", done,
+                    JobSink.RECORDED.size() + " ran, zset " + r.jedis.zcard(r.key("queue", ZQ)));
+        } finally {
+            JobSink.close();
+        }
+        cli.prune();
+        List<String> ended = new ArrayList<>(ran);
+        ended.add(due);
+        for (String id : ended) {
+            c.eq("record of " + id + " (Jesque ran it)", "failed", r.jedis.hget(r.key("resq", "job", id), "state"));
+            String error = r.jedis.hget(r.key("resq", "job", id), "error");
+            c.that("its error says the outcome is unknown", error != null && error.contains("outcome is unknown"),
+                    String.valueOf(error));
+        }
+        c.eq("record of the job still in the zset", "queued", r.jedis.hget(r.key("resq", "job", later), "state"));
+        c.items(ended.size() + 1);
     }
 }
