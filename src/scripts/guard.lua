@@ -109,3 +109,15 @@ function G.num(n)
   end
   return t
 end
+
+-- The whole number written `t` (an index or a count a worker sends on every call), or nil: the
+-- texts G.num writes are kept, so reading one again is a table lookup, not tonumber's strtod.
+local INTS = {}
+function G.int(t)
+  local v = INTS[t]
+  if v == nil then
+    v = tonumber(t)
+    if v and v % 1 == 0 and v >= 0 and v < 4096 and t == G.num(v) then INTS[t] = v end
+  end
+  return v
+end

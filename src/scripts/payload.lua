@@ -91,7 +91,9 @@ function Pay.classify(C, raw)
       if next(args) ~= nil then return 'malformed', 'payload args must be an array or null, got an object' end
       -- Empty: `[]` or `{}`, which the decoder does not tell apart; told by the bytes, and an
       -- `"args"` key whose value opens an object anywhere leaves it to the worker.
-      if find(raw, '"args"%s*:%s*{') then return 'claim' end
+      -- (Only an `"args"` followed somewhere by a `{` can: two plain searches rule most out.)
+      local at = find(raw, '"args"', 1, true)
+      if at and find(raw, '{', at, true) and find(raw, '"args"%s*:%s*{') then return 'claim' end
     end
   end
   return 'job', obj

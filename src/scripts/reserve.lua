@@ -128,7 +128,7 @@ local function take(X, raw, q)
     -- Only a payload with an id, or of a statused class, is looked at for tracking.
     if obj['resq_id'] ~= nil or X.C.any_statused then track = tracked(X, obj) end
     if track == 'drop' then
-      X.budget, X.outcome = X.budget - 1, 'dropped'
+      X.budget = X.budget - 1
       -- Its limits may hold jobs that its place in the queue kept waiting: those that fit now
       -- are released, as a completion releases them.
       if X.L then Reserve.release_for(X, obj, q) end
@@ -137,7 +137,7 @@ local function take(X, raw, q)
     if X.L then
       local r = limited(X, obj, raw, q, i, sl)
       if r == 'held' or r == 'failed' then
-        X.budget, X.outcome = X.budget - 1, r
+        X.budget = X.budget - 1
         return nil
       end
       if r then return r end
@@ -157,7 +157,7 @@ local function take(X, raw, q)
     local e = Finish.failure_err(X, sl)
     if e then return e end
     Finish.record_failure(X, sl, Pay.bad_entry(X.C, kind, obj, raw, X.failed_at, sl.json, q.json))
-    X.budget, X.outcome = X.budget - 1, 'failed'
+    X.budget = X.budget - 1
   end
   return nil
 end
@@ -240,7 +240,8 @@ local function pop_queue(X, q, paused)
     local n = min(want(X), X.budget)
     if room then n = min(n, room) end
     if n > 0 then
-      local raws = rpcall('LPOP', q.key, n)
+      -- (The count as text: Redis writes a Lua number out with printf.)
+      local raws = rpcall('LPOP', q.key, G.num(n))
       if type(raws) == 'table' and raws.err then
         flag = '0'
         if not q.zset then break end

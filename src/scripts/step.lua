@@ -55,8 +55,8 @@ local X = {
   tag = {}, applied = {}, data = {}, extra = {}, gone = {}, wanting = {}, polled = {}, items = items,
 }
 
-local function reset(X, C, slots, queues, KEYS, ARGV)
-  X.C, X.P, X.slots, X.queues = C, C.P, slots, queues
+local function reset(X, C, KEYS, ARGV)
+  X.C, X.P = C, C.P
   X.processed_key, X.now_ms, X.now = KEYS[1], tonumber(ARGV[4]), ARGV[4]
   X.now_s = floor(X.now_ms / 1000)
   X.run_at, X.failed_at, X.token, X.L = ARGV[5], ARGV[6], ARGV[7], Lim.load(ARGV[8], C.P)
@@ -65,7 +65,7 @@ local function reset(X, C, slots, queues, KEYS, ARGV)
   -- (false, never nil: a field set to nil and back makes Lua rehash the table; 0: not checked.)
   X.gets, X.processed_err, X.failed_err = false, 0, 0
   X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
-  X.released, X.released_at, X.more_released, X.outcome, X.seq_n = false, false, false, false, false
+  X.released, X.released_at, X.more_released, X.seq_n = false, false, false, false
   X.finals, X.status_finals = false, false
 end
 
@@ -74,17 +74,17 @@ local function step(KEYS, ARGV)
   if not C then return redis.error_reply('ERR step: settings the worker sent cannot be read') end
   local slots, queues = C.slots(ARGV[2], C.P), C.queues(ARGV[3], C.P)
   if not slots or not queues then return redis.error_reply('ERR step: slots or queues unreadable') end
-  reset(X, C, slots, queues, KEYS, ARGV)
-  local np = tonumber(ARGV[9]) or 0
+  reset(X, C, KEYS, ARGV)
+  local np = G.int(ARGV[9]) or 0
   for i = 1, np do
-    local q = queues[tonumber(ARGV[9 + i])]
+    local q = queues[G.int(ARGV[9 + i])]
     if not q then return redis.error_reply('ERR step: no queue ' .. tostring(ARGV[9 + i])) end
     X.polled[i] = q
   end
   X.np = np
   local a, nargs, n = 10 + np, #ARGV, 0
   while a <= nargs do
-    local sl = slots[tonumber(ARGV[a])]
+    local sl = slots[G.int(ARGV[a])]
     local op = ARGV[a + 1]
     if not sl or #op ~= 4 then return redis.error_reply('ERR step: bad slot at argument ' .. a) end
     local c, r, t, l = byte(op, 1, 4)

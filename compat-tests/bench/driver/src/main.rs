@@ -15,7 +15,8 @@
 //! appended as one JSON line, with Redis CPU µs/job between the hooks).
 //! The peers table (`peers.rs`; tag `peers`, or one of its rows, `peer-resq-c1`,
 //! `peer-resq-tracked-c8`, `peer-sidekiq-c64`, `peer-bullmq-c1`, …): resq against Sidekiq and
-//! BullMQ at 1, 8 and 64 slots, `ROUNDS` (3) rounds of `JOBS` jobs each; needs `sidekiq`
+//! BullMQ at 1, 8 and 64 slots (`PEER_SLOTS`: others, e.g. `1,2,4,8`; with `BASELINE_BIN`, that
+//! build's plain row too), `ROUNDS` (3) rounds of `JOBS` jobs each; needs `sidekiq`
 //! (Debian's `ruby-sidekiq`), node with `compat-tests/bench/node`'s packages installed, and
 //! `target/release/resq` (for the tracked rows).
 

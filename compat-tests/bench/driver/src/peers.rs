@@ -1,6 +1,9 @@
 //! The peers table (`ONLY=peers`): resq's `compat_worker` against real Sidekiq (Debian's
 //! `ruby-sidekiq`) and real BullMQ (npm, pinned in `compat-tests/bench/node/package.json`), no-op
-//! jobs at 1, 8 and 64 slots, plain and tracked, on one Redis, median of `ROUNDS` rounds.
+//! jobs at 1, 8 and 64 slots (`PEER_SLOTS`, a comma list, e.g. `1,2,4,8`), plain and tracked,
+//! on one Redis, median of `ROUNDS` rounds. With `BASELINE_BIN` (another build's
+//! `compat_worker`, labelled `BASELINE_LABEL`), its plain row (`peer-resq-before-cN`) runs just
+//! before resq's at each slot count: a change's effect, measured in one run.
 //!
 //! A round of one subject: `FLUSHALL`; the jobs enqueued with the system's own client (resq:
 //! `RPUSH` of Ruby's JSON, or `resq enqueue --track --file` for tracked; Sidekiq:
@@ -27,6 +30,8 @@ use std::time::{Duration, Instant};
 enum System {
     /// resq's `compat_worker`; `true`: every job enqueued tracked.
     Resq(bool),
+    /// Another build's `compat_worker` (`BASELINE_BIN`), plain jobs.
+    ResqBefore,
     /// Sidekiq, concurrency N in one process.
     Sidekiq,
     /// BullMQ, one `Worker` with concurrency N.
@@ -38,17 +43,22 @@ impl System {
         match self {
             System::Resq(false) => format!("peer-resq-c{slots}"),
             System::Resq(true) => format!("peer-resq-tracked-c{slots}"),
+            System::ResqBefore => format!("peer-resq-before-c{slots}"),
             System::Sidekiq => format!("peer-sidekiq-c{slots}"),
             System::Bullmq => format!("peer-bullmq-c{slots}"),
         }
     }
 
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            System::Resq(false) => "resq compat_worker, plain",
-            System::Resq(true) => "resq compat_worker, every job tracked",
-            System::Sidekiq => "Sidekiq 6.4 (no tracking)",
-            System::Bullmq => "BullMQ (a hash per job: plain is tracked)",
+            System::Resq(false) => "resq compat_worker, plain".into(),
+            System::Resq(true) => "resq compat_worker, every job tracked".into(),
+            System::ResqBefore => format!(
+                "resq compat_worker, plain, {}",
+                std::env::var("BASELINE_LABEL").unwrap_or_else(|_| "baseline build".into())
+            ),
+            System::Sidekiq => "Sidekiq 6.4 (no tracking)".into(),
+            System::Bullmq => "BullMQ (a hash per job: plain is tracked)".into(),
         }
     }
 }
@@ -216,7 +226,7 @@ fn one_round(
     let mem0 = memory(con)?;
     // Enqueue, with the system's own client.
     match sys {
-        System::Resq(false) => measure::fill(con, ns, queue, jobs)?,
+        System::Resq(false) | System::ResqBefore => measure::fill(con, ns, queue, jobs)?,
         System::Resq(true) => {
             let file = ctx.logs.join("peers-tracked.ndjson");
             let mut f = std::io::BufWriter::new(std::fs::File::create(&file)?);
@@ -251,9 +261,13 @@ fn one_round(
     let deadline = Instant::now() + Duration::from_secs(900);
     let mut polls = 0u64;
     let (worker, first, last) = match sys {
-        System::Resq(_) => {
-            let mut cmd =
-                Command::new(crate::subject::resq_release(ctx.root).join("examples/compat_worker"));
+        System::Resq(_) | System::ResqBefore => {
+            let bin = match (sys, std::env::var_os("BASELINE_BIN")) {
+                (System::ResqBefore, Some(b)) => std::path::PathBuf::from(b),
+                (System::ResqBefore, None) => bail!("peer-resq-before needs BASELINE_BIN"),
+                _ => crate::subject::resq_release(ctx.root).join("examples/compat_worker"),
+            };
+            let mut cmd = Command::new(bin);
             cmd.env("REDIS_URL", &url)
                 .env("RESQUE_NAMESPACE", ns)
                 .env("QUEUES", queue)
@@ -359,15 +373,21 @@ pub fn run(
     rounds: usize,
 ) -> Result<Option<String>> {
     let mut rows = Vec::new();
-    for slots in [1usize, 8, 64] {
+    let slot_counts: Vec<usize> = std::env::var("PEER_SLOTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 8, 64]);
+    let before = std::env::var_os("BASELINE_BIN").is_some();
+    for slots in slot_counts {
         for sys in [
+            System::ResqBefore,
             System::Resq(false),
             System::Resq(true),
             System::Sidekiq,
             System::Bullmq,
         ] {
             let tag = sys.tag(slots);
-            if !wanted(&tag) && !wanted("peers") {
+            if (!wanted(&tag) && !wanted("peers")) || (sys == System::ResqBefore && !before) {
                 continue;
             }
             let log = ctx.logs.join(format!("{tag}.log"));
