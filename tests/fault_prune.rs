@@ -421,3 +421,40 @@ async fn a_slot_whose_id_was_removed_registers_again_and_rewrites_its_record() {
     w.signal("QUIT");
     assert!(w.wait_exit(10).success());
 }
+
+/// At-least-once pruning puts a dead worker's job back into the queue it came from when that
+/// queue is a Jesque delayed zset (JESQUE_DELAYED_QUEUES): due now, not refused as a wrong
+/// type (which left the dead worker unpruned, round after round).
+#[tokio::test]
+async fn at_least_once_puts_a_jesque_zset_job_back_into_its_zset() {
+    let mut con = support::con().await;
+    let ns = support::namespace("prune-alo-zset");
+    let now = redis_now(&mut con).await;
+    let payload = r#"{"class":"X","args":[1],"vars":{}}"#;
+    let later = r#"{"class":"Later","args":[],"vars":{}}"#;
+    let record =
+        format!(r#"{{"queue":"zq","run_at":"2026-11-21T19:15:33.678+0000","payload":{payload}}}"#);
+    let zq = format!("{ns}:queue:zq");
+    let due_later = (now + 3600) * 1000;
+    let _: () = con.zadd(&zq, later, due_later).await.unwrap();
+    let mut plant = Plant {
+        con: &mut con,
+        ns: &ns,
+    };
+    plant
+        .worker("otherhost:6-1:zq", Some(&iso(now - 400)), Some(&record))
+        .await;
+    let report = prune(&ns, true).await;
+    assert_eq!(report.pruned.len(), 1, "{report:?}");
+    assert_eq!(report.pruned[0].job, "requeued");
+    let z: Vec<(String, i64)> = con.zrange_withscores(&zq, 0, -1).await.unwrap();
+    assert_eq!(z.len(), 2, "{z:?}");
+    assert_eq!(z[0].0, payload, "the job is back first (due now)");
+    assert!(
+        (now - 5) * 1000 <= z[0].1 && z[0].1 <= (now + 5) * 1000,
+        "due now: {z:?}"
+    );
+    assert_eq!(z[1], (later.to_string(), due_later));
+    let members: usize = con.scard(format!("{ns}:workers")).await.unwrap();
+    assert_eq!(members, 0, "the dead worker is pruned");
+}

@@ -2,7 +2,8 @@
 -- (JESQUE_DELAYED_QUEUES; src/worker/jesque.rs). Such a queue is a zset of payloads scored by
 -- when they are due (epoch ms); a recurring one's period is in the hash `<queue key>:frequency`.
 -- Its lowest member scored <= now is due: removed, or re-scored by its period (Jesque's
--- jesque_pop.lua). A queue not flagged is a list, and a key of another type is skipped.
+-- jesque_pop.lua). A queue not flagged is a list, and a key of another type is skipped. A job
+-- put back (at-least-once, pruning, a limit's release) goes back into the zset it came from.
 --
 -- KEYS / ARGV: none (a module).
 
@@ -24,5 +25,25 @@ function Jes.consume(key, due, period)
     redis.call('ZINCRBY', key, period, due)
   else
     redis.call('ZREM', key, due)
+  end
+end
+
+-- nil when queue `key` can take a job back at its head (a list, a Jesque delayed zset, or no
+-- key), else the error text (checked before the first write, as every put-back needs).
+function Jes.put_back_err(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'none' or t == 'list' or t == 'zset' then return nil end
+  return G.wrongtype_msg(key, t, 'list')
+end
+
+-- Puts `payload` back at the head of queue `key` (checked with Jes.put_back_err): LPUSH onto a
+-- list; into a Jesque delayed zset, due now (its score the server's clock in epoch ms, so it
+-- runs before anything due later and Jesque's tools read a due time).
+function Jes.put_back(key, payload)
+  if redis.call('TYPE', key)['ok'] == 'zset' then
+    local t = redis.call('TIME')
+    redis.call('ZADD', key, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), payload)
+  else
+    redis.call('LPUSH', key, payload)
   end
 end

@@ -89,7 +89,7 @@ end
 -- lists or absent), else the error text.
 function Lim.requeue_err(P, m)
   local queue, _, _, payload = Lim.member(m)
-  local e = G.type_err(P .. 'queue:' .. queue, 'list') or G.type_err(P .. 'queues', 'set')
+  local e = Jes.put_back_err(P .. 'queue:' .. queue) or G.type_err(P .. 'queues', 'set')
   if not e and string.sub(payload, 1, 1) == '@' then e = G.type_err(string.sub(payload, 2), 'list') end
   return e
 end
@@ -101,10 +101,16 @@ function Lim.requeue_all(P, ms)
     local queue, _, _, payload = Lim.member(ms[i])
     local qkey = P .. 'queue:' .. queue
     if string.sub(payload, 1, 1) == '@' then
-      redis.call('LMOVE', string.sub(payload, 2), qkey, 'LEFT', 'LEFT')
-      redis.call('DEL', string.sub(payload, 2))
+      local ref = string.sub(payload, 2)
+      if redis.call('TYPE', qkey)['ok'] == 'zset' then
+        local raw = redis.call('LINDEX', ref, 0)
+        if raw then Jes.put_back(qkey, raw) end
+      else
+        redis.call('LMOVE', ref, qkey, 'LEFT', 'LEFT')
+      end
+      redis.call('DEL', ref)
     else
-      redis.call('LPUSH', qkey, payload)
+      Jes.put_back(qkey, payload)
     end
     redis.call('SADD', P .. 'queues', queue)
   end

@@ -15,7 +15,8 @@
 -- ARGV[1] the worker id
 -- ARGV[2] the heartbeat value judged ("" when the field was absent)
 -- ARGV[3] the worker record judged ("" when there was none)
--- ARGV[4] "fail" (push ARGV[5]) or "requeue" (LPUSH ARGV[6] onto KEYS[8]); "" records nothing
+-- ARGV[4] "fail" (push ARGV[5]) or "requeue" (ARGV[6] back at the head of KEYS[8]: a list, or a
+-- Jesque delayed zset, jesque.lua); "" records nothing
 -- ARGV[5] the failure entry JSON
 -- ARGV[6] the job's payload bytes, as they are inside the record
 -- ARGV[7] the queue name (for SADD <ns>:queues, as every enqueue does)
@@ -33,12 +34,12 @@ local function prune(KEYS, ARGV)
   if type(record) == 'table' then return redis.error_reply(G.wrongtype_of(KEYS[2], 'string')) end
   if (record or '') ~= ARGV[3] then return 0 end
   local e = G.wrong_type(KEYS[1], 'set')
-  if not e and ARGV[4] == 'requeue' then e = G.wrong_type(KEYS[8], 'list') or G.wrong_type(KEYS[9], 'set') end
+  if not e and ARGV[4] == 'requeue' then e = Jes.put_back_err(KEYS[8]) or G.wrong_type(KEYS[9], 'set') end
   if not e and ARGV[4] == 'fail' then e = G.wrong_type(KEYS[7], 'list') end
   if e then return redis.error_reply(e) end
 
   if ARGV[4] == 'requeue' then
-    redis.call('LPUSH', KEYS[8], ARGV[6])
+    Jes.put_back(KEYS[8], ARGV[6])
     redis.call('SADD', KEYS[9], ARGV[7])
   elseif ARGV[4] == 'fail' then
     redis.call('RPUSH', KEYS[7], ARGV[5])

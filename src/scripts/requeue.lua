@@ -4,7 +4,8 @@
 -- Applies only while the record is still the exact bytes the slot reserved, so resending it
 -- after a lost reply never pushes the job twice.
 --
--- KEYS[1] <ns>:worker:<id>   KEYS[2] <ns>:queue:<q>   KEYS[3] <ns>:queues
+-- KEYS[1] <ns>:worker:<id>   KEYS[2] <ns>:queue:<q> (a list, or a Jesque delayed zset: jesque.lua)
+-- KEYS[3] <ns>:queues
 -- ARGV[1] the record (exact bytes)
 -- ARGV[2] the job's payload bytes, as they are inside the record
 -- ARGV[3] the queue name
@@ -20,9 +21,9 @@ local function requeue(KEYS, ARGV)
   if type(held) == 'table' or held ~= ARGV[1] then
     return 0
   end
-  local e = G.wrong_type(KEYS[2], 'list') or G.wrong_type(KEYS[3], 'set')
+  local e = Jes.put_back_err(KEYS[2]) or G.wrong_type(KEYS[3], 'set')
   if e then return redis.error_reply(e) end
-  redis.call('LPUSH', KEYS[2], ARGV[2])
+  Jes.put_back(KEYS[2], ARGV[2])
   redis.call('SADD', KEYS[3], ARGV[3])
   redis.call('DEL', KEYS[1])
   local P, spec, now_ms = ARGV[4], ARGV[5], tonumber(ARGV[6])
