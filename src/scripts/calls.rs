@@ -343,6 +343,12 @@ builders! {
     BatchStage<'a> = BATCH_STAGE in "batch_stage.lua" {
         keys {
             batch: String => "<ns>:resq:batch:<bid>",
+            jobs: String => "<ns>:resq:batch:<bid>:jobs",
+            queues_staged: String => "<ns>:resq:batch:<bid>:queues",
+            batches: String => "<ns>:resq:batches",
+            queues: String => "<ns>:queues",
+            parent: Option<String> => "<ns>:resq:batch:<parent>",
+            parent_jobs: Option<String> => "<ns>:resq:batch:<parent>:jobs",
         }
         argv {
             prefix: &'a str => "the namespace prefix '<ns>:'",
@@ -362,6 +368,9 @@ builders! {
     BatchCommit<'a> = BATCH_COMMIT in "batch_commit.lua" {
         keys {
             batch: String => "<ns>:resq:batch:<bid>",
+            jobs: String => "<ns>:resq:batch:<bid>:jobs",
+            queues_staged: String => "<ns>:resq:batch:<bid>:queues",
+            queues: String => "<ns>:queues",
         }
         argv {
             prefix: &'a str => "the namespace prefix '<ns>:'",
@@ -374,6 +383,9 @@ builders! {
     BatchDiscard<'a> = BATCH_DISCARD in "batch_discard.lua" {
         keys {
             batch: String => "<ns>:resq:batch:<bid>",
+            jobs: String => "<ns>:resq:batch:<bid>:jobs",
+            queues_staged: String => "<ns>:resq:batch:<bid>:queues",
+            batches: String => "<ns>:resq:batches",
         }
         argv {
             prefix: &'a str => "the namespace prefix '<ns>:'",

@@ -185,8 +185,16 @@ impl Client {
                 members.push((id.as_str(), q.as_str(), class.as_str(), payload));
             }
             at += chunk.len();
+            // (The parent's keys only with the first chunk, which counts the batch in it.)
+            let parent = batch.parent.as_ref().filter(|_| first);
             let _: u64 = crate::scripts::BatchStage {
                 batch: keys.batch(bid.as_str()),
+                jobs: keys.batch_jobs(bid.as_str()),
+                queues_staged: keys.batch_queues(bid.as_str()),
+                batches: keys.batches(),
+                queues: keys.queues(),
+                parent: parent.map(|p| keys.batch(p.as_str())),
+                parent_jobs: parent.map(|p| keys.batch_jobs(p.as_str())),
                 prefix: keys.prefix(),
                 bid: bid.as_str(),
                 now_ms: now,
@@ -204,6 +212,9 @@ impl Client {
         }
         let _: String = crate::scripts::BatchCommit {
             batch: keys.batch(bid.as_str()),
+            jobs: keys.batch_jobs(bid.as_str()),
+            queues_staged: keys.batch_queues(bid.as_str()),
+            queues: keys.queues(),
             prefix: keys.prefix(),
             bid: bid.as_str(),
             now_ms: chrono::Utc::now().timestamp_millis(),

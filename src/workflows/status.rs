@@ -452,6 +452,9 @@ impl Admin {
         loop {
             let (n, left): (u64, u64) = crate::scripts::BatchDiscard {
                 batch: keys.batch(id.as_str()),
+                jobs: keys.batch_jobs(id.as_str()),
+                queues_staged: keys.batch_queues(id.as_str()),
+                batches: keys.batches(),
                 prefix: keys.prefix(),
                 bid: id.as_str(),
                 now_ms: chrono::Utc::now().timestamp_millis(),
