@@ -308,6 +308,12 @@ impl Keys {
         format!("{}resq:batch:{bid}:queues", self.prefix)
     }
 
+    /// `<ns>:resq:batch:<bid>:staged:<queue>` — a batch being created: its members' payloads for
+    /// `queue`, in the order staged (moved to the queue by the commit).
+    pub(crate) fn batch_staged(&self, bid: &str, queue: &str) -> String {
+        format!("{}resq:batch:{bid}:staged:{queue}", self.prefix)
+    }
+
     /// `<ns>:resq:batches` — batch ids by creation (epoch ms).
     pub(crate) fn batches(&self) -> String {
         format!("{}resq:batches", self.prefix)

@@ -11,7 +11,9 @@
 -- KEYS[1] <ns>:resq:batch:<bid>   KEYS[2] <ns>:resq:batch:<bid>:jobs
 -- KEYS[3] <ns>:resq:batch:<bid>:queues   KEYS[4] <ns>:resq:batches   KEYS[5] <ns>:queues
 -- KEYS[6] <ns>:resq:batch:<parent>   KEYS[7] <ns>:resq:batch:<parent>:jobs (a first chunk with a
--- parent only)
+-- parent; else any key, left alone)   KEYS[8] <ns>:resq:unended
+-- then per member: its record <ns>:resq:job:<id>, <ns>:resq:batch:<bid>:staged:<q>, <ns>:queue:<q>;
+-- then per queue of the whole batch, its staged list (declared: the chunk renews their expiry)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
 -- ARGV[4] '' for a later chunk; for the first, '\t'-separated: the callbacks' queue, the parent
 -- batch id ('' none), how long the batch is kept once complete (s), a description   ARGV[5..7] the on_complete, on_success, on_death
@@ -25,6 +27,9 @@ local STAGE_TTL = 86400
 local function batch_stage(KEYS, ARGV)
   local P, bid, now_ms, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[8])
   local bk = KEYS[1]
+  if #KEYS < 8 + 3 * n then
+    return redis.error_reply('ERR batch_stage: ' .. #KEYS .. ' keys declared for ' .. n .. ' members')
+  end
   local first = ARGV[4] ~= ''
   local cq, parent, ttl, desc
   if first then
@@ -58,11 +63,11 @@ local function batch_stage(KEYS, ARGV)
     or G.wrong_type(KEYS[5], 'set')
   if e then return redis.error_reply(e) end
   for i = 0, n - 1 do
-    local id, q = ARGV[9 + 4 * i], ARGV[10 + 4 * i]
-    if redis.call('EXISTS', Rec.key(P, id)) == 1 then
-      return redis.error_reply('EXISTS ' .. Rec.key(P, id) .. ' is taken: a job with this id exists')
+    local rk, sk, qk = KEYS[9 + 3 * i], KEYS[10 + 3 * i], KEYS[11 + 3 * i]
+    if redis.call('EXISTS', rk) == 1 then
+      return redis.error_reply('EXISTS ' .. rk .. ' is taken: a job with this id exists')
     end
-    e = G.type_err(bk .. ':staged:' .. q, 'list') or G.type_err(P .. 'queue:' .. q, 'list')
+    e = G.type_err(sk, 'list') or G.type_err(qk, 'list')
     if e then return redis.error_reply(e) end
   end
 
@@ -94,9 +99,9 @@ local function batch_stage(KEYS, ARGV)
     local id, q, class, payload = ARGV[9 + 4 * i], ARGV[10 + 4 * i], ARGV[11 + 4 * i], ARGV[12 + 4 * i]
     Rec.set_state(P, id, nil, 'queued', now_ms,
       { 'class', class, 'queue', q, 'enqueued_at', now_ms, 'attempts', 0, 'batch', bid })
-    redis.call('EXPIRE', Rec.key(P, id), STAGE_TTL)
+    redis.call('EXPIRE', KEYS[9 + 3 * i], STAGE_TTL)
     redis.call('SADD', KEYS[2], id)
-    redis.call('RPUSH', bk .. ':staged:' .. q, payload)
+    redis.call('RPUSH', KEYS[10 + 3 * i], payload)
     redis.call('SADD', KEYS[3], q)
   end
   redis.call('EXPIRE', bk, STAGE_TTL)

@@ -347,9 +347,12 @@ builders! {
             queues_staged: String => "<ns>:resq:batch:<bid>:queues",
             batches: String => "<ns>:resq:batches",
             queues: String => "<ns>:queues",
-            parent: Option<String> => "<ns>:resq:batch:<parent>",
-            parent_jobs: Option<String> => "<ns>:resq:batch:<parent>:jobs",
+            parent: String => "<ns>:resq:batch:<parent>",
+            parent_jobs: String => "<ns>:resq:batch:<parent>:jobs",
+            unended: String => "<ns>:resq:unended",
         }
+        keys_tail members_keys: Vec<String> => ["per member: its record <ns>:resq:job:<id>,",
+            "<ns>:resq:batch:<bid>:staged:<q>, <ns>:queue:<q>", "then per queue of the whole batch"];
         argv {
             prefix: &'a str => "the namespace prefix '<ns>:'",
             bid: &'a str => "the batch id",

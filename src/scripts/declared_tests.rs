@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// build keys from data only Lua reads (a record's id, a batch's queues, a limit's partition;
 /// docs/architecture.md, "Keys a function builds itself").
 const DECLARED: &[&str] = &[
+    "batch_stage",
     "checked_write",
     "failed_remove",
     "failed_retry",

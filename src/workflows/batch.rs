@@ -170,6 +170,8 @@ impl Client {
             crate::jobs::DEFAULT_TTL.as_secs(),
             batch.description.replace('\n', " ")
         );
+        let batch_queues: std::collections::BTreeSet<&str> =
+            batch.jobs.iter().map(|(q, _, _)| q.as_str()).collect();
         let mut first = true;
         let mut chunks: Vec<&[(String, String, Vec<Value>)]> = batch.jobs.chunks(CHUNK).collect();
         if chunks.is_empty() {
@@ -178,14 +180,24 @@ impl Client {
         let mut at = 0;
         for chunk in chunks {
             let mut members = Vec::with_capacity(chunk.len());
+            let mut members_keys = Vec::with_capacity(3 * chunk.len() + batch_queues.len());
             for ((q, class, args), id) in chunk.iter().zip(&ids[at..]) {
                 let mut extra = Map::new();
                 extra.insert("resq_id".into(), Value::String(id.to_string()));
                 let payload = encode::resque_payload_with(class, args, &extra, format);
                 members.push((id.as_str(), q.as_str(), class.as_str(), payload));
+                members_keys.push(keys.job_record(id.as_str()));
+                members_keys.push(keys.batch_staged(bid.as_str(), q));
+                members_keys.push(keys.queue(q));
             }
+            members_keys.extend(
+                batch_queues
+                    .iter()
+                    .map(|q| keys.batch_staged(bid.as_str(), q)),
+            );
             at += chunk.len();
-            // (The parent's keys only with the first chunk, which counts the batch in it.)
+            // (The parent's keys only with the first chunk, which counts the batch in it: else
+            // the batch's own key, left alone.)
             let parent = batch.parent.as_ref().filter(|_| first);
             let _: u64 = crate::scripts::BatchStage {
                 batch: keys.batch(bid.as_str()),
@@ -193,8 +205,10 @@ impl Client {
                 queues_staged: keys.batch_queues(bid.as_str()),
                 batches: keys.batches(),
                 queues: keys.queues(),
-                parent: parent.map(|p| keys.batch(p.as_str())),
-                parent_jobs: parent.map(|p| keys.batch_jobs(p.as_str())),
+                parent: keys.batch(parent.map_or(bid.as_str(), BatchId::as_str)),
+                parent_jobs: keys.batch_jobs(parent.map_or(bid.as_str(), BatchId::as_str)),
+                unended: keys.unended(),
+                members_keys,
                 prefix: keys.prefix(),
                 bid: bid.as_str(),
                 now_ms: now,
