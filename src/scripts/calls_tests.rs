@@ -232,3 +232,70 @@ fn every_function_has_a_builder() {
         );
     }
 }
+
+/// The calls still built by position (`crate::scripts::<FUNCTION>` outside the builders):
+/// only these, each in its file, while their callers are reworked elsewhere.
+const POSITIONAL_CALLS: &[(&str, &str)] = &[
+    ("worker/complete.rs", "COMPLETE"),
+    ("worker/prune/mod.rs", "FLOW_SETTLE"),
+    ("worker/prune/mod.rs", "JOB_LOST"),
+    ("worker/prune/mod.rs", "JOB_TAKEN"),
+    ("worker/prune/mod.rs", "LIMITS_SWEEP"),
+    ("worker/prune/mod.rs", "LIMITS_RELEASE"),
+    ("worker/prune/mod.rs", "PRUNE"),
+    ("worker/step/call.rs", "STEP"),
+];
+
+/// Every `.rs` file under `dir`, with its path relative to `src/`.
+fn rust_files(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
+    for e in std::fs::read_dir(dir).expect("a source folder").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, root, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let rel = p
+                .strip_prefix(root)
+                .expect("under src")
+                .display()
+                .to_string();
+            out.push((rel, std::fs::read_to_string(&p).expect("a source file")));
+        }
+    }
+}
+
+/// No new call is built by position: a call site outside `scripts/` names a builder, not a
+/// function constant, except the calls listed above.
+#[test]
+fn calls_outside_the_builders_are_only_the_listed_ones() {
+    let root = std::path::PathBuf::from(format!("{}/src", env!("CARGO_MANIFEST_DIR")));
+    let mut files = Vec::new();
+    rust_files(&root, &root, &mut files);
+    let mut found = Vec::new();
+    for (path, src) in &files {
+        if path.starts_with("scripts/") {
+            continue;
+        }
+        for (i, _) in src.match_indices("scripts::") {
+            let name: String = src[i + "scripts::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            if name.len() > 1 && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                let next = src[i + "scripts::".len() + name.len()..].chars().next();
+                if !next.is_some_and(|c| c.is_ascii_alphanumeric()) {
+                    found.push((path.clone(), name));
+                }
+            }
+        }
+    }
+    found.sort();
+    let mut want: Vec<(String, String)> = POSITIONAL_CALLS
+        .iter()
+        .map(|(p, n)| (p.to_string(), n.to_string()))
+        .collect();
+    want.sort();
+    assert_eq!(
+        found, want,
+        "calls built by position (use the builder in scripts/calls.rs)"
+    );
+}

@@ -31,7 +31,7 @@ fn monitor_args(line: &str) -> (bool, Vec<Vec<u8>>) {
     let Some(start) = line.find("] ") else {
         return (lua, Vec::new());
     };
-    let b = line[start + 2..].as_bytes();
+    let b = &line.as_bytes()[start + 2..];
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
