@@ -302,6 +302,18 @@ impl Keys {
         format!("{}resq:batch:{bid}:jobs", self.prefix)
     }
 
+    /// `<ns>:resq:batch:<bid>:queues` — the queues of a batch being created that hold staged
+    /// payloads (`<bid>:staged:<queue>`, lists no worker polls until the commit).
+    pub(crate) fn batch_queues(&self, bid: &str) -> String {
+        format!("{}resq:batch:{bid}:queues", self.prefix)
+    }
+
+    /// `<ns>:resq:batch:<bid>:staged:<queue>` — a batch being created: its members' payloads for
+    /// `queue`, in the order staged (moved to the queue by the commit).
+    pub(crate) fn batch_staged(&self, bid: &str, queue: &str) -> String {
+        format!("{}resq:batch:{bid}:staged:{queue}", self.prefix)
+    }
+
     /// `<ns>:resq:batches` — batch ids by creation (epoch ms).
     pub(crate) fn batches(&self) -> String {
         format!("{}resq:batches", self.prefix)

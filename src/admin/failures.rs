@@ -213,19 +213,21 @@ impl Admin {
         for row in rows {
             match retry_plan(row, stamp) {
                 Ok(plan) => {
-                    crate::scripts::FAILED_RETRY
-                        .key(self.keys().failed())
-                        .key(self.keys().queues())
-                        .key(self.keys().queue(&plan.queue))
-                        .arg(row.index)
-                        .arg(row.raw.as_slice())
-                        .arg(plan.entry)
-                        .arg(&plan.queue)
-                        .arg(plan.job)
-                        .arg(self.keys().prefix())
-                        .arg(plan.tracked.as_deref().unwrap_or(""))
-                        .arg(chrono::Utc::now().timestamp_millis())
-                        .add_to(&mut pipe);
+                    crate::scripts::FailedRetry {
+                        failed: self.keys().failed(),
+                        queues: self.keys().queues(),
+                        queue: self.keys().queue(&plan.queue),
+                        index: row.index,
+                        seen: row.raw.as_slice(),
+                        entry: plan.entry,
+                        queue_name: &plan.queue,
+                        job: plan.job,
+                        prefix: self.keys().prefix(),
+                        tracked: plan.tracked.as_deref().unwrap_or(""),
+                        now_ms: chrono::Utc::now().timestamp_millis(),
+                    }
+                    .call()
+                    .add_to(&mut pipe);
                     sent.push(row.index);
                 }
                 Err(why) => out.skipped.push(format!("#{}: {why}", row.index)),
@@ -259,13 +261,13 @@ impl Admin {
             return Ok(0);
         }
         let sentinel = format!("resq-removed-{:032x}", rand::random::<u128>());
-        let mut inv = crate::scripts::FAILED_REMOVE.key(self.keys().failed());
-        inv.arg(&sentinel);
-        for row in rows {
-            inv.arg(row.index).arg(row.raw.as_slice());
-        }
+        let inv = crate::scripts::FailedRemove {
+            failed: self.keys().failed(),
+            sentinel: &sentinel,
+            seen: rows.iter().map(|r| (r.index, r.raw.as_slice())).collect(),
+        };
         let mut con = self.con();
-        Ok(inv.invoke_async(&mut con).await?)
+        Ok(inv.call().invoke_async(&mut con).await?)
     }
 
     async fn failure_range(&self, offset: usize, limit: usize) -> Result<Vec<Vec<u8>>> {

@@ -151,17 +151,19 @@ impl Client {
         ms: i64,
         period_ms: i64,
     ) -> Result<i64> {
-        let r = crate::scripts::JESQUE_ENQUEUE
-            .key(self.keys.queue(queue))
-            .key(self.keys.queue_frequency(queue))
-            .key(self.keys.queues())
-            .arg(mode)
-            .arg(json)
-            .arg(ms)
-            .arg(queue)
-            .arg(period_ms)
-            .invoke_async(&mut self.con())
-            .await;
+        let r = crate::scripts::JesqueEnqueue {
+            queue: self.keys.queue(queue),
+            frequency: self.keys.queue_frequency(queue),
+            queues: self.keys.queues(),
+            mode,
+            json,
+            due_ms: ms,
+            queue_name: queue,
+            period_ms,
+        }
+        .call()
+        .invoke_async(&mut self.con())
+        .await;
         match r {
             Ok(n) => Ok(n),
             Err(e) if e.code() == Some("WRONGTYPE") => Err(Error::Rejected(format!(

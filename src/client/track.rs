@@ -168,9 +168,8 @@ impl Client {
             Some(o) => crate::jobs::new_status(&id, o, now, self.float_format()),
             None => String::new(),
         };
-        let mut inv = crate::scripts::JOB_ENQUEUE.prepare_invoke();
-        inv.key(keys.queues()).key(keys.queue(&job.queue));
-        match due {
+        // Keys 3..5 and arguments 6..7 are the delayed layout's; enqueued now, they are unused.
+        let (when, payload, due_s, member, delayed_keys) = match due {
             Some(ts) => {
                 let item = encode::scheduler_item(
                     &job.queue,
@@ -179,16 +178,18 @@ impl Client {
                     &job.extra,
                     self.float_format(),
                 );
-                inv.key(keys.delayed_schedule())
-                    .key(keys.delayed_bucket(ts))
-                    .key(keys.timestamps(&item));
-                inv.arg(keys.prefix())
-                    .arg(id.as_str())
-                    .arg(if statused { "s" } else { "r" })
-                    .arg("delayed")
-                    .arg(item)
-                    .arg(ts)
-                    .arg(Keys::delayed_bucket_member(ts));
+                let delayed_keys = (
+                    keys.delayed_schedule(),
+                    keys.delayed_bucket(ts),
+                    keys.timestamps(&item),
+                );
+                (
+                    "delayed",
+                    item,
+                    ts,
+                    Keys::delayed_bucket_member(ts),
+                    delayed_keys,
+                )
             }
             None => {
                 let payload = encode::resque_payload_with(
@@ -197,27 +198,32 @@ impl Client {
                     &job.extra,
                     self.float_format(),
                 );
-                let unused = keys.queues();
-                inv.key(&unused).key(&unused).key(&unused);
-                inv.arg(keys.prefix())
-                    .arg(id.as_str())
-                    .arg(if statused { "s" } else { "r" })
-                    .arg("now")
-                    .arg(payload)
-                    .arg(0)
-                    .arg("");
+                let unused = (keys.queues(), keys.queues(), keys.queues());
+                ("now", payload, 0, String::new(), unused)
             }
+        };
+        Ok(crate::scripts::JobEnqueue {
+            queues: keys.queues(),
+            queue: keys.queue(&job.queue),
+            schedule: delayed_keys.0,
+            bucket: delayed_keys.1,
+            timestamps: delayed_keys.2,
+            prefix: keys.prefix(),
+            id: id.as_str(),
+            kind: if statused { "s" } else { "r" },
+            when,
+            payload,
+            due_s,
+            member,
+            now_ms: now.timestamp_millis(),
+            queue_name: &job.queue,
+            class: &job.class,
+            job_key: track.key.as_deref().unwrap_or(""),
+            status,
+            workflow: track.workflow(),
+            tags: &track.tags,
         }
-        inv.arg(now.timestamp_millis())
-            .arg(&job.queue)
-            .arg(&job.class)
-            .arg(track.key.as_deref().unwrap_or(""))
-            .arg(status)
-            .arg(track.workflow());
-        for t in &track.tags {
-            inv.arg(t);
-        }
-        Ok(inv)
+        .call())
     }
 }
 

@@ -134,22 +134,24 @@ impl Client {
         ts: i64,
     ) -> Result<Enqueued> {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let n: i64 = crate::scripts::UNIQUE_ENQUEUE
-            .key(self.keys.unique(&unique.key))
-            .key(self.keys.queues())
-            .key(self.keys.queue(queue))
-            .key(self.keys.delayed_bucket(ts))
-            .key(self.keys.timestamps(payload))
-            .key(self.keys.delayed_schedule())
-            .arg(id)
-            .arg(ttl_ms)
-            .arg(mode)
-            .arg(queue)
-            .arg(payload)
-            .arg(ts)
-            .arg(Keys::delayed_bucket_member(ts))
-            .invoke_async(&mut self.con())
-            .await?;
+        let n: i64 = crate::scripts::UniqueEnqueue {
+            lock: self.keys.unique(&unique.key),
+            queues: self.keys.queues(),
+            queue: self.keys.queue(queue),
+            bucket: self.keys.delayed_bucket(ts),
+            timestamps: self.keys.timestamps(payload),
+            schedule: self.keys.delayed_schedule(),
+            id,
+            ttl_ms,
+            mode,
+            queue_name: queue,
+            payload,
+            ts,
+            member: Keys::delayed_bucket_member(ts),
+        }
+        .call()
+        .invoke_async(&mut self.con())
+        .await?;
         Ok(if n == 1 {
             Enqueued::Pushed(id.to_string())
         } else {

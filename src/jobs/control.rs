@@ -52,19 +52,21 @@ pub(crate) async fn cancel_settling(
 ) -> Result<(Cancelled, Settling)> {
     let now = chrono::Utc::now();
     let message = format!("Killed at {}", crate::wire::time::started(now));
-    let reply: String = crate::scripts::JOB_CANCEL
-        .key(keys.resque_status_kill())
-        .arg(keys.prefix())
-        .arg(id.as_str())
-        .arg(now.timestamp_millis())
-        .arg(super::DEFAULT_TTL.as_secs())
-        .arg(crate::wire::encode::to_json(
+    let reply: String = crate::scripts::JobCancel {
+        kill: keys.resque_status_kill(),
+        prefix: keys.prefix(),
+        id: id.as_str(),
+        now_ms: now.timestamp_millis(),
+        ttl_s: super::DEFAULT_TTL.as_secs(),
+        message: crate::wire::encode::to_json(
             &message,
             crate::wire::number::FloatFormat::RubyJsonGem,
-        ))
-        .arg(crate::settings::flow_budget())
-        .invoke_async(con)
-        .await?;
+        ),
+        budget: crate::settings::flow_budget(),
+    }
+    .call()
+    .invoke_async(con)
+    .await?;
     let (reply, mut problems) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
     let mut settling = Settling::default();
     if let Some(rest) = problems.strip_prefix("settling ") {
@@ -128,15 +130,17 @@ impl Admin {
         // cutoff, how many, how many to pass over.
         let keys = self.keys();
         let purge = |mode: &'static str, word: String, cutoff: i64, n: u64, skip: u64| {
-            let mut call = crate::scripts::JOB_PURGE.key(keys.resque_statuses());
-            call.arg(keys.prefix())
-                .arg(mode)
-                .arg(word)
-                .arg(cutoff)
-                .arg(n)
-                .arg(skip)
-                .arg(now);
-            call
+            crate::scripts::JobPurge {
+                statuses: keys.resque_statuses(),
+                prefix: keys.prefix(),
+                mode,
+                word,
+                cutoff_ms: cutoff,
+                batch: n,
+                skip,
+                now_ms: now,
+            }
+            .call()
         };
         // A key Redis refuses (another type) stops only the part of the purge that needs it:
         // warned, naming the key, and the rest goes on. A connection error ends the purge.

@@ -200,16 +200,18 @@ pub(crate) async fn start_claimed(
     } else {
         keys.job_record(id.as_str())
     };
-    let reply: redis::RedisResult<String> = crate::scripts::JOB_START
-        .key(key)
-        .arg(keys.prefix())
-        .arg(if statused { "s" } else { "r" })
-        .arg(id.as_str())
-        .arg(worker)
-        .arg(now)
-        .arg(class)
-        .invoke_async(con)
-        .await;
+    let reply: redis::RedisResult<String> = crate::scripts::JobStart {
+        record: key,
+        prefix: keys.prefix(),
+        kind: if statused { "s" } else { "r" },
+        id: id.as_str(),
+        worker,
+        now_ms: now,
+        class,
+    }
+    .call()
+    .invoke_async(con)
+    .await;
     match reply {
         Ok(r) if r == "drop" => None,
         Ok(r) => {

@@ -274,14 +274,16 @@ impl TrackedRun {
             set.push((k.clone(), crate::wire::encode::to_json(v, format)));
         }
         let mut con = self.tracker.con.clone();
-        let mut inv = crate::scripts::JOB_PROGRESS.key(self.tracker.keys.resque_status_kill());
-        inv.arg(self.tracker.keys.prefix())
-            .arg(self.id.as_str())
-            .arg(if self.statused { "s" } else { "r" });
-        for (k, v) in &set {
-            inv.arg(k).arg(v);
+        let reply: redis::RedisResult<String> = crate::scripts::JobProgress {
+            kill: self.tracker.keys.resque_status_kill(),
+            prefix: self.tracker.keys.prefix(),
+            id: self.id.as_str(),
+            kind: if self.statused { "s" } else { "r" },
+            fields: &set,
         }
-        let reply: redis::RedisResult<String> = inv.invoke_async(&mut con).await;
+        .call()
+        .invoke_async(&mut con)
+        .await;
         match reply.as_deref() {
             Ok("killed") => {
                 self.kill_seen.store(true, Ordering::SeqCst);

@@ -208,16 +208,18 @@ impl LimitsCache {
     /// again for `moved`, the limits this process saw change in what they hold) and forgets
     /// idle partitions (`limits_sweep.lua`).
     async fn sweep(&self, con: &mut Conn, moved: &[String]) -> redis::RedisResult<()> {
-        let mut inv = crate::scripts::LIMITS_SWEEP.key(self.keys.sharing());
-        inv.arg(self.keys.prefix())
-            .arg(&*self.json())
-            .arg(Utc::now().timestamp_millis())
-            .arg(RELEASE_BUDGET);
-        for m in moved {
-            inv.arg(m);
-        }
         let (corrected, back, forgotten, problems): (u64, u64, u64, String) =
-            inv.invoke_async(con).await?;
+            crate::scripts::LimitsSweep {
+                sharing: self.keys.sharing(),
+                prefix: self.keys.prefix(),
+                limits: &self.json(),
+                now_ms: Utc::now().timestamp_millis(),
+                budget: RELEASE_BUDGET,
+                moved,
+            }
+            .call()
+            .invoke_async(con)
+            .await?;
         if corrected + back + forgotten > 0 {
             tracing::debug!(
                 corrected,
@@ -384,15 +386,17 @@ impl LimitsCache {
     /// a concurrency limit now); returns when a held job is next due.
     async fn release(&self, con: &mut Conn, gone: &[String]) -> redis::RedisResult<Option<i64>> {
         let now = Utc::now().timestamp_millis();
-        let mut inv = crate::scripts::LIMITS_RELEASE.key(self.keys.held_due());
-        inv.arg(self.keys.prefix())
-            .arg(&*self.json())
-            .arg(now)
-            .arg(RELEASE_BUDGET);
-        for g in gone {
-            inv.arg(g);
+        let (n, next): (u64, String) = crate::scripts::LimitsRelease {
+            held_due: self.keys.held_due(),
+            prefix: self.keys.prefix(),
+            limits: &self.json(),
+            now_ms: now,
+            budget: RELEASE_BUDGET,
+            gone,
         }
-        let (n, next): (u64, String) = inv.invoke_async(con).await?;
+        .call()
+        .invoke_async(con)
+        .await?;
         if n > 0 {
             tracing::debug!(released = n, "held jobs back in their queues");
         }

@@ -332,19 +332,21 @@ impl Admin {
             Some(l) => serde_json::to_string(l)?,
             None => String::new(),
         };
-        let (removed, _moved, _pending): (u64, u64, u64) = crate::scripts::LIMITS_SET
-            .key(keys.limits_set())
-            .key(keys.limits_declared())
-            .key(keys.limits_rejudge())
-            .arg(keys.prefix())
-            .arg(name)
-            .arg(text)
-            .arg(if declaration { "1" } else { "0" })
-            .arg(if rejudge { "1" } else { "0" })
-            .arg(1000)
-            .arg(chrono::Utc::now().timestamp_millis())
-            .invoke_async(&mut con)
-            .await?;
+        let (removed, _moved, _pending): (u64, u64, u64) = crate::scripts::LimitsSet {
+            set: keys.limits_set(),
+            declared: keys.limits_declared(),
+            rejudge: keys.limits_rejudge(),
+            prefix: keys.prefix(),
+            name,
+            text,
+            declaration: if declaration { "1" } else { "0" },
+            rejudge_held: if rejudge { "1" } else { "0" },
+            budget: 1000,
+            now_ms: chrono::Utc::now().timestamp_millis(),
+        }
+        .call()
+        .invoke_async(&mut con)
+        .await?;
         Ok(removed)
     }
 

@@ -52,19 +52,21 @@ impl Admin {
         } else {
             k.queue(&queue)
         };
-        let taken: i64 = crate::scripts::DELAYED_TAKE
-            .key(&bucket)
-            .key(k.delayed_schedule())
-            .key(k.timestamps(&text(&bytes)))
-            .key(k.queues())
-            .key(queue_key)
-            .arg(bytes.as_slice())
-            .arg(ts)
-            .arg(Keys::delayed_bucket_member(ts))
-            .arg(&queue)
-            .arg(&payload)
-            .invoke_async(&mut con)
-            .await?;
+        let taken: i64 = crate::scripts::DelayedTake {
+            bucket: &bucket,
+            schedule: k.delayed_schedule(),
+            timestamps: k.timestamps(&text(&bytes)),
+            queues: k.queues(),
+            queue: queue_key,
+            item: bytes.as_slice(),
+            ts,
+            member: Keys::delayed_bucket_member(ts),
+            queue_name: &queue,
+            payload: &payload,
+        }
+        .call()
+        .invoke_async(&mut con)
+        .await?;
         Ok(if taken > 0 { Taken::Done } else { Taken::Gone })
     }
 

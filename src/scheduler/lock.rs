@@ -48,15 +48,17 @@ impl MasterLock {
         con: &mut C,
         now: i64,
     ) -> Result<(Mastery, Option<i64>)> {
-        let v: Vec<Value> = crate::scripts::SCHEDULER_POLL
-            .key(&self.key)
-            .key(&self.schedule_key)
-            .arg(&self.value)
-            .arg(self.timeout.as_secs().max(1))
-            .arg(now)
-            .arg("")
-            .invoke_async(con)
-            .await?;
+        let v: Vec<Value> = crate::scripts::SchedulerPoll {
+            lock: &self.key,
+            schedule: &self.schedule_key,
+            value: &self.value,
+            timeout_s: self.timeout.as_secs().max(1),
+            now_s: now,
+            release: "",
+        }
+        .call()
+        .invoke_async(con)
+        .await?;
         let mastery = match v.first() {
             Some(Value::Int(1)) => Mastery::Acquired,
             Some(Value::Int(2)) => Mastery::Kept,
@@ -71,15 +73,17 @@ impl MasterLock {
 
     /// Deletes the lock if it is still ours (on shutdown).
     pub async fn release<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<bool> {
-        let v: Vec<Value> = crate::scripts::SCHEDULER_POLL
-            .key(&self.key)
-            .key(&self.schedule_key)
-            .arg(&self.value)
-            .arg(1)
-            .arg(0)
-            .arg("release")
-            .invoke_async(con)
-            .await?;
+        let v: Vec<Value> = crate::scripts::SchedulerPoll {
+            lock: &self.key,
+            schedule: &self.schedule_key,
+            value: &self.value,
+            timeout_s: 1,
+            now_s: 0,
+            release: "release",
+        }
+        .call()
+        .invoke_async(con)
+        .await?;
         Ok(matches!(v.first(), Some(Value::Int(1))))
     }
 }

@@ -76,18 +76,8 @@ impl Mover {
                 .query_async(con)
                 .await?;
             let member = Keys::delayed_bucket_member(ts);
-            let mut inv = crate::scripts::MOVE_DELAYED.prepare_invoke();
-            inv.key(&self.lock_key)
-                .key(self.keys.delayed_schedule())
-                .key(&bucket)
-                .key(self.keys.queues())
-                .key(self.keys.failed());
-            inv.arg(&self.lock_value)
-                .arg(ts)
-                .arg(&member)
-                .arg(items.len())
-                .arg(self.keys.prefix())
-                .arg(chrono::Utc::now().timestamp_millis());
+            let mut items_keys = Vec::with_capacity(items.len());
+            let mut moved = Vec::with_capacity(items.len());
             for item in &items {
                 let (queue, body) = match job::from_item(item, self.float_format) {
                     Ok(j) => (j.queue, j.payload),
@@ -97,11 +87,27 @@ impl Mover {
                     }
                 };
                 let tracked = crate::jobs::item_ref(item);
-                inv.key(self.keys.timestamps(item))
-                    .key(self.keys.queue(&queue));
-                inv.arg(item.as_str()).arg(queue).arg(body).arg(tracked);
+                items_keys.push((self.keys.timestamps(item), self.keys.queue(&queue)));
+                moved.push((item.as_str(), queue, body, tracked));
             }
-            let r: i64 = inv.invoke_async(con).await?;
+            let r: i64 = crate::scripts::MoveDelayed {
+                lock: &self.lock_key,
+                schedule: self.keys.delayed_schedule(),
+                bucket: &bucket,
+                queues: self.keys.queues(),
+                failed: self.keys.failed(),
+                items_keys,
+                lock_value: &self.lock_value,
+                ts,
+                member: &member,
+                n: items.len(),
+                prefix: self.keys.prefix(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                items: moved,
+            }
+            .call()
+            .invoke_async(con)
+            .await?;
             match r {
                 -1 => return Ok(Batch::NotMaster),
                 -2 => continue,

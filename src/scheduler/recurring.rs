@@ -224,23 +224,25 @@ impl Recurring {
         #[cfg(not(feature = "otel"))]
         let payload: Option<&str> = None;
         let payload = payload.or(job.map(|j| j.payload.as_str()));
-        let n: Result<i64> = crate::scripts::FIRE_SCHEDULE
-            .key(&self.lock_key)
-            .key(self.keys.schedule_next())
-            .key(self.keys.last_enqueued_at())
-            .key(self.keys.queues())
-            .key(self.keys.queue(queue))
-            .arg(&self.lock_value)
-            .arg(&s.name)
-            .arg(token.map(String::as_str).unwrap_or_default())
-            .arg(new_token)
-            .arg(if job.is_some() { "fire" } else { "advance" })
-            .arg(time::started(now))
-            .arg(queue)
-            .arg(payload.unwrap_or_default())
-            .invoke_async(con)
-            .await
-            .map_err(Into::into);
+        let n: Result<i64> = crate::scripts::FireSchedule {
+            lock: &self.lock_key,
+            schedule_next: self.keys.schedule_next(),
+            last_enqueued_at: self.keys.last_enqueued_at(),
+            queues: self.keys.queues(),
+            queue: self.keys.queue(queue),
+            lock_value: &self.lock_value,
+            name: &s.name,
+            token: token.map(String::as_str).unwrap_or_default(),
+            new_token,
+            mode: if job.is_some() { "fire" } else { "advance" },
+            last_enqueued_at_text: time::started(now),
+            queue_name: queue,
+            payload: payload.unwrap_or_default(),
+        }
+        .call()
+        .invoke_async(con)
+        .await
+        .map_err(Into::into);
         #[cfg(feature = "otel")]
         crate::otel::end_send(traced.map(|(cx, _)| cx), &n);
         Ok(n? == 1)

@@ -5,7 +5,8 @@
 -- batch already open answers 'open' and nothing is written. What `batch_stage` made expire is
 -- kept: the batch's hash, its member set and its members' records (no expiry until they end).
 --
--- KEYS[1] <ns>:resq:batch:<bid>
+-- KEYS[1] <ns>:resq:batch:<bid>   KEYS[2] <ns>:resq:batch:<bid>:jobs
+-- KEYS[3] <ns>:resq:batch:<bid>:queues   KEYS[4] <ns>:queues
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
 -- Returns 'committed' or 'open'; an error reply, before any write, when a key is unusable or
 -- the batch is not being created.
@@ -17,9 +18,9 @@ local function batch_commit(KEYS, ARGV)
   if v.err then return redis.error_reply(G.wrongtype_of(bk, 'hash')) end
   if v[1] == 'open' then return 'open' end
   if v[1] ~= 'staging' then return redis.error_reply('ERR batch ' .. bid .. ' is not being created') end
-  local qs = redis.pcall('SMEMBERS', bk .. ':queues')
-  if qs.err then return redis.error_reply(G.wrongtype_of(bk .. ':queues', 'set')) end
-  local e = G.wrong_type(P .. 'queues', 'set') or G.wrong_type(bk .. ':jobs', 'set')
+  local qs = redis.pcall('SMEMBERS', KEYS[3])
+  if qs.err then return redis.error_reply(G.wrongtype_of(KEYS[3], 'set')) end
+  local e = G.wrong_type(KEYS[4], 'set') or G.wrong_type(KEYS[2], 'set')
   for _, q in ipairs(qs) do
     e = e or G.wrong_type(P .. 'queue:' .. q, 'list') or G.wrong_type(bk .. ':staged:' .. q, 'list')
   end
@@ -33,12 +34,12 @@ local function batch_commit(KEYS, ARGV)
       redis.call('LTRIM', from, #chunk, -1)
     end
     redis.call('DEL', from)
-    redis.call('SADD', P .. 'queues', q)
+    redis.call('SADD', KEYS[4], q)
   end
-  redis.call('DEL', bk .. ':queues')
+  redis.call('DEL', KEYS[3])
   redis.call('PERSIST', bk)
-  redis.call('PERSIST', bk .. ':jobs')
-  for _, id in ipairs(redis.call('SMEMBERS', bk .. ':jobs')) do
+  redis.call('PERSIST', KEYS[2])
+  for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
     if string.sub(id, 1, 1) ~= '@' then redis.call('PERSIST', Rec.key(P, id)) end
   end
   redis.call('HSET', bk, 'state', 'open', 'committed_at', now_ms)

@@ -4,7 +4,8 @@
 -- the batch itself and its entry in the list of batches; a parent batch stops counting it (and
 -- fires what that completes). Call again while it answers members left.
 --
--- KEYS[1] <ns>:resq:batch:<bid>
+-- KEYS[1] <ns>:resq:batch:<bid>   KEYS[2] <ns>:resq:batch:<bid>:jobs
+-- KEYS[3] <ns>:resq:batch:<bid>:queues   KEYS[4] <ns>:resq:batches
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
 -- ARGV[4] members removed per call at most
 -- Returns { members removed by this call, members left }; an error reply, before any write,
@@ -20,11 +21,11 @@ local function batch_discard(KEYS, ARGV)
     return redis.error_reply('NOTSTAGING batch ' .. bid .. ' is ' .. v[1]
       .. ': only a batch whose creation stopped (staging) can be discarded')
   end
-  local e = G.wrong_type(bk .. ':jobs', 'set') or G.wrong_type(bk .. ':queues', 'set')
-    or G.wrong_type(P .. 'resq:batches', 'zset')
+  local e = G.wrong_type(KEYS[2], 'set') or G.wrong_type(KEYS[3], 'set')
+    or G.wrong_type(KEYS[4], 'zset')
   if e then return redis.error_reply(e) end
 
-  local ids = redis.call('SPOP', bk .. ':jobs', math.max(1, max))
+  local ids = redis.call('SPOP', KEYS[2], math.max(1, max))
   for _, id in ipairs(ids) do
     if string.sub(id, 1, 1) ~= '@' then
       -- Only a record this batch staged (one of another type, or of another job, is left).
@@ -32,14 +33,14 @@ local function batch_discard(KEYS, ARGV)
       if redis.pcall('HGET', rk, 'batch') == bid then redis.call('DEL', rk) end
     end
   end
-  local left = redis.call('SCARD', bk .. ':jobs')
+  local left = redis.call('SCARD', KEYS[2])
   if left > 0 then return { #ids, left } end
 
-  for _, q in ipairs(redis.call('SMEMBERS', bk .. ':queues')) do
+  for _, q in ipairs(redis.call('SMEMBERS', KEYS[3])) do
     redis.call('UNLINK', bk .. ':staged:' .. q)
   end
-  redis.call('DEL', bk .. ':queues', bk)
-  redis.call('ZREM', P .. 'resq:batches', bid)
+  redis.call('DEL', KEYS[3], bk)
+  redis.call('ZREM', KEYS[4], bid)
   local parent = v[2]
   if parent and parent ~= '' then
     -- It never was a member: the parent counts one fewer (and what that completes fires).

@@ -8,7 +8,12 @@
 -- unless `batch_commit` keeps it, each chunk setting the expiry again: a creator that dies
 -- midway leaves nothing for good (`resq batch discard` removes it at once).
 --
--- KEYS[1] <ns>:resq:batch:<bid>
+-- KEYS[1] <ns>:resq:batch:<bid>   KEYS[2] <ns>:resq:batch:<bid>:jobs
+-- KEYS[3] <ns>:resq:batch:<bid>:queues   KEYS[4] <ns>:resq:batches   KEYS[5] <ns>:queues
+-- KEYS[6] <ns>:resq:batch:<parent>   KEYS[7] <ns>:resq:batch:<parent>:jobs (a first chunk with a
+-- parent; else any key, left alone)   KEYS[8] <ns>:resq:unended
+-- then per member: its record <ns>:resq:job:<id>, <ns>:resq:batch:<bid>:staged:<q>, <ns>:queue:<q>;
+-- then per queue of the whole batch, its staged list (declared: the chunk renews their expiry)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the batch id   ARGV[3] now in epoch ms
 -- ARGV[4] '' for a later chunk; for the first, '\t'-separated: the callbacks' queue, the parent
 -- batch id ('' none), how long the batch is kept once complete (s), a description   ARGV[5..7] the on_complete, on_success, on_death
@@ -22,6 +27,9 @@ local STAGE_TTL = 86400
 local function batch_stage(KEYS, ARGV)
   local P, bid, now_ms, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[8])
   local bk = KEYS[1]
+  if #KEYS < 8 + 3 * n then
+    return redis.error_reply('ERR batch_stage: ' .. #KEYS .. ' keys declared for ' .. n .. ' members')
+  end
   local first = ARGV[4] ~= ''
   local cq, parent, ttl, desc
   if first then
@@ -30,17 +38,18 @@ local function batch_stage(KEYS, ARGV)
     if redis.call('EXISTS', bk) == 1 then
       return redis.error_reply('EXISTS ' .. bk .. ' is taken: a batch with this id exists')
     end
-    local e = G.wrong_type(P .. 'resq:batches', 'zset')
+    local e = G.wrong_type(KEYS[4], 'zset')
     if e then return redis.error_reply(e) end
     if parent ~= '' then
-      local pk = P .. 'resq:batch:' .. parent
+      local pk = KEYS[6]
+      if not KEYS[7] then return redis.error_reply('ERR batch_stage: the parent batch\'s keys are not declared') end
       local v = redis.pcall('HMGET', pk, 'pending', 'created_at')
       if v.err then return redis.error_reply(G.wrongtype_of(pk, 'hash')) end
       if not v[2] then return redis.error_reply('NOBATCH ' .. parent .. ' is not a batch') end
       if (tonumber(v[1]) or 0) <= 0 then
         return redis.error_reply('CLOSED batch ' .. parent .. ' has ended: no batch can join it')
       end
-      e = G.counter_err(pk .. ' field pending', v[1], 1) or G.wrong_type(pk .. ':jobs', 'set')
+      e = G.counter_err(pk .. ' field pending', v[1], 1) or G.wrong_type(KEYS[7], 'set')
       if e then return redis.error_reply(e) end
     end
   else
@@ -50,15 +59,15 @@ local function batch_stage(KEYS, ARGV)
   end
   -- (The keys the commit writes too: a creation the commit would refuse is refused here,
   -- before anything of it is written.)
-  local e = G.wrong_type(bk .. ':jobs', 'set') or G.wrong_type(bk .. ':queues', 'set')
-    or G.wrong_type(P .. 'queues', 'set')
+  local e = G.wrong_type(KEYS[2], 'set') or G.wrong_type(KEYS[3], 'set')
+    or G.wrong_type(KEYS[5], 'set')
   if e then return redis.error_reply(e) end
   for i = 0, n - 1 do
-    local id, q = ARGV[9 + 4 * i], ARGV[10 + 4 * i]
-    if redis.call('EXISTS', Rec.key(P, id)) == 1 then
-      return redis.error_reply('EXISTS ' .. Rec.key(P, id) .. ' is taken: a job with this id exists')
+    local rk, sk, qk = KEYS[9 + 3 * i], KEYS[10 + 3 * i], KEYS[11 + 3 * i]
+    if redis.call('EXISTS', rk) == 1 then
+      return redis.error_reply('EXISTS ' .. rk .. ' is taken: a job with this id exists')
     end
-    e = G.type_err(bk .. ':staged:' .. q, 'list') or G.type_err(P .. 'queue:' .. q, 'list')
+    e = G.type_err(sk, 'list') or G.type_err(qk, 'list')
     if e then return redis.error_reply(e) end
   end
 
@@ -72,13 +81,13 @@ local function batch_stage(KEYS, ARGV)
       if ARGV[4 + k] ~= '' then f[#f + 1] = 'on_' .. kind; f[#f + 1] = ARGV[4 + k] end
     end
     redis.call('HSET', bk, unpack(f))
-    redis.call('ZADD', P .. 'resq:batches', now_ms, bid)
+    redis.call('ZADD', KEYS[4], now_ms, bid)
     if parent ~= '' then
-      local pk = P .. 'resq:batch:' .. parent
+      local pk = KEYS[6]
       redis.pcall('HINCRBY', pk, 'total', 1)
       redis.pcall('HINCRBY', pk, 'pending', 1)
       redis.pcall('HINCRBY', pk, 'unsucceeded', 1)
-      redis.call('SADD', pk .. ':jobs', '@' .. bid)
+      redis.call('SADD', KEYS[7], '@' .. bid)
     end
   end
   if n > 0 then
@@ -90,15 +99,15 @@ local function batch_stage(KEYS, ARGV)
     local id, q, class, payload = ARGV[9 + 4 * i], ARGV[10 + 4 * i], ARGV[11 + 4 * i], ARGV[12 + 4 * i]
     Rec.set_state(P, id, nil, 'queued', now_ms,
       { 'class', class, 'queue', q, 'enqueued_at', now_ms, 'attempts', 0, 'batch', bid })
-    redis.call('EXPIRE', Rec.key(P, id), STAGE_TTL)
-    redis.call('SADD', bk .. ':jobs', id)
-    redis.call('RPUSH', bk .. ':staged:' .. q, payload)
-    redis.call('SADD', bk .. ':queues', q)
+    redis.call('EXPIRE', KEYS[9 + 3 * i], STAGE_TTL)
+    redis.call('SADD', KEYS[2], id)
+    redis.call('RPUSH', KEYS[10 + 3 * i], payload)
+    redis.call('SADD', KEYS[3], q)
   end
   redis.call('EXPIRE', bk, STAGE_TTL)
-  redis.call('EXPIRE', bk .. ':jobs', STAGE_TTL)
-  redis.call('EXPIRE', bk .. ':queues', STAGE_TTL)
-  for _, q in ipairs(redis.call('SMEMBERS', bk .. ':queues')) do
+  redis.call('EXPIRE', KEYS[2], STAGE_TTL)
+  redis.call('EXPIRE', KEYS[3], STAGE_TTL)
+  for _, q in ipairs(redis.call('SMEMBERS', KEYS[3])) do
     redis.call('EXPIRE', bk .. ':staged:' .. q, STAGE_TTL)
   end
   return n

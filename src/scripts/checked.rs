@@ -122,18 +122,14 @@ impl Checked {
         &self,
         con: &mut C,
     ) -> RedisResult<T> {
-        let mut inv = super::CHECKED_WRITE.prepare_invoke();
-        for k in &self.keys {
-            inv.key(k);
+        super::CheckedWrite {
+            keys: &self.keys,
+            n: self.writes.len(),
+            writes: super::Writes(&self.writes),
         }
-        inv.arg(self.writes.len());
-        for (cmd, k, args) in &self.writes {
-            inv.arg(*cmd).arg(*k).arg(args.len());
-            for a in args {
-                inv.arg(a.as_slice());
-            }
-        }
-        inv.invoke_async(con).await
+        .call()
+        .invoke_async(con)
+        .await
     }
 
     /// Sends the writes, ignoring their replies.

@@ -19,8 +19,10 @@
 //! server that does not have it (a restart without persistence, a new node) answers `Function
 //! not found`; the call then loads the library and is sent again.
 
+mod calls;
 mod checked;
 
+pub(crate) use calls::*;
 pub(crate) use checked::Checked;
 
 use redis::aio::ConnectionLike;
@@ -222,6 +224,8 @@ pub(crate) async fn preload<C: ConnectionLike + Send>(con: &mut C) {
     let _ = load(con).await;
 }
 
+#[cfg(test)]
+mod calls_tests;
 #[cfg(test)]
 mod globals_tests;
 #[cfg(test)]

@@ -129,15 +129,16 @@ async fn the_library_and_the_worker_judge_every_payload_alike() {
         }
         // The library's, with the step's budgets (and no size limit: size is not a rule of
         // validity).
-        let (verdict, why): (String, String) = crate::scripts::PAYLOAD_JUDGE
-            .prepare_invoke()
-            .arg(e.bytes.as_slice())
-            .arg(CHECKED_IN_REDIS)
-            .arg(CHARS_CHECKED_IN_REDIS)
-            .arg(usize::MAX / 2)
-            .invoke_async(&mut con)
-            .await
-            .expect("payload_judge");
+        let (verdict, why): (String, String) = crate::scripts::PayloadJudge {
+            payload: e.bytes.as_slice(),
+            small: CHECKED_IN_REDIS,
+            chars: CHARS_CHECKED_IN_REDIS,
+            max: usize::MAX / 2,
+        }
+        .call()
+        .invoke_async(&mut con)
+        .await
+        .expect("payload_judge");
         match verdict.as_str() {
             "claim" => claimed += 1,
             "job" | "malformed" => {

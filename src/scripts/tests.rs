@@ -12,6 +12,9 @@ use futures::future::BoxFuture;
 use redis::AsyncCommands;
 use std::collections::BTreeMap;
 
+#[path = "declared_tests.rs"]
+mod declared_tests;
+
 /// A wrong value a key can be set to.
 #[derive(Debug, Clone, Copy)]
 enum Bad {

@@ -301,20 +301,22 @@ pub(crate) async fn fail<C: ConnectionLike + Send>(
 ) -> RedisResult<Promoted> {
     let keys = stepper.keys();
     let id = stepper.id();
-    let status: String = crate::scripts::PROMOTE
-        .key(keys.claim(id))
-        .key(keys.claims())
-        .key(keys.failed())
-        .key(keys.stat_processed())
-        .key(keys.stat_processed_by(id))
-        .key(keys.stat_failed())
-        .key(keys.stat_failed_by(id))
-        .arg(&claim.token)
-        .arg(entry)
-        .arg(if stepper.count_failed() { "1" } else { "0" })
-        .arg(id)
-        .invoke_async(con)
-        .await?;
+    let status: String = crate::scripts::Promote {
+        claim: keys.claim(id),
+        claims: keys.claims(),
+        failed: keys.failed(),
+        processed: keys.stat_processed(),
+        processed_by: keys.stat_processed_by(id),
+        failed_count: keys.stat_failed(),
+        failed_by: keys.stat_failed_by(id),
+        token: &claim.token,
+        entry,
+        count_failed: if stepper.count_failed() { "1" } else { "0" },
+        worker: id,
+    }
+    .call()
+    .invoke_async(con)
+    .await?;
     Ok(match status.as_str() {
         "failed" => Promoted::Failed,
         _ => Promoted::Gone,
@@ -330,16 +332,18 @@ pub(crate) async fn unclaim<C: ConnectionLike + Send>(
     token: &str,
     queue: &str,
 ) -> RedisResult<bool> {
-    let n: i64 = crate::scripts::UNCLAIM
-        .key(keys.claim(id))
-        .key(keys.claims())
-        .key(keys.queues())
-        .key(keys.queue(queue))
-        .arg(token)
-        .arg(id)
-        .arg(queue)
-        .invoke_async(con)
-        .await?;
+    let n: i64 = crate::scripts::Unclaim {
+        claim: keys.claim(id),
+        claims: keys.claims(),
+        queues: keys.queues(),
+        queue: keys.queue(queue),
+        token,
+        worker: id,
+        queue_name: queue,
+    }
+    .call()
+    .invoke_async(con)
+    .await?;
     Ok(n == 1)
 }
 
@@ -395,19 +399,21 @@ pub(crate) async fn limit<C: ConnectionLike + Send>(
     let view = serde_json::json!({"class": payload.class(), "args": args}).to_string();
     let keys = stepper.keys();
     let now = chrono::Utc::now().timestamp_millis();
-    let reply: Vec<String> = crate::scripts::LIMIT_CLAIM
-        .key(keys.claim(stepper.id()))
-        .key(keys.claims())
-        .arg(keys.prefix())
-        .arg(limits)
-        .arg(view)
-        .arg(&claim.queue)
-        .arg(stepper.id())
-        .arg(now)
-        .arg(&claim.token)
-        .arg(format!("{}.{now}", claim.token))
-        .invoke_async(con)
-        .await?;
+    let reply: Vec<String> = crate::scripts::LimitClaim {
+        claim: keys.claim(stepper.id()),
+        claims: keys.claims(),
+        prefix: keys.prefix(),
+        limits,
+        view,
+        queue_name: &claim.queue,
+        worker: stepper.id(),
+        now_ms: now,
+        token: &claim.token,
+        sequence: format!("{}.{now}", claim.token),
+    }
+    .call()
+    .invoke_async(con)
+    .await?;
     Ok(match reply.first().map(String::as_str) {
         Some("ok") => Limited::Admitted,
         Some("held") => Limited::Held(

@@ -52,20 +52,22 @@ pub(crate) async fn requeue<C: ConnectionLike + Send>(
         crate::jobs::DEFAULT_TTL,
     )
     .unwrap_or_default();
-    let n: i64 = crate::scripts::REQUEUE
-        .key(keys.worker(id))
-        .key(keys.queue(&job.queue))
-        .key(keys.queues())
-        .arg(record)
-        .arg(job.payload.as_str())
-        .arg(job.queue.as_str())
-        .arg(keys.prefix())
-        .arg(track)
-        .arg(chrono::Utc::now().timestamp_millis())
-        .arg(limits)
-        .arg(if limited { "1" } else { "0" })
-        .invoke_async(con)
-        .await?;
+    let n: i64 = crate::scripts::Requeue {
+        worker: keys.worker(id),
+        queue: keys.queue(&job.queue),
+        queues: keys.queues(),
+        record,
+        payload: job.payload.as_str(),
+        queue_name: job.queue.as_str(),
+        prefix: keys.prefix(),
+        ending: track,
+        now_ms: chrono::Utc::now().timestamp_millis(),
+        limits,
+        limited: if limited { "1" } else { "0" },
+    }
+    .call()
+    .invoke_async(con)
+    .await?;
     Ok(n == 1)
 }
 

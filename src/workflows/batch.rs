@@ -152,18 +152,14 @@ impl Client {
         for c in batch.callbacks.iter().flatten() {
             crate::client::validate(&queue, &c.class)?;
         }
-        let callbacks: Vec<String> = batch
-            .callbacks
-            .iter()
-            .map(|c| match c {
-                None => String::new(),
-                Some(c) => {
-                    let mut extra = Map::new();
-                    extra.insert("resq_batch".into(), Value::String(bid.to_string()));
-                    encode::resque_payload_with(&c.class, &c.args, &extra, format)
-                }
-            })
-            .collect();
+        let callbacks: [String; 3] = batch.callbacks.each_ref().map(|c| match c {
+            None => String::new(),
+            Some(c) => {
+                let mut extra = Map::new();
+                extra.insert("resq_batch".into(), Value::String(bid.to_string()));
+                encode::resque_payload_with(&c.class, &c.args, &extra, format)
+            }
+        });
         let ids: Vec<JobId> = batch.jobs.iter().map(|_| JobId::new()).collect();
         let mut con = self.connection();
         let now = chrono::Utc::now().timestamp_millis();
@@ -174,6 +170,8 @@ impl Client {
             crate::jobs::DEFAULT_TTL.as_secs(),
             batch.description.replace('\n', " ")
         );
+        let batch_queues: std::collections::BTreeSet<&str> =
+            batch.jobs.iter().map(|(q, _, _)| q.as_str()).collect();
         let mut first = true;
         let mut chunks: Vec<&[(String, String, Vec<Value>)]> = batch.jobs.chunks(CHUNK).collect();
         if chunks.is_empty() {
@@ -181,35 +179,63 @@ impl Client {
         }
         let mut at = 0;
         for chunk in chunks {
-            let mut call = crate::scripts::BATCH_STAGE.key(keys.batch(bid.as_str()));
-            call.arg(keys.prefix())
-                .arg(bid.as_str())
-                .arg(now)
-                .arg(if first { header.as_str() } else { "" });
-            for c in &callbacks {
-                call.arg(c.as_str());
-            }
-            call.arg(chunk.len());
-            for (q, class, args) in chunk {
-                let id = &ids[at];
-                at += 1;
+            let mut members = Vec::with_capacity(chunk.len());
+            let mut members_keys = Vec::with_capacity(3 * chunk.len() + batch_queues.len());
+            for ((q, class, args), id) in chunk.iter().zip(&ids[at..]) {
                 let mut extra = Map::new();
                 extra.insert("resq_id".into(), Value::String(id.to_string()));
-                call.arg(id.as_str())
-                    .arg(q)
-                    .arg(class)
-                    .arg(encode::resque_payload_with(class, args, &extra, format));
+                let payload = encode::resque_payload_with(class, args, &extra, format);
+                members.push((id.as_str(), q.as_str(), class.as_str(), payload));
+                members_keys.push(keys.job_record(id.as_str()));
+                members_keys.push(keys.batch_staged(bid.as_str(), q));
+                members_keys.push(keys.queue(q));
             }
-            let _: u64 = call.invoke_async(&mut con).await?;
-            first = false;
-        }
-        let _: String = crate::scripts::BATCH_COMMIT
-            .key(keys.batch(bid.as_str()))
-            .arg(keys.prefix())
-            .arg(bid.as_str())
-            .arg(chrono::Utc::now().timestamp_millis())
+            members_keys.extend(
+                batch_queues
+                    .iter()
+                    .map(|q| keys.batch_staged(bid.as_str(), q)),
+            );
+            at += chunk.len();
+            // (The parent's keys only with the first chunk, which counts the batch in it: else
+            // the batch's own key, left alone.)
+            let parent = batch.parent.as_ref().filter(|_| first);
+            let _: u64 = crate::scripts::BatchStage {
+                batch: keys.batch(bid.as_str()),
+                jobs: keys.batch_jobs(bid.as_str()),
+                queues_staged: keys.batch_queues(bid.as_str()),
+                batches: keys.batches(),
+                queues: keys.queues(),
+                parent: keys.batch(parent.map_or(bid.as_str(), BatchId::as_str)),
+                parent_jobs: keys.batch_jobs(parent.map_or(bid.as_str(), BatchId::as_str)),
+                unended: keys.unended(),
+                members_keys,
+                prefix: keys.prefix(),
+                bid: bid.as_str(),
+                now_ms: now,
+                header: if first { header.as_str() } else { "" },
+                on_complete: &callbacks[0],
+                on_success: &callbacks[1],
+                on_death: &callbacks[2],
+                n: chunk.len(),
+                members,
+            }
+            .call()
             .invoke_async(&mut con)
             .await?;
+            first = false;
+        }
+        let _: String = crate::scripts::BatchCommit {
+            batch: keys.batch(bid.as_str()),
+            jobs: keys.batch_jobs(bid.as_str()),
+            queues_staged: keys.batch_queues(bid.as_str()),
+            queues: keys.queues(),
+            prefix: keys.prefix(),
+            bid: bid.as_str(),
+            now_ms: chrono::Utc::now().timestamp_millis(),
+        }
+        .call()
+        .invoke_async(&mut con)
+        .await?;
         Ok((bid, ids))
     }
 }

@@ -450,14 +450,19 @@ impl Admin {
         let mut con = self.con();
         let mut removed = 0u64;
         loop {
-            let (n, left): (u64, u64) = crate::scripts::BATCH_DISCARD
-                .key(keys.batch(id.as_str()))
-                .arg(keys.prefix())
-                .arg(id.as_str())
-                .arg(chrono::Utc::now().timestamp_millis())
-                .arg(DISCARD_CHUNK)
-                .invoke_async(&mut con)
-                .await?;
+            let (n, left): (u64, u64) = crate::scripts::BatchDiscard {
+                batch: keys.batch(id.as_str()),
+                jobs: keys.batch_jobs(id.as_str()),
+                queues_staged: keys.batch_queues(id.as_str()),
+                batches: keys.batches(),
+                prefix: keys.prefix(),
+                bid: id.as_str(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                chunk: DISCARD_CHUNK,
+            }
+            .call()
+            .invoke_async(&mut con)
+            .await?;
             removed += n;
             if left == 0 {
                 return Ok(removed);

@@ -1,0 +1,533 @@
+//! One typed builder per Lua function: a struct whose fields are the function's KEYS and ARGV,
+//! in its header's order, and whose `call()` makes the `FCALL`.
+//!
+//! A call site fills the fields by name (`FireSchedule { lock, schedule_next, … }.call()`), so
+//! an argument cannot land at the wrong index; each field carries the words its file's header
+//! gives that index, and a test (`calls_tests.rs`) reads every header and checks that each
+//! builder names the same KEYS and ARGV, in the same order, and that every function of the
+//! library has a builder (or is on the short list of those still built by position).
+//!
+//! A trailing part repeated per item (`ARGV[5..]`, "then per item") is one field, `keys_tail`
+//! or `argv_tail`, of a type that writes each item's values in order (a `Vec` of strings or of
+//! tuples); an optional trailing argument is an `Option`, which writes nothing when `None`.
+
+use redis::{RedisWrite, ToRedisArgs};
+
+use super::Call;
+
+/// What a builder says about its function, for the header test.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct Spec {
+    /// The function's short name.
+    pub(crate) function: &'static str,
+    /// Its file in `src/scripts/`.
+    pub(crate) file: &'static str,
+    /// Per KEYS index from 1: the field's name and the header's words for it.
+    pub(crate) keys: &'static [(&'static str, &'static str)],
+    /// The header's words for each value of a repeated trailing part of KEYS (empty: none).
+    pub(crate) keys_tail: &'static [&'static str],
+    /// Per ARGV index from 1: the field's name and the header's words for it.
+    pub(crate) argv: &'static [(&'static str, &'static str)],
+    /// The header's words for each value of a repeated trailing part of ARGV (empty: none).
+    pub(crate) argv_tail: &'static [&'static str],
+}
+
+macro_rules! builders {
+    ($specs:ident; $(
+        $(#[$doc:meta])*
+        $name:ident $(<$lt:lifetime>)? = $func:ident in $file:literal {
+            keys { $($k:ident : $kt:ty => $kh:literal),* $(,)? }
+            $(keys_tail $kr:ident : $krt:ty => [$($krh:literal),* $(,)?];)?
+            argv { $($a:ident : $at:ty => $ah:literal),* $(,)? }
+            $(argv_tail $ar:ident : $art:ty => [$($arh:literal),* $(,)?];)?
+        }
+    )*) => {
+        $(
+            $(#[$doc])*
+            #[doc = concat!("\n\nThe call of `", $file, "`.")]
+            pub(crate) struct $name $(<$lt>)? {
+                $( #[doc = concat!("KEYS: ", $kh)] pub(crate) $k: $kt, )*
+                $( #[doc = concat!("KEYS, per item: ", $($krh, "; ",)*)] pub(crate) $kr: $krt, )?
+                $( #[doc = concat!("ARGV: ", $ah)] pub(crate) $a: $at, )*
+                $( #[doc = concat!("ARGV, per item: ", $($arh, "; ",)*)] pub(crate) $ar: $art, )?
+            }
+
+            impl $(<$lt>)? $name $(<$lt>)? {
+                /// The `FCALL`, its keys and arguments in the header's order.
+                pub(crate) fn call(&self) -> Call {
+                    let mut c = super::$func.prepare_invoke();
+                    $( c.key(&self.$k); )*
+                    $( c.key(&self.$kr); )?
+                    $( c.arg(&self.$a); )*
+                    $( c.arg(&self.$ar); )?
+                    c
+                }
+            }
+        )*
+
+        /// These builders, for the header test.
+        #[cfg_attr(not(test), allow(dead_code))]
+        pub(crate) const $specs: &[Spec] = &[$(
+            Spec {
+                function: super::$func.0,
+                file: $file,
+                keys: &[$((stringify!($k), $kh)),*],
+                keys_tail: &[$($($krh),*)?],
+                argv: &[$((stringify!($a), $ah)),*],
+                argv_tail: &[$($($arh),*)?],
+            },
+        )*];
+    };
+}
+
+/// The writes of a `checked_write` call, as its ARGV lays them out: per write, the command,
+/// its key's index in KEYS, the number of arguments, the arguments.
+pub(crate) struct Writes<'a>(pub(crate) &'a [(&'static str, usize, Vec<Vec<u8>>)]);
+
+impl ToRedisArgs for Writes<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        for (cmd, k, args) in self.0 {
+            cmd.write_redis_args(out);
+            k.write_redis_args(out);
+            args.len().write_redis_args(out);
+            for a in args {
+                out.write_arg(a);
+            }
+        }
+    }
+}
+
+builders! {
+    SPECS;
+
+    /// The scheduler's master lock taken, kept or given up, and the earliest due bucket.
+    SchedulerPoll<'a> = SCHEDULER_POLL in "scheduler_poll.lua" {
+        keys {
+            lock: &'a str => "<ns>:<ns>:resque_scheduler_master_lock",
+            schedule: &'a str => "<ns>:delayed_queue_schedule",
+        }
+        argv {
+            value: &'a str => "lock value '<host>:<pid>'",
+            timeout_s: u64 => "lock timeout (s)",
+            now_s: i64 => "now (epoch s)",
+            release: &'a str => "'release' to give the lock up",
+        }
+    }
+
+    /// One recurring schedule fired, or its token moved.
+    FireSchedule<'a> = FIRE_SCHEDULE in "fire_schedule.lua" {
+        keys {
+            lock: &'a str => "the master lock",
+            schedule_next: String => "<ns>:resq:schedule_next",
+            last_enqueued_at: String => "<ns>:delayed:last_enqueued_at",
+            queues: String => "<ns>:queues",
+            queue: String => "<ns>:queue:<q>",
+        }
+        argv {
+            lock_value: &'a str => "lock value",
+            name: &'a str => "schedule name",
+            token: &'a str => "token read",
+            new_token: &'a str => "new token",
+            mode: &'a str => "mode: 'fire'",
+            last_enqueued_at_text: String => "last_enqueued_at text",
+            queue_name: &'a str => "queue name",
+            payload: &'a str => "job payload",
+        }
+    }
+
+    /// Due resque-scheduler items of one bucket moved to their queues.
+    MoveDelayed<'a> = MOVE_DELAYED in "move_delayed.lua" {
+        keys {
+            lock: &'a str => "the master lock",
+            schedule: String => "<ns>:delayed_queue_schedule",
+            bucket: &'a str => "<ns>:delayed:<ts>",
+            queues: String => "<ns>:queues",
+            failed: String => "<ns>:failed",
+        }
+        keys_tail items_keys: Vec<(String, String)> => ["<ns>:timestamps:<item>", "<ns>:queue:<q>"];
+        argv {
+            lock_value: &'a str => "lock value",
+            ts: i64 => "ts (the zset member)",
+            member: &'a str => "'delayed:<ts>'",
+            n: usize => "n",
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            now_ms: i64 => "now in epoch ms",
+        }
+        argv_tail items: Vec<(&'a str, String, String, String)> =>
+            ["the item (exact bytes)", "queue name", "the job payload", "'r:<id>'"];
+    }
+
+    /// One item taken out of a resque-scheduler bucket, and enqueued when asked.
+    DelayedTake<'a> = DELAYED_TAKE in "delayed_take.lua" {
+        keys {
+            bucket: &'a str => "<ns>:delayed:<ts>",
+            schedule: String => "<ns>:delayed_queue_schedule",
+            timestamps: String => "<ns>:timestamps:<item>",
+            queues: String => "<ns>:queues",
+            queue: String => "<ns>:queue:<q>",
+        }
+        argv {
+            item: &'a [u8] => "the item's bytes",
+            ts: i64 => "<ts>",
+            member: String => "\"delayed:<ts>\"",
+            queue_name: &'a str => "queue name, or \"\"",
+            payload: &'a str => "the job to push",
+        }
+    }
+
+    /// An enqueue (now, at the head, or delayed) under a unique lock.
+    UniqueEnqueue<'a> = UNIQUE_ENQUEUE in "unique_enqueue.lua" {
+        keys {
+            lock: String => "<ns>:resq:unique:<key>",
+            queues: String => "<ns>:queues",
+            queue: String => "<ns>:queue:<q>",
+            bucket: String => "<ns>:delayed:<ts>",
+            timestamps: String => "<ns>:timestamps:<item>",
+            schedule: String => "<ns>:delayed_queue_schedule",
+        }
+        argv {
+            id: &'a str => "unique id",
+            ttl_ms: u64 => "TTL in ms",
+            mode: &'a str => "'rpush' | 'lpush' | 'delayed'",
+            queue_name: &'a str => "queue name",
+            payload: &'a str => "payload",
+            ts: i64 => "due epoch seconds",
+            member: String => "'delayed:<ts>'",
+        }
+    }
+
+    /// Jesque's delayed and recurring enqueue and removal.
+    JesqueEnqueue<'a> = JESQUE_ENQUEUE in "jesque_enqueue.lua" {
+        keys {
+            queue: String => "<ns>:queue:<q>",
+            frequency: String => "<ns>:queue:<q>:frequency",
+            queues: String => "<ns>:queues",
+        }
+        argv {
+            mode: &'a str => "mode: 'delayed'",
+            json: &'a str => "the job JSON",
+            due_ms: i64 => "due time, epoch ms",
+            queue_name: &'a str => "the queue name",
+            period_ms: i64 => "frequency in ms",
+        }
+    }
+
+    /// One failure entry retried, Ruby's way.
+    FailedRetry<'a> = FAILED_RETRY in "failed_retry.lua" {
+        keys {
+            failed: String => "the failure list",
+            queues: String => "<ns>:queues",
+            queue: String => "<ns>:queue:<q>",
+        }
+        argv {
+            index: usize => "index seen",
+            seen: &'a [u8] => "entry bytes seen",
+            entry: String => "entry with retried_at",
+            queue_name: &'a str => "queue name",
+            job: String => "the job to push",
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            tracked: &'a str => "the id of a job resq tracks",
+            now_ms: i64 => "now in epoch ms",
+        }
+    }
+
+    /// Failure entries removed, Ruby's way.
+    FailedRemove<'a> = FAILED_REMOVE in "failed_remove.lua" {
+        keys {
+            failed: String => "the failure list",
+        }
+        argv {
+            sentinel: &'a str => "the sentinel",
+        }
+        argv_tail seen: Vec<(usize, &'a [u8])> => ["index seen", "entry bytes seen"];
+    }
+
+    /// Several writes as one step, every key's type checked first.
+    CheckedWrite<'a> = CHECKED_WRITE in "checked_write.lua" {
+        keys {}
+        keys_tail keys: &'a [String] => ["the keys written"];
+        argv {
+            n: usize => "the number of writes",
+        }
+        argv_tail writes: Writes<'a> => ["the command", "the index of its key in KEYS",
+            "the number of arguments after the key", "those arguments"];
+    }
+
+    /// A tracked job enqueued with its record, now or delayed.
+    JobEnqueue<'a> = JOB_ENQUEUE in "job_enqueue.lua" {
+        keys {
+            queues: String => "<ns>:queues",
+            queue: String => "<ns>:queue:<q>",
+            schedule: String => "<ns>:delayed_queue_schedule",
+            bucket: String => "<ns>:delayed:<ts>",
+            timestamps: String => "<ns>:timestamps:<item>",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            id: &'a str => "the id",
+            kind: &'a str => "kind 'r' | 's'",
+            when: &'a str => "'now' or 'delayed'",
+            payload: String => "the payload ('now') or the scheduler item ('delayed')",
+            due_s: i64 => "the due time, epoch s",
+            member: String => "'delayed:<ts>'",
+            now_ms: i64 => "now in epoch ms",
+            queue_name: &'a str => "the queue name",
+            class: &'a str => "the class",
+            job_key: &'a str => "the job key",
+            status: String => "the status text",
+            workflow: String => "the workflow",
+        }
+        argv_tail tags: &'a [String] => ["tags"];
+    }
+
+    /// A tracked job cancelled, or a running one asked to stop.
+    JobCancel<'a> = JOB_CANCEL in "job_cancel.lua" {
+        keys {
+            kill: String => "<ns>:_kill",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            id: &'a str => "the id",
+            now_ms: i64 => "now in epoch ms",
+            ttl_s: u64 => "seconds the cancelled record is kept",
+            message: String => "resque-status's message for it",
+            budget: String => "(optional) the",
+        }
+    }
+
+    /// A running tracked job's progress.
+    JobProgress<'a> = JOB_PROGRESS in "job_progress.lua" {
+        keys {
+            kill: String => "<ns>:_kill",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            id: &'a str => "the job id",
+            kind: &'a str => "kind 'r' | 's'",
+        }
+        argv_tail fields: &'a [(String, String)] => ["field name", "JSON text"];
+    }
+
+    /// A claimed tracked job starts.
+    JobStart<'a> = JOB_START in "job_start.lua" {
+        keys {
+            record: String => "the record's key",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            kind: &'a str => "kind 'r' | 's'",
+            id: &'a str => "the id",
+            worker: &'a str => "the worker (slot) id",
+            now_ms: i64 => "now in epoch ms",
+            class: &'a str => "the class",
+        }
+    }
+
+    /// Finished tracked jobs forgotten, a batch at a time.
+    JobPurge<'a> = JOB_PURGE in "job_purge.lua" {
+        keys {
+            statuses: String => "<ns>:_statuses",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            mode: &'a str => "mode 'state' | 'status' | 'expired'",
+            word: String => "the final state S",
+            cutoff_ms: i64 => "the cutoff, epoch ms",
+            batch: u64 => "batch size",
+            skip: u64 => "entries to pass over first",
+            now_ms: i64 => "now in epoch ms",
+        }
+    }
+
+    /// One chunk of a batch being created.
+    BatchStage<'a> = BATCH_STAGE in "batch_stage.lua" {
+        keys {
+            batch: String => "<ns>:resq:batch:<bid>",
+            jobs: String => "<ns>:resq:batch:<bid>:jobs",
+            queues_staged: String => "<ns>:resq:batch:<bid>:queues",
+            batches: String => "<ns>:resq:batches",
+            queues: String => "<ns>:queues",
+            parent: String => "<ns>:resq:batch:<parent>",
+            parent_jobs: String => "<ns>:resq:batch:<parent>:jobs",
+            unended: String => "<ns>:resq:unended",
+        }
+        keys_tail members_keys: Vec<String> => ["per member: its record <ns>:resq:job:<id>,",
+            "<ns>:resq:batch:<bid>:staged:<q>, <ns>:queue:<q>", "then per queue of the whole batch"];
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            bid: &'a str => "the batch id",
+            now_ms: i64 => "now in epoch ms",
+            header: &'a str => "'' for a later chunk",
+            on_complete: &'a str => "the on_complete",
+            on_success: &'a str => "the on_complete",
+            on_death: &'a str => "the on_complete",
+            n: usize => "n",
+        }
+        argv_tail members: Vec<(&'a str, &'a str, &'a str, String)> =>
+            ["per member: id, queue, class, payload"];
+    }
+
+    /// A staged batch made visible.
+    BatchCommit<'a> = BATCH_COMMIT in "batch_commit.lua" {
+        keys {
+            batch: String => "<ns>:resq:batch:<bid>",
+            jobs: String => "<ns>:resq:batch:<bid>:jobs",
+            queues_staged: String => "<ns>:resq:batch:<bid>:queues",
+            queues: String => "<ns>:queues",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            bid: &'a str => "the batch id",
+            now_ms: i64 => "now in epoch ms",
+        }
+    }
+
+    /// A batch whose creation stopped removed, a part per call.
+    BatchDiscard<'a> = BATCH_DISCARD in "batch_discard.lua" {
+        keys {
+            batch: String => "<ns>:resq:batch:<bid>",
+            jobs: String => "<ns>:resq:batch:<bid>:jobs",
+            queues_staged: String => "<ns>:resq:batch:<bid>:queues",
+            batches: String => "<ns>:resq:batches",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            bid: &'a str => "the batch id",
+            now_ms: i64 => "now in epoch ms",
+            chunk: usize => "members removed per call at most",
+        }
+    }
+
+    /// Held jobs back to their queues.
+    LimitsRelease<'a> = LIMITS_RELEASE in "limits_release.lua" {
+        keys {
+            held_due: String => "<ns>:resq:held:due",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            limits: &'a str => "the limits in force",
+            now_ms: i64 => "now in epoch ms",
+            budget: u32 => "most jobs to release in this call",
+        }
+        argv_tail gone: &'a [String] => ["names of limits no longer in force"];
+    }
+
+    /// Limits converging from where jobs are.
+    LimitsSweep<'a> = LIMITS_SWEEP in "limits_sweep.lua" {
+        keys {
+            sharing: String => "<ns>:resq:sharing",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            limits: &'a str => "the limits in force",
+            now_ms: i64 => "now in epoch ms",
+            budget: u32 => "most held jobs to put back in this call",
+        }
+        argv_tail moved: &'a [String] => ["limits whose definition this process has just seen change"];
+    }
+
+    /// An operator's change of a limit.
+    LimitsSet<'a> = LIMITS_SET in "limits_set.lua" {
+        keys {
+            set: String => "<ns>:resq:limits:set",
+            declared: String => "<ns>:resq:limits",
+            rejudge: String => "<ns>:resq:limits:rejudge",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            name: &'a str => "the limit's name",
+            text: String => "its new override (JSON)",
+            declaration: &'a str => "'1': remove its declaration too",
+            rejudge_held: &'a str => "'1': re-judge its held jobs",
+            budget: u32 => "most held jobs to put back in this call",
+            now_ms: i64 => "now in epoch ms",
+        }
+    }
+
+    /// A claimed payload becomes a failure entry.
+    Promote<'a> = PROMOTE in "promote.lua" {
+        keys {
+            claim: String => "<ns>:resq:claim:<id>",
+            claims: String => "<ns>:resq:claims",
+            failed: String => "failure list",
+            processed: String => "<ns>:stat:processed",
+            processed_by: String => "<ns>:stat:processed:<id>",
+            failed_count: String => "<ns>:stat:failed",
+            failed_by: String => "<ns>:stat:failed:<id>",
+        }
+        argv {
+            token: &'a str => "the claim's token",
+            entry: &'a str => "the failure entry",
+            count_failed: &'a str => "'1' when failures also count",
+            worker: &'a str => "the worker id",
+        }
+    }
+
+    /// A claimed payload back to the head of its queue.
+    Unclaim<'a> = UNCLAIM in "unclaim.lua" {
+        keys {
+            claim: String => "<ns>:resq:claim:<id>",
+            claims: String => "<ns>:resq:claims",
+            queues: String => "<ns>:queues",
+            queue: String => "<ns>:queue:<q>",
+        }
+        argv {
+            token: &'a str => "the claim's token",
+            worker: &'a str => "the worker id",
+            queue_name: &'a str => "the queue name",
+        }
+    }
+
+    /// A claimed job's limits, decided at promote.
+    LimitClaim<'a> = LIMIT_CLAIM in "limit_claim.lua" {
+        keys {
+            claim: String => "<ns>:resq:claim:<id>",
+            claims: String => "<ns>:resq:claims",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            limits: &'a str => "the limits in force",
+            view: String => "a small view of the payload",
+            queue_name: &'a str => "the queue",
+            worker: &'a str => "the worker (slot) id",
+            now_ms: i64 => "now in epoch ms",
+            token: &'a str => "the claim's token",
+            sequence: String => "a sequence unique to this call",
+        }
+    }
+
+    /// An interrupted job back to the head of its queue.
+    Requeue<'a> = REQUEUE in "requeue.lua" {
+        keys {
+            worker: String => "<ns>:worker:<id>",
+            queue: String => "<ns>:queue:<q>",
+            queues: String => "<ns>:queues",
+        }
+        argv {
+            record: &'a [u8] => "the record (exact bytes)",
+            payload: &'a str => "the job's payload bytes",
+            queue_name: &'a str => "the queue name",
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            ending: String => "the job's tracked ending back to queued",
+            now_ms: i64 => "now, epoch ms",
+            limits: &'a str => "the limits in force",
+            limited: &'a str => "'1' when the job was",
+        }
+    }
+}
+
+#[cfg(test)]
+builders! {
+    TEST_SPECS;
+
+    /// The library's verdict on one payload (the payload corpus test).
+    PayloadJudge<'a> = PAYLOAD_JUDGE in "payload_judge.lua" {
+        keys {}
+        argv {
+            payload: &'a [u8] => "the payload's bytes",
+            small: usize => "bytes checked here at most",
+            chars: usize => "non-ASCII characters checked here at most",
+            max: usize => "the largest payload",
+        }
+    }
+}
