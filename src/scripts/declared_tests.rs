@@ -148,26 +148,7 @@ async fn undeclared(s: &Scenario) -> BTreeMap<String, BTreeSet<String>> {
 #[tokio::test]
 async fn every_key_a_declared_function_touches_is_declared() {
     let mut all: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for s in [
-        other_scenarios::requeue(),
-        other_scenarios::enqueue(),
-        other_scenarios::register(),
-        other_scenarios::failed_retry(),
-        more_scenarios::promote(),
-        more_scenarios::promote_failed(),
-        more_scenarios::unclaim(),
-        more_scenarios::unique_enqueue(),
-        more_scenarios::jesque_enqueue(),
-        more_scenarios::delayed_push(),
-        more_scenarios::move_delayed(),
-        more_scenarios::failed_remove(),
-        more_scenarios::unregister(),
-        flow_scenarios::tracked_enqueue(),
-        flow_scenarios::batch_create(),
-        flow_scenarios::purge(),
-        limit_scenarios::set(),
-        limit_scenarios::sweep(),
-    ] {
+    for s in every_scenario() {
         for (f, ks) in undeclared(&s).await {
             all.entry(f).or_default().extend(ks);
         }

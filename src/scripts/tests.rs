@@ -1465,9 +1465,10 @@ mod limit_scenarios {
     }
 }
 
-#[tokio::test]
-async fn no_script_writes_when_it_refuses() {
-    for s in [
+/// Every scenario of the harness: each function's call with every key it touches corrupted in
+/// turn (this file's test), and under `MONITOR` (declared_tests.rs).
+fn every_scenario() -> Vec<Scenario> {
+    vec![
         step_scenarios::reserve(),
         step_scenarios::finish_success(),
         step_scenarios::finish_failure(),
@@ -1496,7 +1497,12 @@ async fn no_script_writes_when_it_refuses() {
         flow_scenarios::job_taken(),
         limit_scenarios::set(),
         limit_scenarios::sweep(),
-    ] {
+    ]
+}
+
+#[tokio::test]
+async fn no_script_writes_when_it_refuses() {
+    for s in every_scenario() {
         play(&s).await;
     }
 }
