@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 
 #[path = "declared_tests.rs"]
 mod declared_tests;
+#[path = "job_tests.rs"]
+mod job_tests;
 
 /// A wrong value a key can be set to.
 #[derive(Debug, Clone, Copy)]
@@ -1497,6 +1499,8 @@ fn every_scenario() -> Vec<Scenario> {
         flow_scenarios::job_taken(),
         limit_scenarios::set(),
         limit_scenarios::sweep(),
+        job_tests::job_cancel(),
+        job_tests::job_start(),
     ]
 }
 

@@ -1,0 +1,120 @@
+//! Corruption-harness scenarios (tests.rs) of the functions an operator's or a handler's call
+//! runs on one tracked job: `job_cancel` (resq job cancel) and `job_start` (the start of a job
+//! whose payload the step claimed). Each key they touch is given every wrong type in turn: the
+//! call refuses before any write, naming the key, or goes through and leaves the job in one
+//! state.
+
+use super::*;
+
+const JOB: &str = "00112233445566778899aabbccddeeff";
+
+fn id() -> crate::jobs::JobId {
+    crate::jobs::JobId::parse(JOB).expect("a job id")
+}
+
+/// A tracked job queued on `q` with tag `t` and job key `k`.
+async fn queued(con: Conn, keys: Keys) {
+    let client = crate::client::Client::new(con, keys);
+    let track = crate::jobs::Track::new().id(id()).tag("t").key("k");
+    client
+        .enqueue_class_tracked("q", "A", &[serde_json::json!("c-1")], track)
+        .await
+        .expect("enqueue");
+}
+
+/// The record's state in a snapshot (None: no record).
+fn state(snap: &Snapshot, keys: &Keys) -> Option<String> {
+    let rec = snap.get(&keys.job_record(JOB))?;
+    let at = rec.find("\"state\": \"")? + "\"state\": \"".len();
+    Some(rec[at..].split('"').next()?.to_string())
+}
+
+/// The namespace's keys, from any key of a snapshot (`<ns>:…`).
+fn keys_of(snap: &Snapshot) -> Keys {
+    let ns = snap
+        .keys()
+        .next()
+        .and_then(|k| k.split(':').next())
+        .unwrap_or("");
+    Keys::new(ns)
+}
+
+fn answer<T>(r: crate::Result<T>) -> Answer {
+    match r {
+        Ok(_) => Answer::Done(String::new()),
+        Err(crate::Error::Redis(e)) => refused(e),
+        Err(e) => Answer::Refused(e.to_string()),
+    }
+}
+
+/// job_cancel.lua: a queued tracked job cancelled — its record `cancelled`, its job key free
+/// — or refused with nothing written.
+pub(super) fn job_cancel() -> Scenario {
+    Scenario {
+        name: "job_cancel",
+        setup: Box::new(|con, keys| Box::pin(queued(con, keys))),
+        run: Box::new(|con, keys| {
+            Box::pin(async move {
+                let admin = crate::admin::Admin::new(con, keys);
+                answer(admin.cancel_job(&id()).await)
+            })
+        }),
+        keys: Box::new(|k| {
+            vec![
+                (k.job_record(JOB), Kind::Hash),
+                (k.resque_status_kill(), Kind::Set),
+                (k.job_key("k"), Kind::Str),
+                (k.job_tag("t"), Kind::Zset),
+                (k.job_state("cancelled"), Kind::Zset),
+            ]
+        }),
+        check: Box::new(|_, after, c| {
+            let k = keys_of(after);
+            if c.is_none() {
+                // (Its payload stays queued: the reserve drops a cancelled job when it meets it.)
+                assert_eq!(
+                    state(after, &k).as_deref(),
+                    Some("cancelled"),
+                    "an untouched cancel"
+                );
+                assert!(!after.contains_key(&k.job_key("k")), "the job key is free");
+            }
+        }),
+    }
+}
+
+/// job_start.lua: a claimed tracked job's start — its record `working` — or refused with
+/// nothing written.
+pub(super) fn job_start() -> Scenario {
+    Scenario {
+        name: "job_start",
+        setup: Box::new(|con, keys| Box::pin(queued(con, keys))),
+        run: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let conn = &mut con;
+                match crate::jobs::start_claimed(conn, &keys, &id(), false, "A", ID).await {
+                    Some(Some(_)) => Answer::Done(String::new()),
+                    Some(None) => Answer::Done("unwritten".into()),
+                    None => Answer::Done("cancelled".into()),
+                }
+            })
+        }),
+        keys: Box::new(|k| {
+            vec![
+                (k.job_record(JOB), Kind::Hash),
+                (k.running(), Kind::Zset),
+                (k.unended(), Kind::Zset),
+            ]
+        }),
+        check: Box::new(|_, after, c| {
+            if c.is_none() {
+                let k = keys_of(after);
+                assert_eq!(
+                    state(after, &k).as_deref(),
+                    Some("working"),
+                    "an untouched start"
+                );
+            }
+        }),
+    }
+}
