@@ -1,8 +1,8 @@
-//! Corruption-harness scenarios (tests.rs) of the functions an operator's or a handler's call
-//! runs on one tracked job: `job_cancel` (resq job cancel) and `job_start` (the start of a job
-//! whose payload the step claimed). Each key they touch is given every wrong type in turn: the
-//! call refuses before any write, naming the key, or goes through and leaves the job in one
-//! state.
+//! Corruption-harness scenarios (tests.rs) of functions an operator's or a handler's call runs
+//! on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose payload
+//! the step claimed) and `delayed_take` (a scheduled item run now). Each key they touch is given
+//! every wrong type in turn: the call refuses before any write, naming the key, or goes through
+//! and leaves the job in one place.
 
 use super::*;
 
@@ -113,6 +113,81 @@ pub(super) fn job_start() -> Scenario {
                     state(after, &k).as_deref(),
                     Some("working"),
                     "an untouched start"
+                );
+            }
+        }),
+    }
+}
+
+const ITEM: &str = r#"{"class":"A","args":["d-1"],"queue":"q"}"#;
+const TS: i64 = 1_900_000_000;
+
+/// delayed_take.lua ("run now" of one resque-scheduler item): the item out of its bucket and
+/// onto its queue in one step, or refused with nothing written.
+pub(super) fn delayed_take() -> Scenario {
+    Scenario {
+        name: "delayed_take",
+        setup: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let bucket = keys.delayed_bucket(TS);
+                let _: () = con.rpush(&bucket, ITEM).await.unwrap();
+                let _: () = con.zadd(keys.delayed_schedule(), TS, TS).await.unwrap();
+                let _: () = con
+                    .sadd(keys.timestamps(ITEM), Keys::delayed_bucket_member(TS))
+                    .await
+                    .unwrap();
+            })
+        }),
+        run: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let bucket = keys.delayed_bucket(TS);
+                let r: redis::RedisResult<i64> = crate::scripts::DelayedTake {
+                    bucket: &bucket,
+                    schedule: keys.delayed_schedule(),
+                    timestamps: keys.timestamps(ITEM),
+                    queues: keys.queues(),
+                    queue: keys.queue("q"),
+                    item: ITEM.as_bytes(),
+                    ts: TS,
+                    member: Keys::delayed_bucket_member(TS),
+                    queue_name: "q",
+                    payload: r#"{"class":"A","args":["d-1"]}"#,
+                }
+                .call()
+                .invoke_async(&mut con)
+                .await;
+                match r {
+                    Ok(n) => Answer::Done(n.to_string()),
+                    Err(e) => refused(e),
+                }
+            })
+        }),
+        keys: Box::new(|k| {
+            vec![
+                (k.delayed_bucket(TS), Kind::List),
+                (k.delayed_schedule(), Kind::Zset),
+                (k.timestamps(ITEM), Kind::Set),
+                (k.queues(), Kind::Set),
+                (k.queue("q"), Kind::List),
+            ]
+        }),
+        check: Box::new(|before, after, c| {
+            // The job is in one place: its bucket (not taken: the bucket was corrupted) or its
+            // queue.
+            assert_eq!(
+                count(after, "d-1"),
+                count(before, "d-1"),
+                "delayed_take with {c:?}: the job is in one place"
+            );
+            if c.is_none() {
+                let k = keys_of(after);
+                assert!(
+                    after.contains_key(&k.queue("q")),
+                    "an untouched take enqueues"
+                );
+                assert!(
+                    !after.contains_key(&k.delayed_bucket(TS)),
+                    "and empties its bucket"
                 );
             }
         }),

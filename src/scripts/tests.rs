@@ -1501,6 +1501,7 @@ fn every_scenario() -> Vec<Scenario> {
         limit_scenarios::sweep(),
         job_tests::job_cancel(),
         job_tests::job_start(),
+        job_tests::delayed_take(),
     ]
 }
 
