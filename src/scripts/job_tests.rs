@@ -1,6 +1,7 @@
 //! Corruption-harness scenarios (tests.rs) of functions an operator's or a handler's call runs
 //! on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose payload
-//! the step claimed) and `delayed_take` (a scheduled item run now). Each key they touch is given
+//! the step claimed), `delayed_take` (a scheduled item run now) and `fire_schedule` (a recurring
+//! schedule's fire). Each key they touch is given
 //! every wrong type in turn: the call refuses before any write, naming the key, or goes through
 //! and leaves the job in one place.
 
@@ -189,6 +190,71 @@ pub(super) fn delayed_take() -> Scenario {
                     !after.contains_key(&k.delayed_bucket(TS)),
                     "and empties its bucket"
                 );
+            }
+        }),
+    }
+}
+
+/// fire_schedule.lua: a recurring schedule fired once — its token moved, its job enqueued and
+/// `last_enqueued_at` written together — or refused with nothing written.
+pub(super) fn fire_schedule() -> Scenario {
+    Scenario {
+        name: "fire_schedule",
+        setup: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let _: () = con.set(keys.scheduler_master_lock(), "me").await.unwrap();
+                let _: () = con.hset(keys.schedule_next(), "s", "100 x").await.unwrap();
+            })
+        }),
+        run: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let lock = keys.scheduler_master_lock();
+                let r: redis::RedisResult<i64> = crate::scripts::FireSchedule {
+                    lock: &lock,
+                    schedule_next: keys.schedule_next(),
+                    last_enqueued_at: keys.last_enqueued_at(),
+                    queues: keys.queues(),
+                    queue: keys.queue("q"),
+                    lock_value: "me",
+                    name: "s",
+                    token: "100 x",
+                    new_token: "200 x",
+                    mode: "fire",
+                    last_enqueued_at_text: "2026-01-01 00:00:00 +0000".into(),
+                    queue_name: "q",
+                    payload: r#"{"class":"A","args":["f-1"]}"#,
+                }
+                .call()
+                .invoke_async(&mut con)
+                .await;
+                match r {
+                    Ok(n) => Answer::Done(n.to_string()),
+                    Err(e) => refused(e),
+                }
+            })
+        }),
+        keys: Box::new(|k| {
+            vec![
+                (k.scheduler_master_lock(), Kind::Str),
+                (k.schedule_next(), Kind::Hash),
+                (k.last_enqueued_at(), Kind::Hash),
+                (k.queues(), Kind::Set),
+                (k.queue("q"), Kind::List),
+            ]
+        }),
+        check: Box::new(|_, after, c| {
+            // Fired (token moved and job enqueued) or not at all: never one without the other.
+            let k = keys_of(after);
+            let moved = after
+                .get(&k.schedule_next())
+                .is_some_and(|v| v.contains("200 x"));
+            let fired = count(after, "f-1") == 1;
+            assert_eq!(
+                moved, fired,
+                "fire_schedule with {c:?}: token and job together"
+            );
+            if c.is_none() {
+                assert!(fired, "an untouched fire enqueues");
             }
         }),
     }

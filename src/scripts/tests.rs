@@ -1502,6 +1502,7 @@ fn every_scenario() -> Vec<Scenario> {
         job_tests::job_cancel(),
         job_tests::job_start(),
         job_tests::delayed_take(),
+        job_tests::fire_schedule(),
     ]
 }
 
