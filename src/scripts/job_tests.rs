@@ -1,9 +1,8 @@
 //! Corruption-harness scenarios (tests.rs) of functions an operator's or a handler's call runs
 //! on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose payload
-//! the step claimed), `delayed_take` (a scheduled item run now) and `fire_schedule` (a recurring
-//! schedule's fire). Each key they touch is given
-//! every wrong type in turn: the call refuses before any write, naming the key, or goes through
-//! and leaves the job in one place.
+//! the step claimed), `delayed_take` (a scheduled item run now) and `fire_schedule` (a
+//! recurring schedule's fire). Each key they touch is given every wrong type in turn: the call
+//! refuses before any write, naming the key, or goes through and leaves the job in one place.
 
 use super::*;
 
