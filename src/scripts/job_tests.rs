@@ -1,8 +1,9 @@
-//! Corruption-harness scenarios (tests.rs) of functions an operator's or a handler's call runs
-//! on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose payload
-//! the step claimed), `delayed_take` (a scheduled item run now) and `fire_schedule` (a
-//! recurring schedule's fire). Each key they touch is given every wrong type in turn: the call
-//! refuses before any write, naming the key, or goes through and leaves the job in one place.
+//! Corruption-harness scenarios (tests.rs) of functions an operator's, a handler's or a timer's
+//! call runs on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose
+//! payload the step claimed), `delayed_take` (a scheduled item run now), `fire_schedule` (a
+//! recurring schedule's fire) and `limits_release` (held jobs back to their queues). Each key
+//! they touch is given every wrong type in turn: the call refuses before any write, naming the
+//! key, or goes through and leaves the job in one place.
 
 use super::*;
 
@@ -254,6 +255,71 @@ pub(super) fn fire_schedule() -> Scenario {
             );
             if c.is_none() {
                 assert!(fired, "an untouched fire enqueues");
+            }
+        }),
+    }
+}
+
+/// A held member of limit `one` (limits_held.lua's layout: score, queue, units, limit, payload).
+const HELD: &str = "1.000001\tdefault\t1\tone\t{\"class\":\"A\",\"args\":[\"h-1\"]}";
+
+/// limits_release.lua: the job held by a limit no longer in force goes back to the head of its
+/// queue (a list, or a Jesque delayed zset), or stays held; never both, never neither.
+pub(super) fn limits_release() -> Scenario {
+    Scenario {
+        name: "limits_release",
+        setup: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let _: () = con
+                    .zadd(keys.limit_held("one", None), HELD, 1)
+                    .await
+                    .unwrap();
+            })
+        }),
+        run: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let gone = ["one".to_string()];
+                let r: redis::RedisResult<(u64, String)> = crate::scripts::LimitsRelease {
+                    held_due: keys.held_due(),
+                    prefix: keys.prefix(),
+                    limits: "",
+                    now_ms: 1_000,
+                    budget: 100,
+                    gone: &gone,
+                }
+                .call()
+                .invoke_async(&mut con)
+                .await;
+                match r {
+                    Ok((n, _)) => Answer::Done(n.to_string()),
+                    Err(e) => refused(e),
+                }
+            })
+        }),
+        keys: Box::new(|k| {
+            vec![
+                (k.limit_held("one", None), Kind::Zset),
+                (k.queue("default"), Kind::List),
+                (k.queues(), Kind::Set),
+                (k.held_due(), Kind::Zset),
+                (k.held_sets(), Kind::Set),
+            ]
+        }),
+        check: Box::new(|before, after, c| {
+            assert_eq!(
+                count(after, "h-1"),
+                count(before, "h-1"),
+                "limits_release with {c:?}: the held job is in one place"
+            );
+            if c.is_none() {
+                let k = keys_of(after);
+                let queued = after
+                    .get(&k.queue("default"))
+                    .is_some_and(|v| v.contains("h-1"));
+                assert!(
+                    queued,
+                    "an untouched release puts the job back in its queue"
+                );
             }
         }),
     }

@@ -1503,6 +1503,7 @@ fn every_scenario() -> Vec<Scenario> {
         job_tests::job_start(),
         job_tests::delayed_take(),
         job_tests::fire_schedule(),
+        job_tests::limits_release(),
     ]
 }
 
