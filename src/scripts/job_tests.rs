@@ -1,8 +1,8 @@
 //! Corruption-harness scenarios (tests.rs) of functions an operator's, a handler's or a timer's
 //! call runs on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose
 //! payload the step claimed), `delayed_take` (a scheduled item run now), `fire_schedule` (a
-//! recurring schedule's fire) and `limits_release` (held jobs back to their queues). Each key
-//! they touch is given every wrong type in turn: the call refuses before any write, naming the
+//! recurring schedule's fire), `limits_release` (held jobs back to their queues) and
+//! `batch_discard` (a batch whose creation stopped). Each key they touch is given every wrong type in turn: the call refuses before any write, naming the
 //! key, or goes through and leaves the job in one place.
 
 use super::*;
@@ -319,6 +319,74 @@ pub(super) fn limits_release() -> Scenario {
                 assert!(
                     queued,
                     "an untouched release puts the job back in its queue"
+                );
+            }
+        }),
+    }
+}
+
+const BID: &str = "ffeeddccbbaa99887766554433221100";
+
+/// batch_discard.lua: a batch whose creation stopped (staging) removed — its member's record,
+/// its staged payload, the batch and its entry — or refused with nothing written.
+pub(super) fn batch_discard() -> Scenario {
+    Scenario {
+        name: "batch_discard",
+        setup: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let _: () = con.hset(keys.batch(BID), "state", "staging").await.unwrap();
+                let _: () = con.sadd(keys.batch_jobs(BID), JOB).await.unwrap();
+                let _: () = con.sadd(keys.batch_queues(BID), "q").await.unwrap();
+                let _: () = con.zadd(keys.batches(), BID, 1).await.unwrap();
+                let _: () = con
+                    .hset_multiple(keys.job_record(JOB), &[("state", "queued"), ("batch", BID)])
+                    .await
+                    .unwrap();
+                let _: () = con
+                    .rpush(
+                        keys.batch_staged(BID, "q"),
+                        r#"{"class":"A","args":["b-1"]}"#,
+                    )
+                    .await
+                    .unwrap();
+            })
+        }),
+        run: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let r: redis::RedisResult<(u64, u64)> = crate::scripts::BatchDiscard {
+                    batch: keys.batch(BID),
+                    jobs: keys.batch_jobs(BID),
+                    queues_staged: keys.batch_queues(BID),
+                    batches: keys.batches(),
+                    prefix: keys.prefix(),
+                    bid: BID,
+                    now_ms: 1_000,
+                    chunk: 1000,
+                }
+                .call()
+                .invoke_async(&mut con)
+                .await;
+                match r {
+                    Ok((n, left)) => Answer::Done(format!("{n} {left}")),
+                    Err(e) => refused(e),
+                }
+            })
+        }),
+        keys: Box::new(|k| {
+            vec![
+                (k.batch(BID), Kind::Hash),
+                (k.batch_jobs(BID), Kind::Set),
+                (k.batch_queues(BID), Kind::Set),
+                (k.batches(), Kind::Zset),
+                (k.job_record(JOB), Kind::Hash),
+                (k.batch_staged(BID, "q"), Kind::List),
+            ]
+        }),
+        check: Box::new(|_, after, c| {
+            if c.is_none() {
+                assert!(
+                    after.is_empty(),
+                    "an untouched discard leaves nothing: {after:?}"
                 );
             }
         }),

@@ -1504,6 +1504,7 @@ fn every_scenario() -> Vec<Scenario> {
         job_tests::delayed_take(),
         job_tests::fire_schedule(),
         job_tests::limits_release(),
+        job_tests::batch_discard(),
     ]
 }
 
