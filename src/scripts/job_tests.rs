@@ -2,8 +2,9 @@
 //! call runs on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose
 //! payload the step claimed), `delayed_take` (a scheduled item run now), `fire_schedule` (a
 //! recurring schedule's fire), `limits_release` (held jobs back to their queues) and
-//! `batch_discard` (a batch whose creation stopped). Each key they touch is given every wrong type in turn: the call refuses before any write, naming the
-//! key, or goes through and leaves the job in one place.
+//! `batch_discard` (a batch whose creation stopped). Each key they touch is given every wrong
+//! type in turn: the call refuses before any write, naming the key, or goes through and leaves
+//! the job in one place.
 
 use super::*;
 
