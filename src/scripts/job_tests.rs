@@ -1,8 +1,9 @@
 //! Corruption-harness scenarios (tests.rs) of functions an operator's, a handler's or a timer's
 //! call runs on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose
 //! payload the step claimed), `delayed_take` (a scheduled item run now), `fire_schedule` (a
-//! recurring schedule's fire), `limits_release` (held jobs back to their queues) and
-//! `batch_discard` (a batch whose creation stopped). Each key they touch is given every wrong
+//! recurring schedule's fire), `limits_release` (held jobs back to their queues),
+//! `batch_discard` (a batch whose creation stopped) and `job_progress` (a running job's
+//! progress, resq's record and resque-status's). Each key they touch is given every wrong
 //! type in turn: the call refuses before any write, naming the key, or goes through and leaves
 //! the job in one place.
 
@@ -392,4 +393,69 @@ pub(super) fn batch_discard() -> Scenario {
             }
         }),
     }
+}
+
+/// job_progress.lua on a running job, resq's record (`r`) or resque-status's (`s`): the
+/// progress written, or refused with nothing written.
+fn job_progress(kind: &'static str) -> Scenario {
+    Scenario {
+        name: if kind == "r" {
+            "job_progress_r"
+        } else {
+            "job_progress_s"
+        },
+        setup: Box::new(move |mut con, keys| {
+            Box::pin(async move {
+                if kind == "r" {
+                    let _: () = con
+                        .hset(keys.job_record(JOB), "state", "working")
+                        .await
+                        .unwrap();
+                } else {
+                    let text = format!(r#"{{"uuid":"{JOB}","status":"working","time":1}}"#);
+                    let _: () = con.set(keys.resque_status(JOB), text).await.unwrap();
+                }
+            })
+        }),
+        run: Box::new(move |mut con, keys| {
+            Box::pin(async move {
+                let fields = [("num".to_string(), "\"p-7\"".to_string())];
+                let r: redis::RedisResult<String> = crate::scripts::JobProgress {
+                    kill: keys.resque_status_kill(),
+                    prefix: keys.prefix(),
+                    id: JOB,
+                    kind,
+                    fields: &fields,
+                }
+                .call()
+                .invoke_async(&mut con)
+                .await;
+                match r {
+                    Ok(s) => Answer::Done(s),
+                    Err(e) => refused(e),
+                }
+            })
+        }),
+        keys: Box::new(move |k| {
+            let record = if kind == "r" {
+                (k.job_record(JOB), Kind::Hash)
+            } else {
+                (k.resque_status(JOB), Kind::Str)
+            };
+            vec![record, (k.resque_status_kill(), Kind::Set)]
+        }),
+        check: Box::new(|_, after, c| {
+            if c.is_none() {
+                assert_eq!(count(after, "p-7"), 1, "an untouched progress is written");
+            }
+        }),
+    }
+}
+
+pub(super) fn job_progress_record() -> Scenario {
+    job_progress("r")
+}
+
+pub(super) fn job_progress_status() -> Scenario {
+    job_progress("s")
 }

@@ -1505,6 +1505,8 @@ fn every_scenario() -> Vec<Scenario> {
         job_tests::fire_schedule(),
         job_tests::limits_release(),
         job_tests::batch_discard(),
+        job_tests::job_progress_record(),
+        job_tests::job_progress_status(),
     ]
 }
 
