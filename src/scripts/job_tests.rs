@@ -2,8 +2,9 @@
 //! call runs on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose
 //! payload the step claimed), `delayed_take` (a scheduled item run now), `fire_schedule` (a
 //! recurring schedule's fire), `limits_release` (held jobs back to their queues),
-//! `batch_discard` (a batch whose creation stopped) and `job_progress` (a running job's
-//! progress, resq's record and resque-status's). Each key they touch is given every wrong
+//! `batch_discard` (a batch whose creation stopped), `job_progress` (a running job's progress,
+//! resq's record and resque-status's) and `limit_claim` (a claimed job's limits: admitted, or
+//! held with its payload's list renamed). Each key they touch is given every wrong
 //! type in turn: the call refuses before any write, naming the key, or goes through and leaves
 //! the job in one place.
 
@@ -458,4 +459,100 @@ pub(super) fn job_progress_record() -> Scenario {
 
 pub(super) fn job_progress_status() -> Scenario {
     job_progress("s")
+}
+
+/// limit_claim.lua on a claimed job (its payload too large for a step) under a concurrency
+/// limit: with room (`full` false) the slot's share is taken; with none (the holders already
+/// count the limit) the claim's list becomes the held job's own list. Either in one step, or
+/// refused with nothing written: the payload is in one place.
+fn limit_claim(full: bool) -> Scenario {
+    const LIMITS: &str =
+        r#"{"defs":[{"name":"one","kind":"concurrency","limit":1,"class":"A"}],"open":{}}"#;
+    Scenario {
+        name: if full {
+            "limit_claim_held"
+        } else {
+            "limit_claim_admitted"
+        },
+        setup: Box::new(move |mut con, keys| {
+            Box::pin(async move {
+                let _: () = con
+                    .rpush(
+                        keys.claim(ID),
+                        &[r#"{"class":"A","args":["lc-1"]}"#, "tok", "\"q\""],
+                    )
+                    .await
+                    .unwrap();
+                let _: () = con.sadd(keys.claims(), ID).await.unwrap();
+                if full {
+                    let _: () = con
+                        .hset(keys.limit_holders("one", None), "__units", 1)
+                        .await
+                        .unwrap();
+                }
+            })
+        }),
+        run: Box::new(|mut con, keys| {
+            Box::pin(async move {
+                let r: redis::RedisResult<Vec<String>> = crate::scripts::LimitClaim {
+                    claim: keys.claim(ID),
+                    claims: keys.claims(),
+                    prefix: keys.prefix(),
+                    limits: LIMITS,
+                    view: r#"{"class":"A","args":["lc-1"]}"#.into(),
+                    queue_name: "q",
+                    worker: ID,
+                    now_ms: 1_000,
+                    token: "tok",
+                    sequence: "tok.1000".into(),
+                }
+                .call()
+                .invoke_async(&mut con)
+                .await;
+                match r {
+                    Ok(v) => Answer::Done(v.join(" ")),
+                    Err(e) => refused(e),
+                }
+            })
+        }),
+        keys: Box::new(|k| {
+            vec![
+                (k.claim(ID), Kind::List),
+                (k.claims(), Kind::Set),
+                (k.limit_holders("one", None), Kind::Hash),
+                (k.limit_held("one", None), Kind::Zset),
+                (k.sharing(), Kind::Hash),
+                (k.held_due(), Kind::Zset),
+                (k.held_sets(), Kind::Set),
+            ]
+        }),
+        check: Box::new(move |before, after, c| {
+            // The payload's bytes are in the claim or in the held job's list: never lost, never
+            // copied.
+            assert_eq!(
+                count(after, "lc-1"),
+                count(before, "lc-1"),
+                "limit_claim with {c:?}: the payload is in one place"
+            );
+            if c.is_none() && full {
+                let k = keys_of(after);
+                assert!(
+                    !after.contains_key(&k.claim(ID)),
+                    "held: the claim is renamed"
+                );
+                assert!(
+                    after.contains_key(&k.limit_held("one", None)),
+                    "held: in the held set"
+                );
+            }
+        }),
+    }
+}
+
+pub(super) fn limit_claim_admitted() -> Scenario {
+    limit_claim(false)
+}
+
+pub(super) fn limit_claim_held() -> Scenario {
+    limit_claim(true)
 }

@@ -1507,6 +1507,8 @@ fn every_scenario() -> Vec<Scenario> {
         job_tests::batch_discard(),
         job_tests::job_progress_record(),
         job_tests::job_progress_status(),
+        job_tests::limit_claim_admitted(),
+        job_tests::limit_claim_held(),
     ]
 }
 
