@@ -1,12 +1,11 @@
 //! Corruption-harness scenarios (tests.rs) of functions an operator's, a handler's or a timer's
 //! call runs on one job: `job_cancel` (resq job cancel), `job_start` (the start of a job whose
 //! payload the step claimed), `delayed_take` (a scheduled item run now), `fire_schedule` (a
-//! recurring schedule's fire), `limits_release` (held jobs back to their queues),
-//! `batch_discard` (a batch whose creation stopped), `job_progress` (a running job's progress,
-//! resq's record and resque-status's) and `limit_claim` (a claimed job's limits: admitted, or
-//! held with its payload's list renamed). Each key they touch is given every wrong
-//! type in turn: the call refuses before any write, naming the key, or goes through and leaves
-//! the job in one place.
+//! recurring schedule's fire), `limits_release` (held jobs back to their queues), `batch_discard`
+//! (a batch whose creation stopped), `job_progress` (a running job's progress, resq's record and
+//! resque-status's) and `limit_claim` (a claimed job's limits: admitted, or held with its payload's
+//! list renamed). Each key they touch is given every wrong type in turn: the call refuses before
+//! any write, naming the key, or goes through and leaves the job in one place.
 
 use super::*;
 
