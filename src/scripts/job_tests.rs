@@ -42,6 +42,14 @@ fn keys_of(snap: &Snapshot) -> Keys {
     Keys::new(ns)
 }
 
+/// A function's reply as the harness reads it.
+fn reply<T: std::fmt::Debug>(r: redis::RedisResult<T>) -> Answer {
+    match r {
+        Ok(v) => Answer::Done(format!("{v:?}")),
+        Err(e) => refused(e),
+    }
+}
+
 fn answer<T>(r: crate::Result<T>) -> Answer {
     match r {
         Ok(_) => Answer::Done(String::new()),
@@ -144,25 +152,23 @@ pub(super) fn delayed_take() -> Scenario {
         run: Box::new(|mut con, keys| {
             Box::pin(async move {
                 let bucket = keys.delayed_bucket(TS);
-                let r: redis::RedisResult<i64> = crate::scripts::DelayedTake {
-                    bucket: &bucket,
-                    schedule: keys.delayed_schedule(),
-                    timestamps: keys.timestamps(ITEM),
-                    queues: keys.queues(),
-                    queue: keys.queue("q"),
-                    item: ITEM.as_bytes(),
-                    ts: TS,
-                    member: Keys::delayed_bucket_member(TS),
-                    queue_name: "q",
-                    payload: r#"{"class":"A","args":["d-1"]}"#,
-                }
-                .call()
-                .invoke_async(&mut con)
-                .await;
-                match r {
-                    Ok(n) => Answer::Done(n.to_string()),
-                    Err(e) => refused(e),
-                }
+                reply::<i64>(
+                    crate::scripts::DelayedTake {
+                        bucket: &bucket,
+                        schedule: keys.delayed_schedule(),
+                        timestamps: keys.timestamps(ITEM),
+                        queues: keys.queues(),
+                        queue: keys.queue("q"),
+                        item: ITEM.as_bytes(),
+                        ts: TS,
+                        member: Keys::delayed_bucket_member(TS),
+                        queue_name: "q",
+                        payload: r#"{"class":"A","args":["d-1"]}"#,
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await,
+                )
             })
         }),
         keys: Box::new(|k| {
@@ -211,28 +217,26 @@ pub(super) fn fire_schedule() -> Scenario {
         run: Box::new(|mut con, keys| {
             Box::pin(async move {
                 let lock = keys.scheduler_master_lock();
-                let r: redis::RedisResult<i64> = crate::scripts::FireSchedule {
-                    lock: &lock,
-                    schedule_next: keys.schedule_next(),
-                    last_enqueued_at: keys.last_enqueued_at(),
-                    queues: keys.queues(),
-                    queue: keys.queue("q"),
-                    lock_value: "me",
-                    name: "s",
-                    token: "100 x",
-                    new_token: "200 x",
-                    mode: "fire",
-                    last_enqueued_at_text: "2026-01-01 00:00:00 +0000".into(),
-                    queue_name: "q",
-                    payload: r#"{"class":"A","args":["f-1"]}"#,
-                }
-                .call()
-                .invoke_async(&mut con)
-                .await;
-                match r {
-                    Ok(n) => Answer::Done(n.to_string()),
-                    Err(e) => refused(e),
-                }
+                reply::<i64>(
+                    crate::scripts::FireSchedule {
+                        lock: &lock,
+                        schedule_next: keys.schedule_next(),
+                        last_enqueued_at: keys.last_enqueued_at(),
+                        queues: keys.queues(),
+                        queue: keys.queue("q"),
+                        lock_value: "me",
+                        name: "s",
+                        token: "100 x",
+                        new_token: "200 x",
+                        mode: "fire",
+                        last_enqueued_at_text: "2026-01-01 00:00:00 +0000".into(),
+                        queue_name: "q",
+                        payload: r#"{"class":"A","args":["f-1"]}"#,
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await,
+                )
             })
         }),
         keys: Box::new(|k| {
@@ -281,21 +285,19 @@ pub(super) fn limits_release() -> Scenario {
         run: Box::new(|mut con, keys| {
             Box::pin(async move {
                 let gone = ["one".to_string()];
-                let r: redis::RedisResult<(u64, String)> = crate::scripts::LimitsRelease {
-                    held_due: keys.held_due(),
-                    prefix: keys.prefix(),
-                    limits: "",
-                    now_ms: 1_000,
-                    budget: 100,
-                    gone: &gone,
-                }
-                .call()
-                .invoke_async(&mut con)
-                .await;
-                match r {
-                    Ok((n, _)) => Answer::Done(n.to_string()),
-                    Err(e) => refused(e),
-                }
+                reply::<(u64, String)>(
+                    crate::scripts::LimitsRelease {
+                        held_due: keys.held_due(),
+                        prefix: keys.prefix(),
+                        limits: "",
+                        now_ms: 1_000,
+                        budget: 100,
+                        gone: &gone,
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await,
+                )
             })
         }),
         keys: Box::new(|k| {
@@ -355,23 +357,21 @@ pub(super) fn batch_discard() -> Scenario {
         }),
         run: Box::new(|mut con, keys| {
             Box::pin(async move {
-                let r: redis::RedisResult<(u64, u64)> = crate::scripts::BatchDiscard {
-                    batch: keys.batch(BID),
-                    jobs: keys.batch_jobs(BID),
-                    queues_staged: keys.batch_queues(BID),
-                    batches: keys.batches(),
-                    prefix: keys.prefix(),
-                    bid: BID,
-                    now_ms: 1_000,
-                    chunk: 1000,
-                }
-                .call()
-                .invoke_async(&mut con)
-                .await;
-                match r {
-                    Ok((n, left)) => Answer::Done(format!("{n} {left}")),
-                    Err(e) => refused(e),
-                }
+                reply::<(u64, u64)>(
+                    crate::scripts::BatchDiscard {
+                        batch: keys.batch(BID),
+                        jobs: keys.batch_jobs(BID),
+                        queues_staged: keys.batch_queues(BID),
+                        batches: keys.batches(),
+                        prefix: keys.prefix(),
+                        bid: BID,
+                        now_ms: 1_000,
+                        chunk: 1000,
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await,
+                )
             })
         }),
         keys: Box::new(|k| {
@@ -420,20 +420,18 @@ fn job_progress(kind: &'static str) -> Scenario {
         run: Box::new(move |mut con, keys| {
             Box::pin(async move {
                 let fields = [("num".to_string(), "\"p-7\"".to_string())];
-                let r: redis::RedisResult<String> = crate::scripts::JobProgress {
-                    kill: keys.resque_status_kill(),
-                    prefix: keys.prefix(),
-                    id: JOB,
-                    kind,
-                    fields: &fields,
-                }
-                .call()
-                .invoke_async(&mut con)
-                .await;
-                match r {
-                    Ok(s) => Answer::Done(s),
-                    Err(e) => refused(e),
-                }
+                reply::<String>(
+                    crate::scripts::JobProgress {
+                        kill: keys.resque_status_kill(),
+                        prefix: keys.prefix(),
+                        id: JOB,
+                        kind,
+                        fields: &fields,
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await,
+                )
             })
         }),
         keys: Box::new(move |k| {
@@ -493,25 +491,23 @@ fn limit_claim(full: bool) -> Scenario {
         }),
         run: Box::new(|mut con, keys| {
             Box::pin(async move {
-                let r: redis::RedisResult<Vec<String>> = crate::scripts::LimitClaim {
-                    claim: keys.claim(ID),
-                    claims: keys.claims(),
-                    prefix: keys.prefix(),
-                    limits: LIMITS,
-                    view: r#"{"class":"A","args":["lc-1"]}"#.into(),
-                    queue_name: "q",
-                    worker: ID,
-                    now_ms: 1_000,
-                    token: "tok",
-                    sequence: "tok.1000".into(),
-                }
-                .call()
-                .invoke_async(&mut con)
-                .await;
-                match r {
-                    Ok(v) => Answer::Done(v.join(" ")),
-                    Err(e) => refused(e),
-                }
+                reply::<Vec<String>>(
+                    crate::scripts::LimitClaim {
+                        claim: keys.claim(ID),
+                        claims: keys.claims(),
+                        prefix: keys.prefix(),
+                        limits: LIMITS,
+                        view: r#"{"class":"A","args":["lc-1"]}"#.into(),
+                        queue_name: "q",
+                        worker: ID,
+                        now_ms: 1_000,
+                        token: "tok",
+                        sequence: "tok.1000".into(),
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await,
+                )
             })
         }),
         keys: Box::new(|k| {
