@@ -519,11 +519,15 @@ pub(crate) fn show(r: &BatchReport, now: DateTime<Utc>) -> String {
         out.push(String::new());
         out.push(format!(
             "STUCK: {n} member{} no longer in {} queue while {} record says queued: a worker of \
-             another runtime (Ruby, Java, Node) took {}, or someone removed {}. Only resq \
-             workers count a batch's members, so this batch will never complete.",
+             another runtime (Ruby, Java, Node) took {}, or someone removed {}. resq cannot see \
+             how {} ended: the next prune round (each resq worker's, every 60 s, or `resq \
+             prune`) ends {} failed, and the batch counts {}.",
             if n == 1 { " is" } else { "s are" },
             if n == 1 { "its" } else { "their" },
             if n == 1 { "its" } else { "their" },
+            if n == 1 { "it" } else { "them" },
+            if n == 1 { "it" } else { "them" },
+            if n == 1 { "it" } else { "they" },
             if n == 1 { "it" } else { "them" },
             if n == 1 { "it" } else { "them" },
         ));

@@ -180,8 +180,9 @@ pub(crate) async fn show(State(app): State<Arc<App>>, ctx: Ctx) -> WebResult<Htm
                     strong { "Stuck: " }
                     (r.gone.len()) @if r.gone.len() == 1 { " member is" } @else { " members are" }
                     " no longer in their queue while their record says queued. A worker of another "
-                    "runtime (Ruby, Java, Node) took them, or someone removed them; only resq "
-                    "workers count a batch's members, so this batch will never complete."
+                    "runtime (Ruby, Java, Node) took them, or someone removed them; resq cannot see "
+                    "how they ended: the next prune round (each resq worker's, every 60 s) ends "
+                    "them failed, and the batch counts them."
                 }
                 p.mono { @for (i, g) in r.gone.iter().take(20).enumerate() {
                     @if i > 0 { ", " } a href=(job_link(g.as_str())) { (g.as_str()) }
