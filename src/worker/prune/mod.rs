@@ -272,9 +272,7 @@ impl Pruner {
             else {
                 return Ok(());
             };
-            if !problems.is_empty() {
-                crate::jobs::report_problem(&problems);
-            }
+            report_settled(0, &problems, "");
             if settled == 0 {
                 return Ok(());
             }
@@ -308,15 +306,11 @@ impl Pruner {
             else {
                 return Ok(());
             };
-            if ended > 0 {
-                tracing::warn!(
-                    ended,
-                    "ended tracked jobs whose worker is gone (failed: unregistered by a pruner, or its record removed)"
-                );
-            }
-            if !problems.is_empty() {
-                crate::jobs::report_problem(&problems);
-            }
+            report_settled(
+                ended,
+                &problems,
+                "ended tracked jobs whose worker is gone (failed: unregistered by a pruner, or its record removed)",
+            );
             if next == 0 {
                 return Ok(());
             }
@@ -365,15 +359,11 @@ impl Pruner {
                 return Ok(missed_all);
             };
             missed_all += missed;
-            if ended > 0 {
-                tracing::warn!(
-                    ended,
-                    "ended tracked jobs taken from their queue by a worker resq does not see (failed: outcome unknown)"
-                );
-            }
-            if !problems.is_empty() {
-                crate::jobs::report_problem(&problems);
-            }
+            report_settled(
+                ended,
+                &problems,
+                "ended tracked jobs taken from their queue by a worker resq does not see (failed: outcome unknown)",
+            );
             if looked < 1000 {
                 return Ok(missed_all);
             }
@@ -631,6 +621,17 @@ fn unless_permanent<T>(r: RedisResult<T>, what: &str) -> RedisResult<Option<T>> 
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Logs what one settling call of the prune round ended (`ended`, said as `what`) and the
+/// problems it met (one line each, naming its key).
+fn report_settled(ended: u64, problems: &str, what: &str) {
+    if ended > 0 {
+        tracing::warn!(ended, "{what}");
+    }
+    if !problems.is_empty() {
+        crate::jobs::report_problem(problems);
     }
 }
 
