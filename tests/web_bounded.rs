@@ -335,6 +335,13 @@ async fn jobs_tabs_read_queue_names_a_batch_at_a_time() {
         assert!(total < 2_000, "{path} sent {total} commands: {d:?}");
         assert!(!d.contains_key("smembers") || d["smembers"] <= 2, "{d:?}");
         pages += 1;
+        // 200,000 names are more than one page's budget wherever SSCAN's order (a per-server
+        // hash seed) puts the live queue: the first page always stops early.
+        assert!(
+            pages > 1 || r.body.contains("stopped after"),
+            "200,000 names read in one request: {}",
+            r.body
+        );
         if r.body.contains(id.as_str()) {
             break;
         }
@@ -345,7 +352,6 @@ async fn jobs_tabs_read_queue_names_a_batch_at_a_time() {
         path = format!("/jobs?from={}", from.replace("&amp;", "&"));
         assert!(pages < 1_000, "the job was never listed");
     }
-    assert!(pages > 1, "200,000 names read in one request");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
