@@ -10,6 +10,9 @@
 //!   promoted replica (shared connection and blocking watcher), drains the queue and accounts
 //!   for every job. Prints one `CLUSTER` line with the audit numbers and the time from the
 //!   master's death to the promotion and to the first job processed on the new owner.
+//! * The namespace's slot moved to another master mid-drain (resharding): no job lost or run
+//!   twice, no call failed (each waited for the move), and a call made while the slot is
+//!   `MIGRATING` writes nothing before it is asked again.
 
 mod support;
 
@@ -17,7 +20,7 @@ use redis::Commands;
 use std::process::Command;
 use std::time::Instant;
 use support::failover::{self, KILL_AT, TOTAL, UPFRONT};
-use support::topology::{self, Cluster, Node};
+use support::topology::{self, Cluster, Migration, Node};
 use support::{wait_until, WorkerProc};
 
 /// Fails the test unless the cluster's tools are installed.
@@ -215,4 +218,157 @@ fn slot_owner_failover_mid_run_is_followed_and_every_job_is_accounted_for() {
         a.duplicates,
         a.problems
     );
+}
+
+#[test]
+fn slot_migrated_mid_drain_loses_nothing_and_the_worker_follows() {
+    require_tools();
+    let root = topology::temp_dir("cluster-migrate");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(3);
+    let ns = format!("{{{}}}", support::namespace("cluster-migrate"));
+    let owner = cluster.owner(&ns).expect("slot owner");
+    let target = cluster
+        .nodes
+        .iter()
+        .find(|n| n.port != owner.port)
+        .expect("another master");
+
+    failover::enqueue_upfront(&mut owner.con(), &ns);
+    let mut w = WorkerProc::start(&url, &ns, 4, &[("HEARTBEAT_INTERVAL", "1")]);
+    let (producer, produced) = failover::produce(&url, &ns, &[]);
+    failover::wait_kill_point(owner, &ns);
+
+    // The slot stays MIGRATING for half a second before its keys move (a key created then
+    // would be created on the old owner: every call must wait instead), then moves ten keys
+    // every 20 ms, with the worker and the producer running throughout.
+    let started = Instant::now();
+    let mut m = Migration::begin(&ns, owner, target);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let moved = m.move_keys(std::time::Duration::from_millis(20));
+    m.finish(&cluster);
+    let migration = started.elapsed();
+    assert!(
+        w.running(),
+        "worker exited during the migration:\n{}",
+        w.stderr()
+    );
+    assert_eq!(
+        cluster.owner(&ns).map(|n| n.port),
+        Some(target.port),
+        "the slot moved"
+    );
+    producer.join().expect("producer");
+    let ids = w.ids.clone();
+    failover::wait_drained(target, &ns, &ids);
+
+    let log = failover::quit_cleanly(&mut w);
+    // Every call met by the move waited for it: none failed (a failed step holds its slot for
+    // up to 30 s, and a call that failed after a write would have left half a transition).
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert!(
+        errors.is_empty(),
+        "calls failed during the move:\n{}",
+        errors.join("\n")
+    );
+    let a = {
+        let p = produced.lock().expect("lock");
+        failover::audit(&mut target.con(), &ns, &p)
+    };
+    println!(
+        "CLUSTER migration: {} keys_moved={moved} migration_ms={}",
+        a.line(),
+        migration.as_millis()
+    );
+    assert_eq!(a.enqueued, TOTAL, "every tag was tried once");
+    assert_eq!(
+        a.in_doubt, 0,
+        "an enqueue failed instead of waiting for the slot"
+    );
+    assert_eq!(a.queued, 0, "the queue drained");
+    // No master died: nothing may be lost or run twice, whatever the migration met.
+    assert_eq!(
+        (a.acked_lost, a.duplicates),
+        (0, 0),
+        "jobs lost or run twice while the slot moved:\n{:#?}",
+        a.problems
+    );
+    assert!(a.problems.is_empty(), "{:#?}", a.problems);
+}
+
+#[test]
+fn a_call_on_a_moving_slot_writes_nothing_and_completes_once_the_slot_is_settled() {
+    require_tools();
+    let root = topology::temp_dir("cluster-moving");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(3);
+    let ns = format!("{{{}}}", support::namespace("cluster-moving"));
+    let owner = cluster.owner(&ns).expect("slot owner");
+    let target = cluster
+        .nodes
+        .iter()
+        .find(|n| n.port != owner.port)
+        .expect("another master");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async {
+        let endpoint = resq::conn::Endpoint::open(&url).expect("endpoint");
+        let client =
+            resq::Client::with_connection(endpoint.connect().await.expect("connect"), ns.as_str());
+        // The library is loaded on the owner, the queue exists.
+        client
+            .enqueue_class_tracked("default", "Job", &[], resq::jobs::Track::new())
+            .await
+            .expect("first enqueue");
+        client
+    });
+    let mut con = owner.con();
+    let dbsize =
+        |c: &mut redis::Connection| -> i64 { redis::cmd("DBSIZE").query(c).expect("DBSIZE") };
+    let fcalls = |c: &mut redis::Connection| -> i64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(c)
+            .expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
+            .and_then(|r| r.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = (dbsize(&mut con), fcalls(&mut con));
+
+    // A tracked enqueue writes a record that does not exist yet: while the slot is MIGRATING,
+    // the node would refuse that write after the call's first writes. The call must instead
+    // be refused before anything is written, and asked again.
+    let m = Migration::begin(&ns, owner, target);
+    let call = rt.spawn({
+        let client = client.clone();
+        async move {
+            client
+                .enqueue_class_tracked("default", "Job", &[], resq::jobs::Track::new())
+                .await
+        }
+    });
+    wait_until(10, "the enqueue refused and asked again", || {
+        (fcalls(&mut con) >= before.1 + 2).then_some(())
+    });
+    assert_eq!(dbsize(&mut con), before.0, "a refused call wrote something");
+    assert!(
+        !call.is_finished(),
+        "the enqueue gave up while the slot was moving"
+    );
+    m.cancel();
+    let id = rt
+        .block_on(call)
+        .expect("join")
+        .expect("the enqueue completes once the slot is settled");
+    let state: Option<String> = con
+        .hget(format!("{ns}:resq:job:{id}"), "state")
+        .expect("record");
+    assert_eq!(state.as_deref(), Some("queued"));
+    let queued: i64 = con.llen(format!("{ns}:queue:default")).expect("LLEN");
+    assert_eq!(queued, 2, "each enqueue put its job once");
 }

@@ -56,6 +56,27 @@ on_init(function(E)
   pcall, unpack, select, next = E.pcall, E.unpack, E.select, E.next
 end)
 
+-- Redis Cluster moves a slot to another node key by key: while the slot is `MIGRATING`, a
+-- script's command on a key of that slot that is not on this node (moved already, or new: one
+-- the call would create) raises an error, after whatever the call wrote before it. So on a
+-- cluster node a call first reads a key of its slot that never exists: while the slot moves,
+-- that read is refused too, and the call answers TRYAGAIN before writing anything (the client
+-- asks again until the slot has moved, then follows MOVED). The slot is KEYS[1]'s hash tag
+-- (resq requires one on a cluster). A server that is not a cluster node pays one comparison.
+local cluster -- whether this server is a cluster node (known from the first call on)
+local function moving(KEYS)
+  if cluster == nil then cluster = type(redis.pcall('CLUSTER', 'MYID')) == 'string' end
+  local k = cluster and KEYS[1]
+  if not k then return nil end
+  local open = string.find(k, '{', 1, true)
+  local close = open and string.find(k, '}', open + 1, true)
+  if not close or close == open + 1 then return nil end
+  local r = redis.pcall('EXISTS', string.sub(k, 1, close) .. 'resq:never')
+  if type(r) ~= 'table' then return nil end
+  return redis.error_reply('TRYAGAIN the slot of ' .. k .. ' is moving or not served here ('
+    .. tostring(r.err) .. '): nothing was written')
+end
+
 local function register(name, f)
   LOADING.register_function('resq_' .. VERSION .. '_' .. name, function(KEYS, ARGV)
     if not ready then
@@ -64,6 +85,10 @@ local function register(name, f)
       ready = true
     end
     G.call = G.call + 1
+    if cluster ~= false then
+      local refused = moving(KEYS)
+      if refused then return refused end
+    end
     return f(KEYS, ARGV)
   end)
 end

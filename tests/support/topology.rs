@@ -386,3 +386,109 @@ impl Cluster {
         None
     }
 }
+
+/// A slot being moved from one master to another, as `redis-cli --cluster reshard` moves it.
+pub struct Migration {
+    slot: i64,
+    from: (redis::Connection, String),
+    to: (redis::Connection, String, u16),
+}
+
+impl Migration {
+    /// Marks `key`'s slot `IMPORTING` on `to`, then `MIGRATING` on `from` (its master): from
+    /// now on a command there on a key of the slot that `from` does not hold is redirected.
+    pub fn begin(key: &str, from: &Node, to: &Node) -> Migration {
+        let mut src = from.con();
+        let mut dst = to.con();
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut src)
+            .expect("KEYSLOT");
+        let id = |c: &mut redis::Connection| -> String {
+            redis::cmd("CLUSTER").arg("MYID").query(c).expect("MYID")
+        };
+        let (src_id, dst_id) = (id(&mut src), id(&mut dst));
+        let mut m = Migration {
+            slot,
+            from: (src, src_id),
+            to: (dst, dst_id, to.port),
+        };
+        let (src_id, dst_id) = (m.from.1.clone(), m.to.1.clone());
+        m.setslot(true, "IMPORTING", &src_id);
+        m.setslot(false, "MIGRATING", &dst_id);
+        m
+    }
+
+    fn setslot(&mut self, on_target: bool, how: &str, node: &str) {
+        let c = if on_target {
+            &mut self.to.0
+        } else {
+            &mut self.from.0
+        };
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SETSLOT").arg(self.slot).arg(how);
+        if !node.is_empty() {
+            cmd.arg(node);
+        }
+        let () = cmd.query(c).expect("SETSLOT");
+    }
+
+    /// Moves the slot's keys with `MIGRATE`, ten at a time, pausing `pace` between batches
+    /// (the window in which the slot's keys are split between the two nodes); returns how
+    /// many moved.
+    pub fn move_keys(&mut self, pace: std::time::Duration) -> usize {
+        let mut moved = 0;
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(self.slot)
+                .arg(10)
+                .query(&mut self.from.0)
+                .expect("GETKEYSINSLOT");
+            if keys.is_empty() {
+                return moved;
+            }
+            let () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.to.2)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut self.from.0)
+                .expect("MIGRATE");
+            moved += keys.len();
+            std::thread::sleep(pace);
+        }
+    }
+
+    /// Gives the slot to the new owner: told to it first, then to the old one, then to every
+    /// other node of `cluster`.
+    pub fn finish(mut self, cluster: &Cluster) {
+        let id = self.to.1.clone();
+        self.setslot(true, "NODE", &id);
+        self.setslot(false, "NODE", &id);
+        let ports = [self.to.2];
+        for n in &cluster.nodes {
+            if ports.contains(&n.port) {
+                continue;
+            }
+            if let Some(mut c) = n.try_con() {
+                let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                    .arg("SETSLOT")
+                    .arg(self.slot)
+                    .arg("NODE")
+                    .arg(&id)
+                    .query(&mut c);
+            }
+        }
+    }
+
+    /// Calls the move off (before any key moved): the slot is stable on both nodes again.
+    pub fn cancel(mut self) {
+        self.setslot(false, "STABLE", "");
+        self.setslot(true, "STABLE", "");
+    }
+}

@@ -8,8 +8,10 @@
 //! for a transaction, every queued command is refused and `EXEC` discards it — so the request
 //! is sent again to that node. A node that cannot be reached is forgotten and the seeds are
 //! asked instead. While a slot is not served (its master died and no replica has taken over:
-//! `CLUSTERDOWN`, `MOVED` to the dead node) a request keeps asking every 100 ms for up to 5 s,
-//! so it completes as soon as the cluster has failed over; then, or when a connection breaks
+//! `CLUSTERDOWN`, `MOVED` to the dead node) or is being moved to another node (`ASK`,
+//! `TRYAGAIN`; resq's functions answer `TRYAGAIN` themselves then, before any write: see
+//! `prelude.lua`) a request keeps asking every 100 ms for up to 5 s, so it completes as soon as
+//! the cluster has failed over or the slot has moved; then, or when a connection breaks
 //! mid-request, its error is returned for the caller's `crate::conn::retry_until` to resend, as
 //! after any outage.
 
@@ -342,7 +344,9 @@ const PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 enum Refusal {
     /// `MOVED <slot> <host:port>`.
     Moved(u16, String),
-    /// `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`: the slot is not served right now.
+    /// `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`: the slot is not served right now; `ASK`: it is
+    /// being moved to another node (resq waits for the move to end instead of sending `ASKING`:
+    /// a script there would read the keys not moved yet as absent).
     Unserved,
 }
 
@@ -376,6 +380,7 @@ fn refusal(r: &RedisResult<Vec<Value>>, transaction: bool) -> Option<Refusal> {
                     ServerErrorKind::ClusterDown
                         | ServerErrorKind::TryAgain
                         | ServerErrorKind::MasterDown
+                        | ServerErrorKind::Ask
                 )
             )
         });
