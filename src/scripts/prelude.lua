@@ -65,7 +65,12 @@ end)
 -- (resq requires one on a cluster). A server that is not a cluster node pays one comparison.
 local cluster -- whether this server is a cluster node (known from the first call on)
 local function moving(KEYS)
-  if cluster == nil then cluster = type(redis.pcall('CLUSTER', 'MYID')) == 'string' end
+  if cluster == nil then
+    -- (Only a server that says so is not a cluster node: a user whose ACL refuses CLUSTER
+    -- gets the check.)
+    local r = redis.pcall('CLUSTER', 'MYID')
+    cluster = not (type(r) == 'table' and string.find(tostring(r.err), 'disabled', 1, true))
+  end
   local k = cluster and KEYS[1]
   if not k then return nil end
   local open = string.find(k, '{', 1, true)
