@@ -123,3 +123,28 @@ fn redis_restarts_twice_mid_run_lose_no_job() {
     assert!(!log.contains("panicked"), "the worker panicked:\n{log}");
     audit::assert_no_ghosts(&mut con, &ns);
 }
+
+#[test]
+fn a_redis_that_may_evict_keys_is_named_at_start() {
+    // ElastiCache's default parameter group, for one: a memory limit and volatile-lru.
+    let evicting =
+        RedisServer::start(&["--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"]);
+    let ns = support::namespace("evicting");
+    let mut w = WorkerProc::start(&evicting.url(), &ns, 1, &[]);
+    let log = w.stderr();
+    assert!(
+        log.contains("maxmemory-policy volatile-lru") && log.contains("noeviction"),
+        "no warning about eviction:\n{log}"
+    );
+    w.signal("QUIT");
+    assert!(w.wait_exit(30).success());
+
+    // The same limit with noeviction (a full Redis refuses writes instead): nothing to say.
+    let refusing =
+        RedisServer::start(&["--maxmemory", "100mb", "--maxmemory-policy", "noeviction"]);
+    let mut w = WorkerProc::start(&refusing.url(), &ns, 1, &[]);
+    let log = w.stderr();
+    assert!(!log.contains("maxmemory-policy"), "{log}");
+    w.signal("QUIT");
+    assert!(w.wait_exit(30).success());
+}

@@ -353,18 +353,41 @@ fn version_ok(version: &str) -> bool {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= MIN_REDIS
 }
 
+/// The eviction policy of a server that may evict keys (`INFO`'s `maxmemory` set and
+/// `maxmemory_policy` other than `noeviction`), else `None`.
+fn eviction(info: &str) -> Option<&str> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    let limited = field("maxmemory").is_some_and(|m| m != "0");
+    field("maxmemory_policy").filter(|p| limited && *p != "noeviction")
+}
+
 /// The oldest Redis resq runs on: its scripts are a Redis Functions library (`FUNCTION LOAD`,
 /// `FCALL`), which came with 7.0.
 pub(crate) const MIN_REDIS: (u32, u32) = (7, 0);
 
 /// Checks that the server is Redis (or a compatible server reporting a `redis_version`) ≥
 /// [`MIN_REDIS`]; an older one is refused with a clear message instead of failing later in
-/// confusing ways.
+/// confusing ways. A server that may evict keys is named in a warning ([`eviction`]).
 pub(crate) async fn check_server<C: ConnectionLike + Send>(
     con: &mut C,
     target: &str,
 ) -> Result<()> {
-    let info: String = redis::cmd("INFO").arg("server").query_async(con).await?;
+    // (The default sections: `server` and `memory`. One section a call before Redis 7.)
+    let info: String = redis::cmd("INFO").query_async(con).await?;
+    if let Some(policy) = eviction(&info) {
+        tracing::warn!(
+            redis = %target,
+            policy,
+            "Redis may evict keys when it is full (maxmemory-policy {policy}): queued jobs, jobs \
+             in progress, records and locks could vanish without a trace; set maxmemory-policy \
+             noeviction (a full Redis then refuses writes, which resq waits out: \
+             docs/production-redis.md)"
+        );
+    }
     let version = info
         .lines()
         .find_map(|l| l.strip_prefix("redis_version:"))
@@ -433,5 +456,29 @@ mod tests {
         assert!(!super::version_ok("6.0.16"));
         assert!(!super::version_ok("5.0.7"));
         assert!(!super::version_ok(""));
+    }
+
+    #[test]
+    fn eviction_is_named_only_when_it_can_happen() {
+        let info = |max: &str, policy: &str| {
+            format!(
+                "# Memory\r\nmaxmemory:{max}\r\nmaxmemory_human:x\r\nmaxmemory_policy:{policy}\r\n"
+            )
+        };
+        assert_eq!(
+            super::eviction(&info("104857600", "allkeys-lru")),
+            Some("allkeys-lru")
+        );
+        assert_eq!(
+            super::eviction(&info("104857600", "volatile-lru")),
+            Some("volatile-lru")
+        );
+        assert_eq!(super::eviction(&info("104857600", "noeviction")), None);
+        // No limit: nothing is ever evicted, whatever the policy.
+        assert_eq!(super::eviction(&info("0", "allkeys-lru")), None);
+        assert_eq!(
+            super::eviction("# Server\r\nredis_version:7.0.15\r\n"),
+            None
+        );
     }
 }
