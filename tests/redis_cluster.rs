@@ -13,6 +13,7 @@
 //! * The namespace's slot moved to another master mid-drain (resharding): no job lost or run
 //!   twice, no call failed (each waited for the move), and a call made while the slot is
 //!   `MIGRATING` writes nothing before it is asked again.
+//! * The CLI's commands and the dashboard's pages on a cluster namespace.
 
 mod support;
 
@@ -371,4 +372,107 @@ fn a_call_on_a_moving_slot_writes_nothing_and_completes_once_the_slot_is_settled
     assert_eq!(state.as_deref(), Some("queued"));
     let queued: i64 = con.llen(format!("{ns}:queue:default")).expect("LLEN");
     assert_eq!(queued, 2, "each enqueue put its job once");
+}
+
+/// `GET path` on the dashboard at `port`: the status code and the body.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, out))
+}
+
+#[test]
+fn the_cli_and_the_dashboard_work_on_a_cluster_namespace() {
+    require_tools();
+    let root = topology::temp_dir("cluster-tools");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(1);
+    let ns = format!("{{{}}}", support::namespace("cluster-tools"));
+    let resq = |args: &[&str]| {
+        let out = Command::new(support::resq_bin())
+            .args(["--url", &url, "--namespace", &ns])
+            .args(args)
+            .env_remove("REDIS_URL")
+            .env_remove("RESQUE_NAMESPACE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("resq");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "resq {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    resq(&["enqueue", "--queue", "a", "Plain", "1"]);
+    let id = resq(&["enqueue", "--track", "--queue", "b", "Tracked", "2"]);
+    let id = id.trim();
+    assert_eq!(id.len(), 32, "{id}");
+    assert!(resq(&["queues"]).contains('b'));
+    assert!(resq(&["job", "show", id]).contains("queued"));
+    assert!(resq(&["jobs"]).contains(id));
+    assert!(resq(&["coverage"]).contains("Tracked"));
+    for args in [
+        &["info"][..],
+        &["workers"],
+        &["failed", "list"],
+        &["delayed", "list"],
+        &["batches"],
+        &["limits", "list"],
+        &["schedule", "list"],
+        &["prune"],
+        &["pause"],
+        &["resume"],
+    ] {
+        resq(args);
+    }
+
+    let port = support::free_port();
+    // (The guard stops the dashboard when it is dropped, or when this process dies.)
+    let web_args: Vec<String> = [
+        "--url",
+        url.as_str(),
+        "--namespace",
+        ns.as_str(),
+        "web",
+        "--bind",
+        &format!("127.0.0.1:{port}"),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let web = support::spawn_guard(&support::resq_bin().display().to_string(), &web_args, None);
+    wait_until(30, "the dashboard to answer", || {
+        http_get(port, "/overview")
+    });
+    for page in [
+        "/overview",
+        "/queues",
+        "/queue?name=b",
+        "/workers",
+        "/failed",
+        "/delayed",
+        "/stats",
+        "/jobs",
+        "/jobs?state=queued",
+        &format!("/job?id={id}"),
+        "/batches",
+        "/limits",
+        "/waiting",
+    ] {
+        let (code, body) = http_get(port, page).expect("an answer");
+        assert_eq!(code, 200, "{page}: {body}");
+    }
+    let (_, body) = http_get(port, "/jobs?state=queued").expect("an answer");
+    assert!(body.contains(id), "{body}");
+    drop(web);
 }
