@@ -411,7 +411,7 @@ impl Pruner {
                     "limit shares and sums derived again from the jobs that run"
                 );
             }
-            for line in problems.lines() {
+            for line in crate::scripts::texts::problem_lines(&problems) {
                 tracing::warn!("cannot derive a limit yet: {line}");
             }
         }
