@@ -158,7 +158,14 @@ impl Recurring {
                     return Ok(None);
                 };
                 let ok = self
-                    .call(con, s, token, &crate::scripts::texts::schedule_token(first, &digest), None, now)
+                    .call(
+                        con,
+                        s,
+                        token,
+                        &crate::scripts::texts::schedule_token(first, &digest),
+                        None,
+                        now,
+                    )
                     .await?;
                 return Ok(ok.then(|| Fired::Advanced(s.name.clone())));
             }

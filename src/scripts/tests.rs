@@ -1118,7 +1118,7 @@ mod flow_scenarios {
                     }
                     .call()
                     .invoke_async(&mut con)
-                        .await;
+                    .await;
                     match r {
                         Ok(v) => Answer::Done(format!("{v:?}")),
                         Err(e) => refused(e),
@@ -1222,7 +1222,7 @@ mod flow_scenarios {
                         }
                         .call()
                         .invoke_async(&mut con)
-                            .await;
+                        .await;
                     match r {
                         Ok(v) => Answer::Done(format!("{v:?}")),
                         Err(e) => refused(e),
@@ -1430,7 +1430,7 @@ mod limit_scenarios {
                         }
                         .call()
                         .invoke_async(&mut con)
-                            .await;
+                        .await;
                     match r {
                         Ok(_) => Answer::Done(String::new()),
                         Err(e) => refused(e),
@@ -1551,8 +1551,8 @@ async fn job_taken_reads_worker_records_only_of_foreign_workers_and_only_when_ne
         }
         .call()
         .invoke_async(con)
-            .await
-            .unwrap()
+        .await
+        .unwrap()
     }
     let mut con = testing::con().await;
     for (fleet, in_queue) in [("vm~resq:1-{}:q", false), ("rubyhost:{}:q", true)] {

@@ -200,7 +200,10 @@ mod tests {
             ("final", "completed", 3, 4, "b1 a problem\nb2 another")
         );
         let c = parse_cancel("cancelled\nk a problem");
-        assert_eq!((c.word, c.ends, c.problems), ("cancelled", 0, "k a problem"));
+        assert_eq!(
+            (c.word, c.ends, c.problems),
+            ("cancelled", 0, "k a problem")
+        );
         assert_eq!(parse_cancel("unknown").word, "unknown");
     }
 
@@ -209,7 +212,13 @@ mod tests {
         let m = parse_held(b"12\tq\t3\tlim\t{\"a\":\"\t\"}").expect("a member");
         assert_eq!(
             (m.seq, m.queue, m.units, m.name, m.payload),
-            (&b"12"[..], &b"q"[..], &b"3"[..], &b"lim"[..], &b"{\"a\":\"\t\"}"[..])
+            (
+                &b"12"[..],
+                &b"q"[..],
+                &b"3"[..],
+                &b"lim"[..],
+                &b"{\"a\":\"\t\"}"[..]
+            )
         );
         assert_eq!(parse_held(b"12\tq\tx\t3\tlim\t{}"), None);
         assert_eq!(parse_held(b"12\tq\t3"), None);

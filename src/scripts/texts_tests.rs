@@ -57,9 +57,13 @@ async fn a_cancel_reply_reads_back() {
     let mut con = testing::con().await;
     let keys = keys();
     let id = enqueue(&con, &keys, "k").await;
-    let first = crate::jobs::cancel(&mut con, &keys, &id).await.expect("cancel");
+    let first = crate::jobs::cancel(&mut con, &keys, &id)
+        .await
+        .expect("cancel");
     assert!(matches!(first, Cancelled::Cancelled), "{first:?}");
-    let again = crate::jobs::cancel(&mut con, &keys, &id).await.expect("cancel");
+    let again = crate::jobs::cancel(&mut con, &keys, &id)
+        .await
+        .expect("cancel");
     assert!(
         matches!(again, Cancelled::Finished(crate::jobs::State::Cancelled)),
         "{again:?}"
@@ -71,7 +75,10 @@ async fn a_cancel_reply_reads_back() {
 async fn problems_read_back_one_a_line() {
     let mut con = testing::con().await;
     let keys = keys();
-    let ids = ["00000000000000000000000000000001", "00000000000000000000000000000002"];
+    let ids = [
+        "00000000000000000000000000000001",
+        "00000000000000000000000000000002",
+    ];
     for (n, id) in ids.iter().enumerate() {
         let _: () = con.set(keys.job_record(id), "not a hash").await.unwrap();
         let _: () = con.zadd(keys.running(), *id, n).await.unwrap();
