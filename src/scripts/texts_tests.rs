@@ -8,7 +8,7 @@ use crate::testing;
 use redis::AsyncCommands;
 
 fn keys() -> Keys {
-    Keys::new(&testing::namespace("texts"))
+    Keys::new(testing::namespace("texts"))
 }
 
 fn client(con: &crate::conn::Conn, keys: &Keys) -> crate::client::Client {
