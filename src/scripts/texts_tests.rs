@@ -158,3 +158,84 @@ async fn a_held_member_reads_back_and_a_tab_in_its_queue_is_refused() {
         assert!(m.payload.starts_with(b"@"), "{:?}", m.payload);
     }
 }
+
+/// A batch's first chunk (`batch_header` → `batch_stage.lua`'s `header`): its queue, parent and
+/// description (a newline in it made a space) come back as the batch's fields; a tab in the
+/// callbacks' queue is refused before anything is sent.
+#[tokio::test]
+async fn a_batch_header_reads_back_and_a_tab_in_its_queue_is_refused() {
+    use crate::workflows::Batch;
+    let mut con = testing::con().await;
+    let keys = keys();
+    let c = client(&con, &keys);
+    let (parent, _) = c
+        .create_batch(Batch::new().job("q", "A", vec![]))
+        .await
+        .expect("a parent batch");
+    let (bid, _) = c
+        .create_batch(
+            Batch::new()
+                .description("two\nlines, and: colons")
+                .callback_queue("cq")
+                .parent(parent.clone())
+                .job("q", "A", vec![]),
+        )
+        .await
+        .expect("a batch");
+    let fields: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys.batch(bid.as_str()))
+        .arg(&["queue", "parent", "description"])
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(
+        fields,
+        vec![
+            Some("cq".into()),
+            Some(parent.to_string()),
+            Some("two lines, and: colons".into())
+        ]
+    );
+    let refused = c
+        .create_batch(Batch::new().callback_queue("c\tq").job("q", "A", vec![]))
+        .await;
+    assert!(
+        matches!(refused, Err(crate::Error::Rejected(_))),
+        "{refused:?}"
+    );
+}
+
+/// A job's workflow (`workflow_text` → `job_enqueue.lua`'s `workflow`): a job enqueued after
+/// two others waits for both, and its record names them.
+#[tokio::test]
+async fn a_workflow_text_reads_back() {
+    let mut con = testing::con().await;
+    let keys = keys();
+    let (a, b) = (
+        enqueue(&con, &keys, "ka").await,
+        enqueue(&con, &keys, "kb").await,
+    );
+    let id = JobId::new();
+    client(&con, &keys)
+        .enqueue_class_tracked(
+            "q",
+            "A",
+            &[],
+            Track::new()
+                .id(id.clone())
+                .after(a.clone())
+                .after(b.clone()),
+        )
+        .await
+        .expect("enqueue");
+    let fields: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys.job_record(id.as_str()))
+        .arg(&["state", "deps"])
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(
+        fields,
+        vec![Some("waiting".into()), Some(format!("{a} {b}"))]
+    );
+}
