@@ -67,19 +67,15 @@ pub(crate) async fn cancel_settling(
     .call()
     .invoke_async(con)
     .await?;
-    let (reply, mut problems) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
-    let mut settling = Settling::default();
-    if let Some(rest) = problems.strip_prefix("settling ") {
-        let (line, after) = rest.split_once('\n').unwrap_or((rest, ""));
-        let mut n = line.split(' ').map(|x| x.parse::<u64>().unwrap_or(0));
-        settling.ends = n.next().unwrap_or(0);
-        settling.jobs = n.next().unwrap_or(0);
-        problems = after;
+    let text = crate::scripts::texts::parse_cancel(&reply);
+    let settling = Settling {
+        ends: text.ends,
+        jobs: text.jobs,
+    };
+    if !text.problems.is_empty() {
+        super::report_problem(text.problems);
     }
-    if !problems.is_empty() {
-        super::report_problem(problems);
-    }
-    let outcome = match reply.split_once(' ').map_or((reply, ""), |(a, b)| (a, b)) {
+    let outcome = match (text.word, text.arg) {
         ("cancelled", _) => Ok(Cancelled::Cancelled),
         ("killing", _) => {
             // A record still saying working whose worker is gone reads failed: nobody runs it.

@@ -124,8 +124,8 @@ pub(crate) fn tracked_in_payload(text: &str) -> Option<(JobId, Kind)> {
 /// The `r:<id>` / `s:<id>` the scheduler's move names a tracked item by ('' none).
 pub(crate) fn item_ref(text: &str) -> String {
     match tracked_in_payload(text) {
-        Some((id, Kind::Tracked { .. })) => format!("r:{id}"),
-        Some((id, Kind::Statused { .. })) => format!("s:{id}"),
+        Some((id, Kind::Tracked { .. })) => crate::scripts::texts::item_ref(false, id.as_str()),
+        Some((id, Kind::Statused { .. })) => crate::scripts::texts::item_ref(true, id.as_str()),
         None => String::new(),
     }
 }
@@ -164,21 +164,28 @@ pub(crate) enum Started {
 }
 
 impl Started {
-    /// Reads the step's `r\t<attempt>\t<key>\t<batch>` or `s`; `None` for anything else.
+    /// Reads the step's `r\t<attempt>\t<key>\t<batch>` or `s` (a job start,
+    /// [`crate::scripts::texts::parse_start`]); `None` for anything else.
     pub(crate) fn parse(data: &[u8]) -> Option<Started> {
-        let text = std::str::from_utf8(data).ok()?;
-        if text == "s" {
-            return Some(Started::Statused);
+        Self::of(crate::scripts::texts::parse_start(data)?)
+    }
+
+    /// What a job start's text says of the run; `None` for `drop` and `absent`.
+    fn of(text: crate::scripts::texts::StartText<'_>) -> Option<Started> {
+        use crate::scripts::texts::StartText;
+        match text {
+            StartText::Statused => Some(Started::Statused),
+            StartText::Tracked {
+                attempt,
+                key,
+                batch,
+            } => Some(Started::Tracked {
+                attempt,
+                key: key.to_string(),
+                batch: crate::wire::job_id::BatchId::parse(batch),
+            }),
+            StartText::Drop | StartText::Absent(_) => None,
         }
-        let mut parts = text.splitn(4, '\t');
-        if parts.next()? != "r" {
-            return None;
-        }
-        Some(Started::Tracked {
-            attempt: parts.next()?.parse().ok()?,
-            key: parts.next().unwrap_or("").to_string(),
-            batch: parts.next().and_then(crate::wire::job_id::BatchId::parse),
-        })
     }
 }
 
@@ -213,13 +220,14 @@ pub(crate) async fn start_claimed(
     .invoke_async(con)
     .await;
     match reply {
-        Ok(r) if r == "drop" => None,
-        Ok(r) => {
-            if let Some(problem) = r.strip_prefix("absent\t") {
+        Ok(r) => match crate::scripts::texts::parse_start(r.as_bytes()) {
+            Some(crate::scripts::texts::StartText::Drop) => None,
+            Some(crate::scripts::texts::StartText::Absent(problem)) => {
                 report_problem(problem);
+                Some(None)
             }
-            Some(Started::parse(r.as_bytes()))
-        }
+            text => Some(text.and_then(Started::of)),
+        },
         Err(e) => {
             report_problem(&format!("{id} {}", crate::conn::errors::display(&e)));
             Some(None)
@@ -252,7 +260,7 @@ pub(crate) fn report_problem(problem: &str) {
         seen.logged = 0;
         seen.lines.retain(|_, at| now < *at + EVERY);
     }
-    for line in problem.lines().filter(|l| !l.is_empty()) {
+    for line in crate::scripts::texts::problem_lines(problem) {
         if seen.lines.get(line).is_some_and(|at| now < *at + EVERY) {
             continue;
         }

@@ -32,10 +32,8 @@ pub(crate) struct Cand {
 /// A held member (`seq\tqueue\tunits\tname\tpayload`): its job; a payload kept in a list of
 /// its own (`@<key>`) is noted in `big` to be read (`at`: the entry's index, and its queue).
 pub(crate) fn held_cand(member: &[u8], big: &mut Vec<Big>, at: usize) -> Option<Cand> {
-    let mut parts = member.splitn(5, |b| *b == b'\t');
-    let (_, queue, _, _) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let payload = parts.next()?;
-    let queue = String::from_utf8_lossy(queue).into_owned();
+    let m = crate::scripts::texts::parse_held(member)?;
+    let (queue, payload) = (String::from_utf8_lossy(m.queue).into_owned(), m.payload);
     if let Some(key) = payload.strip_prefix(b"@") {
         big.push(Big {
             at,

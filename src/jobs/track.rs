@@ -153,13 +153,12 @@ impl Track {
             return String::new();
         }
         let deps: Vec<&str> = self.after.iter().map(JobId::as_str).collect();
-        format!(
-            "{}\t{}\t{}\t{}\t{}",
+        crate::scripts::texts::workflow_text(
             self.batch.as_deref().unwrap_or(""),
             self.parent.as_ref().map_or("", JobId::as_str),
             self.if_dep_failed.as_str(),
             super::DEFAULT_TTL.as_secs(),
-            deps.join(" ")
+            &deps,
         )
     }
 

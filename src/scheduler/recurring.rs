@@ -149,10 +149,7 @@ impl Recurring {
         now: DateTime<Utc>,
     ) -> Result<Option<Fired>> {
         let digest = s.digest();
-        let parsed = token.and_then(|t| {
-            let (due, d) = t.split_once(' ')?;
-            Some((due.parse::<i64>().ok()?, d))
-        });
+        let parsed = token.and_then(|t| crate::scripts::texts::parse_schedule_token(t));
         let due = match parsed {
             Some((due, d)) if d == digest => due,
             _ => {
@@ -161,7 +158,14 @@ impl Recurring {
                     return Ok(None);
                 };
                 let ok = self
-                    .call(con, s, token, &format!("{first} {digest}"), None, now)
+                    .call(
+                        con,
+                        s,
+                        token,
+                        &crate::scripts::texts::schedule_token(first, &digest),
+                        None,
+                        now,
+                    )
                     .await?;
                 return Ok(ok.then(|| Fired::Advanced(s.name.clone())));
             }
@@ -172,7 +176,7 @@ impl Recurring {
         let Some(next) = s.due_after(due, now) else {
             return Ok(None);
         };
-        let new_token = format!("{next} {digest}");
+        let new_token = crate::scripts::texts::schedule_token(next, &digest);
         let fired_elsewhere = last
             .and_then(|l| time::parse_any(l))
             .is_some_and(|t| t.timestamp() >= due);

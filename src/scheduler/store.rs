@@ -82,8 +82,8 @@ pub(crate) async fn list(con: &mut Conn, keys: &Keys) -> Result<Vec<StoredSchedu
             config: serde_json::from_str(&text).map_err(|_| text),
             next_due: tokens
                 .get(&name)
-                .and_then(|t| t.split_once(' '))
-                .and_then(|(d, _)| d.parse().ok()),
+                .and_then(|t| crate::scripts::texts::parse_schedule_token(t))
+                .map(|(due, _)| due),
             last_enqueued_at: last.get(&name).cloned(),
             name,
         })

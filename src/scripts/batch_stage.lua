@@ -24,6 +24,12 @@
 -- How long a batch being created is kept without its commit (s): a day.
 local STAGE_TTL = 86400
 
+-- A batch's first chunk (docs/architecture.md; Rust makes it with `scripts::texts::batch_header`):
+-- '<callbacks' queue>\t<parent>\t<ttl s>\t<description>' → its four parts, or nil.
+local function header(text)
+  return string.match(text, '^([^\t]*)\t([^\t]*)\t(%d*)\t(.*)$')
+end
+
 local function batch_stage(KEYS, ARGV)
   local P, bid, now_ms, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[8])
   local bk = KEYS[1]
@@ -33,7 +39,7 @@ local function batch_stage(KEYS, ARGV)
   local first = ARGV[4] ~= ''
   local cq, parent, ttl, desc
   if first then
-    cq, parent, ttl, desc = string.match(ARGV[4], '^([^\t]*)\t([^\t]*)\t(%d*)\t(.*)$')
+    cq, parent, ttl, desc = header(ARGV[4])
     if not cq then return redis.error_reply('ERR batch_stage: a header the client sent cannot be read') end
     if redis.call('EXISTS', bk) == 1 then
       return redis.error_reply('EXISTS ' .. bk .. ' is taken: a batch with this id exists')

@@ -496,6 +496,133 @@ builders! {
         }
     }
 
+    /// A slot's job finished, failed or retried with more than a step's completion carries
+    /// (a retry through the delayed set, resque-retry's counter, a unique job's lock). Keys a
+    /// call does not use are the slot's record key.
+    Complete<'a> = COMPLETE in "complete.lua" {
+        keys {
+            worker: String => "<ns>:worker:<id>",
+            processed: String => "<ns>:stat:processed",
+            processed_by: String => "<ns>:stat:processed:<id>",
+            failed_count: String => "<ns>:stat:failed",
+            failed_by: String => "<ns>:stat:failed:<id>",
+            failed: String => "<ns>:failed",
+            retry_counter: String => "resque-retry counter",
+            retry_failure: String => "<ns>:failure-<retry key>",
+            unique: String => "<ns>:resq:unique:<key>",
+            queues: String => "<ns>:queues",
+            retry_queue: String => "<ns>:queue:<retry q>",
+            bucket: String => "<ns>:delayed:<ts>",
+            timestamps: String => "<ns>:timestamps:<item>",
+            schedule: String => "<ns>:delayed_queue_schedule",
+            token: String => "<ns>:resq:token:<id>",
+        }
+        argv {
+            ident: &'a [u8] => "the record (exact bytes), or the token of a claimed job",
+            outcome: &'static str => "outcome: 'success' | 'failure' | 'retry'",
+            entry: String => "failure entry",
+            count_failed: &'static str => "'1' when failures also count as processed",
+            counter_seen: String => "the counter value the caller read",
+            counter_new: String => "the counter's new value ('retry')",
+            clear_counter: &'static str => "'1' to delete the counter and KEYS[8]",
+            unique_id: String => "the unique id to release",
+            retry_mode: &'static str => "'now' (push ARGV[11] on KEYS[11]) or 'delayed'",
+            retry_queue_name: String => "retry queue name",
+            retry_payload: String => "retry payload or delayed item",
+            due_s: i64 => "due epoch s",
+            member: String => "'delayed:<ts>'",
+            failure_ttl_s: u64 => "KEYS[8] TTL in s",
+            counter_ttl_s: u64 => "counter TTL in s",
+            delay_ms: u64 => "retry delay in ms",
+            mode: &'static str => "'r' when ARGV[1] is the record, 't' when it is the claimed job's token",
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            ending: String => "a tracked job's ending",
+            now_ms: i64 => "now in epoch ms",
+            limits: &'a str => "the limits in force",
+            limited: &'static str => "'1' when the job was reserved under limits",
+            sweep_ms: u64 => "how long finished jobs stay listed",
+        }
+    }
+
+    /// A dead worker id unregistered, Ruby's way, with the job it was running recorded.
+    Prune<'a> = PRUNE in "prune.lua" {
+        keys {
+            workers: String => "<ns>:workers",
+            worker: String => "<ns>:worker:<id>",
+            started: String => "<ns>:worker:<id>:started",
+            heartbeats: String => "<ns>:workers:heartbeat",
+            processed_by: String => "<ns>:stat:processed:<id>",
+            failed_by: String => "<ns>:stat:failed:<id>",
+            failed: String => "failure list (<ns>:failed)",
+            queue: String => "<ns>:queue:<q> of the job",
+            queues: String => "<ns>:queues",
+            token: String => "<ns>:resq:token:<id>",
+        }
+        argv {
+            id: &'a str => "the worker id",
+            heartbeat: &'a str => "the heartbeat value judged",
+            record: &'a [u8] => "the worker record judged",
+            mode: &'static str => "\"fail\" (push ARGV[5]) or \"requeue\"",
+            entry: String => "the failure entry JSON",
+            payload: String => "the job's payload bytes",
+            queue_name: &'a str => "the queue name",
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            ending: String => "the job's tracked ending",
+            now_ms: i64 => "now, epoch ms",
+            limits: &'a str => "the limits in force",
+        }
+    }
+
+    /// Workflow bookkeeping that earlier calls left, finished (a prune round's).
+    FlowSettle<'a> = FLOW_SETTLE in "flow_settle.lua" {
+        keys {
+            unsettled: String => "<ns>:resq:unsettled",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            now_ms: i64 => "now in epoch ms",
+            most: u64 => "most jobs to settle",
+            ttl_s: u64 => "seconds a job cancelled here is kept",
+            budget: String => "(optional) the",
+        }
+    }
+
+    /// Runs someone else ended, ended (a prune round's page of running jobs).
+    JobLost<'a> = JOB_LOST in "job_lost.lua" {
+        keys {
+            running: String => "<ns>:resq:running",
+            workers: String => "<ns>:workers",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            now_ms: i64 => "now in epoch ms",
+            ttl_s: u64 => "seconds a finished",
+            from: u64 => "the rank to start at",
+            most: u64 => "most entries looked at",
+        }
+    }
+
+    /// Queued jobs someone else took, ended (a prune round's look at unended jobs).
+    JobTaken<'a> = JOB_TAKEN in "job_taken.lua" {
+        keys {
+            unended: String => "<ns>:resq:unended",
+            workers: String => "<ns>:workers",
+            failed: String => "<ns>:failed",
+            claims: String => "<ns>:resq:claims",
+            missed: String => "<ns>:resq:missed",
+        }
+        argv {
+            prefix: &'a str => "the namespace prefix '<ns>:'",
+            now_ms: i64 => "now in epoch ms",
+            ttl_s: u64 => "seconds a finished",
+            cutoff_ms: i64 => "cutoff: entries scored at or before it (ms)",
+            most: u64 => "most entries looked at",
+            scan: u64 => "most place entries read",
+            limits: &'a str => "the limits in force",
+            grace_ms: u64 => "grace (ms) between",
+        }
+    }
+
     /// An interrupted job back to the head of its queue.
     Requeue<'a> = REQUEUE in "requeue.lua" {
         keys {

@@ -5,16 +5,9 @@
 use super::calls::{Spec, SPECS, TEST_SPECS};
 use std::collections::BTreeMap;
 
-/// Functions whose calls are still built by position at their call site (each owned by other
-/// work: the step's hot path, and the prune round's calls).
-const BY_POSITION: &[&str] = &[
-    "step",
-    "complete",
-    "prune",
-    "flow_settle",
-    "job_lost",
-    "job_taken",
-];
+/// Functions whose calls are still built by position at their call site (the step's hot path,
+/// owned by other work).
+const BY_POSITION: &[&str] = &["step"];
 
 /// The header of `file`: its opening comment lines, without their `--`.
 fn header(file: &str) -> String {
@@ -235,16 +228,7 @@ fn every_function_has_a_builder() {
 
 /// The calls still built by position (`crate::scripts::<FUNCTION>` outside the builders):
 /// only these, each in its file, while their callers are reworked elsewhere.
-const POSITIONAL_CALLS: &[(&str, &str)] = &[
-    ("worker/complete.rs", "COMPLETE"),
-    ("worker/prune/mod.rs", "FLOW_SETTLE"),
-    ("worker/prune/mod.rs", "JOB_LOST"),
-    ("worker/prune/mod.rs", "JOB_TAKEN"),
-    ("worker/prune/mod.rs", "LIMITS_SWEEP"),
-    ("worker/prune/mod.rs", "LIMITS_RELEASE"),
-    ("worker/prune/mod.rs", "PRUNE"),
-    ("worker/step/call.rs", "STEP"),
-];
+const POSITIONAL_CALLS: &[(&str, &str)] = &[("worker/step/call.rs", "STEP")];
 
 /// Every `.rs` file under `dir`, with its path relative to `src/`.
 fn rust_files(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {

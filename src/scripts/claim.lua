@@ -18,12 +18,18 @@ function Claim.err(sl, claims_key)
   return e
 end
 
+-- A claim's step reply (docs/architecture.md; Rust reads it with the step's `Claim::parse`):
+-- '<token> <queue as JSON>\n<payload length>'. The token has no space and JSON no newline.
+function Claim.reply(token, qjson, n)
+  return token .. ' ' .. qjson .. '\n' .. n
+end
+
 -- Slot sl's claim of `raw` (popped from the queue whose name's JSON text is qjson); the reply
--- data: '<token> <queue as JSON>\n<size>'.
+-- data (Claim.reply).
 function Claim.item(sl, claims_key, raw, token, qjson)
   redis.call('RPUSH', sl.ckey, raw, token, qjson)
   redis.call('SADD', claims_key, sl.id)
-  return token .. ' ' .. qjson .. '\n' .. #raw
+  return Claim.reply(token, qjson, #raw)
 end
 
 -- A claim slot sl already holds (the reply of the call that took it was lost): its reply data,
@@ -32,5 +38,5 @@ function Claim.held(sl)
   local token = redis.pcall('LINDEX', sl.ckey, 1)
   if type(token) == 'table' then return nil, G.wrongtype_of(sl.ckey, 'list') end
   if not token then return nil end
-  return token .. ' ' .. (redis.call('LINDEX', sl.ckey, 2) or '""') .. '\n0'
+  return Claim.reply(token, redis.call('LINDEX', sl.ckey, 2) or '""', 0)
 end

@@ -8,7 +8,7 @@
 -- failure and its re-enqueue, because both are this one script.
 --
 -- KEYS[1] <ns>:worker:<id>         KEYS[2] <ns>:stat:processed   KEYS[3] <ns>:stat:processed:<id>
--- KEYS[4] <ns>:stat:failed         KEYS[5] <ns>:stat:failed:<id> KEYS[6] <ns>:failed
+-- KEYS[4] <ns>:stat:failed         KEYS[5] <ns>:stat:failed:<id>  KEYS[6] <ns>:failed
 -- KEYS[7] resque-retry counter     KEYS[8] <ns>:failure-<retry key>
 -- KEYS[9] <ns>:resq:unique:<key>   KEYS[10] <ns>:queues          KEYS[11] <ns>:queue:<retry q>
 -- KEYS[12] <ns>:delayed:<ts>       KEYS[13] <ns>:timestamps:<item>

@@ -111,7 +111,7 @@ local function held_start(X, held)
     -- (No hash: an earlier build's JSON record, which the reserve followed: reserve.lua.)
     if v and not v[1] and Status.read(X.P, id) then return 's' end
     if not v or v[1] ~= 'working' then return '' end
-    return 'r\t' .. Rec.whole(v[2]) .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
+    return Rec.start_text('r', Rec.whole(v[2]), v[3], v[4])
   end
   if X.C.any_statused and X.C.statused[obj['class']] and Status.id_of(obj) then return 's' end
   return ''

@@ -41,7 +41,7 @@ local function flow_settle(KEYS, ARGV)
     end
     if p then problems[#problems + 1] = p end
   end
-  return { done, table.concat(problems, '\n') }
+  return { done, G.lines(problems) or '' }
 end
 
 register('flow_settle', flow_settle)

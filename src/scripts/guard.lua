@@ -10,6 +10,14 @@
 --
 -- KEYS / ARGV: none (a module).
 
+-- Problems (docs/architecture.md, "Calls between Rust and Lua"): the problems of list `ps`, one
+-- a line, as one text; nil when there is none. A problem is free text naming its key; Rust reads
+-- the lines with `scripts::texts::problem_lines` and only logs them.
+function G.lines(ps)
+  if #ps == 0 then return nil end
+  return table.concat(ps, '\n')
+end
+
 -- The error text for `key` holding a `t` where `want` is needed.
 function G.wrongtype_msg(key, t, want)
   return 'WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want

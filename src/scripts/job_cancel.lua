@@ -19,6 +19,17 @@
 -- problems a cancelled job's end met in its batch or its waiting jobs. An error reply, before any
 -- write, when a key is unusable.
 
+-- The reply (docs/architecture.md; Rust reads it with `scripts::texts::parse_cancel`): the word
+-- line `did`, then 'settling <ends> <jobs>' when work is left to the prune round, then the
+-- problems (a list), one a line.
+local function reply(did, ends, walks, problems)
+  local out = did
+  if ends + walks > 0 then out = out .. '\nsettling ' .. ends .. ' ' .. walks end
+  local p = G.lines(problems)
+  if p then out = out .. '\n' .. p end
+  return out
+end
+
 local function job_cancel(KEYS, ARGV)
   local P, id, now_ms, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), Rec.whole(ARGV[4])
   if ARGV[6] and ARGV[6] ~= '' then Flow.set_budget(ARGV[6]) end
@@ -33,17 +44,15 @@ local function job_cancel(KEYS, ARGV)
       if e then return redis.error_reply(e) end
     end
     local did, problem = Flow.cancel(P, id, v, now_ms, ttl)
+    local problems = { problem }
     if string.sub(did, 1, 5) ~= 'final' then
-      local p = Flow.cancel_children(P, id, now_ms, ttl)
-      if p then problem = problem and (problem .. '\n' .. p) or p end
+      problems[#problems + 1] = Flow.cancel_children(P, id, now_ms, ttl)
     end
     -- (What its end could not do in its batch or for the jobs waiting for it, and what is
     -- still settling — left to the prune round past the bound of one call — on the lines
     -- after the word.)
     local ends, walks = Flow.parked()
-    if ends + walks > 0 then did = did .. '\nsettling ' .. ends .. ' ' .. walks end
-    if problem then return did .. '\n' .. problem end
-    return did
+    return reply(did, ends, walks, problems)
   end
   local text, ms, close = Status.read(P, id)
   if text == nil then return redis.error_reply(ms) end

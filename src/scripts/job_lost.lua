@@ -40,7 +40,7 @@ local function job_lost(KEYS, ARGV)
   end
   local go_on = 0
   if #ids == most then go_on = from + kept end
-  return { #ids, ended, go_on, table.concat(problems, '\n') }
+  return { #ids, ended, go_on, G.lines(problems) or '' }
 end
 
 register('job_lost', job_lost)

@@ -12,15 +12,15 @@ local function job_start(KEYS, ARGV)
   local P, kind, id, now_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[5])
   if kind == 'r' then
     local v, problem = Rec.peek(P, id)
-    if not v or not v[1] then return 'absent\t' .. (problem or (id .. ' has no record')) end
-    if v[1] == 'cancelled' then return 'drop' end
+    if not v or not v[1] then return Rec.start_text('absent', problem or (id .. ' has no record')) end
+    if v[1] == 'cancelled' then return Rec.start_text('drop') end
     return Rec.start(P, id, ARGV[4], ARGV[5], v)
   end
   local text, ms, close = Status.read(P, id)
-  if text == nil then return 'absent\t' .. id .. ' ' .. ms end
-  if Status.cancelled(text, ms) then return 'drop' end
+  if text == nil then return Rec.start_text('absent', id .. ' ' .. ms) end
+  if Status.cancelled(text, ms) then return Rec.start_text('drop') end
   Status.start(P, id, ARGV[6], nil, math.floor(now_ms / 1000), text, ms, close)
-  return 's'
+  return Rec.start_text('s')
 end
 
 register('job_start', job_start)

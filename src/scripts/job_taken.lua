@@ -345,7 +345,7 @@ local function job_taken(KEYS, ARGV)
   end
   -- (Looked at again the next round.)
   for _, id in ipairs(later) do redis.call('ZADD', KEYS[1], 'XX', now, id) end
-  return { looked, ended, kept, table.concat(problems, '\n'), missed }
+  return { looked, ended, kept, G.lines(problems) or '', missed }
 end
 
 register('job_taken', job_taken)

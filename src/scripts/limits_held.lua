@@ -63,13 +63,19 @@ local function score(d, class, now_ms)
   return (99 - p) * 1e13 + now_ms
 end
 
+-- A held job (docs/architecture.md; Rust reads it with `scripts::texts::parse_held`): the zset
+-- member '<seq>\t<queue>\t<units>\t<name>\t<payload>' (the payload last, anything in it).
+function Lim.member_text(seq, queue, units, name, payload)
+  return seq .. '\t' .. queue .. '\t' .. units .. '\t' .. name .. '\t' .. payload
+end
+
 -- Holds a job (payload text, or '@<key>' of a list holding it) of `class` from `queue` under the
 -- blocking limit x = {def, base, part}; `due`: when it may be released (rate and window).
 function Lim.hold(P, x, due, class, queue, payload, seq, now_ms)
   local d, base, part = x[1], x[2], x[3]
   if part then redis.call('SADD', Lim.parts_key(P, d), part) end
   Lim.S().held_empty[base .. ':held'] = nil
-  local member = seq .. '\t' .. queue .. '\t' .. Lim.weight(d, class) .. '\t' .. d.name .. '\t' .. payload
+  local member = Lim.member_text(seq, queue, Lim.weight(d, class), d.name, payload)
   if redis.call('ZADD', base .. ':held', score(d, class, now_ms), member) == 1
     and Lim.S().indexed[base .. ':held'] == nil then
     -- (Once per set and call: a call holding many jobs in one set writes the index once.)
@@ -79,7 +85,7 @@ function Lim.hold(P, x, due, class, queue, payload, seq, now_ms)
   if due then redis.call('ZADD', P .. 'resq:held:due', 'LT', due, base .. ':held') end
 end
 
--- The parts of a held member: queue, units, limit name, payload (or '@<key>').
+-- The parts of a held member (Lim.member_text): queue, units, limit name, payload (or '@<key>').
 function Lim.member(m)
   local _, queue, units, name, payload = string.match(m, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
   return queue, tonumber(units) or 1, name, payload

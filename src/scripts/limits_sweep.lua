@@ -45,7 +45,7 @@ local function limits_sweep(KEYS, ARGV)
   local mended
   mended, e = Lim.mend_index(P, L, 100)
   if not mended then problems[#problems + 1] = e end
-  return { corrected, n, forgotten, table.concat(problems, '\n') }
+  return { corrected, n, forgotten, G.lines(problems) or '' }
 end
 
 register('limits_sweep', limits_sweep)

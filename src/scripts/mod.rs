@@ -21,6 +21,7 @@
 
 mod calls;
 mod checked;
+pub(crate) mod texts;
 
 pub(crate) use calls::*;
 pub(crate) use checked::Checked;
@@ -234,3 +235,5 @@ mod payload_corpus_tests;
 mod state_owner_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod texts_tests;

@@ -21,6 +21,13 @@
 -- Returns n when moved; -1 when the lock is not ours; -2 when the bucket changed (read again);
 -- an error reply, before any write, when a key it would write is unusable.
 
+-- A delayed item's job (docs/architecture.md; Rust makes it with `scripts::texts::item_ref`):
+-- 'r:<id>' (a job resq tracks) or 's:<id>' (a resque-status job) → its kind 'r' or 's' and id;
+-- '' → '' and ''.
+local function item_ref(t)
+  return string.sub(t, 1, 1), string.sub(t, 3)
+end
+
 local function move_delayed(KEYS, ARGV)
   local lock = redis.pcall('GET', KEYS[1])
   if type(lock) == 'table' or lock ~= ARGV[1] then
@@ -52,8 +59,7 @@ local function move_delayed(KEYS, ARGV)
     -- What each tracked item's record says (read before any write).
     local dropped, peeked = {}, {}
     for i = 1, n do
-      local t = ARGV[6 + 4 * i]
-      local kind, tid = string.sub(t, 1, 1), string.sub(t, 3)
+      local kind, tid = item_ref(ARGV[6 + 4 * i])
       if kind == 'r' then
         local v = Rec.peek(P, tid)
         if v and v[1] == 'cancelled' then dropped[i] = true elseif v and v[1] then peeked[i] = v end
@@ -70,7 +76,7 @@ local function move_delayed(KEYS, ARGV)
         -- Cancelled while it waited.
       elseif queue ~= '' then
         if v and (v[1] == 'scheduled' or v[1] == 'retrying') then
-          local tid = string.sub(ARGV[6 + 4 * i], 3)
+          local _, tid = item_ref(ARGV[6 + 4 * i])
           Rec.set_state(P, tid, v[1], 'queued', now_ms,
             { 'queue', queue, 'a' .. (Rec.whole(v[2]) + 1) .. '.moved', now_ms })
         end

@@ -9,8 +9,8 @@
 -- jobs that then fit go back to the head of their queue.
 --
 -- KEYS[1] <ns>:workers              KEYS[2] <ns>:worker:<id>        KEYS[3] <ns>:worker:<id>:started
--- KEYS[4] <ns>:workers:heartbeat    KEYS[5] <ns>:stat:processed:<id> KEYS[6] <ns>:stat:failed:<id>
--- KEYS[7] failure list (<ns>:failed) KEYS[8] <ns>:queue:<q> of the job  KEYS[9] <ns>:queues
+-- KEYS[4] <ns>:workers:heartbeat    KEYS[5] <ns>:stat:processed:<id>  KEYS[6] <ns>:stat:failed:<id>
+-- KEYS[7] failure list (<ns>:failed)  KEYS[8] <ns>:queue:<q> of the job  KEYS[9] <ns>:queues
 -- KEYS[10] <ns>:resq:token:<id> (a claimed job's token, removed with the record)
 -- ARGV[1] the worker id
 -- ARGV[2] the heartbeat value judged ("" when the field was absent)

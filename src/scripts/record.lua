@@ -176,10 +176,19 @@ end
 -- The fields and options of a start (reused).
 local W, WO = {}, {}
 
+-- A job start (docs/architecture.md; Rust reads it with `scripts::texts::parse_start`):
+-- 'r\t<attempt>\t<job key>\t<batch>' for `word` 'r' (attempt `a`, job key `key`, batch `b`),
+-- 'absent\t<problem>' for 'absent' (the problem `a`), else the word itself ('s', 'drop'). The
+-- job key may hold tabs: it is read as what lies between the attempt and the batch.
+function Rec.start_text(word, a, key, b)
+  if word == 'r' then return 'r\t' .. a .. '\t' .. (key or '') .. '\t' .. (b or '') end
+  if word == 'absent' then return 'absent\t' .. a end
+  return word
+end
+
 -- A reserved job's start, given what Rec.peek read (a record that exists and is not
 -- cancelled): its state, worker, start time, attempt and history. `now` is the time in epoch
--- ms as text (written as it is). Returns the step's word for it:
--- 'r\t<attempt>\t<job key>\t<batch>'.
+-- ms as text (written as it is). Returns the step's word for it (Rec.start_text).
 function Rec.start(P, id, worker, now, v)
   local rk = P .. 'resq:job:' .. id
   local n = whole(v[2]) + 1
@@ -192,7 +201,7 @@ function Rec.start(P, id, worker, now, v)
   WO.key = v[3]
   Rec.set_state(P, id, v[1], 'working', now, w, WO)
   forget_old(rk, n)
-  return 'r\t' .. a .. '\t' .. (v[3] or '') .. '\t' .. (v[4] or '')
+  return Rec.start_text('r', a, v[3], v[4])
 end
 
 -- Frees job key `key` of job `id` (only while it names that job).

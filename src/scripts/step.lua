@@ -38,11 +38,11 @@
 -- jobs moved), and the earliest time (ms) a job held by a rate or window limit may be released
 -- ('' none).
 
-local rcall, byte, tonumber, floor, concat
+local rcall, byte, tonumber, floor
 
 on_init(function(E)
   rcall, byte, tonumber = E.redis.call, E.string.byte, E.tonumber
-  floor, concat = E.math.floor, E.table.concat
+  floor = E.math.floor
 end)
 
 -- The call's frame (what finish.lua and reserve.lua share), made once and reset by each call:
@@ -128,7 +128,7 @@ local function step(KEYS, ARGV)
   if X.limits_touched then Lim.flush(X.P) end
   if X.finals or X.status_finals then Finish.sweep(X) end
   OUT[k + 1] = X.qflags or ''
-  OUT[k + 2] = X.problems and concat(X.problems, '\n') or ''
+  OUT[k + 2] = X.problems and G.lines(X.problems) or ''
   OUT[k + 3] = X.earliest and tostring(X.earliest) or ''
   -- (The reply is read up to its first nil: what a larger call left goes.)
   for j = k + 4, out_n do OUT[j] = nil end

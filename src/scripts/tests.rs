@@ -1107,16 +1107,18 @@ mod flow_scenarios {
             }),
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
-                    let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JOB_LOST
-                        .key(keys.running())
-                        .key(keys.workers())
-                        .arg(keys.prefix())
-                        .arg(1000)
-                        .arg(60)
-                        .arg(0)
-                        .arg(100)
-                        .invoke_async(&mut con)
-                        .await;
+                    let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JobLost {
+                        running: keys.running(),
+                        workers: keys.workers(),
+                        prefix: keys.prefix(),
+                        now_ms: 1000,
+                        ttl_s: 60,
+                        from: 0,
+                        most: 100,
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await;
                     match r {
                         Ok(v) => Answer::Done(format!("{v:?}")),
                         Err(e) => refused(e),
@@ -1203,22 +1205,24 @@ mod flow_scenarios {
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
                     let r: redis::RedisResult<(u64, u64, u64, String, u64)> =
-                        crate::scripts::JOB_TAKEN
-                            .key(keys.unended())
-                            .key(keys.workers())
-                            .key(keys.failed())
-                            .key(keys.claims())
-                            .key(keys.missed())
-                            .arg(keys.prefix())
-                            .arg(1_000_000)
-                            .arg(60)
-                            .arg(999_940)
-                            .arg(100)
-                            .arg(1000)
-                            .arg("")
-                            .arg(60)
-                            .invoke_async(&mut con)
-                            .await;
+                        crate::scripts::JobTaken {
+                            unended: keys.unended(),
+                            workers: keys.workers(),
+                            failed: keys.failed(),
+                            claims: keys.claims(),
+                            missed: keys.missed(),
+                            prefix: keys.prefix(),
+                            now_ms: 1_000_000,
+                            ttl_s: 60,
+                            cutoff_ms: 999_940,
+                            most: 100,
+                            scan: 1000,
+                            limits: "",
+                            grace_ms: 60,
+                        }
+                        .call()
+                        .invoke_async(&mut con)
+                        .await;
                     match r {
                         Ok(v) => Answer::Done(format!("{v:?}")),
                         Err(e) => refused(e),
@@ -1416,15 +1420,17 @@ mod limit_scenarios {
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
                     let r: redis::RedisResult<(u64, u64, u64, String)> =
-                        crate::scripts::LIMITS_SWEEP
-                            .key(keys.sharing())
-                            .arg(keys.prefix())
-                            .arg(JSON)
-                            .arg(chrono::Utc::now().timestamp_millis())
-                            .arg(1000)
-                            .arg("one")
-                            .invoke_async(&mut con)
-                            .await;
+                        crate::scripts::LimitsSweep {
+                            sharing: keys.sharing(),
+                            prefix: keys.prefix(),
+                            limits: JSON,
+                            now_ms: chrono::Utc::now().timestamp_millis(),
+                            budget: 1000,
+                            moved: &["one".to_string()],
+                        }
+                        .call()
+                        .invoke_async(&mut con)
+                        .await;
                     match r {
                         Ok(_) => Answer::Done(String::new()),
                         Err(e) => refused(e),
@@ -1528,23 +1534,25 @@ async fn no_script_writes_when_it_refuses() {
 async fn job_taken_reads_worker_records_only_of_foreign_workers_and_only_when_needed() {
     const JOB: &str = "0123456789abcdef0123456789abcdef";
     async fn call(con: &mut Conn, keys: &Keys) -> (u64, u64, u64, String, u64) {
-        crate::scripts::JOB_TAKEN
-            .key(keys.unended())
-            .key(keys.workers())
-            .key(keys.failed())
-            .key(keys.claims())
-            .key(keys.missed())
-            .arg(keys.prefix())
-            .arg(1_000_000)
-            .arg(60)
-            .arg(999_940)
-            .arg(100)
-            .arg(50)
-            .arg("")
-            .arg(60)
-            .invoke_async(con)
-            .await
-            .unwrap()
+        crate::scripts::JobTaken {
+            unended: keys.unended(),
+            workers: keys.workers(),
+            failed: keys.failed(),
+            claims: keys.claims(),
+            missed: keys.missed(),
+            prefix: keys.prefix(),
+            now_ms: 1_000_000,
+            ttl_s: 60,
+            cutoff_ms: 999_940,
+            most: 100,
+            scan: 50,
+            limits: "",
+            grace_ms: 60,
+        }
+        .call()
+        .invoke_async(con)
+        .await
+        .unwrap()
     }
     let mut con = testing::con().await;
     for (fleet, in_queue) in [("vm~resq:1-{}:q", false), ("rubyhost:{}:q", true)] {

@@ -123,8 +123,7 @@ end
 function Flow.after_final(P, id, state, f, now_ms)
   local problems = {}
   settle_all(P, { id, state, f }, now_ms, problems)
-  if #problems > 0 then return table.concat(problems, '\n') end
-  return nil
+  return G.lines(problems)
 end
 
 -- A run of member `id` of batch bid ended without the job ending (it will be retried).
@@ -132,8 +131,7 @@ function Flow.attempted(P, id, bid, now_ms)
   local problems = {}
   if not Flow.once(P, id, 'attempted') then return nil end
   Flow.member_end(P, bid, true, false, false, now_ms, problems)
-  if #problems > 0 then return table.concat(problems, '\n') end
-  return nil
+  return G.lines(problems)
 end
 
 local function count(key, field, by, problems)
@@ -323,6 +321,5 @@ function Flow.settle_parked(P, id, now_ms)
     local p = Flow.after_final(P, e[1], e[2], e[3], now_ms)
     if p then problems[#problems + 1] = p end
   end
-  if #problems > 0 then return table.concat(problems, '\n') end
-  return nil
+  return G.lines(problems)
 end

@@ -89,6 +89,5 @@ function Flow.cancel_children(P, id, now_ms, ttl, cursor)
       .. 'are still being cancelled: past the ' .. Flow.max_work() .. ' one call settles, the next prune '
       .. 'round goes on (' .. P .. 'resq:unsettled)'
   end
-  if #problems > 0 then return table.concat(problems, '\n') end
-  return nil
+  return G.lines(problems)
 end

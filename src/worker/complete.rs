@@ -110,59 +110,84 @@ async fn attempt<C: ConnectionLike + Send>(
 ) -> RedisResult<(bool, String)> {
     let keys = stepper.keys();
     let id = stepper.id();
-    let count_failed = stepper.count_failed();
+    let limits = stepper.limits_json();
+    let (mode, ident): (&'static str, &[u8]) = match &ext.job {
+        JobRef::Record(r) => ("r", r),
+        JobRef::Token(t) => ("t", t.as_bytes()),
+    };
+    // Keys a call does not use are the slot's record key; the other defaults do nothing.
     let unused = keys.worker(id);
-    let mut k: Vec<String> = vec![
-        keys.worker(id),
-        keys.stat_processed(),
-        keys.stat_processed_by(id),
-        keys.stat_failed(),
-        keys.stat_failed_by(id),
-        keys.failed(),
-    ];
-    k.resize(14, unused.clone());
-    k.push(keys.claim_token(id));
-    // ARGV[2..=16] after the record; defaults are "nothing to do".
-    // `a[n]` is ARGV[n] (ARGV[1], the record, is sent as bytes); defaults do nothing.
-    let mut a: Vec<String> = vec![String::new(); 24];
-    a[21] = stepper.limits_json().to_string();
-    a[22] = if limited { "1" } else { "0" }.into();
-    a[23] = stepper.sweep().as_millis().to_string();
-    a[4] = if count_failed { "1" } else { "0" }.into();
-    a[5] = "-".into();
-    a[7] = "0".into();
-    a[12] = "0".into();
-    a[14] = "0".into();
-    a[15] = "0".into();
-    a[16] = "0".into();
+    let mut c = crate::scripts::Complete {
+        worker: keys.worker(id),
+        processed: keys.stat_processed(),
+        processed_by: keys.stat_processed_by(id),
+        failed_count: keys.stat_failed(),
+        failed_by: keys.stat_failed_by(id),
+        failed: keys.failed(),
+        retry_counter: unused.clone(),
+        retry_failure: unused.clone(),
+        unique: unused.clone(),
+        queues: unused.clone(),
+        retry_queue: unused.clone(),
+        bucket: unused.clone(),
+        timestamps: unused.clone(),
+        schedule: unused,
+        token: keys.claim_token(id),
+        ident,
+        outcome: "",
+        entry: String::new(),
+        count_failed: if stepper.count_failed() { "1" } else { "0" },
+        counter_seen: "-".into(),
+        counter_new: String::new(),
+        clear_counter: "0",
+        unique_id: String::new(),
+        retry_mode: "",
+        retry_queue_name: String::new(),
+        retry_payload: String::new(),
+        due_s: 0,
+        member: String::new(),
+        failure_ttl_s: 0,
+        counter_ttl_s: 0,
+        delay_ms: 0,
+        mode,
+        prefix: keys.prefix(),
+        ending: String::new(),
+        now_ms: 0,
+        limits: &limits,
+        limited: if limited { "1" } else { "0" },
+        sweep_ms: stepper.sweep().as_millis() as u64,
+    };
     if let Some(u) = &ext.unique {
-        k[8] = keys.unique(&u.key);
-        a[8] = u.id.clone();
+        c.unique = keys.unique(&u.key);
+        c.unique_id = u.id.clone();
     }
     let mut retry_at = None;
     match &ext.outcome {
         Outcome::Success { retry_key } => {
-            a[2] = "success".into();
+            c.outcome = "success";
             if let Some(rk) = retry_key {
-                k[6] = keys.retry_attempts(rk);
-                k[7] = keys.retry_failure(rk);
-                a[7] = "1".into();
+                c.retry_counter = keys.retry_attempts(rk);
+                c.retry_failure = keys.retry_failure(rk);
+                c.clear_counter = "1";
             }
         }
         Outcome::Failure { entry, retry: None } => {
-            a[2] = "failure".into();
-            a[3] = entry.clone();
+            c.outcome = "failure";
+            c.entry = entry.clone();
         }
         Outcome::Failure {
             retry: Some(plan), ..
         } => {
-            k[6] = keys.retry_attempts(&plan.retry_key);
-            k[7] = keys.retry_failure(&plan.retry_key);
-            let current: Option<String> = redis::cmd("GET").arg(&k[6]).query_async(con).await?;
+            c.retry_counter = keys.retry_attempts(&plan.retry_key);
+            c.retry_failure = keys.retry_failure(&plan.retry_key);
+            let current: Option<String> = redis::cmd("GET")
+                .arg(&c.retry_counter)
+                .query_async(con)
+                .await?;
             // (The retry layer decides; this writes what it decided.)
             let decision = retry::decide(plan, current.as_deref(), chrono::Utc::now().timestamp());
             if cas {
-                a[5] = current.unwrap_or_default();
+                c.counter_seen = current.unwrap_or_default();
             }
             match decision {
                 retry::Decision::Retry {
@@ -170,67 +195,51 @@ async fn attempt<C: ConnectionLike + Send>(
                     delay,
                     at: ts,
                 } => {
-                    a[2] = "retry".into();
+                    c.outcome = "retry";
                     retry_at = Some(ts);
-                    a[3] = failure_entry(
+                    c.entry = failure_entry(
                         Some(plan.raw.get()),
                         &plan.from_queue,
                         &plan.worker,
                         &plan.error,
                     );
-                    a[6] = attempt.to_string();
-                    a[9] = if delay.is_zero() { "now" } else { "delayed" }.into();
-                    a[10] = plan.queue.clone();
-                    a[11] = if delay.is_zero() {
+                    c.counter_new = attempt.to_string();
+                    c.retry_mode = if delay.is_zero() { "now" } else { "delayed" };
+                    c.retry_queue_name = plan.queue.clone();
+                    c.retry_payload = if delay.is_zero() {
                         plan.payload.clone()
                     } else {
                         plan.item.clone()
                     };
-                    a[12] = ts.to_string();
-                    a[13] = Keys::delayed_bucket_member(ts);
-                    a[14] = (delay.as_secs() * 2).to_string();
-                    a[15] = (plan.policy.counter_ttl.as_secs() + delay.as_secs())
-                        .max(1)
-                        .to_string();
-                    a[16] = delay.as_millis().to_string();
-                    k[9] = keys.queues();
-                    k[10] = keys.queue(&plan.queue);
-                    k[11] = keys.delayed_bucket(ts);
-                    k[12] = keys.timestamps(&plan.item);
-                    k[13] = keys.delayed_schedule();
+                    c.due_s = ts;
+                    c.member = Keys::delayed_bucket_member(ts);
+                    c.failure_ttl_s = delay.as_secs() * 2;
+                    c.counter_ttl_s = (plan.policy.counter_ttl.as_secs() + delay.as_secs()).max(1);
+                    c.delay_ms = delay.as_millis() as u64;
+                    c.queues = keys.queues();
+                    c.retry_queue = keys.queue(&plan.queue);
+                    c.bucket = keys.delayed_bucket(ts);
+                    c.timestamps = keys.timestamps(&plan.item);
+                    c.schedule = keys.delayed_schedule();
                     tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
                 }
                 retry::Decision::GiveUp { message } => {
                     let mut last = plan.error.clone();
                     last.message = message;
-                    a[2] = "failure".into();
-                    a[3] =
+                    c.outcome = "failure";
+                    c.entry =
                         failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
-                    a[7] = "1".into();
+                    c.clear_counter = "1";
                 }
             }
         }
     }
-    let (mode, ident): (&str, &[u8]) = match &ext.job {
-        JobRef::Record(r) => ("r", r),
-        JobRef::Token(t) => ("t", t.as_bytes()),
-    };
-    a[17] = mode.into();
     let now = chrono::Utc::now();
-    a[18] = keys.prefix().to_string();
-    a[20] = now.timestamp_millis().to_string();
+    c.now_ms = now.timestamp_millis();
     if let Some(t) = &ext.track {
-        a[19] = t.spec(now, retry_at);
+        c.ending = t.spec(now, retry_at);
     }
-    let mut inv = crate::scripts::COMPLETE.prepare_invoke();
-    for key in &k {
-        inv.key(key);
-    }
-    inv.arg(ident);
-    for arg in &a[2..] {
-        inv.arg(arg.as_str());
-    }
-    let v: Vec<RedisValue> = inv.invoke_async(con).await?;
+    let v: Vec<RedisValue> = c.call().invoke_async(con).await?;
     let applied = matches!(v.first(), Some(RedisValue::Int(1)));
     let status = match v.get(1) {
         Some(RedisValue::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),

@@ -164,11 +164,11 @@ impl Client {
         let mut con = self.connection();
         let now = chrono::Utc::now().timestamp_millis();
         // (The batch is kept, once complete, as long as its members' records.)
-        let header = format!(
-            "{queue}\t{}\t{}\t{}",
+        let header = crate::scripts::texts::batch_header(
+            &queue,
             batch.parent.as_ref().map_or("", BatchId::as_str),
             crate::jobs::DEFAULT_TTL.as_secs(),
-            batch.description.replace('\n', " ")
+            &batch.description.replace('\n', " "),
         );
         let batch_queues: std::collections::BTreeSet<&str> =
             batch.jobs.iter().map(|(q, _, _)| q.as_str()).collect();

@@ -150,8 +150,11 @@ async fn held_texts(con: &mut Conn, keys: &Keys) -> Vec<String> {
             .await
             .unwrap_or_default();
         for e in entries {
-            // '<seq>\t<queue>\t<units>\t<name>\t<payload>', the payload '@<key>' when large.
-            match e.splitn(5, '\t').nth(4).and_then(|p| p.strip_prefix('@')) {
+            // A held job (its payload '@<key>' when large).
+            let big = crate::scripts::texts::parse_held(e.as_bytes())
+                .and_then(|m| m.payload.strip_prefix(b"@"))
+                .and_then(|k| std::str::from_utf8(k).ok());
+            match big {
                 Some(list) => {
                     let big: Option<String> = redis::cmd("LINDEX")
                         .arg(list)

@@ -258,15 +258,17 @@ impl Pruner {
     async fn settle_workflows<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         // (Each call settles at most 10,000 ends; a round makes a few, each short.)
         for _ in 0..SETTLE_CALLS {
-            let r = crate::scripts::FLOW_SETTLE
-                .key(self.keys.unsettled())
-                .arg(self.keys.prefix())
-                .arg(chrono::Utc::now().timestamp_millis())
-                .arg(1000)
-                .arg(crate::jobs::DEFAULT_TTL.as_secs())
-                .arg(crate::settings::flow_budget())
-                .invoke_async(con)
-                .await;
+            let r = crate::scripts::FlowSettle {
+                unsettled: self.keys.unsettled(),
+                prefix: self.keys.prefix(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                most: 1000,
+                ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
+                budget: crate::settings::flow_budget(),
+            }
+            .call()
+            .invoke_async(con)
+            .await;
             let Some((settled, problems)) =
                 unless_permanent::<(u64, String)>(r, "settle workflow bookkeeping")?
             else {
@@ -291,16 +293,18 @@ impl Pruner {
     async fn end_lost_runs<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         let mut from = 0u64;
         loop {
-            let r = crate::scripts::JOB_LOST
-                .key(self.keys.running())
-                .key(self.keys.workers())
-                .arg(self.keys.prefix())
-                .arg(chrono::Utc::now().timestamp_millis())
-                .arg(crate::jobs::DEFAULT_TTL.as_secs())
-                .arg(from)
-                .arg(1000)
-                .invoke_async(con)
-                .await;
+            let r = crate::scripts::JobLost {
+                running: self.keys.running(),
+                workers: self.keys.workers(),
+                prefix: self.keys.prefix(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
+                from,
+                most: 1000,
+            }
+            .call()
+            .invoke_async(con)
+            .await;
             let Some((_, ended, next, problems)) =
                 unless_permanent::<(u64, u64, u64, String)>(r, "end runs whose worker is gone")?
             else {
@@ -334,22 +338,24 @@ impl Pruner {
     ) -> RedisResult<u64> {
         let mut missed_all = 0;
         for _ in 0..TAKEN_CALLS {
-            let r = crate::scripts::JOB_TAKEN
-                .key(self.keys.unended())
-                .key(self.keys.workers())
-                .key(self.keys.failed())
-                .key(self.keys.claims())
-                .key(self.keys.missed())
-                .arg(self.keys.prefix())
-                .arg(chrono::Utc::now().timestamp_millis())
-                .arg(crate::jobs::DEFAULT_TTL.as_secs())
-                .arg(cutoff)
-                .arg(1000)
-                .arg(20_000)
-                .arg(limits)
-                .arg(TAKEN_GRACE.as_millis() as u64)
-                .invoke_async(con)
-                .await;
+            let r = crate::scripts::JobTaken {
+                unended: self.keys.unended(),
+                workers: self.keys.workers(),
+                failed: self.keys.failed(),
+                claims: self.keys.claims(),
+                missed: self.keys.missed(),
+                prefix: self.keys.prefix(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
+                cutoff_ms: cutoff,
+                most: 1000,
+                scan: 20_000,
+                limits,
+                grace_ms: TAKEN_GRACE.as_millis() as u64,
+            }
+            .call()
+            .invoke_async(con)
+            .await;
             let Some((looked, ended, _, problems, missed)) =
                 unless_permanent::<(u64, u64, u64, String, u64)>(
                     r,
@@ -385,14 +391,17 @@ impl Pruner {
             return Ok(());
         }
         let now = Utc::now().timestamp_millis();
-        let r = crate::scripts::LIMITS_SWEEP
-            .key(self.keys.sharing())
-            .arg(self.keys.prefix())
-            .arg(limits_json)
-            .arg(now)
-            .arg(1000)
-            .invoke_async(con)
-            .await;
+        let r = crate::scripts::LimitsSweep {
+            sharing: self.keys.sharing(),
+            prefix: self.keys.prefix(),
+            limits: limits_json,
+            now_ms: now,
+            budget: 1000,
+            moved: &[],
+        }
+        .call()
+        .invoke_async(con)
+        .await;
         if let Some((corrected, _, _, problems)) =
             unless_permanent::<(u64, u64, u64, String)>(r, "derive the limits' units")?
         {
@@ -402,18 +411,21 @@ impl Pruner {
                     "limit shares and sums derived again from the jobs that run"
                 );
             }
-            for line in problems.lines() {
+            for line in crate::scripts::texts::problem_lines(&problems) {
                 tracing::warn!("cannot derive a limit yet: {line}");
             }
         }
-        let r = crate::scripts::LIMITS_RELEASE
-            .key(self.keys.held_due())
-            .arg(self.keys.prefix())
-            .arg(limits_json)
-            .arg(now)
-            .arg(1000)
-            .invoke_async(con)
-            .await;
+        let r = crate::scripts::LimitsRelease {
+            held_due: self.keys.held_due(),
+            prefix: self.keys.prefix(),
+            limits: limits_json,
+            now_ms: now,
+            budget: 1000,
+            gone: &[],
+        }
+        .call()
+        .invoke_async(con)
+        .await;
         unless_permanent::<(u64, String)>(r, "release the held jobs that fit")?;
         Ok(())
     }
@@ -557,30 +569,32 @@ impl Pruner {
                 }
             }
         };
-        let applied: i64 = crate::scripts::PRUNE
-            .key(self.keys.workers())
-            .key(self.keys.worker(id))
-            .key(self.keys.worker_started(id))
-            .key(self.keys.heartbeats())
-            .key(self.keys.stat_processed_by(id))
-            .key(self.keys.stat_failed_by(id))
-            .key(self.keys.failed())
-            .key(self.keys.queue(&queue))
-            .key(self.keys.queues())
-            .key(self.keys.claim_token(id))
-            .arg(id)
-            .arg(heartbeat.unwrap_or(""))
-            .arg(record.as_deref().unwrap_or(b""))
-            .arg(mode)
-            .arg(entry)
-            .arg(payload)
-            .arg(queue.as_str())
-            .arg(self.keys.prefix())
-            .arg(track)
-            .arg(Utc::now().timestamp_millis())
-            .arg(limits_json)
-            .invoke_async(con)
-            .await?;
+        let applied: i64 = crate::scripts::Prune {
+            workers: self.keys.workers(),
+            worker: self.keys.worker(id),
+            started: self.keys.worker_started(id),
+            heartbeats: self.keys.heartbeats(),
+            processed_by: self.keys.stat_processed_by(id),
+            failed_by: self.keys.stat_failed_by(id),
+            failed: self.keys.failed(),
+            queue: self.keys.queue(&queue),
+            queues: self.keys.queues(),
+            token: self.keys.claim_token(id),
+            id,
+            heartbeat: heartbeat.unwrap_or(""),
+            record: record.as_deref().unwrap_or(b""),
+            mode,
+            entry,
+            payload,
+            queue_name: queue.as_str(),
+            prefix: self.keys.prefix(),
+            ending: track,
+            now_ms: Utc::now().timestamp_millis(),
+            limits: &limits_json,
+        }
+        .call()
+        .invoke_async(con)
+        .await?;
         if applied != 1 {
             report.skip(
                 id,

@@ -115,10 +115,11 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
         _ => return Err(bad_reply()),
     };
     let tracking_problems = match &tail[1] {
-        Value::BulkString(p) if !p.is_empty() => String::from_utf8_lossy(p)
-            .lines()
-            .map(String::from)
-            .collect(),
+        Value::BulkString(p) if !p.is_empty() => {
+            crate::scripts::texts::problem_lines(&String::from_utf8_lossy(p))
+                .map(String::from)
+                .collect()
+        }
         _ => Vec::new(),
     };
     let release_due = match &tail[2] {
