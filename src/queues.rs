@@ -43,6 +43,15 @@ impl QueueList {
             if e.is_empty() {
                 continue;
             }
+            if !servable(e) {
+                return Err(Error::Config {
+                    var: "QUEUES",
+                    message: format!(
+                        "{e:?} has a control character; resq serves no such queue (its texts \
+                         between Rust and Lua separate fields with tabs and newlines)"
+                    ),
+                });
+            }
             match e.strip_prefix('!') {
                 Some(s) => skip.push(s.to_string()),
                 None => queues.push(e.to_string()),
@@ -72,7 +81,9 @@ impl QueueList {
         self.dynamic
     }
 
-    /// The queues to poll, in order, each once, given the members of `<ns>:queues`.
+    /// The queues to poll, in order, each once, given the members of `<ns>:queues`. A name
+    /// with a control character (a tab, a newline) is not served: resq's texts between Rust
+    /// and Lua separate fields with them (docs/architecture.md); it is logged once.
     pub fn resolve(&self, known: &[String]) -> Vec<String> {
         let picked: Vec<&String> = if self.dynamic {
             self.queues
@@ -81,6 +92,7 @@ impl QueueList {
                     let mut matched: Vec<&String> = known
                         .iter()
                         .filter(|q| fnmatch(pattern, q) && !self.skip.iter().any(|s| fnmatch(s, q)))
+                        .filter(|q| servable(q))
                         .collect();
                     matched.sort();
                     matched
@@ -97,6 +109,21 @@ impl QueueList {
         }
         out
     }
+}
+
+/// Whether resq serves a queue named `name`: no control character in it. One found in
+/// `<ns>:queues` is logged once per process.
+fn servable(name: &str) -> bool {
+    if !name.chars().any(char::is_control) {
+        return true;
+    }
+    static LOGGED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut logged = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
+    if !logged.iter().any(|n| n == name) && logged.len() < 1000 {
+        logged.push(name.to_string());
+        tracing::warn!(queue = ?name, "a queue name with a control character is not served");
+    }
+    false
 }
 
 /// Ruby's `File.fnmatch?(pattern, text)` with no flags.
@@ -267,6 +294,16 @@ mod tests {
         assert!(fnmatch(".*", ".hidden"));
         assert!(fnmatch("a*c", "abbbc"));
         assert!(!fnmatch("a*c", "abbbd"));
+    }
+
+    #[test]
+    fn a_name_with_a_control_character_is_not_served() {
+        let known: Vec<String> = ["a\tb", "good", "line\nbreak"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(QueueList::parse("*").unwrap().resolve(&known), ["good"]);
+        assert!(QueueList::parse("good,a\tb").is_err());
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //! * queue keys that are no list (a string, a zset): an idle process sends next to nothing
 //!   (no wake-up loop on a key that exists but holds no jobs), and jobs on its other queues are
 //!   still picked up at once;
+//! * queue names a producer made that resq cannot serve (not UTF-8, a tab or newline inside)
+//!   in `<ns>:queues`: a `QUEUES=*` worker starts, serves the other queues, picks up a queue
+//!   added later, and names each bad one once;
 //! * a 20 MB non-ASCII payload never holds Redis in a script and never becomes a malformed
 //!   record, and the worker's memory stays within a small multiple of the payload.
 //!
@@ -519,4 +522,57 @@ fn a_20_mb_non_ascii_payload_never_holds_redis_nor_the_worker() {
         peak >> 20,
         rss_after >> 20
     );
+}
+
+#[test]
+fn bad_queue_names_never_stop_a_wildcard_worker() {
+    let server = RedisServer::start(&[]);
+    let url = server.url();
+    let ns = support::namespace("badnames");
+    let mut c = con(&url);
+    let job = r#"{"class":"Echo","args":["a"]}"#;
+    let _: () = redis::cmd("SADD")
+        .arg(format!("{ns}:queues"))
+        .arg(&b"bad\xff\xfe"[..])
+        .arg("tab\there")
+        .arg("line\nbreak")
+        .arg("good")
+        .query(&mut c)
+        .expect("SADD");
+    push(&mut c, &format!("{ns}:queue:good"), job);
+    push(&mut c, &format!("{ns}:queue:tab\there"), job);
+    let mut w = WorkerProc::start(&url, &ns, 2, &[("QUEUES", "*")]);
+    wait_until(30, "the good queue's job done", || {
+        (get_i64(&mut c, &format!("{ns}:stat:processed")) == 1).then_some(())
+    });
+    // A queue added later is served too (the list is read again with the bad names in it).
+    let _: () = redis::cmd("SADD")
+        .arg(format!("{ns}:queues"))
+        .arg("later")
+        .query(&mut c)
+        .expect("SADD");
+    push(&mut c, &format!("{ns}:queue:later"), job);
+    wait_until(30, "the later queue's job done", || {
+        (get_i64(&mut c, &format!("{ns}:stat:processed")) == 2).then_some(())
+    });
+    // The tab queue's job is left for a worker that can serve it.
+    let left: i64 = redis::cmd("LLEN")
+        .arg(format!("{ns}:queue:tab\there"))
+        .query(&mut c)
+        .expect("LLEN");
+    assert_eq!(left, 1);
+    w.signal("QUIT");
+    assert!(w.wait_exit(30).success());
+    let log = w.stderr();
+    for (name, shown) in [
+        ("not UTF-8", "bad\\xff\\xfe"),
+        ("tab", "tab\\there"),
+        ("newline", "line\\nbreak"),
+    ] {
+        assert_eq!(
+            log.matches(shown).count(),
+            1,
+            "the {name} queue should be named once:\n{log}"
+        );
+    }
 }

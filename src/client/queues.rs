@@ -8,9 +8,10 @@ use redis::AsyncCommands;
 use serde_json::Value;
 
 impl Client {
-    /// Names in `<ns>:queues`, sorted (`Resque.queues`).
+    /// Names in `<ns>:queues`, sorted (`Resque.queues`); a name that is not UTF-8 is left out
+    /// (and logged).
     pub async fn queues(&self) -> Result<Vec<String>> {
-        let mut v: Vec<String> = self.con().smembers(self.keys.queues()).await?;
+        let mut v = crate::admin::names::smembers(&mut self.con(), &self.keys.queues()).await?;
         v.sort();
         Ok(v)
     }

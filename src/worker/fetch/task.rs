@@ -231,9 +231,8 @@ pub(super) async fn resolve(
     if !list.is_dynamic() {
         return Ok(list.resolve(&[]));
     }
-    let known: Vec<String> = redis::cmd("SMEMBERS")
-        .arg(keys.queues())
-        .query_async(con)
-        .await?;
+    // (A name that is not UTF-8 is left out and logged once: one such name must not stop the
+    // worker from serving the others.)
+    let known = crate::admin::names::smembers(con, &keys.queues()).await?;
     Ok(list.resolve(&known))
 }
