@@ -6,15 +6,8 @@ use super::calls::{Spec, SPECS, TEST_SPECS};
 use std::collections::BTreeMap;
 
 /// Functions whose calls are still built by position at their call site (each owned by other
-/// work: the step's hot path, and the prune round's calls).
-const BY_POSITION: &[&str] = &[
-    "step",
-    "complete",
-    "prune",
-    "flow_settle",
-    "job_lost",
-    "job_taken",
-];
+/// work: the prune round's calls).
+const BY_POSITION: &[&str] = &["complete", "prune", "flow_settle", "job_lost", "job_taken"];
 
 /// The header of `file`: its opening comment lines, without their `--`.
 fn header(file: &str) -> String {
@@ -243,7 +236,6 @@ const POSITIONAL_CALLS: &[(&str, &str)] = &[
     ("worker/prune/mod.rs", "LIMITS_SWEEP"),
     ("worker/prune/mod.rs", "LIMITS_RELEASE"),
     ("worker/prune/mod.rs", "PRUNE"),
-    ("worker/step/call.rs", "STEP"),
 ];
 
 /// Every `.rs` file under `dir`, with its path relative to `src/`.

@@ -152,7 +152,7 @@ macro_rules! functions {
 functions! {
     /// The library's version (a cheap call that proves it is loaded).
     VERSION_FN = "version";
-    /// Finish / fail each slot's job and reserve its next one (worker/step.rs).
+    /// Finish / fail each slot's job and reserve its next one (worker/step/call.rs).
     STEP = "step";
     /// A claimed payload becomes a failure entry (worker/claim.rs).
     PROMOTE = "promote";

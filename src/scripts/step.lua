@@ -1,5 +1,5 @@
 -- step.lua: the function `step` — for each of a batch of worker slots, finish (or fail) its
--- current job and reserve its next one, atomically (src/worker/step.rs sends it; a batch of
+-- current job and reserve its next one, atomically (src/worker/step/call.rs sends it; a batch of
 -- one is one slot's step).
 --
 -- A job is in Redis at every instant: a finish deletes the slot's record and counts it in the
@@ -17,12 +17,16 @@
 -- written, and the other slots go on.
 --
 -- KEYS[1] <ns>:stat:processed
--- ARGV[1] the process's settings, ARGV[2] its slots, ARGV[3] its queues (config.lua's texts)
--- ARGV[4] now (epoch ms)   ARGV[5] run_at for new records   ARGV[6] failed_at for entries
+-- ARGV[1] the process's settings (config.lua's text)
+-- ARGV[2] its slots (config.lua's text)
+-- ARGV[3] its queues (config.lua's text)
+-- ARGV[4] now (epoch ms)
+-- ARGV[5] run_at for new records
+-- ARGV[6] failed_at for entries
 -- ARGV[7] a prefix unique to this call (claim tokens, held jobs' order)
 -- ARGV[8] the limits in force (limits.lua's JSON; '' none)
--- ARGV[9] n, the number of queues polled, then ARGV[10..9+n] their indexes in ARGV[3], in
--- priority order
+-- ARGV[9] n, the number of queues polled
+-- ARGV[10..9+n] their indexes in ARGV[3], in priority order
 -- Then per slot: its index in ARGV[2]; an op of four characters — the completion ('-' none;
 -- 's' / 'f' success / failure of the job whose record is the next argument; 'S' / 'F' the same
 -- for a claimed job whose token is the next argument), '1' to reserve after it (else '0'), 't'

@@ -1,107 +1,89 @@
-//! One step call: the arguments of a batch of slots' steps, the call, and its reply read back
-//! (the library's `step`).
+//! One step call: the arguments of a batch of slots' requests (the library's `step`, built by
+//! its typed builder [`crate::scripts::Step`]), the call, and its reply read back.
 
 use super::*;
+use crate::scripts::{Step, StepSlot, StepTail};
 
 /// Numbers the claims of this process's calls.
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
-/// Runs the step once for `items` (slots of one process, polling `queues`), each one's
+/// Calls the step once for `requests` (slots of one process, polling `queues`), each one's
 /// completion applied and next job reserved in order; replies in the same order. An empty
-/// `items` sends nothing. `limits`: the limits' JSON in force (`""` none).
-pub(crate) async fn step_batch<C: ConnectionLike + Send>(
+/// `requests` sends nothing. `limits`: the limits' JSON in force (`""` none).
+pub(crate) async fn call_step<C: ConnectionLike + Send>(
     con: &mut C,
     queues: &QueueKeys,
-    items: &[StepItem<'_>],
+    requests: &[StepRequest],
     limits: &str,
-) -> RedisResult<StepOutcome> {
-    let Some(first) = items.first() else {
-        return Ok(StepOutcome {
+) -> RedisResult<CallReply> {
+    let Some(first) = requests.first() else {
+        return Ok(CallReply {
             replies: Vec::new(),
             found: Vec::new(),
             tracking_problems: Vec::new(),
             release_due: None,
         });
     };
-    let shared = first.stepper;
+    let shared = &first.stepper;
     let keys = &shared.keys;
     // Slots of one process share their config; steppers made apart (tests) get one for the
     // call.
     let alone;
-    let config = if items
+    let config = if requests
         .iter()
-        .all(|i| Arc::ptr_eq(&i.stepper.config, &shared.config))
+        .all(|r| Arc::ptr_eq(&r.stepper.config, &shared.config))
     {
         &shared.config
     } else {
-        let ids: Vec<String> = items.iter().map(|i| i.stepper.id.clone()).collect();
+        let ids: Vec<String> = requests.iter().map(|r| r.stepper.id.clone()).collect();
         alone = StepConfig::new(keys, &ids, &shared.settings);
         &alone
     };
-    let own_index = |k: usize, s: &Stepper| {
-        if Arc::ptr_eq(config, &s.config) {
-            s.index
-        } else {
-            k + 1
-        }
-    };
     let now = chrono::Utc::now();
     let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    let mut inv = crate::scripts::STEP.key(keys.stat_processed());
-    inv.arg(&*config.settings)
-        .arg(&*config.slots)
-        .arg(&*queues.text)
-        .arg(now.timestamp_millis())
-        .arg(crate::wire::time::run_at(now))
-        .arg(crate::wire::time::failed_at(now))
+    let slots = requests
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            slot_args(
+                r,
+                if Arc::ptr_eq(config, &r.stepper.config) {
+                    r.stepper.index
+                } else {
+                    k + 1
+                },
+            )
+        })
+        .collect();
+    let v: Vec<Value> = Step {
+        processed: keys.stat_processed(),
+        settings: &config.settings,
+        slots: &config.slots,
+        queues: &queues.text,
+        now_ms: now.timestamp_millis(),
+        run_at: crate::wire::time::run_at(now),
+        failed_at: crate::wire::time::failed_at(now),
         // Zero-padded: the limits' held jobs of one millisecond are ordered by it as text.
-        .arg(format!("{:x}.{call:016x}", std::process::id()))
-        .arg(limits)
-        .arg(queues.index.len());
-    for i in &queues.index {
-        inv.arg(*i);
+        token: format!("{:x}.{call:016x}", std::process::id()),
+        limits,
+        n: queues.index.len(),
+        tail: StepTail {
+            polled: &queues.index,
+            slots,
+        },
     }
-    for (k, item) in items.iter().enumerate() {
-        let (code, reference, entry, track) = match item.completion {
-            Some(Completion::Success { job, track }) => {
-                let (c, a) = job.code_and_arg(true);
-                (c, a, None, track.as_deref())
-            }
-            Some(Completion::Failure { job, entry, track }) => {
-                let (c, a) = job.code_and_arg(false);
-                (c, a, Some(entry.as_str()), track.as_deref())
-            }
-            None | Some(Completion::Extended(_)) => (b'-', &[][..], None, None),
-        };
-        let op = [
-            code,
-            if item.reserve { b'1' } else { b'0' },
-            if track.is_some() { b't' } else { b'-' },
-            if item.limited && code != b'-' {
-                b'l'
-            } else {
-                b'-'
-            },
-        ];
-        inv.arg(own_index(k, item.stepper))
-            .arg(&op[..])
-            .arg(reference);
-        if let Some(e) = entry {
-            inv.arg(e);
-        }
-        if let Some(t) = track {
-            inv.arg(t);
-        }
-    }
-    let v: Vec<Value> = inv.invoke_async(con).await?;
-    if v.len() != 4 * items.len() + 3 {
+    .call()
+    .invoke_async(con)
+    .await?;
+    if v.len() != 4 * requests.len() + 3 {
         return Err(bad_reply());
     }
-    let replies = v[..4 * items.len()]
+    let limited = !limits.is_empty();
+    let replies = v[..4 * requests.len()]
         .chunks_exact(4)
-        .map(parse_reply)
+        .map(|r| parse_reply(r, limited))
         .collect::<RedisResult<Vec<_>>>()?;
-    let tail = &v[4 * items.len()..];
+    let tail = &v[4 * requests.len()..];
     let found = match &tail[0] {
         Value::BulkString(flags) => flags
             .iter()
@@ -128,7 +110,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .map(|d| d as i64),
         _ => None,
     };
-    Ok(StepOutcome {
+    Ok(CallReply {
         replies,
         found,
         tracking_problems,
@@ -136,13 +118,46 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     })
 }
 
+/// Request `r`'s part of the call (slot `index` of the call's slots text): its op — the
+/// completion's code, `1` to reserve, `t` with a tracked ending, `l` when the job it completes
+/// holds limits' shares — and the values that follow it (step.lua's header).
+fn slot_args(r: &StepRequest, index: usize) -> StepSlot<'_> {
+    let (code, reference, entry, track) = match &r.completion {
+        Some(Completion::Success { job, track }) => {
+            let (c, a) = job.code_and_arg(true);
+            (c, a, None, track.as_deref())
+        }
+        Some(Completion::Failure { job, entry, track }) => {
+            let (c, a) = job.code_and_arg(false);
+            (c, a, Some(entry.as_str()), track.as_deref())
+        }
+        None | Some(Completion::Extended(_)) => (b'-', &[][..], None, None),
+    };
+    StepSlot {
+        index,
+        op: [
+            code,
+            if r.reserve { b'1' } else { b'0' },
+            if track.is_some() { b't' } else { b'-' },
+            if r.limited && code != b'-' {
+                b'l'
+            } else {
+                b'-'
+            },
+        ],
+        reference,
+        entry,
+        track,
+    }
+}
+
 pub(super) fn bad_reply() -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"))
 }
 
-/// A slot's reply (tag, applied, data, tracked start): what it got, and whether its completion
-/// was applied.
-fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
+/// A slot's reply (tag, applied, data, tracked start); `limited`: whether the call reserved
+/// under limits.
+fn parse_reply(v: &[Value], limited: bool) -> RedisResult<StepReply> {
     let applied = matches!(v.get(1), Some(Value::Int(1)));
     let data = match v.get(2) {
         Some(Value::BulkString(d)) => d.as_slice(),
@@ -164,5 +179,9 @@ fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
         },
         _ => return Err(bad_reply()),
     };
-    Ok((reply, applied))
+    Ok(StepReply {
+        reply,
+        applied,
+        limited,
+    })
 }

@@ -2,6 +2,10 @@
 //! `step` function (`src/scripts/step.lua`) — for one slot, or for every slot of the process that
 //! is ready at the same moment (see [`super::batch`]).
 //!
+//! One request type and one reply type, end to end: a slot asks with a [`StepRequest`], which
+//! the batcher queues and [`call_step`] writes into the call; each slot gets back its
+//! [`StepReply`], read from the call's reply and handed over as it is.
+//!
 //! What the function answers per slot ([`Reply`]) is the whole of what the slot needs: a job
 //! (its record, and what a tracked job's record said), a claim (a payload too large or too
 //! unusual to check inside Redis, see [`super::claim`]), nothing, "paused", or a refusal naming
@@ -24,7 +28,7 @@ mod call;
 
 #[cfg(test)]
 use call::bad_reply;
-pub(crate) use call::step_batch;
+pub(crate) use call::call_step;
 
 /// Largest payload the step checks inside Redis (bytes); larger ones are claimed and checked by
 /// the worker. Bounds how long one reserve can hold Redis (about 5 ns a byte).
@@ -367,51 +371,97 @@ impl Stepper {
     }
 
     /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`:
-    /// a batch of one (see [`step_batch`]). Returns the reply and whether the completion was
-    /// applied by this call.
+    /// a call of one slot (see [`call_step`]). Returns the slot's reply.
     #[cfg(test)]
-    pub(crate) async fn step<C: ConnectionLike + Send>(
+    pub(crate) async fn call_alone<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         completion: Option<&Completion>,
         reserve: bool,
         queues: &Arc<QueueKeys>,
-    ) -> RedisResult<(Reply, bool)> {
+    ) -> RedisResult<StepReply> {
         let mut completion = completion;
         let mut extended_applied = false;
         if let Some(Completion::Extended(ext)) = completion {
             extended_applied = self.apply_extended(con, ext, false).await?;
             completion = None;
             if !reserve {
-                return Ok((Reply::Empty, extended_applied));
+                return Ok(StepReply::empty(extended_applied));
             }
         }
-        let item = StepItem {
-            stepper: self,
-            completion,
-            reserve,
-            limited: false,
-        };
-        let mut out = step_batch(con, queues, std::slice::from_ref(&item), "").await?;
+        let req = StepRequest::new(Arc::new(self.clone()), completion.cloned(), reserve, queues);
+        let mut out = call_step(con, queues, std::slice::from_ref(&req), "").await?;
         match out.replies.pop() {
-            Some((r, applied)) => Ok((r, applied || extended_applied)),
+            Some(mut r) => {
+                r.applied |= extended_applied;
+                Ok(r)
+            }
             None => Err(bad_reply()),
         }
     }
 }
 
-/// One slot's part of a step call.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StepItem<'a> {
+/// One slot's part of a step call — the one request type of a step, from the slot through the
+/// batcher ([`super::batch`]) into the call's arguments ([`call_step`]).
+#[derive(Debug, Clone)]
+pub(crate) struct StepRequest {
     /// The slot's stepper.
-    pub stepper: &'a Stepper,
+    pub stepper: Arc<Stepper>,
     /// How its previous job ended (an extended completion must be applied beforehand with
     /// [`Stepper::apply_extended`]; here it counts as none).
-    pub completion: Option<&'a Completion>,
+    pub completion: Option<Completion>,
     /// Whether to reserve a next job.
     pub reserve: bool,
     /// Whether the job it completes was reserved under limits (its shares come back).
     pub limited: bool,
+    /// Poll every queue of `queues`, not only those the wake-up state does not know to be
+    /// empty (the periodic fallback; read by the batcher).
+    pub full: bool,
+    /// The slot's queues (one call polls one list: the batcher groups by it).
+    pub queues: Arc<QueueKeys>,
+}
+
+#[cfg(test)]
+impl StepRequest {
+    /// A request of `stepper`'s slot, not limited, not full.
+    pub(crate) fn new(
+        stepper: Arc<Stepper>,
+        completion: Option<Completion>,
+        reserve: bool,
+        queues: &Arc<QueueKeys>,
+    ) -> Self {
+        StepRequest {
+            stepper,
+            completion,
+            reserve,
+            limited: false,
+            full: false,
+            queues: queues.clone(),
+        }
+    }
+}
+
+/// What the step call answered for one slot — the one reply type of a step, read from the
+/// call's reply ([`call_step`]) and handed to the slot as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepReply {
+    /// What the slot got.
+    pub reply: Reply,
+    /// Whether its completion was applied by this call.
+    pub applied: bool,
+    /// Whether the call reserved under limits (a job it gave holds shares until it ends).
+    pub limited: bool,
+}
+
+impl StepReply {
+    /// Nothing reserved (`applied`: whether a completion was applied on the way).
+    pub(crate) fn empty(applied: bool) -> Self {
+        StepReply {
+            reply: Reply::Empty,
+            applied,
+            limited: false,
+        }
+    }
 }
 
 /// What a step call found in one of the queues it polled.
@@ -428,11 +478,11 @@ pub(crate) enum Found {
     Blocked,
 }
 
-/// What one step call answered.
+/// What one step call answered: each slot's reply, and what concerns the whole call.
 #[derive(Debug, Clone)]
-pub(crate) struct StepOutcome {
-    /// Per slot, in order: the reply and whether its completion was applied by this call.
-    pub replies: Vec<(Reply, bool)>,
+pub(crate) struct CallReply {
+    /// Per slot, in the order of the requests.
+    pub replies: Vec<StepReply>,
     /// Per queue of the call, in order: what the call found in it.
     pub found: Vec<Found>,
     /// Tracked jobs whose record could not be written, limits that could not be applied
