@@ -49,7 +49,8 @@ on_init(function(E)
   floor, concat = E.math.floor, E.table.concat
 end)
 
--- The call's frame (what finish.lua and reserve.lua share), made once and reset by each call:
+-- The call's frame (what finish.lua, reserve.lua and the features' hooks share: module Frame
+-- holds its helpers), made once and reset by each call:
 -- the library outlives its calls, and a table made per call would cost more than the call's
 -- own work. Per slot of the call (1..X.n): the slot's part `items[i]` (reused tables) and its
 -- reply (tag, applied, data, extra); `gone[i]` its record is removed at the end; `wanting`
@@ -71,6 +72,19 @@ local function reset(X, C, KEYS, ARGV)
   X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
   X.released, X.released_at, X.more_released, X.seq_n = false, false, false, false
   X.finals, X.status_finals = false, false
+end
+
+-- A problem to report: a record or a limit that could not be written while the job moved.
+function Frame.problem(X, line)
+  X.problems = X.problems or {}
+  X.problems[#X.problems + 1] = line
+end
+
+-- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET never
+-- fails: a key that is no string reads as absent).
+function Frame.shared(X)
+  if not X.gets then X.gets = rcall('MGET', X.P .. 'pause-all-workers', X.processed_key) end
+  return X.gets
 end
 
 local function step(KEYS, ARGV)
@@ -130,7 +144,7 @@ local function step(KEYS, ARGV)
   if X.processed > 0 then rcall('INCRBY', KEYS[1], G.num(X.processed)) end
   if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', G.num(X.failed)) end
   if X.limits_touched then Lim.flush(X.P) end
-  if X.finals or X.status_finals then Finish.sweep(X) end
+  if X.finals or X.status_finals then Track.sweep(X) end
   OUT[k + 1] = X.qflags or ''
   OUT[k + 2] = X.problems and concat(X.problems, '\n') or ''
   OUT[k + 3] = X.earliest and tostring(X.earliest) or ''
