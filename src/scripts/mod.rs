@@ -231,6 +231,8 @@ mod globals_tests;
 #[cfg(test)]
 mod payload_corpus_tests;
 #[cfg(test)]
+mod plain_path_tests;
+#[cfg(test)]
 mod state_owner_tests;
 #[cfg(test)]
 mod tests;
