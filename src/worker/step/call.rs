@@ -1,8 +1,218 @@
-//! One step call: the arguments of a batch of slots' requests (the library's `step`, built by
-//! its typed builder [`crate::scripts::Step`]), the call, and its reply read back.
+//! One step call, whole: a slot's request ([`StepRequest`]: how its previous job ended, whether
+//! to reserve), the arguments of a batch of requests (the library's `step`, built by its typed
+//! builder [`crate::scripts::Step`]), the call, and each slot's reply read back
+//! ([`StepReply`]: a job, a claim, nothing, paused, or a refusal).
 
-use super::*;
+use super::{ConnectionLike, QueueKeys, RedisResult, StepConfig, Stepper, Value};
+pub(crate) use crate::jobs::Started;
 use crate::scripts::{Step, StepSlot, StepTail};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One slot's part of a step call — the one request type of a step, from the slot through the
+/// batcher ([`crate::worker::batch`]) into the call's arguments ([`call_step`]).
+#[derive(Debug, Clone)]
+pub(crate) struct StepRequest {
+    /// The slot's stepper.
+    pub stepper: Arc<Stepper>,
+    /// How its previous job ended (an extended completion must be applied beforehand with
+    /// [`Stepper::apply_extended`]; here it counts as none).
+    pub completion: Option<Completion>,
+    /// Whether to reserve a next job.
+    pub reserve: bool,
+    /// Whether the job it completes was reserved under limits (its shares come back).
+    pub limited: bool,
+    /// Poll every queue of `queues`, not only those the wake-up state does not know to be
+    /// empty (the periodic fallback; read by the batcher).
+    pub full: bool,
+    /// The slot's queues (one call polls one list: the batcher groups by it).
+    pub queues: Arc<QueueKeys>,
+}
+
+#[cfg(test)]
+impl StepRequest {
+    /// A request of `stepper`'s slot, not limited, not full.
+    pub(crate) fn new(
+        stepper: Arc<Stepper>,
+        completion: Option<Completion>,
+        reserve: bool,
+        queues: &Arc<QueueKeys>,
+    ) -> Self {
+        StepRequest {
+            stepper,
+            completion,
+            reserve,
+            limited: false,
+            full: false,
+            queues: queues.clone(),
+        }
+    }
+}
+
+/// What the step call answered for one slot — the one reply type of a step, read from the
+/// call's reply ([`call_step`]) and handed to the slot as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepReply {
+    /// What the slot got.
+    pub reply: Reply,
+    /// Whether its completion was applied by this call.
+    pub applied: bool,
+    /// Whether the call reserved under limits (a job it gave holds shares until it ends).
+    pub limited: bool,
+}
+
+impl StepReply {
+    /// Nothing reserved (`applied`: whether a completion was applied on the way).
+    pub(crate) fn empty(applied: bool) -> Self {
+        StepReply {
+            reply: Reply::Empty,
+            applied,
+            limited: false,
+        }
+    }
+}
+
+/// What a step call found in one of the queues it polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Found {
+    /// It may hold more jobs.
+    #[default]
+    Jobs,
+    /// It was empty (or held no due job, or is a key of another type).
+    Empty,
+    /// It is paused (`resq pause --queue`): not popped, whatever it holds.
+    Paused,
+    /// A full limit on the whole queue kept it from being popped.
+    Blocked,
+}
+
+/// What one step call answered: each slot's reply, and what concerns the whole call.
+#[derive(Debug, Clone)]
+pub(crate) struct CallReply {
+    /// Per slot, in the order of the requests.
+    pub replies: Vec<StepReply>,
+    /// Per queue of the call, in order: what the call found in it.
+    pub found: Vec<Found>,
+    /// Tracked jobs whose record could not be written, limits that could not be applied
+    /// (`<id or key> <why>`); the jobs moved.
+    pub tracking_problems: Vec<String>,
+    /// When a job held by a rate or window limit here may be released (epoch ms).
+    pub release_due: Option<i64>,
+}
+
+/// How a completion names the job it completes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JobRef {
+    /// By the exact bytes of its worker record (what the step wrote at reserve).
+    Record(Vec<u8>),
+    /// A claimed job, by the token its promote wrote (its record is too large to send back).
+    Token(String),
+}
+
+impl JobRef {
+    /// The step's completion code (`success` or not) and the argument it compares.
+    fn code_and_arg(&self, success: bool) -> (u8, &[u8]) {
+        match (self, success) {
+            (JobRef::Record(r), true) => (b's', r),
+            (JobRef::Record(r), false) => (b'f', r),
+            (JobRef::Token(t), true) => (b'S', t.as_bytes()),
+            (JobRef::Token(t), false) => (b'F', t.as_bytes()),
+        }
+    }
+
+    /// The record bytes, when the job is named by them.
+    pub(crate) fn record(&self) -> Option<&[u8]> {
+        match self {
+            JobRef::Record(r) => Some(r),
+            JobRef::Token(_) => None,
+        }
+    }
+}
+
+/// How the slot's previous job ended.
+#[derive(Debug, Clone)]
+pub(crate) enum Completion {
+    /// Succeeded.
+    Success {
+        /// The job.
+        job: JobRef,
+        /// A tracked job's ending (a record.lua or status.lua spec), written with it.
+        track: Option<String>,
+    },
+    /// Failed; `entry` is the failure entry to push.
+    Failure {
+        /// The job.
+        job: JobRef,
+        /// The failure entry JSON.
+        entry: String,
+        /// A tracked job's ending, written with it.
+        track: Option<String>,
+    },
+    /// Ended with a retry or a unique lock to handle (see [`crate::worker::complete`]).
+    Extended(Box<crate::worker::complete::Extended>),
+}
+
+impl Completion {
+    /// The job it completes.
+    pub(crate) fn job(&self) -> &JobRef {
+        match self {
+            Completion::Success { job, .. } | Completion::Failure { job, .. } => job,
+            Completion::Extended(e) => &e.job,
+        }
+    }
+
+    /// Whether the job ended well (for logs).
+    pub(crate) fn succeeded(&self) -> bool {
+        match self {
+            Completion::Success { .. } => true,
+            Completion::Failure { .. } => false,
+            Completion::Extended(e) => {
+                matches!(e.outcome, crate::worker::complete::Outcome::Success { .. })
+            }
+        }
+    }
+}
+
+/// A payload the step claimed for the worker to check (see [`crate::worker::claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// The claim's token.
+    pub token: String,
+    /// The queue it was popped from.
+    pub queue: String,
+    /// The payload's size in bytes (0 when the step did not look).
+    pub size: usize,
+}
+
+impl Claim {
+    /// Reads the step's `<token> <queue as JSON>\n<bytes>`.
+    pub(super) fn parse(data: &[u8]) -> Option<Claim> {
+        let text = std::str::from_utf8(data).ok()?;
+        let (header, size) = text.rsplit_once('\n')?;
+        let (token, queue_json) = header.split_once(' ')?;
+        Some(Claim {
+            token: token.to_string(),
+            queue: serde_json::from_str(queue_json).ok()?,
+            size: size.parse().ok()?,
+        })
+    }
+}
+
+/// What the step answered for one slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// A job was reserved (or was already held): its record text, and what a tracked job's
+    /// record said.
+    Job(Vec<u8>, Option<Started>),
+    /// A payload was claimed for the worker to check (or was already claimed).
+    Claim(Claim),
+    /// Nothing to do in any queue.
+    Empty,
+    /// `<ns>:pause-all-workers` is set.
+    Paused,
+    /// The slot's transition was refused, nothing of it written: a key it needs is unusable.
+    Refused(String),
+}
 
 /// Numbers the claims of this process's calls.
 static CALLS: AtomicU64 = AtomicU64::new(0);
