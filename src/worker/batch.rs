@@ -4,8 +4,9 @@
 //! A slot hands its [`StepRequest`] (previous job's completion + "reserve the next") to the
 //! process's [`Batcher`] and waits for its [`StepReply`]. Each of a few lanes takes the first
 //! waiting request, adds every other request already waiting (up to [`MAX_BATCH`]), sends them as
-//! one `FCALL` ([`call_step`]) and hands each slot its own reply, as the call read it. Nothing waits for a batch to fill: a lone step is sent at once, and
-//! steps that arrive while a call is in flight form the next one. Under load this turns 64
+//! one `FCALL` ([`call_step`]) and hands each slot its own reply, as the call read it. Nothing
+//! waits for a batch to fill: a lone request is sent at once, and requests that arrive while a
+//! call is in flight form the next one. Under load this turns 64
 //! slots' round trips into a couple of calls, cutting Redis's per-call work and the process's
 //! reads, writes and wake-ups; each slot's transition stays exactly what it was (its own
 //! conditions, its own reply), and the whole call is atomic.
