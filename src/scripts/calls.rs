@@ -97,8 +97,71 @@ impl ToRedisArgs for Writes<'_> {
     }
 }
 
+/// The repeated tail of a `step` call: the polled queues' indexes, then each slot's part.
+pub(crate) struct StepTail<'a> {
+    /// The polled queues' indexes (from 1) in the queues text, in priority order.
+    pub(crate) polled: &'a [usize],
+    /// The slots of the call, in order.
+    pub(crate) slots: Vec<StepSlot<'a>>,
+}
+
+/// One slot's part of a `step` call: its index, its op, then the record or token, the failure
+/// entry (failures only) and the tracked ending (only with one).
+pub(crate) struct StepSlot<'a> {
+    /// Its index (from 1) in the slots text.
+    pub(crate) index: usize,
+    /// The op: the completion's code, `1`/`0` reserve, `t`/`-` tracked ending, `l`/`-` limited.
+    pub(crate) op: [u8; 4],
+    /// The completed job's record or claim token (empty: none).
+    pub(crate) reference: &'a [u8],
+    /// The failure entry (a failure only).
+    pub(crate) entry: Option<&'a str>,
+    /// The tracked ending (record.lua's or status.lua's spec).
+    pub(crate) track: Option<&'a str>,
+}
+
+impl ToRedisArgs for StepTail<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        for i in self.polled {
+            i.write_redis_args(out);
+        }
+        for s in &self.slots {
+            s.index.write_redis_args(out);
+            out.write_arg(&s.op);
+            out.write_arg(s.reference);
+            if let Some(e) = s.entry {
+                e.write_redis_args(out);
+            }
+            if let Some(t) = s.track {
+                t.write_redis_args(out);
+            }
+        }
+    }
+}
+
 builders! {
     SPECS;
+
+    /// Each of a batch of slots' completion applied and next job reserved (the worker's step).
+    Step<'a> = STEP in "step.lua" {
+        keys {
+            processed: String => "<ns>:stat:processed",
+        }
+        argv {
+            settings: &'a str => "the process's settings",
+            slots: &'a str => "its slots",
+            queues: &'a str => "its queues",
+            now_ms: i64 => "now (epoch ms)",
+            run_at: String => "run_at for new records",
+            failed_at: String => "failed_at for entries",
+            token: String => "a prefix unique to this call",
+            limits: &'a str => "the limits in force",
+            n: usize => "n, the number of queues polled",
+        }
+        argv_tail tail: StepTail<'a> => ["their indexes in ARGV[3]", "its index in ARGV[2]",
+            "an op of four characters", "the record or token", "the failure entry",
+            "the tracked ending"];
+    }
 
     /// The scheduler's master lock taken, kept or given up, and the earliest due bucket.
     SchedulerPoll<'a> = SCHEDULER_POLL in "scheduler_poll.lua" {

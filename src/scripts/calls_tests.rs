@@ -5,9 +5,8 @@
 use super::calls::{Spec, SPECS, TEST_SPECS};
 use std::collections::BTreeMap;
 
-/// Functions whose calls are still built by position at their call site (the step's hot path,
-/// owned by other work).
-const BY_POSITION: &[&str] = &["step"];
+/// Functions whose calls are still built by position at their call site: none.
+const BY_POSITION: &[&str] = &[];
 
 /// The header of `file`: its opening comment lines, without their `--`.
 fn header(file: &str) -> String {
@@ -228,7 +227,7 @@ fn every_function_has_a_builder() {
 
 /// The calls still built by position (`crate::scripts::<FUNCTION>` outside the builders):
 /// only these, each in its file, while their callers are reworked elsewhere.
-const POSITIONAL_CALLS: &[(&str, &str)] = &[("worker/step/call.rs", "STEP")];
+const POSITIONAL_CALLS: &[(&str, &str)] = &[];
 
 /// Every `.rs` file under `dir`, with its path relative to `src/`.
 fn rust_files(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {

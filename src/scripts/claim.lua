@@ -40,3 +40,12 @@ function Claim.held(sl)
   if not token then return nil end
   return Claim.reply(token, redis.call('LINDEX', sl.ckey, 2) or '""', 0)
 end
+
+-- The step's hook (reserve.lua): item raw, popped from queue q, claimed by slot sl (the call's
+-- i-th); the error text when the slot's keys cannot take it (nothing written).
+function Claim.take(X, i, sl, raw, q)
+  local claims = X.P .. 'resq:claims'
+  local e = Claim.err(sl, claims)
+  if e then return e end
+  X.tag[i], X.data[i] = 'claim', Claim.item(sl, claims, raw, X.token .. '.' .. i, q.json)
+end

@@ -6,7 +6,7 @@
 -- any number of processes and settings costs at most a few megabytes, and a process beyond the
 -- bound pays only the decoding again. Nothing here depends on what Redis holds.
 --
--- Texts (made by the worker, src/worker/step.rs):
+-- Texts (made by the worker, src/worker/step/mod.rs):
 --   settings  JSON {"p": '<ns>:', "count_failed": bool, "small": bytes checked here,
 --             "max": largest payload accepted, "chars": most non-ASCII characters checked here,
 --             "statused": [class…], "sweep_ms": how long a finished job stays listed (0: no

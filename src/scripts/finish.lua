@@ -3,37 +3,31 @@
 --
 -- A success counts the slot's `stat:processed:<id>` (its first write: an INCR that cannot
 -- count writes nothing, and refuses the slot); a failure pushes the entry and counts
--- `stat:failed` (and, Ruby's way, `stat:processed`), every key checked first. The record goes
--- at the end of the call unless a new job replaces it. A job reserved under limits returns its
--- shares (limits_held.lua's Lim.free), and a tracked job's ending is written (record.lua,
--- status.lua) — only for the slots that carry them.
+-- `stat:failed` (and, Ruby's way, `stat:processed`), every key checked first
+-- (Finish.failure_err, Finish.record_failure: also reserve.lua's, for an item that is no job).
+-- The record goes at the end of the call unless a new job replaces it.
+--
+-- This file is the plain path; each feature is a hook it calls only for the slots whose op
+-- carries it (one test of a flag on the plain path):
+--   limits     Lim.step_free (limits_step.lua): a job reserved under limits (op 'l') returns
+--              its shares
+--   tracking   Track.finish / Track.finish_moved (track.lua): a tracked ending (op 't') is
+--              written with its completion; Track.held says a held job's start again
+--   claims     a claimed job (op 'S' / 'F') is named by its token key, not its record;
+--              Claim.held (claim.lua) answers a claim a resent reserve already holds
 --
 -- KEYS / ARGV: none (a module; the step's frame X is step.lua's).
 
-local rcall, rpcall, byte, sub, ipairs, type, pcall, decode
+local rcall, rpcall, type
 
 on_init(function(E)
-  rcall, rpcall, byte, sub = E.redis.call, E.redis.pcall, E.string.byte, E.string.sub
-  ipairs, type, pcall, decode = E.ipairs, E.type, E.pcall, E.cjson.decode
+  rcall, rpcall, type = E.redis.call, E.redis.pcall, E.type
 end)
-
--- A problem to report: a record or a limit that could not be written while the job moved.
-function Finish.problem(X, line)
-  X.problems = X.problems or {}
-  X.problems[#X.problems + 1] = line
-end
-
--- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET never
--- fails: a key that is no string reads as absent).
-function Finish.shared(X)
-  if not X.gets then X.gets = rcall('MGET', X.P .. 'pause-all-workers', X.processed_key) end
-  return X.gets
-end
 
 -- What stops the call's successes from being counted in `<ns>:stat:processed` (checked once).
 local function processed_err(X)
   if X.processed_err == 0 then
-    local v = Finish.shared(X)[2]
+    local v = Frame.shared(X)[2]
     local e
     if v then e = G.counter_err(X.processed_key, v, 1000) else e = G.bad_counter(X.processed_key, 1000) end
     X.processed_err = e or false
@@ -60,61 +54,6 @@ function Finish.record_failure(X, sl, entry)
     X.processed = X.processed + 1
     rcall('INCR', sl.pkey)
   end
-end
-
--- A tracked job's ending, written with its completion.
-local function track_end(X, spec)
-  local kind = byte(spec, 1)
-  local state, problem
-  if kind == 114 then
-    state, problem = Rec.finish(X.P, spec, X.now)
-    if state then
-      X.finals = X.finals or {}
-      X.finals[state] = (X.finals[state] or 0) + 1
-    end
-  elseif kind == 115 then
-    state, problem = Status.finish(X.P, spec, X.now_s)
-    if state then X.status_finals = (X.status_finals or 0) + 1 end
-  else
-    problem = 'BADSPEC a tracked ending the worker sent: ' .. sub(spec, 1, 40)
-  end
-  if problem then Finish.problem(X, problem) end
-end
-
--- Returns slot sl's shares (its job was reserved under limits); the held jobs this frees are
--- kept in X.released for the reserve.
-local function free_shares(X, sl)
-  X.limits_touched = true
-  local rel, e = Lim.free(X.P, X.L, sl.id)
-  if not rel then
-    Finish.problem(X, sl.id .. ' ' .. e)
-    return
-  end
-  for _, r in ipairs(rel) do
-    X.released = X.released or {}
-    X.released[#X.released + 1] = r
-  end
-end
-
--- What the start of the job a slot already holds said, for the resend of the call that
--- reserved it (whose reply was lost): the same reply extra as that call's (reserve.lua), read
--- from the record it started — nothing is started again. '' when the job is not tracked or its
--- record does not say it runs (it then runs untracked, as one whose record is gone).
-local function held_start(X, held)
-  local ok, rec = pcall(decode, held)
-  local obj = ok and type(rec) == 'table' and rec['payload']
-  if type(obj) ~= 'table' then return '' end
-  local id = obj['resq_id']
-  if id ~= nil then
-    if not Rec.id_like(id) then return '' end
-    local v = Rec.peek(X.P, id)
-    -- (No hash: an earlier build's JSON record, which the reserve followed: reserve.lua.)
-    if v and not v[1] and Status.read(X.P, id) then return 's' end
-    if not v or v[1] ~= 'working' then return '' end
-    return Rec.start_text('r', Rec.whole(v[2]), v[3], v[4])
-  end
-  if X.C.any_statused and X.C.statused[obj['class']] and Status.id_of(obj) then return 's' end
-  return ''
 end
 
 -- Slot i's completion (its part `it`); what it then wants.
@@ -160,19 +99,12 @@ local function finish_one(X, i, it)
       if not err then
         X.applied[i], X.gone[i], held = 1, true, false
         if by_token then it.untoken = true end
-        if it.limited then free_shares(X, sl) end
-        if it.track then track_end(X, it.track) end
+        if it.limited then Lim.step_free(X, sl) end
+        if it.track then Track.finish(X, it.track) end
       end
-    elseif not err and it.track and byte(it.track, 1) == 114 then
-      -- Its worker record is not its job any more (deleted or changed under the run): the
-      -- slot's end is still the job's real end, written while its record says it runs on this
-      -- slot, in this attempt (a resent end finds it ended, or run again, and writes nothing).
-      local state, problem = Rec.finish(X.P, it.track, X.now, false, sl.id)
-      if state then
-        X.finals = X.finals or {}
-        X.finals[state] = (X.finals[state] or 0) + 1
-      end
-      if problem then Finish.problem(X, problem) end
+    elseif not err and it.track then
+      -- Its worker record is not its job any more (deleted or changed under the run).
+      Track.finish_moved(X, it.track, sl)
     end
   end
   if err then
@@ -180,7 +112,7 @@ local function finish_one(X, i, it)
   elseif it.reserve then
     if held then
       -- The job this slot already holds (the reply of the call that reserved it was lost).
-      X.tag[i], X.data[i], X.extra[i] = 'job', held, held_start(X, held)
+      X.tag[i], X.data[i], X.extra[i] = 'job', held, Track.held(X, held)
     elseif X.applied[i] == 1 and not by_token then
       -- Its job's record was still there, so it holds no claim from a lost reply.
       X.nw = X.nw + 1
@@ -214,13 +146,4 @@ function Finish.run(X)
   end
   if sharing and #sharing > 1 then Lim.prefetch(X.P, sharing) end
   for i = 1, n do finish_one(X, i, items[i]) end
-end
-
--- After the call's writes: the finished jobs' entries that are due to be forgotten (their
--- records expired), a few more than the call finished, so the lists keep pace.
-function Finish.sweep(X)
-  if X.finals then
-    for state, n in pairs(X.finals) do Rec.sweep(X.P, state, X.now_ms, X.C.sweep_ms, 2 * n + 8) end
-  end
-  if X.status_finals then Status.sweep(X.P, X.now_ms, X.C.sweep_ms, 2 * X.status_finals + 8) end
 end

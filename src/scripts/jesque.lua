@@ -47,3 +47,21 @@ function Jes.put_back(key, payload)
     redis.call('LPUSH', key, payload)
   end
 end
+
+-- The step's hook (reserve.lua), for a queue flagged as a Jesque zset: its due member, checked
+-- for slot sl (its keys can take it: a refusal leaves the member where it was) and taken out of
+-- the zset; nil when none is due; or the error text that stops the reserve after nil (the
+-- queue's frequency hash is unusable) or false (a member is due, the slot cannot take it).
+function Jes.step_next(X, q, sl)
+  local due, period, e = Jes.due(q.key, q.freq, X.now_ms)
+  if e or not due then return nil, e end
+  local kind = Pay.classify(X.C, due)
+  if kind == 'claim' then
+    e = Claim.err(sl, X.P .. 'resq:claims')
+  elseif kind ~= 'job' then
+    e = Finish.failure_err(X, sl)
+  end
+  if e then return false, e end
+  Jes.consume(q.key, due, period)
+  return due
+end

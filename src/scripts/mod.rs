@@ -4,8 +4,10 @@
 //! crate builds (`build.rs`) into one library, loaded once per server with `FUNCTION LOAD` and
 //! called with `FCALL`. Each file is one concern with a header naming its KEYS and ARGV: the
 //! modules (`guard`, `config`, `payload`, `record`, `status`, `limits`, `claim`, `jesque`, the
-//! step's `finish` and `reserve`) and one file per function. A plain job's path is
-//! `step.lua` → `finish.lua` (the previous job's end) → `reserve.lua` (the next job's start).
+//! step's `finish` and `reserve`, and its features' hooks `track` and `limits_step`) and one
+//! file per function. A plain job's path is `step.lua` → `finish.lua` (the previous job's end)
+//! → `reserve.lua` (the next job's start); each feature is entered from them at a named hook
+//! (`plain_path_tests.rs` checks it).
 //!
 //! Every function follows one rule: **nothing can fail after the first write** (Redis keeps the
 //! writes a function made before an error, so one that raised half-way would leave half a
@@ -153,7 +155,7 @@ macro_rules! functions {
 functions! {
     /// The library's version (a cheap call that proves it is loaded).
     VERSION_FN = "version";
-    /// Finish / fail each slot's job and reserve its next one (worker/step.rs).
+    /// Finish / fail each slot's job and reserve its next one (worker/step/call.rs).
     STEP = "step";
     /// A claimed payload becomes a failure entry (worker/claim.rs).
     PROMOTE = "promote";
@@ -231,6 +233,8 @@ mod calls_tests;
 mod globals_tests;
 #[cfg(test)]
 mod payload_corpus_tests;
+#[cfg(test)]
+mod plain_path_tests;
 #[cfg(test)]
 mod state_owner_tests;
 #[cfg(test)]

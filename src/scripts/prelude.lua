@@ -9,11 +9,13 @@
 --   Pay     payload checks and failure entries (payload.lua)
 --   Rec     resq's own tracked jobs: the record hash (record.lua)
 --   Status  resque-status jobs: the JSON status (status.lua, status_text.lua)
---   Lim     limits (limits.lua, limits_held.lua)
+--   Lim     limits (limits.lua, limits_held.lua; the step's hooks: limits_step.lua)
 --   Jes     Jesque zset queues (jesque.lua)
 --   Claim   large payloads claimed for the worker (claim.lua)
 --   Flow    workflows: batches, jobs waiting for others, children (workflow.lua)
 --   Reserve, Finish  the two halves of a step (reserve.lua, finish.lua)
+--   Frame   the step's frame: helpers the two halves and the features' hooks share (step.lua)
+--   Track   a step's tracked jobs: the hooks finish.lua and reserve.lua call (track.lua)
 --
 -- `register(name, f)` makes f the function `resq_<VERSION>_<name>`: called as f(KEYS, ARGV)
 -- with G.call counting calls, so a module's per-call state (its caches of what this call read)
@@ -44,7 +46,7 @@ local type, tonumber, tostring, pairs, ipairs, pcall, unpack, select, next =
   nil, nil, nil, nil, nil, nil, nil, nil, nil
 
 local G, Cfg, Pay, Rec, Status, Lim, Jes, Claim = {}, {}, {}, {}, {}, {}, {}, {}
-local Flow, Reserve, Finish = {}, {}, {}
+local Flow, Reserve, Finish, Frame, Track = {}, {}, {}, {}, {}
 G.call = 0
 
 local INIT, ready = {}, false

@@ -4,29 +4,31 @@
 --
 -- An item becomes the slot's worker record `{"queue":…,"run_at":…,"payload":<bytes>}` in the
 -- same call that pops it; one that is not a job becomes a failure entry of the slot it would
--- have gone to, which then takes the next (payload.lua); one too large to check here is
--- claimed (claim.lua): moved, as it is, to the slot's claim key for the worker to check. Up to 100 items per call: the remaining slots get 'none' and call again.
--- Only when they apply: a tracked job's record says it started (record.lua, status.lua), and
--- one whose record says cancelled is dropped instead — it never runs; a job its limits do not
--- admit is held (limits.lua), and held jobs the call's completions freed go to its slots first.
--- Queues in `<ns>:resq:paused_queues` are not popped; `<ns>:pause-all-workers` pauses all.
+-- have gone to, which then takes the next (payload.lua). Up to 100 items per call: the
+-- remaining slots get 'none' and call again. Queues in `<ns>:resq:paused_queues` are not
+-- popped; `<ns>:pause-all-workers` pauses all.
+--
+-- This file is the plain path; each feature is a hook it calls only when the feature applies
+-- (one test of a flag on the plain path):
+--   tracking   Track.reserve / Track.start (track.lua): a payload with an id, or of a statused
+--              class — its record says it started, or it was cancelled and is dropped
+--   limits     Lim.step_* (limits_step.lua): only with limits in force (X.L) — a job its
+--              limits do not admit is held, a queue a full limit closes is not popped, held
+--              jobs the completions freed go to the slots first
+--   claims     Claim.take (claim.lua): an item too large to check here is moved, as it is, to
+--              the slot's claim key for the worker to check
+--   Jesque     Jes.step_next (jesque.lua): a queue flagged as a Jesque zset (LPOP refuses it)
 --
 -- KEYS / ARGV: none (a module; the step's frame X is step.lua's).
 
-local rcall, rpcall, sub, format, min, ipairs, type
+local rcall, rpcall, min, ipairs, type
 
 on_init(function(E)
-  rcall, rpcall, sub, format = E.redis.call, E.redis.pcall, E.string.sub, E.string.format
+  rcall, rpcall = E.redis.call, E.redis.pcall
   min, ipairs, type = E.math.min, E.ipairs, E.type
 end)
 
 local function want(X) return X.nw - X.next + 1 end
-
--- A sequence unique in this call, zero-padded: held jobs of one millisecond sort by it.
-local function seq(X)
-  X.seq_n = (X.seq_n or 0) + 1
-  return X.token .. '.' .. format('%06d', X.seq_n)
-end
 
 -- The next wanting slot's index in the call, and its slot.
 local function slot(X)
@@ -44,79 +46,6 @@ local function stop(X, i, e, key, raws, from)
   X.stopped = true
 end
 
--- The tracked part of a job about to start: 'drop' (cancelled), 'r' (resq's record, read into
--- X.rec_id / X.rec_v) or 's' (resque-status's, into X.st_*), to be written when the job starts
--- (start); nil when the job is not tracked (or has no record).
-local function tracked(X, obj)
-  local id = obj['resq_id']
-  if id ~= nil then
-    if not Rec.id_like(id) then return nil end
-    local v, problem = Rec.peek(X.P, id)
-    if v and not v[1] then
-      -- No hash: a job enqueued by a build that kept resq's records in resque-status's JSON
-      -- (docs/jobs.md, "Records of earlier builds") is followed there.
-      local text, ms, close = Status.read(X.P, id)
-      if text then
-        if Status.cancelled(text, ms) then return 'drop' end
-        X.st_id, X.st_class, X.st_text, X.st_ms, X.st_close = id, obj['class'], text, ms, close
-        return 's'
-      end
-      if text == nil then problem = id .. ' ' .. ms end
-    end
-    if not v or not v[1] then
-      Finish.problem(X, problem or (id .. ' has no record (' .. Rec.key(X.P, id) .. ')'))
-      return nil
-    end
-    if v[1] == 'cancelled' then return 'drop' end
-    X.rec_id, X.rec_v = id, v
-    return 'r'
-  end
-  local class = obj['class']
-  if not (X.C.any_statused and X.C.statused[class]) then return nil end
-  id = Status.id_of(obj)
-  if not id then return nil end
-  local text, ms, close = Status.read(X.P, id)
-  if text == nil then
-    Finish.problem(X, id .. ' ' .. ms)
-    return 'S'
-  end
-  if Status.cancelled(text, ms) then return 'drop' end
-  X.st_id, X.st_class, X.st_text, X.st_ms, X.st_close = id, class, text, ms, close
-  return 's'
-end
-
--- Writes the start tracked() read (kind 'r' or 's'; 'S': a status that could not be read)
--- for slot sl taking item raw; the reply's extra.
-local function start(X, kind, raw, sl)
-  if kind == 'r' then return Rec.start(X.P, X.rec_id, sl.id, X.now, X.rec_v) end
-  if kind == 's' then
-    Status.start(X.P, X.st_id, X.st_class, raw, X.now_s, X.st_text, X.st_ms, X.st_close)
-  end
-  return 's'
-end
-
--- The limits of job obj (raw) from queue q for slot sl: nil to run it; 'held' (held now);
--- 'failed' (its key template cannot be filled: a failure entry); or an error text.
-local function limited(X, obj, raw, q, i, sl)
-  local ls, why = Lim.for_job(X.L, X.P, obj, q.name)
-  if not ls then
-    local e = Finish.failure_err(X, sl)
-    if e then return e end
-    Finish.record_failure(X, sl, Pay.entry(X.failed_at, sl.json, q.json, 'Resq::LimitKeyError', why, raw))
-    return 'failed'
-  end
-  if #ls == 0 then return nil end
-  X.limits_touched = true
-  local x, due = Lim.check(X.P, X.L, ls, obj['class'], X.now_ms)
-  if x == false then return due end
-  if x then
-    Lim.hold(X.P, x, due, obj['class'], q.name, raw, seq(X), X.now_ms)
-    if due and (not X.earliest or due < X.earliest) then X.earliest = due end
-    return 'held'
-  end
-  return Lim.admit(X.P, ls, obj['class'], sl.id, X.now_ms, seq, X)
-end
-
 -- Gives item raw (popped from polled queue q) to the next wanting slot: its record, its claim,
 -- or a failure entry. Returns an error text (and writes nothing) when the slot's keys cannot
 -- take it.
@@ -126,32 +55,30 @@ local function take(X, raw, q)
   if kind == 'job' then
     local track = nil
     -- Only a payload with an id, or of a statused class, is looked at for tracking.
-    if obj['resq_id'] ~= nil or X.C.any_statused then track = tracked(X, obj) end
+    if obj['resq_id'] ~= nil or X.C.any_statused then track = Track.reserve(X, obj) end
     if track == 'drop' then
       X.budget = X.budget - 1
       -- Its limits may hold jobs that its place in the queue kept waiting: those that fit now
       -- are released, as a completion releases them.
-      if X.L then Reserve.release_for(X, obj, q) end
+      if X.L then Lim.step_release_for(X, obj, q) end
       return nil
     end
     if X.L then
-      local r = limited(X, obj, raw, q, i, sl)
+      local r = Lim.step_admit(X, obj, raw, q, sl)
       if r == 'held' or r == 'failed' then
         X.budget = X.budget - 1
         return nil
       end
       if r then return r end
     end
-    if track then X.extra[i] = start(X, track, raw, sl) end
+    if track then X.extra[i] = Track.start(X, track, raw, sl) end
     local rec = '{"queue":' .. q.json .. ',"run_at":"' .. X.run_at .. '","payload":' .. raw .. '}'
     rcall('SET', sl.wkey, rec)
     X.tag[i], X.data[i], X.gone[i] = 'job', rec, false
     X.next = X.next + 1
   elseif kind == 'claim' then
-    local claims = X.P .. 'resq:claims'
-    local e = Claim.err(sl, claims)
+    local e = Claim.take(X, i, sl, raw, q)
     if e then return e end
-    X.tag[i], X.data[i] = 'claim', Claim.item(sl, claims, raw, X.token .. '.' .. i, q.json)
     X.next = X.next + 1
   else
     local e = Finish.failure_err(X, sl)
@@ -160,60 +87,6 @@ local function take(X, raw, q)
     X.budget = X.budget - 1
   end
   return nil
-end
-
--- The held jobs that fit now in the concurrency limits of job obj (from queue q), which will not
--- run: out of their held sets, to be given to this call's slots (give_released).
-function Reserve.release_for(X, obj, q)
-  local ls = Lim.for_job(X.L, X.P, obj, q.name)
-  if not ls then return end
-  local s = Lim.S()
-  for _, x in ipairs(ls) do
-    if x[1].kind == 'concurrency' then
-      local used = Lim.units(x.h, X.P)
-      local hd = x[2] .. ':held'
-      if used and not G.type_err(hd, 'zset') then
-        X.limits_touched = true
-        for _, m in ipairs(Lim.take_fitting(X.P, hd, x.h, used + (s.pending[x.h] or 0), x[1].limit, 1)) do
-          X.released = X.released or {}
-          X.released[#X.released + 1] = { m, x.h }
-          X.more_released = true
-        end
-      end
-    end
-  end
-end
-
--- Held jobs the completions freed go to this call's slots first (when their queue is one it
--- polls: they waited longest), the rest back to the head of their queue. One that does not run
--- after all (cancelled) gives its place to the next held job of its limit (Reserve.release_for,
--- from take), so a limit never sits idle while jobs wait behind it.
-local function give_released(X)
-  local by_name = {}
-  for k = 1, X.np do by_name[X.polled[k].name] = X.polled[k] end
-  local back, s = {}, Lim.S()
-  X.more_released = false
-  local list, k = X.released, X.released_at or 1
-  while k <= #list do
-    local member, h = list[k][1], list[k][2]
-    k = k + 1
-    local qname, units, _, payload = Lim.member(member)
-    s.pending[h] = (s.pending[h] or 0) - units
-    local q = by_name[qname]
-    if q and want(X) > 0 and not X.stopped and sub(payload, 1, 1) ~= '@' then
-      local i = X.wanting[X.next]
-      local e = take(X, payload, q)
-      if e then
-        X.tag[i], X.data[i] = 'error', e
-        X.stopped = true
-        back[#back + 1] = member
-      end
-    else
-      back[#back + 1] = member
-    end
-  end
-  X.released_at = k
-  Lim.requeue_all(X.P, back)
 end
 
 -- Pops polled queue q (the i-th) for the wanting slots; its flag in the reply.
@@ -225,15 +98,11 @@ local function pop_queue(X, q, paused)
   local gate, room = X.L ~= nil, nil
   while want(X) > 0 and X.budget > 0 and not X.stopped do
     if gate then
-      local blocked, due, e, r = Lim.gate(X.P, X.L, q.name, X.now_ms)
-      X.limits_touched = true
-      if e then
-        stop(X, X.wanting[X.next], e)
+      local closed, r = Lim.step_gate(X, q)
+      if closed == 'b' then return 'b' end
+      if closed then
+        stop(X, X.wanting[X.next], closed)
         break
-      end
-      if blocked then
-        if due and (not X.earliest or due < X.earliest) then X.earliest = due end
-        return 'b'
       end
       room, gate = r, r ~= nil
     end
@@ -245,23 +114,14 @@ local function pop_queue(X, q, paused)
       if type(raws) == 'table' and raws.err then
         flag = '0'
         if not q.zset then break end
-        local due, period, e = Jes.due(q.key, q.freq, X.now_ms)
-        if e then
-          stop(X, X.wanting[X.next], e)
-          break
-        end
-        if not due then break end
-        flag = '1'
-        -- Checked before the member leaves its zset, so a refusal leaves it where it was.
         local i, sl = slot(X)
-        local kind = Pay.classify(X.C, due)
-        if kind == 'claim' then e = Claim.err(sl, X.P .. 'resq:claims')
-        elseif kind ~= 'job' then e = Finish.failure_err(X, sl) end
+        local due, e = Jes.step_next(X, q, sl)
+        if due ~= nil then flag = '1' end
         if e then
           stop(X, i, e)
           break
         end
-        Jes.consume(q.key, due, period)
+        if not due then break end
         take(X, due, q)
       elseif type(raws) == 'table' then
         for j, raw in ipairs(raws) do
@@ -278,7 +138,7 @@ local function pop_queue(X, q, paused)
             if j < #raws then
               for r = #raws, j + 1, -1 do rcall('LPUSH', q.key, raws[r]) end
             end
-            give_released(X)
+            Lim.step_give_released(X, take)
             break
           end
         end
@@ -292,13 +152,7 @@ local function pop_queue(X, q, paused)
   end
   -- A queue whose limit this call filled is closed, as one found full: idle slots are not
   -- woken to find it so.
-  if X.L and flag == '1' and not X.stopped then
-    local blocked, due = Lim.gate(X.P, X.L, q.name, X.now_ms)
-    if blocked then
-      if due and (not X.earliest or due < X.earliest) then X.earliest = due end
-      return 'b'
-    end
-  end
+  if X.L and flag == '1' and not X.stopped and Lim.step_closed(X, q) then return 'b' end
   return flag
 end
 
@@ -306,13 +160,13 @@ local flags = {}
 
 function Reserve.run(X)
   if X.nw > 0 then
-    local p = Finish.shared(X)[1]
+    local p = Frame.shared(X)[1]
     if type(p) == 'string' and string.lower(string.match(p, '^%s*(.-)%s*$')) == 'true' then
       for k = 1, X.nw do X.tag[X.wanting[k]] = 'paused' end
       X.nw = 0
     end
   end
-  if X.released then give_released(X) end
+  if X.released then Lim.step_give_released(X, take) end
   -- Queues paused with `resq pause --queue` (a key of another type pauses nothing).
   local paused = nil
   if want(X) > 0 then

@@ -1,5 +1,5 @@
 -- step.lua: the function `step` — for each of a batch of worker slots, finish (or fail) its
--- current job and reserve its next one, atomically (src/worker/step.rs sends it; a batch of
+-- current job and reserve its next one, atomically (src/worker/step/call.rs sends it; a batch of
 -- one is one slot's step).
 --
 -- A job is in Redis at every instant: a finish deletes the slot's record and counts it in the
@@ -17,12 +17,16 @@
 -- written, and the other slots go on.
 --
 -- KEYS[1] <ns>:stat:processed
--- ARGV[1] the process's settings, ARGV[2] its slots, ARGV[3] its queues (config.lua's texts)
--- ARGV[4] now (epoch ms)   ARGV[5] run_at for new records   ARGV[6] failed_at for entries
+-- ARGV[1] the process's settings (config.lua's text)
+-- ARGV[2] its slots (config.lua's text)
+-- ARGV[3] its queues (config.lua's text)
+-- ARGV[4] now (epoch ms)
+-- ARGV[5] run_at for new records
+-- ARGV[6] failed_at for entries
 -- ARGV[7] a prefix unique to this call (claim tokens, held jobs' order)
 -- ARGV[8] the limits in force (limits.lua's JSON; '' none)
--- ARGV[9] n, the number of queues polled, then ARGV[10..9+n] their indexes in ARGV[3], in
--- priority order
+-- ARGV[9] n, the number of queues polled
+-- ARGV[10..9+n] their indexes in ARGV[3], in priority order
 -- Then per slot: its index in ARGV[2]; an op of four characters — the completion ('-' none;
 -- 's' / 'f' success / failure of the job whose record is the next argument; 'S' / 'F' the same
 -- for a claimed job whose token is the next argument), '1' to reserve after it (else '0'), 't'
@@ -45,7 +49,8 @@ on_init(function(E)
   floor = E.math.floor
 end)
 
--- The call's frame (what finish.lua and reserve.lua share), made once and reset by each call:
+-- The call's frame (what finish.lua, reserve.lua and the features' hooks share: module Frame
+-- holds its helpers), made once and reset by each call:
 -- the library outlives its calls, and a table made per call would cost more than the call's
 -- own work. Per slot of the call (1..X.n): the slot's part `items[i]` (reused tables) and its
 -- reply (tag, applied, data, extra); `gone[i]` its record is removed at the end; `wanting`
@@ -67,6 +72,19 @@ local function reset(X, C, KEYS, ARGV)
   X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
   X.released, X.released_at, X.more_released, X.seq_n = false, false, false, false
   X.finals, X.status_finals = false, false
+end
+
+-- A problem to report: a record or a limit that could not be written while the job moved.
+function Frame.problem(X, line)
+  X.problems = X.problems or {}
+  X.problems[#X.problems + 1] = line
+end
+
+-- `<ns>:pause-all-workers` and `<ns>:stat:processed`, read together once per call (MGET never
+-- fails: a key that is no string reads as absent).
+function Frame.shared(X)
+  if not X.gets then X.gets = rcall('MGET', X.P .. 'pause-all-workers', X.processed_key) end
+  return X.gets
 end
 
 local function step(KEYS, ARGV)
@@ -126,7 +144,7 @@ local function step(KEYS, ARGV)
   if X.processed > 0 then rcall('INCRBY', KEYS[1], G.num(X.processed)) end
   if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', G.num(X.failed)) end
   if X.limits_touched then Lim.flush(X.P) end
-  if X.finals or X.status_finals then Finish.sweep(X) end
+  if X.finals or X.status_finals then Track.sweep(X) end
   OUT[k + 1] = X.qflags or ''
   OUT[k + 2] = X.problems and G.lines(X.problems) or ''
   OUT[k + 3] = X.earliest and tostring(X.earliest) or ''

@@ -237,7 +237,7 @@ const ID: &str = "h~resq:1-0:q";
 mod step_scenarios {
     use super::*;
     use crate::worker::step::{
-        step_batch, Completion, JobRef, QueueKeys, Reply, StepItem, Stepper,
+        call_step, Completion, JobRef, QueueKeys, Reply, StepReply, StepRequest, Stepper,
     };
     use std::sync::Arc;
 
@@ -266,16 +266,11 @@ mod step_scenarios {
     async fn step(con: Conn, keys: Keys, completion: Option<Completion>) -> Answer {
         let mut con = con;
         let stepper = Stepper::new(&keys, ID, true);
-        let queues = QueueKeys::new(&keys, &["q".to_string()]);
-        let item = StepItem {
-            stepper: &stepper,
-            completion: completion.as_ref(),
-            reserve: true,
-            limited: false,
-        };
-        match step_batch(&mut con, &queues, &[item], "").await {
+        let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+        let item = StepRequest::new(Arc::new(stepper), completion, true, &queues);
+        match call_step(&mut con, &queues, &[item], "").await {
             Err(e) => refused(e),
-            Ok(mut out) => match out.replies.pop() {
+            Ok(mut out) => match out.replies.pop().map(|r| (r.reply, r.applied)) {
                 // A refused reserve after an applied completion: the completion is checked.
                 Some((Reply::Refused(why), true)) => Answer::Done(why),
                 Some((Reply::Refused(why), false)) => Answer::Refused(why),
@@ -438,7 +433,10 @@ mod step_scenarios {
         let ns = testing::namespace("step-batch");
         let keys = Keys::new(&ns);
         let ids = ["h~resq:1-0:q", "h~resq:1-1:q"];
-        let steppers: Vec<Stepper> = ids.iter().map(|id| Stepper::new(&keys, id, true)).collect();
+        let steppers: Vec<Arc<Stepper>> = ids
+            .iter()
+            .map(|id| Arc::new(Stepper::new(&keys, id, true)))
+            .collect();
         let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
         for m in ["b-1", "b-2", "b-3"] {
             let _: () = con.rpush(keys.queue("q"), job(m)).await.unwrap();
@@ -454,28 +452,22 @@ mod step_scenarios {
             job: JobRef::Record(rec0.clone().into_bytes()),
             entry: r#"{"failed_at":"x","payload":{"class":"A","args":["b-0"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None };
         let items = [
-            StepItem {
-                stepper: &steppers[0],
-                completion: Some(&failed),
-                reserve: true,
-                limited: false,
-            },
-            StepItem {
-                stepper: &steppers[1],
-                completion: None,
-                reserve: true,
-                limited: false,
-            },
+            StepRequest::new(steppers[0].clone(), Some(failed), true, &queues),
+            StepRequest::new(steppers[1].clone(), None, true, &queues),
         ];
-        let out = step_batch(&mut con, &queues, &items, "").await.unwrap();
+        let out = call_step(&mut con, &queues, &items, "").await.unwrap();
         match &out.replies[0] {
-            (Reply::Refused(why), false) => {
+            StepReply {
+                reply: Reply::Refused(why),
+                applied: false,
+                ..
+            } => {
                 assert!(why.contains(&keys.stat_failed_by(ids[0])), "{why}")
             }
             other => panic!("slot 0 not refused: {other:?}"),
         }
         assert!(
-            matches!(&out.replies[1], (Reply::Job(r, _), _) if String::from_utf8_lossy(r).contains("b-1"))
+            matches!(&out.replies[1].reply, Reply::Job(r, _) if String::from_utf8_lossy(r).contains("b-1"))
         );
         // Slot 0's job is still its record; nothing counted for it.
         let held: String = con.get(keys.worker(ids[0])).await.unwrap();

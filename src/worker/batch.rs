@@ -1,11 +1,12 @@
 //! Step batching: the steps of all slots that are ready at the same moment go to Redis as one
 //! step call.
 //!
-//! A slot hands its step (previous job's completion + "reserve the next") to the process's
-//! [`Batcher`] and waits for its reply. Each of a few lanes takes the first waiting step, adds
-//! every other step already waiting (up to [`MAX_BATCH`]), sends them as one `FCALL` and hands
-//! each slot its own reply. Nothing waits for a batch to fill: a lone step is sent at once, and
-//! steps that arrive while a call is in flight form the next one. Under load this turns 64
+//! A slot hands its [`StepRequest`] (previous job's completion + "reserve the next") to the
+//! process's [`Batcher`] and waits for its [`StepReply`]. Each of a few lanes takes the first
+//! waiting request, adds every other request already waiting (up to [`MAX_BATCH`]), sends them as
+//! one `FCALL` ([`call_step`]) and hands each slot its own reply, as the call read it. Nothing
+//! waits for a batch to fill: a lone request is sent at once, and requests that arrive while a
+//! call is in flight form the next one. Under load this turns 64
 //! slots' round trips into a couple of calls, cutting Redis's per-call work and the process's
 //! reads, writes and wake-ups; each slot's transition stays exactly what it was (its own
 //! conditions, its own reply), and the whole call is atomic.
@@ -21,7 +22,7 @@
 //! "nothing" without a call.
 
 use super::fetch::Fetch;
-use super::step::{step_batch, Completion, QueueKeys, Reply, StepItem, Stepper};
+use super::step::{call_step, StepReply, StepRequest};
 use crate::conn::Conn;
 use redis::RedisResult;
 use std::sync::Arc;
@@ -33,49 +34,13 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// Calls in flight at once per process (each lane sends one call at a time).
 pub(crate) const LANES: usize = 2;
 
-/// One slot's step, waiting to be sent.
-struct Request {
-    stepper: Arc<Stepper>,
-    completion: Option<Completion>,
-    reserve: bool,
-    limited: bool,
-    /// Poll every queue, whatever the wake-up state says (the periodic fallback).
-    full: bool,
-    queues: Arc<QueueKeys>,
-    reply: oneshot::Sender<RedisResult<Answer>>,
-}
-
-/// What a slot's step came back with.
-#[derive(Debug, Clone)]
-pub(crate) struct Answer {
-    /// The reply.
-    pub reply: Reply,
-    /// Whether the completion was applied by this call.
-    pub applied: bool,
-    /// Whether the call reserved under limits (a job it gave holds shares until it ends).
-    pub limited: bool,
-}
+/// A request waiting to be sent, and where its slot waits for the reply.
+type Waiting = (StepRequest, oneshot::Sender<RedisResult<StepReply>>);
 
 /// The process's step sender; cheap to clone, one per slot.
 #[derive(Clone)]
 pub(crate) struct Batcher {
-    tx: mpsc::UnboundedSender<Request>,
-}
-
-/// One slot's step, as handed to [`Batcher::step`].
-pub(crate) struct StepRequest<'a> {
-    /// The slot's stepper.
-    pub stepper: &'a Arc<Stepper>,
-    /// How its previous job ended (an extended completion must have been applied already).
-    pub completion: Option<&'a Completion>,
-    /// Whether to reserve a next job.
-    pub reserve: bool,
-    /// Whether the job it completes was reserved under limits.
-    pub limited: bool,
-    /// Poll every queue of `queues`, not only those not known to be empty.
-    pub full: bool,
-    /// The slot's queues.
-    pub queues: Arc<QueueKeys>,
+    tx: mpsc::UnboundedSender<Waiting>,
 }
 
 impl Batcher {
@@ -95,20 +60,11 @@ impl Batcher {
         Batcher { tx }
     }
 
-    /// Sends one slot's step and waits for its answer, or the error of the call (sent once; the slot decides whether and
-    /// when to send it again, which the script makes safe).
-    pub(crate) async fn step(&self, req: StepRequest<'_>) -> RedisResult<Answer> {
+    /// Sends one slot's request and waits for its reply, or the error of the call (sent once;
+    /// the slot decides whether and when to send it again, which the function makes safe).
+    pub(crate) async fn send(&self, req: StepRequest) -> RedisResult<StepReply> {
         let (reply, rx) = oneshot::channel();
-        let req = Request {
-            stepper: req.stepper.clone(),
-            completion: req.completion.cloned(),
-            reserve: req.reserve,
-            limited: req.limited,
-            full: req.full,
-            queues: req.queues,
-            reply,
-        };
-        if self.tx.send(req).is_err() {
+        if self.tx.send((req, reply)).is_err() {
             return Err(gone());
         }
         rx.await.unwrap_or_else(|_| Err(gone()))
@@ -120,19 +76,20 @@ fn gone() -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Client, "step sender stopped"))
 }
 
-/// One lane: gathers waiting steps, sends them as one call, answers each.
+/// One lane: gathers waiting requests, sends them as one call, answers each.
 async fn lane(
     con: Conn,
-    rx: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>,
+    rx: Arc<Mutex<mpsc::UnboundedReceiver<Waiting>>>,
     fetch: Arc<Fetch>,
     limits: Arc<crate::limits::cache::LimitsCache>,
 ) {
-    let mut carry: Option<Request> = None;
+    let mut carry: Option<Waiting> = None;
     loop {
-        let mut batch = Vec::new();
+        let mut batch: Vec<StepRequest> = Vec::new();
+        let mut waiting = Vec::new();
         {
             let mut rx = rx.lock().await;
-            let first = match carry.take() {
+            let (first, tx) = match carry.take() {
                 Some(r) => r,
                 None => match rx.recv().await {
                     Some(r) => r,
@@ -140,19 +97,21 @@ async fn lane(
                 },
             };
             batch.push(first);
+            waiting.push(tx);
             while batch.len() < MAX_BATCH {
-                let Ok(r) = rx.try_recv() else { break };
-                // One call polls one queue list; a step made with another list (a wildcard
+                let Ok((r, tx)) = rx.try_recv() else { break };
+                // One call polls one queue list; a request made with another list (a wildcard
                 // list just changed) starts the next call.
                 if Arc::ptr_eq(&r.queues, &batch[0].queues) {
                     batch.push(r);
+                    waiting.push(tx);
                 } else {
-                    carry = Some(r);
+                    carry = Some((r, tx));
                     break;
                 }
             }
         }
-        // A step a slot asked for just before USR2 paused the process does not reserve: once
+        // A request a slot made just before USR2 paused the process does not reserve: once
         // the pause is in force, no call leaves here that could take a job.
         if fetch.locally_paused() {
             for r in &mut batch {
@@ -164,32 +123,15 @@ async fn lane(
         let completing = batch.iter().any(|r| r.completion.is_some());
         let pick = fetch.pick(&batch[0].queues, reserving, full, completing);
         if pick.nothing_to_do(&batch) {
-            for req in batch {
-                let _ = req.reply.send(Ok(Answer {
-                    reply: Reply::Empty,
-                    applied: false,
-                    limited: false,
-                }));
+            for tx in waiting {
+                let _ = tx.send(Ok(StepReply::empty(false)));
             }
             continue;
         }
         let version = limits.version();
         let json = limits.json();
-        let result = {
-            let items: Vec<StepItem<'_>> = batch
-                .iter()
-                .map(|r| StepItem {
-                    stepper: &r.stepper,
-                    completion: r.completion.as_ref(),
-                    reserve: r.reserve,
-                    limited: r.limited,
-                })
-                .collect();
-            let mut con = con.clone();
-            step_batch(&mut con, &pick.queues, &items, &json).await
-        };
-        let limited = !json.is_empty();
-        match result {
+        let mut con = con.clone();
+        match call_step(&mut con, &pick.queues, &batch, &json).await {
             Ok(out) => {
                 // A queue a full limit closed, found so with limits replaced since (raised or
                 // cleared while the call was on its way), may be open: it is not taken as
@@ -201,19 +143,15 @@ async fn lane(
                 if let Some(due) = out.release_due {
                     limits.note_due(due);
                 }
-                for (req, (reply, applied)) in batch.into_iter().zip(out.replies) {
+                for (tx, reply) in waiting.into_iter().zip(out.replies) {
                     // A slot that stopped waiting (its task was cancelled) simply misses its
                     // reply; its record stays in Redis for the pruner, as after a crash.
-                    let _ = req.reply.send(Ok(Answer {
-                        reply,
-                        applied,
-                        limited,
-                    }));
+                    let _ = tx.send(Ok(reply));
                 }
             }
             Err(e) => {
-                for req in batch {
-                    let _ = req.reply.send(Err(e.clone()));
+                for tx in waiting {
+                    let _ = tx.send(Err(e.clone()));
                 }
             }
         }
@@ -223,7 +161,7 @@ async fn lane(
 impl super::fetch::Pick {
     /// Whether the batch can be answered "nothing" without a call: no completion to write and
     /// no queue that may hold a job.
-    fn nothing_to_do(&self, batch: &[Request]) -> bool {
+    fn nothing_to_do(&self, batch: &[StepRequest]) -> bool {
         self.queues.queues.is_empty() && batch.iter().all(|r| r.completion.is_none())
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! Jesque turns `<ns>:queue:<q>` into a ZSET of job JSON scored by due time in epoch ms, with
 //! recurring periods in `<ns>:queue:<q>:frequency` (wire notes §9.2). A resq slot reserves from
-//! such a queue with Jesque's pop rules, inside the same step script that writes its worker
-//! record (`reserve.lua`): the lowest member scored ≤ now is taken; a recurring one is re-scored
+//! such a queue with Jesque's pop rules, inside the same step call that writes its worker
+//! record (`jesque.lua`'s `Jes.step_next`, the reserve's hook): the lowest member scored ≤ now is taken; a recurring one is re-scored
 //! `score + period` (so it catches up one period per pop when behind, as in Jesque), others are
 //! removed. The member's bytes become the record's payload unchanged.
 //!

@@ -98,7 +98,7 @@ pub(crate) async fn perform(
             batch,
         )),
         // (A resq job of an earlier build whose record is resque-status's JSON is followed
-        // there: reserve.lua.)
+        // there: track.lua.)
         (Some((_, id_in_args)), Some(Started::Statused)) => Some((
             crate::jobs::Kind::Statused {
                 class: payload.class().to_string(),

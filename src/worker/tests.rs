@@ -1,7 +1,9 @@
 //! The step script and the extended completion, driven directly: resend safety of every
 //! transition, and a batch of several slots' steps being each slot's own step.
 
-use super::step::{step_batch, Completion, JobRef, QueueKeys, Reply, StepItem, Stepper};
+use super::step::{
+    call_step, Completion, JobRef, QueueKeys, Reply, StepReply, StepRequest, Stepper,
+};
 use crate::keys::Keys;
 use crate::testing;
 use crate::{JobContext, JobError, Registry, RetryPolicy};
@@ -54,9 +56,17 @@ async fn the_step_is_safe_to_resend() {
     }
     let stepper = Stepper::new(&keys, "h~resq:1-0:q", true);
     let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
-    let (first, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    let first = stepper
+        .call_alone(&mut con, None, true, &queues)
+        .await
+        .unwrap()
+        .reply;
     // The reply was "lost": sending the same reserve again returns the job already held.
-    let (again, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    let again = stepper
+        .call_alone(&mut con, None, true, &queues)
+        .await
+        .unwrap()
+        .reply;
     assert_eq!(first, again);
     assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 1);
     let Reply::Job(record, _) = first else {
@@ -66,15 +76,17 @@ async fn the_step_is_safe_to_resend() {
         job: JobRef::Record(record),
         track: None,
     };
-    let (_, applied) = stepper
-        .step(&mut con, Some(&done), false, &queues)
+    let applied = stepper
+        .call_alone(&mut con, Some(&done), false, &queues)
         .await
-        .unwrap();
+        .unwrap()
+        .applied;
     assert!(applied);
-    let (_, applied) = stepper
-        .step(&mut con, Some(&done), false, &queues)
+    let applied = stepper
+        .call_alone(&mut con, Some(&done), false, &queues)
         .await
-        .unwrap();
+        .unwrap()
+        .applied;
     assert!(!applied, "a resent finish must not count twice");
     let processed: u64 = con.get(keys.stat_processed()).await.unwrap();
     assert_eq!(processed, 1);
@@ -97,15 +109,15 @@ async fn a_batched_step_is_each_slots_own_step() {
     }
     let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
     let ids = ["h~resq:1-0:q", "h~resq:1-1:q", "h~resq:1-2:q"];
-    let s: Vec<Stepper> = ids.iter().map(|id| Stepper::new(&keys, id, true)).collect();
-    let item = |k: usize, completion: Option<&'static Completion>, reserve: bool| StepItem {
-        stepper: &s[k],
-        completion,
-        reserve,
-        limited: false,
+    let s: Vec<Arc<Stepper>> = ids
+        .iter()
+        .map(|id| Arc::new(Stepper::new(&keys, id, true)))
+        .collect();
+    let item = |k: usize, completion: Option<&'static Completion>, reserve: bool| {
+        StepRequest::new(s[k].clone(), completion.cloned(), reserve, &queues)
     };
     // Three slots reserve at once; the queue has two jobs.
-    let r = step_batch(
+    let r = call_step(
         &mut con,
         &queues,
         &[
@@ -121,12 +133,12 @@ async fn a_batched_step_is_each_slots_own_step() {
     let records: Vec<Vec<u8>> = r
         .iter()
         .take(2)
-        .map(|(reply, _)| match reply {
+        .map(|r| match &r.reply {
             Reply::Job(rec, _) => rec.clone(),
             other => panic!("no job: {other:?}"),
         })
         .collect();
-    assert_eq!(r[2], (Reply::Empty, false));
+    assert_eq!(r[2], StepReply::empty(false));
     for (k, rec) in records.iter().enumerate() {
         let held: Vec<u8> = con.get(keys.worker(ids[k])).await.unwrap();
         assert_eq!(&held, rec);
@@ -148,7 +160,7 @@ async fn a_batched_step_is_each_slots_own_step() {
     let failed: &'static Completion = Box::leak(Box::new(Completion::Failure {
         job: JobRef::Record(records[1].clone()),
         entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None }));
-    let r = step_batch(
+    let r = call_step(
         &mut con,
         &queues,
         &[
@@ -162,17 +174,17 @@ async fn a_batched_step_is_each_slots_own_step() {
     .unwrap()
     .replies;
     assert!(
-        matches!(&r[0], (Reply::Job(rec, _), true) if String::from_utf8_lossy(rec.as_slice()).contains("[2]")),
+        matches!(&r[0], StepReply { reply: Reply::Job(rec, _), applied: true, .. } if String::from_utf8_lossy(rec.as_slice()).contains("[2]")),
         "{r:?}"
     );
-    assert_eq!(r[1], (Reply::Empty, true));
+    assert_eq!(r[1], StepReply::empty(true));
     assert_eq!(
         r[2],
-        (Reply::Empty, false),
+        StepReply::empty(false),
         "the malformed payload is not a job"
     );
     // The same call resent: nothing applies twice, the held record comes back.
-    let again = step_batch(
+    let again = call_step(
         &mut con,
         &queues,
         &[item(0, Some(done), true), item(1, Some(failed), false)],
@@ -181,8 +193,14 @@ async fn a_batched_step_is_each_slots_own_step() {
     .await
     .unwrap()
     .replies;
-    assert_eq!(again[0], (r[0].0.clone(), false));
-    assert_eq!(again[1], (Reply::Empty, false));
+    assert_eq!(
+        again[0],
+        StepReply {
+            applied: false,
+            ..r[0].clone()
+        }
+    );
+    assert_eq!(again[1], StepReply::empty(false));
     let get = |k: String| {
         let mut c = con.clone();
         async move { c.get::<_, Option<u64>>(k).await.unwrap().unwrap_or(0) }
@@ -230,7 +248,11 @@ async fn a_resent_retry_completion_is_applied_once() {
         .enqueue_to("q", "R", &[json!(7)])
         .await
         .unwrap();
-    let (reply, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    let reply = stepper
+        .call_alone(&mut con, None, true, &queues)
+        .await
+        .unwrap()
+        .reply;
     let Reply::Job(record, _) = reply else {
         panic!("no job")
     };
@@ -245,14 +267,16 @@ async fn a_resent_retry_completion_is_applied_once() {
     )
     .await;
     // The reply is "lost": the same step is sent twice.
-    let (_, first) = stepper
-        .step(&mut con, Some(&completion), false, &queues)
+    let first = stepper
+        .call_alone(&mut con, Some(&completion), false, &queues)
         .await
-        .unwrap();
-    let (_, second) = stepper
-        .step(&mut con, Some(&completion), false, &queues)
+        .unwrap()
+        .applied;
+    let second = stepper
+        .call_alone(&mut con, Some(&completion), false, &queues)
         .await
-        .unwrap();
+        .unwrap()
+        .applied;
     assert!(first && !second);
     let mut raw = testing::con().await;
     let sched: Vec<i64> = raw.zrange(keys.delayed_schedule(), 0, -1).await.unwrap();
@@ -290,7 +314,11 @@ async fn a_resent_reserve_of_a_tracked_job_says_it_started() {
         .unwrap();
     let stepper = Stepper::new(&keys, "h~resq:1-0:q", true);
     let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
-    let (first, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    let first = stepper
+        .call_alone(&mut con, None, true, &queues)
+        .await
+        .unwrap()
+        .reply;
     let Reply::Job(_, Some(started)) = &first else {
         panic!("not a tracked start: {first:?}")
     };
@@ -302,7 +330,11 @@ async fn a_resent_reserve_of_a_tracked_job_says_it_started() {
             batch: Some(bid)
         }
     );
-    let (again, _) = stepper.step(&mut con, None, true, &queues).await.unwrap();
+    let again = stepper
+        .call_alone(&mut con, None, true, &queues)
+        .await
+        .unwrap()
+        .reply;
     assert_eq!(first, again, "the resend must say the job is tracked");
     let attempts: String = con
         .hget(keys.job_record(members[0].as_str()), "attempts")

@@ -23,13 +23,13 @@
 //! as a `Resque::TermException` failure, or, with `at_least_once`, put back at the head of its
 //! queue.
 
-use super::batch::{Answer, Batcher, StepRequest};
+use super::batch::Batcher;
 use super::claim::{self, Promoted};
 use super::fetch::Fetch;
 use super::perform::{perform, Reserved};
 use super::requeue::{self, HeldJob};
 use super::shutdown::{self, Phase};
-use super::step::{Claim, Completion, Reply, Stepper};
+use super::step::{Claim, Completion, Reply, StepReply, StepRequest, Stepper};
 use crate::conn::errors::{self, Class, Reporter};
 use crate::conn::{Backoff, Conn};
 use crate::keys::Keys;
@@ -192,7 +192,7 @@ impl Slot {
                 continue;
             }
             let reply = match self
-                .step(&mut pending, limited, take, full, &mut trouble)
+                .turn(&mut pending, limited, take, full, &mut trouble)
                 .await
             {
                 Ok(a) => {
@@ -318,16 +318,16 @@ impl Slot {
         }
     }
 
-    /// One step: an extended completion first (its own script), then the step script. The
+    /// One turn: an extended completion first (its own function), then the step call. The
     /// completion is taken out of `pending` once applied.
-    async fn step(
+    async fn turn(
         &self,
         pending: &mut Option<Completion>,
         limited: bool,
         reserve: bool,
         full: bool,
         trouble: &mut Trouble,
-    ) -> Result<Answer, Problem> {
+    ) -> Result<StepReply, Problem> {
         let queues = self.fetch.queues();
         let mut record = self.state.record.lock().await;
         let mut rx = self.shutdown.clone();
@@ -356,17 +356,13 @@ impl Slot {
                 *pending = None;
             }
             if pending.is_none() && !reserve {
-                return Ok(Answer {
-                    reply: Reply::Empty,
-                    applied: false,
-                    limited: false,
-                });
+                return Ok(StepReply::empty(false));
             }
             let answer = self
                 .steps
-                .step(StepRequest {
-                    stepper: &self.stepper,
-                    completion: pending.as_ref(),
+                .send(StepRequest {
+                    stepper: self.stepper.clone(),
+                    completion: pending.clone(),
                     reserve,
                     limited,
                     full,

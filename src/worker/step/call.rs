@@ -1,107 +1,299 @@
-//! One step call: the arguments of a batch of slots' steps, the call, and its reply read back
-//! (the library's `step`).
+//! One step call, whole: a slot's request ([`StepRequest`]: how its previous job ended, whether
+//! to reserve), the arguments of a batch of requests (the library's `step`, built by its typed
+//! builder [`crate::scripts::Step`]), the call, and each slot's reply read back
+//! ([`StepReply`]: a job, a claim, nothing, paused, or a refusal).
 
-use super::*;
+use super::{ConnectionLike, QueueKeys, RedisResult, StepConfig, Stepper, Value};
+pub(crate) use crate::jobs::Started;
+use crate::scripts::{Step, StepSlot, StepTail};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One slot's part of a step call — the one request type of a step, from the slot through the
+/// batcher ([`crate::worker::batch`]) into the call's arguments ([`call_step`]).
+#[derive(Debug, Clone)]
+pub(crate) struct StepRequest {
+    /// The slot's stepper.
+    pub stepper: Arc<Stepper>,
+    /// How its previous job ended (an extended completion must be applied beforehand with
+    /// [`Stepper::apply_extended`]; here it counts as none).
+    pub completion: Option<Completion>,
+    /// Whether to reserve a next job.
+    pub reserve: bool,
+    /// Whether the job it completes was reserved under limits (its shares come back).
+    pub limited: bool,
+    /// Poll every queue of `queues`, not only those the wake-up state does not know to be
+    /// empty (the periodic fallback; read by the batcher).
+    pub full: bool,
+    /// The slot's queues (one call polls one list: the batcher groups by it).
+    pub queues: Arc<QueueKeys>,
+}
+
+#[cfg(test)]
+impl StepRequest {
+    /// A request of `stepper`'s slot, not limited, not full.
+    pub(crate) fn new(
+        stepper: Arc<Stepper>,
+        completion: Option<Completion>,
+        reserve: bool,
+        queues: &Arc<QueueKeys>,
+    ) -> Self {
+        StepRequest {
+            stepper,
+            completion,
+            reserve,
+            limited: false,
+            full: false,
+            queues: queues.clone(),
+        }
+    }
+}
+
+/// What the step call answered for one slot — the one reply type of a step, read from the
+/// call's reply ([`call_step`]) and handed to the slot as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepReply {
+    /// What the slot got.
+    pub reply: Reply,
+    /// Whether its completion was applied by this call.
+    pub applied: bool,
+    /// Whether the call reserved under limits (a job it gave holds shares until it ends).
+    pub limited: bool,
+}
+
+impl StepReply {
+    /// Nothing reserved (`applied`: whether a completion was applied on the way).
+    pub(crate) fn empty(applied: bool) -> Self {
+        StepReply {
+            reply: Reply::Empty,
+            applied,
+            limited: false,
+        }
+    }
+}
+
+/// What a step call found in one of the queues it polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Found {
+    /// It may hold more jobs.
+    #[default]
+    Jobs,
+    /// It was empty (or held no due job, or is a key of another type).
+    Empty,
+    /// It is paused (`resq pause --queue`): not popped, whatever it holds.
+    Paused,
+    /// A full limit on the whole queue kept it from being popped.
+    Blocked,
+}
+
+/// What one step call answered: each slot's reply, and what concerns the whole call.
+#[derive(Debug, Clone)]
+pub(crate) struct CallReply {
+    /// Per slot, in the order of the requests.
+    pub replies: Vec<StepReply>,
+    /// Per queue of the call, in order: what the call found in it.
+    pub found: Vec<Found>,
+    /// Tracked jobs whose record could not be written, limits that could not be applied
+    /// (`<id or key> <why>`); the jobs moved.
+    pub tracking_problems: Vec<String>,
+    /// When a job held by a rate or window limit here may be released (epoch ms).
+    pub release_due: Option<i64>,
+}
+
+/// How a completion names the job it completes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JobRef {
+    /// By the exact bytes of its worker record (what the step wrote at reserve).
+    Record(Vec<u8>),
+    /// A claimed job, by the token its promote wrote (its record is too large to send back).
+    Token(String),
+}
+
+impl JobRef {
+    /// The step's completion code (`success` or not) and the argument it compares.
+    fn code_and_arg(&self, success: bool) -> (u8, &[u8]) {
+        match (self, success) {
+            (JobRef::Record(r), true) => (b's', r),
+            (JobRef::Record(r), false) => (b'f', r),
+            (JobRef::Token(t), true) => (b'S', t.as_bytes()),
+            (JobRef::Token(t), false) => (b'F', t.as_bytes()),
+        }
+    }
+
+    /// The record bytes, when the job is named by them.
+    pub(crate) fn record(&self) -> Option<&[u8]> {
+        match self {
+            JobRef::Record(r) => Some(r),
+            JobRef::Token(_) => None,
+        }
+    }
+}
+
+/// How the slot's previous job ended.
+#[derive(Debug, Clone)]
+pub(crate) enum Completion {
+    /// Succeeded.
+    Success {
+        /// The job.
+        job: JobRef,
+        /// A tracked job's ending (a record.lua or status.lua spec), written with it.
+        track: Option<String>,
+    },
+    /// Failed; `entry` is the failure entry to push.
+    Failure {
+        /// The job.
+        job: JobRef,
+        /// The failure entry JSON.
+        entry: String,
+        /// A tracked job's ending, written with it.
+        track: Option<String>,
+    },
+    /// Ended with a retry or a unique lock to handle (see [`crate::worker::complete`]).
+    Extended(Box<crate::worker::complete::Extended>),
+}
+
+impl Completion {
+    /// The job it completes.
+    pub(crate) fn job(&self) -> &JobRef {
+        match self {
+            Completion::Success { job, .. } | Completion::Failure { job, .. } => job,
+            Completion::Extended(e) => &e.job,
+        }
+    }
+
+    /// Whether the job ended well (for logs).
+    pub(crate) fn succeeded(&self) -> bool {
+        match self {
+            Completion::Success { .. } => true,
+            Completion::Failure { .. } => false,
+            Completion::Extended(e) => {
+                matches!(e.outcome, crate::worker::complete::Outcome::Success { .. })
+            }
+        }
+    }
+}
+
+/// A payload the step claimed for the worker to check (see [`crate::worker::claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// The claim's token.
+    pub token: String,
+    /// The queue it was popped from.
+    pub queue: String,
+    /// The payload's size in bytes (0 when the step did not look).
+    pub size: usize,
+}
+
+impl Claim {
+    /// Reads the step's `<token> <queue as JSON>\n<bytes>`.
+    pub(super) fn parse(data: &[u8]) -> Option<Claim> {
+        let text = std::str::from_utf8(data).ok()?;
+        let (header, size) = text.rsplit_once('\n')?;
+        let (token, queue_json) = header.split_once(' ')?;
+        Some(Claim {
+            token: token.to_string(),
+            queue: serde_json::from_str(queue_json).ok()?,
+            size: size.parse().ok()?,
+        })
+    }
+}
+
+/// What the step answered for one slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// A job was reserved (or was already held): its record text, and what a tracked job's
+    /// record said.
+    Job(Vec<u8>, Option<Started>),
+    /// A payload was claimed for the worker to check (or was already claimed).
+    Claim(Claim),
+    /// Nothing to do in any queue.
+    Empty,
+    /// `<ns>:pause-all-workers` is set.
+    Paused,
+    /// The slot's transition was refused, nothing of it written: a key it needs is unusable.
+    Refused(String),
+}
 
 /// Numbers the claims of this process's calls.
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
-/// Runs the step once for `items` (slots of one process, polling `queues`), each one's
+/// Calls the step once for `requests` (slots of one process, polling `queues`), each one's
 /// completion applied and next job reserved in order; replies in the same order. An empty
-/// `items` sends nothing. `limits`: the limits' JSON in force (`""` none).
-pub(crate) async fn step_batch<C: ConnectionLike + Send>(
+/// `requests` sends nothing. `limits`: the limits' JSON in force (`""` none).
+pub(crate) async fn call_step<C: ConnectionLike + Send>(
     con: &mut C,
     queues: &QueueKeys,
-    items: &[StepItem<'_>],
+    requests: &[StepRequest],
     limits: &str,
-) -> RedisResult<StepOutcome> {
-    let Some(first) = items.first() else {
-        return Ok(StepOutcome {
+) -> RedisResult<CallReply> {
+    let Some(first) = requests.first() else {
+        return Ok(CallReply {
             replies: Vec::new(),
             found: Vec::new(),
             tracking_problems: Vec::new(),
             release_due: None,
         });
     };
-    let shared = first.stepper;
+    let shared = &first.stepper;
     let keys = &shared.keys;
     // Slots of one process share their config; steppers made apart (tests) get one for the
     // call.
     let alone;
-    let config = if items
+    let config = if requests
         .iter()
-        .all(|i| Arc::ptr_eq(&i.stepper.config, &shared.config))
+        .all(|r| Arc::ptr_eq(&r.stepper.config, &shared.config))
     {
         &shared.config
     } else {
-        let ids: Vec<String> = items.iter().map(|i| i.stepper.id.clone()).collect();
+        let ids: Vec<String> = requests.iter().map(|r| r.stepper.id.clone()).collect();
         alone = StepConfig::new(keys, &ids, &shared.settings);
         &alone
     };
-    let own_index = |k: usize, s: &Stepper| {
-        if Arc::ptr_eq(config, &s.config) {
-            s.index
-        } else {
-            k + 1
-        }
-    };
     let now = chrono::Utc::now();
     let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    let mut inv = crate::scripts::STEP.key(keys.stat_processed());
-    inv.arg(&*config.settings)
-        .arg(&*config.slots)
-        .arg(&*queues.text)
-        .arg(now.timestamp_millis())
-        .arg(crate::wire::time::run_at(now))
-        .arg(crate::wire::time::failed_at(now))
+    let slots = requests
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            slot_args(
+                r,
+                if Arc::ptr_eq(config, &r.stepper.config) {
+                    r.stepper.index
+                } else {
+                    k + 1
+                },
+            )
+        })
+        .collect();
+    let v: Vec<Value> = Step {
+        processed: keys.stat_processed(),
+        settings: &config.settings,
+        slots: &config.slots,
+        queues: &queues.text,
+        now_ms: now.timestamp_millis(),
+        run_at: crate::wire::time::run_at(now),
+        failed_at: crate::wire::time::failed_at(now),
         // Zero-padded: the limits' held jobs of one millisecond are ordered by it as text.
-        .arg(format!("{:x}.{call:016x}", std::process::id()))
-        .arg(limits)
-        .arg(queues.index.len());
-    for i in &queues.index {
-        inv.arg(*i);
+        token: format!("{:x}.{call:016x}", std::process::id()),
+        limits,
+        n: queues.index.len(),
+        tail: StepTail {
+            polled: &queues.index,
+            slots,
+        },
     }
-    for (k, item) in items.iter().enumerate() {
-        let (code, reference, entry, track) = match item.completion {
-            Some(Completion::Success { job, track }) => {
-                let (c, a) = job.code_and_arg(true);
-                (c, a, None, track.as_deref())
-            }
-            Some(Completion::Failure { job, entry, track }) => {
-                let (c, a) = job.code_and_arg(false);
-                (c, a, Some(entry.as_str()), track.as_deref())
-            }
-            None | Some(Completion::Extended(_)) => (b'-', &[][..], None, None),
-        };
-        let op = [
-            code,
-            if item.reserve { b'1' } else { b'0' },
-            if track.is_some() { b't' } else { b'-' },
-            if item.limited && code != b'-' {
-                b'l'
-            } else {
-                b'-'
-            },
-        ];
-        inv.arg(own_index(k, item.stepper))
-            .arg(&op[..])
-            .arg(reference);
-        if let Some(e) = entry {
-            inv.arg(e);
-        }
-        if let Some(t) = track {
-            inv.arg(t);
-        }
-    }
-    let v: Vec<Value> = inv.invoke_async(con).await?;
-    if v.len() != 4 * items.len() + 3 {
+    .call()
+    .invoke_async(con)
+    .await?;
+    if v.len() != 4 * requests.len() + 3 {
         return Err(bad_reply());
     }
-    let replies = v[..4 * items.len()]
+    let limited = !limits.is_empty();
+    let replies = v[..4 * requests.len()]
         .chunks_exact(4)
-        .map(parse_reply)
+        .map(|r| parse_reply(r, limited))
         .collect::<RedisResult<Vec<_>>>()?;
-    let tail = &v[4 * items.len()..];
+    let tail = &v[4 * requests.len()..];
     let found = match &tail[0] {
         Value::BulkString(flags) => flags
             .iter()
@@ -129,7 +321,7 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
             .map(|d| d as i64),
         _ => None,
     };
-    Ok(StepOutcome {
+    Ok(CallReply {
         replies,
         found,
         tracking_problems,
@@ -137,13 +329,46 @@ pub(crate) async fn step_batch<C: ConnectionLike + Send>(
     })
 }
 
+/// Request `r`'s part of the call (slot `index` of the call's slots text): its op — the
+/// completion's code, `1` to reserve, `t` with a tracked ending, `l` when the job it completes
+/// holds limits' shares — and the values that follow it (step.lua's header).
+fn slot_args(r: &StepRequest, index: usize) -> StepSlot<'_> {
+    let (code, reference, entry, track) = match &r.completion {
+        Some(Completion::Success { job, track }) => {
+            let (c, a) = job.code_and_arg(true);
+            (c, a, None, track.as_deref())
+        }
+        Some(Completion::Failure { job, entry, track }) => {
+            let (c, a) = job.code_and_arg(false);
+            (c, a, Some(entry.as_str()), track.as_deref())
+        }
+        None | Some(Completion::Extended(_)) => (b'-', &[][..], None, None),
+    };
+    StepSlot {
+        index,
+        op: [
+            code,
+            if r.reserve { b'1' } else { b'0' },
+            if track.is_some() { b't' } else { b'-' },
+            if r.limited && code != b'-' {
+                b'l'
+            } else {
+                b'-'
+            },
+        ],
+        reference,
+        entry,
+        track,
+    }
+}
+
 pub(super) fn bad_reply() -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"))
 }
 
-/// A slot's reply (tag, applied, data, tracked start): what it got, and whether its completion
-/// was applied.
-fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
+/// A slot's reply (tag, applied, data, tracked start); `limited`: whether the call reserved
+/// under limits.
+fn parse_reply(v: &[Value], limited: bool) -> RedisResult<StepReply> {
     let applied = matches!(v.get(1), Some(Value::Int(1)));
     let data = match v.get(2) {
         Some(Value::BulkString(d)) => d.as_slice(),
@@ -165,5 +390,9 @@ fn parse_reply(v: &[Value]) -> RedisResult<(Reply, bool)> {
         },
         _ => return Err(bad_reply()),
     };
-    Ok((reply, applied))
+    Ok(StepReply {
+        reply,
+        applied,
+        limited,
+    })
 }

@@ -2,29 +2,29 @@
 //! `step` function (`src/scripts/step.lua`) — for one slot, or for every slot of the process that
 //! is ready at the same moment (see [`super::batch`]).
 //!
-//! What the function answers per slot ([`Reply`]) is the whole of what the slot needs: a job
-//! (its record, and what a tracked job's record said), a claim (a payload too large or too
-//! unusual to check inside Redis, see [`super::claim`]), nothing, "paused", or a refusal naming
-//! the unusable key (nothing of the slot's transition was written; its job stays where it is).
+//! One request type and one reply type, end to end: a slot asks with a [`StepRequest`], which
+//! the batcher queues and [`call_step`] writes into the call; each slot gets back its
+//! [`StepReply`], read from the call's reply and handed over as it is. The call and those
+//! types are `call.rs`, read whole; this file holds what the call is made with.
 //!
 //! What never changes between calls — the process's settings, its slots, its queues — travels
-//! as three texts the library decodes once and keeps ([`StepConfig`]), so a call carries only
-//! what is new: the time, the queues to poll, and per slot its index, its completion and
-//! whether it reserves.
+//! as three texts the library decodes once and keeps ([`StepConfig`], [`QueueKeys`]), so a call
+//! carries only what is new: the time, the queues to poll, and per slot its index, its
+//! completion and whether it reserves. A slot's [`Stepper`] is its place in them.
 
-pub(crate) use crate::jobs::Started;
 use crate::keys::Keys;
 use crate::wire::record;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod call;
 
 #[cfg(test)]
 use call::bad_reply;
-pub(crate) use call::step_batch;
+pub(crate) use call::{
+    call_step, Claim, Completion, Found, JobRef, Reply, Started, StepReply, StepRequest,
+};
 
 /// Largest payload the step checks inside Redis (bytes); larger ones are claimed and checked by
 /// the worker. Bounds how long one reserve can hold Redis (about 5 ns a byte).
@@ -87,120 +87,6 @@ impl QueueKeys {
             index: picked.iter().map(|&i| self.index[i]).collect(),
         }
     }
-}
-
-/// How a completion names the job it completes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum JobRef {
-    /// By the exact bytes of its worker record (what the step wrote at reserve).
-    Record(Vec<u8>),
-    /// A claimed job, by the token its promote wrote (its record is too large to send back).
-    Token(String),
-}
-
-impl JobRef {
-    /// The step's completion code (`success` or not) and the argument it compares.
-    fn code_and_arg(&self, success: bool) -> (u8, &[u8]) {
-        match (self, success) {
-            (JobRef::Record(r), true) => (b's', r),
-            (JobRef::Record(r), false) => (b'f', r),
-            (JobRef::Token(t), true) => (b'S', t.as_bytes()),
-            (JobRef::Token(t), false) => (b'F', t.as_bytes()),
-        }
-    }
-
-    /// The record bytes, when the job is named by them.
-    pub(crate) fn record(&self) -> Option<&[u8]> {
-        match self {
-            JobRef::Record(r) => Some(r),
-            JobRef::Token(_) => None,
-        }
-    }
-}
-
-/// How the slot's previous job ended.
-#[derive(Debug, Clone)]
-pub(crate) enum Completion {
-    /// Succeeded.
-    Success {
-        /// The job.
-        job: JobRef,
-        /// A tracked job's ending (a record.lua or status.lua spec), written with it.
-        track: Option<String>,
-    },
-    /// Failed; `entry` is the failure entry to push.
-    Failure {
-        /// The job.
-        job: JobRef,
-        /// The failure entry JSON.
-        entry: String,
-        /// A tracked job's ending, written with it.
-        track: Option<String>,
-    },
-    /// Ended with a retry or a unique lock to handle (see [`super::complete`]).
-    Extended(Box<super::complete::Extended>),
-}
-
-impl Completion {
-    /// The job it completes.
-    pub(crate) fn job(&self) -> &JobRef {
-        match self {
-            Completion::Success { job, .. } | Completion::Failure { job, .. } => job,
-            Completion::Extended(e) => &e.job,
-        }
-    }
-
-    /// Whether the job ended well (for logs).
-    pub(crate) fn succeeded(&self) -> bool {
-        match self {
-            Completion::Success { .. } => true,
-            Completion::Failure { .. } => false,
-            Completion::Extended(e) => {
-                matches!(e.outcome, super::complete::Outcome::Success { .. })
-            }
-        }
-    }
-}
-
-/// A payload the step claimed for the worker to check (see [`super::claim`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Claim {
-    /// The claim's token.
-    pub token: String,
-    /// The queue it was popped from.
-    pub queue: String,
-    /// The payload's size in bytes (0 when the step did not look).
-    pub size: usize,
-}
-
-impl Claim {
-    /// Reads the step's `<token> <queue as JSON>\n<bytes>`.
-    fn parse(data: &[u8]) -> Option<Claim> {
-        let text = std::str::from_utf8(data).ok()?;
-        let (header, size) = text.rsplit_once('\n')?;
-        let (token, queue_json) = header.split_once(' ')?;
-        Some(Claim {
-            token: token.to_string(),
-            queue: serde_json::from_str(queue_json).ok()?,
-            size: size.parse().ok()?,
-        })
-    }
-}
-
-/// What the step answered for one slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reply {
-    /// A job was reserved (or was already held): its record text, and what a tracked job's
-    /// record said.
-    Job(Vec<u8>, Option<Started>),
-    /// A payload was claimed for the worker to check (or was already claimed).
-    Claim(Claim),
-    /// Nothing to do in any queue.
-    Empty,
-    /// `<ns>:pause-all-workers` is set.
-    Paused,
-    /// The slot's transition was refused, nothing of it written: a key it needs is unusable.
-    Refused(String),
 }
 
 /// What never changes between a process's step calls: its settings, its slots, as the texts
@@ -367,79 +253,34 @@ impl Stepper {
     }
 
     /// Applies `completion` (if any) and, when `reserve`, reserves the next job from `queues`:
-    /// a batch of one (see [`step_batch`]). Returns the reply and whether the completion was
-    /// applied by this call.
+    /// a call of one slot (see [`call_step`]). Returns the slot's reply.
     #[cfg(test)]
-    pub(crate) async fn step<C: ConnectionLike + Send>(
+    pub(crate) async fn call_alone<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         completion: Option<&Completion>,
         reserve: bool,
         queues: &Arc<QueueKeys>,
-    ) -> RedisResult<(Reply, bool)> {
+    ) -> RedisResult<StepReply> {
         let mut completion = completion;
         let mut extended_applied = false;
         if let Some(Completion::Extended(ext)) = completion {
             extended_applied = self.apply_extended(con, ext, false).await?;
             completion = None;
             if !reserve {
-                return Ok((Reply::Empty, extended_applied));
+                return Ok(StepReply::empty(extended_applied));
             }
         }
-        let item = StepItem {
-            stepper: self,
-            completion,
-            reserve,
-            limited: false,
-        };
-        let mut out = step_batch(con, queues, std::slice::from_ref(&item), "").await?;
+        let req = StepRequest::new(Arc::new(self.clone()), completion.cloned(), reserve, queues);
+        let mut out = call_step(con, queues, std::slice::from_ref(&req), "").await?;
         match out.replies.pop() {
-            Some((r, applied)) => Ok((r, applied || extended_applied)),
+            Some(mut r) => {
+                r.applied |= extended_applied;
+                Ok(r)
+            }
             None => Err(bad_reply()),
         }
     }
-}
-
-/// One slot's part of a step call.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StepItem<'a> {
-    /// The slot's stepper.
-    pub stepper: &'a Stepper,
-    /// How its previous job ended (an extended completion must be applied beforehand with
-    /// [`Stepper::apply_extended`]; here it counts as none).
-    pub completion: Option<&'a Completion>,
-    /// Whether to reserve a next job.
-    pub reserve: bool,
-    /// Whether the job it completes was reserved under limits (its shares come back).
-    pub limited: bool,
-}
-
-/// What a step call found in one of the queues it polled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Found {
-    /// It may hold more jobs.
-    #[default]
-    Jobs,
-    /// It was empty (or held no due job, or is a key of another type).
-    Empty,
-    /// It is paused (`resq pause --queue`): not popped, whatever it holds.
-    Paused,
-    /// A full limit on the whole queue kept it from being popped.
-    Blocked,
-}
-
-/// What one step call answered.
-#[derive(Debug, Clone)]
-pub(crate) struct StepOutcome {
-    /// Per slot, in order: the reply and whether its completion was applied by this call.
-    pub replies: Vec<(Reply, bool)>,
-    /// Per queue of the call, in order: what the call found in it.
-    pub found: Vec<Found>,
-    /// Tracked jobs whose record could not be written, limits that could not be applied
-    /// (`<id or key> <why>`); the jobs moved.
-    pub tracking_problems: Vec<String>,
-    /// When a job held by a rate or window limit here may be released (epoch ms).
-    pub release_due: Option<i64>,
 }
 
 #[cfg(test)]
