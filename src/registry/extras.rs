@@ -1,7 +1,8 @@
 //! What a job's middleware layers decide for its completion ([`Extras`]: a retry plan, a
 //! retry counter to clear, a unique lock, a tracked job's end), carried by its
 //! [`super::JobContext`] to the worker, which writes it with the job's completion in the same
-//! atomic step (`src/worker/complete.rs`).
+//! atomic step (`src/worker/perform.rs` chooses how: the step's own completion, or
+//! `src/worker/complete.rs` for a failure a retry policy covers).
 
 use super::retry::RetryPolicy;
 use super::unique::UniqueMark;
@@ -46,8 +47,3 @@ pub(crate) struct Extras {
     pub track: Option<Box<crate::jobs::TrackEnd>>,
 }
 
-impl Extras {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.retry.is_none() && self.clear_retry.is_none() && self.unique.is_none()
-    }
-}

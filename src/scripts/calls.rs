@@ -106,7 +106,8 @@ pub(crate) struct StepTail<'a> {
 }
 
 /// One slot's part of a `step` call: its index, its op, then the record or token, the failure
-/// entry (failures only) and the tracked ending (only with one).
+/// entry (failures only), the tracked ending (only with one) and what the end deletes besides
+/// the job (only with it: the op then has a fifth character, `x`).
 pub(crate) struct StepSlot<'a> {
     /// Its index (from 1) in the slots text.
     pub(crate) index: usize,
@@ -118,6 +119,9 @@ pub(crate) struct StepSlot<'a> {
     pub(crate) entry: Option<&'a str>,
     /// The tracked ending (record.lua's or status.lua's spec).
     pub(crate) track: Option<&'a str>,
+    /// What the end deletes besides the job: the retry counter, the retry failure key, the
+    /// unique lock, the unique id (`""` none).
+    pub(crate) ends: Option<[String; 4]>,
 }
 
 impl ToRedisArgs for StepTail<'_> {
@@ -127,13 +131,22 @@ impl ToRedisArgs for StepTail<'_> {
         }
         for s in &self.slots {
             s.index.write_redis_args(out);
-            out.write_arg(&s.op);
+            match &s.ends {
+                None => out.write_arg(&s.op),
+                Some(_) => {
+                    let [c, r, t, l] = s.op;
+                    out.write_arg(&[c, r, t, l, b'x']);
+                }
+            }
             out.write_arg(s.reference);
             if let Some(e) = s.entry {
                 e.write_redis_args(out);
             }
             if let Some(t) = s.track {
                 t.write_redis_args(out);
+            }
+            for v in s.ends.iter().flatten() {
+                v.write_redis_args(out);
             }
         }
     }
@@ -160,7 +173,8 @@ builders! {
         }
         argv_tail tail: StepTail<'a> => ["their indexes in ARGV[3]", "its index in ARGV[2]",
             "an op of four characters", "the record or token", "the failure entry",
-            "the tracked ending"];
+            "the tracked ending", "the retry counter", "the retry failure key",
+            "the unique lock", "the unique id"];
     }
 
     /// The scheduler's master lock taken, kept or given up, and the earliest due bucket.
@@ -582,7 +596,7 @@ builders! {
         }
         argv {
             ident: &'a [u8] => "the record (exact bytes), or the token of a claimed job",
-            outcome: &'static str => "outcome: 'success' | 'failure' | 'retry'",
+            outcome: &'static str => "outcome: 'failure' | 'retry'",
             entry: String => "failure entry",
             count_failed: &'static str => "'1' when failures also count as processed",
             counter_seen: String => "the counter value the caller read",

@@ -1,7 +1,9 @@
--- complete.lua: the function `complete` — finish (or fail, or retry) a slot's job when the
--- ending carries more than a step's completion does: a retry through the delayed set,
--- resque-retry's counter, a unique job's lock. Used only for handlers with a retry policy and for unique jobs; the next reserve
--- is a plain step.lua call.
+-- complete.lua: the function `complete` — fail (or retry) a slot's job when the ending carries
+-- more than a step's completion does: a failure of a handler with a retry policy, retried
+-- through the delayed set or given up, with resque-retry's counter (read by the worker and
+-- compared here) and a unique job's lock. Every other ending, a success under a retry policy
+-- or of a unique job included, is the step's own (step.lua, op 'x'); the next reserve after
+-- this is a plain step.lua call.
 --
 -- Everything happens only while the slot's record is still the exact bytes it reserved, so a
 -- resend after a lost reply changes nothing; the failing attempt is never lost between the
@@ -15,12 +17,12 @@
 -- KEYS[14] <ns>:delayed_queue_schedule   KEYS[15] <ns>:resq:token:<id>
 -- (keys a call does not use are passed as KEYS[1] and left alone)
 -- ARGV[1]  the record (exact bytes), or the token of a claimed job (ARGV[17] = 't')
--- ARGV[2]  outcome: 'success' | 'failure' | 'retry'
+-- ARGV[2]  outcome: 'failure' | 'retry'
 -- ARGV[3]  failure entry ('failure': pushed to <ns>:failed; 'retry': kept in KEYS[8])
 -- ARGV[4]  '1' when failures also count as processed
 -- ARGV[5]  the counter value the caller read ('' = absent), or '-' not to check it
 -- ARGV[6]  the counter's new value ('retry')
--- ARGV[7]  '1' to delete the counter and KEYS[8] (success, give-up)
+-- ARGV[7]  '1' to delete the counter and KEYS[8] (give-up)
 -- ARGV[8]  the unique id to release ('' = not a unique job)
 -- ARGV[9]  'now' (push ARGV[11] on KEYS[11]) or 'delayed' (file ARGV[11] at ARGV[12])
 -- ARGV[10] retry queue name   ARGV[11] retry payload or delayed item   ARGV[12] due epoch s
@@ -75,70 +77,55 @@ local function complete(KEYS, ARGV)
 
   local outcome = ARGV[2]
   local count_failed = ARGV[4] == '1'
-  local e
-  if outcome == 'success' then
-    e = G.bad_counter(KEYS[2], 1) or G.bad_counter(KEYS[3], 1)
-  else
-    e = G.bad_counter(KEYS[4], 1) or G.bad_counter(KEYS[5], 1)
-    if not e and count_failed then e = G.bad_counter(KEYS[2], 1) or G.bad_counter(KEYS[3], 1) end
-    if not e and outcome == 'failure' then e = G.wrong_type(KEYS[6], 'list') end
-    if not e and outcome == 'retry' then
-      e = G.wrong_type(KEYS[7], 'string')
-      if not e and ARGV[9] == 'now' then
-        e = G.wrong_type(KEYS[10], 'set') or G.wrong_type(KEYS[11], 'list')
-      elseif not e then
-        e = G.wrong_type(KEYS[12], 'list') or G.wrong_type(KEYS[13], 'set') or G.wrong_type(KEYS[14], 'zset')
-      end
-      if not e and ARGV[14] ~= '0' then e = G.wrong_type(KEYS[8], 'string') end
+  local e = G.bad_counter(KEYS[4], 1) or G.bad_counter(KEYS[5], 1)
+  if not e and count_failed then e = G.bad_counter(KEYS[2], 1) or G.bad_counter(KEYS[3], 1) end
+  if not e and outcome == 'failure' then e = G.wrong_type(KEYS[6], 'list') end
+  if not e and outcome == 'retry' then
+    e = G.wrong_type(KEYS[7], 'string')
+    if not e and ARGV[9] == 'now' then
+      e = G.wrong_type(KEYS[10], 'set') or G.wrong_type(KEYS[11], 'list')
+    elseif not e then
+      e = G.wrong_type(KEYS[12], 'list') or G.wrong_type(KEYS[13], 'set') or G.wrong_type(KEYS[14], 'zset')
     end
+    if not e and ARGV[14] ~= '0' then e = G.wrong_type(KEYS[8], 'string') end
   end
   if e then return redis.error_reply(e) end
-  local lock = nil
-  if ARGV[8] ~= '' then
-    lock = redis.pcall('GET', KEYS[9])
-    if type(lock) == 'table' then lock = nil end
-  end
 
-  if outcome == 'success' then
+  redis.call('INCR', KEYS[4])
+  redis.call('INCR', KEYS[5])
+  if count_failed then
     redis.call('INCR', KEYS[2])
     redis.call('INCR', KEYS[3])
+  end
+  if outcome == 'failure' then
+    redis.call('RPUSH', KEYS[6], ARGV[3])
   else
-    redis.call('INCR', KEYS[4])
-    redis.call('INCR', KEYS[5])
-    if count_failed then
-      redis.call('INCR', KEYS[2])
-      redis.call('INCR', KEYS[3])
-    end
-    if outcome == 'failure' then
-      redis.call('RPUSH', KEYS[6], ARGV[3])
+    redis.call('SET', KEYS[7], ARGV[6], 'EX', ARGV[15])
+    if ARGV[9] == 'now' then
+      redis.call('SADD', KEYS[10], ARGV[10])
+      redis.call('RPUSH', KEYS[11], ARGV[11])
     else
-      redis.call('SET', KEYS[7], ARGV[6], 'EX', ARGV[15])
-      if ARGV[9] == 'now' then
-        redis.call('SADD', KEYS[10], ARGV[10])
-        redis.call('RPUSH', KEYS[11], ARGV[11])
-      else
-        redis.call('RPUSH', KEYS[12], ARGV[11])
-        redis.call('SADD', KEYS[13], ARGV[13])
-        redis.call('ZADD', KEYS[14], ARGV[12], ARGV[12])
-      end
-      if ARGV[14] ~= '0' then
-        redis.call('SET', KEYS[8], ARGV[3], 'EX', ARGV[14])
-      end
+      redis.call('RPUSH', KEYS[12], ARGV[11])
+      redis.call('SADD', KEYS[13], ARGV[13])
+      redis.call('ZADD', KEYS[14], ARGV[12], ARGV[12])
+    end
+    if ARGV[14] ~= '0' then
+      redis.call('SET', KEYS[8], ARGV[3], 'EX', ARGV[14])
     end
   end
 
-  if ARGV[7] == '1' then
-    redis.call('DEL', KEYS[7], KEYS[8])
-  end
-  if lock and lock == ARGV[8] then
+  if ARGV[7] == '1' then Ends.clear_retry(KEYS[7], KEYS[8]) end
+  if ARGV[8] ~= '' then
     if outcome == 'retry' then
-      -- Still waiting: keep the lock, long enough to cover the delay.
-      local left = redis.call('PTTL', KEYS[9])
-      if left > 0 then
-        redis.call('PEXPIRE', KEYS[9], left + tonumber(ARGV[16]))
+      -- Still waiting: keep the lock while it is this job's, long enough to cover the delay.
+      if redis.pcall('GET', KEYS[9]) == ARGV[8] then
+        local left = redis.call('PTTL', KEYS[9])
+        if left > 0 then
+          redis.call('PEXPIRE', KEYS[9], left + tonumber(ARGV[16]))
+        end
       end
     else
-      redis.call('DEL', KEYS[9])
+      Ends.release_unique(KEYS[9], ARGV[8])
     end
   end
   redis.call('DEL', KEYS[1])

@@ -15,6 +15,8 @@
 --              written with its completion; Track.held says a held job's start again
 --   claims     a claimed job (op 'S' / 'F') is named by its token key, not its record;
 --              Claim.held (claim.lua) answers a claim a resent reserve already holds
+--   ends       Ends (ends.lua): what the end deletes besides the job (op 'x':
+--              resque-retry's keys on a success, a unique job's lock)
 --
 -- KEYS / ARGV: none (a module; the step's frame X is step.lua's).
 
@@ -54,6 +56,13 @@ function Finish.record_failure(X, sl, entry)
     X.processed = X.processed + 1
     rcall('INCR', sl.pkey)
   end
+end
+
+-- What an applied completion whose op carries 'x' deletes besides the job (step.lua's `e`:
+-- retry counter, retry failure key, unique lock, unique id; '' none). Nothing here can fail.
+local function ends(e)
+  if e[1] ~= '' then Ends.clear_retry(e[1], e[2]) end
+  if e[3] ~= '' then Ends.release_unique(e[3], e[4]) end
 end
 
 -- Slot i's completion (its part `it`); what it then wants.
@@ -101,6 +110,7 @@ local function finish_one(X, i, it)
         if by_token then it.untoken = true end
         if it.limited then Lim.step_free(X, sl) end
         if it.track then Track.finish(X, it.track) end
+        if it.ends then ends(it.ends) end
       end
     elseif not err and it.track then
       -- Its worker record is not its job any more (deleted or changed under the run).

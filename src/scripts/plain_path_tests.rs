@@ -45,6 +45,8 @@ const HOOKS: &[(&str, &[&str])] = &[
     ("Claim", &["take", "held"]),
     // Jesque zset queues (jesque.lua).
     ("Jes", &["step_next"]),
+    // What an end deletes besides the job: resque-retry's keys, a unique lock (ends.lua; op 'x').
+    ("Ends", &["clear_retry", "release_unique"]),
 ];
 
 /// `file`'s code: each line up to its comment.

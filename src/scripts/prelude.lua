@@ -16,6 +16,7 @@
 --   Reserve, Finish  the two halves of a step (reserve.lua, finish.lua)
 --   Frame   the step's frame: helpers the two halves and the features' hooks share (step.lua)
 --   Track   a step's tracked jobs: the hooks finish.lua and reserve.lua call (track.lua)
+--   Ends    what a job's end deletes besides the job: resque-retry's keys, a unique lock (ends.lua)
 --
 -- `register(name, f)` makes f the function `resq_<VERSION>_<name>`: called as f(KEYS, ARGV)
 -- with G.call counting calls, so a module's per-call state (its caches of what this call read)
@@ -46,7 +47,7 @@ local type, tonumber, tostring, pairs, ipairs, pcall, unpack, select, next =
   nil, nil, nil, nil, nil, nil, nil, nil, nil
 
 local G, Cfg, Pay, Rec, Status, Lim, Jes, Claim = {}, {}, {}, {}, {}, {}, {}, {}
-local Flow, Reserve, Finish, Frame, Track = {}, {}, {}, {}, {}
+local Flow, Reserve, Finish, Frame, Track, Ends = {}, {}, {}, {}, {}, {}
 G.call = 0
 
 local INIT, ready = {}, false

@@ -31,8 +31,11 @@
 -- 's' / 'f' success / failure of the job whose record is the next argument; 'S' / 'F' the same
 -- for a claimed job whose token is the next argument), '1' to reserve after it (else '0'), 't'
 -- when a tracked ending follows (else '-'), 'l' when the job was reserved under limits (its
--- shares come back; else '-'); the record or token ('' none); the failure entry (failures only);
--- the tracked ending (record.lua's or status.lua's spec; only with 't').
+-- shares come back; else '-'), and a fifth character 'x' only when the end deletes more
+-- (ends.lua); the record or token ('' none); the failure entry (failures only); the tracked
+-- ending (record.lua's or status.lua's spec; only with 't'); with 'x': the retry counter, the
+-- retry failure key ('' both: none), the unique lock, the unique id ('' both: none), deleted
+-- with the completion when it applies.
 -- Returns four values per slot — a tag ('job', 'claim', 'none', 'paused', 'error'), 1 when its
 -- completion was applied by this call (else 0), the data (the record; the claim's
 -- '<token> <queue as JSON>\n<size>'; the error text), and for a tracked job 'r\t<attempt>\t<job
@@ -104,8 +107,10 @@ local function step(KEYS, ARGV)
   while a <= nargs do
     local sl = slots[G.int(ARGV[a])]
     local op = ARGV[a + 1]
-    if not sl or #op ~= 4 then return redis.error_reply('ERR step: bad slot at argument ' .. a) end
-    local c, r, t, l = byte(op, 1, 4)
+    local c, r, t, l, x = byte(op, 1, 5)
+    if not sl or #op ~= 4 and x ~= 120 or #op > 5 then
+      return redis.error_reply('ERR step: bad slot at argument ' .. a)
+    end
     n = n + 1
     local it = items[n]
     if not it then
@@ -113,7 +118,7 @@ local function step(KEYS, ARGV)
       items[n] = it
     end
     it.sl, it.code, it.reserve, it.ref, it.limited = sl, c, r == 49, ARGV[a + 2], l == 108
-    it.entry, it.track, it.untoken = false, false, false
+    it.entry, it.track, it.untoken, it.ends = false, false, false, false
     a = a + 3
     if c == 102 or c == 70 then
       it.entry = ARGV[a]
@@ -122,6 +127,12 @@ local function step(KEYS, ARGV)
     if t == 116 then
       it.track = ARGV[a]
       a = a + 1
+    end
+    if x then
+      local e = it.kept or {}
+      it.kept, it.ends = e, e
+      e[1], e[2], e[3], e[4] = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+      a = a + 4
     end
   end
   if a ~= nargs + 1 then return redis.error_reply('ERR step: arguments cut short') end

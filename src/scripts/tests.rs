@@ -318,9 +318,9 @@ mod step_scenarios {
                 let completion = if failure {
                     Completion::Failure {
                         job,
-                        entry: r#"{"failed_at":"x","payload":{"class":"A","args":["m-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None }
+                        entry: r#"{"failed_at":"x","payload":{"class":"A","args":["m-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None, ends: None }
                 } else {
-                    Completion::Success { job, track: None }
+                    Completion::Success { job, track: None, ends: None }
                 };
                 Box::pin(step(con, keys, Some(completion)))
             }),
@@ -417,6 +417,7 @@ mod step_scenarios {
                 let c = Completion::Success {
                     job: JobRef::Token("t.1".into()),
                     track: None,
+                    ends: None,
                 };
                 Box::pin(step(con, keys, Some(c)))
             }),
@@ -450,7 +451,7 @@ mod step_scenarios {
             .unwrap();
         let failed = Completion::Failure {
             job: JobRef::Record(rec0.clone().into_bytes()),
-            entry: r#"{"failed_at":"x","payload":{"class":"A","args":["b-0"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None };
+            entry: r#"{"failed_at":"x","payload":{"class":"A","args":["b-0"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None, ends: None };
         let items = [
             StepRequest::new(steppers[0].clone(), Some(failed), true, &queues),
             StepRequest::new(steppers[1].clone(), None, true, &queues),
@@ -666,10 +667,12 @@ mod more_scenarios {
                     };
                     let chain = crate::middleware::Chain::new(&[], None);
                     let _ = chain.run(&entry.handler, ctx.clone()).await;
-                    let c = crate::worker::complete::failure(
-                        ctx.take_extras(),
+                    let x = ctx.take_extras();
+                    let c = crate::worker::complete::retrying(
+                        x.retry.expect("a retry plan"),
+                        x.unique,
+                        x.track,
                         JobRef::Record(REC.as_bytes().to_vec()),
-                        "{}".into(),
                     );
                     let Completion::Extended(ext) = c else {
                         panic!("not extended")

@@ -1,83 +1,49 @@
-//! Endings that need more than the step's completion: retry with back-off (see
-//! [`crate::registry::retry`]; the retry layer, `src/middleware/retry.rs`, decides whether
-//! and when — this writes what it decided) and unique jobs (see [`crate::registry::unique`]).
+//! The ending that needs more than the step's completion: a failure of a handler with a retry
+//! policy, retried with back-off or given up (see [`crate::registry::retry`]; the retry layer,
+//! `src/middleware/retry.rs`, decides whether and when — this writes what it decided, reading
+//! resque-retry's attempt counter in the same compare-and-set round).
 //!
-//! [`success`] and [`failure`] turn a job's result and what the chain's layers decided
-//! ([`Extras`]: a retry plan, a lock to release) into a [`Completion`]: the plain variants when
-//! nothing extra applies (the hot path), [`Completion::Extended`] otherwise.
-//! The stepper applies an extended completion with the library's `complete` — one atomic step, like the
-//! step's own completion — and then reserves with a plain step (so these jobs cost one
-//! more round trip than others).
+//! Every other ending is the step's own completion, chosen in `src/worker/perform.rs` — a
+//! success under a retry policy and a unique job's lock included (what those delete rides in
+//! the step, `ends.lua`). The stepper applies an extended completion with the library's
+//! `complete` — one atomic step, like the step's own completion — and then reserves with a
+//! plain step (so a failure a policy covers costs one more round trip than others).
 
 use super::perform::failure_entry;
 use super::step::{Completion, JobRef, Stepper};
 use crate::keys::Keys;
 use crate::middleware::retry;
-pub(crate) use crate::registry::extras::{Extras, RetryPlan};
+pub(crate) use crate::registry::extras::RetryPlan;
 use crate::registry::unique::UniqueMark;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value as RedisValue};
 
-/// A completion with extras.
+/// A failure a retry policy covers, with what the chain's layers decided.
 #[derive(Debug, Clone)]
 pub(crate) struct Extended {
     /// The job it completes.
     pub job: JobRef,
-    /// How it ended.
-    pub outcome: Outcome,
+    /// The retry plan.
+    pub retry: Box<RetryPlan>,
     /// The unique job's lock to release (or keep, on a retry).
     pub unique: Option<UniqueMark>,
     /// A tracked job's end, written with the completion.
     pub track: Option<Box<crate::jobs::TrackEnd>>,
 }
 
-/// How an extended job ended.
-#[derive(Debug, Clone)]
-pub(crate) enum Outcome {
-    /// Succeeded; `retry_key` is resque-retry's logical key to clean, if the handler retries.
-    Success {
-        /// `resque-retry:<class>[:<digest>]`.
-        retry_key: Option<String>,
-    },
-    /// Failed; with a plan, the failure may be retried.
-    Failure {
-        /// The failure entry as the plain path would write it.
-        entry: String,
-        /// The retry plan, when the handler has a policy.
-        retry: Option<Box<RetryPlan>>,
-    },
-}
-
-/// The completion of a job that succeeded.
-pub(crate) fn success(extras: Extras, job: JobRef) -> Completion {
-    if extras.is_empty() {
-        let track = extras.track.map(|t| t.spec(chrono::Utc::now(), None));
-        return Completion::Success { job, track };
-    }
+/// The completion of a job that failed under retry plan `retry` (its failure entry is made
+/// when the plan is decided: a final one says how many runs it had).
+pub(crate) fn retrying(
+    retry: Box<RetryPlan>,
+    unique: Option<UniqueMark>,
+    track: Option<Box<crate::jobs::TrackEnd>>,
+    job: JobRef,
+) -> Completion {
     Completion::Extended(Box::new(Extended {
         job,
-        outcome: Outcome::Success {
-            retry_key: extras.clear_retry,
-        },
-        unique: extras.unique,
-        track: extras.track,
-    }))
-}
-
-/// The completion of a job that failed (`entry` is its failure entry).
-pub(crate) fn failure(extras: Extras, job: JobRef, entry: String) -> Completion {
-    if extras.retry.is_none() && extras.unique.is_none() {
-        let track = extras.track.map(|t| t.spec(chrono::Utc::now(), None));
-        return Completion::Failure { job, entry, track };
-    }
-    Completion::Extended(Box::new(Extended {
-        job,
-        outcome: Outcome::Failure {
-            entry,
-            retry: extras.retry,
-        },
-        unique: extras.unique,
-        track: extras.track,
+        retry,
+        unique,
+        track,
     }))
 }
 
@@ -162,76 +128,58 @@ async fn attempt<C: ConnectionLike + Send>(
         c.unique_id = u.id.clone();
     }
     let mut retry_at = None;
-    match &ext.outcome {
-        Outcome::Success { retry_key } => {
-            c.outcome = "success";
-            if let Some(rk) = retry_key {
-                c.retry_counter = keys.retry_attempts(rk);
-                c.retry_failure = keys.retry_failure(rk);
-                c.clear_counter = "1";
-            }
-        }
-        Outcome::Failure { entry, retry: None } => {
-            c.outcome = "failure";
-            c.entry = entry.clone();
-        }
-        Outcome::Failure {
-            retry: Some(plan), ..
+    let plan = &ext.retry;
+    c.retry_counter = keys.retry_attempts(&plan.retry_key);
+    c.retry_failure = keys.retry_failure(&plan.retry_key);
+    let current: Option<String> = redis::cmd("GET")
+        .arg(&c.retry_counter)
+        .query_async(con)
+        .await?;
+    // (The retry layer decides; this writes what it decided.)
+    let decision = retry::decide(plan, current.as_deref(), chrono::Utc::now().timestamp());
+    if cas {
+        c.counter_seen = current.unwrap_or_default();
+    }
+    match decision {
+        retry::Decision::Retry {
+            attempt,
+            delay,
+            at: ts,
         } => {
-            c.retry_counter = keys.retry_attempts(&plan.retry_key);
-            c.retry_failure = keys.retry_failure(&plan.retry_key);
-            let current: Option<String> = redis::cmd("GET")
-                .arg(&c.retry_counter)
-                .query_async(con)
-                .await?;
-            // (The retry layer decides; this writes what it decided.)
-            let decision = retry::decide(plan, current.as_deref(), chrono::Utc::now().timestamp());
-            if cas {
-                c.counter_seen = current.unwrap_or_default();
-            }
-            match decision {
-                retry::Decision::Retry {
-                    attempt,
-                    delay,
-                    at: ts,
-                } => {
-                    c.outcome = "retry";
-                    retry_at = Some(ts);
-                    c.entry = failure_entry(
-                        Some(plan.raw.get()),
-                        &plan.from_queue,
-                        &plan.worker,
-                        &plan.error,
-                    );
-                    c.counter_new = attempt.to_string();
-                    c.retry_mode = if delay.is_zero() { "now" } else { "delayed" };
-                    c.retry_queue_name = plan.queue.clone();
-                    c.retry_payload = if delay.is_zero() {
-                        plan.payload.clone()
-                    } else {
-                        plan.item.clone()
-                    };
-                    c.due_s = ts;
-                    c.member = Keys::delayed_bucket_member(ts);
-                    c.failure_ttl_s = delay.as_secs() * 2;
-                    c.counter_ttl_s = (plan.policy.counter_ttl.as_secs() + delay.as_secs()).max(1);
-                    c.delay_ms = delay.as_millis() as u64;
-                    c.queues = keys.queues();
-                    c.retry_queue = keys.queue(&plan.queue);
-                    c.bucket = keys.delayed_bucket(ts);
-                    c.timestamps = keys.timestamps(&plan.item);
-                    c.schedule = keys.delayed_schedule();
-                    tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
-                }
-                retry::Decision::GiveUp { message } => {
-                    let mut last = plan.error.clone();
-                    last.message = message;
-                    c.outcome = "failure";
-                    c.entry =
-                        failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
-                    c.clear_counter = "1";
-                }
-            }
+            c.outcome = "retry";
+            retry_at = Some(ts);
+            c.entry = failure_entry(
+                Some(plan.raw.get()),
+                &plan.from_queue,
+                &plan.worker,
+                &plan.error,
+            );
+            c.counter_new = attempt.to_string();
+            c.retry_mode = if delay.is_zero() { "now" } else { "delayed" };
+            c.retry_queue_name = plan.queue.clone();
+            c.retry_payload = if delay.is_zero() {
+                plan.payload.clone()
+            } else {
+                plan.item.clone()
+            };
+            c.due_s = ts;
+            c.member = Keys::delayed_bucket_member(ts);
+            c.failure_ttl_s = delay.as_secs() * 2;
+            c.counter_ttl_s = (plan.policy.counter_ttl.as_secs() + delay.as_secs()).max(1);
+            c.delay_ms = delay.as_millis() as u64;
+            c.queues = keys.queues();
+            c.retry_queue = keys.queue(&plan.queue);
+            c.bucket = keys.delayed_bucket(ts);
+            c.timestamps = keys.timestamps(&plan.item);
+            c.schedule = keys.delayed_schedule();
+            tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
+        }
+        retry::Decision::GiveUp { message } => {
+            let mut last = plan.error.clone();
+            last.message = message;
+            c.outcome = "failure";
+            c.entry = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
+            c.clear_counter = "1";
         }
     }
     let now = chrono::Utc::now();

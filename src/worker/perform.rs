@@ -1,8 +1,9 @@
 //! Running one reserved job: decode it, resolve its handler once, run the middleware chain
 //! around it (see [`crate::middleware`]), and turn the outcome into the completion the next
-//! step writes.
+//! step writes — the step's own, with what its end deletes besides the job, for every ending
+//! but a failure a retry policy covers ([`super::complete`]).
 
-use super::step::{Completion, JobRef, Started};
+use super::step::{Completion, Ends, JobRef, Started};
 use crate::middleware::Chain;
 use crate::registry::{JobContext, JobError, Registry};
 use crate::wire::{time, Failure, Payload, WorkerRecord};
@@ -134,14 +135,30 @@ pub(crate) async fn perform(
             ttl_secs: run.ttl.as_secs(),
         }));
     }
-    match result {
-        Ok(()) => super::complete::success(extras, job),
-        // Resque's DontPerform from any middleware: skipped, counts as done.
-        Err(err) if err.is_dont_perform() => super::complete::success(extras, job),
-        Err(err) => {
-            let entry = failure_entry(Some(payload.text()), &queue, worker, &err);
-            super::complete::failure(extras, job, entry)
-        }
+    // Resque's DontPerform from any middleware: skipped, counts as done.
+    let failed = match result {
+        Ok(()) => None,
+        Err(err) if err.is_dont_perform() => None,
+        Err(err) => Some(err),
+    };
+    let track = extras.track;
+    let spec = |t: Option<Box<crate::jobs::TrackEnd>>| t.map(|t| t.spec(chrono::Utc::now(), None));
+    // The step's own completion, with what the end deletes besides the job (a retry policy's
+    // keys on a success, a unique job's lock); a failure a retry policy covers is decided and
+    // written apart (complete.rs).
+    match (failed, extras.retry) {
+        (None, _) => Completion::Success {
+            job,
+            track: spec(track),
+            ends: Ends::of(extras.clear_retry, extras.unique),
+        },
+        (Some(_), Some(plan)) => super::complete::retrying(plan, extras.unique, track, job),
+        (Some(err), None) => Completion::Failure {
+            job,
+            entry: failure_entry(Some(payload.text()), &queue, worker, &err),
+            track: spec(track),
+            ends: Ends::of(None, extras.unique),
+        },
     }
 }
 
@@ -182,6 +199,7 @@ fn decode_record(
             job: JobRef::Record(record),
             entry,
             track,
+            ends: None,
         });
     };
     match Payload::from_text(&rec.payload_text) {
@@ -202,6 +220,7 @@ fn decode_record(
                 job: JobRef::Record(record),
                 entry,
                 track,
+                ends: None,
             })
         }
     }

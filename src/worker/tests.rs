@@ -75,6 +75,7 @@ async fn the_step_is_safe_to_resend() {
     let done = Completion::Success {
         job: JobRef::Record(record),
         track: None,
+        ends: None,
     };
     let applied = stepper
         .call_alone(&mut con, Some(&done), false, &queues)
@@ -156,10 +157,11 @@ async fn a_batched_step_is_each_slots_own_step() {
     let done: &'static Completion = Box::leak(Box::new(Completion::Success {
         job: JobRef::Record(records[0].clone()),
         track: None,
+        ends: None,
     }));
     let failed: &'static Completion = Box::leak(Box::new(Completion::Failure {
         job: JobRef::Record(records[1].clone()),
-        entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None }));
+        entry: r#"{"failed_at":"x","payload":{},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None, ends: None }));
     let r = call_step(
         &mut con,
         &queues,
@@ -294,6 +296,80 @@ async fn a_resent_retry_completion_is_applied_once() {
             .as_deref(),
         Some("0")
     );
+}
+
+/// A success under a retry policy, of a unique job: resque-retry's keys and the lock go in the
+/// step's own completion (no `complete` call), once — a resend after a lost reply deletes
+/// nothing that was written since (another copy's failure counted, the lock taken again).
+#[tokio::test]
+async fn a_resent_retry_success_deletes_its_keys_once() {
+    let ns = testing::namespace("resend");
+    let keys = Keys::new(&ns);
+    let mut con = testing::con().await;
+    let registry = flaky("S", 0, RetryPolicy::fixed(Duration::from_secs(30), 3));
+    let id = "host~resq:1-0:q";
+    let stepper = Stepper::new(&keys, id, true);
+    let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+    let counter = keys.retry_attempts(&retry_key("S", "7"));
+    let failure = keys.retry_failure(&retry_key("S", "7"));
+    let lock = keys.unique("u7");
+    let _: () = con
+        .rpush(
+            keys.queue("q"),
+            r#"{"class":"S","args":[7],"resq_unique":{"key":"u7","id":"id-1"}}"#,
+        )
+        .await
+        .unwrap();
+    let _: () = con.set(&counter, "1").await.unwrap();
+    let _: () = con.set(&failure, "{}").await.unwrap();
+    let _: () = con.set(&lock, "id-1").await.unwrap();
+    let reply = stepper
+        .call_alone(&mut con, None, true, &queues)
+        .await
+        .unwrap()
+        .reply;
+    let Reply::Job(record, _) = reply else {
+        panic!("no job")
+    };
+    let chain = crate::middleware::Chain::new(registry.layers(), None);
+    let completion = super::perform::perform(
+        &chain,
+        &registry,
+        None,
+        super::perform::Reserved::Record(record, None),
+        &Arc::from(id),
+        std::future::pending::<&'static str>(),
+    )
+    .await;
+    assert!(
+        matches!(&completion, Completion::Success { ends: Some(_), .. }),
+        "the step's own completion, with what it deletes: {completion:?}"
+    );
+    let first = stepper
+        .call_alone(&mut con, Some(&completion), false, &queues)
+        .await
+        .unwrap()
+        .applied;
+    assert!(first);
+    assert_eq!(get(&counter).await, None);
+    assert_eq!(get(&failure).await, None);
+    assert_eq!(get(&lock).await, None);
+    assert_eq!(get(&keys.stat_processed()).await.as_deref(), Some("1"));
+    // Since: another copy of the job failed (resque-retry counted it) and a new enqueue took
+    // the lock. The reply of the first call is "lost": the same step is sent again.
+    let _: () = con.set(&counter, "0").await.unwrap();
+    let _: () = con.set(&failure, "{}").await.unwrap();
+    let _: () = con.set(&lock, "id-2").await.unwrap();
+    let second = stepper
+        .call_alone(&mut con, Some(&completion), false, &queues)
+        .await
+        .unwrap()
+        .applied;
+    assert!(!second);
+    assert_eq!(get(&counter).await.as_deref(), Some("0"));
+    assert_eq!(get(&failure).await.as_deref(), Some("{}"));
+    assert_eq!(get(&lock).await.as_deref(), Some("id-2"));
+    assert_eq!(get(&keys.stat_processed()).await.as_deref(), Some("1"));
 }
 
 /// A reserve resent because its reply was lost (Redis crashed after writing it, or the

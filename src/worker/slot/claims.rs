@@ -42,6 +42,7 @@ impl Slot {
                     job: crate::worker::step::JobRef::Token(c.token.clone()),
                     entry,
                     track: None,
+                    ends: None,
                 };
                 return (Some(failed), limited);
             }
@@ -66,6 +67,7 @@ impl Slot {
                     let dropped = Completion::Success {
                         job: crate::worker::step::JobRef::Token(c.token.clone()),
                         track: None,
+                        ends: None,
                     };
                     return (Some(dropped), limited);
                 }

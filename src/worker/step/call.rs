@@ -15,8 +15,8 @@ use std::sync::Arc;
 pub(crate) struct StepRequest {
     /// The slot's stepper.
     pub stepper: Arc<Stepper>,
-    /// How its previous job ended (an extended completion must be applied beforehand with
-    /// [`Stepper::apply_extended`]; here it counts as none).
+    /// How its previous job ended (an extended completion — a failure a retry policy covers —
+    /// must be applied beforehand with [`Stepper::apply_extended`]; here it counts as none).
     pub completion: Option<Completion>,
     /// Whether to reserve a next job.
     pub reserve: bool,
@@ -129,6 +129,41 @@ impl JobRef {
     }
 }
 
+/// What a job's end deletes besides the job, in the same step (op `x`, `ends.lua`): what the
+/// chain's layers decided (the retry layer on a success, the unique layer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ends {
+    /// resque-retry's logical key whose attempt counter and failure details go.
+    pub retry_key: Option<String>,
+    /// The unique job's lock, released while it holds this job's id.
+    pub unique: Option<crate::registry::unique::UniqueMark>,
+}
+
+impl Ends {
+    /// The ends of `retry_key` and `unique`; `None` when there is nothing to delete (a plain
+    /// job's end).
+    pub(crate) fn of(
+        retry_key: Option<String>,
+        unique: Option<crate::registry::unique::UniqueMark>,
+    ) -> Option<Box<Ends>> {
+        (retry_key.is_some() || unique.is_some()).then(|| Box::new(Ends { retry_key, unique }))
+    }
+
+    /// The step's four values (step.lua's header): retry counter, retry failure key, unique
+    /// lock, unique id (`""` none).
+    fn args(&self, keys: &crate::keys::Keys) -> [String; 4] {
+        let (counter, failure) = match &self.retry_key {
+            Some(k) => (keys.retry_attempts(k), keys.retry_failure(k)),
+            None => (String::new(), String::new()),
+        };
+        let (lock, id) = match &self.unique {
+            Some(u) => (keys.unique(&u.key), u.id.clone()),
+            None => (String::new(), String::new()),
+        };
+        [counter, failure, lock, id]
+    }
+}
+
 /// How the slot's previous job ended.
 #[derive(Debug, Clone)]
 pub(crate) enum Completion {
@@ -138,6 +173,8 @@ pub(crate) enum Completion {
         job: JobRef,
         /// A tracked job's ending (a record.lua or status.lua spec), written with it.
         track: Option<String>,
+        /// What the end deletes besides the job (`None`: a plain job).
+        ends: Option<Box<Ends>>,
     },
     /// Failed; `entry` is the failure entry to push.
     Failure {
@@ -147,8 +184,10 @@ pub(crate) enum Completion {
         entry: String,
         /// A tracked job's ending, written with it.
         track: Option<String>,
+        /// What the end deletes besides the job (`None`: a plain job).
+        ends: Option<Box<Ends>>,
     },
-    /// Ended with a retry or a unique lock to handle (see [`crate::worker::complete`]).
+    /// A failure a retry policy covers: retried or given up (see [`crate::worker::complete`]).
     Extended(Box<crate::worker::complete::Extended>),
 }
 
@@ -165,10 +204,7 @@ impl Completion {
     pub(crate) fn succeeded(&self) -> bool {
         match self {
             Completion::Success { .. } => true,
-            Completion::Failure { .. } => false,
-            Completion::Extended(e) => {
-                matches!(e.outcome, crate::worker::complete::Outcome::Success { .. })
-            }
+            Completion::Failure { .. } | Completion::Extended(_) => false,
         }
     }
 }
@@ -331,18 +367,24 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
 
 /// Request `r`'s part of the call (slot `index` of the call's slots text): its op — the
 /// completion's code, `1` to reserve, `t` with a tracked ending, `l` when the job it completes
-/// holds limits' shares — and the values that follow it (step.lua's header).
+/// holds limits' shares, and `x` when its end deletes more — and the values that follow it
+/// (step.lua's header).
 fn slot_args(r: &StepRequest, index: usize) -> StepSlot<'_> {
-    let (code, reference, entry, track) = match &r.completion {
-        Some(Completion::Success { job, track }) => {
+    let (code, reference, entry, track, ends) = match &r.completion {
+        Some(Completion::Success { job, track, ends }) => {
             let (c, a) = job.code_and_arg(true);
-            (c, a, None, track.as_deref())
+            (c, a, None, track.as_deref(), ends)
         }
-        Some(Completion::Failure { job, entry, track }) => {
+        Some(Completion::Failure {
+            job,
+            entry,
+            track,
+            ends,
+        }) => {
             let (c, a) = job.code_and_arg(false);
-            (c, a, Some(entry.as_str()), track.as_deref())
+            (c, a, Some(entry.as_str()), track.as_deref(), ends)
         }
-        None | Some(Completion::Extended(_)) => (b'-', &[][..], None, None),
+        None | Some(Completion::Extended(_)) => (b'-', &[][..], None, None, &None),
     };
     StepSlot {
         index,
@@ -359,6 +401,7 @@ fn slot_args(r: &StepRequest, index: usize) -> StepSlot<'_> {
         reference,
         entry,
         track,
+        ends: ends.as_ref().map(|e| e.args(r.stepper.keys())),
     }
 }
 

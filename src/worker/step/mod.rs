@@ -23,7 +23,7 @@ mod call;
 #[cfg(test)]
 use call::bad_reply;
 pub(crate) use call::{
-    call_step, Claim, Completion, Found, JobRef, Reply, Started, StepReply, StepRequest,
+    call_step, Claim, Completion, Ends, Found, JobRef, Reply, Started, StepReply, StepRequest,
 };
 
 /// Largest payload the step checks inside Redis (bytes); larger ones are claimed and checked by
