@@ -58,8 +58,9 @@ function Finish.record_failure(X, sl, entry)
   end
 end
 
--- What an applied completion whose op carries 'x' deletes besides the job (step.lua's `e`:
--- retry counter, retry failure key, unique lock, unique id; '' none). Nothing here can fail.
+-- What an applied completion whose op carries 'x' deletes besides the job (step.lua's
+-- `ends[i]`: retry counter, retry failure key, unique lock, unique id; '' none). Nothing here
+-- can fail.
 local function ends(e)
   if e[1] ~= '' then Ends.clear_retry(e[1], e[2]) end
   if e[3] ~= '' then Ends.release_unique(e[3], e[4]) end
@@ -110,7 +111,6 @@ local function finish_one(X, i, it)
         if by_token then it.untoken = true end
         if it.limited then Lim.step_free(X, sl) end
         if it.track then Track.finish(X, it.track) end
-        if it.ends then ends(it.ends) end
       end
     elseif not err and it.track then
       -- Its worker record is not its job any more (deleted or changed under the run).
@@ -156,4 +156,11 @@ function Finish.run(X)
   end
   if sharing and #sharing > 1 then Lim.prefetch(X.P, sharing) end
   for i = 1, n do finish_one(X, i, items[i]) end
+  -- What the applied completions whose op carries 'x' delete besides their jobs.
+  local e = X.ends
+  if e then
+    for i = 1, n do
+      if e[i] and applied[i] == 1 then ends(e[i]) end
+    end
+  end
 end

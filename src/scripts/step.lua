@@ -57,7 +57,8 @@ end)
 -- the library outlives its calls, and a table made per call would cost more than the call's
 -- own work. Per slot of the call (1..X.n): the slot's part `items[i]` (reused tables) and its
 -- reply (tag, applied, data, extra); `gone[i]` its record is removed at the end; `wanting`
--- (1..X.nw) the slots that want a job.
+-- (1..X.nw) the slots that want a job; `ends[i]` what slot i's end deletes besides its job
+-- (op 'x'; `ends` is false in a call without one, a table made for the call with one).
 local items, OUT, out_n = {}, {}, 0
 local X = {
   tag = {}, applied = {}, data = {}, extra = {}, gone = {}, wanting = {}, polled = {}, items = items,
@@ -74,7 +75,7 @@ local function reset(X, C, KEYS, ARGV)
   X.gets, X.processed_err, X.failed_err = false, 0, 0
   X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
   X.released, X.released_at, X.more_released, X.seq_n = false, false, false, false
-  X.finals, X.status_finals = false, false
+  X.finals, X.status_finals, X.ends = false, false, false
 end
 
 -- A problem to report: a record or a limit that could not be written while the job moved.
@@ -107,10 +108,11 @@ local function step(KEYS, ARGV)
   while a <= nargs do
     local sl = slots[G.int(ARGV[a])]
     local op = ARGV[a + 1]
-    local c, r, t, l, x = byte(op, 1, 5)
-    if not sl or #op ~= 4 and x ~= 120 or #op > 5 then
+    local x = #op ~= 4
+    if not sl or x and (#op ~= 5 or byte(op, 5) ~= 120) then
       return redis.error_reply('ERR step: bad slot at argument ' .. a)
     end
+    local c, r, t, l = byte(op, 1, 4)
     n = n + 1
     local it = items[n]
     if not it then
@@ -118,7 +120,7 @@ local function step(KEYS, ARGV)
       items[n] = it
     end
     it.sl, it.code, it.reserve, it.ref, it.limited = sl, c, r == 49, ARGV[a + 2], l == 108
-    it.entry, it.track, it.untoken, it.ends = false, false, false, false
+    it.entry, it.track, it.untoken = false, false, false
     a = a + 3
     if c == 102 or c == 70 then
       it.entry = ARGV[a]
@@ -129,9 +131,8 @@ local function step(KEYS, ARGV)
       a = a + 1
     end
     if x then
-      local e = it.kept or {}
-      it.kept, it.ends = e, e
-      e[1], e[2], e[3], e[4] = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+      X.ends = X.ends or {}
+      X.ends[n] = { ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3] }
       a = a + 4
     end
   end
