@@ -41,7 +41,10 @@ async fn drain(retry: bool) -> (u64, usize) {
     let mut con = support::con().await;
     for i in 0..JOBS {
         let _: () = con
-            .rpush(keys.queue("q"), format!(r#"{{"class":"Noop","args":[{i}]}}"#))
+            .rpush(
+                keys.queue("q"),
+                format!(r#"{{"class":"Noop","args":[{i}]}}"#),
+            )
             .await
             .expect("push");
         let _: () = con
@@ -58,12 +61,8 @@ async fn drain(retry: bool) -> (u64, usize) {
         registry = registry.retry("Noop", RetryPolicy::fixed(Duration::from_secs(1), 3));
     }
     let before = fcalls(&mut con).await;
-    let running = support::start(
-        support::builder(&ns, "q")
-            .concurrency(1)
-            .registry(registry),
-    )
-    .await;
+    let running =
+        support::start(support::builder(&ns, "q").concurrency(1).registry(registry)).await;
     support::eventually(60, "every job counted processed", || {
         let mut con = con.clone();
         let key = keys.stat_processed();

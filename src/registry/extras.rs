@@ -46,4 +46,3 @@ pub(crate) struct Extras {
     /// A tracked job's end (the tracking layer's).
     pub track: Option<Box<crate::jobs::TrackEnd>>,
 }
-

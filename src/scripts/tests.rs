@@ -237,7 +237,7 @@ const ID: &str = "h~resq:1-0:q";
 mod step_scenarios {
     use super::*;
     use crate::worker::step::{
-        call_step, Completion, JobRef, QueueKeys, Reply, StepReply, StepRequest, Stepper,
+        call_step, Completion, Ends, JobRef, QueueKeys, Reply, StepReply, StepRequest, Stepper,
     };
     use std::sync::Arc;
 
@@ -320,7 +320,11 @@ mod step_scenarios {
                         job,
                         entry: r#"{"failed_at":"x","payload":{"class":"A","args":["m-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#.into(), track: None, ends: None }
                 } else {
-                    Completion::Success { job, track: None, ends: None }
+                    Completion::Success {
+                        job,
+                        track: None,
+                        ends: None,
+                    }
                 };
                 Box::pin(step(con, keys, Some(completion)))
             }),
@@ -359,6 +363,64 @@ mod step_scenarios {
 
     pub(super) fn finish_failure() -> Scenario {
         finish(true)
+    }
+
+    /// A success whose end deletes more (op 'x'): resque-retry's keys and a unique lock go
+    /// with it, whatever they hold (DEL cannot fail; a lock of another type is not the job's).
+    pub(super) fn finish_ends() -> Scenario {
+        const RETRY: &str = "resque-retry:A:m1";
+        Scenario {
+            name: "step-finish-ends",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let _: () = con
+                        .set(keys.worker(ID), record("q", &job("m-1")))
+                        .await
+                        .unwrap();
+                    let _: () = con.rpush(keys.queue("q"), job("m-2")).await.unwrap();
+                    let _: () = con.set(keys.retry_attempts(RETRY), "1").await.unwrap();
+                    let _: () = con.set(keys.retry_failure(RETRY), "{}").await.unwrap();
+                    let _: () = con.set(keys.unique("u1"), "id-1").await.unwrap();
+                })
+            }),
+            run: Box::new(move |con, keys| {
+                let completion = Completion::Success {
+                    job: JobRef::Record(record("q", &job("m-1")).into_bytes()),
+                    track: None,
+                    ends: Ends::of(
+                        Some(RETRY.into()),
+                        Some(crate::registry::unique::UniqueMark {
+                            key: "u1".into(),
+                            id: "id-1".into(),
+                        }),
+                    ),
+                };
+                Box::pin(step(con, keys, Some(completion)))
+            }),
+            keys: Box::new(|k| {
+                let mut v = step_keys(k);
+                v.push((k.retry_attempts(RETRY), Kind::Counter));
+                v.push((k.retry_failure(RETRY), Kind::Str));
+                v.push((k.unique("u1"), Kind::Str));
+                v
+            }),
+            check: Box::new(|before, after, corrupted| {
+                let label = format!("finish with ends, {corrupted:?}");
+                let ns = before.keys().next().and_then(|k| k.split(':').next());
+                let k = Keys::new(ns.unwrap_or(""));
+                assert_eq!(count(after, "m-1"), 0, "{label}");
+                assert_eq!(count(before, "m-2"), count(after, "m-2"), "{label}");
+                assert_delta(before, after, &k.stat_processed_by(ID), 1, &label);
+                assert!(!after.contains_key(&k.retry_attempts(RETRY)), "{label}");
+                assert!(!after.contains_key(&k.retry_failure(RETRY)), "{label}");
+                let lock = k.unique("u1");
+                if corrupted == Some(lock.as_str()) {
+                    assert_eq!(before.get(&lock), after.get(&lock), "{label}");
+                } else {
+                    assert!(!after.contains_key(&lock), "{label}");
+                }
+            }),
+        }
     }
 
     pub(super) fn malformed() -> Scenario {
@@ -1475,6 +1537,7 @@ fn every_scenario() -> Vec<Scenario> {
         step_scenarios::reserve(),
         step_scenarios::finish_success(),
         step_scenarios::finish_failure(),
+        step_scenarios::finish_ends(),
         step_scenarios::malformed(),
         step_scenarios::large(),
         step_scenarios::token_finish(),
