@@ -97,14 +97,17 @@ async fn quiet(ns: &str) -> bool {
     queued == 0 && busy == 0
 }
 
+/// Polls `check` until true (bounded as `support::eventually` is: 30 s at least, a loaded CI
+/// machine is slow).
 async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..2000 {
-        if check().await {
-            return;
-        }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after 30s waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test]
