@@ -862,7 +862,7 @@ async fn a_dns_rebinding_page_neither_reads_the_token_nor_pauses_the_fleet() {
     assert_eq!(read[0], json!(421), "{read}");
     assert!(!read[1].as_str().unwrap_or("").contains(&token), "{read}");
     // It posts /pause with the real token, same-origin: refused. (A post from another
-    // origin to the loopback one carries that Origin: tests/web_every_namespace.rs.)
+    // origin to the loopback one carries that Origin: tests/suite/web_every_namespace.rs.)
     let post = fetch(format!(
         "const done = arguments[arguments.length - 1];\
          fetch('/pause', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: '_csrf={token}'}})\

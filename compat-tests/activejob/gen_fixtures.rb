@@ -1,5 +1,5 @@
 # Writes fixtures/activejob/rails-<version>.json for the Rust decoder tests
-# (tests/activejob_decode.rs): for every case of AJ.cases, the exact wrapper payload the
+# (tests/suite/activejob_decode.rs): for every case of AJ.cases, the exact wrapper payload the
 # Resque adapter pushes (`job.serialize`, MultiJson json_gem adapter), plus what resq must
 # make of it, computed from the Ruby values (AJ.plain, AJ.unknown), and the metadata.
 #

@@ -1,5 +1,5 @@
-//! The failover audit of the production-Redis tests (`tests/redis_sentinel.rs`,
-//! `tests/redis_cluster.rs`): 5,000 `Echo` jobs with unique tags (`j<N>`), 2,000 enqueued
+//! The failover audit of the production-Redis tests (`tests/faults/redis_sentinel.rs`,
+//! `tests/faults/redis_cluster.rs`): 5,000 `Echo` jobs with unique tags (`j<N>`), 2,000 enqueued
 //! before the worker starts and 3,000 by a producer (resq's `Client` on the same URL) while it
 //! runs; the master is killed once [`KILL_AT`] jobs are done. Then every job is accounted for
 //! across the echo list, `<ns>:failed` and the queue:

@@ -1,7 +1,7 @@
 //! Scratch crates built as a user's project would build them: a `Cargo.toml` and a `main.rs`
 //! under `<target>/tmp/<name>/app`, with this checkout as `../resq` (a symlink) and this
-//! checkout's `Cargo.lock`, built with `cargo build --offline` in this target directory so the
-//! dependencies already built are reused.
+//! checkout's `Cargo.lock` and profiles, built with `cargo build --offline` in this target
+//! directory so the dependencies already built are reused.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -32,7 +32,12 @@ pub fn build(name: &str, manifest: &str, main_rs: &str) -> Output {
         std::os::unix::fs::symlink(root(), &link).expect("symlink the checkout");
     }
     let lock = std::fs::read_to_string(root().join("Cargo.lock")).expect("Cargo.lock");
-    write_if_changed(&app.join("Cargo.toml"), manifest);
+    // The checkout's profiles too: a dependency built with other settings (the default
+    // profile's full debug info) is another build, and they all were, about 3 GB more.
+    write_if_changed(
+        &app.join("Cargo.toml"),
+        &format!("{manifest}\n{}", profiles()),
+    );
     write_if_changed(&app.join("src/main.rs"), main_rs);
     // The same versions as this checkout, so the dependencies already built are reused.
     write_if_changed(&app.join("Cargo.lock"), &lock);
@@ -60,6 +65,23 @@ pub fn build(name: &str, manifest: &str, main_rs: &str) -> Output {
         }
     }
     cargo.output().expect("run cargo")
+}
+
+/// The `[profile.*]` sections of this checkout's `Cargo.toml`, as they are.
+fn profiles() -> String {
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    let mut out = String::new();
+    let mut keep = false;
+    for line in toml.lines() {
+        if line.starts_with('[') {
+            keep = line.starts_with("[profile.");
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// Writes `text` to `path` unless it holds it already (an unchanged file keeps its mtime, so
