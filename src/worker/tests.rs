@@ -231,6 +231,35 @@ async fn a_batched_step_is_each_slots_own_step() {
     assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 0);
 }
 
+/// Reserves a job with one step call of slot `id` and runs it through `registry`'s chain: the
+/// completion it ends with (not sent yet).
+async fn reserve_and_perform(
+    stepper: &Stepper,
+    con: &mut crate::conn::Conn,
+    queues: &Arc<QueueKeys>,
+    registry: &Registry,
+    id: &str,
+) -> Completion {
+    let reply = stepper
+        .call_alone(con, None, true, queues)
+        .await
+        .unwrap()
+        .reply;
+    let Reply::Job(record, _) = reply else {
+        panic!("no job")
+    };
+    let chain = crate::middleware::Chain::new(registry.layers(), None);
+    super::perform::perform(
+        &chain,
+        registry,
+        None,
+        super::perform::Reserved::Record(record, None),
+        &Arc::from(id),
+        std::future::pending::<&'static str>(),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_resent_retry_completion_is_applied_once() {
     let ns = testing::namespace("resend");
@@ -250,24 +279,7 @@ async fn a_resent_retry_completion_is_applied_once() {
         .enqueue_to("q", "R", &[json!(7)])
         .await
         .unwrap();
-    let reply = stepper
-        .call_alone(&mut con, None, true, &queues)
-        .await
-        .unwrap()
-        .reply;
-    let Reply::Job(record, _) = reply else {
-        panic!("no job")
-    };
-    let chain = crate::middleware::Chain::new(registry.layers(), None);
-    let completion = super::perform::perform(
-        &chain,
-        &registry,
-        None,
-        super::perform::Reserved::Record(record, None),
-        &Arc::from(id),
-        std::future::pending::<&'static str>(),
-    )
-    .await;
+    let completion = reserve_and_perform(&stepper, &mut con, &queues, &registry, id).await;
     // The reply is "lost": the same step is sent twice.
     let first = stepper
         .call_alone(&mut con, Some(&completion), false, &queues)
@@ -323,24 +335,7 @@ async fn a_resent_retry_success_deletes_its_keys_once() {
     let _: () = con.set(&counter, "1").await.unwrap();
     let _: () = con.set(&failure, "{}").await.unwrap();
     let _: () = con.set(&lock, "id-1").await.unwrap();
-    let reply = stepper
-        .call_alone(&mut con, None, true, &queues)
-        .await
-        .unwrap()
-        .reply;
-    let Reply::Job(record, _) = reply else {
-        panic!("no job")
-    };
-    let chain = crate::middleware::Chain::new(registry.layers(), None);
-    let completion = super::perform::perform(
-        &chain,
-        &registry,
-        None,
-        super::perform::Reserved::Record(record, None),
-        &Arc::from(id),
-        std::future::pending::<&'static str>(),
-    )
-    .await;
+    let completion = reserve_and_perform(&stepper, &mut con, &queues, &registry, id).await;
     assert!(
         matches!(&completion, Completion::Success { ends: Some(_), .. }),
         "the step's own completion, with what it deletes: {completion:?}"

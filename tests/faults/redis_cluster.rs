@@ -229,11 +229,7 @@ fn slot_migrated_mid_drain_loses_nothing_and_the_worker_follows() {
     let url = cluster.url(3);
     let ns = format!("{{{}}}", support::namespace("cluster-migrate"));
     let owner = cluster.owner(&ns).expect("slot owner");
-    let target = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port != owner.port)
-        .expect("another master");
+    let target = cluster.other_master(owner);
 
     failover::enqueue_upfront(&mut owner.con(), &ns);
     let mut w = WorkerProc::start(&url, &ns, 4, &[("HEARTBEAT_INTERVAL", "1")]);
@@ -305,11 +301,7 @@ fn a_call_on_a_moving_slot_writes_nothing_and_completes_once_the_slot_is_settled
     let url = cluster.url(3);
     let ns = format!("{{{}}}", support::namespace("cluster-moving"));
     let owner = cluster.owner(&ns).expect("slot owner");
-    let target = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port != owner.port)
-        .expect("another master");
+    let target = cluster.other_master(owner);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -336,6 +336,18 @@ impl Cluster {
         format!("redis+cluster://{}", hosts.join(","))
     }
 
+    /// A master other than `node` (the first found).
+    pub fn other_master(&self, node: &Node) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| {
+                n.port != node.port
+                    && n.replication()
+                        .is_some_and(|i| i.get("role").map(String::as_str) == Some("master"))
+            })
+            .expect("another master")
+    }
+
     /// The node that is master of `key`'s slot now, by asking the live nodes.
     pub fn owner(&self, key: &str) -> Option<&Node> {
         for n in &self.nodes {
