@@ -83,7 +83,7 @@ impl QueueList {
 
     /// The queues to poll, in order, each once, given the members of `<ns>:queues`. A name
     /// with a control character (a tab, a newline) is not served: resq's texts between Rust
-    /// and Lua separate fields with them (docs/architecture.md); it is logged once.
+    /// and Lua separate fields with them (docs/architecture.md).
     pub fn resolve(&self, known: &[String]) -> Vec<String> {
         let picked: Vec<&String> = if self.dynamic {
             self.queues
@@ -111,19 +111,9 @@ impl QueueList {
     }
 }
 
-/// Whether resq serves a queue named `name`: no control character in it. One found in
-/// `<ns>:queues` is logged once per process.
-fn servable(name: &str) -> bool {
-    if !name.chars().any(char::is_control) {
-        return true;
-    }
-    static LOGGED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut logged = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
-    if !logged.iter().any(|n| n == name) && logged.len() < 1000 {
-        logged.push(name.to_string());
-        tracing::warn!(queue = ?name, "a queue name with a control character is not served");
-    }
-    false
+/// Whether resq serves a queue named `name`: no control character in it.
+pub(crate) fn servable(name: &str) -> bool {
+    !name.chars().any(char::is_control)
 }
 
 /// Ruby's `File.fnmatch?(pattern, text)` with no flags.

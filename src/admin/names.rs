@@ -48,24 +48,25 @@ pub(crate) fn note(key: &str, raw: &[u8]) {
             n.push(bad.clone());
         }
     });
-    if kept.is_err() && first_time(&bad) {
-        tracing::warn!(key = %bad.key, name = %bad.shown, "a name that is not UTF-8, left out");
+    if kept.is_err() {
+        warn_once(&bad.key, &bad.shown, "a name that is not UTF-8, left out");
     }
 }
 
-/// Whether `bad` is logged for the first time in this process: a reader that runs again and
-/// again (a worker re-reading `<ns>:queues`) says it once. (Up to 1,000 names remembered.)
-fn first_time(bad: &BadName) -> bool {
+/// Logs that `key` holds `name` (as shown), left out for `why`, once per process: a reader that
+/// runs again and again (a worker re-reading `<ns>:queues`) says it once. (Up to 1,000 names
+/// remembered.)
+pub(crate) fn warn_once(key: &str, name: &str, why: &str) {
     static LOGGED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
     let mut logged = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
-    let entry = (bad.key.clone(), bad.shown.clone());
+    let entry = (key.to_string(), name.to_string());
     if logged.contains(&entry) {
-        return false;
+        return;
     }
     if logged.len() < 1000 {
         logged.push(entry);
     }
-    true
+    tracing::warn!(key = %key, name = %name, "{why}");
 }
 
 /// The names of `raw` that are UTF-8 (in order); each other one is noted with `key`.

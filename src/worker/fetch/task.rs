@@ -231,8 +231,16 @@ pub(super) async fn resolve(
     if !list.is_dynamic() {
         return Ok(list.resolve(&[]));
     }
-    // (A name that is not UTF-8 is left out and logged once: one such name must not stop the
-    // worker from serving the others.)
-    let known = crate::admin::names::smembers(con, &keys.queues()).await?;
+    // (A name that is not UTF-8, or that has a control character, is left out and logged
+    // once: one such name must not stop the worker from serving the others.)
+    let key = keys.queues();
+    let known = crate::admin::names::smembers(con, &key).await?;
+    for name in known.iter().filter(|n| !crate::queues::servable(n)) {
+        crate::admin::names::warn_once(
+            &key,
+            &format!("{name:?}"),
+            "a queue name with a control character is not served",
+        );
+    }
     Ok(list.resolve(&known))
 }
