@@ -353,16 +353,18 @@ fn version_ok(version: &str) -> bool {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= MIN_REDIS
 }
 
+/// The value of `INFO` field `name` (`name:value` lines).
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 /// The eviction policy of a server that may evict keys (`INFO`'s `maxmemory` set and
 /// `maxmemory_policy` other than `noeviction`), else `None`.
 fn eviction(info: &str) -> Option<&str> {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    let limited = field("maxmemory").is_some_and(|m| m != "0");
-    field("maxmemory_policy").filter(|p| limited && *p != "noeviction")
+    let limited = info_field(info, "maxmemory").is_some_and(|m| m != "0");
+    info_field(info, "maxmemory_policy").filter(|p| limited && *p != "noeviction")
 }
 
 /// The oldest Redis resq runs on: its scripts are a Redis Functions library (`FUNCTION LOAD`,
@@ -388,11 +390,7 @@ pub(crate) async fn check_server<C: ConnectionLike + Send>(
              docs/production-redis.md)"
         );
     }
-    let version = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .map(str::trim)
-        .unwrap_or("");
+    let version = info_field(&info, "redis_version").unwrap_or("");
     if !version_ok(version) {
         return Err(Error::Unsupported(format!(
             "redis {target} runs Redis {} but resq needs Redis {}.{} or newer (its scripts are \
