@@ -167,12 +167,7 @@ impl JobsSource for TrackedJobs {
         admin: &'a Admin,
         id: &'a JobId,
     ) -> BoxFuture<'a, Result<Option<Cancelled>>> {
-        Box::pin(async move {
-            if admin.job(id).await?.is_none() {
-                return Ok(None);
-            }
-            admin.cancel_job(id).await.map(Some)
-        })
+        Box::pin(async move { Ok(self.cancel_settling(admin, id).await?.map(|(c, _)| c)) })
     }
 
     fn cancel_settling<'a>(
