@@ -14,8 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 const DECLARED: &[&str] = &[
     "batch_stage",
     "checked_write",
+    "delayed_take",
     "failed_remove",
     "failed_retry",
+    "fire_schedule",
     "jesque_enqueue",
     "move_delayed",
     "promote",
