@@ -276,7 +276,11 @@ impl TrackedRun {
         let mut con = self.tracker.con.clone();
         let reply: redis::RedisResult<String> = crate::scripts::JobProgress {
             kill: self.tracker.keys.resque_status_kill(),
-            prefix: self.tracker.keys.prefix(),
+            record: if self.statused {
+                self.tracker.keys.resque_status(self.id.as_str())
+            } else {
+                self.tracker.keys.job_record(self.id.as_str())
+            },
             id: self.id.as_str(),
             kind: if self.statused { "s" } else { "r" },
             fields: &set,

@@ -376,9 +376,9 @@ builders! {
     JobProgress<'a> = JOB_PROGRESS in "job_progress.lua" {
         keys {
             kill: String => "<ns>:_kill",
+            record: String => "the record's key",
         }
         argv {
-            prefix: &'a str => "the namespace prefix '<ns>:'",
             id: &'a str => "the job id",
             kind: &'a str => "kind 'r' | 's'",
         }

@@ -19,6 +19,7 @@ const DECLARED: &[&str] = &[
     "failed_retry",
     "fire_schedule",
     "jesque_enqueue",
+    "job_progress",
     "move_delayed",
     "promote",
     "requeue",

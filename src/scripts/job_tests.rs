@@ -423,7 +423,11 @@ fn job_progress(kind: &'static str) -> Scenario {
                 reply::<String>(
                     crate::scripts::JobProgress {
                         kill: keys.resque_status_kill(),
-                        prefix: keys.prefix(),
+                        record: if kind == "r" {
+                            keys.job_record(JOB)
+                        } else {
+                            keys.resque_status(JOB)
+                        },
                         id: JOB,
                         kind,
                         fields: &fields,

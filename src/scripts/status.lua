@@ -18,8 +18,10 @@ function Status.key(P, id) return P .. 'status:' .. id end
 
 -- The record of job `id`: its text, members and closing index; false when absent; or nil and
 -- the error text when the key is unusable.
-function Status.read(P, id)
-  local key = Status.key(P, id)
+function Status.read(P, id) return Status.read_at(Status.key(P, id)) end
+
+-- Status.read of the record at `key` (a declared `<ns>:status:<id>`).
+function Status.read_at(key)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' then return nil, G.wrongtype_of(key, 'string') end
   if not v then return false end
