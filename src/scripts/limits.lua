@@ -32,19 +32,55 @@
 --
 -- KEYS / ARGV: none (a module).
 
--- Per-call state (see S()): units read and this call's changes per holders key, the shares of
--- each slot the call read or changed, partitions to add, held sets seen empty, units released
--- and not yet taken.
+-- Per-call state (see S()): units read and this call's changes per holders key, the slots
+-- whose entry the call changed (`dirty`, a list of their records: Lim.slot), partitions to add,
+-- held sets seen empty, units released and not yet taken.
 local S_, S_call = nil, -1
+-- Each slot's entry as a call knows it: a record per slot kept from call to call and stamped
+-- with the call that read it ({id, call, had = the entry text read or false, shares = its list,
+-- text = its text now, dirty}), so a call that ends and starts jobs on many slots fills no
+-- table slot by slot (growing a table rehashes it at every power of two).
+local W, W_n = {}, 0
 local function S()
   if S_call ~= G.call then
     S_call = G.call
-    S_ = { units = {}, delta = {}, order = {}, shares = {}, text = {}, had = {}, dirty = {},
-      parts = {}, held_empty = {}, pending = {}, absent = {}, indexed = {} }
+    S_ = { units = {}, delta = {}, order = {}, dirty = {}, parts = {}, held_empty = {},
+      pending = {}, absent = {}, indexed = {} }
+    if W_n > 4096 then W, W_n = {}, 0 end
   end
   return S_
 end
 Lim.S = S
+
+-- This call's record of `worker`'s entry (Lim.slot_read makes it), or nil when the call has not
+-- read it.
+function Lim.slot(worker)
+  local w = W[worker]
+  if w and w.call == S_call and S_call == G.call then return w end
+  return nil
+end
+
+-- Records what the call read of `worker`'s entry: its text v (false: none) and its shares.
+function Lim.slot_read(worker, v, list)
+  S()
+  local w = W[worker]
+  if not w then
+    w = { id = worker }
+    W[worker], W_n = w, W_n + 1
+  end
+  w.call, w.had, w.shares, w.text, w.dirty = S_call, v or false, list, v or '', false
+  return w
+end
+
+-- Slot record w now holds `list` (entry text `text`): written by Lim.flush.
+function Lim.slot_set(w, list, text)
+  w.shares, w.text = list, text
+  if not w.dirty then
+    w.dirty = true
+    local d = S_.dirty
+    d[#d + 1] = w
+  end
+end
 local NONE = {}
 -- (The empty list of shares: shared, never changed.)
 Lim.NONE = NONE
@@ -141,7 +177,10 @@ function Lim.for_job(L, P, obj, queue)
       out[#out + 1] = { d, base, part, h = h, hd = base .. ':held' }
     end
   end
-  if memo then memo[class] = out end
+  if memo then
+    memo[class] = out
+    out.kept = true
+  end
   return out
 end
 
@@ -193,11 +232,18 @@ function Lim.check(P, L, ls, class, now_ms)
     due_key = P .. 'resq:held:due'
     DUE[P] = due_key
   end
-  for _, x in ipairs(ls) do
+  local call = G.call
+  for i = 1, #ls do
+    local x = ls[i]
     local d, base = x[1], x[2]
-    local e = G.type_err(x.hd, 'zset') or G.type_err(due_key, 'zset')
-      or (x[3] and G.type_err(Lim.parts_key(P, d), 'set'))
-    if e then return false, e end
+    local e = nil
+    -- (Once per entry and call: the entries of a queue and class are the same for every job.)
+    if x.checked ~= call then
+      e = G.type_err(x.hd, 'zset') or G.type_err(due_key, 'zset')
+        or (x[3] and G.type_err(Lim.parts_key(P, d), 'set'))
+      if e then return false, e end
+      x.checked = call
+    end
     if d.kind == 'concurrency' then
       local used
       used, e = Lim.units(x.h, P)
@@ -244,22 +290,42 @@ end
 -- or a function of `seq_arg` that makes one). Returns nil, or an error text (nothing written)
 -- when the slot's shares are unusable.
 function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
-  local mine, e = Lim.shares_of(P, worker)
-  if not mine then return e end
+  local w, e = Lim.slot_of(P, worker)
+  if not w then return e end
   local s = S()
-  local text, took = s.text[worker] or '', false
-  for _, x in ipairs(ls) do
+  -- The concurrency shares a job of `class` takes under ls: worked out once for a list kept
+  -- for every job of a queue and class (no limit has a key), else per job, as a list already
+  -- taken apart when its text is known.
+  local add = ls.took
+  if not add then
+    local t = ''
+    for i = 1, #ls do
+      local x = ls[i]
+      if x[1].kind == 'concurrency' then t = t .. Lim.share_text(x.h, Lim.weight(x[1], class)) end
+    end
+    local list = Lim.parsed(t)
+    if not list then
+      list = {}
+      for i = 1, #ls do
+        local x = ls[i]
+        if x[1].kind == 'concurrency' then
+          local u = Lim.weight(x[1], class)
+          list[#list + 1] = { x.h, u, Lim.share_text(x.h, u) }
+        end
+      end
+    end
+    add = { text = t, list = list }
+    if ls.kept then ls.took = add end
+  end
+  for i = 1, #ls do
+    local x = ls[i]
     local d, base, part = x[1], x[2], x[3]
     if part then
       local pk = Lim.parts_key(P, d)
       s.parts[pk] = s.parts[pk] or {}
       s.parts[pk][part] = true
     end
-    if d.kind == 'concurrency' then
-      local w = Lim.weight(d, class)
-      s.delta[x.h] = s.delta[x.h] + w
-      text, took = text .. Lim.share_text(x.h, w), true
-    elseif d.kind == 'rate' then
+    if d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
       if d.sliding then
         local z = base .. ':rate'
@@ -274,22 +340,30 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
       end
     end
   end
-  if took then
-    -- The slot's shares: those of an entry text already taken apart (a slot taking the shares
-    -- it just returned writes the text it had), or its list with the new ones.
-    local list = Lim.parsed(text)
-    if not list then
-      list = {}
-      for i = 1, #mine do list[i] = mine[i] end
-      for _, x in ipairs(ls) do
-        if x[1].kind == 'concurrency' then
-          local w = Lim.weight(x[1], class)
-          list[#list + 1] = { x.h, w, Lim.share_text(x.h, w) }
-        end
+  local took = add.list
+  if #took > 0 then
+    local delta = s.delta
+    for i = 1, #took do
+      local sh = took[i]
+      delta[sh[1]] = delta[sh[1]] + sh[2]
+    end
+    -- The slot's shares: the job's own when it held none (it returned them in this call, or
+    -- is new), else its list with the job's added (an entry text already taken apart when
+    -- there is one).
+    local text, list = w.text, nil
+    if text == '' then
+      text, list = add.text, took
+    else
+      local mine = w.shares
+      text = text .. add.text
+      list = Lim.parsed(text)
+      if not list then
+        list = {}
+        for i = 1, #mine do list[i] = mine[i] end
+        for i = 1, #took do list[#list + 1] = took[i] end
       end
     end
-    s.shares[worker], s.text[worker] = list, text
-    s.dirty[worker] = true
+    Lim.slot_set(w, list, text)
   end
   return nil
 end
@@ -310,19 +384,22 @@ function Lim.flush(P)
     s.units[h], s.delta[h], s.absent[h] = s.units[h] + d, 0, nil
   end
   local dels, sets = {}, {}
-  for worker in pairs(s.dirty) do
-    local v = s.text[worker] or ''
+  local dirty = s.dirty
+  for i = 1, #dirty do
+    local w = dirty[i]
+    local v = w.text
     if v ~= '' then
       -- A slot that ended a job and took one under the same limits keeps the same entry.
-      if v ~= s.had[worker] then
-        sets[#sets + 1] = worker
+      if v ~= w.had then
+        sets[#sets + 1] = w.id
         sets[#sets + 1] = v
       end
-      s.had[worker] = v
+      w.had = v
     else
-      if s.had[worker] then dels[#dels + 1] = worker end
-      s.had[worker] = false
+      if w.had then dels[#dels + 1] = w.id end
+      w.had = false
     end
+    w.dirty = false
   end
   s.dirty = {}
   G.each_batch('HDEL', P .. 'resq:sharing', dels, 1)

@@ -167,8 +167,9 @@ Lim.take_fitting = take_fitting
 -- {member, holders key} pairs, or nil and an error text when a key is unusable (nothing
 -- written then). L: the limits in force (nil: none; a limit not in force holds nothing back).
 function Lim.free(P, L, worker)
-  local mine, e = Lim.shares_of(P, worker)
-  if not mine then return nil, e end
+  local w, e = Lim.slot_of(P, worker)
+  if not w then return nil, e end
+  local mine = w.shares
   local s = Lim.S()
   if #mine == 0 then return Lim.NONE end
   for i = 1, #mine do
@@ -198,8 +199,7 @@ function Lim.free(P, L, worker)
       end
     end
   end
-  s.shares[worker], s.text[worker] = Lim.NONE, ''
-  s.dirty[worker] = true
+  Lim.slot_set(w, Lim.NONE, '')
   return released
 end
 

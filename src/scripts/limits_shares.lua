@@ -55,20 +55,25 @@ local function note(key, worker, v)
     list, e = parse_entry(key, worker, v)
     if not list then return nil, e end
   end
-  local s = Lim.S()
-  s.had[worker], s.shares[worker], s.text[worker] = v, list, v or ''
-  return list
+  return Lim.slot_read(worker, v, list)
 end
 
--- The shares `worker` holds now (a list, possibly empty), read once per call; or nil and the
--- error text when `<ns>:resq:sharing` or the entry is unusable.
-function Lim.shares_of(P, worker)
-  local cur = Lim.S().shares[worker]
-  if cur ~= nil then return cur end
+-- This call's record of `worker`'s entry (Lim.slot: its shares now, possibly none), read once
+-- per call; or nil and the error text when `<ns>:resq:sharing` or the entry is unusable.
+function Lim.slot_of(P, worker)
+  local w = Lim.slot(worker)
+  if w then return w end
   local key = P .. 'resq:sharing'
   local v = redis.pcall('HGET', key, worker)
   if type(v) == 'table' then return nil, G.wrongtype_of(key, 'hash') end
   return note(key, worker, v)
+end
+
+-- The shares `worker` holds now (a list, possibly empty); or nil and the error text.
+function Lim.shares_of(P, worker)
+  local w, e = Lim.slot_of(P, worker)
+  if not w then return nil, e end
+  return w.shares
 end
 
 -- Reads the entries of `workers` (slots about to end their jobs) with one HMGET.
@@ -77,9 +82,8 @@ function Lim.prefetch(P, workers)
   if #workers == 0 or #workers > 1000 then return end
   local vs = redis.pcall('HMGET', key, unpack(workers))
   if vs.err then return end
-  local s = Lim.S()
   for i = 1, #workers do
-    if s.shares[workers[i]] == nil then note(key, workers[i], vs[i]) end
+    if not Lim.slot(workers[i]) then note(key, workers[i], vs[i]) end
   end
 end
 
