@@ -62,7 +62,7 @@ end
 
 -- Records what the call read of `worker`'s entry: its text v (false: none) and its shares.
 function Lim.slot_read(worker, v, list)
-  S()
+  if S_call ~= G.call then S() end
   local w = W[worker]
   if not w then
     w = { id = worker }
@@ -226,7 +226,8 @@ end
 -- back); or false and an error text when a key is unusable.
 local DUE = {}
 function Lim.check(P, L, ls, class, now_ms)
-  local pending = S().pending
+  local s = S()
+  local pending, units, delta = s.pending, s.units, s.delta
   local due_key = DUE[P]
   if not due_key then
     due_key = P .. 'resq:held:due'
@@ -245,10 +246,17 @@ function Lim.check(P, L, ls, class, now_ms)
       x.checked = call
     end
     if d.kind == 'concurrency' then
-      local used
-      used, e = Lim.units(x.h, P)
-      if e then return false, e end
-      if used + (pending[x.h] or 0) + Lim.weight(d, class) > d.limit then return x, nil end
+      local h = x.h
+      local used = units[h]
+      if used then
+        used = used + delta[h]
+      else
+        used, e = Lim.units(h, P)
+        if e then return false, e end
+      end
+      if used + (pending[h] or 0) + (d.weights and Lim.weight(d, class) or 1) > d.limit then
+        return x, nil
+      end
     elseif d.kind == 'rate' then
       local blocked, due, re = Lim.rate_full(base, d, now_ms)
       if re then return false, re end

@@ -172,11 +172,14 @@ function Lim.free(P, L, worker)
   local mine = w.shares
   local s = Lim.S()
   if #mine == 0 then return Lim.NONE end
+  local units = s.units
   for i = 1, #mine do
     local h = mine[i][1]
-    local _
-    _, e = Lim.units(h, P)
-    if e then return nil, e end
+    if units[h] == nil then
+      local _
+      _, e = Lim.units(h, P)
+      if e then return nil, e end
+    end
     local hd = held_of(h)
     if s.held_empty[hd] == nil then
       local r = redis.pcall('ZRANGE', hd, 0, 0)

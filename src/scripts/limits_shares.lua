@@ -83,7 +83,18 @@ function Lim.prefetch(P, workers)
   local vs = redis.pcall('HMGET', key, unpack(workers))
   if vs.err then return end
   for i = 1, #workers do
-    if not Lim.slot(workers[i]) then note(key, workers[i], vs[i]) end
+    local worker, v = workers[i], vs[i]
+    if not Lim.slot(worker) then
+      -- (An entry text already taken apart, or none, without a call to take it apart.)
+      local known = v and parsed[v]
+      if known then
+        Lim.slot_read(worker, v, known)
+      elseif not v then
+        Lim.slot_read(worker, false, Lim.NONE)
+      else
+        note(key, worker, v)
+      end
+    end
   end
 end
 
