@@ -36,51 +36,16 @@
 -- whose entry the call changed (`dirty`, a list of their records: Lim.slot), partitions to add,
 -- held sets seen empty, units released and not yet taken.
 local S_, S_call = nil, -1
--- Each slot's entry as a call knows it: a record per slot kept from call to call and stamped
--- with the call that read it ({id, call, had = the entry text read or false, shares = its list,
--- text = its text now, dirty}), so a call that ends and starts jobs on many slots fills no
--- table slot by slot (growing a table rehashes it at every power of two).
-local W, W_n = {}, 0
 local function S()
   if S_call ~= G.call then
     S_call = G.call
     S_ = { units = {}, delta = {}, order = {}, dirty = {}, parts = {}, held_empty = {},
       pending = {}, absent = {}, indexed = {} }
-    if W_n > 4096 then W, W_n = {}, 0 end
   end
   return S_
 end
 Lim.S = S
 
--- This call's record of `worker`'s entry (Lim.slot_read makes it), or nil when the call has not
--- read it.
-function Lim.slot(worker)
-  local w = W[worker]
-  if w and w.call == S_call and S_call == G.call then return w end
-  return nil
-end
-
--- Records what the call read of `worker`'s entry: its text v (false: none) and its shares.
-function Lim.slot_read(worker, v, list)
-  if S_call ~= G.call then S() end
-  local w = W[worker]
-  if not w then
-    w = { id = worker }
-    W[worker], W_n = w, W_n + 1
-  end
-  w.call, w.had, w.shares, w.text, w.dirty = S_call, v or false, list, v or '', false
-  return w
-end
-
--- Slot record w now holds `list` (entry text `text`): written by Lim.flush.
-function Lim.slot_set(w, list, text)
-  w.shares, w.text = list, text
-  if not w.dirty then
-    w.dirty = true
-    local d = S_.dirty
-    d[#d + 1] = w
-  end
-end
 local NONE = {}
 -- (The empty list of shares: shared, never changed.)
 Lim.NONE = NONE

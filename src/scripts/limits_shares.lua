@@ -5,6 +5,47 @@
 --
 -- KEYS / ARGV: none (a module).
 
+-- Each slot's entry as a call knows it: a record per slot kept from call to call and stamped
+-- with the call that read it ({id, call, had = the entry text read or false, shares = its list,
+-- text = its text now, dirty}), so a call that ends and starts jobs on many slots fills no
+-- table slot by slot (growing a table rehashes it at every power of two). Forgotten at the
+-- start of a call once there are many (never during one).
+local W, W_n, W_call = {}, 0, -1
+
+-- This call's record of `worker`'s entry (Lim.slot_read makes it), or nil when the call has not
+-- read it.
+function Lim.slot(worker)
+  local w = W[worker]
+  if w and w.call == G.call then return w end
+  return nil
+end
+
+-- Records what the call read of `worker`'s entry: its text v (false: none) and its shares.
+function Lim.slot_read(worker, v, list)
+  local call = G.call
+  if W_call ~= call then
+    W_call = call
+    if W_n > 4096 then W, W_n = {}, 0 end
+  end
+  local w = W[worker]
+  if not w then
+    w = { id = worker }
+    W[worker], W_n = w, W_n + 1
+  end
+  w.call, w.had, w.shares, w.text, w.dirty = call, v or false, list, v or '', false
+  return w
+end
+
+-- Slot record w now holds `list` (entry text `text`): written by Lim.flush.
+function Lim.slot_set(w, list, text)
+  w.shares, w.text = list, text
+  if not w.dirty then
+    w.dirty = true
+    local d = Lim.S().dirty
+    d[#d + 1] = w
+  end
+end
+
 -- A slot's entry text, taken apart once per text: a list of {holders key, units, text}; nil
 -- and the error text when it is not an entry resq writes.
 local MAX_SHARES, parsed, parsed_n = 1000, {}, 0
