@@ -198,17 +198,17 @@ function Lim.check(P, L, ls, class, now_ms)
     due_key = P .. 'resq:held:due'
     DUE[P] = due_key
   end
-  local call = G.call
+  -- (The entries of a list kept for every job of a queue and class are checked once a call.)
+  local call, kept = G.call, ls.kept
   for i = 1, #ls do
     local x = ls[i]
     local d, base = x[1], x[2]
     local e = nil
-    -- (Once per entry and call: the entries of a queue and class are the same for every job.)
-    if x.checked ~= call then
+    if not kept or x.checked ~= call then
       e = G.type_err(x.hd, 'zset') or G.type_err(due_key, 'zset')
         or (x[3] and G.type_err(Lim.parts_key(P, d), 'set'))
       if e then return false, e end
-      x.checked = call
+      if kept then x.checked = call end
     end
     if d.kind == 'concurrency' then
       local h = x.h
@@ -266,30 +266,11 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
   local w, e = Lim.slot_of(P, worker)
   if not w then return e end
   local s = S()
-  -- The concurrency shares a job of `class` takes under ls: worked out once for a list kept
-  -- for every job of a queue and class (no limit has a key), else per job, as a list already
-  -- taken apart when its text is known.
-  local add = ls.took
-  if not add then
-    local t = ''
-    for i = 1, #ls do
-      local x = ls[i]
-      if x[1].kind == 'concurrency' then t = t .. Lim.share_text(x.h, Lim.weight(x[1], class)) end
-    end
-    local list = Lim.parsed(t)
-    if not list then
-      list = {}
-      for i = 1, #ls do
-        local x = ls[i]
-        if x[1].kind == 'concurrency' then
-          local u = Lim.weight(x[1], class)
-          list[#list + 1] = { x.h, u, Lim.share_text(x.h, u) }
-        end
-      end
-    end
-    add = { text = t, list = list }
-    if ls.kept then ls.took = add end
-  end
+  -- The concurrency shares a job of `class` takes under ls (their text and list): kept with a
+  -- list kept for every job of a queue and class (no limit has a key), else made here.
+  local kept = ls.took
+  local took, took_text = nil, ''
+  if kept then took, took_text = kept.list, kept.text end
   for i = 1, #ls do
     local x = ls[i]
     local d, base, part = x[1], x[2], x[3]
@@ -298,7 +279,9 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
       s.parts[pk] = s.parts[pk] or {}
       s.parts[pk][part] = true
     end
-    if d.kind == 'rate' then
+    if d.kind == 'concurrency' then
+      if not kept then took_text = took_text .. Lim.share_text(x.h, Lim.weight(d, class)) end
+    elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
       if d.sliding then
         local z = base .. ':rate'
@@ -313,7 +296,21 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
       end
     end
   end
-  local took = add.list
+  if not took then
+    -- (A text already taken apart gives its list.)
+    took = Lim.parsed(took_text)
+    if not took then
+      took = {}
+      for i = 1, #ls do
+        local x = ls[i]
+        if x[1].kind == 'concurrency' then
+          local u = Lim.weight(x[1], class)
+          took[#took + 1] = { x.h, u, Lim.share_text(x.h, u) }
+        end
+      end
+    end
+    if ls.kept then ls.took = { text = took_text, list = took } end
+  end
   if #took > 0 then
     local delta = s.delta
     for i = 1, #took do
@@ -325,10 +322,10 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
     -- there is one).
     local text, list = w.text, nil
     if text == '' then
-      text, list = add.text, took
+      text, list = took_text, took
     else
       local mine = w.shares
-      text = text .. add.text
+      text = text .. took_text
       list = Lim.parsed(text)
       if not list then
         list = {}
