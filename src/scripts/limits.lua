@@ -305,7 +305,7 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
         local x = ls[i]
         if x[1].kind == 'concurrency' then
           local u = Lim.weight(x[1], class)
-          took[#took + 1] = { x.h, u, Lim.share_text(x.h, u) }
+          took[#took + 1] = { x.h, u, Lim.share_text(x.h, u), x.hd }
         end
       end
     end

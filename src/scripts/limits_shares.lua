@@ -63,7 +63,9 @@ local function parse_entry(key, worker, v)
       return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
         .. string.format('%q', string.sub(v, 1, 60)) .. why
     end
-    known[#known + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
+    local h = string.sub(v, j, j + n - 1)
+    -- (The held set of the same base as the sum, made once per text.)
+    known[#known + 1] = { h, tonumber(u), string.sub(v, i, j + n - 1), string.sub(h, 1, -9) .. ':held' }
     i = j + n
   end
   if parsed_n > 4096 then parsed, parsed_n = {}, 0 end
@@ -102,8 +104,8 @@ end
 -- This call's record of `worker`'s entry (Lim.slot: its shares now, possibly none), read once
 -- per call; or nil and the error text when `<ns>:resq:sharing` or the entry is unusable.
 function Lim.slot_of(P, worker)
-  local w = Lim.slot(worker)
-  if w then return w end
+  local w = W[worker]
+  if w and w.call == G.call then return w end
   local key = P .. 'resq:sharing'
   local v = redis.pcall('HGET', key, worker)
   if type(v) == 'table' then return nil, G.wrongtype_of(key, 'hash') end
@@ -123,9 +125,11 @@ function Lim.prefetch(P, workers)
   if #workers == 0 or #workers > 1000 then return end
   local vs = redis.pcall('HMGET', key, unpack(workers))
   if vs.err then return end
+  local call = G.call
   for i = 1, #workers do
     local worker, v = workers[i], vs[i]
-    if not Lim.slot(worker) then
+    local w = W[worker]
+    if not (w and w.call == call) then
       -- (An entry text already taken apart, or none, without a call to take it apart.)
       local known = v and parsed[v]
       if known then
