@@ -32,19 +32,20 @@
 --
 -- KEYS / ARGV: none (a module).
 
--- Per-call state (see S()): units read and this call's changes per holders key, the shares of
--- each slot the call read or changed, partitions to add, held sets seen empty, units released
--- and not yet taken.
+-- Per-call state (see S()): units read and this call's changes per holders key, the slots
+-- whose entry the call changed (`dirty`, a list of their records: Lim.slot), partitions to add,
+-- held sets seen empty, units released and not yet taken.
 local S_, S_call = nil, -1
 local function S()
   if S_call ~= G.call then
     S_call = G.call
-    S_ = { units = {}, delta = {}, order = {}, shares = {}, text = {}, had = {}, dirty = {},
-      parts = {}, held_empty = {}, pending = {}, absent = {}, indexed = {} }
+    S_ = { units = {}, delta = {}, order = {}, dirty = {}, parts = {}, held_empty = {},
+      pending = {}, absent = {}, indexed = {} }
   end
   return S_
 end
 Lim.S = S
+
 local NONE = {}
 -- (The empty list of shares: shared, never changed.)
 Lim.NONE = NONE
@@ -141,7 +142,10 @@ function Lim.for_job(L, P, obj, queue)
       out[#out + 1] = { d, base, part, h = h, hd = base .. ':held' }
     end
   end
-  if memo then memo[class] = out end
+  if memo then
+    memo[class] = out
+    out.kept = true
+  end
   return out
 end
 
@@ -187,22 +191,37 @@ end
 -- back); or false and an error text when a key is unusable.
 local DUE = {}
 function Lim.check(P, L, ls, class, now_ms)
-  local pending = S().pending
+  local s = S()
+  local pending, units, delta = s.pending, s.units, s.delta
   local due_key = DUE[P]
   if not due_key then
     due_key = P .. 'resq:held:due'
     DUE[P] = due_key
   end
-  for _, x in ipairs(ls) do
+  -- (The entries of a list kept for every job of a queue and class are checked once a call.)
+  local call, kept = G.call, ls.kept
+  for i = 1, #ls do
+    local x = ls[i]
     local d, base = x[1], x[2]
-    local e = G.type_err(x.hd, 'zset') or G.type_err(due_key, 'zset')
-      or (x[3] and G.type_err(Lim.parts_key(P, d), 'set'))
-    if e then return false, e end
-    if d.kind == 'concurrency' then
-      local used
-      used, e = Lim.units(x.h, P)
+    local e = nil
+    if not kept or x.checked ~= call then
+      e = G.type_err(x.hd, 'zset') or G.type_err(due_key, 'zset')
+        or (x[3] and G.type_err(Lim.parts_key(P, d), 'set'))
       if e then return false, e end
-      if used + (pending[x.h] or 0) + Lim.weight(d, class) > d.limit then return x, nil end
+      if kept then x.checked = call end
+    end
+    if d.kind == 'concurrency' then
+      local h = x.h
+      local used = units[h]
+      if used then
+        used = used + delta[h]
+      else
+        used, e = Lim.units(h, P)
+        if e then return false, e end
+      end
+      if used + (pending[h] or 0) + (d.weights and Lim.weight(d, class) or 1) > d.limit then
+        return x, nil
+      end
     elseif d.kind == 'rate' then
       local blocked, due, re = Lim.rate_full(base, d, now_ms)
       if re then return false, re end
@@ -244,11 +263,16 @@ end
 -- or a function of `seq_arg` that makes one). Returns nil, or an error text (nothing written)
 -- when the slot's shares are unusable.
 function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
-  local mine, e = Lim.shares_of(P, worker)
-  if not mine then return e end
+  local w, e = Lim.slot_of(P, worker)
+  if not w then return e end
   local s = S()
-  local text, took = s.text[worker] or '', false
-  for _, x in ipairs(ls) do
+  -- The concurrency shares a job of `class` takes under ls (their text and list): kept with a
+  -- list kept for every job of a queue and class (no limit has a key), else made here.
+  local kept = ls.took
+  local took, took_text = nil, ''
+  if kept then took, took_text = kept.list, kept.text end
+  for i = 1, #ls do
+    local x = ls[i]
     local d, base, part = x[1], x[2], x[3]
     if part then
       local pk = Lim.parts_key(P, d)
@@ -256,9 +280,7 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
       s.parts[pk][part] = true
     end
     if d.kind == 'concurrency' then
-      local w = Lim.weight(d, class)
-      s.delta[x.h] = s.delta[x.h] + w
-      text, took = text .. Lim.share_text(x.h, w), true
+      if not kept then took_text = took_text .. Lim.share_text(x.h, Lim.weight(d, class)) end
     elseif d.kind == 'rate' then
       local iv = math.max(1, tonumber(d.interval_ms) or 1000)
       if d.sliding then
@@ -274,22 +296,44 @@ function Lim.admit(P, ls, class, worker, now_ms, seq, seq_arg)
       end
     end
   end
-  if took then
-    -- The slot's shares: those of an entry text already taken apart (a slot taking the shares
-    -- it just returned writes the text it had), or its list with the new ones.
-    local list = Lim.parsed(text)
-    if not list then
-      list = {}
-      for i = 1, #mine do list[i] = mine[i] end
-      for _, x in ipairs(ls) do
+  if not took then
+    -- (A text already taken apart gives its list.)
+    took = Lim.parsed(took_text)
+    if not took then
+      took = {}
+      for i = 1, #ls do
+        local x = ls[i]
         if x[1].kind == 'concurrency' then
-          local w = Lim.weight(x[1], class)
-          list[#list + 1] = { x.h, w, Lim.share_text(x.h, w) }
+          local u = Lim.weight(x[1], class)
+          took[#took + 1] = { x.h, u, Lim.share_text(x.h, u), x.hd }
         end
       end
     end
-    s.shares[worker], s.text[worker] = list, text
-    s.dirty[worker] = true
+    if ls.kept then ls.took = { text = took_text, list = took } end
+  end
+  if #took > 0 then
+    local delta = s.delta
+    for i = 1, #took do
+      local sh = took[i]
+      delta[sh[1]] = delta[sh[1]] + sh[2]
+    end
+    -- The slot's shares: the job's own when it held none (it returned them in this call, or
+    -- is new), else its list with the job's added (an entry text already taken apart when
+    -- there is one).
+    local text, list = w.text, nil
+    if text == '' then
+      text, list = took_text, took
+    else
+      local mine = w.shares
+      text = text .. took_text
+      list = Lim.parsed(text)
+      if not list then
+        list = {}
+        for i = 1, #mine do list[i] = mine[i] end
+        for i = 1, #took do list[#list + 1] = took[i] end
+      end
+    end
+    Lim.slot_set(w, list, text)
   end
   return nil
 end
@@ -310,19 +354,22 @@ function Lim.flush(P)
     s.units[h], s.delta[h], s.absent[h] = s.units[h] + d, 0, nil
   end
   local dels, sets = {}, {}
-  for worker in pairs(s.dirty) do
-    local v = s.text[worker] or ''
+  local dirty = s.dirty
+  for i = 1, #dirty do
+    local w = dirty[i]
+    local v = w.text
     if v ~= '' then
       -- A slot that ended a job and took one under the same limits keeps the same entry.
-      if v ~= s.had[worker] then
-        sets[#sets + 1] = worker
+      if v ~= w.had then
+        sets[#sets + 1] = w.id
         sets[#sets + 1] = v
       end
-      s.had[worker] = v
+      w.had = v
     else
-      if s.had[worker] then dels[#dels + 1] = worker end
-      s.had[worker] = false
+      if w.had then dels[#dels + 1] = w.id end
+      w.had = false
     end
+    w.dirty = false
   end
   s.dirty = {}
   G.each_batch('HDEL', P .. 'resq:sharing', dels, 1)

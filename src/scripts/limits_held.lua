@@ -167,28 +167,35 @@ Lim.take_fitting = take_fitting
 -- {member, holders key} pairs, or nil and an error text when a key is unusable (nothing
 -- written then). L: the limits in force (nil: none; a limit not in force holds nothing back).
 function Lim.free(P, L, worker)
-  local mine, e = Lim.shares_of(P, worker)
-  if not mine then return nil, e end
+  local w, e = Lim.slot_of(P, worker)
+  if not w then return nil, e end
+  local mine = w.shares
   local s = Lim.S()
   if #mine == 0 then return Lim.NONE end
+  local units, empty = s.units, s.held_empty
   for i = 1, #mine do
-    local h = mine[i][1]
-    local _
-    _, e = Lim.units(h, P)
-    if e then return nil, e end
-    local hd = held_of(h)
-    if s.held_empty[hd] == nil then
+    local sh = mine[i]
+    local h = sh[1]
+    if units[h] == nil then
+      local _
+      _, e = Lim.units(h, P)
+      if e then return nil, e end
+    end
+    local hd = sh[4] or held_of(h)
+    if empty[hd] == nil then
       local r = redis.pcall('ZRANGE', hd, 0, 0)
       if r.err then return nil, G.wrongtype_of(hd, 'zset') end
       s.held_empty[hd] = r[1] == nil
     end
   end
   local released = Lim.NONE
+  local delta = s.delta
   for i = 1, #mine do
-    local h = mine[i][1]
-    s.delta[h] = s.delta[h] - mine[i][2]
-    local hd = held_of(h)
-    if not s.held_empty[hd] then
+    local sh = mine[i]
+    local h = sh[1]
+    delta[h] = delta[h] - sh[2]
+    local hd = sh[4] or held_of(h)
+    if not empty[hd] then
       local _, _, name = Lim.member(redis.call('ZRANGE', hd, 0, 0)[1] or '')
       local d = L and L.by_name[name]
       local cap = d and d.limit or math.huge
@@ -198,8 +205,7 @@ function Lim.free(P, L, worker)
       end
     end
   end
-  s.shares[worker], s.text[worker] = Lim.NONE, ''
-  s.dirty[worker] = true
+  Lim.slot_set(w, Lim.NONE, '')
   return released
 end
 

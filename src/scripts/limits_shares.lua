@@ -5,6 +5,47 @@
 --
 -- KEYS / ARGV: none (a module).
 
+-- Each slot's entry as a call knows it: a record per slot kept from call to call and stamped
+-- with the call that read it ({id, call, had = the entry text read or false, shares = its list,
+-- text = its text now, dirty}), so a call that ends and starts jobs on many slots fills no
+-- table slot by slot (growing a table rehashes it at every power of two). Forgotten at the
+-- start of a call once there are many (never during one).
+local W, W_n, W_call = {}, 0, -1
+
+-- This call's record of `worker`'s entry (Lim.slot_read makes it), or nil when the call has not
+-- read it.
+function Lim.slot(worker)
+  local w = W[worker]
+  if w and w.call == G.call then return w end
+  return nil
+end
+
+-- Records what the call read of `worker`'s entry: its text v (false: none) and its shares.
+function Lim.slot_read(worker, v, list)
+  local call = G.call
+  if W_call ~= call then
+    W_call = call
+    if W_n > 4096 then W, W_n = {}, 0 end
+  end
+  local w = W[worker]
+  if not w then
+    w = { id = worker }
+    W[worker], W_n = w, W_n + 1
+  end
+  w.call, w.had, w.shares, w.text, w.dirty = call, v or false, list, v or '', false
+  return w
+end
+
+-- Slot record w now holds `list` (entry text `text`): written by Lim.flush.
+function Lim.slot_set(w, list, text)
+  w.shares, w.text = list, text
+  if not w.dirty then
+    w.dirty = true
+    local d = Lim.S().dirty
+    d[#d + 1] = w
+  end
+end
+
 -- A slot's entry text, taken apart once per text: a list of {holders key, units, text}; nil
 -- and the error text when it is not an entry resq writes.
 local MAX_SHARES, parsed, parsed_n = 1000, {}, 0
@@ -22,7 +63,9 @@ local function parse_entry(key, worker, v)
       return nil, 'BADSHARES ' .. key .. ' field ' .. worker .. ' holds '
         .. string.format('%q', string.sub(v, 1, 60)) .. why
     end
-    known[#known + 1] = { string.sub(v, j, j + n - 1), tonumber(u), string.sub(v, i, j + n - 1) }
+    local h = string.sub(v, j, j + n - 1)
+    -- (The held set of the same base as the sum, made once per text.)
+    known[#known + 1] = { h, tonumber(u), string.sub(v, i, j + n - 1), string.sub(h, 1, -9) .. ':held' }
     i = j + n
   end
   if parsed_n > 4096 then parsed, parsed_n = {}, 0 end
@@ -55,20 +98,25 @@ local function note(key, worker, v)
     list, e = parse_entry(key, worker, v)
     if not list then return nil, e end
   end
-  local s = Lim.S()
-  s.had[worker], s.shares[worker], s.text[worker] = v, list, v or ''
-  return list
+  return Lim.slot_read(worker, v, list)
 end
 
--- The shares `worker` holds now (a list, possibly empty), read once per call; or nil and the
--- error text when `<ns>:resq:sharing` or the entry is unusable.
-function Lim.shares_of(P, worker)
-  local cur = Lim.S().shares[worker]
-  if cur ~= nil then return cur end
+-- This call's record of `worker`'s entry (Lim.slot: its shares now, possibly none), read once
+-- per call; or nil and the error text when `<ns>:resq:sharing` or the entry is unusable.
+function Lim.slot_of(P, worker)
+  local w = W[worker]
+  if w and w.call == G.call then return w end
   local key = P .. 'resq:sharing'
   local v = redis.pcall('HGET', key, worker)
   if type(v) == 'table' then return nil, G.wrongtype_of(key, 'hash') end
   return note(key, worker, v)
+end
+
+-- The shares `worker` holds now (a list, possibly empty); or nil and the error text.
+function Lim.shares_of(P, worker)
+  local w, e = Lim.slot_of(P, worker)
+  if not w then return nil, e end
+  return w.shares
 end
 
 -- Reads the entries of `workers` (slots about to end their jobs) with one HMGET.
@@ -77,9 +125,21 @@ function Lim.prefetch(P, workers)
   if #workers == 0 or #workers > 1000 then return end
   local vs = redis.pcall('HMGET', key, unpack(workers))
   if vs.err then return end
-  local s = Lim.S()
+  local call = G.call
   for i = 1, #workers do
-    if s.shares[workers[i]] == nil then note(key, workers[i], vs[i]) end
+    local worker, v = workers[i], vs[i]
+    local w = W[worker]
+    if not (w and w.call == call) then
+      -- (An entry text already taken apart, or none, without a call to take it apart.)
+      local known = v and parsed[v]
+      if known then
+        Lim.slot_read(worker, v, known)
+      elseif not v then
+        Lim.slot_read(worker, false, Lim.NONE)
+      else
+        note(key, worker, v)
+      end
+    end
   end
 end
 

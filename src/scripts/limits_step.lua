@@ -33,6 +33,7 @@ function Lim.step_free(X, sl)
     Frame.problem(X, sl.id .. ' ' .. e)
     return
   end
+  if rel == Lim.NONE then return end
   for _, r in ipairs(rel) do
     X.released = X.released or {}
     X.released[#X.released + 1] = r
