@@ -1151,7 +1151,7 @@ mod flow_scenarios {
                                 ("attempts", "1"),
                             ],
                         )
-                        .zadd(keys.running(), JOB, 1)
+                        .sadd(keys.runs(), JOB)
                         .set(keys.job_key("lk"), JOB)
                         .hset_multiple(
                             keys.batch("b1"),
@@ -1165,8 +1165,9 @@ mod flow_scenarios {
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
                     let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JobLost {
-                        running: keys.running(),
+                        runs: keys.runs(),
                         workers: keys.workers(),
+                        running: keys.running(),
                         prefix: keys.prefix(),
                         now_ms: 1000,
                         ttl_s: 60,
@@ -1184,8 +1185,9 @@ mod flow_scenarios {
             }),
             keys: Box::new(|k| {
                 vec![
-                    (k.running(), Kind::Zset),
+                    (k.runs(), Kind::Set),
                     (k.workers(), Kind::Set),
+                    (k.running(), Kind::Zset),
                     (k.job_record(JOB), Kind::Hash),
                     (k.job_key("lk"), Kind::Str),
                     (k.job_state("failed"), Kind::Zset),
@@ -1198,7 +1200,7 @@ mod flow_scenarios {
                 let rec = after.iter().find(|(k, _)| k.ends_with(JOB));
                 let running = after
                     .iter()
-                    .any(|(k, v)| k.ends_with(":resq:running") && v.contains(JOB));
+                    .any(|(k, v)| k.ends_with(":resq:runs") && v.contains(JOB));
                 if let Some((_, v)) = rec {
                     if v.starts_with("hash:") {
                         // Ended, or (its worker record of another type says nothing) left
