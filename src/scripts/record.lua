@@ -270,8 +270,7 @@ function Rec.finish(P, spec, now, only_working, owner)
     return nil
   end
   if batch or cur[5] then
-    problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5] }, tonumber(now))
-      or problem
+    problem = Flow.member_final(P, id, state, batch, cur[5], tonumber(now)) or problem
   end
   return state, problem
 end
