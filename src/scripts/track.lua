@@ -92,10 +92,10 @@ local function count_final(X, state)
   X.finals[state] = (X.finals[state] or 0) + 1
 end
 
--- The call ends a job of resq's own: its batch's counts are held for the end of the call
--- (workflow.lua's Flow.hold_ends; counted by Track.sweep).
+-- The call ends a job of resq's own: when it carries more than one slot, its batch's counts
+-- are held for the end of the call (workflow.lua's Flow.hold_ends; counted by Track.sweep).
 local function holding(X)
-  if not X.holding then
+  if not X.holding and X.n > 1 then
     X.holding = true
     Flow.hold_ends()
   end
