@@ -241,7 +241,13 @@ function Rec.finish(P, spec, now, only_working, owner)
   local id, state, ttl = sub(spec, 3, e1 - 1), sub(spec, e3 + 1, e4 - 1), sub(spec, e4 + 1, e5 - 1)
   local result, err = sub(spec, e5 + 1, e6 - 1), sub(spec, e6 + 1)
   local rk = P .. 'resq:job:' .. id
-  local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters', 'worker')
+  -- (The worker only for an owner's end: each field read costs a scan of the record.)
+  local cur
+  if owner then
+    cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters', 'worker')
+  else
+    cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters')
+  end
   if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
   if not cur[1] then
     redis.pcall('SREM', P .. 'resq:runs', id)
