@@ -331,8 +331,14 @@ impl Keys {
         format!("{}resq:unsettled", self.prefix)
     }
 
-    /// `<ns>:resq:running` — ids of the tracked jobs whose record says working, by when their run
-    /// started (epoch ms): the prune round ends those whose worker is gone (`job_lost.lua`).
+    /// `<ns>:resq:runs` — the set of ids of the tracked jobs whose record says working: the
+    /// prune round ends those whose worker is gone (`job_lost.lua`).
+    pub(crate) fn runs(&self) -> String {
+        format!("{}resq:runs", self.prefix)
+    }
+
+    /// `<ns>:resq:running` — the same ids as [`Keys::runs`] in a zset by start time (epoch ms),
+    /// as builds up to `e305657` kept them; the prune round moves what is left in it to the set.
     pub(crate) fn running(&self) -> String {
         format!("{}resq:running", self.prefix)
     }

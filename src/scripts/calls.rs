@@ -667,15 +667,16 @@ builders! {
     /// Runs someone else ended, ended (a prune round's page of running jobs).
     JobLost<'a> = JOB_LOST in "job_lost.lua" {
         keys {
-            running: String => "<ns>:resq:running",
+            runs: String => "<ns>:resq:runs",
             workers: String => "<ns>:workers",
+            running: String => "<ns>:resq:running",
         }
         argv {
             prefix: &'a str => "the namespace prefix '<ns>:'",
             now_ms: i64 => "now in epoch ms",
             ttl_s: u64 => "seconds a finished",
-            from: u64 => "the rank to start at",
-            most: u64 => "most entries looked at",
+            from: u64 => "the cursor to go on from",
+            most: u64 => "about how many entries to look at",
         }
     }
 

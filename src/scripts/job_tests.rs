@@ -113,7 +113,7 @@ pub(super) fn job_start() -> Scenario {
         keys: Box::new(|k| {
             vec![
                 (k.job_record(JOB), Kind::Hash),
-                (k.running(), Kind::Zset),
+                (k.runs(), Kind::Set),
                 (k.unended(), Kind::Zset),
             ]
         }),

@@ -9,10 +9,12 @@
 --                              delayed set), so no index is kept for those
 --   P..'resq:tag:'..tag        ids carrying the tag, by when they were enqueued (ms)
 --   P..'resq:jobkey:'..key     the id of the unfinished job enqueued under that job key
---   P..'resq:running'          ids of jobs whose record says working, by when their run
---                              started (ms): written by the call that starts a run, removed by
---                              the one that ends it, read by the prune round to find runs ended
---                              by someone else (job_lost.lua)
+--   P..'resq:runs'             the set of ids of jobs whose record says working: added by the
+--                              call that starts a run, removed by the one that ends it, read by
+--                              the prune round to find runs ended by someone else (job_lost.lua).
+--                              A set, not a zset by start time: SADD and SREM cost the same
+--                              whatever its size, where a small zset's ZADD reads every score
+--                              in it (docs/performance.md, "The job path")
 --   P..'resq:unended'          ids of jobs that have not ended, by when they were entered or
 --                              last looked at (ms): entered by the call that makes a record
 --                              (or makes a finished one live again), removed by the end,
@@ -121,8 +123,8 @@ end
 --     its job key `o.key` freed;
 --   from a final state to another: PERSIST, out of P..'resq:jobs:'..from, its job key
 --     `o.key` taken again unless another job holds it;
---   to working: listed in P..'resq:running' (by now); an unfinished record that moves to any
---     other state leaves it;
+--   to working: in P..'resq:runs'; an unfinished record that moves to any other state leaves
+--     it;
 --   to waiting: listed in P..'resq:jobs:waiting' (by now); from waiting: out of it.
 -- The caller proved the record a hash (or absent: a new one); `o.pcall` when it did not (the
 -- writes then do nothing on a key of another type). Index writes never raise. Returns the
@@ -142,9 +144,9 @@ function Rec.set_state(P, id, from, to, now, fields, o)
   write('HSET', rk, unpack(s, 1, k))
   if to == 'working' then
     -- (A running index of another type is named by the prune round, job_lost.lua.)
-    redis.pcall('ZADD', P .. 'resq:running', now, id)
+    redis.pcall('SADD', P .. 'resq:runs', id)
   elseif from and not FINAL[from] then
-    redis.pcall('ZREM', P .. 'resq:running', id)
+    redis.pcall('SREM', P .. 'resq:runs', id)
   end
   if to == 'waiting' and from ~= 'waiting' then
     redis.pcall('ZADD', P .. 'resq:jobs:waiting', now, id)
@@ -239,10 +241,16 @@ function Rec.finish(P, spec, now, only_working, owner)
   local id, state, ttl = sub(spec, 3, e1 - 1), sub(spec, e3 + 1, e4 - 1), sub(spec, e4 + 1, e5 - 1)
   local result, err = sub(spec, e5 + 1, e6 - 1), sub(spec, e6 + 1)
   local rk = P .. 'resq:job:' .. id
-  local cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters', 'worker')
+  -- (The worker only for an owner's end: each field read costs a scan of the record.)
+  local cur
+  if owner then
+    cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters', 'worker')
+  else
+    cur = redis.pcall('HMGET', rk, 'state', 'attempts', 'key', 'batch', 'waiters')
+  end
   if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
   if not cur[1] then
-    redis.pcall('ZREM', P .. 'resq:running', id)
+    redis.pcall('SREM', P .. 'resq:runs', id)
     return nil, id .. ' has no record (' .. rk .. ')'
   end
   if FINAL[cur[1]] or (only_working and cur[1] ~= 'working') then return nil end
@@ -268,8 +276,7 @@ function Rec.finish(P, spec, now, only_working, owner)
     return nil
   end
   if batch or cur[5] then
-    problem = Flow.after_final(P, id, state, { batch = batch, waiters = cur[5] }, tonumber(now))
-      or problem
+    problem = Flow.member_final(P, id, state, batch, cur[5], tonumber(now)) or problem
   end
   return state, problem
 end

@@ -75,7 +75,7 @@ local function reset(X, C, KEYS, ARGV)
   X.gets, X.processed_err, X.failed_err = false, 0, 0
   X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
   X.released, X.released_at, X.more_released, X.seq_n = false, false, false, false
-  X.finals, X.status_finals, X.ends = false, false, false
+  X.finals, X.status_finals, X.ends, X.holding = false, false, false, false
 end
 
 -- A problem to report: a record or a limit that could not be written while the job moved.
@@ -156,7 +156,7 @@ local function step(KEYS, ARGV)
   if X.processed > 0 then rcall('INCRBY', KEYS[1], G.num(X.processed)) end
   if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', G.num(X.failed)) end
   if X.limits_touched then Lim.flush(X.P) end
-  if X.finals or X.status_finals then Track.sweep(X) end
+  if X.finals or X.status_finals or X.holding then Track.sweep(X) end
   OUT[k + 1] = X.qflags or ''
   OUT[k + 2] = X.problems and G.lines(X.problems) or ''
   OUT[k + 3] = X.earliest and tostring(X.earliest) or ''

@@ -542,6 +542,102 @@ mod step_scenarios {
         );
         assert_eq!(con.llen::<_, usize>(keys.queue("q")).await.unwrap(), 2);
     }
+
+    /// Members of one batch ended in one call are counted in it when the call closes, all
+    /// together (workflow.lua's Flow.hold_ends): the counts are exact, each callback fires
+    /// once, and a member whose end another call already counted is not counted again.
+    #[tokio::test]
+    async fn members_ended_in_one_call_are_counted_together_once() {
+        let mut con = testing::con().await;
+        let ns = testing::namespace("step-members");
+        let keys = Keys::new(&ns);
+        let queues = Arc::new(QueueKeys::new(&keys, &["q".to_string()]));
+        let _: () = con
+            .hset_multiple(
+                keys.batch("b1"),
+                &[
+                    ("total", "4"),
+                    ("pending", "4"),
+                    ("unsucceeded", "4"),
+                    ("failed", "0"),
+                    ("queue", "cb"),
+                    ("on_complete", r#"{"class":"Done","args":[]}"#),
+                    ("on_success", r#"{"class":"Won","args":[]}"#),
+                    ("on_death", r#"{"class":"Dead","args":[]}"#),
+                ],
+            )
+            .await
+            .unwrap();
+        // Four members running on four slots; the first already counted attempted and
+        // succeeded by an earlier end (run again by hand), so this end counts nothing new.
+        let mut items = Vec::new();
+        for i in 0..4 {
+            let id = format!("{i:032x}");
+            let slot = format!("h~resq:1-{i}:q");
+            let _: () = con
+                .hset_multiple(
+                    keys.job_record(&id),
+                    &[
+                        ("state", "working"),
+                        ("attempts", "1"),
+                        ("worker", slot.as_str()),
+                        ("batch", "b1"),
+                    ],
+                )
+                .await
+                .unwrap();
+            let rec = record(
+                "q",
+                &format!(r#"{{"class":"A","args":[],"resq_id":"{id}"}}"#),
+            );
+            let _: () = con.set(keys.worker(&slot), &rec).await.unwrap();
+            let stepper = Arc::new(Stepper::new(&keys, &slot, true));
+            let state = if i == 3 { "killed" } else { "completed" };
+            let done = Completion::Success {
+                job: JobRef::Record(rec.into_bytes()),
+                track: Some(format!("r\n{id}\n1\n\n{state}\n60\n\n")),
+                ends: None,
+            };
+            items.push(StepRequest::new(stepper, Some(done), false, &queues));
+        }
+        let first = format!("{:032x}", 0);
+        let _: () = con
+            .hset_multiple(
+                keys.job_record(&first),
+                &[("attempted", "1"), ("succeeded", "1")],
+            )
+            .await
+            .unwrap();
+        let _: () = con
+            .hset_multiple(keys.batch("b1"), &[("pending", "3"), ("unsucceeded", "3")])
+            .await
+            .unwrap();
+        let out = call_step(&mut con, &queues, &items, "").await.unwrap();
+        assert!(out.replies.iter().all(|r| r.applied), "{:?}", out.replies);
+        assert!(
+            out.tracking_problems.is_empty(),
+            "{:?}",
+            out.tracking_problems
+        );
+        let b: std::collections::HashMap<String, String> =
+            con.hgetall(keys.batch("b1")).await.unwrap();
+        assert_eq!(b["pending"], "0", "{b:?}");
+        assert_eq!(
+            b["unsucceeded"], "1",
+            "the killed member never succeeds: {b:?}"
+        );
+        assert_eq!(b["failed"], "1", "{b:?}");
+        let cb: Vec<String> = con.lrange(keys.queue("cb"), 0, -1).await.unwrap();
+        assert_eq!(cb.len(), 2, "complete and death, once each: {cb:?}");
+        assert!(cb.iter().any(|p| p.contains("Done")) && cb.iter().any(|p| p.contains("Dead")));
+        for i in 0..4 {
+            let rec: std::collections::HashMap<String, String> = con
+                .hgetall(keys.job_record(&format!("{i:032x}")))
+                .await
+                .unwrap();
+            assert_eq!(rec["attempted"], "1", "{rec:?}");
+        }
+    }
 }
 
 mod other_scenarios {
@@ -1151,7 +1247,7 @@ mod flow_scenarios {
                                 ("attempts", "1"),
                             ],
                         )
-                        .zadd(keys.running(), JOB, 1)
+                        .sadd(keys.runs(), JOB)
                         .set(keys.job_key("lk"), JOB)
                         .hset_multiple(
                             keys.batch("b1"),
@@ -1165,8 +1261,9 @@ mod flow_scenarios {
             run: Box::new(|mut con, keys| {
                 Box::pin(async move {
                     let r: redis::RedisResult<(u64, u64, u64, String)> = crate::scripts::JobLost {
-                        running: keys.running(),
+                        runs: keys.runs(),
                         workers: keys.workers(),
+                        running: keys.running(),
                         prefix: keys.prefix(),
                         now_ms: 1000,
                         ttl_s: 60,
@@ -1184,8 +1281,9 @@ mod flow_scenarios {
             }),
             keys: Box::new(|k| {
                 vec![
-                    (k.running(), Kind::Zset),
+                    (k.runs(), Kind::Set),
                     (k.workers(), Kind::Set),
+                    (k.running(), Kind::Zset),
                     (k.job_record(JOB), Kind::Hash),
                     (k.job_key("lk"), Kind::Str),
                     (k.job_state("failed"), Kind::Zset),
@@ -1198,7 +1296,7 @@ mod flow_scenarios {
                 let rec = after.iter().find(|(k, _)| k.ends_with(JOB));
                 let running = after
                     .iter()
-                    .any(|(k, v)| k.ends_with(":resq:running") && v.contains(JOB));
+                    .any(|(k, v)| k.ends_with(":resq:runs") && v.contains(JOB));
                 if let Some((_, v)) = rec {
                     if v.starts_with("hash:") {
                         // Ended, or (its worker record of another type says nothing) left

@@ -1,7 +1,8 @@
 -- track.lua (module Track): a step's tracked jobs — the hooks finish.lua and reserve.lua call
 -- only for a job that is tracked (resq's own record, record.lua; resque-status's, status.lua):
 -- its start when a slot takes it, a start said again to a resent reserve, its ending written
--- with its completion, and the finished jobs' entries swept at the end of the call. A plain job
+-- with its completion (its batch counted when the call closes), and the finished jobs' entries
+-- swept at the end of the call. A plain job
 -- passes them by: reserve.lua looks only at a payload with an id or of a statused class, and
 -- finish.lua only at a slot whose op says a tracked ending follows.
 --
@@ -91,11 +92,21 @@ local function count_final(X, state)
   X.finals[state] = (X.finals[state] or 0) + 1
 end
 
+-- The call ends a job of resq's own: when it carries more than one slot, its batch's counts
+-- are held for the end of the call (workflow.lua's Flow.hold_ends; counted by Track.sweep).
+local function holding(X)
+  if not X.holding and X.n > 1 then
+    X.holding = true
+    Flow.hold_ends()
+  end
+end
+
 -- A tracked job's ending (record.lua's or status.lua's spec), written with its completion.
 function Track.finish(X, spec)
   local kind = byte(spec, 1)
   local state, problem
   if kind == 114 then
+    holding(X)
     state, problem = Rec.finish(X.P, spec, X.now)
     if state then count_final(X, state) end
   elseif kind == 115 then
@@ -113,14 +124,22 @@ end
 -- nothing). Only resq's own records (a resque-status ending is not written).
 function Track.finish_moved(X, spec, sl)
   if byte(spec, 1) ~= 114 then return end
+  holding(X)
   local state, problem = Rec.finish(X.P, spec, X.now, false, sl.id)
   if state then count_final(X, state) end
   if problem then Frame.problem(X, problem) end
 end
 
--- After the call's writes: the finished jobs' entries that are due to be forgotten (their
--- records expired), a few more than the call finished, so the lists keep pace.
+-- After the call's writes: the member ends it held, counted in their batches; then the finished
+-- jobs' entries that are due to be forgotten (their records expired), a few more than the call
+-- finished, so the lists keep pace.
 function Track.sweep(X)
+  if X.holding then
+    local problems = Flow.count_held()
+    if problems then
+      for j = 1, #problems do Frame.problem(X, problems[j]) end
+    end
+  end
   if X.finals then
     for state, n in pairs(X.finals) do Rec.sweep(X.P, state, X.now_ms, X.C.sweep_ms, 2 * n + 8) end
   end

@@ -126,6 +126,24 @@ function Flow.after_final(P, id, state, f, now_ms)
   return G.lines(problems)
 end
 
+-- (Reused by Flow.member_final: a member's end makes no table.)
+local PR = {}
+
+-- Flow.after_final of a job whose record holds `batch` and `waiters` (record.lua's end). A job
+-- no other waits for has no cascade to walk: its batch counts it here, as settle_all would.
+function Flow.member_final(P, id, state, batch, waiters, now_ms)
+  if waiters == '1' or budget() <= 0 then
+    return Flow.after_final(P, id, state, { batch = batch, waiters = waiters }, now_ms)
+  end
+  spend(1)
+  if not batch or batch == '' then return nil end
+  for i = #PR, 1, -1 do PR[i] = nil end
+  local succeeded = state == 'completed' and Flow.once(P, id, 'succeeded')
+  local dead = state ~= 'completed' and Rec.FINAL[state] and Flow.once(P, id, 'dead')
+  Flow.member_end(P, batch, Flow.once(P, id, 'attempted'), succeeded, dead, now_ms, PR)
+  return G.lines(PR)
+end
+
 -- A run of member `id` of batch bid ended without the job ending (it will be retried).
 function Flow.attempted(P, id, bid, now_ms)
   local problems = {}
@@ -190,28 +208,83 @@ function Flow.fire(P, bid, kind, now_ms, problems, depth)
   end
 end
 
--- One member of batch bid ended a run: `first` (its first run, or it never ran: attempted),
--- `succeeded`, `dead` (failed for good). Fires the callbacks this completes, once each.
-function Flow.member_end(P, bid, first, succeeded, dead, now_ms, problems, depth)
+-- Batch bid counts `nf` members attempted, `ns` succeeded, `nd` dead (`n` member ends in all):
+-- the callbacks this completes fire, once each (a count that crosses zero).
+local function count_ends(P, bid, n, nf, ns, nd, now_ms, problems, depth)
   local bk = P .. 'resq:batch:' .. bid
   -- A batch that is gone (expired, deleted) counts nothing: no count, mark or callback may
   -- make a hash of it again (listed running for ever, with no expiry). (A key of another type
   -- is named by the counts.)
   if redis.pcall('HEXISTS', bk, 'total') == 0 then
-    problems[#problems + 1] = bk .. ' is gone: a member\'s end was not counted'
+    for _ = 1, n do problems[#problems + 1] = bk .. ' is gone: a member\'s end was not counted' end
     return
   end
-  if first and count(bk, 'pending', -1, problems) == 0 then
-    Flow.fire(P, bid, 'complete', now_ms, problems, depth)
-  end
-  if succeeded and count(bk, 'unsucceeded', -1, problems) == 0 then
-    Flow.fire(P, bid, 'success', now_ms, problems, depth)
-  end
-  if dead and count(bk, 'failed', 1, problems)
+  local r = nf > 0 and count(bk, 'pending', -nf, problems)
+  if r and r <= 0 and r + nf > 0 then Flow.fire(P, bid, 'complete', now_ms, problems, depth) end
+  r = ns > 0 and count(bk, 'unsucceeded', -ns, problems)
+  if r and r <= 0 and r + ns > 0 then Flow.fire(P, bid, 'success', now_ms, problems, depth) end
+  if nd > 0 and count(bk, 'failed', nd, problems)
     and redis.pcall('HSETNX', bk, 'death_at', now_ms) == 1 then
     -- (Flow.fire writes death_at again, with the same time.)
     Flow.fire(P, bid, 'death', now_ms, problems, depth)
   end
+end
+
+-- The member ends of a step call, held per batch (1..nb: {P, bid, n, nf, ns, nd, now}) and
+-- counted together when the call closes (Flow.count_held): a call that ends 20 members of one
+-- batch counts them with one HEXISTS and one HINCRBY per count, not 20 of each. The tables are
+-- kept from call to call (a table made per call costs the garbage collector more).
+local hold_call, HB, nb = -1, {}, 0
+
+-- This call's member ends are held until Flow.count_held.
+function Flow.hold_ends()
+  hold_call, nb = G.call, 0
+end
+
+-- One member of batch bid ended a run: `first` (its first run, or it never ran: attempted),
+-- `succeeded`, `dead` (failed for good). Fires the callbacks this completes, once each — at
+-- once, or when the call closes when it holds member ends (Flow.hold_ends).
+function Flow.member_end(P, bid, first, succeeded, dead, now_ms, problems, depth)
+  if hold_call ~= G.call or depth then
+    count_ends(P, bid, 1, first and 1 or 0, succeeded and 1 or 0, dead and 1 or 0, now_ms,
+      problems, depth)
+    return
+  end
+  local h = nil
+  for i = nb, 1, -1 do
+    if HB[i][2] == bid and HB[i][1] == P then
+      h = HB[i]
+      break
+    end
+  end
+  if not h then
+    nb = nb + 1
+    h = HB[nb]
+    if not h then
+      h = {}
+      HB[nb] = h
+    end
+    h[1], h[2], h[3], h[4], h[5], h[6], h[7] = P, bid, 0, 0, 0, 0, now_ms
+  end
+  h[3] = h[3] + 1
+  if first then h[4] = h[4] + 1 end
+  if succeeded then h[5] = h[5] + 1 end
+  if dead then h[6] = h[6] + 1 end
+end
+
+-- Counts the member ends held since Flow.hold_ends (and holds no more in this call). Returns
+-- the problems (a list of lines), or nil when it held none.
+function Flow.count_held()
+  if hold_call ~= G.call then return nil end
+  hold_call = -1
+  if nb == 0 then return nil end
+  local problems = {}
+  for i = 1, nb do
+    local h = HB[i]
+    count_ends(h[1], h[2], h[3], h[4], h[5], h[6], h[7], problems)
+  end
+  nb = 0
+  return problems
 end
 
 -- The fields a waiting job's release reads from its record (rk).

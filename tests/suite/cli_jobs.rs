@@ -649,6 +649,6 @@ async fn each_move_reads_right_in_job_show_with_its_indexes() {
     let mut both = vec![first.to_string(), then.to_string()];
     both.sort();
     assert_eq!(cancelled, both);
-    let running: Vec<String> = con.zrange(k.running(), 0, -1).await.unwrap();
+    let running: Vec<String> = con.smembers(k.runs()).await.unwrap();
     assert!(running.is_empty(), "{running:?}");
 }

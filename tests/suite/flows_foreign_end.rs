@@ -216,7 +216,7 @@ async fn runs_ended_by_someone_else_are_settled_by_one_prune_round() {
     prune_round(&ns).await;
     assert_eq!(queue(&ns, "cb").await.len(), 3);
     assert_eq!(queue(&ns, "after").await.len(), 3);
-    let running: u64 = con.zcard(k.running()).await.unwrap();
+    let running: u64 = con.scard(k.runs()).await.unwrap();
     assert_eq!(running, 0, "the index of running jobs forgets them");
     // The job key is free: a new job takes it.
     let again = c
@@ -429,7 +429,7 @@ async fn mixed_fleet_ruby_prunes_a_killed_resq_process() {
     assert_eq!(sorted, ["\"Dead\"", "\"Done\""], "every callback once");
     prune_round(&ns).await;
     assert_eq!(queue(&ns, "cb").await.len(), 2);
-    let running: u64 = con.zcard(k.running()).await.unwrap();
+    let running: u64 = con.scard(k.runs()).await.unwrap();
     assert_eq!(running, 0);
 }
 

@@ -936,8 +936,17 @@ async fn after_rubys_prune_the_next_resq_prune_fails_the_record() {
         .query_async(&mut con)
         .await
         .unwrap();
-    // The record still says working, and reads failed: its worker is gone.
+    // The record still says working, and reads failed: its worker is gone. Its id is in the
+    // set of running jobs the prune round reads.
     assert_eq!(fields(&ns, &id).await["state"], "working");
+    let kind: String = redis::cmd("TYPE")
+        .arg(k.runs())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(kind, "set");
+    let indexed: bool = con.sismember(k.runs(), id.as_str()).await.unwrap();
+    assert!(indexed);
     let s = c.status(&id).await.unwrap().unwrap();
     assert_eq!(s.state, State::Failed, "{s:?}");
     assert!(s.error.as_deref().unwrap().contains(&slot), "{s:?}");
@@ -950,4 +959,75 @@ async fn after_rubys_prune_the_next_resq_prune_fails_the_record() {
     let s = c.status(&id).await.unwrap().unwrap();
     assert_eq!(s.state, State::Failed, "{s:?}");
     assert!(s.error.as_deref().unwrap().contains(&slot), "{s:?}");
+    assert_eq!(
+        fields(&ns, &id).await["state"],
+        "failed",
+        "ended by the round"
+    );
+    let left: u64 = con.scard(k.runs()).await.unwrap();
+    assert_eq!(left, 0, "the set of running jobs forgets it");
+}
+
+/// A run an earlier build started is in its zset of running jobs (`<ns>:resq:running`, by start
+/// time), not in the set this build keeps: the prune round moves it to the set and settles it
+/// as this build's runs — its worker gone, it ends failed, and neither index keeps it.
+#[tokio::test]
+async fn a_run_an_earlier_build_indexed_in_its_zset_is_settled_too() {
+    let ns = support::namespace("jobs-oldrunning");
+    let k = Keys::new(&ns);
+    let mut con = support::con().await;
+    let (id, alive) = (
+        "0123456789abcdef0123456789abcdef",
+        "fedcba9876543210fedcba9876543210",
+    );
+    let gone = "oldhost:1:default";
+    for (job, worker) in [(id, gone), (alive, "oldhost:2:default")] {
+        let _: () = con
+            .hset_multiple(
+                k.job_record(job),
+                &[
+                    ("state", "working"),
+                    ("class", "Sleep"),
+                    ("queue", "default"),
+                    ("attempts", "1"),
+                    ("worker", worker),
+                ],
+            )
+            .await
+            .unwrap();
+        let _: () = con.zadd(k.running(), job, 1000).await.unwrap();
+    }
+    // The second run's worker is registered, with a fresh heartbeat (alive): it is kept.
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%:z")
+        .to_string();
+    let _: () = con.sadd(k.workers(), "oldhost:2:default").await.unwrap();
+    let _: () = con
+        .hset(k.heartbeats(), "oldhost:2:default", &now)
+        .await
+        .unwrap();
+    let _: () = con.del(k.pruning_lock()).await.unwrap();
+    admin(&ns)
+        .await
+        .prune(Duration::from_secs(300), false)
+        .await
+        .unwrap();
+    let s = client(&ns)
+        .await
+        .status(&JobId::parse(id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.state, State::Failed, "{s:?}");
+    assert!(s.error.as_deref().unwrap().contains(gone), "{s:?}");
+    let rec: HashMap<String, String> = con.hgetall(k.job_record(id)).await.unwrap();
+    assert_eq!(rec["state"], "failed", "ended by the round: {rec:?}");
+    let old: u64 = con.zcard(k.running()).await.unwrap();
+    assert_eq!(old, 0, "the earlier build's zset is emptied");
+    let runs: Vec<String> = con.smembers(k.runs()).await.unwrap();
+    assert_eq!(
+        runs,
+        vec![alive.to_string()],
+        "the live run is kept, in the set"
+    );
 }

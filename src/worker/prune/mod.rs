@@ -289,13 +289,15 @@ impl Pruner {
     /// Ends the tracked runs someone else ended (`job_lost.lua`): a record saying working whose
     /// worker is neither registered nor holding the job in its record (Ruby's pruner removed
     /// it, an operator deleted its record) ends `failed`, freeing its job key and moving its
-    /// batch and waiting jobs on. Every running job is looked at, 1,000 per call.
+    /// batch and waiting jobs on. Every running job is looked at, about 1,000 per call (a set
+    /// scanned with a cursor).
     async fn end_lost_runs<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         let mut from = 0u64;
         loop {
             let r = crate::scripts::JobLost {
-                running: self.keys.running(),
+                runs: self.keys.runs(),
                 workers: self.keys.workers(),
+                running: self.keys.running(),
                 prefix: self.keys.prefix(),
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
