@@ -99,7 +99,7 @@ impl ToRedisArgs for Writes<'_> {
 
 /// The repeated tail of a `step` call: the polled queues' indexes, then each slot's part.
 pub(crate) struct StepTail<'a> {
-    /// The polled queues' indexes (from 1) in the queues text, in priority order.
+    /// The polled queues' indexes (from 1) in the queue list, in priority order.
     pub(crate) polled: &'a [usize],
     /// The slots of the call, in order.
     pub(crate) slots: Vec<StepSlot<'a>>,
@@ -109,7 +109,7 @@ pub(crate) struct StepTail<'a> {
 /// entry (failures only), the tracked ending (only with one) and what the end deletes besides
 /// the job (only with it: the op then has a fifth character, `x`).
 pub(crate) struct StepSlot<'a> {
-    /// Its index (from 1) in the slots text.
+    /// Its index (from 1) in the config's slots.
     pub(crate) index: usize,
     /// The op: the completion's code, `1`/`0` reserve, `t`/`-` tracked ending, `l`/`-` limited.
     pub(crate) op: [u8; 4],
@@ -161,9 +161,10 @@ builders! {
             processed: String => "<ns>:stat:processed",
         }
         argv {
-            settings: &'a str => "the process's settings",
-            slots: &'a str => "its slots",
-            queues: &'a str => "its queues",
+            config: &'a str => "the config's digest",
+            queue_list: &'a str => "the queue list's digest",
+            config_text: &'a str => "the config's text",
+            queues_text: &'a str => "the queue list's text",
             now_ms: i64 => "now (epoch ms)",
             run_at: String => "run_at for new records",
             failed_at: String => "failed_at for entries",
@@ -171,7 +172,8 @@ builders! {
             limits: &'a str => "the limits in force",
             n: usize => "n, the number of queues polled",
         }
-        argv_tail tail: StepTail<'a> => ["their indexes in ARGV[3]", "its index in ARGV[2]",
+        argv_tail tail: StepTail<'a> => ["their indexes in the queue list",
+            "its index in the config's slots",
             "an op of four characters", "the record or token", "the failure entry",
             "the tracked ending", "the retry counter", "the retry failure key",
             "the unique lock", "the unique id"];

@@ -5,7 +5,7 @@
 -- Every later file is wrapped in `do … end`: its locals are its own. What files share lives in
 -- the module tables declared here, one per concern:
 --   G       guard: type and counter checks, error texts, per-call state (guard.lua)
---   Cfg     a process's settings, slots and queues, decoded once per text (config.lua)
+--   Cfg     a process's config and queue list, decoded once and named by digest (config.lua)
 --   Pay     payload checks and failure entries (payload.lua)
 --   Rec     resq's own tracked jobs: the record hash (record.lua)
 --   Status  resque-status jobs: the JSON status (status.lua, status_text.lua)

@@ -16,18 +16,23 @@
 -- keys are unusable gets an 'error' verdict naming the key, nothing of its transition is
 -- written, and the other slots go on.
 --
+-- The process's config (its settings and slots) and its queue list are named by their digests;
+-- a library that does not hold one (config.lua) answers the error RESQ_NOCONFIG before
+-- anything is written, and the worker sends the call again with the texts.
+--
 -- KEYS[1] <ns>:stat:processed
--- ARGV[1] the process's settings (config.lua's text)
--- ARGV[2] its slots (config.lua's text)
--- ARGV[3] its queues (config.lua's text)
--- ARGV[4] now (epoch ms)
--- ARGV[5] run_at for new records
--- ARGV[6] failed_at for entries
--- ARGV[7] a prefix unique to this call (claim tokens, held jobs' order)
--- ARGV[8] the limits in force (limits.lua's JSON; '' none)
--- ARGV[9] n, the number of queues polled
--- ARGV[10..9+n] their indexes in ARGV[3], in priority order
--- Then per slot: its index in ARGV[2]; an op of four characters — the completion ('-' none;
+-- ARGV[1] the config's digest (SHA-1 hex of its text)
+-- ARGV[2] the queue list's digest (SHA-1 hex of its text)
+-- ARGV[3] the config's text ('' unless sent again after a miss; config.lua)
+-- ARGV[4] the queue list's text ('' unless sent again after a miss; config.lua)
+-- ARGV[5] now (epoch ms)
+-- ARGV[6] run_at for new records
+-- ARGV[7] failed_at for entries
+-- ARGV[8] a prefix unique to this call (claim tokens, held jobs' order)
+-- ARGV[9] the limits in force (limits.lua's JSON; '' none)
+-- ARGV[10] n, the number of queues polled
+-- ARGV[11..10+n] their indexes in the queue list, in priority order
+-- Then per slot: its index in the config's slots; an op of four characters — the completion ('-' none;
 -- 's' / 'f' success / failure of the job whose record is the next argument; 'S' / 'F' the same
 -- for a claimed job whose token is the next argument), '1' to reserve after it (else '0'), 't'
 -- when a tracked ending follows (else '-'), 'l' when the job was reserved under limits (its
@@ -66,9 +71,9 @@ local X = {
 
 local function reset(X, C, KEYS, ARGV)
   X.C, X.P = C, C.P
-  X.processed_key, X.now_ms, X.now = KEYS[1], tonumber(ARGV[4]), ARGV[4]
+  X.processed_key, X.now_ms, X.now = KEYS[1], tonumber(ARGV[5]), ARGV[5]
   X.now_s = floor(X.now_ms / 1000)
-  X.run_at, X.failed_at, X.token, X.L = ARGV[5], ARGV[6], ARGV[7], Lim.load(ARGV[8], C.P)
+  X.run_at, X.failed_at, X.token, X.L = ARGV[6], ARGV[7], ARGV[8], Lim.load(ARGV[9], C.P)
   X.n, X.nw, X.np, X.next, X.budget, X.stopped = 0, 0, 0, 1, 100, false
   X.processed, X.failed = 0, 0
   -- (false, never nil: a field set to nil and back makes Lua rehash the table; 0: not checked.)
@@ -92,19 +97,21 @@ function Frame.shared(X)
 end
 
 local function step(KEYS, ARGV)
-  local C = Cfg.settings(ARGV[1])
-  if not C then return redis.error_reply('ERR step: settings the worker sent cannot be read') end
-  local slots, queues = C.slots(ARGV[2], C.P), C.queues(ARGV[3], C.P)
-  if not slots or not queues then return redis.error_reply('ERR step: slots or queues unreadable') end
+  local C, queues = Cfg.get(ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+  if not C then
+    if queues then return redis.error_reply('ERR step: ' .. queues) end
+    return redis.error_reply('RESQ_NOCONFIG the library does not hold this config: send its text')
+  end
+  local slots = C.slots
   reset(X, C, KEYS, ARGV)
-  local np = G.int(ARGV[9]) or 0
+  local np = G.int(ARGV[10]) or 0
   for i = 1, np do
-    local q = queues[G.int(ARGV[9 + i])]
-    if not q then return redis.error_reply('ERR step: no queue ' .. tostring(ARGV[9 + i])) end
+    local q = queues[G.int(ARGV[10 + i])]
+    if not q then return redis.error_reply('ERR step: no queue ' .. tostring(ARGV[10 + i])) end
     X.polled[i] = q
   end
   X.np = np
-  local a, nargs, n = 10 + np, #ARGV, 0
+  local a, nargs, n = 11 + np, #ARGV, 0
   while a <= nargs do
     local sl = slots[G.int(ARGV[a])]
     local op = ARGV[a + 1]

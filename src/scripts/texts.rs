@@ -4,6 +4,19 @@
 //! all). Each says what a hostile field (a tab or newline inside one, bytes that are not
 //! UTF-8) does: impossible by construction, read right, or refused.
 
+/// **A text's digest** (names the step's config and queue list, `config.lua`): the SHA-1 of
+/// `text` in lowercase hex, as Lua's `redis.sha1hex` computes it (the library checks a text it
+/// is sent against it). Hex: no separator inside, by construction.
+pub(crate) fn digest(text: &str) -> String {
+    sha1_smol::Sha1::from(text.as_bytes()).digest().to_string()
+}
+
+/// **The step's config** (`config.lua`'s `Cfg.get`): `<settings>\n<slots>`, both JSON (made
+/// by serde: a newline inside a string is escaped), so the first newline splits them.
+pub(crate) fn step_config(settings: &str, slots: &str) -> String {
+    format!("{settings}\n{slots}")
+}
+
 /// **Problems** (`'\n'`-separated lines, each one problem naming its key; made by Lua's
 /// `G.lines`): the problems of `text`. A problem is free text that is only logged: a newline
 /// inside one (a key named with one) makes two lines, and nothing is misread.
@@ -222,6 +235,15 @@ mod tests {
         );
         assert_eq!(parse_held(b"12\tq\tx\t3\tlim\t{}"), None);
         assert_eq!(parse_held(b"12\tq\t3"), None);
+    }
+
+    #[test]
+    fn a_digest_is_lowercase_sha1_hex() {
+        // sha1("abc"), as redis.sha1hex("abc") answers.
+        assert_eq!(digest("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
+        assert_eq!(digest(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        let c = step_config(r#"{"p":"a\nb:"}"#, "[]");
+        assert_eq!(c.matches('\n').count(), 1);
     }
 
     #[test]

@@ -301,11 +301,12 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
             )
         })
         .collect();
-    let v: Vec<Value> = Step {
+    let mut step = Step {
         processed: keys.stat_processed(),
-        settings: &config.settings,
-        slots: &config.slots,
-        queues: &queues.text,
+        config: &config.digest,
+        queue_list: &queues.digest,
+        config_text: "",
+        queues_text: "",
         now_ms: now.timestamp_millis(),
         run_at: crate::wire::time::run_at(now),
         failed_at: crate::wire::time::failed_at(now),
@@ -317,10 +318,17 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
             polled: &queues.index,
             slots,
         },
-    }
-    .call()
-    .invoke_async(con)
-    .await?;
+    };
+    // The library answers a config or queue list it does not hold before it writes anything:
+    // the same call again, with the texts.
+    let v: Vec<Value> = match step.call().invoke_async(con).await {
+        Err(e) if config_missed(&e) => {
+            step.config_text = &config.text;
+            step.queues_text = &queues.text;
+            step.call().invoke_async(con).await?
+        }
+        r => r?,
+    };
     if v.len() != 4 * requests.len() + 3 {
         return Err(bad_reply());
     }
@@ -365,7 +373,7 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
     })
 }
 
-/// Request `r`'s part of the call (slot `index` of the call's slots text): its op — the
+/// Request `r`'s part of the call (slot `index` of the config's slots): its op — the
 /// completion's code, `1` to reserve, `t` with a tracked ending, `l` when the job it completes
 /// holds limits' shares, and `x` when its end deletes more — and the values that follow it
 /// (step.lua's header).
@@ -403,6 +411,12 @@ fn slot_args(r: &StepRequest, index: usize) -> StepSlot<'_> {
         track,
         ends: ends.as_ref().map(|e| e.args(r.stepper.keys())),
     }
+}
+
+/// Whether `e` is the step's answer that the library does not hold the call's config or queue
+/// list (step.lua's `RESQ_NOCONFIG`; nothing was written).
+pub(super) fn config_missed(e: &redis::RedisError) -> bool {
+    e.code() == Some("RESQ_NOCONFIG")
 }
 
 pub(super) fn bad_reply() -> redis::RedisError {

@@ -7,10 +7,12 @@
 //! [`StepReply`], read from the call's reply and handed over as it is. The call and those
 //! types are `call.rs`, read whole; this file holds what the call is made with.
 //!
-//! What never changes between calls — the process's settings, its slots, its queues — travels
-//! as three texts the library decodes once and keeps ([`StepConfig`], [`QueueKeys`]), so a call
-//! carries only what is new: the time, the queues to poll, and per slot its index, its
-//! completion and whether it reserves. A slot's [`Stepper`] is its place in them.
+//! What never changes between calls — the process's settings and slots (its [`StepConfig`]),
+//! its queue list ([`QueueKeys`]) — the library decodes once and keeps, named by their texts'
+//! digests (`config.lua`): a call carries the two digests and only what is new — the time, the
+//! queues to poll, and per slot its index, its completion and whether it reserves — and the
+//! texts only when the library answers that it does not hold them. A slot's [`Stepper`] is its
+//! place in them.
 
 use crate::keys::Keys;
 use crate::wire::record;
@@ -19,6 +21,8 @@ use redis::{RedisResult, Value};
 use std::sync::Arc;
 
 mod call;
+#[cfg(test)]
+mod config_tests;
 
 #[cfg(test)]
 use call::bad_reply;
@@ -38,7 +42,7 @@ pub(crate) const CHARS_CHECKED_IN_REDIS: usize = 32;
 pub(crate) const DEFAULT_MAX_PAYLOAD: u64 = 512 * 1024 * 1024;
 
 /// The queues a slot polls, resolved to keys and JSON-encoded names.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QueueKeys {
     /// `(queue name, <ns>:queue:<name>, name as a JSON string)` in priority order.
     pub queues: Vec<(String, String, String)>,
@@ -46,8 +50,24 @@ pub(crate) struct QueueKeys {
     pub jesque: super::jesque::JesqueQueues,
     /// The whole list as the step's queues text (`[[name, name as JSON, zset], …]`).
     text: Arc<str>,
+    /// The text's digest ([`crate::scripts::texts::digest`]).
+    digest: Arc<str>,
     /// Each queue's position (from 1) in `text`.
     index: Vec<usize>,
+}
+
+impl Default for QueueKeys {
+    /// No queue (a call that reserves nothing): the empty text, which the library knows
+    /// without being sent it.
+    fn default() -> Self {
+        QueueKeys {
+            queues: Vec::new(),
+            jesque: Default::default(),
+            text: Arc::from(""),
+            digest: Arc::from(crate::scripts::texts::digest("")),
+            index: Vec::new(),
+        }
+    }
 }
 
 impl QueueKeys {
@@ -74,6 +94,7 @@ impl QueueKeys {
             index: (1..=queues.len()).collect(),
             queues,
             jesque: super::jesque::JesqueQueues::new(keys, names, zsets),
+            digest: Arc::from(crate::scripts::texts::digest(&text)),
             text: Arc::from(text),
         }
     }
@@ -84,19 +105,21 @@ impl QueueKeys {
             queues: picked.iter().map(|&i| self.queues[i].clone()).collect(),
             jesque: self.jesque.subset(picked),
             text: self.text.clone(),
+            digest: self.digest.clone(),
             index: picked.iter().map(|&i| self.index[i]).collect(),
         }
     }
 }
 
-/// What never changes between a process's step calls: its settings, its slots, as the texts
-/// the library decodes once (config.lua).
+/// What never changes between a process's step calls: its settings and its slots, as the one
+/// text the library decodes once and keeps (config.lua), and that text's digest, which names it
+/// in every call.
 #[derive(Debug)]
 pub(crate) struct StepConfig {
-    /// The settings text.
-    settings: Arc<str>,
-    /// The slots text (`[[id, id as JSON], …]`).
-    slots: Arc<str>,
+    /// The config text ([`crate::scripts::texts::step_config`]).
+    text: String,
+    /// Its digest.
+    digest: String,
 }
 
 impl StepConfig {
@@ -108,9 +131,10 @@ impl StepConfig {
                 .collect(),
         )
         .to_string();
+        let text = crate::scripts::texts::step_config(&settings.text(keys), &slots);
         Arc::new(StepConfig {
-            settings: Arc::from(settings.text(keys)),
-            slots: Arc::from(slots),
+            digest: crate::scripts::texts::digest(&text),
+            text,
         })
     }
 }
