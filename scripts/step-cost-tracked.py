@@ -27,8 +27,10 @@ WARM = 50
 class Con:
     """A minimal RESP client."""
 
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=600)
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(600)
+        self.sock.connect(path)
         self.f = self.sock.makefile("rb")
 
     def reply(self):
@@ -70,11 +72,11 @@ class Con:
 
 
 def main():
-    port, fn, b, calls, kind, vpid = sys.argv[1:7]
+    sock, fn, b, calls, kind, vpid = sys.argv[1:7]
     settings, slots, queues = sys.argv[7:10]
     times = sys.argv[10:]
     b, calls = int(b), int(calls)
-    con = Con(int(port))
+    con = Con(sock)
     now = times[0]
     n = (calls + WARM + 2) * b
     bid = "b" * 32

@@ -334,3 +334,77 @@ async fn a_process_with_new_slots_misses_once_and_the_old_one_still_hits() {
     assert_eq!(r.reply, Reply::Empty);
     assert_eq!(misses(&mut con).await, 2, "the old config is still held");
 }
+
+/// `config.lua`'s bound on the configs it keeps, read from the library.
+fn max_configs() -> usize {
+    let lib = crate::scripts::LIBRARY;
+    let at = lib
+        .find("local MAX_CONFIGS, MAX_BYTES, MAX_QUEUES = ")
+        .expect("config.lua's bounds");
+    let rest = &lib[at..];
+    let n = rest.split(" = ").nth(1).expect("values");
+    n.split(',')
+        .next()
+        .expect("first")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+#[tokio::test]
+async fn a_full_table_starts_over_and_the_next_call_misses_once_and_applies() {
+    let (_guard, url) = start_redis(&[]);
+    let mut con = connect(&url).await;
+    let (s, q) = setup(&mut con, "bound").await;
+    let record = first(&mut con, &s, &q).await;
+    let keys = s.keys().clone();
+    // Other processes' configs, each sent with its text by a call that does nothing else.
+    let register = |from: usize, to: usize| {
+        let mut pipe = redis::pipe();
+        let configs: Vec<Arc<StepConfig>> = (from..to)
+            .map(|k| StepConfig::new(&keys, &[format!("other-{k}")], &Settings::default()))
+            .collect();
+        for c in &configs {
+            crate::scripts::Step {
+                processed: keys.stat_processed(),
+                config: &c.digest,
+                queue_list: &q.digest,
+                config_text: &c.text,
+                queues_text: &q.text,
+                now_ms: 1_767_225_600_000,
+                run_at: String::new(),
+                failed_at: String::new(),
+                token: "t".into(),
+                limits: "",
+                n: 0,
+                tail: crate::scripts::StepTail {
+                    polled: &[],
+                    slots: Vec::new(),
+                },
+            }
+            .call()
+            .add_to(&mut pipe);
+        }
+        pipe
+    };
+    let max = max_configs();
+    // The table holds `max`: this process's and max - 1 others.
+    let _: Vec<redis::Value> = register(1, max)
+        .query_async(&mut con)
+        .await
+        .expect("register");
+    let r = s.call_alone(&mut con, None, false, &q).await.expect("step");
+    assert_eq!(r.reply, Reply::Empty);
+    assert_eq!(misses(&mut con).await, 1, "still held at the bound");
+    // One more starts it over: this process misses once, and its call applies.
+    let _: Vec<redis::Value> = register(max, max + 1)
+        .query_async(&mut con)
+        .await
+        .expect("register");
+    second(&mut con, &s, &q, record).await;
+    assert_eq!(
+        misses(&mut con).await,
+        2,
+        "one miss after the table started over"
+    );
+}
