@@ -337,7 +337,7 @@ async fn a_process_with_new_slots_misses_once_and_the_old_one_still_hits() {
 
 /// `config.lua`'s bound on the configs it keeps, read from the library.
 fn max_configs() -> usize {
-    let lib = crate::scripts::LIBRARY;
+    let lib = include_str!("../../scripts/config.lua");
     let at = lib
         .find("local MAX_CONFIGS, MAX_BYTES, MAX_QUEUES = ")
         .expect("config.lua's bounds");
