@@ -5,6 +5,13 @@
 //! contains colons), resque-scheduler (whose master lock embeds the namespace twice) and
 //! Jesque (zset queues, `:frequency` hashes).
 
+#[path = "keys/slots.rs"]
+#[allow(dead_code)] // (tests/support includes this file without the callers)
+mod slots;
+
+#[allow(unused_imports)]
+pub(crate) use slots::{hash_slot, slot_tag};
+
 /// Builds key names for one namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Keys {

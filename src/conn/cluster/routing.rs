@@ -25,25 +25,11 @@ use redis::{
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Hash slots in a Redis Cluster.
-const SLOTS: u16 = 16384;
 /// How many `MOVED` replies one request follows at once; after that it follows them only
 /// every [`PAUSE`], until [`PATIENCE`] runs out.
 pub(super) const MAX_REDIRECTS: usize = 5;
 
-/// The slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key without one.
-pub(crate) fn slot(key: &[u8]) -> u16 {
-    let hashed = key
-        .iter()
-        .position(|b| *b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let len = rest.iter().position(|b| *b == b'}')?;
-            (len > 0).then(|| &rest[..len])
-        })
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS
-}
+use crate::keys::hash_slot as slot;
 
 /// The first key of a command, if it has one (its first argument for most commands).
 fn command_key(cmd: &Cmd) -> Option<Vec<u8>> {
