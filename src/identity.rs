@@ -32,6 +32,25 @@ impl WorkerId {
         }
     }
 
+    /// The id of slot `slot` of process `pid` on `host` serving the one queue `queue` on a
+    /// spread cluster namespace: `host~resq{<tag>}:pid-k:queue`, where `tag` puts
+    /// `<ns>:worker:<id>` and the worker's stats in the queue's hash slot
+    /// ([`crate::keys::Keys::queue_tag`]). Ruby still splits it into host, pid and queue.
+    pub(crate) fn for_queue_slot(
+        host: &str,
+        tag: &str,
+        pid: u32,
+        slot: usize,
+        queue: &str,
+    ) -> Self {
+        WorkerId {
+            id: format!(
+                "{}{HOST_SUFFIX}{{{tag}}}:{pid}-{slot}:{queue}",
+                sanitize_host(host)
+            ),
+        }
+    }
+
     /// The id text.
     pub(crate) fn as_str(&self) -> &str {
         &self.id
@@ -41,6 +60,18 @@ impl WorkerId {
 impl fmt::Display for WorkerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.id)
+    }
+}
+
+/// Whether `host` (an id's first field) is a resq slot's: `<host>~resq`, or `<host>~resq{<tag>}`
+/// on a spread cluster namespace.
+pub(crate) fn is_resq_host(host: &str) -> bool {
+    match host.rfind(HOST_SUFFIX) {
+        Some(at) => {
+            let rest = &host[at + HOST_SUFFIX.len()..];
+            rest.is_empty() || (rest.starts_with('{') && rest.ends_with('}') && rest.len() > 2)
+        }
+        None => false,
     }
 }
 
@@ -102,6 +133,27 @@ mod tests {
         assert_eq!(p.host, "vm~resq");
         assert_eq!(p.pid, "42-3");
         assert_eq!(p.queues, vec!["high", "low*"]);
+    }
+
+    #[test]
+    fn spread_ids_put_the_worker_in_the_queues_slot() {
+        let keys = crate::keys::Keys::new("resque").spread();
+        let tag = keys.queue_tag("mail");
+        let id = WorkerId::for_queue_slot("vm", tag, 42, 3, "mail");
+        assert_eq!(id.as_str(), format!("vm~resq{{{tag}}}:42-3:mail"));
+        let p = parse(id.as_str()).unwrap();
+        assert_eq!(
+            (p.pid.as_str(), p.queues.as_slice()),
+            ("42-3", &["mail".to_string()][..])
+        );
+        assert!(is_resq_host(&p.host) && !p.host.contains(':'));
+        assert!(is_resq_host("vm~resq") && !is_resq_host("vm") && !is_resq_host("vm~resq{}"));
+        let slot = |k: String| crate::keys::hash_slot(k.as_bytes());
+        assert_eq!(slot(keys.worker(id.as_str())), slot(keys.queue("mail")));
+        assert_eq!(
+            slot(keys.stat_processed_by(id.as_str())),
+            slot(keys.queue("mail"))
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub(crate) struct Keys {
     prefix: String,
     /// The namespace as given.
     namespace: String,
+    /// Whether the keys are spread over a Redis Cluster's slots (a cluster namespace without a
+    /// hash tag): each queue's keys in the queue's slot, the shared keys each in its own.
+    spread: bool,
 }
 
 impl Keys {
@@ -30,7 +33,29 @@ impl Keys {
         } else {
             format!("{namespace}:")
         };
-        Keys { prefix, namespace }
+        Keys {
+            prefix,
+            namespace,
+            spread: false,
+        }
+    }
+
+    /// The same keys, spread over a Redis Cluster's slots (see `docs/cluster.md`): nothing that
+    /// writes or reads several keys at once may then mix keys of different slots.
+    pub(crate) fn spread(mut self) -> Self {
+        self.spread = true;
+        self
+    }
+
+    /// Whether the keys are spread over a cluster's slots ([`Keys::spread`]).
+    pub(crate) fn is_spread(&self) -> bool {
+        self.spread
+    }
+
+    /// The hash tag that puts keys in the slot of queue `name`'s list (`<ns>:queue:<name>`):
+    /// what a slot serving that queue carries in its worker id on a spread namespace.
+    pub(crate) fn queue_tag(&self, name: &str) -> &'static str {
+        slot_tag(hash_slot(self.queue(name).as_bytes()))
     }
 
     /// The namespace as given.

@@ -328,7 +328,7 @@ fn read_record(
 
 fn guess_runtime(host: &str, pid: &str, jesque: bool, raw: &RawWorker) -> &'static str {
     let started = raw.started.as_deref().unwrap_or("");
-    if host.ends_with(identity::HOST_SUFFIX) {
+    if identity::is_resq_host(host) {
         "resq"
     } else if jesque {
         "jesque"

@@ -214,7 +214,7 @@ fn read<T: redis::FromRedisValue>(v: &redis::Value) -> Option<T> {
 pub(crate) fn foreign<'a>(l: &Limit, workers: &'a [String]) -> Vec<&'a String> {
     workers
         .iter()
-        .filter(|w| !w.contains("~resq:"))
+        .filter(|w| !crate::identity::is_resq_host(w.split(':').next().unwrap_or("")))
         .filter(|w| covers(l, w))
         .collect()
 }
