@@ -95,8 +95,8 @@ impl Admin {
 
     /// [`Admin::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).
     pub async fn connect_with(url: &str, namespace: &str, options: &RedisOptions) -> Result<Self> {
-        let con = Endpoint::connect_namespace(url, namespace, options).await?;
-        Ok(Admin::new(con, Keys::new(namespace)))
+        let (con, keys) = Endpoint::connect_namespace(url, namespace, options).await?;
+        Ok(Admin::new(con, keys))
     }
 
     /// Wraps an existing connection.

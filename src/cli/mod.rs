@@ -289,7 +289,9 @@ impl Target {
 
     /// A connection to the target's Redis.
     pub(crate) async fn con(&self) -> Result<crate::conn::Conn> {
-        crate::conn::Endpoint::connect_namespace(&self.url, &self.namespace, &self.bounded()).await
+        crate::conn::Endpoint::connect_namespace(&self.url, &self.namespace, &self.bounded())
+            .await
+            .map(|(con, _)| con)
     }
 }
 

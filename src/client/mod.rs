@@ -89,9 +89,9 @@ impl Client {
     /// [`Client::connect`] with connection settings beyond the URL (TLS files, Cluster, `WAIT`).
     pub async fn connect_with(url: &str, namespace: &str, options: &RedisOptions) -> Result<Self> {
         let endpoint = Endpoint::with_options(url, options)?;
-        endpoint.check_namespace(namespace)?;
+        let keys = endpoint.keys(namespace)?;
         let con = endpoint.connect().await?;
-        let mut client = Self::new(con, Keys::new(namespace));
+        let mut client = Self::new(con, keys);
         client.endpoint = Some(endpoint);
         Ok(client)
     }

@@ -1,13 +1,12 @@
-//! Redis Cluster: one hash-tagged namespace, so every key of a job step lives in one slot.
+//! Redis Cluster: where a namespace's keys live, and connections that follow the slots.
 //!
-//! Each Resque step touches several keys at once (the reserve script alone reads the queues,
-//! the worker record, the stats and the pause flag), and Redis Cluster runs a script or a
-//! transaction only when all its keys hash to one slot. resq therefore requires, in Cluster
-//! mode, a namespace with a hash tag (`{resque}`, `app:{jobs}`): Redis hashes only the part
-//! between the first `{` and the next `}`, so every `<ns>:…` key lands in the tag's slot and on
-//! the one master that owns it. The cluster gives that namespace high availability (a replica
-//! takes over when its master fails), not sharding: one namespace is one slot is one master.
-//! Several namespaces with different tags spread over the masters.
+//! Redis Cluster runs a script or a transaction only when all its keys hash to one slot. A
+//! namespace with a hash tag (`{resque}`, `app:{jobs}`) puts every `<ns>:…` key in the tag's
+//! slot, on one master: every feature works as on one server, and the cluster gives it high
+//! availability, not sharding. A namespace without one is *spread* ([`crate::keys::Keys::spread`],
+//! `docs/cluster.md`): each queue's list lands in the slot its name hashes to, and what moves
+//! with a job taken from it (the worker record, the worker's stats) carries a tag that puts it in
+//! the same slot, so each step touches one slot and different queues load different masters.
 //!
 //! Connections route by slot ([`routing::ClusterConn`]): each request goes to the node known
 //! to own its first key's slot, and a `MOVED` reply — which a node sends before running
@@ -21,33 +20,12 @@ mod routing;
 pub(crate) use routing::{ClusterConn, Routes};
 
 use super::node::NodeAuth;
-use crate::error::{Error, Result};
 
 /// The hash tag of `namespace` (what Redis hashes for every `<ns>:…` key), if it has one.
 pub(crate) fn hash_tag(namespace: &str) -> Option<&str> {
     let open = namespace.find('{')?;
     let len = namespace[open + 1..].find('}')?;
     (len > 0).then(|| &namespace[open + 1..open + 1 + len])
-}
-
-/// Rejects a namespace whose keys would not all hash to one slot.
-pub(crate) fn check_namespace(namespace: &str) -> Result<()> {
-    if hash_tag(namespace).is_some() {
-        return Ok(());
-    }
-    Err(Error::Config {
-        var: "RESQUE_NAMESPACE",
-        message: format!(
-            "{namespace:?} has no hash tag; in Redis Cluster every key of a job step must be in \
-             one slot, so the namespace needs one, e.g. \"{{resque}}\" or \"{}{{jobs}}\" \
-             (Ruby: Resque.redis.namespace = \"{{resque}}\")",
-            if namespace.is_empty() {
-                String::new()
-            } else {
-                format!("{namespace}:")
-            }
-        ),
-    })
 }
 
 /// How to reach the cluster.
@@ -71,11 +49,5 @@ mod tests {
         assert_eq!(hash_tag("resque"), None);
         assert_eq!(hash_tag("res{que"), None);
         assert_eq!(hash_tag(""), None);
-        assert!(check_namespace("{resque}").is_ok());
-        let e = check_namespace("resque").unwrap_err().to_string();
-        assert!(
-            e.starts_with("RESQUE_NAMESPACE:") && e.contains("{resque}"),
-            "{e}"
-        );
     }
 }

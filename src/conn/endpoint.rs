@@ -8,6 +8,7 @@ use super::{
     Redacted, RedisOptions, Wait,
 };
 use crate::error::{Error, Result};
+use crate::keys::Keys;
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
@@ -154,16 +155,17 @@ impl Endpoint {
         })))
     }
 
-    /// Opens `url` with `options`, checks `namespace` suits the deployment (hash-tagged in
-    /// Cluster mode) and connects: what a client or admin handle starts with.
+    /// Opens `url` with `options`, checks `namespace` suits the deployment and connects: what a
+    /// client or admin handle starts with. Returns the connection and the namespace's keys
+    /// ([`Endpoint::keys`]).
     pub(crate) async fn connect_namespace(
         url: &str,
         namespace: &str,
         options: &RedisOptions,
-    ) -> Result<Conn> {
+    ) -> Result<(Conn, Keys)> {
         let endpoint = Self::with_options(url, options)?;
-        endpoint.check_namespace(namespace)?;
-        endpoint.connect().await
+        let keys = endpoint.keys(namespace)?;
+        Ok((endpoint.connect().await?, keys))
     }
 
     /// Where connections go, for messages (`127.0.0.1:6380`; never a password).
@@ -180,13 +182,22 @@ impl Endpoint {
         }
     }
 
-    /// Checks that `namespace` can be used on this deployment: in Cluster mode it needs a hash
-    /// tag (`{resque}`), so that every key of a job step is in one slot.
+    /// Checks that `namespace` can be used on this deployment (any namespace can: on a cluster,
+    /// one with a hash tag keeps every key in the tag's slot, one without is spread over the
+    /// slots, see [`Endpoint::keys`]).
     pub fn check_namespace(&self, namespace: &str) -> Result<()> {
-        match self.0.deploy {
-            Deploy::Cluster(_) => cluster::check_namespace(namespace),
-            _ => Ok(()),
-        }
+        self.keys(namespace).map(|_| ())
+    }
+
+    /// The keys of `namespace` on this deployment: on a Redis Cluster, a namespace without a
+    /// hash tag is spread over the cluster's slots (each queue's keys in the queue's slot,
+    /// `docs/cluster.md`); anywhere else, and with a tag, every key is where it always was.
+    pub(crate) fn keys(&self, namespace: &str) -> Result<Keys> {
+        let keys = Keys::new(namespace);
+        Ok(match self.0.deploy {
+            Deploy::Cluster(_) if cluster::hash_tag(namespace).is_none() => keys.spread(),
+            _ => keys,
+        })
     }
 
     /// Opens the shared connection: it reconnects by itself (to the new master after a

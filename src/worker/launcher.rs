@@ -66,8 +66,8 @@ impl Worker {
             None
         };
         let cfg = self.config;
-        let keys = Keys::new(cfg.namespace.clone());
         let endpoint = crate::conn::Endpoint::with_options(&cfg.redis_url, &cfg.redis)?;
+        let keys = endpoint.keys(&cfg.namespace)?;
         let mut con = endpoint.connect().await?;
         crate::conn::check_server(&mut con, endpoint.label()).await?;
         crate::scripts::preload(&mut con).await;
