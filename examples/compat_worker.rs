@@ -82,7 +82,6 @@ fn registry(con: resq::conn::Conn, keys: &keys::Keys) -> Registry {
             let (mut con, prefix) = (c5.clone(), p5.clone());
             async move { wf_flaky(&mut con, &prefix, &ctx).await }
         })
-        .retry("WfFlaky", resq::RetryPolicy::fixed(Duration::ZERO, 3))
         .handler("Gauge", move |ctx: JobContext| {
             let (mut con, key) = (c3.clone(), k3.clone());
             async move { gauge(&mut con, &key, &ctx).await }
@@ -305,16 +304,22 @@ async fn run() -> anyhow::Result<()> {
     resq::logging::init_from_env();
     let builder = WorkerBuilder::from_env()?.signals_at_start(true);
     let cfg = builder.current();
-    let con = resq::conn::Endpoint::with_options(&cfg.redis_url, &cfg.redis)?
+    let endpoint = resq::conn::Endpoint::with_options(&cfg.redis_url, &cfg.redis)?;
+    let cluster = endpoint.deployment() == resq::conn::Deployment::Cluster;
+    let con = endpoint
         .connect()
         .await
         .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.redis_url)))?;
     let keys = keys::Keys::new(cfg.namespace.as_str());
-    let running = builder
-        .registry(status_jobs(registry(con, &keys)))
-        .build()?
-        .start()
-        .await?;
+    // On a cluster namespace without a hash tag (spread over the slots, docs/cluster.md) the
+    // worker refuses resque-status classes and retry policies: only the plain handlers run.
+    let spread = cluster && !cfg.namespace.contains('{');
+    let mut registry = registry(con, &keys);
+    if !spread {
+        registry =
+            status_jobs(registry.retry("WfFlaky", resq::RetryPolicy::fixed(Duration::ZERO, 3)));
+    }
+    let running = builder.registry(registry).build()?.start().await?;
     running.announce()?;
     running.run_until_signal().await?;
     Ok(())

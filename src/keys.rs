@@ -278,6 +278,12 @@ impl Keys {
         format!("{}resq:token:{id}", self.prefix)
     }
 
+    /// `<ns>:resq:outbox:<id>` — LIST of failure entries slot `id`'s steps wrote on a spread
+    /// namespace (in the slot's hash slot), on their way to `<ns>:failed`.
+    pub(crate) fn outbox(&self, id: &str) -> String {
+        format!("{}resq:outbox:{id}", self.prefix)
+    }
+
     /// `<ns>:compat:echo` — where the compat worker's `Echo` handler writes.
     #[allow(dead_code)] // read by the tests and the compat examples only
     pub(crate) fn compat_echo(&self) -> String {

@@ -23,7 +23,10 @@
 --   settings  JSON {"p": '<ns>:', "count_failed": bool, "small": bytes checked here,
 --             "max": largest payload accepted, "chars": most non-ASCII characters checked here,
 --             "statused": [class…], "sweep_ms": how long a finished job stays listed (0: no
---             sweep), "result_max": bytes}
+--             sweep), "result_max": bytes, "spread": true only on a spread cluster namespace
+--             (docs/cluster.md: the step then touches only its queue's slot — the shared
+--             counters, the failed list and the pause flags are the worker's, written or read
+--             outside the call)}
 --   slots     JSON [[worker id, worker id as JSON text], …]
 --   queues    JSON [[name, name as JSON text, 1 for a Jesque zset queue else 0], …] ('' none)
 --
@@ -55,6 +58,7 @@ local function decode_settings(text)
     any_statused = next(statused) ~= nil,
     sweep_ms = tonumber(s.sweep_ms) or 0,
     result_max = tonumber(s.result_max) or 65536,
+    spread = s.spread == true,
   }
 end
 
@@ -69,7 +73,7 @@ local function decode_slots(text, P)
       id = id, json = e[2],
       wkey = P .. 'worker:' .. id, pkey = P .. 'stat:processed:' .. id,
       fkey = P .. 'stat:failed:' .. id, ckey = P .. 'resq:claim:' .. id,
-      tkey = P .. 'resq:token:' .. id,
+      tkey = P .. 'resq:token:' .. id, okey = P .. 'resq:outbox:' .. id,
     }
   end
   return out

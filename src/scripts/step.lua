@@ -20,7 +20,11 @@
 -- a library that does not hold one (config.lua) answers the error RESQ_NOCONFIG before
 -- anything is written, and the worker sends the call again with the texts.
 --
--- KEYS[1] <ns>:stat:processed
+-- On a spread cluster namespace (the config's "spread", docs/cluster.md) every key a call
+-- touches is in its queue's slot: the worker adds the shared counters and pushes failure entries
+-- before the call, reads the pause flags itself, and names in KEYS[1] the first slot's record.
+--
+-- KEYS[1] <ns>:stat:processed (spread: <ns>:worker:<the call's first slot>)
 -- ARGV[1] the config's digest (SHA-1 hex of its text)
 -- ARGV[2] the queue list's digest (SHA-1 hex of its text)
 -- ARGV[3] the config's text ('' unless sent again after a miss; config.lua)
@@ -48,7 +52,8 @@
 -- polled queue ('0' found empty, 'p' paused, 'b' closed by a full limit, '1' otherwise), the
 -- problems ('<id or key> <why>' lines: records and limits that could not be written while the
 -- jobs moved), and the earliest time (ms) a job held by a rate or window limit may be released
--- ('' none).
+-- ('' none); on a spread namespace, then '<processed> <failed>': the shared counters' increments
+-- (the failure entries are in the slots' outboxes, <ns>:resq:outbox:<id>).
 
 local rcall, byte, tonumber, floor
 
@@ -69,6 +74,9 @@ local X = {
   tag = {}, applied = {}, data = {}, extra = {}, gone = {}, wanting = {}, polled = {}, items = items,
 }
 
+-- What Frame.shared reads on a spread namespace: not paused, the counter not read.
+local SPREAD_GETS = { false, false }
+
 local function reset(X, C, KEYS, ARGV)
   X.C, X.P = C, C.P
   X.processed_key, X.now_ms, X.now = KEYS[1], tonumber(ARGV[5]), ARGV[5]
@@ -78,6 +86,8 @@ local function reset(X, C, KEYS, ARGV)
   X.processed, X.failed = 0, 0
   -- (false, never nil: a field set to nil and back makes Lua rehash the table; 0: not checked.)
   X.gets, X.processed_err, X.failed_err = false, 0, 0
+  -- (Spread: the shared keys are the worker's; nothing here reads or checks them.)
+  if C.spread then X.gets, X.processed_err, X.failed_err = SPREAD_GETS, false, false end
   X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
   X.released, X.released_at, X.more_released, X.seq_n = false, false, false, false
   X.finals, X.status_finals, X.ends, X.holding = false, false, false, false
@@ -160,16 +170,24 @@ local function step(KEYS, ARGV)
     OUT[k + 1], OUT[k + 2], OUT[k + 3], OUT[k + 4] = tag[i], applied[i], data[i], extra[i] or ''
     k = k + 4
   end
-  if X.processed > 0 then rcall('INCRBY', KEYS[1], G.num(X.processed)) end
-  if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', G.num(X.failed)) end
+  if not X.C.spread then
+    if X.processed > 0 then rcall('INCRBY', KEYS[1], G.num(X.processed)) end
+    if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', G.num(X.failed)) end
+  end
   if X.limits_touched then Lim.flush(X.P) end
   if X.finals or X.status_finals or X.holding then Track.sweep(X) end
   OUT[k + 1] = X.qflags or ''
   OUT[k + 2] = X.problems and G.lines(X.problems) or ''
   OUT[k + 3] = X.earliest and tostring(X.earliest) or ''
+  local last = k + 3
+  if X.C.spread then
+    -- The shared counters' increments, for the worker to add.
+    last = k + 4
+    OUT[last] = X.processed .. ' ' .. X.failed
+  end
   -- (The reply is read up to its first nil: what a larger call left goes.)
-  for j = k + 4, out_n do OUT[j] = nil end
-  out_n = k + 3
+  for j = last + 1, out_n do OUT[j] = nil end
+  out_n = last
   return OUT
 end
 

@@ -22,7 +22,7 @@
 //! "nothing" without a call.
 
 use super::fetch::Fetch;
-use super::step::{call_step, StepReply, StepRequest};
+use super::step::{call_step, Reply, StepReply, StepRequest};
 use crate::conn::Conn;
 use redis::RedisResult;
 use std::sync::Arc;
@@ -113,18 +113,29 @@ async fn lane(
         }
         // A request a slot made just before USR2 paused the process does not reserve: once
         // the pause is in force, no call leaves here that could take a job.
-        if fetch.locally_paused() {
+        // On a spread namespace `<ns>:pause-all-workers` is the fetch's to read (the step reads
+        // nothing shared there): a paused process's reserves are answered "paused" here.
+        let remote = fetch.spread_paused();
+        let asked: Vec<bool> = batch.iter().map(|r| r.reserve).collect();
+        if fetch.locally_paused() || remote {
             for r in &mut batch {
                 r.reserve = false;
             }
         }
+        let answer = |reply: StepReply, asked: bool| match (remote && asked, reply.reply) {
+            (true, Reply::Empty) => StepReply {
+                reply: Reply::Paused,
+                ..reply
+            },
+            (_, r) => StepReply { reply: r, ..reply },
+        };
         let reserving = batch.iter().any(|r| r.reserve);
         let full = batch.iter().any(|r| r.full);
         let completing = batch.iter().any(|r| r.completion.is_some());
         let pick = fetch.pick(&batch[0].queues, reserving, full, completing);
         if pick.nothing_to_do(&batch) {
-            for tx in waiting {
-                let _ = tx.send(Ok(StepReply::empty(false)));
+            for (tx, asked) in waiting.into_iter().zip(asked) {
+                let _ = tx.send(Ok(answer(StepReply::empty(false), asked)));
             }
             continue;
         }
@@ -143,10 +154,10 @@ async fn lane(
                 if let Some(due) = out.release_due {
                     limits.note_due(due);
                 }
-                for (tx, reply) in waiting.into_iter().zip(out.replies) {
+                for ((tx, reply), asked) in waiting.into_iter().zip(out.replies).zip(asked) {
                     // A slot that stopped waiting (its task was cancelled) simply misses its
                     // reply; its record stays in Redis for the pruner, as after a crash.
-                    let _ = tx.send(Ok(reply));
+                    let _ = tx.send(Ok(answer(reply, asked)));
                 }
             }
             Err(e) => {

@@ -25,7 +25,6 @@ use super::shutdown::{Phase, Shutdown};
 use super::slot::{Slot, SlotState};
 use super::step::Stepper;
 use crate::error::{Error, Result};
-use crate::identity::WorkerId;
 use crate::keys::Keys;
 use crate::registry::Registry;
 use std::sync::Arc;
@@ -89,14 +88,12 @@ impl Worker {
                 })
             }
         };
+        if keys.is_spread() {
+            super::spread::refuse(&cfg, &self.registry)?;
+        }
         let pid = std::process::id();
-        let ids: Vec<String> = (0..cfg.concurrency)
-            .map(|k| {
-                WorkerId::for_slot(&cfg.hostname, pid, k, cfg.queues.entries())
-                    .as_str()
-                    .to_string()
-            })
-            .collect();
+        let groups = super::spread::groups(&cfg, &keys, pid);
+        let ids: Vec<String> = groups.iter().flat_map(|g| g.ids.iter().cloned()).collect();
         let started = chrono::Utc::now();
         let pruner = Pruner::new(keys.clone(), &ids, pid, cfg.prune_after, cfg.at_least_once);
         if cfg.prune {
@@ -157,7 +154,11 @@ impl Worker {
         limits.start(&mut con).await?;
         let _ = fetch.limits.set(limits.clone());
         tokio::spawn(limits.clone().run(con.clone(), stop_rx.clone()));
-        let fetch_task = tokio::spawn(fetch.clone().run(endpoint.clone(), con.clone(), stop_rx));
+        let fetch_task = tokio::spawn(fetch.clone().run(
+            endpoint.clone(),
+            con.clone(),
+            stop_rx.clone(),
+        ));
         let (abort_jobs, abort_rx) = watch::channel(0u64);
         let chain = Arc::new(crate::middleware::Chain::new(
             self.registry.layers(),
@@ -169,21 +170,40 @@ impl Worker {
             fetch.clone(),
             limits.clone(),
         );
+        let shared = keys
+            .is_spread()
+            .then(|| Arc::new(super::step::spread::Shared::default()));
+        if let Some(s) = &shared {
+            tokio::spawn(super::spread::flush_counts(
+                s.clone(),
+                con.clone(),
+                keys.clone(),
+                stop_rx.clone(),
+            ));
+        }
         let settings = super::step::Settings {
             count_failed: cfg.count_failed_as_processed,
             max_payload: cfg.max_payload,
             statused: self.registry.statused_classes(),
             sweep: self.registry.longest_track_ttl(cfg.job_ttl),
+            shared: shared.clone(),
         };
-        let ids: Vec<String> = states.iter().map(|s| s.id.to_string()).collect();
-        let config = super::step::StepConfig::new(&keys, &ids, &settings);
+        // Each group's slots share a config (a spread namespace's one per queue).
+        let mut placed = Vec::with_capacity(states.len());
+        for g in &groups {
+            let config = super::step::StepConfig::new(&keys, &g.ids, &settings);
+            for i in 0..g.ids.len() {
+                placed.push((config.clone(), i + 1, g.queues.clone()));
+            }
+        }
         let mut slots = JoinSet::new();
-        for (i, state) in states.iter().enumerate() {
+        for (state, (config, index, queues)) in states.iter().zip(placed) {
             let slot = Slot {
                 stepper: Arc::new(
-                    Stepper::in_process(&keys, &state.id, config.clone(), i + 1, settings.clone())
+                    Stepper::in_process(&keys, &state.id, config, index, settings.clone())
                         .with_limits(limits.clone()),
                 ),
+                queues,
                 steps: steps.clone(),
                 state: state.clone(),
                 con: con.clone(),
@@ -209,6 +229,7 @@ impl Worker {
         Ok(Running {
             signals,
             ids,
+            shared,
             keys,
             con,
             fetch,
@@ -275,6 +296,8 @@ pub struct Running {
     signals: Option<Signals>,
     /// Slot ids, in slot order.
     ids: Vec<String>,
+    /// A spread namespace's counts not yet added to the shared counters.
+    shared: Option<Arc<super::step::spread::Shared>>,
     /// Key names.
     keys: Keys,
     /// Shared connection.
@@ -460,6 +483,11 @@ impl Running {
         }
         let keys = self.keys.clone();
         let con = self.con.clone();
+        if let Some(shared) = &self.shared {
+            let mut con = con.clone();
+            let settle = super::spread::settle(shared, &mut con, &keys, &self.ids);
+            let _ = tokio::time::timeout(UNREGISTER_PATIENCE, settle).await;
+        }
         let done = crate::conn::retry_until(
             "unregister",
             || {

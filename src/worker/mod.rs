@@ -38,6 +38,7 @@ pub(crate) mod prune;
 pub(crate) mod requeue;
 pub(crate) mod shutdown;
 pub(crate) mod slot;
+pub(crate) mod spread;
 pub(crate) mod step;
 pub(crate) mod tracking;
 

@@ -1,10 +1,9 @@
 //! Redis Cluster (issue 7): a real cluster of Debian `redis-server` nodes on free loopback
 //! ports (`--cluster-enabled yes`, created with `redis-cli --cluster create`).
 //!
-//! * A namespace without a hash tag is refused with a clear error by the worker, the CLI and
-//!   the client; `RESQ_CLUSTER=1` turns a plain `redis://` URL into cluster mode; a worker on a
-//!   `{…}` namespace runs jobs, keeps every key on the slot owner, and its idle queue watcher
-//!   blocks on that node.
+//! * `RESQ_CLUSTER=1` turns a plain `redis://` URL into cluster mode; a worker on a `{…}`
+//!   namespace runs jobs, keeps every key on the slot owner, and its idle queue watcher blocks
+//!   on that node. (A namespace without a tag is spread over the slots: `spread_drain.rs`.)
 //! * 3 masters + 3 replicas: the master owning the namespace's slot is SIGKILLed mid-run of
 //!   5,000 jobs (the audit of [`support::failover`]); the worker follows the slot to the
 //!   promoted replica (shared connection and blocking watcher), drains the queue and accounts
@@ -43,43 +42,13 @@ fn has_blocked_watcher(node: &Node) -> bool {
 }
 
 #[test]
-fn hash_tagged_namespace_runs_and_untagged_is_refused() {
+fn hash_tagged_namespace_runs_on_its_slot_owner() {
     require_tools();
     let root = topology::temp_dir("cluster-basic");
     let cluster = Cluster::start(&root, 3, 0);
     let url = cluster.url(2);
 
-    // Untagged: the worker, the CLI and the client all refuse it before touching Redis.
-    let plain = support::namespace("cluster-plain");
-    let out = Command::new(support::example_bin("compat_worker"))
-        .env("REDIS_URL", &url)
-        .env("RESQUE_NAMESPACE", &plain)
-        .env("QUEUES", "default")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("compat_worker");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "an untagged namespace was accepted");
-    assert!(
-        err.contains("RESQUE_NAMESPACE") && err.contains("hash tag"),
-        "unclear error: {err}"
-    );
-    let out = Command::new(support::resq_bin())
-        .args(["--url", &url, "--namespace", &plain, "info"])
-        .output()
-        .expect("resq info");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("hash tag"),
-        "CLI: {err}"
-    );
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let e = rt
-        .block_on(resq::Client::connect(&url, &plain))
-        .err()
-        .expect("client accepted an untagged namespace")
-        .to_string();
-    assert!(e.contains("hash tag"), "client: {e}");
 
     // Tagged, with RESQ_CLUSTER=1 on a plain redis:// URL of one seed node.
     let ns = format!("{{{}}}", support::namespace("cluster"));

@@ -40,6 +40,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 
+mod pause;
 mod task;
 
 use task::resolve;
@@ -93,6 +94,9 @@ pub(crate) struct Fetch {
     remote_paused: watch::Sender<bool>,
     /// Paused by USR2.
     local_paused: watch::Sender<bool>,
+    /// On a spread namespace, the queues `<ns>:resq:paused_queues` named when last read
+    /// ([`pause`]).
+    spread_paused: Mutex<Vec<String>>,
     /// `INTERVAL`.
     interval: Duration,
     /// Queues to run as Jesque zset queues (see [`super::jesque`]).
@@ -162,6 +166,7 @@ impl Fetch {
             attempted: Notify::new(),
             remote_paused: watch::channel(false).0,
             local_paused: watch::channel(false).0,
+            spread_paused: Mutex::new(Vec::new()),
             interval,
             jesque,
             state: Mutex::new(HashMap::new()),
@@ -274,10 +279,14 @@ impl Fetch {
                 tracked: false,
             };
         }
+        let paused = self.keys.is_spread().then(|| self.paused_queues());
         let states = self.states();
         let mut picked = Vec::with_capacity(all.queues.len());
         let mut seen = Vec::with_capacity(all.queues.len());
-        for (i, (_, key, _)) in all.queues.iter().enumerate() {
+        for (i, (name, key, _)) in all.queues.iter().enumerate() {
+            if paused.as_ref().is_some_and(|p| p.contains(name)) {
+                continue;
+            }
             let st = states.get(key).copied().unwrap_or_default();
             let known_empty = tracked && st.empty_at == Some(st.gen);
             if full

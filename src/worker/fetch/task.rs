@@ -101,7 +101,9 @@ impl Fetch {
                 self.full_due.store(true, Ordering::SeqCst);
                 self.work.notify_one();
             }
-            if *self.remote_paused.borrow() {
+            if self.keys.is_spread() {
+                self.read_pause(&mut con).await;
+            } else if *self.remote_paused.borrow() {
                 let v: redis::RedisResult<Option<String>> = redis::cmd("GET")
                     .arg(self.keys.pause_all_workers())
                     .query_async(&mut con)

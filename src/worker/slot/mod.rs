@@ -72,6 +72,8 @@ pub(crate) struct Slot {
     pub state: Arc<SlotState>,
     /// The step script bound to this slot's keys.
     pub stepper: Arc<Stepper>,
+    /// The queue list it polls when not the process's (a spread namespace's one queue).
+    pub queues: Option<Arc<crate::worker::step::QueueKeys>>,
     /// Sends steps, batched with other slots'.
     pub steps: Batcher,
     /// The shared connection.
@@ -328,7 +330,10 @@ impl Slot {
         full: bool,
         trouble: &mut Trouble,
     ) -> Result<StepReply, Problem> {
-        let queues = self.fetch.queues();
+        let queues = match &self.queues {
+            Some(q) => q.clone(),
+            None => self.fetch.queues(),
+        };
         let mut record = self.state.record.lock().await;
         let mut rx = self.shutdown.clone();
         let quit_deadline = trouble.quit_deadline;

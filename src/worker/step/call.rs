@@ -151,7 +151,7 @@ impl Ends {
 
     /// The step's four values (step.lua's header): retry counter, retry failure key, unique
     /// lock, unique id (`""` none).
-    fn args(&self, keys: &crate::keys::Keys) -> [String; 4] {
+    pub(super) fn args(&self, keys: &crate::keys::Keys) -> [String; 4] {
         let (counter, failure) = match &self.retry_key {
             Some(k) => (keys.retry_attempts(k), keys.retry_failure(k)),
             None => (String::new(), String::new()),
@@ -301,8 +301,14 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
             )
         })
         .collect();
+    let spread = keys.is_spread();
     let mut step = Step {
-        processed: keys.stat_processed(),
+        // (Spread: a key of the call's slot, which the call is routed by.)
+        processed: if spread {
+            keys.worker(first.stepper.id())
+        } else {
+            keys.stat_processed()
+        },
         config: &config.digest,
         queue_list: &queues.digest,
         config_text: "",
@@ -329,7 +335,7 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
         }
         r => r?,
     };
-    if v.len() != 4 * requests.len() + 3 {
+    if v.len() != 4 * requests.len() + 3 + usize::from(spread) {
         return Err(bad_reply());
     }
     let limited = !limits.is_empty();
@@ -365,6 +371,13 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
             .map(|d| d as i64),
         _ => None,
     };
+    if spread {
+        let failed = match &shared.settings.shared {
+            Some(s) => s.add(&tail[3])?,
+            None => 0,
+        };
+        super::spread::after_call(con, requests, &replies, failed).await;
+    }
     Ok(CallReply {
         replies,
         found,
@@ -409,7 +422,12 @@ fn slot_args(r: &StepRequest, index: usize) -> StepSlot<'_> {
         reference,
         entry,
         track,
-        ends: ends.as_ref().map(|e| e.args(r.stepper.keys())),
+        // (Spread: the keys an end deletes are in other slots; the worker deletes them after
+        // the call, spread.rs.)
+        ends: ends
+            .as_ref()
+            .filter(|_| !r.stepper.keys().is_spread())
+            .map(|e| e.args(r.stepper.keys())),
     }
 }
 
@@ -419,7 +437,7 @@ pub(super) fn config_missed(e: &redis::RedisError) -> bool {
     e.code() == Some("RESQ_NOCONFIG")
 }
 
-pub(super) fn bad_reply() -> redis::RedisError {
+pub(crate) fn bad_reply() -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "step reply"))
 }
 

@@ -23,6 +23,7 @@ use std::sync::Arc;
 mod call;
 #[cfg(test)]
 mod config_tests;
+pub(crate) mod spread;
 
 #[cfg(test)]
 use call::bad_reply;
@@ -151,6 +152,9 @@ pub(crate) struct Settings {
     /// How long a finished tracked job stays listed (the longest TTL any class has; zero:
     /// kept until purged).
     pub sweep: std::time::Duration,
+    /// On a spread namespace, the counts the process's calls report, for the shared counters
+    /// ([`spread`]).
+    pub shared: Option<Arc<spread::Shared>>,
 }
 
 impl Default for Settings {
@@ -160,23 +164,29 @@ impl Default for Settings {
             max_payload: DEFAULT_MAX_PAYLOAD,
             statused: Vec::new(),
             sweep: crate::jobs::DEFAULT_TTL,
+            shared: None,
         }
     }
 }
 
 impl Settings {
-    /// The settings text (config.lua).
+    /// The settings text (config.lua). On a spread namespace every payload is checked in
+    /// Redis (no claim: its keys would be in another slot) and `"spread"` says so.
     fn text(&self, keys: &Keys) -> String {
-        serde_json::json!({
+        let spread = keys.is_spread();
+        let mut s = serde_json::json!({
             "p": keys.prefix(),
             "count_failed": self.count_failed,
-            "small": CHECKED_IN_REDIS,
+            "small": if spread { self.max_payload } else { CHECKED_IN_REDIS as u64 },
             "max": self.max_payload,
-            "chars": CHARS_CHECKED_IN_REDIS,
+            "chars": if spread { u64::from(u32::MAX) } else { CHARS_CHECKED_IN_REDIS as u64 },
             "statused": self.statused,
             "sweep_ms": u64::try_from(self.sweep.as_millis()).unwrap_or(u64::MAX),
-        })
-        .to_string()
+        });
+        if spread {
+            s["spread"] = serde_json::Value::Bool(true);
+        }
+        s.to_string()
     }
 }
 

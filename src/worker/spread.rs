@@ -1,0 +1,141 @@
+//! A worker process on a spread cluster namespace (`docs/cluster.md`): its slots, one group per
+//! queue, what it refuses there, and its shared counters' flusher.
+//!
+//! On a Redis Cluster namespace without a hash tag every queue's list lands in the slot its name
+//! hashes to. A step call must touch one slot, so a slot serves one queue: the process runs
+//! `COUNT` slots for each queue it is given, each with an id that carries the queue's tag
+//! (`host~resq{tag}:pid-k:queue`), so its worker record and stats share the queue's slot. The
+//! calls of one queue's slots go together; those of different queues never share a call.
+//!
+//! Refused there, before anything is registered: features whose keys would span slots in one
+//! call (limits, resque-status classes, retry policies, Jesque zset queues, the in-process
+//! scheduler) and wildcard queue lists.
+
+use super::config::Config;
+use super::step::spread::Shared;
+use super::step::QueueKeys;
+use crate::error::{Error, Result};
+use crate::identity::WorkerId;
+use crate::keys::Keys;
+use crate::registry::Registry;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// One queue's slots on a spread namespace (or, elsewhere, every slot, polling the process's
+/// list).
+pub(crate) struct Group {
+    /// The queue its slots poll (`None`: the process's list, as the fetch resolves it).
+    pub queues: Option<Arc<QueueKeys>>,
+    /// Its slots' worker ids.
+    pub ids: Vec<String>,
+}
+
+/// Refuses what a spread namespace cannot run (see the module doc).
+pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
+    let refused = |what: &str| {
+        Err(Error::Config {
+            var: "RESQUE_NAMESPACE",
+            message: format!(
+                "{:?} has no hash tag, so on this Redis Cluster its queues are spread over the \
+                 slots, where {what} cannot run yet; use a hash-tagged namespace such as \
+                 \"{{{}}}\" for them (docs/cluster.md)",
+                cfg.namespace, cfg.namespace
+            ),
+        })
+    };
+    if cfg.queues.is_dynamic() {
+        return refused("a wildcard queue list (QUEUES with * or !)");
+    }
+    if !cfg.jesque_delayed_queues.is_empty() {
+        return refused("Jesque delayed (zset) queues");
+    }
+    if cfg.scheduler {
+        return refused("the scheduler (RESQ_SCHEDULER)");
+    }
+    if !registry.declared_limits().is_empty() {
+        return refused("limits");
+    }
+    if !registry.statused_classes().is_empty() {
+        return refused("resque-status classes");
+    }
+    if registry.retries_any() {
+        return refused("retry policies");
+    }
+    Ok(())
+}
+
+/// The process's slot groups: on a spread namespace `cfg.concurrency` slots per queue, each
+/// with its queue's tag; elsewhere one group of `cfg.concurrency` slots.
+pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32) -> Vec<Group> {
+    if !keys.is_spread() {
+        let ids = (0..cfg.concurrency)
+            .map(|k| {
+                WorkerId::for_slot(&cfg.hostname, pid, k, cfg.queues.entries())
+                    .as_str()
+                    .to_string()
+            })
+            .collect();
+        return vec![Group { queues: None, ids }];
+    }
+    cfg.queues
+        .entries()
+        .iter()
+        .enumerate()
+        .map(|(n, q)| {
+            let tag = keys.queue_tag(q);
+            Group {
+                queues: Some(Arc::new(QueueKeys::with_jesque(keys, std::slice::from_ref(q), &[]))),
+                ids: (0..cfg.concurrency)
+                    .map(|k| {
+                        let slot = n * cfg.concurrency + k;
+                        WorkerId::for_queue_slot(&cfg.hostname, tag, pid, slot, q)
+                            .as_str()
+                            .to_string()
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Adds the shared counters' increments every [`FLUSH_EVERY`](super::step::spread::FLUSH_EVERY)
+/// until `stop`, then once more.
+pub(crate) async fn flush_counts(
+    shared: Arc<Shared>,
+    mut con: crate::conn::Conn,
+    keys: Keys,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut streak = crate::conn::outage::Streak::default();
+    loop {
+        let stopping = tokio::select! {
+            _ = tokio::time::sleep(super::step::spread::FLUSH_EVERY) => false,
+            _ = stop.wait_for(|s| *s) => true,
+        };
+        match shared.flush(&mut con, &keys).await {
+            Ok(()) => streak.succeeded("shared counters"),
+            Err(e) => streak.failed("shared counters", &e),
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// On the way out: the counts not yet added and the outboxes' failure entries go to the shared
+/// keys (an outbox left behind is moved by the pruner once its slot is dead).
+pub(crate) async fn settle(
+    shared: &Shared,
+    con: &mut crate::conn::Conn,
+    keys: &Keys,
+    ids: &[String],
+) {
+    if let Err(e) = shared.flush(con, keys).await {
+        tracing::warn!(error = %e, "could not add the last counts to the shared stats");
+    }
+    for id in ids {
+        if let Err(e) = super::step::spread::move_outbox(con, keys, id).await {
+            tracing::warn!(worker = %id, error = %e, "could not move the slot's failure entries to the failed list; the pruner moves them");
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! A spread cluster namespace (no hash tag, docs/cluster.md) on a real 3-master cluster: queues
+//! whose lists land on different masters are drained by one worker process, each queue's slots
+//! keeping their worker records and stats in the queue's slot; the shared keys Ruby reads
+//! (`<ns>:stat:processed|failed`, `<ns>:failed`, `<ns>:workers`) end right; a pause read from
+//! `<ns>:pause-all-workers` stops reserves.
+
+use crate::support;
+
+use redis::Commands;
+use support::topology::{self, Cluster, Node};
+use support::{wait_until, WorkerProc};
+
+/// Jobs per queue.
+const JOBS: usize = 200;
+
+/// Fails the test unless the cluster's tools are installed.
+fn require_tools() {
+    topology::require("redis-server", "redis-server");
+    topology::require("redis-cli", "redis-tools");
+}
+
+/// The slot of `key`, asked of `node`.
+fn keyslot(node: &Node, key: &str) -> i64 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut node.con())
+        .expect("KEYSLOT")
+}
+
+/// One queue name per master: `(queue, the master owning <ns>:queue:<queue>)`.
+fn queue_per_master<'a>(cluster: &'a Cluster, ns: &str) -> Vec<(String, &'a Node)> {
+    let mut out: Vec<(String, &Node)> = Vec::new();
+    for i in 0..1000 {
+        let q = format!("q{i}");
+        let owner = cluster.owner(&format!("{ns}:queue:{q}")).expect("owner");
+        if out.iter().all(|(_, n)| n.port != owner.port) {
+            out.push((q, owner));
+        }
+        if out.len() == 3 {
+            return out;
+        }
+    }
+    panic!("no queue on every master");
+}
+
+/// Pushes `payload` as Resque does (SADD `<ns>:queues`, RPUSH the queue), each on its owner.
+fn push(cluster: &Cluster, ns: &str, queue: &str, payloads: &[String]) {
+    let queues = format!("{ns}:queues");
+    let _: i64 = cluster
+        .owner(&queues)
+        .expect("owner")
+        .con()
+        .sadd(&queues, queue)
+        .expect("SADD");
+    let key = format!("{ns}:queue:{queue}");
+    let _: i64 = cluster
+        .owner(&key)
+        .expect("owner")
+        .con()
+        .rpush(&key, payloads)
+        .expect("RPUSH");
+}
+
+/// A key's value read on its owner.
+fn get<T: redis::FromRedisValue>(cluster: &Cluster, key: &str) -> T {
+    cluster
+        .owner(key)
+        .expect("owner")
+        .con()
+        .get(key)
+        .expect("GET")
+}
+
+#[test]
+fn spread_namespace_drains_queues_on_every_master() {
+    require_tools();
+    let root = topology::temp_dir("cluster-spread");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(2);
+    let ns = support::namespace("spread");
+    let queues = queue_per_master(&cluster, &ns);
+    for (q, _) in &queues {
+        let payloads: Vec<String> = (0..JOBS)
+            .map(|i| {
+                let class = if i % 20 == 0 { "Fail" } else { "Echo" };
+                format!(r#"{{"class":"{class}","args":["{q}",{i}]}}"#)
+            })
+            .collect();
+        push(&cluster, &ns, q, &payloads);
+    }
+    let names: Vec<&str> = queues.iter().map(|(q, _)| q.as_str()).collect();
+    let list = names.join(",");
+    // Two slots per queue: six ids.
+    let mut w = WorkerProc::start(
+        &url,
+        &ns,
+        6,
+        &[("CONCURRENCY", "2"), ("QUEUES", list.as_str())],
+    );
+    // Each slot's id carries its queue's tag: its record and stats share the queue's slot.
+    for id in &w.ids {
+        let q = id.rsplit(':').next().expect("queue field");
+        let (_, owner) = queues
+            .iter()
+            .find(|(n, _)| n == q)
+            .expect("a queue of ours");
+        let qslot = keyslot(owner, &format!("{ns}:queue:{q}"));
+        for key in [
+            format!("{ns}:worker:{id}"),
+            format!("{ns}:worker:{id}:started"),
+            format!("{ns}:stat:processed:{id}"),
+            format!("{ns}:resq:outbox:{id}"),
+        ] {
+            assert_eq!(keyslot(owner, &key), qslot, "{key} is not in {q}'s slot");
+        }
+        let started: Option<String> = owner
+            .con()
+            .get(format!("{ns}:worker:{id}:started"))
+            .expect("GET");
+        assert!(
+            started.is_some(),
+            "{id} not registered on its queue's master"
+        );
+    }
+    let total = JOBS * queues.len();
+    let fails = total / 20;
+    let echo = format!("{ns}:compat:echo");
+    wait_until(60, "every Echo job run", || {
+        let n: usize = cluster.owner(&echo)?.con().llen(&echo).ok()?;
+        (n == total - fails).then_some(())
+    });
+    // The shared keys: counters (flushed every 200 ms), the failure entries (moved from the
+    // slots' outboxes).
+    let failed_list = format!("{ns}:failed");
+    wait_until(30, "the shared counters and the failed list", || {
+        let p: Option<usize> = get(&cluster, &format!("{ns}:stat:processed"));
+        let f: Option<usize> = get(&cluster, &format!("{ns}:stat:failed"));
+        let listed: usize = cluster.owner(&failed_list)?.con().llen(&failed_list).ok()?;
+        (p == Some(total) && f == Some(fails) && listed == fails).then_some(())
+    });
+    let entry: String = cluster
+        .owner(&failed_list)
+        .expect("owner")
+        .con()
+        .lindex(&failed_list, 0)
+        .expect("LINDEX");
+    let e: serde_json::Value = serde_json::from_str(&entry).expect("failure entry JSON");
+    assert_eq!(e["payload"]["class"], "Fail");
+    assert!(
+        e["worker"].as_str().is_some_and(|w| w.contains("~resq{")),
+        "{e}"
+    );
+    for k in ["failed_at", "exception", "error", "backtrace", "queue"] {
+        assert!(e.get(k).is_some(), "failure entry without {k}: {e}");
+    }
+    // Every queue's master served it: each has no job left and ran its queue's worker keys.
+    for (q, owner) in &queues {
+        let left: usize = owner.con().llen(format!("{ns}:queue:{q}")).expect("LLEN");
+        assert_eq!(left, 0, "{q} not drained");
+    }
+
+    // A pause read from <ns>:pause-all-workers (every INTERVAL, 0.5 s) stops reserves: a job
+    // pushed while paused stays queued after the queue's watcher saw it, and runs on resume.
+    let pause = format!("{ns}:pause-all-workers");
+    let _: () = cluster
+        .owner(&pause)
+        .expect("owner")
+        .con()
+        .set(&pause, "true")
+        .expect("SET");
+    wait_until(30, "the worker to read the pause", || {
+        w.stderr().contains("paused=true").then_some(())
+    });
+    let (q0, owner0) = &queues[0];
+    push(
+        &cluster,
+        &ns,
+        q0,
+        &[r#"{"class":"Echo","args":["paused",0]}"#.to_string()],
+    );
+    // (An absence cannot be awaited: three INTERVALs in which an unpaused worker, woken by the
+    // push within milliseconds, would have taken it.)
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let queued: usize = owner0.con().llen(format!("{ns}:queue:{q0}")).expect("LLEN");
+    assert_eq!(queued, 1, "a job was taken while paused");
+    let before: usize = cluster
+        .owner(&echo)
+        .expect("owner")
+        .con()
+        .llen(&echo)
+        .expect("LLEN");
+    let _: i64 = cluster
+        .owner(&pause)
+        .expect("owner")
+        .con()
+        .del(&pause)
+        .expect("DEL");
+    wait_until(
+        30,
+        "the job pushed while paused, run after the pause",
+        || {
+            let n: usize = cluster.owner(&echo)?.con().llen(&echo).ok()?;
+            (n == before + 1).then_some(())
+        },
+    );
+
+    w.signal("QUIT");
+    let status = w.wait_exit(20);
+    assert!(
+        status.success(),
+        "worker exited with {status}:\n{}",
+        w.stderr()
+    );
+    let workers = format!("{ns}:workers");
+    let members: Vec<String> = cluster
+        .owner(&workers)
+        .expect("owner")
+        .con()
+        .smembers(&workers)
+        .expect("SMEMBERS");
+    assert!(members.is_empty(), "workers left registered: {members:?}");
+    for id in &w.ids {
+        let key = format!("{ns}:resq:outbox:{id}");
+        let n: usize = cluster
+            .owner(&key)
+            .expect("owner")
+            .con()
+            .llen(&key)
+            .expect("LLEN");
+        assert_eq!(n, 0, "{key} not emptied");
+    }
+}
