@@ -84,7 +84,11 @@ pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32) -> Vec<Group> {
         .map(|(n, q)| {
             let tag = keys.queue_tag(q);
             Group {
-                queues: Some(Arc::new(QueueKeys::with_jesque(keys, std::slice::from_ref(q), &[]))),
+                queues: Some(Arc::new(QueueKeys::with_jesque(
+                    keys,
+                    std::slice::from_ref(q),
+                    &[],
+                ))),
                 ids: (0..cfg.concurrency)
                     .map(|k| {
                         let slot = n * cfg.concurrency + k;

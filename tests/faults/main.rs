@@ -21,4 +21,5 @@ mod redis_sentinel;
 mod redis_sentinel_planned;
 mod redis_tls;
 mod spread_drain;
+mod spread_faults;
 mod workflows_audit;
