@@ -144,7 +144,8 @@ local function step(KEYS, ARGV)
       a = a + 1
     end
     if t == 116 then
-      it.track = ARGV[a]
+      -- (Spread: no records; an ending the worker read from a payload is not followed.)
+      it.track = not C.spread and ARGV[a]
       a = a + 1
     end
     if x then

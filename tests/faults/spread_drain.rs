@@ -80,10 +80,17 @@ fn spread_namespace_drains_queues_on_every_master() {
     let url = cluster.url(2);
     let ns = support::namespace("spread");
     let queues = queue_per_master(&cluster, &ns);
-    for (q, _) in &queues {
+    for (n, (q, _)) in queues.iter().enumerate() {
         let payloads: Vec<String> = (0..JOBS)
             .map(|i| {
                 let class = if i % 20 == 0 { "Fail" } else { "Echo" };
+                // One job of the first queue carries resq's tracking id: it runs, untracked
+                // (a spread namespace keeps no records), and the worker says so.
+                if n == 0 && i == 1 {
+                    return format!(
+                        r#"{{"class":"{class}","args":["{q}",{i}],"resq_id":"t-spread"}}"#
+                    );
+                }
                 format!(r#"{{"class":"{class}","args":["{q}",{i}]}}"#)
             })
             .collect();
@@ -130,6 +137,11 @@ fn spread_namespace_drains_queues_on_every_master() {
         let n: usize = cluster.owner(&echo)?.con().llen(&echo).ok()?;
         (n == total - fails).then_some(())
     });
+    assert!(
+        w.stderr().contains("t-spread runs untracked"),
+        "the untracked job was not reported:\n{}",
+        w.stderr()
+    );
     // The shared keys: counters (flushed every 200 ms), the failure entries (moved from the
     // slots' outboxes).
     let failed_list = format!("{ns}:failed");
