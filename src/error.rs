@@ -35,6 +35,22 @@ pub enum Error {
     /// The Redis server cannot be used (too old).
     #[error("{0}")]
     Unsupported(String),
+    /// A feature that writes keys of several hash slots in one step (tracked jobs, unique
+    /// jobs, delayed jobs, batches and flows, limits, Jesque's zset queues) asked of a namespace
+    /// spread over a Redis Cluster's slots (one without a hash tag): refused before anything
+    /// was written.
+    #[error(
+        "{feature} is not available on namespace {namespace:?}: without a hash tag it is spread \
+         over the Redis Cluster's slots, and {feature} writes keys of several slots in one step; \
+         use a hash-tagged namespace such as \"{{{namespace}}}\" for it (docs/cluster.md). \
+         Nothing was written"
+    )]
+    Spread {
+        /// What was asked (`tracked jobs`, `delayed jobs`, …).
+        feature: &'static str,
+        /// The namespace.
+        namespace: String,
+    },
     /// An ActiveJob job cannot be read or written.
     #[error("activejob: {0}")]
     ActiveJob(#[from] crate::wire::activejob::ActiveJobError),
