@@ -290,6 +290,8 @@ impl Admin {
             }
         }
         let mut con = self.con();
+        // (Before the pushes: a call that cannot be made must not follow them.)
+        crate::scripts::ensure_loaded(&mut con, &k.failed()).await?;
         let names: Vec<&str> = by_queue.iter().map(|(q, _)| *q).collect();
         let _: i64 = redis::cmd("SADD")
             .arg(k.queues())
@@ -314,7 +316,6 @@ impl Admin {
             .call()
             .add_to(&mut marks);
         }
-        crate::scripts::ensure_loaded(&mut con, &k.failed()).await?;
         let replies: Vec<i64> = marks.query_async(&mut con).await?;
         for ((row, _), at) in plans.iter().zip(replies) {
             out.done += 1;
