@@ -289,13 +289,21 @@ impl Keys {
     /// On a spread namespace `<ns>:resq:history:{<tag>}:m:<epoch minute>`, every sample in one
     /// slot ([`Keys::history_tag`]) so a graph's samples are still read in one `MGET`.
     pub(crate) fn history_minute(&self, epoch_minute: i64) -> String {
-        format!("{}resq:history:{}m:{epoch_minute}", self.prefix, self.history_tag())
+        format!(
+            "{}resq:history:{}m:{epoch_minute}",
+            self.prefix,
+            self.history_tag()
+        )
     }
 
     /// `<ns>:resq:history:h:<epoch hour>` — the same sample, once per hour, kept about 90 days
     /// (`<ns>:resq:history:{<tag>}:h:<epoch hour>` on a spread namespace).
     pub(crate) fn history_hour(&self, epoch_hour: i64) -> String {
-        format!("{}resq:history:{}h:{epoch_hour}", self.prefix, self.history_tag())
+        format!(
+            "{}resq:history:{}h:{epoch_hour}",
+            self.prefix,
+            self.history_tag()
+        )
     }
 
     /// Nothing, or on a spread namespace `{<tag>}:` with the tag of the slot of

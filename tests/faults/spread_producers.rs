@@ -87,65 +87,6 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
         .block_on(resq::Client::connect(&url, &ns))
         .expect("connect");
 
-    rt.block_on(async {
-        for q in &qs {
-            client
-                .enqueue_to(q, "Mailer", &[json!(42), json!("welcome")])
-                .await
-                .expect("enqueue_to");
-            client
-                .push_raw(q, r#"{"class":"Raw","args":[]}"#)
-                .await
-                .expect("push_raw");
-            client
-                .enqueue_front(q, "Urgent", &[json!(1.5)])
-                .await
-                .expect("enqueue_front");
-        }
-        let batch: Vec<(&str, NewJob)> = qs
-            .iter()
-            .map(|q| (q.as_str(), NewJob::new("Batched", vec![json!(q)])))
-            .chain(std::iter::once((
-                qs[0].as_str(),
-                NewJob::jesque("Java", Some(vec![json!(7)]), None),
-            )))
-            .collect();
-        client.enqueue_batch(&batch).await.expect("enqueue_batch");
-    });
-
-    // Ruby Resque's keys and bytes, each list on the master of its own slot.
-    let mut ports: Vec<u16> = qs
-        .iter()
-        .map(|q| cluster.owner(&format!("{ns}:queue:{q}")).unwrap().port)
-        .collect();
-    ports.dedup();
-    assert_eq!(ports.len(), 3, "the lists are on three masters");
-    let mut want_queues = qs.clone();
-    want_queues.sort();
-    assert_eq!(members(&cluster, &format!("{ns}:queues")), want_queues);
-    for (i, q) in qs.iter().enumerate() {
-        let mut want = vec![
-            r#"{"class":"Urgent","args":[1.5]}"#.to_string(),
-            r#"{"class":"Mailer","args":[42,"welcome"]}"#.to_string(),
-            r#"{"class":"Raw","args":[]}"#.to_string(),
-            format!(r#"{{"class":"Batched","args":["{q}"]}}"#),
-        ];
-        if i == 0 {
-            want.push(r#"{"class":"Java","args":[7],"vars":null}"#.to_string());
-        }
-        let got = list(&cluster, &format!("{ns}:queue:{q}"));
-        assert_eq!(got, want, "{q}");
-    }
-
-    // The client's readers and remove_queue (Ruby's SREM + DEL, each in its slot).
-    rt.block_on(async {
-        assert_eq!(client.queues().await.expect("queues"), want_queues);
-        assert_eq!(client.size(&qs[1]).await.expect("size"), 4);
-        client.remove_queue(&qs[2]).await.expect("remove_queue");
-    });
-    assert!(!members(&cluster, &format!("{ns}:queues")).contains(&qs[2]));
-    assert!(list(&cluster, &format!("{ns}:queue:{}", qs[2])).is_empty());
-
     // Features that write keys of several slots in one step: refused, nothing written.
     let before = keys_in_cluster(&cluster);
     let q = qs[0].as_str();
@@ -210,10 +151,7 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
         );
         take(
             "cancel",
-            client
-                .cancel(&resq::jobs::JobId::new())
-                .await
-                .map(drop),
+            client.cancel(&resq::jobs::JobId::new()).await.map(drop),
         );
         out
     });
@@ -228,7 +166,71 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
             "{what}: {text}"
         );
     }
-    assert_eq!(keys_in_cluster(&cluster), before, "a refusal wrote something");
+    assert_eq!(
+        keys_in_cluster(&cluster),
+        before,
+        "a refusal wrote something"
+    );
+
+    rt.block_on(async {
+        for q in &qs {
+            client
+                .enqueue_to(q, "Mailer", &[json!(42), json!("welcome")])
+                .await
+                .expect("enqueue_to");
+            client
+                .push_raw(q, r#"{"class":"Raw","args":[]}"#)
+                .await
+                .expect("push_raw");
+            client
+                .enqueue_front(q, "Urgent", &[json!(1.5)])
+                .await
+                .expect("enqueue_front");
+        }
+        let batch: Vec<(&str, NewJob)> = qs
+            .iter()
+            .map(|q| (q.as_str(), NewJob::new("Batched", vec![json!(q)])))
+            .chain(std::iter::once((
+                qs[0].as_str(),
+                NewJob::jesque("Java", Some(vec![json!(7)]), None),
+            )))
+            .collect();
+        client.enqueue_batch(&batch).await.expect("enqueue_batch");
+    });
+
+    // Ruby Resque's keys and bytes, each list on the master of its own slot.
+    let mut ports: Vec<u16> = qs
+        .iter()
+        .map(|q| cluster.owner(&format!("{ns}:queue:{q}")).unwrap().port)
+        .collect();
+    ports.sort();
+    ports.dedup();
+    assert_eq!(ports.len(), 3, "the lists are on three masters");
+    let mut want_queues = qs.clone();
+    want_queues.sort();
+    assert_eq!(members(&cluster, &format!("{ns}:queues")), want_queues);
+    for (i, q) in qs.iter().enumerate() {
+        let mut want = vec![
+            r#"{"class":"Urgent","args":[1.5]}"#.to_string(),
+            r#"{"class":"Mailer","args":[42,"welcome"]}"#.to_string(),
+            r#"{"class":"Raw","args":[]}"#.to_string(),
+            format!(r#"{{"class":"Batched","args":["{q}"]}}"#),
+        ];
+        if i == 0 {
+            want.push(r#"{"class":"Java","args":[7],"vars":null}"#.to_string());
+        }
+        let got = list(&cluster, &format!("{ns}:queue:{q}"));
+        assert_eq!(got, want, "{q}");
+    }
+
+    // The client's readers and remove_queue (Ruby's SREM + DEL, each in its slot).
+    rt.block_on(async {
+        assert_eq!(client.queues().await.expect("queues"), want_queues);
+        assert_eq!(client.size(&qs[1]).await.expect("size"), 4);
+        client.remove_queue(&qs[2]).await.expect("remove_queue");
+    });
+    assert!(!members(&cluster, &format!("{ns}:queues")).contains(&qs[2]));
+    assert!(list(&cluster, &format!("{ns}:queue:{}", qs[2])).is_empty());
 }
 
 /// `GET path` on the dashboard at `port`: the status code and the body.
@@ -246,6 +248,39 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, out))
 }
 
+/// `resq --url url --namespace ns args…` with `stdin` on its standard input.
+fn run(url: &str, ns: &str, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(support::resq_bin())
+        .args(["--url", url, "--namespace", ns])
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("RESQUE_NAMESPACE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("resq");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .expect("write stdin");
+    drop(input);
+    child.wait_with_output().expect("resq")
+}
+
+/// [`run`] without input, which must succeed: its standard output.
+fn resq(url: &str, ns: &str, args: &[&str]) -> String {
+    let out = run(url, ns, args, None);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "resq {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// A Ruby Resque failure entry for a job of `queue`.
 fn failure(queue: &str, class: &str, arg: i64) -> String {
     format!(
@@ -254,42 +289,47 @@ fn failure(queue: &str, class: &str, arg: i64) -> String {
 }
 
 #[test]
-fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
+fn the_cli_enqueues_on_every_master_and_refuses_multi_slot_features() {
     require_tools();
-    let root = topology::temp_dir("spread-cli");
+    let root = topology::temp_dir("spread-cli-enqueue");
     let cluster = Cluster::start(&root, 3, 0);
     let url = cluster.url(1);
-    let ns = support::namespace("spread-cli");
+    let ns = support::namespace("spread-cli-enqueue");
     let qs = queues_on_every_master(&cluster, &ns);
-    let run = |args: &[&str], stdin: Option<&str>| {
-        use std::io::Write;
-        let mut child = Command::new(support::resq_bin())
-            .args(["--url", &url, "--namespace", &ns])
-            .args(args)
-            .env_remove("REDIS_URL")
-            .env_remove("RESQUE_NAMESPACE")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("resq");
-        let mut input = child.stdin.take().expect("stdin");
-        input
-            .write_all(stdin.unwrap_or("").as_bytes())
-            .expect("write stdin");
-        drop(input);
-        child.wait_with_output().expect("resq")
-    };
-    let resq = |args: &[&str]| {
-        let out = run(args, None);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let resq = |args: &[&str]| resq(&url, &ns, args);
+
+    // Refused on the spread namespace, nothing written.
+    let before = keys_in_cluster(&cluster);
+    for args in [
+        &["enqueue", "--track", "--queue", qs[0].as_str(), "T"][..],
+        &["enqueue", "--in", "3600", "--queue", qs[0].as_str(), "D"],
+    ] {
+        let out = run(&url, &ns, args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            out.status.success(),
-            "resq {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
+            !out.status.success() && err.contains("hash tag") && err.contains("docs/cluster.md"),
+            "{args:?}: {err}"
         );
-        text
-    };
+    }
+    let out = run(
+        &url,
+        &ns,
+        &["enqueue", "--track", "--file", "-"],
+        Some(&format!(
+            "{{\"class\":\"T\",\"args\":[],\"queue\":\"{}\"}}\n",
+            qs[0]
+        )),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("hash tag"),
+        "a tracked file was accepted: {err}"
+    );
+    assert_eq!(
+        keys_in_cluster(&cluster),
+        before,
+        "a refusal wrote something"
+    );
 
     // Enqueue, one job at a time and from a file, onto the three masters.
     for (i, q) in qs.iter().enumerate() {
@@ -299,7 +339,7 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
         .iter()
         .map(|q| format!("{{\"class\":\"Filed\",\"args\":[\"{q}\"],\"queue\":\"{q}\"}}\n"))
         .collect();
-    let out = run(&["enqueue", "--file", "-"], Some(&file));
+    let out = run(&url, &ns, &["enqueue", "--file", "-"], Some(&file));
     assert!(
         out.status.success(),
         "enqueue --file: {}{}",
@@ -319,26 +359,33 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
     let mut want_queues = qs.clone();
     want_queues.sort();
     assert_eq!(members(&cluster, &format!("{ns}:queues")), want_queues);
+}
 
-    // Refused on the spread namespace, nothing written.
-    let before = keys_in_cluster(&cluster);
-    for args in [
-        &["enqueue", "--track", "--queue", qs[0].as_str(), "T"][..],
-        &["enqueue", "--in", "3600", "--queue", qs[0].as_str(), "D"],
-    ] {
-        let out = run(args, None);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains("hash tag") && err.contains("docs/cluster.md"),
-            "{args:?}: {err}"
-        );
+#[test]
+fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
+    require_tools();
+    let root = topology::temp_dir("spread-cli");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(1);
+    let ns = support::namespace("spread-cli");
+    let qs = queues_on_every_master(&cluster, &ns);
+    let resq = |args: &[&str]| resq(&url, &ns, args);
+
+    // Two jobs in each of the three queues, as Ruby's enqueue writes them.
+    for (i, q) in qs.iter().enumerate() {
+        let key = format!("{ns}:queues");
+        let _: () = on_owner(&cluster, &key).sadd(&key, q).expect("SADD");
+        let key = format!("{ns}:queue:{q}");
+        let _: () = on_owner(&cluster, &key)
+            .rpush(
+                &key,
+                &[
+                    format!(r#"{{"class":"Plain","args":[{i},"x"]}}"#),
+                    format!(r#"{{"class":"Filed","args":["{q}"]}}"#),
+                ],
+            )
+            .expect("RPUSH");
     }
-    let out = run(
-        &["enqueue", "--track", "--file", "-"],
-        Some(&format!("{{\"class\":\"T\",\"args\":[],\"queue\":\"{}\"}}\n", qs[0])),
-    );
-    assert!(!out.status.success(), "a tracked file was accepted");
-    assert_eq!(keys_in_cluster(&cluster), before, "a refusal wrote something");
 
     // A worker slot registered as a spread worker does (its keys in its queue's slot), the
     // stats, and failures of jobs of the three queues.
@@ -405,7 +452,9 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
     let queues = resq(&["queues"]);
     for q in &qs {
         assert!(
-            queues.lines().any(|l| l.contains(q.as_str()) && l.contains('2')),
+            queues
+                .lines()
+                .any(|l| l.contains(q.as_str()) && l.contains('2')),
             "{q}: {queues}"
         );
     }
@@ -430,7 +479,9 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
         list(&cluster, &q1).last().map(String::as_str),
         Some(r#"{"class":"Broken","args":[1]}"#)
     );
-    let now: Vec<String> = on_owner(&cluster, &failed).lrange(&failed, 0, -1).expect("LRANGE");
+    let now: Vec<String> = on_owner(&cluster, &failed)
+        .lrange(&failed, 0, -1)
+        .expect("LRANGE");
     assert_eq!(now.len(), 3);
     assert_eq!(now[0], entries[0]);
     let marked: serde_json::Value = serde_json::from_str(&now[1]).expect("entry JSON");
@@ -465,13 +516,18 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
     .map(|a| a.to_string())
     .collect();
     let web = support::spawn_guard(&support::resq_bin().display().to_string(), &web_args, None);
-    wait_until(30, "the dashboard to answer", || http_get(port, "/overview"));
+    wait_until(30, "the dashboard to answer", || {
+        http_get(port, "/overview")
+    });
     for (page, want) in [
         ("/overview", vec!["17", qs[0].as_str()]),
         ("/queues", qs.iter().map(String::as_str).collect()),
         ("/workers", vec![host.as_str(), "Busy"]),
         ("/failed", vec!["Broken", "boom"]),
-        ("/api/live", vec!["\"processed\":17", "\"failed_entries\":3"]),
+        (
+            "/api/live",
+            vec!["\"processed\":17", "\"failed_entries\":3"],
+        ),
     ] {
         let (code, body) = http_get(port, page).expect("an answer");
         assert_eq!(code, 200, "{page}: {body}");
@@ -483,7 +539,9 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
 
     // Remove one, then clear.
     resq(&["failed", "remove", "0"]);
-    let now: Vec<String> = on_owner(&cluster, &failed).lrange(&failed, 0, -1).expect("LRANGE");
+    let now: Vec<String> = on_owner(&cluster, &failed)
+        .lrange(&failed, 0, -1)
+        .expect("LRANGE");
     assert_eq!(now.len(), 2);
     assert!(now.iter().all(|e| !e.contains(r#""args":[0]"#)), "{now:?}");
     resq(&["failed", "clear"]);
