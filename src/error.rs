@@ -40,10 +40,10 @@ pub enum Error {
     /// spread over a Redis Cluster's slots (one without a hash tag): refused before anything
     /// was written.
     #[error(
-        "{feature} is not available on namespace {namespace:?}: without a hash tag it is spread \
-         over the Redis Cluster's slots, and {feature} writes keys of several slots in one step; \
-         use a hash-tagged namespace such as \"{{{namespace}}}\" for it (docs/cluster.md). \
-         Nothing was written"
+        "{feature}: not available on namespace {namespace:?}, which has no hash tag and so is \
+         spread over the Redis Cluster's slots, where this would write keys of several slots \
+         in one step; use a hash-tagged namespace such as \"{{{namespace}}}\" for it \
+         (docs/cluster.md). Nothing was written"
     )]
     Spread {
         /// What was asked (`tracked jobs`, `delayed jobs`, …).

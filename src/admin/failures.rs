@@ -282,6 +282,38 @@ impl Admin {
             return Ok(out);
         }
         let k = self.keys();
+        // A queue whose key holds something else than a list is not pushed onto (its entries
+        // are skipped, nothing written for them): checked first, as a script checks its keys.
+        let mut names: Vec<String> = Vec::new();
+        for (_, plan) in &plans {
+            if !names.contains(&plan.queue) {
+                names.push(plan.queue.clone());
+            }
+        }
+        let mut types = redis::pipe();
+        for q in &names {
+            types.cmd("TYPE").arg(k.queue(q));
+        }
+        let types: Vec<String> = types.query_async(&mut self.per_slot()).await?;
+        plans.retain(|(row, plan)| {
+            let t = names
+                .iter()
+                .zip(&types)
+                .find(|(q, _)| **q == plan.queue)
+                .map_or("none", |(_, t)| t.as_str());
+            let usable = matches!(t, "list" | "none");
+            if !usable {
+                out.skipped.push(format!(
+                    "#{}: {} holds a {t}, not a list: not retried",
+                    row.index,
+                    k.queue(&plan.queue)
+                ));
+            }
+            usable
+        });
+        if plans.is_empty() {
+            return Ok(out);
+        }
         let mut by_queue: Vec<(&str, Vec<&str>)> = Vec::new();
         for (_, plan) in &plans {
             match by_queue.iter_mut().find(|(q, _)| *q == plan.queue) {
