@@ -303,6 +303,38 @@ fn the_cli_enqueues_on_every_master_and_refuses_multi_slot_features() {
     for args in [
         &["enqueue", "--track", "--queue", qs[0].as_str(), "T"][..],
         &["enqueue", "--in", "3600", "--queue", qs[0].as_str(), "D"],
+        &[
+            "enqueue",
+            "--jesque",
+            "--in",
+            "3600",
+            "--queue",
+            qs[0].as_str(),
+            "J",
+            "1",
+        ],
+        &[
+            "schedule",
+            "add",
+            "nightly",
+            "--queue",
+            qs[0].as_str(),
+            "--class",
+            "N",
+            "--every",
+            "1h",
+        ],
+        &["schedule", "remove", "nightly"],
+        &[
+            "limits",
+            "set",
+            "mail",
+            "--concurrency",
+            "2",
+            "--queue",
+            qs[0].as_str(),
+        ],
+        &["limits", "clear", "mail"],
     ] {
         let out = run(&url, &ns, args, None);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -470,6 +502,22 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
     );
     let listed = resq(&["failed", "list"]);
     assert_eq!(listed.matches("Broken").count(), 3, "{listed}");
+    // The readers of what is not available there answer (nothing), as on one server.
+    for args in [
+        &["delayed", "list"][..],
+        &["schedule", "list"],
+        &["limits", "list"],
+        &["jobs"],
+        &["batches"],
+        &["pause", "--queue", qs[0].as_str()],
+        &["resume", "--queue", qs[0].as_str()],
+    ] {
+        resq(args);
+    }
+    let coverage = resq(&["coverage"]);
+    for q in &qs {
+        assert!(coverage.contains(&format!("queue {q} ")), "{q}: {coverage}");
+    }
 
     // Retry one, then all: each job pushed onto its queue (Ruby's `{"class","args"}`), each
     // entry rewritten in place with its `retried_at`.
@@ -519,6 +567,7 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
     wait_until(30, "the dashboard to answer", || {
         http_get(port, "/overview")
     });
+    let queue_page = format!("/queue?name={}", qs[0]);
     for (page, want) in [
         ("/overview", vec!["17", qs[0].as_str()]),
         ("/queues", qs.iter().map(String::as_str).collect()),
@@ -528,6 +577,12 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
             "/api/live",
             vec!["\"processed\":17", "\"failed_entries\":3"],
         ),
+        (queue_page.as_str(), vec!["Plain", "Filed"]),
+        ("/stats", vec!["17"]),
+        ("/delayed", vec![]),
+        ("/recurring", vec![]),
+        ("/limits", vec![]),
+        ("/jobs", vec![]),
     ] {
         let (code, body) = http_get(port, page).expect("an answer");
         assert_eq!(code, 200, "{page}: {body}");
