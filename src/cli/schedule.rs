@@ -115,7 +115,7 @@ pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) 
     let (mut con, keys) = target.con_keys().await?;
     let tz = SchedulerConfig::from_env()?.time_zone;
     if !matches!(cmd, ScheduleCmd::List) {
-        crate::client::not_spread(&keys, "recurring schedules")?;
+        crate::error::not_spread(&keys, "recurring schedules")?;
     }
     match cmd {
         ScheduleCmd::List => {

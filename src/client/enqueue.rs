@@ -185,7 +185,7 @@ impl Client {
         }
         match job.at.map(super::delayed::epoch_secs) {
             Some(ts) if ts > super::delayed::epoch_secs(chrono::Utc::now()) => {
-                super::not_spread(&self.keys, "delayed jobs")?;
+                crate::error::not_spread(&self.keys, "delayed jobs")?;
                 let item = encode::scheduler_item(
                     &job.queue,
                     &job.class,

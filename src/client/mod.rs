@@ -171,20 +171,6 @@ impl Client {
     }
 }
 
-/// Refuses `feature` on a namespace spread over a Redis Cluster's slots ([`Keys::is_spread`]):
-/// what writes keys of several slots in one step (tracked, unique and delayed jobs, batches and
-/// flows, limits, Jesque's zset queues) is not available there. Called before anything is
-/// written.
-pub(crate) fn not_spread(keys: &Keys, feature: &'static str) -> Result<()> {
-    if keys.is_spread() {
-        return Err(Error::Spread {
-            feature,
-            namespace: keys.namespace().to_string(),
-        });
-    }
-    Ok(())
-}
-
 /// Ruby's `Job.create` checks: a queue and a class, both non-empty.
 pub(crate) fn validate(queue: &str, class: &str) -> Result<()> {
     if queue.is_empty() {

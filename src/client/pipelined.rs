@@ -77,7 +77,7 @@ impl Client {
         let mut payloads: Vec<Option<String>> = Vec::with_capacity(jobs.len());
         for j in jobs {
             let checked = validate(&j.queue, &j.class).and_then(|()| match j.track {
-                Some(_) => super::not_spread(self.keys(), "tracked jobs"),
+                Some(_) => crate::error::not_spread(self.keys(), "tracked jobs"),
                 None => Ok(()),
             });
             match checked {

@@ -286,7 +286,7 @@ impl Admin {
     /// go back to their queues (1,000 in this call, the rest within seconds), where they are
     /// judged again under the new definition.
     pub async fn set_limit(&self, limit: &Limit) -> Result<()> {
-        crate::client::not_spread(self.keys(), "limits")?;
+        crate::error::not_spread(self.keys(), "limits")?;
         limit.validate()?;
         self.change_limit(&limit.name, Some(limit), false).await?;
         Ok(())
@@ -297,7 +297,7 @@ impl Admin {
     /// anything was removed. The jobs a limit no longer in force held, or held where the
     /// declaration does not, go back to their queues as with [`Admin::set_limit`].
     pub async fn clear_limit(&self, name: &str, declaration: bool) -> Result<bool> {
-        crate::client::not_spread(self.keys(), "limits")?;
+        crate::error::not_spread(self.keys(), "limits")?;
         Ok(self.change_limit(name, None, declaration).await? > 0)
     }
 
