@@ -204,6 +204,30 @@ impl crate::admin::Admin {
 
 #[cfg(test)]
 mod tests {
+    use crate::keys::Keys;
+
+    #[test]
+    fn history_samples_of_a_spread_namespace_share_one_slot() {
+        let plain = Keys::new("app");
+        assert_eq!(plain.history_minute(7), "app:resq:history:m:7");
+        assert_eq!(plain.history_hour(7), "app:resq:history:h:7");
+        let spread = Keys::new("app").spread();
+        let tag = crate::keys::slot_tag(crate::keys::hash_slot(b"app:resq:history"));
+        assert_eq!(
+            spread.history_minute(7),
+            format!("app:resq:history:{{{tag}}}:m:7")
+        );
+        let slot = crate::keys::hash_slot(spread.history_minute(7).as_bytes());
+        assert_eq!(
+            slot,
+            crate::keys::hash_slot(spread.history_minute(8).as_bytes())
+        );
+        assert_eq!(
+            slot,
+            crate::keys::hash_slot(spread.history_hour(1).as_bytes())
+        );
+    }
+
     use super::*;
 
     #[test]
