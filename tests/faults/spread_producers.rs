@@ -231,6 +231,22 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
     });
     assert!(!members(&cluster, &format!("{ns}:queues")).contains(&qs[2]));
     assert!(list(&cluster, &format!("{ns}:queue:{}", qs[2])).is_empty());
+
+    // The admin side's queue repairs (resque-web's clear and remove), each key in its slot.
+    let admin = rt
+        .block_on(resq::admin::Admin::connect(&url, &ns))
+        .expect("admin");
+    rt.block_on(async {
+        assert!(admin.has_data().await.expect("has_data"));
+        assert_eq!(admin.clear_queue(&qs[1]).await.expect("clear_queue"), 4);
+        assert_eq!(admin.remove_queue(&qs[0]).await.expect("remove_queue"), 5);
+    });
+    assert_eq!(
+        members(&cluster, &format!("{ns}:queues")),
+        vec![qs[1].clone()]
+    );
+    assert!(list(&cluster, &format!("{ns}:queue:{}", qs[0])).is_empty());
+    assert!(list(&cluster, &format!("{ns}:queue:{}", qs[1])).is_empty());
 }
 
 /// `GET path` on the dashboard at `port`: the status code and the body.
