@@ -35,6 +35,22 @@ pub enum Error {
     /// The Redis server cannot be used (too old).
     #[error("{0}")]
     Unsupported(String),
+    /// A feature that writes keys of several hash slots in one step (tracked jobs, unique
+    /// jobs, delayed jobs, batches and flows, limits, Jesque's zset queues) asked of a namespace
+    /// spread over a Redis Cluster's slots (one without a hash tag): refused before anything
+    /// was written.
+    #[error(
+        "{feature}: not available on namespace {namespace:?}, which has no hash tag and so is \
+         spread over the Redis Cluster's slots, where this would write keys of several slots \
+         in one step; use a hash-tagged namespace such as \"{{{namespace}}}\" for it \
+         (docs/cluster.md). Nothing was written"
+    )]
+    Spread {
+        /// What was asked (`tracked jobs`, `delayed jobs`, …).
+        feature: &'static str,
+        /// The namespace.
+        namespace: String,
+    },
     /// An ActiveJob job cannot be read or written.
     #[error("activejob: {0}")]
     ActiveJob(#[from] crate::wire::activejob::ActiveJobError),
@@ -42,3 +58,17 @@ pub enum Error {
 
 /// Result with resq's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Refuses `feature` on a namespace spread over a Redis Cluster's slots
+/// ([`crate::keys::Keys::is_spread`]) with [`Error::Spread`]: what writes keys of several slots
+/// in one step (tracked, unique and delayed jobs, batches and flows, limits, recurring
+/// schedules, Jesque's zset queues) is not available there. Called before anything is written.
+pub(crate) fn not_spread(keys: &crate::keys::Keys, feature: &'static str) -> Result<()> {
+    if keys.is_spread() {
+        return Err(Error::Spread {
+            feature,
+            namespace: keys.namespace().to_string(),
+        });
+    }
+    Ok(())
+}

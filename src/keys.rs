@@ -292,13 +292,34 @@ impl Keys {
 
     /// `<ns>:resq:history:m:<epoch minute>` — resq's throughput sample for that minute:
     /// `"<unix ms> <stat:processed> <stat:failed>"`, written once (`SET NX`), kept about 2 days.
+    /// On a spread namespace `<ns>:resq:history:{<tag>}:m:<epoch minute>`, every sample in one
+    /// slot ([`Keys::history_tag`]) so a graph's samples are still read in one `MGET`.
     pub(crate) fn history_minute(&self, epoch_minute: i64) -> String {
-        format!("{}resq:history:m:{epoch_minute}", self.prefix)
+        format!(
+            "{}resq:history:{}m:{epoch_minute}",
+            self.prefix,
+            self.history_tag()
+        )
     }
 
-    /// `<ns>:resq:history:h:<epoch hour>` — the same sample, once per hour, kept about 90 days.
+    /// `<ns>:resq:history:h:<epoch hour>` — the same sample, once per hour, kept about 90 days
+    /// (`<ns>:resq:history:{<tag>}:h:<epoch hour>` on a spread namespace).
     pub(crate) fn history_hour(&self, epoch_hour: i64) -> String {
-        format!("{}resq:history:h:{epoch_hour}", self.prefix)
+        format!(
+            "{}resq:history:{}h:{epoch_hour}",
+            self.prefix,
+            self.history_tag()
+        )
+    }
+
+    /// Nothing, or on a spread namespace `{<tag>}:` with the tag of the slot of
+    /// `<ns>:resq:history` ([`slot_tag`]): what keeps the history samples in one slot.
+    fn history_tag(&self) -> String {
+        if !self.spread {
+            return String::new();
+        }
+        let slot = hash_slot(self.key("resq:history").as_bytes());
+        format!("{{{}}}:", slot_tag(slot))
     }
 
     /// `<ns>:_statuses` — resque-status's ZSET of status uuids, scored by creation (epoch s).

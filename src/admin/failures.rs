@@ -207,6 +207,9 @@ impl Admin {
     /// Retries `rows` (Ruby's requeue, each entry found again by its bytes if it moved) with
     /// `retried_at` = `stamp`: one pipeline of one call per row.
     pub async fn retry_rows(&self, rows: &[FailureRow], stamp: &str) -> Result<Outcome> {
+        if self.keys().is_spread() {
+            return self.retry_rows_spread(rows, stamp).await;
+        }
         let mut out = Outcome::default();
         let mut pipe = redis::pipe();
         let mut sent = Vec::new();
@@ -249,6 +252,111 @@ impl Admin {
             } else {
                 out.skipped
                     .push(format!("#{index}: gone before it could be retried"));
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Admin::retry_rows`] on a spread namespace, where the failure list, `<ns>:queues` and
+    /// each queue are in slots of their own: the jobs are pushed first, each queue's in the
+    /// rows' order (`SADD <ns>:queues` with their names, then one `RPUSH` per queue, each a
+    /// single-slot command), then each entry still there is marked retried (`failed_mark.lua`,
+    /// one pipeline on the failure list's slot). A crash between leaves a job queued with its
+    /// entry unmarked (retried twice at worst), never a job lost; an entry removed meanwhile
+    /// has had its job pushed all the same. A job resq tracks is not retried here (its record
+    /// is in no slot of the spread layout).
+    async fn retry_rows_spread(&self, rows: &[FailureRow], stamp: &str) -> Result<Outcome> {
+        let mut out = Outcome::default();
+        let mut plans: Vec<(&FailureRow, RetryPlan)> = Vec::new();
+        for row in rows {
+            match retry_plan(row, stamp) {
+                Ok(plan) if plan.tracked.is_some() => out.skipped.push(format!(
+                    "#{}: a tracked job is not retried on a spread namespace (docs/cluster.md)",
+                    row.index
+                )),
+                Ok(plan) => plans.push((row, plan)),
+                Err(why) => out.skipped.push(format!("#{}: {why}", row.index)),
+            }
+        }
+        if plans.is_empty() {
+            return Ok(out);
+        }
+        let k = self.keys();
+        // A queue whose key holds something else than a list is not pushed onto (its entries
+        // are skipped, nothing written for them): checked first, as a script checks its keys.
+        let mut names: Vec<String> = Vec::new();
+        for (_, plan) in &plans {
+            if !names.contains(&plan.queue) {
+                names.push(plan.queue.clone());
+            }
+        }
+        let mut types = redis::pipe();
+        for q in &names {
+            types.cmd("TYPE").arg(k.queue(q));
+        }
+        let types: Vec<String> = types.query_async(&mut self.per_slot()).await?;
+        plans.retain(|(row, plan)| {
+            let t = names
+                .iter()
+                .zip(&types)
+                .find(|(q, _)| **q == plan.queue)
+                .map_or("none", |(_, t)| t.as_str());
+            let usable = matches!(t, "list" | "none");
+            if !usable {
+                out.skipped.push(format!(
+                    "#{}: {} holds a {t}, not a list: not retried",
+                    row.index,
+                    k.queue(&plan.queue)
+                ));
+            }
+            usable
+        });
+        if plans.is_empty() {
+            return Ok(out);
+        }
+        let mut by_queue: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (_, plan) in &plans {
+            match by_queue.iter_mut().find(|(q, _)| *q == plan.queue) {
+                Some((_, jobs)) => jobs.push(&plan.job),
+                None => by_queue.push((&plan.queue, vec![&plan.job])),
+            }
+        }
+        let mut con = self.con();
+        // (Before the pushes: a call that cannot be made must not follow them.)
+        crate::scripts::ensure_loaded(&mut con, &k.failed()).await?;
+        let names: Vec<&str> = by_queue.iter().map(|(q, _)| *q).collect();
+        let _: i64 = redis::cmd("SADD")
+            .arg(k.queues())
+            .arg(&names)
+            .query_async(&mut con)
+            .await?;
+        let mut pushes = redis::pipe();
+        for (q, jobs) in &by_queue {
+            for chunk in jobs.chunks(CHUNK) {
+                pushes.rpush(k.queue(q), chunk).ignore();
+            }
+        }
+        let _: () = pushes.query_async(&mut self.per_slot()).await?;
+        let mut marks = redis::pipe();
+        for (row, plan) in &plans {
+            crate::scripts::FailedMark {
+                failed: k.failed(),
+                index: row.index,
+                seen: row.raw.as_slice(),
+                entry: &plan.entry,
+            }
+            .call()
+            .add_to(&mut marks);
+        }
+        let replies: Vec<i64> = marks.query_async(&mut con).await?;
+        for ((row, _), at) in plans.iter().zip(replies) {
+            out.done += 1;
+            if at < 0 {
+                out.skipped.push(format!(
+                    "#{}: its job was queued again, but its entry was gone before it could be \
+                     marked retried",
+                    row.index
+                ));
             }
         }
         Ok(out)

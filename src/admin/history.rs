@@ -78,15 +78,30 @@ impl Resolution {
 }
 
 /// Takes one sample now (Redis time) and records it for this minute and this hour unless
-/// already recorded. Two round trips. Returns the reading.
+/// already recorded. Two round trips (four on a spread namespace, where the two totals are in
+/// slots of their own). Returns the reading.
 pub(crate) async fn sample<C: ConnectionLike + Send>(con: &mut C, keys: &Keys) -> Result<Sample> {
     let ((secs, micros), processed, failed): ((i64, i64), Option<String>, Option<String>) =
-        redis::pipe()
-            .cmd("TIME")
-            .get(keys.stat_processed())
-            .get(keys.stat_failed())
-            .query_async(con)
-            .await?;
+        if keys.is_spread() {
+            (
+                redis::cmd("TIME").query_async(con).await?,
+                redis::cmd("GET")
+                    .arg(keys.stat_processed())
+                    .query_async(con)
+                    .await?,
+                redis::cmd("GET")
+                    .arg(keys.stat_failed())
+                    .query_async(con)
+                    .await?,
+            )
+        } else {
+            redis::pipe()
+                .cmd("TIME")
+                .get(keys.stat_processed())
+                .get(keys.stat_failed())
+                .query_async(con)
+                .await?
+        };
     let s = Sample {
         at_ms: secs * 1000 + micros / 1000,
         processed: counter(processed.as_deref()),
@@ -189,6 +204,30 @@ impl crate::admin::Admin {
 
 #[cfg(test)]
 mod tests {
+    use crate::keys::Keys;
+
+    #[test]
+    fn history_samples_of_a_spread_namespace_share_one_slot() {
+        let plain = Keys::new("app");
+        assert_eq!(plain.history_minute(7), "app:resq:history:m:7");
+        assert_eq!(plain.history_hour(7), "app:resq:history:h:7");
+        let spread = Keys::new("app").spread();
+        let tag = crate::keys::slot_tag(crate::keys::hash_slot(b"app:resq:history"));
+        assert_eq!(
+            spread.history_minute(7),
+            format!("app:resq:history:{{{tag}}}:m:7")
+        );
+        let slot = crate::keys::hash_slot(spread.history_minute(7).as_bytes());
+        assert_eq!(
+            slot,
+            crate::keys::hash_slot(spread.history_minute(8).as_bytes())
+        );
+        assert_eq!(
+            slot,
+            crate::keys::hash_slot(spread.history_hour(1).as_bytes())
+        );
+    }
+
     use super::*;
 
     #[test]

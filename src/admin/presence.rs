@@ -9,22 +9,35 @@ impl Admin {
     /// the queue set, the worker set, the stats, the failure list, resque-scheduler's delayed
     /// schedule and stored schedules, the pause switch, resque-status's (and resq's tracked
     /// jobs') `_statuses`, resq's limits (declared and set) and paused queues. One `EXISTS`, so it costs nothing on a
-    /// large database (no `SCAN`); every key shares the namespace's hash tag under Cluster.
+    /// large database (no `SCAN`); every key shares the namespace's hash tag under Cluster (one
+    /// `EXISTS` per key, a pipeline per slot, on a spread namespace).
     pub async fn has_data(&self) -> Result<bool> {
         let k = self.keys();
+        let keys = [
+            k.queues(),
+            k.workers(),
+            k.stat_processed(),
+            k.stat_failed(),
+            k.failed(),
+            k.delayed_schedule(),
+            k.persistent_schedules(),
+            k.pause_all_workers(),
+            k.resque_statuses(),
+            k.limits_declared(),
+            k.limits_set(),
+            k.paused_queues(),
+        ];
+        if k.is_spread() {
+            // Each key in a slot of its own: one `EXISTS` each, a pipeline per slot.
+            let mut p = redis::pipe();
+            for key in &keys {
+                p.cmd("EXISTS").arg(key);
+            }
+            let found: Vec<u64> = p.query_async(&mut self.per_slot()).await?;
+            return Ok(found.iter().any(|n| *n > 0));
+        }
         let n: u64 = redis::cmd("EXISTS")
-            .arg(k.queues())
-            .arg(k.workers())
-            .arg(k.stat_processed())
-            .arg(k.stat_failed())
-            .arg(k.failed())
-            .arg(k.delayed_schedule())
-            .arg(k.persistent_schedules())
-            .arg(k.pause_all_workers())
-            .arg(k.resque_statuses())
-            .arg(k.limits_declared())
-            .arg(k.limits_set())
-            .arg(k.paused_queues())
+            .arg(&keys[..])
             .query_async(&mut self.con())
             .await?;
         Ok(n > 0)

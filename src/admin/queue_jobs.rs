@@ -220,6 +220,25 @@ impl Admin {
                 "queue {name:?} is held in a {kind}, not a list or zset: left alone"
             )));
         }
+        if self.keys().is_spread() && unlist {
+            // The list and `<ns>:queues` are in different slots: the size, then Ruby's
+            // `remove_queue` order (`SREM`, then `DEL`), each a single-slot command (a job
+            // pushed between the size and the `DEL` goes uncounted).
+            let n: u64 = match kind.as_str() {
+                "zset" => redis::cmd("ZCARD"),
+                _ => redis::cmd("LLEN"),
+            }
+            .arg(&key)
+            .query_async(&mut con)
+            .await?;
+            let _: i64 = redis::cmd("SREM")
+                .arg(self.keys().queues())
+                .arg(name)
+                .query_async(&mut con)
+                .await?;
+            let _: i64 = redis::cmd("DEL").arg(&key).query_async(&mut con).await?;
+            return Ok(n);
+        }
         let mut p = redis::pipe();
         p.atomic();
         match kind.as_str() {

@@ -65,7 +65,7 @@ impl Admin {
 
     /// The counters, with `queues` names of which `read` were read.
     async fn info_with(&self, names: usize, read: &[super::QueueInfo]) -> Result<Info> {
-        let mut con = self.con();
+        let mut con = self.per_slot();
         let k = self.keys();
         let (processed, failed, failed_entries, delayed_timestamps, workers, paused): Counters =
             redis::pipe()
@@ -82,8 +82,16 @@ impl Admin {
             0
         } else {
             let keys: Vec<String> = workers.iter().map(|id| k.worker(id)).collect();
-            let records: Vec<Option<Vec<u8>>> =
-                redis::cmd("MGET").arg(&keys).query_async(&mut con).await?;
+            let records: Vec<Option<Vec<u8>>> = if k.is_spread() {
+                // (Each record in its slot's worker tag: one GET each, a pipeline per slot.)
+                let mut p = redis::pipe();
+                for key in &keys {
+                    p.get(key);
+                }
+                p.query_async(&mut con).await?
+            } else {
+                redis::cmd("MGET").arg(&keys).query_async(&mut con).await?
+            };
             records
                 .iter()
                 .filter(|r| r.as_ref().is_some_and(|b| !b.is_empty()))

@@ -287,11 +287,10 @@ impl Target {
         crate::Client::connect_with(&self.url, &self.namespace, &self.bounded()).await
     }
 
-    /// A connection to the target's Redis.
-    pub(crate) async fn con(&self) -> Result<crate::conn::Conn> {
-        crate::conn::Endpoint::connect_namespace(&self.url, &self.namespace, &self.bounded())
-            .await
-            .map(|(con, _)| con)
+    /// A connection to the target's Redis, with the namespace's keys as the deployment lays
+    /// them out (spread on a cluster namespace without a hash tag).
+    pub(crate) async fn con_keys(&self) -> Result<(crate::conn::Conn, crate::keys::Keys)> {
+        crate::conn::Endpoint::connect_namespace(&self.url, &self.namespace, &self.bounded()).await
     }
 }
 

@@ -4,7 +4,6 @@
 
 use super::{output, Target};
 use crate::error::{Error, Result};
-use crate::keys::Keys;
 use crate::scheduler::schedule::{self, at, Schedule};
 use crate::scheduler::store::{self, NewSchedule};
 use crate::scheduler::{Scheduler, SchedulerConfig};
@@ -113,47 +112,50 @@ struct Row {
 
 /// Runs `resq schedule …`.
 pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) -> Result<()> {
-    let mut con = target.con().await?;
-    let keys = Keys::new(&target.namespace);
+    let (mut con, keys) = target.con_keys().await?;
     let tz = SchedulerConfig::from_env()?.time_zone;
+    if !matches!(cmd, ScheduleCmd::List) {
+        crate::error::not_spread(&keys, "recurring schedules")?;
+    }
     match cmd {
         ScheduleCmd::List => {
-            let rows: Vec<Row> = store::list(&mut con, &keys)
-                .await?
-                .into_iter()
-                .map(|s| {
-                    let (config, when, class, queue) = match &s.config {
-                        Ok(c) => {
-                            let when = Schedule::from_config(&s.name, c, tz)
-                                .map(|x| x.describe_when())
-                                .unwrap_or_else(|e| format!("invalid: {e}"));
-                            let get =
-                                |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
-                            (
-                                Value::Object(c.clone()),
-                                when,
-                                get("class").unwrap_or_else(|| s.name.clone()),
-                                get("queue").unwrap_or_default(),
-                            )
+            let rows: Vec<Row> =
+                store::list(&mut crate::conn::PerSlot::new(con.clone(), &keys), &keys)
+                    .await?
+                    .into_iter()
+                    .map(|s| {
+                        let (config, when, class, queue) = match &s.config {
+                            Ok(c) => {
+                                let when = Schedule::from_config(&s.name, c, tz)
+                                    .map(|x| x.describe_when())
+                                    .unwrap_or_else(|e| format!("invalid: {e}"));
+                                let get =
+                                    |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
+                                (
+                                    Value::Object(c.clone()),
+                                    when,
+                                    get("class").unwrap_or_else(|| s.name.clone()),
+                                    get("queue").unwrap_or_default(),
+                                )
+                            }
+                            Err(text) => (
+                                Value::String(text.clone()),
+                                "invalid JSON".into(),
+                                String::new(),
+                                String::new(),
+                            ),
+                        };
+                        Row {
+                            next: s.next_due.and_then(at).map(|t| t.to_rfc3339()),
+                            last_enqueued_at: s.last_enqueued_at.clone(),
+                            name: s.name,
+                            when,
+                            class,
+                            queue,
+                            config,
                         }
-                        Err(text) => (
-                            Value::String(text.clone()),
-                            "invalid JSON".into(),
-                            String::new(),
-                            String::new(),
-                        ),
-                    };
-                    Row {
-                        next: s.next_due.and_then(at).map(|t| t.to_rfc3339()),
-                        last_enqueued_at: s.last_enqueued_at.clone(),
-                        name: s.name,
-                        when,
-                        class,
-                        queue,
-                        config,
-                    }
-                })
-                .collect();
+                    })
+                    .collect();
             if json {
                 return output::json(&rows);
             }

@@ -44,6 +44,9 @@ impl Client {
         args: &[Value],
     ) -> Result<Scheduled> {
         validate(queue, class)?;
+        if epoch_secs(at) > epoch_secs(Utc::now()) {
+            crate::error::not_spread(&self.keys, "delayed jobs")?;
+        }
         let due = std::sync::Mutex::new(None);
         let job = crate::middleware::Outgoing {
             queue: queue.to_string(),
@@ -96,6 +99,7 @@ impl Client {
 
     /// Files an already-encoded item due at `ts`.
     pub async fn delayed_push_raw(&self, ts: i64, item: &str) -> Result<()> {
+        crate::error::not_spread(&self.keys, "delayed jobs")?;
         crate::scripts::Checked::new()
             .rpush(&self.keys.delayed_bucket(ts), item)
             .sadd(&self.keys.timestamps(item), Keys::delayed_bucket_member(ts))
@@ -116,6 +120,7 @@ impl Client {
     /// Removes every delayed copy of an encoded item (`SMEMBERS timestamps:<item>`, then `LREM`
     /// + `SREM` per bucket in one MULTI).
     pub async fn remove_delayed_raw(&self, item: &str) -> Result<u64> {
+        crate::error::not_spread(&self.keys, "delayed jobs")?;
         let mut con = self.con();
         let ts_key = self.keys.timestamps(item);
         let members: Vec<String> = con.smembers(&ts_key).await?;

@@ -7,6 +7,9 @@ use crate::middleware::enqueue::{EnqueueNext, Outgoing};
 use crate::registry::Job;
 use crate::scripts::Checked;
 use futures::future::BoxFuture;
+
+/// Most payloads one `RPUSH` carries on a spread namespace (as `Checked` splits its pushes).
+const PUSH_CHUNK: usize = 1000;
 use serde_json::{Map, Value};
 
 /// One job to enqueue, in Resque's or Jesque's form.
@@ -182,6 +185,7 @@ impl Client {
         }
         match job.at.map(super::delayed::epoch_secs) {
             Some(ts) if ts > super::delayed::epoch_secs(chrono::Utc::now()) => {
+                crate::error::not_spread(&self.keys, "delayed jobs")?;
                 let item = encode::scheduler_item(
                     &job.queue,
                     &job.class,
@@ -239,8 +243,9 @@ impl Client {
             .await
     }
 
-    /// Enqueues many jobs in one round trip (one MULTI: `SADD` per queue, one `RPUSH` per
-    /// queue with its jobs in order).
+    /// Enqueues many jobs in one round trip (one checked step: `SADD` per queue, one `RPUSH`
+    /// per queue with its jobs in order). On a spread namespace each queue's jobs are one
+    /// enqueue of their own ([`Client::push_raw`]'s two commands), queue after queue.
     pub async fn enqueue_batch(&self, jobs: &[(&str, NewJob)]) -> Result<()> {
         for (q, j) in jobs {
             j.check(q)?;
@@ -254,6 +259,14 @@ impl Client {
             }
         }
         if by_queue.is_empty() {
+            return Ok(());
+        }
+        if self.keys.is_spread() {
+            // One enqueue per queue, each in Ruby's order: not one step for the whole batch.
+            for (q, list) in &by_queue {
+                let list: Vec<&str> = list.iter().map(String::as_str).collect();
+                self.push_spread(q, &list, false).await?;
+            }
             return Ok(());
         }
         let mut w = Checked::new();
@@ -275,11 +288,38 @@ impl Client {
         self.push(queue, json, true).await
     }
 
-    /// `SADD <ns>:queues` + `RPUSH` (or `LPUSH` when `front`) as one checked step.
+    /// `SADD <ns>:queues` + `RPUSH` (or `LPUSH` when `front`) as one checked step; on a
+    /// spread namespace, where the two keys are in different slots, the two commands one after
+    /// the other, in Ruby's order ([`Client::push_spread`]).
     async fn push(&self, queue: &str, json: &str, front: bool) -> Result<()> {
+        if self.keys.is_spread() {
+            return self.push_spread(queue, &[json], front).await;
+        }
         self.push_step(queue, json, front)
             .run(&mut self.con())
             .await?;
+        Ok(())
+    }
+
+    /// Resque's enqueue on a spread namespace: `SADD <ns>:queues <queue>`, then `RPUSH` (or
+    /// `LPUSH` when `front`) of `jobs` onto `<ns>:queue:<queue>`, each a single-slot command,
+    /// in the order Ruby sends them; a crash between leaves a listed queue without the jobs,
+    /// never a job in an unlisted queue. A queue key of another type refuses the push
+    /// (`WRONGTYPE`), nothing pushed.
+    pub(crate) async fn push_spread(&self, queue: &str, jobs: &[&str], front: bool) -> Result<()> {
+        let mut con = self.con();
+        let _: i64 = redis::cmd("SADD")
+            .arg(self.keys.queues())
+            .arg(queue)
+            .query_async(&mut con)
+            .await?;
+        for chunk in jobs.chunks(PUSH_CHUNK) {
+            let _: i64 = redis::cmd(if front { "LPUSH" } else { "RPUSH" })
+                .arg(self.keys.queue(queue))
+                .arg(chunk)
+                .query_async(&mut con)
+                .await?;
+        }
         Ok(())
     }
 

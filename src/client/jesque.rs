@@ -151,6 +151,7 @@ impl Client {
         ms: i64,
         period_ms: i64,
     ) -> Result<i64> {
+        crate::error::not_spread(&self.keys, "Jesque delayed and recurring queues")?;
         let r = crate::scripts::JesqueEnqueue {
             queue: self.keys.queue(queue),
             frequency: self.keys.queue_frequency(queue),

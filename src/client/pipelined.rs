@@ -44,6 +44,10 @@ pub(crate) enum Outcome {
 impl Client {
     /// Loads the library before [`Client::enqueue_chunk`]s (once for all of them).
     pub(crate) async fn prepare_pipelined(&self) -> Result<()> {
+        if self.keys().is_spread() {
+            // (No script is called there: see `enqueue_chunk_spread`.)
+            return Ok(());
+        }
         crate::scripts::ensure_loaded(&mut self.connection(), &self.keys().queues())
             .await
             .map_err(Error::from)
@@ -53,11 +57,81 @@ impl Client {
     /// in one round trip, each atomically on its own: the outcome of each, or the error that
     /// left them unknown.
     pub(crate) async fn enqueue_chunk(&self, jobs: &[Pending]) -> Result<Vec<Outcome>> {
+        if self.keys().is_spread() {
+            return self.enqueue_chunk_spread(jobs).await;
+        }
         let mut calls: Vec<Result<Cmd>> = Vec::with_capacity(jobs.len());
         for j in jobs {
             calls.push(self.call(j).await);
         }
         self.send(jobs, &calls).await
+    }
+
+    /// [`Client::enqueue_chunk`] on a spread namespace, where `<ns>:queues` and each queue are
+    /// in slots of their own: Resque's enqueue of every job as [`Client::push_raw`] makes it
+    /// there, batched — one `SADD <ns>:queues` with the chunk's queue names, then one `RPUSH`
+    /// per job, in order, a pipeline per slot. A tracked job is refused (nothing of it
+    /// written): tracking is not available on a spread namespace.
+    async fn enqueue_chunk_spread(&self, jobs: &[Pending]) -> Result<Vec<Outcome>> {
+        let mut out: Vec<Option<Outcome>> = Vec::with_capacity(jobs.len());
+        let mut payloads: Vec<Option<String>> = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            let checked = validate(&j.queue, &j.class).and_then(|()| match j.track {
+                Some(_) => crate::error::not_spread(self.keys(), "tracked jobs"),
+                None => Ok(()),
+            });
+            match checked {
+                Ok(()) => {
+                    payloads.push(Some(encode::resque_payload(
+                        &j.class,
+                        &j.args,
+                        self.float_format,
+                    )));
+                    out.push(None);
+                }
+                Err(e) => {
+                    payloads.push(None);
+                    out.push(Some(Outcome::Refused(e.to_string())));
+                }
+            }
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for (j, p) in jobs.iter().zip(&payloads) {
+            if p.is_some() && !names.contains(&j.queue.as_str()) {
+                names.push(&j.queue);
+            }
+        }
+        if !names.is_empty() {
+            let mut con = self.connection();
+            let _: i64 = redis::cmd("SADD")
+                .arg(self.keys().queues())
+                .arg(&names)
+                .query_async(&mut con)
+                .await?;
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for (j, p) in jobs.iter().zip(&payloads) {
+                if let Some(p) = p {
+                    pipe.rpush(self.keys().queue(&j.queue), p);
+                }
+            }
+            let mut con = crate::conn::PerSlot::new(self.connection(), self.keys());
+            let replies: Vec<RedisResult<Value>> = pipe.query_async(&mut con).await?;
+            let mut replies = replies.into_iter();
+            for (slot, p) in out.iter_mut().zip(&payloads) {
+                if p.is_some() {
+                    *slot = Some(match replies.next() {
+                        Some(Ok(_)) => Outcome::Enqueued(None),
+                        Some(Err(e)) => Outcome::Refused(Error::Redis(e).to_string()),
+                        None => Outcome::Refused("not sent".into()),
+                    });
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| Outcome::Refused("not sent".into())))
+            .collect())
     }
 
     /// The script call that enqueues `job`, built by its single enqueue's code (recorded:

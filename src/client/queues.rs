@@ -38,8 +38,16 @@ impl Client {
             .await?)
     }
 
-    /// Deletes `queue` and its jobs (`Resque.remove_queue`: `SREM queues` + `DEL`, one MULTI).
+    /// Deletes `queue` and its jobs (`Resque.remove_queue`: `SREM queues` + `DEL`, one checked
+    /// step; on a spread namespace, where the two keys are in different slots, the two
+    /// commands in Ruby's order).
     pub async fn remove_queue(&self, queue: &str) -> Result<()> {
+        if self.keys.is_spread() {
+            let mut con = self.con();
+            let _: i64 = con.srem(self.keys.queues(), queue).await?;
+            let _: i64 = con.del(self.keys.queue(queue)).await?;
+            return Ok(());
+        }
         crate::scripts::Checked::new()
             .srem(&self.keys.queues(), queue)
             .del(&self.keys.queue(queue))

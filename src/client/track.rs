@@ -58,6 +58,7 @@ impl Client {
         track: Track,
         seen: impl Fn(&Outgoing) + Send + Sync,
     ) -> Result<JobId> {
+        crate::error::not_spread(self.keys(), "tracked jobs")?;
         track.check()?;
         let id = track.id.clone().unwrap_or_default();
         let mut extra = Map::new();
@@ -99,6 +100,7 @@ impl Client {
         options: Map<String, Value>,
         track: Track,
     ) -> Result<JobId> {
+        crate::error::not_spread(self.keys(), "resque-status jobs")?;
         track.check()?;
         let id = track.id.clone().unwrap_or_default();
         let options = Value::Object(options);
@@ -146,6 +148,7 @@ impl Client {
     /// key (the library's `job_enqueue`), as [`Client::write_tracked`] sends it; its reply is read by
     /// [`tracked_reply`]. `resq enqueue --file` sends many in a pipeline.
     pub(crate) fn tracked_invocation(&self, job: &Outgoing) -> Result<crate::scripts::Call> {
+        crate::error::not_spread(self.keys(), "tracked jobs")?;
         let Some(track) = &job.track else {
             return Err(Error::Rejected("not a tracked job".into()));
         };
@@ -231,6 +234,7 @@ impl Client {
     /// Cancels job `id`: one that has not started never runs; a running one is asked to stop.
     /// An unknown id is an error.
     pub async fn cancel(&self, id: &JobId) -> Result<Cancelled> {
+        crate::error::not_spread(self.keys(), "tracked jobs")?;
         crate::jobs::cancel(&mut self.connection(), self.keys(), id).await
     }
 

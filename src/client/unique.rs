@@ -133,6 +133,7 @@ impl Client {
         payload: &str,
         ts: i64,
     ) -> Result<Enqueued> {
+        crate::error::not_spread(&self.keys, "unique jobs")?;
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let n: i64 = crate::scripts::UniqueEnqueue {
             lock: self.keys.unique(&unique.key),

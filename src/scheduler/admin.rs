@@ -26,6 +26,7 @@ impl Admin {
         action: DelayedAction,
         format: FloatFormat,
     ) -> Result<Taken> {
+        crate::error::not_spread(self.keys(), "delayed jobs")?;
         let mut con = self.con();
         let k = self.keys();
         let bucket = k.delayed_bucket(ts);
@@ -73,7 +74,7 @@ impl Admin {
     /// Every stored recurring schedule (resque-scheduler's `persistent_schedules`), with
     /// `last_enqueued_at` and resq's next due time.
     pub async fn schedules(&self) -> Result<Vec<store::StoredSchedule>> {
-        let mut con = self.con();
+        let mut con = self.per_slot();
         store::list(&mut con, self.keys()).await
     }
 
@@ -86,18 +87,21 @@ impl Admin {
         config: &serde_json::Map<String, Value>,
         default_tz: chrono_tz::Tz,
     ) -> Result<()> {
+        crate::error::not_spread(self.keys(), "recurring schedules")?;
         store::add(&mut self.con(), self.keys(), name, config, default_tz).await
     }
 
     /// Removes stored schedule `name` (resque-scheduler's `remove_schedule`); whether it
     /// existed.
     pub async fn remove_schedule(&self, name: &str) -> Result<bool> {
+        crate::error::not_spread(self.keys(), "recurring schedules")?;
         store::remove(&mut self.con(), self.keys(), name).await
     }
 
     /// Enqueues stored schedule `name` now, as resque-scheduler's web "Queue now" does
     /// (`enqueue_from_config`; `last_enqueued_at` is left to the scheduler). Returns the queue.
     pub async fn enqueue_schedule_now(&self, name: &str, format: FloatFormat) -> Result<String> {
+        crate::error::not_spread(self.keys(), "recurring schedules")?;
         let mut con = self.con();
         let stored = store::get(&mut con, self.keys(), name)
             .await?

@@ -64,7 +64,10 @@ impl NewSchedule {
 }
 
 /// Every stored schedule, sorted by name.
-pub(crate) async fn list(con: &mut Conn, keys: &Keys) -> Result<Vec<StoredSchedule>> {
+pub(crate) async fn list<C: redis::aio::ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+) -> Result<Vec<StoredSchedule>> {
     type Raw = Vec<(Vec<u8>, Vec<u8>)>;
     let (stored, tokens, last): (Raw, Raw, Raw) = redis::pipe()
         .hgetall(keys.persistent_schedules())

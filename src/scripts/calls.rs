@@ -310,6 +310,18 @@ builders! {
         }
     }
 
+    /// A failure entry marked retried after its job was pushed (a spread namespace's retry).
+    FailedMark<'a> = FAILED_MARK in "failed_mark.lua" {
+        keys {
+            failed: String => "the failure list",
+        }
+        argv {
+            index: usize => "index seen",
+            seen: &'a [u8] => "entry bytes seen",
+            entry: &'a str => "entry with retried_at",
+        }
+    }
+
     /// Failure entries removed, Ruby's way.
     FailedRemove<'a> = FAILED_REMOVE in "failed_remove.lua" {
         keys {

@@ -15,6 +15,7 @@ const DECLARED: &[&str] = &[
     "batch_stage",
     "checked_write",
     "delayed_take",
+    "failed_mark",
     "failed_remove",
     "failed_retry",
     "fire_schedule",

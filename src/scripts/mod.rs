@@ -181,6 +181,8 @@ functions! {
     FAILED_RETRY = "failed_retry";
     /// Remove failure entries, Ruby's way (admin/failures.rs).
     FAILED_REMOVE = "failed_remove";
+    /// Mark a failure entry retried, its job pushed already (admin/failures.rs, spread).
+    FAILED_MARK = "failed_mark";
     /// Take one resque-scheduler item out of its bucket, and enqueue it (admin/delayed_ops.rs).
     DELAYED_TAKE = "delayed_take";
     /// Several writes as one step, every key's type checked first ([`Checked`]).

@@ -780,6 +780,49 @@ mod other_scenarios {
     }
 }
 
+mod spread_scenarios {
+    use super::*;
+
+    /// failed_mark.lua: a retry on a spread namespace (the job pushed first, then the entry
+    /// marked), each key it touches corrupted in turn.
+    pub(super) fn failed_retry_spread() -> Scenario {
+        Scenario {
+            name: "failed-retry-spread",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let e = r#"{"failed_at":"2026/11/24 00:00:00 UTC","payload":{"class":"A","args":["f-1"]},"exception":"E","error":"e","backtrace":[],"worker":"w","queue":"q"}"#;
+                    let _: () = con.rpush(keys.failed(), e).await.unwrap();
+                })
+            }),
+            run: Box::new(|con, keys| {
+                Box::pin(async move {
+                    let admin = crate::admin::Admin::new(con, keys.spread());
+                    match admin
+                        .retry_failures(&crate::admin::Selector::Index(0))
+                        .await
+                    {
+                        Ok(o) if o.done == 1 => Answer::Done(String::new()),
+                        Ok(o) => Answer::Refused(o.skipped.join("; ")),
+                        Err(crate::Error::Redis(e)) => refused(e),
+                        Err(e) => Answer::Refused(e.to_string()),
+                    }
+                })
+            }),
+            keys: Box::new(|k| {
+                vec![
+                    (k.failed(), Kind::List),
+                    (k.queues(), Kind::Set),
+                    (k.queue("q"), Kind::List),
+                ]
+            }),
+            check: Box::new(|_, after, c| {
+                // The entry stays (marked retried) and the job is queued once.
+                assert_eq!(count(after, "f-1"), 2, "spread failed retry with {c:?}")
+            }),
+        }
+    }
+}
+
 mod more_scenarios {
     use super::*;
     use crate::worker::step::{Completion, JobRef, Stepper};
@@ -1643,6 +1686,7 @@ fn every_scenario() -> Vec<Scenario> {
         other_scenarios::enqueue(),
         other_scenarios::register(),
         other_scenarios::failed_retry(),
+        spread_scenarios::failed_retry_spread(),
         more_scenarios::complete_retry(),
         more_scenarios::prune(),
         more_scenarios::promote(),

@@ -136,6 +136,7 @@ impl Client {
     /// is written, and all are after one call), each a tracked job. Returns the batch's id and
     /// its members' ids, in order.
     pub async fn create_batch(&self, batch: Batch) -> Result<(BatchId, Vec<JobId>)> {
+        crate::error::not_spread(self.keys(), "batches")?;
         let bid = BatchId::new();
         let keys = self.keys().clone();
         let format = self.float_format();

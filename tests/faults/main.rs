@@ -22,4 +22,5 @@ mod redis_sentinel_planned;
 mod redis_tls;
 mod spread_drain;
 mod spread_faults;
+mod spread_producers;
 mod workflows_audit;
