@@ -184,7 +184,7 @@ impl Endpoint {
 
     /// Checks that `namespace` can be used on this deployment (any namespace can: on a cluster,
     /// one with a hash tag keeps every key in the tag's slot, one without is spread over the
-    /// slots, see [`Endpoint::keys`]).
+    /// slots: docs/cluster.md).
     pub fn check_namespace(&self, namespace: &str) -> Result<()> {
         self.keys(namespace).map(|_| ())
     }
