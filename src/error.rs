@@ -35,6 +35,9 @@ pub enum Error {
     /// The Redis server cannot be used (too old).
     #[error("{0}")]
     Unsupported(String),
+    /// A queue cannot be split as asked (its name, the number of shards); nothing was written.
+    #[error("split: {0}")]
+    Split(#[from] crate::splits::SplitError),
     /// An ActiveJob job cannot be read or written.
     #[error("activejob: {0}")]
     ActiveJob(#[from] crate::wire::activejob::ActiveJobError),

@@ -102,6 +102,7 @@ pub mod runtime;
 pub mod scheduler;
 mod scripts;
 mod settings;
+pub mod splits;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "web")]

@@ -287,6 +287,7 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
                 extra: Map::new(),
                 at: due,
                 track: None,
+                shard_key: None,
             },
             |j| *written.lock().unwrap_or_else(|p| p.into_inner()) = (j.extra.clone(), j.at),
         )

@@ -74,6 +74,7 @@ impl Client {
                 extra,
                 at: track.at,
                 track: Some(track),
+                shard_key: None,
             },
             seen,
         )
@@ -115,6 +116,7 @@ impl Client {
                 extra: Map::new(),
                 at: track.at,
                 track: Some(track),
+                shard_key: None,
             },
             |_| {},
         )
