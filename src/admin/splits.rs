@@ -1,0 +1,134 @@
+//! The operator's side of split queues (`resq split`): declaring, changing and turning off a
+//! split, each one call of `split_set.lua`, and listing the splits with their shards' sizes.
+//!
+//! Changing N loses nothing: the shards that leave the list are kept as `draining` (producers
+//! stop using them, workers keep serving them); each run drops the draining shards it finds
+//! empty once the declaration has not changed for [`crate::splits::DRAIN_GRACE_MS`] (longer
+//! than any producer caches it), in the same atomic call.
+
+use super::Admin;
+use crate::error::Result;
+use crate::splits::{Split, DRAIN_GRACE_MS};
+use redis::AsyncCommands;
+use serde::Serialize;
+
+/// A split queue as `resq split --show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitInfo {
+    /// The logical queue.
+    pub queue: String,
+    /// Its shards now, shard k at index k, with their sizes.
+    pub shards: Vec<(String, u64)>,
+    /// Shards of an earlier N still served until empty, with their sizes.
+    pub draining: Vec<(String, u64)>,
+    /// Jobs in the queue itself (pushed by producers that do not split).
+    pub unsplit: u64,
+}
+
+impl Admin {
+    /// Splits `queue` into `n` shards (1..=1024), or turns its split off (`None`): the shards
+    /// leaving the list drain. Returns the declaration as written (`None`: nothing is left).
+    pub async fn set_split(&self, queue: &str, n: Option<u32>) -> Result<Option<Split>> {
+        let shards = match n {
+            Some(n) => crate::splits::shard_names(queue, n)?,
+            None => {
+                crate::splits::check_queue(queue)?;
+                Vec::new()
+            }
+        };
+        self.split_call(queue, Some(shards), DRAIN_GRACE_MS).await
+    }
+
+    /// Drops the draining shards of `queue` that are empty (once the grace period has passed
+    /// since its last change); returns the declaration left.
+    pub async fn tidy_split(&self, queue: &str) -> Result<Option<Split>> {
+        self.split_call(queue, None, DRAIN_GRACE_MS).await
+    }
+
+    /// The split of `queue`, when it has one.
+    pub async fn split_of(&self, queue: &str) -> Result<Option<Split>> {
+        let v: Option<Vec<u8>> = self.con().hget(self.keys().splits(), queue).await?;
+        Ok(v.and_then(|v| Split::parse(&v)))
+    }
+
+    /// Every split queue, sorted, with its shards' sizes.
+    pub async fn splits(&self) -> Result<Vec<SplitInfo>> {
+        let all: std::collections::HashMap<String, Vec<u8>> =
+            self.con().hgetall(self.keys().splits()).await?;
+        let mut out = Vec::new();
+        for (queue, split) in crate::splits::parse_all(all) {
+            out.push(self.split_sizes(queue, &split).await?);
+        }
+        out.sort_by(|a, b| a.queue.cmp(&b.queue));
+        Ok(out)
+    }
+
+    /// `queue`'s split with its shards' sizes.
+    pub async fn split_info(&self, queue: &str) -> Result<Option<SplitInfo>> {
+        match self.split_of(queue).await? {
+            Some(s) => Ok(Some(self.split_sizes(queue.to_string(), &s).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn split_sizes(&self, queue: String, split: &Split) -> Result<SplitInfo> {
+        let mut shards = Vec::new();
+        for s in &split.shards {
+            shards.push((s.clone(), self.len(s).await?));
+        }
+        let mut draining = Vec::new();
+        for s in &split.draining {
+            draining.push((s.clone(), self.len(s).await?));
+        }
+        let unsplit = self.len(&queue).await?;
+        Ok(SplitInfo {
+            queue,
+            shards,
+            draining,
+            unsplit,
+        })
+    }
+
+    /// Jobs in queue `name` (one command to its own slot; not a list: 0).
+    async fn len(&self, name: &str) -> Result<u64> {
+        match self.con().llen::<_, u64>(self.keys().queue(name)).await {
+            Ok(n) => Ok(n),
+            Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One `split_set` call: the draining shards found empty first (each `LLEN` to its own
+    /// slot), then the change (`Some`) or only the drop (`None`).
+    async fn split_call(
+        &self,
+        queue: &str,
+        shards: Option<Vec<String>>,
+        grace_ms: i64,
+    ) -> Result<Option<Split>> {
+        let current = self.split_of(queue).await?.unwrap_or_default();
+        let mut empty = Vec::new();
+        for s in &current.draining {
+            // (A non-list never counts as empty: it is left for an operator to look at.)
+            if let Ok(0) = self.con().llen::<_, u64>(self.keys().queue(s)).await {
+                empty.push(s.clone());
+            }
+        }
+        let set = shards.is_some();
+        let text: String = crate::scripts::SplitSet {
+            splits: self.keys().splits(),
+            queue,
+            set: if set { "1" } else { "0" },
+            shards: serde_json::to_string(&shards.unwrap_or_default())?,
+            empty: serde_json::to_string(&empty)?,
+            changed: current.changed,
+            // (Redis's clock: every operator's run compares against the same one.)
+            now_ms: self.now().await?.timestamp_millis(),
+            grace_ms,
+        }
+        .call()
+        .invoke_async(&mut self.con())
+        .await?;
+        Ok(Split::parse(text.as_bytes()))
+    }
+}
