@@ -134,6 +134,61 @@ pub(crate) fn is_shard_of(name: &str, q: &str) -> bool {
             .is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
+/// A worker's queue list with its split queues expanded: each split queue `q` of `names`
+/// becomes `q`, its shards, its draining shards and any member of `known` (`<ns>:queues`) named
+/// as one of its shards (a job put back onto a shard already dropped), in that order, as one
+/// group of equal priority (the returned ranges, which the fetch rotates between calls).
+/// With `fold`, a name that is a shard of a split queue stands for that queue (a wildcard's
+/// matches); a name given twice is kept at its first place.
+pub(crate) fn expand(
+    names: &[String],
+    splits: &HashMap<String, Split>,
+    known: &[String],
+    fold: bool,
+) -> (Vec<String>, Vec<std::ops::Range<usize>>) {
+    let owner = |n: &str| -> Option<&str> {
+        splits
+            .iter()
+            .find(|(q, s)| s.served().any(|x| x == n) || is_shard_of(n, q))
+            .map(|(q, _)| q.as_str())
+    };
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    let mut groups = Vec::new();
+    let push = |out: &mut Vec<String>, n: &str| {
+        if !out.iter().any(|x| x == n) {
+            out.push(n.to_string());
+        }
+    };
+    for n in names {
+        let q = match (fold, splits.contains_key(n)) {
+            (_, true) => n.as_str(),
+            (true, false) => owner(n).unwrap_or(n),
+            (false, false) => n.as_str(),
+        };
+        let Some(split) = splits.get(q) else {
+            push(&mut out, n);
+            continue;
+        };
+        if out.iter().any(|x| x == q) {
+            continue;
+        }
+        let start = out.len();
+        push(&mut out, q);
+        for s in split.served() {
+            push(&mut out, s);
+        }
+        let mut strays: Vec<&String> = known.iter().filter(|k| is_shard_of(k, q)).collect();
+        strays.sort();
+        for s in strays {
+            push(&mut out, s);
+        }
+        if out.len() - start > 1 {
+            groups.push(start..out.len());
+        }
+    }
+    (out, groups)
+}
+
 /// The shard (0..n) a job with shard key `key` goes to: CRC-32/IEEE of its bytes mod `n`.
 pub fn shard_index(key: &[u8], n: usize) -> usize {
     // (u32 → usize is lossless on every platform resq builds for.)
@@ -220,6 +275,37 @@ mod tests {
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
         assert_eq!(crc32(b"The quick brown fox jumps over the lazy dog"), 0x414F_A339);
         assert_eq!(shard_index(b"123456789", 4), (0xCBF4_3926u32 % 4) as usize);
+    }
+
+    #[test]
+    fn a_split_queue_expands_to_a_group_of_its_shards() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut splits = HashMap::new();
+        splits.insert(
+            "v".to_string(),
+            Split {
+                shards: names(&["v~0{a}", "v~1{b}"]),
+                draining: names(&["v~2{c}"]),
+                changed: 0,
+            },
+        );
+        let known = names(&["v~0{a}", "v~9{z}", "w"]);
+        let (out, groups) = expand(&names(&["hi", "v", "lo"]), &splits, &known, false);
+        assert_eq!(
+            out,
+            names(&["hi", "v", "v~0{a}", "v~1{b}", "v~2{c}", "v~9{z}", "lo"])
+        );
+        assert_eq!(groups, [1..6]);
+        // A wildcard's matches: the shards stand for their queue.
+        let (out, groups) = expand(&known, &splits, &known, true);
+        assert_eq!(out, names(&["v", "v~0{a}", "v~1{b}", "v~2{c}", "v~9{z}", "w"]));
+        assert_eq!(groups, [0..5]);
+        // Named explicitly in a static list, a shard is only itself.
+        let (out, groups) = expand(&names(&["v~1{b}"]), &splits, &[], false);
+        assert_eq!((out, groups), (names(&["v~1{b}"]), vec![]));
+        // Nothing split: the list as it was.
+        let (out, groups) = expand(&names(&["a", "b"]), &HashMap::new(), &[], true);
+        assert_eq!((out, groups), (names(&["a", "b"]), vec![]));
     }
 
     #[test]

@@ -111,6 +111,8 @@ pub(crate) struct Fetch {
     refresh: Notify,
     /// Signalled once the first tracking attempt is over (connected or refused).
     pub(crate) tracking_tried: Notify,
+    /// Turns taken by the groups of equal priority (see [`Fetch::pick`]).
+    turn: AtomicUsize,
     /// The process's limits, told when their stored definitions change.
     pub(crate) limits: std::sync::OnceLock<Arc<crate::limits::cache::LimitsCache>>,
 }
@@ -124,6 +126,25 @@ pub(crate) struct Pick {
     seen: Vec<(String, u64)>,
     /// Whether emptiness may be recorded (tracking was on when picked).
     tracked: bool,
+}
+
+/// Rotates, by `turn`, the picked queues (indexes in increasing order, with their `gens`) of
+/// each group of equal priority, so that no queue of a group is always polled first.
+fn rotate_groups(
+    groups: &[std::ops::Range<usize>],
+    picked: &mut [usize],
+    gens: &mut [u64],
+    turn: usize,
+) {
+    for g in groups {
+        let from = picked.partition_point(|&i| i < g.start);
+        let to = picked.partition_point(|&i| i < g.end);
+        let n = to - from;
+        if n > 1 {
+            picked[from..to].rotate_left(turn % n);
+            gens[from..to].rotate_left(turn % n);
+        }
+    }
 }
 
 /// Decrements the parked count when a parked slot leaves, however it leaves.
@@ -145,8 +166,8 @@ impl Fetch {
         interval: Duration,
         con: &mut Conn,
     ) -> redis::RedisResult<Arc<Self>> {
-        let names = resolve(&keys, &list, con).await?;
-        let first = Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque));
+        let (names, groups) = resolve(&keys, &list, con).await?;
+        let first = Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque).with_groups(groups));
         let resolved = watch::channel(first.clone()).0;
         let (arm, arm_rx) = tokio::sync::mpsc::unbounded_channel();
         let fetch = Arc::new(Fetch {
@@ -169,6 +190,7 @@ impl Fetch {
             full_due: AtomicBool::new(false),
             refresh: Notify::new(),
             tracking_tried: Notify::new(),
+            turn: AtomicUsize::new(0),
             limits: std::sync::OnceLock::new(),
         });
         fetch.mark_ours(&first);
@@ -276,7 +298,7 @@ impl Fetch {
         }
         let states = self.states();
         let mut picked = Vec::with_capacity(all.queues.len());
-        let mut seen = Vec::with_capacity(all.queues.len());
+        let mut gens = Vec::with_capacity(all.queues.len());
         for (i, (_, key, _)) in all.queues.iter().enumerate() {
             let st = states.get(key).copied().unwrap_or_default();
             let known_empty = tracked && st.empty_at == Some(st.gen);
@@ -286,11 +308,22 @@ impl Fetch {
                 || all.jesque.is_zset_index(i)
             {
                 picked.push(i);
-                seen.push((key.clone(), st.gen));
+                gens.push(st.gen);
             }
         }
         drop(states);
-        let queues = if picked.len() == all.queues.len() {
+        if !all.groups.is_empty() {
+            // A split queue and its shards have equal priority: each call starts at another.
+            let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+            rotate_groups(&all.groups, &mut picked, &mut gens, turn);
+        }
+        let seen: Vec<(String, u64)> = picked
+            .iter()
+            .zip(gens)
+            .map(|(&i, gen)| (all.queues[i].1.clone(), gen))
+            .collect();
+        let in_order = picked.iter().enumerate().all(|(k, &i)| k == i);
+        let queues = if in_order && picked.len() == all.queues.len() {
             all.clone()
         } else {
             Arc::new(all.subset(&picked))
@@ -384,6 +417,11 @@ impl Fetch {
                 if self.list.is_dynamic() {
                     self.refresh.notify_one();
                 }
+                return;
+            }
+            if k == self.keys.splits() {
+                // A split declared or changed: its shards are served at once.
+                self.refresh.notify_one();
                 return;
             }
             if k.starts_with(&self.keys.limits_declared()) {
