@@ -132,3 +132,50 @@ impl Admin {
         Ok(Split::parse(text.as_bytes()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+
+    /// A draining shard is dropped only once it is empty and the grace period has passed
+    /// since the declaration's last change; a split turned off is removed once every shard is.
+    #[tokio::test]
+    async fn draining_shards_are_dropped_only_when_empty_after_the_grace() {
+        let ns = crate::testing::namespace("split_drop");
+        let keys = Keys::new(ns.as_str());
+        let admin = Admin::new(crate::testing::con().await, keys.clone());
+        let three = crate::splits::shard_names("v", 3).unwrap();
+        let two = crate::splits::shard_names("v", 2).unwrap();
+        admin.set_split("v", Some(3)).await.unwrap();
+        let _: () = admin.con().rpush(keys.queue(&three[2]), "job").await.unwrap();
+        let s = admin.set_split("v", Some(2)).await.unwrap().unwrap();
+        assert_eq!(s.shards, two);
+        // (Names of 3 and of 2 shards differ in their tags: all three old ones drain.)
+        assert_eq!(s.draining, three);
+        // Within the grace: nothing dropped, empty or not.
+        let s = admin.tidy_split("v").await.unwrap().unwrap();
+        assert_eq!(s.draining, three);
+        // Past it (grace 0): the empty ones go, the one holding a job stays.
+        let s = admin.split_call("v", None, 0).await.unwrap().unwrap();
+        assert_eq!(s.draining, [three[2].clone()]);
+        let _: () = admin.con().del(keys.queue(&three[2])).await.unwrap();
+        let s = admin.split_call("v", None, 0).await.unwrap().unwrap();
+        assert!(s.draining.is_empty());
+        assert_eq!(s.shards, two);
+        // Off: every shard drains; once empty, the declaration is gone.
+        let s = admin.set_split("v", None).await.unwrap().unwrap();
+        assert_eq!((s.shards.len(), s.draining), (0, two.clone()));
+        assert_eq!(admin.split_call("v", None, 0).await.unwrap(), None);
+        assert_eq!(admin.split_of("v").await.unwrap(), None);
+        // A field that is not a declaration is refused, and left as it was.
+        let _: () = admin.con().hset(keys.splits(), "v", "nope").await.unwrap();
+        assert!(admin.set_split("v", Some(2)).await.is_err());
+        let v: String = admin.con().hget(keys.splits(), "v").await.unwrap();
+        assert_eq!(v, "nope");
+        assert!(matches!(
+            admin.set_split("a:b", Some(2)).await,
+            Err(crate::Error::Split(_))
+        ));
+    }
+}
