@@ -24,6 +24,7 @@ const DECLARED: &[&str] = &[
     "promote",
     "requeue",
     "scheduler_poll",
+    "split_set",
     "unclaim",
     "unique_enqueue",
 ];
