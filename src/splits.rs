@@ -214,9 +214,9 @@ pub fn crc32(bytes: &[u8]) -> u32 {
         }
         t
     });
-    !bytes.iter().fold(!0u32, |c, b| {
-        table[usize::from((c as u8) ^ b)] ^ (c >> 8)
-    })
+    !bytes
+        .iter()
+        .fold(!0u32, |c, b| table[usize::from((c as u8) ^ b)] ^ (c >> 8))
 }
 
 #[cfg(test)]
@@ -273,7 +273,10 @@ mod tests {
         // Zlib.crc32("") / ("123456789") / ("user-42"), as Ruby and Java print them.
         assert_eq!(crc32(b""), 0);
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(crc32(b"The quick brown fox jumps over the lazy dog"), 0x414F_A339);
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
         assert_eq!(shard_index(b"123456789", 4), (0xCBF4_3926u32 % 4) as usize);
     }
 
@@ -298,7 +301,10 @@ mod tests {
         assert_eq!(groups, [1..6]);
         // A wildcard's matches: the shards stand for their queue.
         let (out, groups) = expand(&known, &splits, &known, true);
-        assert_eq!(out, names(&["v", "v~0{a}", "v~1{b}", "v~2{c}", "v~9{z}", "w"]));
+        assert_eq!(
+            out,
+            names(&["v", "v~0{a}", "v~1{b}", "v~2{c}", "v~9{z}", "w"])
+        );
         assert_eq!(groups, [0..5]);
         // Named explicitly in a static list, a shard is only itself.
         let (out, groups) = expand(&names(&["v~1{b}"]), &splits, &[], false);

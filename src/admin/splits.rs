@@ -148,7 +148,11 @@ mod tests {
         let three = crate::splits::shard_names("v", 3).unwrap();
         let two = crate::splits::shard_names("v", 2).unwrap();
         admin.set_split("v", Some(3)).await.unwrap();
-        let _: () = admin.con().rpush(keys.queue(&three[2]), "job").await.unwrap();
+        let _: () = admin
+            .con()
+            .rpush(keys.queue(&three[2]), "job")
+            .await
+            .unwrap();
         let s = admin.set_split("v", Some(2)).await.unwrap().unwrap();
         assert_eq!(s.shards, two);
         // (Names of 3 and of 2 shards differ in their tags: all three old ones drain.)

@@ -164,9 +164,10 @@ impl Client {
                 validate(&job.queue, &job.class)?;
                 // A split queue's job goes to one of its shards now; a delayed one keeps the
                 // queue's own name (served by its workers too) and lands there when due.
-                let due_later = job.at.map(super::delayed::epoch_secs).is_some_and(|ts| {
-                    ts > super::delayed::epoch_secs(chrono::Utc::now())
-                });
+                let due_later = job
+                    .at
+                    .map(super::delayed::epoch_secs)
+                    .is_some_and(|ts| ts > super::delayed::epoch_secs(chrono::Utc::now()));
                 if !due_later {
                     job.queue = self.route(&job.queue, job.shard_key.as_deref()).await?;
                 }
