@@ -468,3 +468,49 @@ fn the_cli_and_the_dashboard_work_on_a_cluster_namespace() {
     assert!(body.contains(id), "{body}");
     drop(web);
 }
+
+/// Split queues (docs/cluster.md): on a namespace without a hash tag, the lists of a split
+/// queue's shards sit in evenly spaced slots (`CLUSTER KEYSLOT` agrees with the naming rule)
+/// and so on different masters: 3 shards on 3 masters, 6 shards two on each.
+#[test]
+fn a_split_queues_shards_land_on_different_masters() {
+    require_tools();
+    let root = topology::temp_dir("cluster-split");
+    let cluster = Cluster::start(&root, 3, 0);
+    let ns = support::namespace("cluster-split");
+    for n in [3u32, 6] {
+        let mut per_master: std::collections::HashMap<u16, usize> = Default::default();
+        for (k, shard) in resq::splits::shard_names("video", n)
+            .expect("shard names")
+            .iter()
+            .enumerate()
+        {
+            let key = support::Keys::new(ns.as_str()).queue(shard);
+            let mut c = cluster.nodes[0].con();
+            let slot: u64 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&key)
+                .query(&mut c)
+                .expect("CLUSTER KEYSLOT");
+            assert_eq!(
+                slot,
+                (2 * k as u64 + 1) * 16384 / (2 * u64::from(n)),
+                "{key}"
+            );
+            let owner = cluster.owner(&key).expect("slot owner");
+            // A job pushed there is on that master.
+            let mut oc = owner.con();
+            let _: () = oc
+                .rpush(&key, "{\"class\":\"A\",\"args\":[]}")
+                .expect("rpush");
+            *per_master.entry(owner.port).or_default() += 1;
+        }
+        let mut counts: Vec<usize> = per_master.values().copied().collect();
+        counts.sort();
+        assert_eq!(
+            counts,
+            vec![n as usize / 3; 3],
+            "{n} shards over the masters: {per_master:?}"
+        );
+    }
+}
