@@ -60,7 +60,7 @@ pub use prune::{PruneOutcome, PrunedWorker};
 pub use queue_jobs::{Deleted, QueuePage, QueuedJob};
 pub use queues::{QueueInfo, QueueKind};
 pub use scheduler::SchedulerStatus;
-pub use splits::SplitInfo;
+pub use splits::{ShardSize, SplitInfo};
 pub use stats::Info;
 pub use workers::{CurrentJob, WorkerInfo, WorkerState};
 

@@ -8,7 +8,7 @@ impl Admin {
     /// Whether any of the keys every Resque-family peer writes exists under the namespace:
     /// the queue set, the worker set, the stats, the failure list, resque-scheduler's delayed
     /// schedule and stored schedules, the pause switch, resque-status's (and resq's tracked
-    /// jobs') `_statuses`, resq's limits (declared and set) and paused queues. One `EXISTS`, so it costs nothing on a
+    /// jobs') `_statuses`, resq's limits (declared and set), paused queues and split queues. One `EXISTS`, so it costs nothing on a
     /// large database (no `SCAN`); every key shares the namespace's hash tag under Cluster.
     pub async fn has_data(&self) -> Result<bool> {
         let k = self.keys();
@@ -25,6 +25,7 @@ impl Admin {
             .arg(k.limits_declared())
             .arg(k.limits_set())
             .arg(k.paused_queues())
+            .arg(k.splits())
             .query_async(&mut self.con())
             .await?;
         Ok(n > 0)

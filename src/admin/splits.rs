@@ -12,15 +12,24 @@ use crate::splits::{Split, DRAIN_GRACE_MS};
 use redis::AsyncCommands;
 use serde::Serialize;
 
+/// One shard and the jobs waiting in it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardSize {
+    /// The shard's queue name.
+    pub name: String,
+    /// Jobs in its list.
+    pub jobs: u64,
+}
+
 /// A split queue as `resq split --show` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SplitInfo {
     /// The logical queue.
     pub queue: String,
     /// Its shards now, shard k at index k, with their sizes.
-    pub shards: Vec<(String, u64)>,
+    pub shards: Vec<ShardSize>,
     /// Shards of an earlier N still served until empty, with their sizes.
-    pub draining: Vec<(String, u64)>,
+    pub draining: Vec<ShardSize>,
     /// Jobs in the queue itself (pushed by producers that do not split).
     pub unsplit: u64,
 }
@@ -74,11 +83,17 @@ impl Admin {
     async fn split_sizes(&self, queue: String, split: &Split) -> Result<SplitInfo> {
         let mut shards = Vec::new();
         for s in &split.shards {
-            shards.push((s.clone(), self.len(s).await?));
+            shards.push(ShardSize {
+                name: s.clone(),
+                jobs: self.len(s).await?,
+            });
         }
         let mut draining = Vec::new();
         for s in &split.draining {
-            draining.push((s.clone(), self.len(s).await?));
+            draining.push(ShardSize {
+                name: s.clone(),
+                jobs: self.len(s).await?,
+            });
         }
         let unsplit = self.len(&queue).await?;
         Ok(SplitInfo {

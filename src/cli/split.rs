@@ -78,10 +78,10 @@ fn print_info(s: &SplitInfo) {
         s.unsplit,
         if s.unsplit == 1 { "" } else { "s" },
     );
-    for (k, (name, len)) in s.shards.iter().enumerate() {
-        println!("  shard {k}\t{name}\t{len}");
+    for (k, sh) in s.shards.iter().enumerate() {
+        println!("  shard {k}\t{}\t{}", sh.name, sh.jobs);
     }
-    for (name, len) in &s.draining {
-        println!("  draining\t{name}\t{len}");
+    for sh in &s.draining {
+        println!("  draining\t{}\t{}", sh.name, sh.jobs);
     }
 }

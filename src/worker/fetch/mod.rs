@@ -24,8 +24,11 @@
 //! until an invalidation for it arrives ([`Fetch::pick`]). Priority order is unchanged: the
 //! queues left out are known to be empty.
 //!
-//! The supervisor task ([`Fetch::run`]) also refreshes a wildcard queue list from
-//! `<ns>:queues` every `INTERVAL` (at once when `<ns>:queues` gains a member) and, while
+//! The supervisor task ([`Fetch::run`]) also refreshes the queue list every `INTERVAL`: a
+//! wildcard list from `<ns>:queues` (at once when it gains a member), and every list's split
+//! queues from `<ns>:resq:splits` (at once when it changes; one `HGETALL` when nothing is
+//! split), whose shards form groups of equal priority polled in a rotating order
+//! ([`Fetch::pick`], crate::splits); and, while
 //! `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
 
 use super::step::{Found, QueueKeys};
