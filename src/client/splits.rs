@@ -16,11 +16,14 @@ pub(crate) const TTL: Duration = Duration::from_secs(5);
 /// Queues a client keeps declarations of before it starts over.
 const MAX_ENTRIES: usize = 10_000;
 
+/// A queue's current shards as last read (`None`: not split), and when.
+type Entry = (Instant, Option<Arc<Vec<String>>>);
+
 /// A client's cache of declarations and its round-robin counter (shared by its clones).
 #[derive(Default)]
 pub(crate) struct SplitCache {
     /// Per queue: when read, and its current shards (`None`: not split).
-    entries: Mutex<HashMap<String, (Instant, Option<Arc<Vec<String>>>)>>,
+    entries: Mutex<HashMap<String, Entry>>,
     /// The next shard of a job without a shard key.
     next: AtomicUsize,
 }
