@@ -152,6 +152,49 @@ async fn producers_put_a_split_queues_jobs_on_its_shards() {
     .await;
     assert_eq!(out["queue"], json!(shards[k]));
     assert_eq!(len(&ns, &shards[k]).await, 7);
+    // Every other way in goes to the shards in turn, never to the queue itself: a unique job,
+    // a raw push, `resq enqueue --file`.
+    let total = |ns: String| async move {
+        let mut n = 0;
+        for s in &shard_names("video", 4).unwrap() {
+            n += len(&ns, s).await;
+        }
+        n
+    };
+    let before = total(ns.clone()).await;
+    client
+        .enqueue_unique(
+            "video",
+            "Rec",
+            &[json!(1)],
+            &resq::client::Unique::new("u1"),
+        )
+        .await
+        .unwrap();
+    client
+        .push_raw("video", r#"{"class":"Rec","args":[2]}"#)
+        .await
+        .unwrap();
+    let file = std::env::temp_dir().join(format!("{ns}.jobs"));
+    std::fs::write(
+        &file,
+        "{\"class\":\"Rec\",\"args\":[3]}\n{\"class\":\"Rec\",\"args\":[4]}\n",
+    )
+    .unwrap();
+    support::cli::ok(
+        &ns,
+        &[
+            "enqueue",
+            "--queue",
+            "video",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(total(ns.clone()).await, before + 4);
+    assert_eq!(len(&ns, "video").await, 0);
 }
 
 /// An unsplit queue costs a producer one HGET per 5 s, not one per enqueue (a server of its
