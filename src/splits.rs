@@ -146,11 +146,18 @@ pub(crate) fn expand(
     known: &[String],
     fold: bool,
 ) -> (Vec<String>, Vec<std::ops::Range<usize>>) {
+    let declared: HashMap<&str, &str> = splits
+        .iter()
+        .flat_map(|(q, s)| s.served().map(move |x| (x.as_str(), q.as_str())))
+        .collect();
     let owner = |n: &str| -> Option<&str> {
-        splits
-            .iter()
-            .find(|(q, s)| s.served().any(|x| x == n) || is_shard_of(n, q))
-            .map(|(q, _)| q.as_str())
+        declared.get(n).copied().or_else(|| {
+            // (Only a name with `~` can be a shard.)
+            n.contains('~')
+                .then(|| splits.keys().find(|q| is_shard_of(n, q)))
+                .flatten()
+                .map(String::as_str)
+        })
     };
     let mut out: Vec<String> = Vec::with_capacity(names.len());
     let mut groups = Vec::new();
