@@ -210,6 +210,7 @@ async fn an_unsplit_queue_costs_one_hget_per_five_seconds() {
             .and_then(|l| l.split(',').next())
             .map_or(0, |n| n.parse().unwrap())
     };
+    let started = std::time::Instant::now();
     for i in 0..200 {
         client
             .enqueue_to("plain", "Rec", &[json!(i)])
@@ -221,7 +222,10 @@ async fn an_unsplit_queue_costs_one_hget_per_five_seconds() {
         .query_async(&mut con)
         .await
         .unwrap();
-    assert_eq!(hgets(info), 1, "one HGET for 200 enqueues");
+    // (One more per 5 s the loop took, on a machine slow enough.)
+    let allowed = 1 + started.elapsed().as_secs() / 5;
+    let n = hgets(info);
+    assert!((1..=allowed).contains(&n), "{n} HGETs for 200 enqueues");
     let n: u64 = con.llen("resque:queue:plain").await.unwrap();
     assert_eq!(n, 200);
 }
