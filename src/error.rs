@@ -51,6 +51,9 @@ pub enum Error {
         /// The namespace.
         namespace: String,
     },
+    /// A queue cannot be split as asked (its name, the number of shards); nothing was written.
+    #[error("split: {0}")]
+    Split(#[from] crate::splits::SplitError),
     /// An ActiveJob job cannot be read or written.
     #[error("activejob: {0}")]
     ActiveJob(#[from] crate::wire::activejob::ActiveJobError),

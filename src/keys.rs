@@ -10,7 +10,7 @@
 mod slots;
 
 #[allow(unused_imports)]
-pub(crate) use slots::{hash_slot, slot_tag};
+pub(crate) use slots::{hash_slot, slot_tag, SLOTS};
 
 /// Builds key names for one namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -453,6 +453,12 @@ impl Keys {
     #[allow(dead_code)] // read by the tests and the compat examples only
     pub(crate) fn limits_sweep(&self) -> String {
         format!("{}resq:limits:sweep", self.prefix)
+    }
+
+    /// `<ns>:resq:splits` — HASH queue → its split's declaration (JSON
+    /// `{"shards":[…],"draining":[…],"changed":<epoch ms>}`, crate::splits).
+    pub(crate) fn splits(&self) -> String {
+        format!("{}resq:splits", self.prefix)
     }
 
     /// `<ns>:resq:paused_queues` — queues no resq process takes jobs from (`resq pause

@@ -47,6 +47,8 @@
 //! * [`middleware`] — layers around every job and every enqueue, and Resque's hooks;
 //! * [`client`] — enqueueing: typed ([`Client::enqueue`]), by class name, delayed, Jesque,
 //!   unique; [`scheduler`] — resque-scheduler's delayed and recurring jobs;
+//! * [`splits`] — split queues: one queue served as N shards in hash slots of their own
+//!   (docs/cluster.md), their naming rule and the choice of a shard from a shard key;
 //! * [`admin`] — the read side and repairs (what resque-web and `resq` show and do);
 //! * [`activejob`] — Rails fleets: ActiveJob jobs run by Rust handlers, and enqueued for Rails;
 //! * [`conn`] — where Redis is: one server, TLS, Sentinel, Cluster ([`conn::RedisOptions`]);
@@ -102,6 +104,7 @@ pub mod runtime;
 pub mod scheduler;
 mod scripts;
 mod settings;
+pub mod splits;
 #[cfg(test)]
 mod testing;
 #[cfg(feature = "web")]

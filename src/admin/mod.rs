@@ -14,6 +14,7 @@
 //!   defined by the worker, with its rules.
 //! * `scheduler` — whether a scheduler holds resque-scheduler's master lock.
 //! * `presence` — whether the namespace holds any Resque data at all.
+//! * `splits` — split queues: declaring, changing or turning off a split, and listing them.
 //!
 //! What the dashboard (`resq web`) adds on top, each bounded so a page never reads a whole list:
 //! * `list_ids` — stable ids of list elements (SHA1 of their bytes) and finding them again;
@@ -40,6 +41,7 @@ pub(crate) mod queue_jobs;
 pub(crate) mod queues;
 pub(crate) mod scheduler;
 pub(crate) mod server_info;
+pub(crate) mod splits;
 pub(crate) mod stats;
 pub(crate) mod workers;
 
@@ -58,6 +60,7 @@ pub use prune::{PruneOutcome, PrunedWorker};
 pub use queue_jobs::{Deleted, QueuePage, QueuedJob};
 pub use queues::{QueueInfo, QueueKind};
 pub use scheduler::SchedulerStatus;
+pub use splits::{ShardSize, SplitInfo};
 pub use stats::Info;
 pub use workers::{CurrentJob, WorkerInfo, WorkerState};
 

@@ -8,9 +8,10 @@ impl Admin {
     /// Whether any of the keys every Resque-family peer writes exists under the namespace:
     /// the queue set, the worker set, the stats, the failure list, resque-scheduler's delayed
     /// schedule and stored schedules, the pause switch, resque-status's (and resq's tracked
-    /// jobs') `_statuses`, resq's limits (declared and set) and paused queues. One `EXISTS`, so it costs nothing on a
-    /// large database (no `SCAN`); every key shares the namespace's hash tag under Cluster (one
-    /// `EXISTS` per key, a pipeline per slot, on a spread namespace).
+    /// jobs') `_statuses`, resq's limits (declared and set), paused queues and split queues.
+    /// One `EXISTS`, so it costs nothing on a large database (no `SCAN`); every key shares the
+    /// namespace's hash tag under Cluster (one `EXISTS` per key, a pipeline per slot, on a
+    /// spread namespace).
     pub async fn has_data(&self) -> Result<bool> {
         let k = self.keys();
         let keys = [
@@ -26,6 +27,7 @@ impl Admin {
             k.limits_declared(),
             k.limits_set(),
             k.paused_queues(),
+            k.splits(),
         ];
         if k.is_spread() {
             // Each key in a slot of its own: one `EXISTS` each, a pipeline per slot.

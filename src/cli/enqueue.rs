@@ -33,6 +33,10 @@ pub(crate) struct EnqueueArgs {
     /// Due time in epoch seconds (as --in).
     #[arg(long)]
     pub at: Option<String>,
+    /// For a split queue (`resq split`): the key whose CRC-32 picks the shard (round robin
+    /// without it); a queue that is not split ignores it.
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["jesque", "vars"])]
+    pub shard_key: Option<String>,
     /// Track the job (docs/jobs.md): prints its id, for `resq job show|wait|cancel ID`.
     #[arg(long)]
     pub track: bool,
@@ -49,7 +53,7 @@ pub(crate) struct EnqueueArgs {
     /// One job per line of F (`-`: standard input): `{"class":…,"args":[…]}` and an optional
     /// `"queue"`; blank lines are skipped. Every line is checked first: one bad line and
     /// nothing is enqueued (exit 1).
-    #[arg(long, value_name = "F", conflicts_with_all = ["class", "args", "jesque", "vars", "in_secs", "at", "key"])]
+    #[arg(long, value_name = "F", conflicts_with_all = ["class", "args", "jesque", "vars", "in_secs", "at", "key", "shard_key"])]
     pub file: Option<String>,
     /// Class name.
     #[arg(required_unless_present = "file")]
@@ -220,15 +224,25 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
             track = track.at(at);
         }
         // The members the client's chain added (a trace context) are printed too.
-        let written = std::sync::Mutex::new(Map::new());
+        let written = std::sync::Mutex::new((Map::new(), e.queue.clone()));
         let got = client
-            .enqueue_class_tracked_seen(&e.queue, &class, &args, track, |j| {
-                *written.lock().unwrap_or_else(|p| p.into_inner()) = j.extra.clone();
-            })
+            .enqueue_class_tracked_seen(
+                &e.queue,
+                &class,
+                &args,
+                track,
+                e.shard_key.as_deref(),
+                |j| {
+                    *written.lock().unwrap_or_else(|p| p.into_inner()) =
+                        (j.extra.clone(), j.queue.clone());
+                },
+            )
             .await
             .map_err(|err| super::enqueue_flow::as_flag(err, &target.namespace))?;
         let existing = got != id;
-        let extra = written.into_inner().unwrap_or_else(|p| p.into_inner());
+        let (extra, queue) = written.into_inner().unwrap_or_else(|p| p.into_inner());
+        done.key = keys.queue(&queue);
+        done.queue = queue;
         let fmt = client.float_format();
         let delayed = due
             .map(crate::client::delayed::epoch_secs)
@@ -277,7 +291,7 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
         return Ok(done);
     }
     // Through the client's chain, so the members it adds (a trace context) are printed too.
-    let written = std::sync::Mutex::new((Map::new(), None));
+    let written = std::sync::Mutex::new((Map::new(), None, e.queue.clone()));
     client
         .dispatch_seen(
             crate::middleware::Outgoing {
@@ -287,11 +301,18 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
                 extra: Map::new(),
                 at: due,
                 track: None,
+                shard_key: e.shard_key.clone(),
             },
-            |j| *written.lock().unwrap_or_else(|p| p.into_inner()) = (j.extra.clone(), j.at),
+            |j| {
+                *written.lock().unwrap_or_else(|p| p.into_inner()) =
+                    (j.extra.clone(), j.at, j.queue.clone())
+            },
         )
         .await?;
-    let (extra, at) = written.into_inner().unwrap_or_else(|p| p.into_inner());
+    let (extra, at, queue) = written.into_inner().unwrap_or_else(|p| p.into_inner());
+    // (A split queue's job went to one of its shards.)
+    done.key = keys.queue(&queue);
+    done.queue = queue;
     let ts = at.map(crate::client::delayed::epoch_secs);
     match ts {
         Some(ts) if ts > crate::client::delayed::epoch_secs(chrono::Utc::now()) => {

@@ -15,6 +15,7 @@
 //! * `coverage` — `coverage`: the classes each queue gets and which have no handler here;
 //! * `pause` — `pause`, `resume`: every worker (`show`'s), or `--queue` queues;
 //! * `schedule` — `scheduler`, `schedule list|add|remove`;
+//! * `split` — `split`: split queues (declare, change N, turn off, show);
 //! * `output` — tables, JSON and durations.
 
 pub(crate) mod batch;
@@ -30,6 +31,7 @@ pub(crate) mod output;
 pub(crate) mod pause;
 pub(crate) mod schedule;
 pub(crate) mod show;
+pub(crate) mod split;
 #[cfg(feature = "top")]
 pub(crate) mod top;
 #[cfg(feature = "web")]
@@ -129,6 +131,9 @@ pub(crate) enum Command {
     Pause(pause::PauseArgs),
     /// Clear `<ns>:pause-all-workers`; with `--queue`, resume that queue.
     Resume(pause::PauseArgs),
+    /// Split a queue into N shards, each in a hash slot of its own (docs/cluster.md), change
+    /// N (the old shards drain), turn it off, or show the splits.
+    Split(split::SplitArgs),
     /// Live view of queues, workers and rates.
     #[cfg(feature = "top")]
     Top(top::TopArgs),
@@ -366,6 +371,7 @@ async fn run_command(
                 Command::Prune(p) => show::prune(&admin, p, json).await,
                 Command::Pause(p) => pause::pause(&admin, p, true, json).await,
                 Command::Resume(p) => pause::pause(&admin, p, false, json).await,
+                Command::Split(a) => split::run(&admin, a, json).await,
                 Command::Limits(l) => limits::run(&admin, l, json).await,
                 Command::Jobs(j) => jobs::jobs(&admin, j, json).await,
                 Command::Batches(b) => batch::list(&admin, b, json).await,

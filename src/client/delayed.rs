@@ -55,6 +55,7 @@ impl Client {
             extra: Map::new(),
             at: Some(at),
             track: None,
+            shard_key: None,
         };
         // What the chain finally wrote decides the answer (a layer may move the due time).
         let written = self

@@ -23,6 +23,9 @@ pub struct NewJob {
     pub vars: Option<Map<String, Value>>,
     /// Whether to write Jesque's `{"class","args","vars"}` instead of Ruby's form.
     pub jesque: bool,
+    /// For a split queue, the key that picks its shard (`crc32(key) % N`; round robin when
+    /// `None`); see [`NewJob::shard_key`].
+    pub shard_key: Option<String>,
 }
 
 impl NewJob {
@@ -33,6 +36,7 @@ impl NewJob {
             args: Some(args),
             vars: None,
             jesque: false,
+            shard_key: None,
         }
     }
 
@@ -47,7 +51,16 @@ impl NewJob {
             args,
             vars,
             jesque: true,
+            shard_key: None,
         }
+    }
+
+    /// Sets the shard key: on a split queue (docs/cluster.md, "Split queues") the job goes to
+    /// shard `crc32(key) % N`, so jobs of one key always share a shard while N is unchanged;
+    /// without one, to the shards in turn. On a queue that is not split it changes nothing.
+    pub fn shard_key(mut self, key: impl Into<String>) -> Self {
+        self.shard_key = Some(key.into());
+        self
     }
 
     /// The payload bytes; `format` applies to the Resque form (Jesque's is Java's).
@@ -95,6 +108,7 @@ impl Client {
             extra: Map::new(),
             at: None,
             track: None,
+            shard_key: None,
         })
         .await
     }
@@ -118,6 +132,7 @@ impl Client {
             extra: Map::new(),
             at: None,
             track: None,
+            shard_key: None,
         })
         .await
     }
@@ -147,9 +162,18 @@ impl Client {
         tracked: &std::sync::Mutex<Option<crate::jobs::JobId>>,
     ) -> Result<bool> {
         let seen = &seen;
-        let terminal = |#[allow(unused_mut)] mut job: Outgoing| -> BoxFuture<'_, Result<bool>> {
+        let terminal = |mut job: Outgoing| -> BoxFuture<'_, Result<bool>> {
             Box::pin(async move {
                 validate(&job.queue, &job.class)?;
+                // A split queue's job goes to one of its shards now; a delayed one keeps the
+                // queue's own name (served by its workers too) and lands there when due.
+                let due_later = job
+                    .at
+                    .map(super::delayed::epoch_secs)
+                    .is_some_and(|ts| ts > super::delayed::epoch_secs(chrono::Utc::now()));
+                if !due_later {
+                    job.queue = self.route(&job.queue, job.shard_key.as_deref()).await?;
+                }
                 // The producer span (`<queue> send`) and its context in the payload, when
                 // tracing is on (crate::otel).
                 #[cfg(feature = "otel")]
@@ -243,6 +267,11 @@ impl Client {
             .await
     }
 
+    /// Enqueues one job onto `queue` (its shard, for a split queue: [`NewJob::shard_key`]).
+    pub async fn enqueue_job(&self, queue: &str, job: &NewJob) -> Result<()> {
+        self.enqueue_batch(&[(queue, job.clone())]).await
+    }
+
     /// Enqueues many jobs in one round trip (one checked step: `SADD` per queue, one `RPUSH`
     /// per queue with its jobs in order). On a spread namespace each queue's jobs are one
     /// enqueue of their own ([`Client::push_raw`]'s two commands), queue after queue.
@@ -250,10 +279,11 @@ impl Client {
         for (q, j) in jobs {
             j.check(q)?;
         }
-        let mut by_queue: Vec<(&str, Vec<String>)> = Vec::new();
+        let mut by_queue: Vec<(String, Vec<String>)> = Vec::new();
         for (q, j) in jobs {
             let json = j.encode(self.float_format);
-            match by_queue.iter_mut().find(|(name, _)| name == q) {
+            let q = self.route(q, j.shard_key.as_deref()).await?;
+            match by_queue.iter_mut().find(|(name, _)| *name == q) {
                 Some((_, list)) => list.push(json),
                 None => by_queue.push((q, vec![json])),
             }
@@ -271,7 +301,7 @@ impl Client {
         }
         let mut w = Checked::new();
         for (q, list) in &by_queue {
-            w.sadd(&self.keys.queues(), *q);
+            w.sadd(&self.keys.queues(), q);
             w.rpush(&self.keys.queue(q), list);
         }
         w.run(&mut self.con()).await?;
@@ -290,12 +320,14 @@ impl Client {
 
     /// `SADD <ns>:queues` + `RPUSH` (or `LPUSH` when `front`) as one checked step; on a
     /// spread namespace, where the two keys are in different slots, the two commands one after
-    /// the other, in Ruby's order ([`Client::push_spread`]).
+    /// the other, in Ruby's order ([`Client::push_spread`]). A split queue's job goes to its
+    /// shards in turn.
     async fn push(&self, queue: &str, json: &str, front: bool) -> Result<()> {
+        let queue = self.route(queue, None).await?;
         if self.keys.is_spread() {
-            return self.push_spread(queue, &[json], front).await;
+            return self.push_spread(&queue, &[json], front).await;
         }
-        self.push_step(queue, json, front)
+        self.push_step(&queue, json, front)
             .run(&mut self.con())
             .await?;
         Ok(())

@@ -11,6 +11,7 @@
 //! * `track` — tracked jobs ([`crate::jobs::Track`]): the job with its record in one call,
 //!   resque-status's `create`, a job's record and its cancel; `wait` — waiting for a tracked
 //!   job to end;
+//! * `splits` — the shard of a split queue a job goes to (crate::splits);
 //! * `pipelined` — many jobs in pipelines, each the call of its own enqueue
 //!   (`resq enqueue --file`);
 //! * the bytes (payloads, scheduler items, Ruby's and Java's float text) are written by
@@ -31,6 +32,7 @@ pub(crate) mod jesque;
 #[cfg(feature = "cli")]
 pub(crate) mod pipelined;
 pub(crate) mod queues;
+mod splits;
 pub(crate) mod track;
 pub(crate) mod unique;
 mod wait;
@@ -78,6 +80,8 @@ pub struct Client {
     /// Where Redis is, when the client connected itself (for waiting on tracked jobs without
     /// polling).
     endpoint: Option<Endpoint>,
+    /// Split queues' declarations as last read, and the round-robin counter (splits.rs).
+    splits: Arc<splits::SplitCache>,
 }
 
 impl Client {
@@ -110,6 +114,7 @@ impl Client {
             default_queue: "default".to_string(),
             layers: Arc::default(),
             endpoint: None,
+            splits: Arc::default(),
         }
     }
 

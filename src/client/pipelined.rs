@@ -138,11 +138,13 @@ impl Client {
     /// nothing is sent).
     async fn call(&self, job: &Pending) -> Result<Cmd> {
         validate(&job.queue, &job.class)?;
+        // A split queue's jobs go to its shards in turn (crate::splits).
+        let queue = self.route(&job.queue, None).await?;
         let mut rec = Recorder::default();
         let recorded = match &job.track {
             None => {
                 let json = encode::resque_payload(&job.class, &job.args, self.float_format);
-                let step = self.push_step(&job.queue, &json, false);
+                let step = self.push_step(&queue, &json, false);
                 step.run(&mut rec).await
             }
             Some(track) => {
@@ -150,12 +152,13 @@ impl Client {
                 let mut extra = Map::new();
                 extra.insert("resq_id".into(), Json::String(id.to_string()));
                 let job = Outgoing {
-                    queue: job.queue.clone(),
+                    queue,
                     class: job.class.clone(),
                     args: job.args.clone(),
                     extra,
                     at: None,
                     track: Some(track.clone().id(id)),
+                    shard_key: None,
                 };
                 let inv = self.tracked_invocation(&job)?;
                 inv.invoke_async::<Value, _>(&mut rec).await.map(|_| ())

@@ -44,18 +44,20 @@ impl Client {
         args: &[Value],
         track: Track,
     ) -> Result<JobId> {
-        self.enqueue_class_tracked_seen(queue, class, args, track, |_| {})
+        self.enqueue_class_tracked_seen(queue, class, args, track, None, |_| {})
             .await
     }
 
     /// [`Client::enqueue_class_tracked`], showing `seen` the job as it is written (after every
-    /// layer: the members they added), for `resq enqueue --track` to print.
+    /// layer: the members they added, the shard of a split queue that `shard_key` picked), for
+    /// `resq enqueue --track` to print.
     pub(crate) async fn enqueue_class_tracked_seen(
         &self,
         queue: &str,
         class: &str,
         args: &[Value],
         track: Track,
+        shard_key: Option<&str>,
         seen: impl Fn(&Outgoing) + Send + Sync,
     ) -> Result<JobId> {
         crate::error::not_spread(self.keys(), "tracked jobs")?;
@@ -75,6 +77,7 @@ impl Client {
                 extra,
                 at: track.at,
                 track: Some(track),
+                shard_key: shard_key.map(str::to_string),
             },
             seen,
         )
@@ -117,6 +120,7 @@ impl Client {
                 extra: Map::new(),
                 at: track.at,
                 track: Some(track),
+                shard_key: None,
             },
             |_| {},
         )

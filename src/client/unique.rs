@@ -88,7 +88,9 @@ impl Client {
         let payload =
             encode::resque_payload_with(class, args, &mark(unique, &id), self.float_format);
         let ttl = unique.ttl;
-        self.unique_call(unique, &id, ttl, "rpush", queue, &payload, 0)
+        // A split queue's job goes to its shards in turn (crate::splits).
+        let queue = self.route(queue, None).await?;
+        self.unique_call(unique, &id, ttl, "rpush", &queue, &payload, 0)
             .await
     }
 

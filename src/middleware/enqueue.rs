@@ -33,6 +33,10 @@ pub struct Outgoing {
     /// Tracking (an id, tags, a job key), for a job enqueued with
     /// [`crate::Client::enqueue_tracked`]; its id is also in `extra` as `resq_id`.
     pub track: Option<crate::jobs::Track>,
+    /// The shard key of a job for a split queue (docs/cluster.md, "Split queues"): the job
+    /// goes to shard `crc32(key) % N` of `queue` (round robin without one); unused for a queue
+    /// that is not split.
+    pub shard_key: Option<String>,
 }
 
 /// Code that runs around every enqueue (see the [module docs](self)).

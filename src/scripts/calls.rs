@@ -535,6 +535,22 @@ builders! {
         }
     }
 
+    /// A split queue's declaration changed (`resq split`).
+    SplitSet<'a> = SPLIT_SET in "split_set.lua" {
+        keys {
+            splits: String => "<ns>:resq:splits",
+        }
+        argv {
+            queue: &'a str => "the queue",
+            set: &'a str => "'1': set its shards to ARGV[3]; '0': only drop what ARGV[4] names",
+            shards: String => "its new shards (a JSON array of names; '[]' turns the split off)",
+            empty: String => "draining shards the caller found empty (a JSON array of names)",
+            changed: i64 => "the declaration's changed (epoch ms) when the caller found them empty",
+            now_ms: i64 => "now (epoch ms)",
+            grace_ms: i64 => "the grace period (ms)",
+        }
+    }
+
     /// A claimed payload becomes a failure entry.
     Promote<'a> = PROMOTE in "promote.lua" {
         keys {

@@ -25,6 +25,7 @@ const DECLARED: &[&str] = &[
     "promote",
     "requeue",
     "scheduler_poll",
+    "split_set",
     "unclaim",
     "unique_enqueue",
 ];

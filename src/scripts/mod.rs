@@ -212,6 +212,8 @@ functions! {
     LIMITS_SWEEP = "limits_sweep";
     /// An operator's change of a limit, written and acted on in one step (limits/store.rs).
     LIMITS_SET = "limits_set";
+    /// A split queue's declaration changed (splits; `resq split`).
+    SPLIT_SET = "split_set";
     /// Workflow bookkeeping an earlier call left, finished (worker/prune.rs).
     FLOW_SETTLE = "flow_settle";
     /// Runs someone else ended (a worker pruned by Ruby, its record deleted), ended (worker/prune).

@@ -1595,6 +1595,48 @@ mod limit_scenarios {
         }
     }
 
+    /// A split changed while one shard drains (split_set.lua).
+    pub(super) fn split_set() -> Scenario {
+        Scenario {
+            name: "split_set",
+            setup: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let d = r#"{"shards":["v~0{a}"],"draining":["v~1{b}"],"changed":0}"#;
+                    let _: () = con.hset(keys.splits(), "v", d).await.unwrap();
+                })
+            }),
+            run: Box::new(|mut con, keys| {
+                Box::pin(async move {
+                    let r: redis::RedisResult<String> = crate::scripts::SplitSet {
+                        splits: keys.splits(),
+                        queue: "v",
+                        set: "1",
+                        shards: r#"["v~0{c}","v~1{d}"]"#.into(),
+                        empty: r#"["v~1{b}"]"#.into(),
+                        changed: 0,
+                        now_ms: 100_000,
+                        grace_ms: 1000,
+                    }
+                    .call()
+                    .invoke_async(&mut con)
+                    .await;
+                    match r {
+                        Ok(t) => Answer::Done(t),
+                        Err(e) => refused(e),
+                    }
+                })
+            }),
+            keys: Box::new(|k| vec![(k.splits(), Kind::Hash)]),
+            check: Box::new(|_, after, c| {
+                let d = after.values().find(|v| v.contains("v~0{c}"));
+                assert!(
+                    d.is_some_and(|d| d.contains("v~0{a}") && !d.contains("v~1{b}")),
+                    "split_set with {c:?}: the old shard drains, the empty one is dropped: {after:?}"
+                );
+            }),
+        }
+    }
+
     pub(super) fn sweep() -> Scenario {
         Scenario {
             name: "limits_sweep",
@@ -1705,6 +1747,7 @@ fn every_scenario() -> Vec<Scenario> {
         flow_scenarios::job_taken(),
         limit_scenarios::set(),
         limit_scenarios::sweep(),
+        limit_scenarios::split_set(),
         job_tests::job_cancel(),
         job_tests::job_start(),
         job_tests::delayed_take(),

@@ -12,10 +12,10 @@
 //!   its own pops (in broadcast mode every `LPOP` sent the process a message: at one slot, a
 //!   second message per job);
 //! * **keys** (`CLIENT TRACKING ON` too): `<ns>:resq:limits`, `<ns>:resq:limits:set`,
-//!   `<ns>:resq:paused_queues`, `<ns>:resq:wake` and `<ns>:queues`, each read (`TYPE`) on
-//!   connection and again after each message about it, *before* the message is handed on, so
+//!   `<ns>:resq:paused_queues`, `<ns>:resq:wake`, `<ns>:queues` and `<ns>:resq:splits`, each
+//!   read (`TYPE`) on connection and again after each message about it, *before* the message is handed on, so
 //!   a write made while the process reloads what changed brings a message of its own: limits
-//!   changed, a queue paused or resumed, a limit opened, a new queue (for wildcard lists); see
+//!   changed, a queue paused or resumed, a limit opened, a new queue (for wildcard lists), a split queue's shards changed; see
 //!   [`crate::limits`]. Not `BCAST`: with a broadcast client connected, Redis compares every
 //!   key any client writes with every prefix (at 64 slots, ~1 µs of Redis CPU per job), while
 //!   a key read in the default mode costs one lookup per write.

@@ -13,6 +13,9 @@
 //!   twice, no call failed (each waited for the move), and a call made while the slot is
 //!   `MIGRATING` writes nothing before it is asked again.
 //! * The CLI's commands and the dashboard's pages on a cluster namespace.
+//! * Split queues: the shards' keys in the naming rule's slots, spread over the masters (a
+//!   namespace without a tag); `resq split`, the client and a worker draining every shard on
+//!   a tagged namespace.
 
 use crate::support;
 
@@ -436,4 +439,111 @@ fn the_cli_and_the_dashboard_work_on_a_cluster_namespace() {
     let (_, body) = http_get(port, "/jobs?state=queued").expect("an answer");
     assert!(body.contains(id), "{body}");
     drop(web);
+}
+
+/// Split queues (docs/cluster.md): on a namespace without a hash tag, the lists of a split
+/// queue's shards sit in evenly spaced slots (`CLUSTER KEYSLOT` agrees with the naming rule)
+/// and so on different masters: 3 shards on 3 masters, 6 shards two on each.
+#[test]
+fn a_split_queues_shards_land_on_different_masters() {
+    require_tools();
+    let root = topology::temp_dir("cluster-split");
+    let cluster = Cluster::start(&root, 3, 0);
+    let ns = support::namespace("cluster-split");
+    for n in [3u32, 6] {
+        let mut per_master: std::collections::HashMap<u16, usize> = Default::default();
+        for (k, shard) in resq::splits::shard_names("video", n)
+            .expect("shard names")
+            .iter()
+            .enumerate()
+        {
+            let key = support::Keys::new(ns.as_str()).queue(shard);
+            let mut c = cluster.nodes[0].con();
+            let slot: u64 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&key)
+                .query(&mut c)
+                .expect("CLUSTER KEYSLOT");
+            assert_eq!(
+                slot,
+                (2 * k as u64 + 1) * 16384 / (2 * u64::from(n)),
+                "{key}"
+            );
+            let owner = cluster.owner(&key).expect("slot owner");
+            // A job pushed there is on that master.
+            let mut oc = owner.con();
+            let _: () = oc
+                .rpush(&key, "{\"class\":\"A\",\"args\":[]}")
+                .expect("rpush");
+            *per_master.entry(owner.port).or_default() += 1;
+        }
+        let mut counts: Vec<usize> = per_master.values().copied().collect();
+        counts.sort();
+        assert_eq!(
+            counts,
+            vec![n as usize / 3; 3],
+            "{n} shards over the masters: {per_master:?}"
+        );
+    }
+}
+
+/// A split queue on a hash-tagged cluster namespace: `resq split` (its function on the slot's
+/// master), the client's shard keys and round robin, and a worker given the queue draining
+/// every shard, through the cluster client.
+#[test]
+fn a_split_queue_drains_on_a_tagged_cluster_namespace() {
+    require_tools();
+    let root = topology::temp_dir("cluster-split-tagged");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(2);
+    let ns = format!("{{{}}}", support::namespace("cluster-split"));
+    let out = Command::new(support::resq_bin())
+        .args(["--url", &url, "--namespace", &ns, "split", "v", "4"])
+        .output()
+        .expect("resq split");
+    assert!(
+        out.status.success(),
+        "resq split: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shards = resq::splits::shard_names("v", 4).expect("names");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let client = resq::Client::connect(&url, &ns).await.expect("client");
+        for i in 0..100 {
+            let job = resq::client::NewJob::new("Echo", vec![serde_json::json!(format!("j{i}"))]);
+            let job = if i % 2 == 0 {
+                job.shard_key(format!("k{}", i % 7))
+            } else {
+                job
+            };
+            client.enqueue_job("v", &job).await.expect("enqueue");
+        }
+    });
+    let owner = cluster.owner(&ns).expect("slot owner");
+    let mut c = owner.con();
+    let mut on_shards = 0;
+    for s in &shards {
+        let n: usize = c.llen(format!("{ns}:queue:{s}")).expect("llen");
+        assert!(n > 0, "{s} got no job");
+        on_shards += n;
+    }
+    assert_eq!(on_shards, 100);
+    let mut w = WorkerProc::start(&url, &ns, 3, &[("QUEUES", "v"), ("INTERVAL", "1")]);
+    let echo = format!("{ns}:compat:echo");
+    wait_until(60, "100 echoes", || {
+        let mut c = owner.try_con()?;
+        (c.llen::<_, usize>(&echo).ok()? == 100).then_some(())
+    });
+    for s in &shards {
+        let n: usize = c.llen(format!("{ns}:queue:{s}")).expect("llen");
+        assert_eq!(n, 0, "{s}");
+    }
+    w.signal("QUIT");
+    let status = w.wait_exit(20);
+    assert!(
+        status.success(),
+        "worker exited with {status}:\n{}",
+        w.stderr()
+    );
 }

@@ -55,6 +55,7 @@ mod retry_success_cost;
 mod scheduler_delayed;
 mod scheduler_recurring;
 mod signals;
+mod splits;
 mod unique_jobs;
 mod web_batches;
 mod web_every_namespace;

@@ -24,8 +24,11 @@
 //! until an invalidation for it arrives ([`Fetch::pick`]). Priority order is unchanged: the
 //! queues left out are known to be empty.
 //!
-//! The supervisor task ([`Fetch::run`]) also refreshes a wildcard queue list from
-//! `<ns>:queues` every `INTERVAL` (at once when `<ns>:queues` gains a member) and, while
+//! The supervisor task ([`Fetch::run`]) also refreshes the queue list every `INTERVAL`: a
+//! wildcard list from `<ns>:queues` (at once when it gains a member), and every list's split
+//! queues from `<ns>:resq:splits` (at once when it changes; one `HGETALL` when nothing is
+//! split), whose shards form groups of equal priority polled in a rotating order
+//! ([`Fetch::pick`], crate::splits); and, while
 //! `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
 
 use super::step::{Found, QueueKeys};
@@ -115,6 +118,10 @@ pub(crate) struct Fetch {
     refresh: Notify,
     /// Signalled once the first tracking attempt is over (connected or refused).
     pub(crate) tracking_tried: Notify,
+    /// Turns taken by the groups of equal priority (see [`Fetch::pick`]).
+    turn: AtomicUsize,
+    /// The queues of those groups the last call that polled them found empty.
+    group_empty: Mutex<std::collections::HashSet<String>>,
     /// The process's limits, told when their stored definitions change.
     pub(crate) limits: std::sync::OnceLock<Arc<crate::limits::cache::LimitsCache>>,
 }
@@ -128,6 +135,42 @@ pub(crate) struct Pick {
     seen: Vec<(String, u64)>,
     /// Whether emptiness may be recorded (tracking was on when picked).
     tracked: bool,
+    /// Whether the list has groups of equal priority (their emptiness orders the next picks).
+    grouped: bool,
+}
+
+/// Orders the picked queues (indexes in increasing order, with their `gens`) of each group of
+/// equal priority: those not `last_empty` first, rotated by `turn`, then the others, so that no
+/// queue of a group is always polled first and each that has jobs gets a turn in as many calls.
+fn rotate_groups(
+    groups: &[std::ops::Range<usize>],
+    picked: &mut [usize],
+    gens: &mut [u64],
+    turn: usize,
+    last_empty: impl Fn(usize) -> bool,
+) {
+    for g in groups {
+        let from = picked.partition_point(|&i| i < g.start);
+        let to = picked.partition_point(|&i| i < g.end);
+        if to - from < 2 {
+            continue;
+        }
+        let mut run: Vec<(usize, u64)> = picked[from..to]
+            .iter()
+            .copied()
+            .zip(gens[from..to].iter().copied())
+            .collect();
+        // (A stable sort: each part keeps the group's order.)
+        run.sort_by_key(|&(i, _)| last_empty(i));
+        let busy = run.iter().filter(|&&(i, _)| !last_empty(i)).count();
+        if busy > 1 {
+            run[..busy].rotate_left(turn % busy);
+        }
+        for (k, (i, gen)) in run.into_iter().enumerate() {
+            picked[from + k] = i;
+            gens[from + k] = gen;
+        }
+    }
 }
 
 /// Decrements the parked count when a parked slot leaves, however it leaves.
@@ -149,8 +192,8 @@ impl Fetch {
         interval: Duration,
         con: &mut Conn,
     ) -> redis::RedisResult<Arc<Self>> {
-        let names = resolve(&keys, &list, con).await?;
-        let first = Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque));
+        let (names, groups) = resolve(&keys, &list, con).await?;
+        let first = Arc::new(QueueKeys::with_jesque(&keys, &names, &jesque).with_groups(groups));
         let resolved = watch::channel(first.clone()).0;
         let (arm, arm_rx) = tokio::sync::mpsc::unbounded_channel();
         let fetch = Arc::new(Fetch {
@@ -174,6 +217,8 @@ impl Fetch {
             full_due: AtomicBool::new(false),
             refresh: Notify::new(),
             tracking_tried: Notify::new(),
+            turn: AtomicUsize::new(0),
+            group_empty: Mutex::default(),
             limits: std::sync::OnceLock::new(),
         });
         fetch.mark_ours(&first);
@@ -277,12 +322,13 @@ impl Fetch {
                 queues: Arc::new(QueueKeys::default()),
                 seen: Vec::new(),
                 tracked: false,
+                grouped: false,
             };
         }
         let paused = self.keys.is_spread().then(|| self.paused_queues());
         let states = self.states();
         let mut picked = Vec::with_capacity(all.queues.len());
-        let mut seen = Vec::with_capacity(all.queues.len());
+        let mut gens = Vec::with_capacity(all.queues.len());
         for (i, (name, key, _)) in all.queues.iter().enumerate() {
             if paused.as_ref().is_some_and(|p| p.contains(name)) {
                 continue;
@@ -295,11 +341,26 @@ impl Fetch {
                 || all.jesque.is_zset_index(i)
             {
                 picked.push(i);
-                seen.push((key.clone(), st.gen));
+                gens.push(st.gen);
             }
         }
         drop(states);
-        let queues = if picked.len() == all.queues.len() {
+        if !all.groups.is_empty() {
+            // A split queue and its shards have equal priority: each call starts at another
+            // of those not found empty last time (those go last, so that an empty one does not
+            // hand its turn to the next: a share each, with or without tracking).
+            let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+            let empty = self.group_empty.lock().unwrap_or_else(|p| p.into_inner());
+            let last_empty = |i: usize| empty.contains(&all.queues[i].1);
+            rotate_groups(&all.groups, &mut picked, &mut gens, turn, last_empty);
+        }
+        let seen: Vec<(String, u64)> = picked
+            .iter()
+            .zip(gens)
+            .map(|(&i, gen)| (all.queues[i].1.clone(), gen))
+            .collect();
+        let in_order = picked.iter().enumerate().all(|(k, &i)| k == i);
+        let queues = if in_order && picked.len() == all.queues.len() {
             all.clone()
         } else {
             Arc::new(all.subset(&picked))
@@ -308,6 +369,7 @@ impl Fetch {
             queues,
             seen,
             tracked,
+            grouped: !all.groups.is_empty(),
         }
     }
 
@@ -322,6 +384,16 @@ impl Fetch {
     /// found closed by a limit is polled again instead.
     pub(crate) fn found_empty(&self, pick: &Pick, found: &[Found], limits_replaced: bool) {
         let mut more = false;
+        if pick.grouped {
+            let mut empty = self.group_empty.lock().unwrap_or_else(|p| p.into_inner());
+            for ((key, _), &f) in pick.seen.iter().zip(found) {
+                if f == Found::Empty {
+                    empty.insert(key.clone());
+                } else {
+                    empty.remove(key);
+                }
+            }
+        }
         // The slot that made the call is not idle yet, and parks next: it must find a wake-up
         // waiting (the change's own wake-up came while the call was on its way).
         let reopen = limits_replaced && found.contains(&Found::Blocked);
@@ -393,6 +465,11 @@ impl Fetch {
                 if self.list.is_dynamic() {
                     self.refresh.notify_one();
                 }
+                return;
+            }
+            if k == self.keys.splits() {
+                // A split declared or changed: its shards are served at once.
+                self.refresh.notify_one();
                 return;
             }
             if k.starts_with(&self.keys.limits_declared()) {
@@ -473,5 +550,48 @@ impl Fetch {
             }
         };
         let _ = tokio::time::timeout(self.interval, wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotate_groups;
+
+    /// Each queue of a group with jobs is polled first in as many calls, whichever of the
+    /// group are empty (an empty one does not hand its turn to the next); queues outside the
+    /// group keep their places.
+    #[test]
+    fn a_group_takes_turns_among_the_queues_with_jobs() {
+        for empty in [vec![], vec![1usize], vec![1, 3]] {
+            let mut first = [0usize; 6];
+            for turn in 0..600 {
+                let mut picked = [0usize, 1, 2, 3, 4, 5];
+                let mut gens = [10u64, 11, 12, 13, 14, 15];
+                rotate_groups(
+                    &[std::ops::Range { start: 1, end: 5 }],
+                    &mut picked,
+                    &mut gens,
+                    turn,
+                    |i| empty.contains(&i),
+                );
+                assert_eq!((picked[0], picked[5]), (0, 5));
+                for (i, g) in picked.iter().zip(gens) {
+                    assert_eq!(g, 10 + *i as u64, "gens follow their queues");
+                }
+                first[picked[1]] += 1;
+                let mut sorted = picked;
+                sorted.sort();
+                assert_eq!(sorted, [0, 1, 2, 3, 4, 5]);
+            }
+            let busy: Vec<usize> = (1..5).filter(|i| !empty.contains(i)).collect();
+            for (i, n) in first.iter().enumerate().take(5).skip(1) {
+                let want = if busy.contains(&i) {
+                    600 / busy.len()
+                } else {
+                    0
+                };
+                assert_eq!(*n, want, "queue {i} first, with {empty:?} empty");
+            }
+        }
     }
 }

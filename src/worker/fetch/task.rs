@@ -1,6 +1,6 @@
 //! The fetch's supervisor task ([`Fetch::run`]): the wake-up tasks (tracking, or a watcher per
-//! queue while tracking is off), the periodic reserve, the wildcard list's refresh and the
-//! pause check.
+//! queue while tracking is off), the periodic reserve, the list's refresh (a wildcard list's
+//! matches, split queues' shards) and the pause check.
 
 use super::*;
 
@@ -32,6 +32,7 @@ impl Fetch {
                 self.keys.paused_queues(),
                 self.keys.wake(),
                 self.keys.queues(),
+                self.keys.splits(),
             ]),
             stop.clone(),
         ));
@@ -68,9 +69,8 @@ impl Fetch {
                 _ = self.refresh.notified() => refresh_now = true,
                 _ = stop.wait_for(|s| *s) => break,
             }
-            if self.list.is_dynamic() {
-                self.refresh_list(&mut con).await;
-            }
+            // (A static list too: a split queue's shards change; one HGETALL when none is.)
+            self.refresh_list(&mut con).await;
             if std::mem::take(&mut refresh_now) {
                 continue;
             }
@@ -121,11 +121,14 @@ impl Fetch {
         trackers.abort_all();
     }
 
-    /// Re-reads a wildcard list from `<ns>:queues`.
+    /// Resolves the list again: a wildcard list from `<ns>:queues`, split queues from
+    /// `<ns>:resq:splits`.
     async fn refresh_list(&self, con: &mut Conn) {
         match resolve(&self.keys, &self.list, con).await {
-            Ok(names) => {
-                let next = Arc::new(QueueKeys::with_jesque(&self.keys, &names, &self.jesque));
+            Ok((names, groups)) => {
+                let next = Arc::new(
+                    QueueKeys::with_jesque(&self.keys, &names, &self.jesque).with_groups(groups),
+                );
                 let changed = self.resolved.send_if_modified(|cur| {
                     let changed = **cur != *next;
                     if changed {
@@ -224,15 +227,53 @@ impl Fetch {
     }
 }
 
-/// Resolves the configured list against `<ns>:queues` (only read for wildcard lists).
+/// The queues to poll: the configured list (resolved against `<ns>:queues` when it has
+/// wildcards) with its split queues expanded to their shards (crate::splits::expand), and the
+/// runs of equal priority. Costs one `HGETALL <ns>:resq:splits` when nothing is split, plus
+/// the `SMEMBERS <ns>:queues` of a wildcard list or of a list naming a split queue.
 pub(super) async fn resolve(
     keys: &Keys,
     list: &QueueList,
     con: &mut Conn,
-) -> redis::RedisResult<Vec<String>> {
-    if !list.is_dynamic() {
-        return Ok(list.resolve(&[]));
+) -> redis::RedisResult<(Vec<String>, Vec<std::ops::Range<usize>>)> {
+    let splits = read_splits(keys, con).await?;
+    let mut known = None;
+    if list.is_dynamic() {
+        known = Some(known_queues(keys, con).await?);
     }
+    let names = list.resolve(known.as_deref().unwrap_or(&[]));
+    if splits.is_empty() {
+        return Ok((names, Vec::new()));
+    }
+    if known.is_none() && names.iter().any(|n| splits.contains_key(n)) {
+        known = Some(known_queues(keys, con).await?);
+    }
+    Ok(crate::splits::expand(
+        &names,
+        &splits,
+        known.as_deref().unwrap_or(&[]),
+        list.is_dynamic(),
+    ))
+}
+
+/// The split queues' declarations (none when the key is not a hash).
+async fn read_splits(
+    keys: &Keys,
+    con: &mut Conn,
+) -> redis::RedisResult<std::collections::HashMap<String, crate::splits::Split>> {
+    let r: redis::RedisResult<HashMap<String, Vec<u8>>> = redis::cmd("HGETALL")
+        .arg(keys.splits())
+        .query_async(con)
+        .await;
+    match r {
+        Ok(fields) => Ok(crate::splits::parse_all(fields)),
+        Err(e) if e.code() == Some("WRONGTYPE") => Ok(HashMap::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The members of `<ns>:queues` that resq serves.
+async fn known_queues(keys: &Keys, con: &mut Conn) -> redis::RedisResult<Vec<String>> {
     // (A name that is not UTF-8, or that has a control character, is left out and logged
     // once: one such name must not stop the worker from serving the others.)
     let key = keys.queues();
@@ -244,5 +285,5 @@ pub(super) async fn resolve(
             "a queue name with a control character is not served",
         );
     }
-    Ok(list.resolve(&known))
+    Ok(known)
 }

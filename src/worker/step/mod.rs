@@ -55,6 +55,9 @@ pub(crate) struct QueueKeys {
     digest: Arc<str>,
     /// Each queue's position (from 1) in `text`.
     index: Vec<usize>,
+    /// Runs of queues of equal priority (a split queue and its shards, crate::splits), which
+    /// the fetch polls in a rotating order.
+    pub groups: Vec<std::ops::Range<usize>>,
 }
 
 impl Default for QueueKeys {
@@ -67,6 +70,7 @@ impl Default for QueueKeys {
             text: Arc::from(""),
             digest: Arc::from(crate::scripts::texts::digest("")),
             index: Vec::new(),
+            groups: Vec::new(),
         }
     }
 }
@@ -97,7 +101,14 @@ impl QueueKeys {
             jesque: super::jesque::JesqueQueues::new(keys, names, zsets),
             digest: Arc::from(crate::scripts::texts::digest(&text)),
             text: Arc::from(text),
+            groups: Vec::new(),
         }
+    }
+
+    /// The same list with `groups` as its runs of equal priority.
+    pub(crate) fn with_groups(mut self, groups: Vec<std::ops::Range<usize>>) -> Self {
+        self.groups = groups;
+        self
     }
 
     /// The queues at `picked` (indexes into `self.queues`, in order), as a list of their own.
@@ -108,6 +119,7 @@ impl QueueKeys {
             text: self.text.clone(),
             digest: self.digest.clone(),
             index: picked.iter().map(|&i| self.index[i]).collect(),
+            groups: Vec::new(),
         }
     }
 }
