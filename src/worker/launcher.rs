@@ -92,7 +92,11 @@ impl Worker {
             super::spread::refuse(&cfg, &self.registry)?;
         }
         let pid = std::process::id();
-        let groups = super::spread::groups(&cfg, &keys, pid);
+        let names = match keys.is_spread() {
+            true => super::fetch::resolve_names(&keys, &cfg.queues, &mut con).await?,
+            false => Vec::new(),
+        };
+        let groups = super::spread::groups(&cfg, &keys, pid, &names);
         let ids: Vec<String> = groups.iter().flat_map(|g| g.ids.iter().cloned()).collect();
         let started = chrono::Utc::now();
         let pruner = Pruner::new(keys.clone(), &ids, pid, cfg.prune_after, cfg.at_least_once);

@@ -64,9 +64,10 @@ pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
     Ok(())
 }
 
-/// The process's slot groups: on a spread namespace `cfg.concurrency` slots per queue, each
-/// with its queue's tag; elsewhere one group of `cfg.concurrency` slots.
-pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32) -> Vec<Group> {
+/// The process's slot groups: on a spread namespace `cfg.concurrency` slots per queue of
+/// `names` (its list as resolved at start: split queues' shards included), each with its
+/// queue's tag; elsewhere one group of `cfg.concurrency` slots.
+pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32, names: &[String]) -> Vec<Group> {
     if !keys.is_spread() {
         let ids = (0..cfg.concurrency)
             .map(|k| {
@@ -77,8 +78,7 @@ pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32) -> Vec<Group> {
             .collect();
         return vec![Group { queues: None, ids }];
     }
-    cfg.queues
-        .entries()
+    names
         .iter()
         .enumerate()
         .map(|(n, q)| {

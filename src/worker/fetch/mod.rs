@@ -24,11 +24,11 @@
 //! until an invalidation for it arrives ([`Fetch::pick`]). Priority order is unchanged: the
 //! queues left out are known to be empty.
 //!
-//! The supervisor task ([`Fetch::run`]) also refreshes the queue list every `INTERVAL`: a
-//! wildcard list from `<ns>:queues` (at once when it gains a member), and every list's split
-//! queues from `<ns>:resq:splits` (at once when it changes; one `HGETALL` when nothing is
-//! split), whose shards form groups of equal priority polled in a rotating order
-//! ([`Fetch::pick`], crate::splits); and, while
+//! The supervisor task ([`Fetch::run`]) also refreshes the queue list: a wildcard list from
+//! `<ns>:queues` every `INTERVAL` (at once when it gains a member), and every list's split
+//! queues from `<ns>:resq:splits` at once when it changes (every `INTERVAL` while tracking is
+//! off: one `HGETALL` when nothing is split), whose shards form groups of equal priority polled
+//! in a rotating order ([`Fetch::pick`], crate::splits); and, while
 //! `<ns>:pause-all-workers` is set, re-reads it every `INTERVAL`.
 
 use super::step::{Found, QueueKeys};
@@ -47,6 +47,7 @@ mod pause;
 mod task;
 
 use task::resolve;
+pub(crate) use task::resolve_names;
 
 /// Queues watched with a blocking command when tracking is unavailable.
 pub(crate) const MAX_WATCHED: usize = 32;
@@ -461,8 +462,9 @@ impl Fetch {
                 return self.repoll(|_| true);
             }
             if k == self.keys.queues() {
-                // A new queue: a wildcard list may take it.
-                if self.list.is_dynamic() {
+                // A new queue: a wildcard list may take it, a split queue's group may (a job
+                // put back onto a shard already dropped).
+                if self.list.is_dynamic() || !self.queues().groups.is_empty() {
                     self.refresh.notify_one();
                 }
                 return;

@@ -69,8 +69,12 @@ impl Fetch {
                 _ = self.refresh.notified() => refresh_now = true,
                 _ = stop.wait_for(|s| *s) => break,
             }
-            // (A static list too: a split queue's shards change; one HGETALL when none is.)
-            self.refresh_list(&mut con).await;
+            // (A static list too, whose split queues' shards change: while tracking is on,
+            // a change of `<ns>:resq:splits` or `<ns>:queues` asks for it, so an idle process
+            // with a static list sends nothing; without tracking, one HGETALL an INTERVAL.)
+            if refresh_now || self.list.is_dynamic() || !self.tracking.load(Ordering::SeqCst) {
+                self.refresh_list(&mut con).await;
+            }
             if std::mem::take(&mut refresh_now) {
                 continue;
             }
@@ -254,6 +258,15 @@ pub(super) async fn resolve(
         known.as_deref().unwrap_or(&[]),
         list.is_dynamic(),
     ))
+}
+
+/// The queues `list` names now, split queues expanded to their shards ([`resolve`]).
+pub(crate) async fn resolve_names(
+    keys: &Keys,
+    list: &QueueList,
+    con: &mut Conn,
+) -> redis::RedisResult<Vec<String>> {
+    resolve(keys, list, con).await.map(|(names, _)| names)
 }
 
 /// The split queues' declarations (none when the key is not a hash).
