@@ -75,6 +75,15 @@ pub(crate) fn is_resq_host(host: &str) -> bool {
     }
 }
 
+/// A host field without the `{tag}` of a spread slot's (`vm~resq{ab}` → `vm~resq`), so the
+/// slots of one resq process share one; any other host field as it is.
+pub(crate) fn base_host(host: &str) -> &str {
+    match host.rfind(HOST_SUFFIX) {
+        Some(at) if is_resq_host(host) => &host[..at + HOST_SUFFIX.len()],
+        _ => host,
+    }
+}
+
 /// The parts of any Resque-family worker id, split the way Ruby's `Worker.find` does
 /// (at most three fields on `:`).
 #[derive(Clone, Debug, PartialEq, Eq)]

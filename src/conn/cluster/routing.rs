@@ -14,6 +14,14 @@
 //! the cluster has failed over or the slot has moved; then, or when a connection breaks
 //! mid-request, its error is returned for the caller's `crate::conn::retry_until` to resend, as
 //! after any outage.
+//!
+//! A pipeline (not a transaction) whose commands are in several slots — a spread namespace's
+//! shared keys, each in a slot of its own ([`crate::keys::Keys::spread`]) — is sent as its runs
+//! of consecutive commands of one slot, one run after the other, each to its slot's owner; the
+//! replies come back in the pipeline's order. Sent whole to one node, every command of another
+//! slot would be refused (`MOVED`) while the others ran. A pipeline in one slot (every pipeline
+//! of a tagged namespace) is sent whole, as one request, as before. A transaction is always
+//! sent whole: Redis refuses one across slots (`CROSSSLOT`) before running any of it.
 
 use super::Spec;
 use crate::conn::node::{permanent, server_errors, split_addr};
@@ -65,6 +73,32 @@ enum Req<'a> {
     Cmd(&'a Cmd),
     /// A pipeline.
     Pipe(&'a Pipeline, usize, usize),
+}
+
+/// The runs of consecutive commands of one slot of a pipeline whose keyed commands are in more
+/// than one slot (a keyless command joins the run it follows, or the first run); `None` when
+/// they are all in one slot (or none has a key): the pipeline is sent whole.
+fn slot_runs(p: &Pipeline) -> Option<Vec<std::ops::Range<usize>>> {
+    let mut runs = Vec::new();
+    let (mut start, mut current) = (0, None);
+    let mut n = 0;
+    for (i, c) in p.cmd_iter().enumerate() {
+        n = i + 1;
+        let Some(s) = command_key(c).map(|k| slot(&k)) else {
+            continue;
+        };
+        match current {
+            Some(c) if c != s => {
+                runs.push(start..i);
+                start = i;
+                current = Some(s);
+            }
+            None => current = Some(s),
+            _ => {}
+        }
+    }
+    runs.push(start..n);
+    (runs.len() > 1).then_some(runs)
 }
 
 impl Req<'_> {
@@ -306,13 +340,25 @@ impl ClusterConn {
                     want = self.0.routes.target(slot);
                 }
                 _ => {
-                    if let Ok(values) = &r {
-                        // A MOVED among other replies: not resent, but learnt.
-                        if let Some((s, to)) = server_errors(values).find_map(moved) {
-                            self.0.routes.learn(Some(s), &to);
-                        } else {
+                    match &r {
+                        Ok(values) => {
+                            // A MOVED among other replies: not resent, but learnt.
+                            if let Some((s, to)) = server_errors(values).find_map(moved) {
+                                self.0.routes.learn(Some(s), &to);
+                            } else {
+                                self.0.routes.learn(slot, &addr);
+                            }
+                        }
+                        // The node answered for the slot (an error reply of the command, not
+                        // a refusal): it owns it, and a keyless follow-up (`FUNCTION LOAD`
+                        // after `Function not found`) must go to it.
+                        Err(e)
+                            if e.kind() != ErrorKind::Server(ServerErrorKind::CrossSlot)
+                                && e.kind() != ErrorKind::Server(ServerErrorKind::Moved) =>
+                        {
                             self.0.routes.learn(slot, &addr);
                         }
+                        Err(_) => {}
                     }
                     return r;
                 }
@@ -388,7 +434,22 @@ impl ConnectionLike for ClusterConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(self.run(Req::Pipe(pipeline, offset, count)))
+        Box::pin(async move {
+            let whole = !pipeline.is_transaction() && offset == 0 && count == pipeline.len();
+            let Some(runs) = whole.then(|| slot_runs(pipeline)).flatten() else {
+                return self.run(Req::Pipe(pipeline, offset, count)).await;
+            };
+            let cmds: Vec<&Cmd> = pipeline.cmd_iter().collect();
+            let mut replies = Vec::with_capacity(count);
+            for run in runs {
+                let mut part = Pipeline::with_capacity(run.len());
+                for c in &cmds[run] {
+                    part.add_command((*c).clone());
+                }
+                replies.extend(self.run(Req::Pipe(&part, 0, part.len())).await?);
+            }
+            Ok(replies)
+        })
     }
 
     fn get_db(&self) -> i64 {
@@ -424,5 +485,24 @@ mod tests {
         assert_eq!(k(redis::cmd("EVALSHA").arg("sha").arg(0).arg("x")), None);
         assert_eq!(k(&redis::cmd("TIME")), None);
         assert_eq!(k(redis::cmd("SCRIPT").arg("LOAD").arg("return 1")), None);
+    }
+
+    #[test]
+    fn pipelines_split_into_runs_of_one_slot() {
+        // "a" and "b" are in different slots; "{a}x" is in "a"'s.
+        assert_ne!(slot(b"a"), slot(b"b"));
+        let mut p = redis::pipe();
+        p.cmd("TIME")
+            .get("a")
+            .get("{a}x")
+            .get("b")
+            .cmd("TIME")
+            .get("a");
+        assert_eq!(slot_runs(&p), Some(vec![0..3, 3..5, 5..6]));
+        let mut one = redis::pipe();
+        one.cmd("TIME").get("a").set("{a}y", 1).cmd("PING");
+        assert_eq!(slot_runs(&one), None);
+        assert_eq!(slot_runs(redis::pipe().cmd("TIME")), None);
+        assert_eq!(slot_runs(&redis::pipe()), None);
     }
 }
