@@ -47,5 +47,6 @@ pub use launcher::{Running, Worker};
 pub use shutdown::Phase;
 
 #[cfg(test)]
+mod spread_tests;
 #[cfg(test)]
 mod tests;

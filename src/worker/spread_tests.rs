@@ -1,0 +1,284 @@
+//! The worker's own bookkeeping on a spread cluster namespace, on a real three-master cluster
+//! ([`crate::testing::cluster`]): registering, the heartbeat, unregistering and pruning send no
+//! call whose keys are in several slots (Redis would refuse it with `CROSSSLOT`), put each
+//! slot's keys in its queue's slot, and leave exactly Ruby's keys.
+
+use super::heartbeat::Heartbeat;
+use super::lifecycle;
+use super::prune::{Fate, Pruner, Reason};
+use super::slot::SlotState;
+use crate::conn::{Conn, Endpoint};
+use crate::identity::WorkerId;
+use crate::keys::Keys;
+use crate::testing::{self, cluster::cluster};
+use crate::wire::time;
+use redis::AsyncCommands;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A pid that is not running (pids are below 2^22 on Linux).
+const DEAD_PID: u32 = 4_194_301;
+
+/// A spread namespace on the cluster, its connection, and three queues whose lists are on
+/// three different masters.
+async fn spread(prefix: &str) -> (Endpoint, Conn, Keys, Vec<String>) {
+    let c = cluster();
+    let endpoint = Endpoint::open(&c.url()).expect("cluster url");
+    let ns = testing::namespace(prefix);
+    let keys = endpoint.keys(&ns).expect("keys");
+    assert!(keys.is_spread(), "a namespace without a tag is spread");
+    let mut queues = Vec::new();
+    let mut owners = BTreeSet::new();
+    for n in 0.. {
+        let q = format!("q{n}");
+        if owners.insert(c.owner(&keys.queue(&q))) {
+            queues.push(q);
+        }
+        if owners.len() == c.ports.len() {
+            break;
+        }
+    }
+    let con = endpoint.connect().await.expect("connect");
+    (endpoint, con, keys, queues)
+}
+
+/// Slot `k` of process `pid` on `host` serving `q`.
+fn slot_id(keys: &Keys, host: &str, pid: u32, k: usize, q: &str) -> String {
+    WorkerId::for_queue_slot(host, keys.queue_tag(q), pid, k, q)
+        .as_str()
+        .to_string()
+}
+
+/// Every key of the namespace, on every node.
+fn all_keys(keys: &Keys) -> BTreeSet<String> {
+    let c = cluster();
+    let mut out = BTreeSet::new();
+    for &p in &c.ports {
+        let found: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", keys.prefix()))
+            .query(&mut c.node(p))
+            .expect("KEYS");
+        out.extend(found);
+    }
+    out
+}
+
+#[tokio::test]
+async fn register_and_unregister_spread_ids_leave_rubys_keys_in_each_queues_slot() {
+    let (_, mut con, keys, queues) = spread("spread-reg").await;
+    let ids: Vec<String> = queues
+        .iter()
+        .enumerate()
+        .map(|(k, q)| slot_id(&keys, "vm", 4242, k, q))
+        .collect();
+    let started = chrono::Utc::now();
+    lifecycle::register(&mut con, &keys, &ids, started)
+        .await
+        .expect("register (no CROSSSLOT)");
+
+    let members: BTreeSet<String> = con.smembers(keys.workers()).await.unwrap();
+    assert_eq!(members, ids.iter().cloned().collect());
+    let c = cluster();
+    for (id, q) in ids.iter().zip(&queues) {
+        let at: String = con.get(keys.worker_started(id)).await.unwrap();
+        assert_eq!(at, time::started(started));
+        let hb: Option<String> = con.hget(keys.heartbeats(), id).await.unwrap();
+        assert!(hb.is_some_and(|h| time::parse_any(&h).is_some()), "{id}");
+        assert_eq!(
+            c.owner(&keys.worker_started(id)),
+            c.owner(&keys.queue(q)),
+            "{id}'s keys are on its queue's node"
+        );
+    }
+    let expected: BTreeSet<String> = [keys.workers(), keys.heartbeats()]
+        .into_iter()
+        .chain(ids.iter().map(|id| keys.worker_started(id)))
+        .collect();
+    assert_eq!(all_keys(&keys), expected, "exactly Ruby's keys");
+
+    lifecycle::unregister(&mut con, &keys, &ids)
+        .await
+        .expect("unregister (no CROSSSLOT)");
+    assert_eq!(all_keys(&keys), BTreeSet::new(), "nothing left");
+}
+
+#[tokio::test]
+async fn the_heartbeat_beats_and_heals_spread_ids() {
+    let (endpoint, mut con, keys, queues) = spread("spread-beat").await;
+    let ids: Vec<String> = queues
+        .iter()
+        .enumerate()
+        .map(|(k, q)| slot_id(&keys, "vm", 4243, k, q))
+        .collect();
+    let started = chrono::Utc::now();
+    lifecycle::register(&mut con, &keys, &ids, started)
+        .await
+        .unwrap();
+    // A pruner removed the last id while its slot runs a job.
+    let gone = ids.last().unwrap().clone();
+    let record = format!(
+        r#"{{"queue":"{}","run_at":"x","payload":{{"class":"A","args":[]}}}}"#,
+        queues.last().unwrap()
+    );
+    let _: () = con.srem(keys.workers(), &gone).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), &ids[0], "old").await.unwrap();
+    let slots: Vec<Arc<SlotState>> = ids
+        .iter()
+        .map(|id| {
+            Arc::new(SlotState {
+                id: Arc::from(id.as_str()),
+                record: tokio::sync::Mutex::new((id == &gone).then(|| record.clone().into_bytes())),
+            })
+        })
+        .collect();
+    let (_stop, stop) = tokio::sync::watch::channel(false);
+    let hb = Heartbeat {
+        endpoint,
+        keys: keys.clone(),
+        slots,
+        interval: Duration::from_secs(60),
+        started,
+        stop,
+    };
+    hb.beat(&mut con).await.expect("beat (no CROSSSLOT)");
+    let members: BTreeSet<String> = con.smembers(keys.workers()).await.unwrap();
+    assert_eq!(members, ids.iter().cloned().collect(), "healed");
+    let beat: String = con.hget(keys.heartbeats(), &ids[0]).await.unwrap();
+    assert!(time::parse_any(&beat).is_some(), "beaten: {beat}");
+    let held: String = con.get(keys.worker(&gone)).await.unwrap();
+    assert_eq!(held, record, "the healed slot's record is back");
+}
+
+/// Plants a dead slot of `host`/`pid` serving `q`: registered, its heartbeat `hb`, its record
+/// holding job `n` as the step writes it, its `:started` and stats.
+async fn plant(con: &mut Conn, keys: &Keys, id: &str, hb: &str, q: &str, n: usize) -> String {
+    let payload = format!(r#"{{"class":"Job","args":[{n}]}}"#);
+    let record =
+        format!(r#"{{"queue":"{q}","run_at":"2026/11/29 10:00:00 UTC","payload":{payload}}}"#);
+    let _: () = con.sadd(keys.workers(), id).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id, hb).await.unwrap();
+    let _: () = con.set(keys.worker(id), &record).await.unwrap();
+    let _: () = con
+        .set(keys.worker_started(id), "2026-11-29 09:00:00 +0000")
+        .await
+        .unwrap();
+    let _: () = con.set(keys.stat_processed_by(id), 3).await.unwrap();
+    let _: () = con.set(keys.stat_failed_by(id), 1).await.unwrap();
+    payload
+}
+
+async fn prune_round(at_least_once: bool, prefix: &str) {
+    let (_, mut con, keys, queues) = spread(prefix).await;
+    let now = crate::conn::redis_time(&mut con).await.unwrap();
+    let old = time::heartbeat(now - chrono::Duration::seconds(400));
+    let fresh = time::heartbeat(now);
+    let me = slot_id(
+        &keys,
+        &crate::identity::hostname(),
+        std::process::id(),
+        0,
+        &queues[0],
+    );
+    // On every master: a slot of another host whose heartbeat expired, and a slot of this
+    // host (another tag than the pruner's own id) whose process is gone, heartbeat fresh.
+    let mut planted = Vec::new();
+    for (n, q) in queues.iter().enumerate() {
+        let expired = slot_id(&keys, "elsewhere", 777, n, q);
+        let p = plant(&mut con, &keys, &expired, &old, q, n).await;
+        planted.push((expired, q.clone(), p, Reason::Expired));
+        let local = slot_id(&keys, &crate::identity::hostname(), DEAD_PID, n, q);
+        let p = plant(&mut con, &keys, &local, &fresh, q, 100 + n).await;
+        planted.push((local, q.clone(), p, Reason::DeadLocal));
+    }
+    let pruner = Pruner::new(
+        keys.clone(),
+        std::slice::from_ref(&me),
+        std::process::id(),
+        Duration::from_secs(300),
+        at_least_once,
+    )
+    .without_second_look();
+    let report = pruner.run_once(&mut con).await.expect("prune round");
+    assert!(report.locked);
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    let want = if at_least_once {
+        Fate::Requeued
+    } else {
+        Fate::Failed
+    };
+    let pruned: BTreeSet<String> = report
+        .pruned
+        .iter()
+        .map(|p| format!("{} {:?} {:?}", p.id, p.reason, p.fate))
+        .collect();
+    let expected: BTreeSet<String> = planted
+        .iter()
+        .map(|(id, _, _, r)| format!("{id} {r:?} {want:?}"))
+        .collect();
+    assert_eq!(pruned, expected);
+
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    if at_least_once {
+        assert!(failed.is_empty(), "{failed:?}");
+        for (_, q, payload, _) in &planted {
+            let listed: Vec<String> = con.lrange(keys.queue(q), 0, -1).await.unwrap();
+            assert!(
+                listed.contains(payload),
+                "{payload} back on {q}: {listed:?}"
+            );
+        }
+        let named: BTreeSet<String> = con.smembers(keys.queues()).await.unwrap();
+        assert_eq!(named, queues.iter().cloned().collect());
+    } else {
+        assert_eq!(failed.len(), planted.len(), "{failed:?}");
+        for (id, q, payload, reason) in &planted {
+            let entry: Value = failed
+                .iter()
+                .map(|f| serde_json::from_str::<Value>(f).unwrap())
+                .find(|e| e["worker"] == id.as_str())
+                .unwrap_or_else(|| panic!("no failure entry for {id}"));
+            let (exception, error) = match reason {
+                Reason::Expired => (
+                    "Resque::PruneDeadWorkerDirtyExit",
+                    format!("Worker {id} did not gracefully exit while processing Job"),
+                ),
+                Reason::DeadLocal => ("Resque::DirtyExit", "Job still being processed".to_string()),
+            };
+            assert_eq!(entry["exception"], exception);
+            assert_eq!(entry["error"], error.as_str());
+            assert_eq!(entry["queue"], q.as_str());
+            assert_eq!(entry["backtrace"], serde_json::json!([]));
+            assert_eq!(
+                entry["payload"],
+                serde_json::from_str::<Value>(payload).unwrap()
+            );
+        }
+        let failed_count: Option<String> = con.get(keys.stat_failed()).await.unwrap();
+        assert_eq!(failed_count, None, "Ruby's unregister counts no failure");
+    }
+    // Nothing of the dead ids is left; only what recorded their jobs, and the prune lock.
+    let mut left = all_keys(&keys);
+    left.remove(&keys.pruning_lock());
+    let recorded: BTreeSet<String> = if at_least_once {
+        queues
+            .iter()
+            .map(|q| keys.queue(q))
+            .chain([keys.queues()])
+            .collect()
+    } else {
+        [keys.failed()].into_iter().collect()
+    };
+    assert_eq!(left, recorded);
+}
+
+#[tokio::test]
+async fn a_prune_round_fails_dead_spread_slots_jobs_on_every_master() {
+    prune_round(false, "spread-prune-fail").await;
+}
+
+#[tokio::test]
+async fn a_prune_round_requeues_dead_spread_slots_jobs_under_at_least_once() {
+    prune_round(true, "spread-prune-requeue").await;
+}
