@@ -20,4 +20,5 @@ mod redis_pause;
 mod redis_sentinel;
 mod redis_sentinel_planned;
 mod redis_tls;
+mod spread_worker_admin;
 mod workflows_audit;

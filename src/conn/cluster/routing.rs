@@ -88,7 +88,7 @@ fn slot_runs(p: &Pipeline) -> Option<Vec<std::ops::Range<usize>>> {
             continue;
         };
         match current {
-            Some(c) if c != s => {
+            Some(cur) if cur != s => {
                 runs.push(start..i);
                 start = i;
                 current = Some(s);
@@ -340,25 +340,13 @@ impl ClusterConn {
                     want = self.0.routes.target(slot);
                 }
                 _ => {
-                    match &r {
-                        Ok(values) => {
-                            // A MOVED among other replies: not resent, but learnt.
-                            if let Some((s, to)) = server_errors(values).find_map(moved) {
-                                self.0.routes.learn(Some(s), &to);
-                            } else {
-                                self.0.routes.learn(slot, &addr);
-                            }
-                        }
-                        // The node answered for the slot (an error reply of the command, not
-                        // a refusal): it owns it, and a keyless follow-up (`FUNCTION LOAD`
-                        // after `Function not found`) must go to it.
-                        Err(e)
-                            if e.kind() != ErrorKind::Server(ServerErrorKind::CrossSlot)
-                                && e.kind() != ErrorKind::Server(ServerErrorKind::Moved) =>
-                        {
+                    if let Ok(values) = &r {
+                        // A MOVED among other replies: not resent, but learnt.
+                        if let Some((s, to)) = server_errors(values).find_map(moved) {
+                            self.0.routes.learn(Some(s), &to);
+                        } else {
                             self.0.routes.learn(slot, &addr);
                         }
-                        Err(_) => {}
                     }
                     return r;
                 }
