@@ -166,6 +166,16 @@ mod tests {
     }
 
     #[test]
+    fn the_slots_of_one_process_share_a_base_host() {
+        assert_eq!(base_host("vm~resq{ab}"), "vm~resq");
+        assert_eq!(base_host("vm~resq{0}"), base_host("vm~resq"));
+        // Not a resq host field: as it is.
+        for h in ["vm", "vm~resq{}", "vm{ab}", "vm~resq{ab}x"] {
+            assert_eq!(base_host(h), h);
+        }
+    }
+
+    #[test]
     fn ruby_breaking_ids_do_not_parse() {
         assert!(parse("host:1").is_none());
         assert!(parse("host:1:").is_none());
