@@ -282,3 +282,98 @@ async fn a_prune_round_fails_dead_spread_slots_jobs_on_every_master() {
 async fn a_prune_round_requeues_dead_spread_slots_jobs_under_at_least_once() {
     prune_round(true, "spread-prune-requeue").await;
 }
+
+#[tokio::test]
+async fn whatever_a_crash_leaves_between_the_per_slot_calls_the_next_round_removes() {
+    let (_, mut con, keys, queues) = spread("spread-crash").await;
+    let now = crate::conn::redis_time(&mut con).await.unwrap();
+    let old = time::heartbeat(now - chrono::Duration::seconds(400));
+    let q = &queues[1];
+    let id = |k: usize| slot_id(&keys, "gone", 555, k, q);
+    let started = "2026-11-29 09:00:00 +0000";
+    // Register cut after the heartbeats, then after the `:started` keys.
+    let _: () = con.hset(keys.heartbeats(), id(0), &old).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id(1), &old).await.unwrap();
+    let _: () = con.set(keys.worker_started(&id(1)), started).await.unwrap();
+    // Unregister cut after the `SREM`, then after the slot's `DEL`s.
+    let _: () = con.hset(keys.heartbeats(), id(2), &old).await.unwrap();
+    let _: () = con.set(keys.worker_started(&id(2)), started).await.unwrap();
+    let _: () = con.set(keys.stat_processed_by(&id(2)), 7).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id(3), &old).await.unwrap();
+    // A prune cut after its failure entry: the record still holds the job.
+    let payload = plant(&mut con, &keys, &id(4), &old, q, 4).await;
+    let _: () = con
+        .rpush(keys.failed(), "an entry for job 4")
+        .await
+        .unwrap();
+    // A prune cut after the record's slot: the member and heartbeat are left.
+    let _: () = con.sadd(keys.workers(), id(5)).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id(5), &old).await.unwrap();
+
+    let me = slot_id(&keys, "pruner", std::process::id(), 0, q);
+    let report = Pruner::new(
+        keys.clone(),
+        &[me],
+        std::process::id(),
+        Duration::from_secs(300),
+        false,
+    )
+    .without_second_look()
+    .run_once(&mut con)
+    .await
+    .unwrap();
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    assert_eq!(report.pruned.len(), 6, "{:?}", report.pruned);
+    let mut left = all_keys(&keys);
+    left.remove(&keys.pruning_lock());
+    assert_eq!(
+        left,
+        [keys.failed()].into_iter().collect(),
+        "nothing else left"
+    );
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(failed.len(), 2, "job 4 listed twice at worst: {failed:?}");
+    assert!(
+        failed[1].contains(&payload),
+        "job 4 is in Redis: {failed:?}"
+    );
+}
+
+#[tokio::test]
+async fn on_one_server_registering_and_unregistering_stay_one_call_each() {
+    let (_guard, url) = testing::server::start_redis(&[]);
+    let mut con = Endpoint::open(&url).unwrap().connect().await.unwrap();
+    let keys = Keys::new(testing::namespace("one-call"));
+    assert!(!keys.is_spread());
+    let ids: Vec<String> = (0..3)
+        .map(|k| slot_id(&keys, "vm", 4244, k, &format!("q{k}")))
+        .collect();
+    let calls = |info: &str, cmd: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|r| r.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    let stats = |con: &mut Conn| {
+        let mut c = con.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            (calls(&info, "fcall"), calls(&info, "time"))
+        }
+    };
+    // (The library is loaded once first, so a load's retried call is not counted.)
+    crate::scripts::load(&mut con).await.unwrap();
+    let before = stats(&mut con).await;
+    lifecycle::register(&mut con, &keys, &ids, chrono::Utc::now())
+        .await
+        .unwrap();
+    let registered = stats(&mut con).await;
+    assert_eq!((registered.0 - before.0, registered.1 - before.1), (1, 1));
+    lifecycle::unregister(&mut con, &keys, &ids).await.unwrap();
+    let after = stats(&mut con).await;
+    assert_eq!((after.0 - registered.0, after.1 - registered.1), (1, 0));
+}
