@@ -10,8 +10,9 @@
 //!    by Ruby's arithmetic (`(now - Time.parse(hb)).to_i > 300`) is unregistered; its running
 //!    job becomes a `Resque::PruneDeadWorkerDirtyExit` failure with Ruby's exact text;
 //! 3. **dead local resq processes** (resq's narrow form of Ruby's loop 2): a registered id
-//!    whose host field is this process's own `<host>~resq` and whose pid is not alive on this
-//!    machine is unregistered; its job becomes a `Resque::DirtyExit` "Job still being
+//!    whose host field is this process's own `<host>~resq` (with any `{tag}`: a spread
+//!    namespace's slot ids carry their queue's) and whose pid is not alive on this machine is
+//!    unregistered; its job becomes a `Resque::DirtyExit` "Job still being
 //!    processed" failure, as Ruby's loop 2 writes. Ruby's loop 2 never matches a `~resq` id
 //!    (its host field never equals a `gethostname`), and resq applies it to nothing else: no
 //!    Ruby, Jesque, node-resque or goworker id is ever removed by a pid check.
@@ -19,7 +20,10 @@
 //! With `at_least_once`, the job goes back to the head of its queue (exact bytes, `LPUSH`)
 //! instead of becoming a failure. Either way the unregistration and the job's fate are one
 //! atomic script (`prune.lua`) that applies only while the heartbeat and the record are still
-//! what the round judged by.
+//! what the round judged by — except on a spread cluster namespace, where the id's keys are in
+//! several slots: there the job's shared writes come first and the record's slot is one atomic
+//! step of its own ([`spread`]); the round's other steps (claims, limits, tracked jobs,
+//! workflows: features refused on such a namespace) are not made there.
 //!
 //! What resq refuses to prune, where Ruby's pruner would raise and abort (wire notes §3.3
 //! step 7): ids that do not split into three fields with a non-empty queue list, heartbeats
