@@ -21,10 +21,51 @@ use std::time::Duration;
 /// A pid that is not running (pids are below 2^22 on Linux).
 const DEAD_PID: u32 = 4_194_301;
 
-/// A spread namespace on the cluster, its connection, and three queues whose lists are on
-/// three different masters.
-async fn spread(prefix: &str) -> (Endpoint, Conn, Keys, Vec<String>) {
+/// Held by each test on the cluster, so one test's command counts are its own.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `cmdstat_<cmd>` calls summed over the cluster's nodes.
+fn calls(cmd: &str) -> u64 {
     let c = cluster();
+    c.ports
+        .iter()
+        .map(|&p| {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut c.node(p))
+                .expect("INFO");
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+                .and_then(|r| r.split(',').next())
+                .map_or(0, |n| n.parse().expect("calls"))
+        })
+        .sum()
+}
+
+/// A spread namespace on the cluster (the cluster held for this test, the library loaded on
+/// every node), its connection, and three queues whose lists are on three different masters.
+async fn spread(
+    prefix: &str,
+) -> (
+    Endpoint,
+    Conn,
+    Keys,
+    Vec<String>,
+    tokio::sync::MutexGuard<'static, ()>,
+) {
+    let serial = SERIAL.lock().await;
+    let c = cluster();
+    for &p in &c.ports {
+        let r: redis::RedisResult<String> = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(crate::scripts::LIBRARY)
+            .query(&mut c.node(p));
+        assert!(
+            r.as_ref()
+                .map_or_else(|e| e.to_string().contains("already exists"), |_| true),
+            "{r:?}"
+        );
+    }
     let endpoint = Endpoint::open(&c.url()).expect("cluster url");
     let ns = testing::namespace(prefix);
     let keys = endpoint.keys(&ns).expect("keys");
@@ -41,7 +82,7 @@ async fn spread(prefix: &str) -> (Endpoint, Conn, Keys, Vec<String>) {
         }
     }
     let con = endpoint.connect().await.expect("connect");
-    (endpoint, con, keys, queues)
+    (endpoint, con, keys, queues, serial)
 }
 
 /// Slot `k` of process `pid` on `host` serving `q`.
@@ -67,16 +108,23 @@ fn all_keys(keys: &Keys) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn register_and_unregister_spread_ids_leave_rubys_keys_in_each_queues_slot() {
-    let (_, mut con, keys, queues) = spread("spread-reg").await;
+    let (_, mut con, keys, queues, _serial) = spread("spread-reg").await;
     let ids: Vec<String> = queues
         .iter()
         .enumerate()
         .map(|(k, q)| slot_id(&keys, "vm", 4242, k, q))
         .collect();
     let started = chrono::Utc::now();
+    let before = (calls("fcall"), calls("time"));
     lifecycle::register(&mut con, &keys, &ids, started)
         .await
         .expect("register (no CROSSSLOT)");
+    let registered = (calls("fcall"), calls("time"));
+    // One call for the heartbeats, one per slot (three), one for the members; one TIME.
+    assert_eq!(
+        (registered.0 - before.0, registered.1 - before.1),
+        (ids.len() as u64 + 2, 1)
+    );
 
     let members: BTreeSet<String> = con.smembers(keys.workers()).await.unwrap();
     assert_eq!(members, ids.iter().cloned().collect());
@@ -98,15 +146,17 @@ async fn register_and_unregister_spread_ids_leave_rubys_keys_in_each_queues_slot
         .collect();
     assert_eq!(all_keys(&keys), expected, "exactly Ruby's keys");
 
+    let before = calls("fcall");
     lifecycle::unregister(&mut con, &keys, &ids)
         .await
         .expect("unregister (no CROSSSLOT)");
+    assert_eq!(calls("fcall") - before, ids.len() as u64 + 2);
     assert_eq!(all_keys(&keys), BTreeSet::new(), "nothing left");
 }
 
 #[tokio::test]
 async fn the_heartbeat_beats_and_heals_spread_ids() {
-    let (endpoint, mut con, keys, queues) = spread("spread-beat").await;
+    let (endpoint, mut con, keys, queues, _serial) = spread("spread-beat").await;
     let ids: Vec<String> = queues
         .iter()
         .enumerate()
@@ -170,7 +220,7 @@ async fn plant(con: &mut Conn, keys: &Keys, id: &str, hb: &str, q: &str, n: usiz
 }
 
 async fn prune_round(at_least_once: bool, prefix: &str) {
-    let (_, mut con, keys, queues) = spread(prefix).await;
+    let (_, mut con, keys, queues, _serial) = spread(prefix).await;
     let now = crate::conn::redis_time(&mut con).await.unwrap();
     let old = time::heartbeat(now - chrono::Duration::seconds(400));
     let fresh = time::heartbeat(now);
@@ -200,7 +250,10 @@ async fn prune_round(at_least_once: bool, prefix: &str) {
         at_least_once,
     )
     .without_second_look();
+    let before = calls("fcall");
     let report = pruner.run_once(&mut con).await.expect("prune round");
+    // Per dead slot: the job's shared write, the record's slot, the member, the heartbeat.
+    assert_eq!(calls("fcall") - before, 4 * planted.len() as u64);
     assert!(report.locked);
     assert!(report.skipped.is_empty(), "{:?}", report.skipped);
     let want = if at_least_once {
@@ -285,7 +338,7 @@ async fn a_prune_round_requeues_dead_spread_slots_jobs_under_at_least_once() {
 
 #[tokio::test]
 async fn whatever_a_crash_leaves_between_the_per_slot_calls_the_next_round_removes() {
-    let (_, mut con, keys, queues) = spread("spread-crash").await;
+    let (_, mut con, keys, queues, _serial) = spread("spread-crash").await;
     let now = crate::conn::redis_time(&mut con).await.unwrap();
     let old = time::heartbeat(now - chrono::Duration::seconds(400));
     let q = &queues[1];
