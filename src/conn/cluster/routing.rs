@@ -21,7 +21,9 @@
 //! replies come back in the pipeline's order. Sent whole to one node, every command of another
 //! slot would be refused (`MOVED`) while the others ran. A pipeline in one slot (every pipeline
 //! of a tagged namespace) is sent whole, as one request, as before. A transaction is always
-//! sent whole: Redis refuses one across slots (`CROSSSLOT`) before running any of it.
+//! sent whole: Redis refuses one across slots (`CROSSSLOT`) before running any of it. A
+//! pipeline whose keyed commands were all refused is sent again whole even when its keyless
+//! ones (`TIME`) ran: they run anywhere.
 
 use super::Spec;
 use crate::conn::node::{permanent, server_errors, split_addr};
@@ -113,6 +115,17 @@ impl Req<'_> {
 
     fn is_transaction(&self) -> bool {
         matches!(self, Req::Pipe(p, _, _) if p.is_transaction())
+    }
+
+    /// Per reply of a whole pipeline (not a transaction), whether its command has a key; empty
+    /// otherwise.
+    fn keyed(&self) -> Vec<bool> {
+        match self {
+            Req::Pipe(p, 0, n) if !p.is_transaction() && *n == p.len() => {
+                p.cmd_iter().map(|c| command_key(c).is_some()).collect()
+            }
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -297,6 +310,7 @@ impl ClusterConn {
     /// here; a lost connection returns its error.
     async fn run(&self, req: Req<'_>) -> RedisResult<Vec<Value>> {
         let slot = req.slot();
+        let keyed = req.keyed();
         let deadline = tokio::time::Instant::now() + PATIENCE;
         let patient = || tokio::time::Instant::now() + PAUSE < deadline;
         let mut want = self.0.routes.target(slot);
@@ -315,7 +329,7 @@ impl ClusterConn {
                 Req::Cmd(cmd) => con.req_packed_command(cmd).await.map(|v| vec![v]),
                 Req::Pipe(p, offset, count) => con.req_packed_commands(p, offset, count).await,
             };
-            match refusal(&r, req.is_transaction()) {
+            match refusal(&r, req.is_transaction(), &keyed) {
                 _ if matches!(&r, Err(e) if transport(e)) => {
                     self.drop_node(&addr);
                     return r;
@@ -372,11 +386,23 @@ enum Refusal {
 
 /// Whether the reply `r` refuses the whole request (nothing ran): a command refused; every
 /// reply of a pipeline refused; a transaction discarded because its commands were refused.
-fn refusal(r: &RedisResult<Vec<Value>>, transaction: bool) -> Option<Refusal> {
+/// The replies of keyless commands (`TIME`, `PING`) do not count: they run on any node, and
+/// are sent again with the rest.
+fn refusal(r: &RedisResult<Vec<Value>>, transaction: bool, keyed: &[bool]) -> Option<Refusal> {
     let errors: Vec<ServerError> = match r {
         Ok(values) => {
-            let refused: Vec<ServerError> = server_errors(values).cloned().collect();
-            if values.is_empty() || refused.len() != values.len() {
+            let masked = keyed.len() == values.len() && keyed.contains(&true);
+            let mut refused = Vec::new();
+            for (i, v) in values.iter().enumerate() {
+                if masked && !keyed[i] {
+                    continue;
+                }
+                match v {
+                    Value::ServerError(e) => refused.push(e.clone()),
+                    _ => return None,
+                }
+            }
+            if refused.is_empty() {
                 return None;
             }
             refused
@@ -492,5 +518,44 @@ mod tests {
         assert_eq!(slot_runs(&one), None);
         assert_eq!(slot_runs(redis::pipe().cmd("TIME")), None);
         assert_eq!(slot_runs(&redis::pipe()), None);
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_over_every_master_runs_whole_with_its_replies_in_order() {
+        let c = crate::testing::cluster::cluster();
+        let mut con = crate::conn::Endpoint::open(&c.url())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let ns = crate::testing::namespace("split");
+        // Keys until every node holds one.
+        let mut names = Vec::new();
+        let mut owners = std::collections::BTreeSet::new();
+        for n in 0.. {
+            let k = format!("{ns}:k{n}");
+            if owners.insert(c.owner(&k)) {
+                names.push(k);
+            }
+            if owners.len() == c.ports.len() {
+                break;
+            }
+        }
+        let mut p = redis::pipe();
+        for (i, k) in names.iter().enumerate() {
+            p.set(k, i).ignore().cmd("TIME").ignore();
+        }
+        for k in names.iter().rev() {
+            p.get(k);
+        }
+        let got: Vec<usize> = p.query_async(&mut con).await.expect("no MOVED reply");
+        assert_eq!(got, (0..names.len()).rev().collect::<Vec<_>>());
+        for (i, k) in names.iter().enumerate() {
+            let v: usize = redis::cmd("GET")
+                .arg(k)
+                .query(&mut c.node(c.owner(k)))
+                .unwrap();
+            assert_eq!(v, i, "{k} written on its owner");
+        }
     }
 }
