@@ -75,6 +75,15 @@ pub(crate) fn is_resq_host(host: &str) -> bool {
     }
 }
 
+/// A host field without the `{tag}` of a spread slot's (`vm~resq{ab}` → `vm~resq`), so the
+/// slots of one resq process share one; any other host field as it is.
+pub(crate) fn base_host(host: &str) -> &str {
+    match host.rfind(HOST_SUFFIX) {
+        Some(at) if is_resq_host(host) => &host[..at + HOST_SUFFIX.len()],
+        _ => host,
+    }
+}
+
 /// The parts of any Resque-family worker id, split the way Ruby's `Worker.find` does
 /// (at most three fields on `:`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,6 +163,16 @@ mod tests {
             slot(keys.stat_processed_by(id.as_str())),
             slot(keys.queue("mail"))
         );
+    }
+
+    #[test]
+    fn the_slots_of_one_process_share_a_base_host() {
+        assert_eq!(base_host("vm~resq{ab}"), "vm~resq");
+        assert_eq!(base_host("vm~resq{0}"), base_host("vm~resq"));
+        // Not a resq host field: as it is.
+        for h in ["vm", "vm~resq{}", "vm{ab}", "vm~resq{ab}x"] {
+            assert_eq!(base_host(h), h);
+        }
     }
 
     #[test]

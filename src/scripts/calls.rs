@@ -680,6 +680,21 @@ builders! {
         }
     }
 
+    /// A dead worker's job put back and its keys of its record's slot removed, while the
+    /// record is the one judged (a spread namespace's prune).
+    PruneSlot<'a> = PRUNE_SLOT in "prune_slot.lua" {
+        keys {
+            worker: String => "<ns>:worker:<id>",
+            queue: String => "<ns>:queue:<q> to put the job back on",
+        }
+        keys_tail others: Vec<String> => ["the id's other keys in this slot"];
+        argv {
+            record: &'a [u8] => "the worker record judged",
+            mode: &'static str => "\"requeue\"",
+            payload: &'a str => "the job's payload bytes",
+        }
+    }
+
     /// Workflow bookkeeping that earlier calls left, finished (a prune round's).
     FlowSettle<'a> = FLOW_SETTLE in "flow_settle.lua" {
         keys {

@@ -167,6 +167,8 @@ functions! {
     REQUEUE = "requeue";
     /// Unregister a dead worker and record its job (worker/prune.rs).
     PRUNE = "prune";
+    /// A dead worker's record-slot part of pruning on a spread namespace (worker/prune).
+    PRUNE_SLOT = "prune_slot";
     /// Move due resque-scheduler items to their queues (scheduler/mover.rs).
     MOVE_DELAYED = "move_delayed";
     /// Fire a recurring schedule once (scheduler/recurring.rs).

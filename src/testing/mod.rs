@@ -1,5 +1,6 @@
 //! Helpers for the crate's own unit tests against a real `redis-server`.
 
+pub(crate) mod cluster;
 pub(crate) mod server;
 
 use std::sync::OnceLock;

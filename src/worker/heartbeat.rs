@@ -4,7 +4,11 @@
 //! It runs on its own OS thread with its own runtime and connection, so job code that hogs
 //! the async threads cannot starve it. Each tick is two round trips for all slots together
 //! (`TIME`, then `HSET` of every field plus `SMISMEMBER`), and a slot whose id someone removed
-//! (a pruner) is registered again, its running job's record rewritten.
+//! (a pruner) is registered again, its running job's record rewritten first (so whoever sees
+//! the id registered again sees its job too). On a spread cluster namespace the heartbeat hash
+//! and `<ns>:workers` are in different slots: the `HSET` and the `SMISMEMBER` are then sent one
+//! after the other, each to its slot's node (the cluster connection splits the pipeline), and
+//! registering again is one call per slot ([`super::lifecycle`]).
 //!
 //! Redis outages: a failed tick is retried with capped back-off (at most one interval apart)
 //! until Redis answers again; the outage is logged once for the whole process (see

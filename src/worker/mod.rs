@@ -48,5 +48,6 @@ pub use launcher::{Running, Worker};
 pub use shutdown::Phase;
 
 #[cfg(test)]
+mod spread_tests;
 #[cfg(test)]
 mod tests;

@@ -23,4 +23,5 @@ mod redis_tls;
 mod spread_drain;
 mod spread_faults;
 mod spread_producers;
+mod spread_worker_admin;
 mod workflows_audit;

@@ -14,6 +14,16 @@
 //! the cluster has failed over or the slot has moved; then, or when a connection breaks
 //! mid-request, its error is returned for the caller's `crate::conn::retry_until` to resend, as
 //! after any outage.
+//!
+//! A pipeline (not a transaction) whose commands are in several slots — a spread namespace's
+//! shared keys, each in a slot of its own ([`crate::keys::Keys::spread`]) — is sent as its runs
+//! of consecutive commands of one slot, one run after the other, each to its slot's owner; the
+//! replies come back in the pipeline's order. Sent whole to one node, every command of another
+//! slot would be refused (`MOVED`) while the others ran. A pipeline in one slot (every pipeline
+//! of a tagged namespace) is sent whole, as one request, as before. A transaction is always
+//! sent whole: Redis refuses one across slots (`CROSSSLOT`) before running any of it. A
+//! pipeline whose keyed commands were all refused is sent again whole even when its keyless
+//! ones (`TIME`) ran: they run anywhere.
 
 use super::Spec;
 use crate::conn::node::{permanent, server_errors, split_addr};
@@ -67,6 +77,32 @@ enum Req<'a> {
     Pipe(&'a Pipeline, usize, usize),
 }
 
+/// The runs of consecutive commands of one slot of a pipeline whose keyed commands are in more
+/// than one slot (a keyless command joins the run it follows, or the first run); `None` when
+/// they are all in one slot (or none has a key): the pipeline is sent whole.
+fn slot_runs(p: &Pipeline) -> Option<Vec<std::ops::Range<usize>>> {
+    let mut runs = Vec::new();
+    let (mut start, mut current) = (0, None);
+    let mut n = 0;
+    for (i, c) in p.cmd_iter().enumerate() {
+        n = i + 1;
+        let Some(s) = command_key(c).map(|k| slot(&k)) else {
+            continue;
+        };
+        match current {
+            Some(cur) if cur != s => {
+                runs.push(start..i);
+                start = i;
+                current = Some(s);
+            }
+            None => current = Some(s),
+            _ => {}
+        }
+    }
+    runs.push(start..n);
+    (runs.len() > 1).then_some(runs)
+}
+
 impl Req<'_> {
     /// The slot of the request's first key.
     fn slot(&self) -> Option<u16> {
@@ -79,6 +115,17 @@ impl Req<'_> {
 
     fn is_transaction(&self) -> bool {
         matches!(self, Req::Pipe(p, _, _) if p.is_transaction())
+    }
+
+    /// Per reply of a whole pipeline (not a transaction), whether its command has a key; empty
+    /// otherwise.
+    fn keyed(&self) -> Vec<bool> {
+        match self {
+            Req::Pipe(p, 0, n) if !p.is_transaction() && *n == p.len() => {
+                p.cmd_iter().map(|c| command_key(c).is_some()).collect()
+            }
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -263,6 +310,7 @@ impl ClusterConn {
     /// here; a lost connection returns its error.
     async fn run(&self, req: Req<'_>) -> RedisResult<Vec<Value>> {
         let slot = req.slot();
+        let keyed = req.keyed();
         let deadline = tokio::time::Instant::now() + PATIENCE;
         let patient = || tokio::time::Instant::now() + PAUSE < deadline;
         let mut want = self.0.routes.target(slot);
@@ -281,7 +329,7 @@ impl ClusterConn {
                 Req::Cmd(cmd) => con.req_packed_command(cmd).await.map(|v| vec![v]),
                 Req::Pipe(p, offset, count) => con.req_packed_commands(p, offset, count).await,
             };
-            match refusal(&r, req.is_transaction()) {
+            match refusal(&r, req.is_transaction(), &keyed) {
                 _ if matches!(&r, Err(e) if transport(e)) => {
                     self.drop_node(&addr);
                     return r;
@@ -338,11 +386,23 @@ enum Refusal {
 
 /// Whether the reply `r` refuses the whole request (nothing ran): a command refused; every
 /// reply of a pipeline refused; a transaction discarded because its commands were refused.
-fn refusal(r: &RedisResult<Vec<Value>>, transaction: bool) -> Option<Refusal> {
+/// The replies of keyless commands (`TIME`, `PING`) do not count: they run on any node, and
+/// are sent again with the rest.
+fn refusal(r: &RedisResult<Vec<Value>>, transaction: bool, keyed: &[bool]) -> Option<Refusal> {
     let errors: Vec<ServerError> = match r {
         Ok(values) => {
-            let refused: Vec<ServerError> = server_errors(values).cloned().collect();
-            if values.is_empty() || refused.len() != values.len() {
+            let masked = keyed.len() == values.len() && keyed.contains(&true);
+            let mut refused = Vec::new();
+            for (i, v) in values.iter().enumerate() {
+                if masked && !keyed[i] {
+                    continue;
+                }
+                match v {
+                    Value::ServerError(e) => refused.push(e.clone()),
+                    _ => return None,
+                }
+            }
+            if refused.is_empty() {
                 return None;
             }
             refused
@@ -388,7 +448,22 @@ impl ConnectionLike for ClusterConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(self.run(Req::Pipe(pipeline, offset, count)))
+        Box::pin(async move {
+            let whole = !pipeline.is_transaction() && offset == 0 && count == pipeline.len();
+            let Some(runs) = whole.then(|| slot_runs(pipeline)).flatten() else {
+                return self.run(Req::Pipe(pipeline, offset, count)).await;
+            };
+            let cmds: Vec<&Cmd> = pipeline.cmd_iter().collect();
+            let mut replies = Vec::with_capacity(count);
+            for run in runs {
+                let mut part = Pipeline::with_capacity(run.len());
+                for c in &cmds[run] {
+                    part.add_command((*c).clone());
+                }
+                replies.extend(self.run(Req::Pipe(&part, 0, part.len())).await?);
+            }
+            Ok(replies)
+        })
     }
 
     fn get_db(&self) -> i64 {
@@ -424,5 +499,63 @@ mod tests {
         assert_eq!(k(redis::cmd("EVALSHA").arg("sha").arg(0).arg("x")), None);
         assert_eq!(k(&redis::cmd("TIME")), None);
         assert_eq!(k(redis::cmd("SCRIPT").arg("LOAD").arg("return 1")), None);
+    }
+
+    #[test]
+    fn pipelines_split_into_runs_of_one_slot() {
+        // "a" and "b" are in different slots; "{a}x" is in "a"'s.
+        assert_ne!(slot(b"a"), slot(b"b"));
+        let mut p = redis::pipe();
+        p.cmd("TIME")
+            .get("a")
+            .get("{a}x")
+            .get("b")
+            .cmd("TIME")
+            .get("a");
+        assert_eq!(slot_runs(&p), Some(vec![0..3, 3..5, 5..6]));
+        let mut one = redis::pipe();
+        one.cmd("TIME").get("a").set("{a}y", 1).cmd("PING");
+        assert_eq!(slot_runs(&one), None);
+        assert_eq!(slot_runs(redis::pipe().cmd("TIME")), None);
+        assert_eq!(slot_runs(&redis::pipe()), None);
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_over_every_master_runs_whole_with_its_replies_in_order() {
+        let c = crate::testing::cluster::cluster();
+        let mut con = crate::conn::Endpoint::open(&c.url())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let ns = crate::testing::namespace("split");
+        // Keys until every node holds one.
+        let mut names = Vec::new();
+        let mut owners = std::collections::BTreeSet::new();
+        for n in 0.. {
+            let k = format!("{ns}:k{n}");
+            if owners.insert(c.owner(&k)) {
+                names.push(k);
+            }
+            if owners.len() == c.ports.len() {
+                break;
+            }
+        }
+        let mut p = redis::pipe();
+        for (i, k) in names.iter().enumerate() {
+            p.set(k, i).ignore().cmd("TIME").ignore();
+        }
+        for k in names.iter().rev() {
+            p.get(k);
+        }
+        let got: Vec<usize> = p.query_async(&mut con).await.expect("no MOVED reply");
+        assert_eq!(got, (0..names.len()).rev().collect::<Vec<_>>());
+        for (i, k) in names.iter().enumerate() {
+            let v: usize = redis::cmd("GET")
+                .arg(k)
+                .query(&mut c.node(c.owner(k)))
+                .unwrap();
+            assert_eq!(v, i, "{k} written on its owner");
+        }
     }
 }

@@ -10,8 +10,9 @@
 //!    by Ruby's arithmetic (`(now - Time.parse(hb)).to_i > 300`) is unregistered; its running
 //!    job becomes a `Resque::PruneDeadWorkerDirtyExit` failure with Ruby's exact text;
 //! 3. **dead local resq processes** (resq's narrow form of Ruby's loop 2): a registered id
-//!    whose host field is this process's own `<host>~resq` and whose pid is not alive on this
-//!    machine is unregistered; its job becomes a `Resque::DirtyExit` "Job still being
+//!    whose host field is this process's own `<host>~resq` (with any `{tag}`: a spread
+//!    namespace's slot ids carry their queue's) and whose pid is not alive on this machine is
+//!    unregistered; its job becomes a `Resque::DirtyExit` "Job still being
 //!    processed" failure, as Ruby's loop 2 writes. Ruby's loop 2 never matches a `~resq` id
 //!    (its host field never equals a `gethostname`), and resq applies it to nothing else: no
 //!    Ruby, Jesque, node-resque or goworker id is ever removed by a pid check.
@@ -19,7 +20,10 @@
 //! With `at_least_once`, the job goes back to the head of its queue (exact bytes, `LPUSH`)
 //! instead of becoming a failure. Either way the unregistration and the job's fate are one
 //! atomic script (`prune.lua`) that applies only while the heartbeat and the record are still
-//! what the round judged by.
+//! what the round judged by — except on a spread cluster namespace, where the id's keys are in
+//! several slots: there the job's shared writes come first and the record's slot is one atomic
+//! step of its own ([`spread`]); the round's other steps (claims, limits, tracked jobs,
+//! workflows: features refused on such a namespace) are not made there.
 //!
 //! What resq refuses to prune, where Ruby's pruner would raise and abort (wire notes §3.3
 //! step 7): ids that do not split into three fields with a non-empty queue list, heartbeats
@@ -41,6 +45,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 mod judge;
+mod spread;
 
 pub(crate) use judge::expired;
 #[cfg(test)]
@@ -159,7 +164,7 @@ impl Pruner {
     ) -> Self {
         let lock_owner = ids.first().cloned().unwrap_or_default();
         let host_field = identity::parse(&lock_owner)
-            .map(|p| p.host)
+            .map(|p| identity::base_host(&p.host).to_string())
             .unwrap_or_default();
         Pruner {
             keys,
@@ -237,6 +242,11 @@ impl Pruner {
                     .await;
                 report.settle(id, r)?;
             }
+        }
+        if self.keys.is_spread() {
+            // Claims, limits, tracked jobs and workflows are refused on a spread namespace;
+            // their steps' scripts hold keys of several slots.
+            return Ok(report);
         }
         self.return_orphan_claims(con, &mut report).await?;
         let limits_json = crate::limits::store::load_json(con, &self.keys).await;
@@ -487,8 +497,9 @@ impl Pruner {
 
     /// Whether `id` is one of this process's own slots.
     fn is_own(&self, id: &str) -> bool {
-        identity::parse(id)
-            .is_some_and(|p| p.host == self.host_field && slot_pid(&p.pid) == Some(self.pid))
+        identity::parse(id).is_some_and(|p| {
+            identity::base_host(&p.host) == self.host_field && slot_pid(&p.pid) == Some(self.pid)
+        })
     }
 
     /// Whether `id` is a resq slot of this host whose process is not running.
@@ -496,7 +507,7 @@ impl Pruner {
         let Some(p) = identity::parse(id) else {
             return false;
         };
-        if self.host_field.is_empty() || p.host != self.host_field {
+        if self.host_field.is_empty() || identity::base_host(&p.host) != self.host_field {
             return false;
         }
         match slot_pid(&p.pid) {
@@ -522,8 +533,6 @@ impl Pruner {
             Some(bytes) => judge_record(bytes),
         };
         let mut track = String::new();
-        // The dead slot's limit shares go back (and the held jobs that then fit).
-        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
         let (mode, entry, payload, queue) = match &job {
             Judged::Idle => ("", String::new(), String::new(), String::new()),
             Judged::Refused(why) => {
@@ -536,9 +545,14 @@ impl Pruner {
                 } else {
                     crate::jobs::Ending::Failed(format!("worker {id} died while running it"))
                 };
-                track =
-                    crate::jobs::ending_in_payload(&held.payload, ending, crate::jobs::DEFAULT_TTL)
-                        .unwrap_or_default();
+                if !self.keys.is_spread() {
+                    track = crate::jobs::ending_in_payload(
+                        &held.payload,
+                        ending,
+                        crate::jobs::DEFAULT_TTL,
+                    )
+                    .unwrap_or_default();
+                }
                 if self.at_least_once {
                     (
                         "requeue",
@@ -571,32 +585,31 @@ impl Pruner {
                 }
             }
         };
-        let applied: i64 = crate::scripts::Prune {
-            workers: self.keys.workers(),
-            worker: self.keys.worker(id),
-            started: self.keys.worker_started(id),
-            heartbeats: self.keys.heartbeats(),
-            processed_by: self.keys.stat_processed_by(id),
-            failed_by: self.keys.stat_failed_by(id),
-            failed: self.keys.failed(),
-            queue: self.keys.queue(&queue),
-            queues: self.keys.queues(),
-            token: self.keys.claim_token(id),
-            id,
-            heartbeat: heartbeat.unwrap_or(""),
-            record: record.as_deref().unwrap_or(b""),
-            mode,
-            entry,
-            payload,
-            queue_name: queue.as_str(),
-            prefix: self.keys.prefix(),
-            ending: track,
-            now_ms: Utc::now().timestamp_millis(),
-            limits: &limits_json,
-        }
-        .call()
-        .invoke_async(con)
-        .await?;
+        let applied: i64 = if self.keys.is_spread() {
+            let judged = spread::Judged {
+                id,
+                heartbeat: heartbeat.unwrap_or(""),
+                record: record.as_deref().unwrap_or(b""),
+                mode,
+                entry,
+                payload: &payload,
+                queue: &queue,
+            };
+            spread::prune(con, &self.keys, &judged).await?
+        } else {
+            self.prune_whole(
+                con,
+                id,
+                heartbeat,
+                record.as_deref(),
+                mode,
+                entry,
+                &payload,
+                &queue,
+                track,
+            )
+            .await?
+        };
         if applied != 1 {
             report.skip(
                 id,
@@ -616,6 +629,50 @@ impl Pruner {
             fate,
         });
         Ok(())
+    }
+
+    /// The prune of one id as one atomic step over all its keys (`prune.lua`): every layout
+    /// but a spread one. The dead slot's limit shares go back (and the held jobs that then fit).
+    #[allow(clippy::too_many_arguments)]
+    async fn prune_whole<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        id: &str,
+        heartbeat: Option<&str>,
+        record: Option<&[u8]>,
+        mode: &'static str,
+        entry: String,
+        payload: &str,
+        queue: &str,
+        track: String,
+    ) -> RedisResult<i64> {
+        let limits_json = crate::limits::store::load_json(con, &self.keys).await;
+        crate::scripts::Prune {
+            workers: self.keys.workers(),
+            worker: self.keys.worker(id),
+            started: self.keys.worker_started(id),
+            heartbeats: self.keys.heartbeats(),
+            processed_by: self.keys.stat_processed_by(id),
+            failed_by: self.keys.stat_failed_by(id),
+            failed: self.keys.failed(),
+            queue: self.keys.queue(queue),
+            queues: self.keys.queues(),
+            token: self.keys.claim_token(id),
+            id,
+            heartbeat: heartbeat.unwrap_or(""),
+            record: record.unwrap_or(b""),
+            mode,
+            entry,
+            payload: payload.to_string(),
+            queue_name: queue,
+            prefix: self.keys.prefix(),
+            ending: track,
+            now_ms: Utc::now().timestamp_millis(),
+            limits: &limits_json,
+        }
+        .call()
+        .invoke_async(con)
+        .await
     }
 }
 

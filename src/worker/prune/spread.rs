@@ -1,0 +1,120 @@
+//! Pruning one dead worker id on a spread cluster namespace ([`Keys::spread`]), where its keys
+//! are in several slots and no one step can hold them all (`prune.lua` does it in one step on
+//! every other layout).
+//!
+//! The id's record `<ns>:worker:<id>` is in its queue's slot (a resq slot's id carries the
+//! queue's `{tag}`), so the job's own transition — taken out of the record and, under
+//! at-least-once, put back at the head of its queue — is one atomic step there
+//! (`prune_slot.lua`), applied only while the record is still the one judged. Around it, in
+//! this order:
+//!
+//! 1. the heartbeat is read again: a changed one (the worker is alive) stops here, nothing
+//!    written;
+//! 2. the shared writes that record the job, first: its failure entry `RPUSH`ed to
+//!    `<ns>:failed` (as Ruby's `unregister_worker` writes it: no `stat:failed` increment on
+//!    this path), or, under at-least-once, the queue name `SADD`ed to `<ns>:queues` (and the
+//!    payload `LPUSH`ed to a queue of another slot than the record's: an id not made by resq);
+//! 3. the record-slot step (`prune_slot.lua`) removes the record and the id's other keys of
+//!    that slot, putting the job back when its queue is there;
+//! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted;
+//! 5. the id leaves `<ns>:workers`; its heartbeat field goes last.
+//!
+//! A crash anywhere leaves the job in Redis: before 3 the record still holds it (and the next
+//! round, the heartbeat still expired, does it again: a failure entry or a queue entry may then
+//! be there twice, never none); after 3 it is in `<ns>:failed` or its queue. The heartbeat
+//! field, removed last, is what the next round finds the rest of the id from. When the record
+//! changed between the look and step 3 (the worker was alive after all), the shared writes of
+//! 2 are the only trace: the job listed twice at worst.
+
+use crate::keys::{hash_slot, Keys};
+use crate::scripts::Checked;
+use crate::worker::lifecycle::{by_slot, own_keys};
+use redis::aio::ConnectionLike;
+use redis::RedisResult;
+
+/// What the round judged about one id.
+pub(super) struct Judged<'a> {
+    /// The worker id.
+    pub id: &'a str,
+    /// Its heartbeat field as read ("" when absent).
+    pub heartbeat: &'a str,
+    /// Its record as read (empty when absent).
+    pub record: &'a [u8],
+    /// "fail", "requeue" or "" (idle).
+    pub mode: &'static str,
+    /// The failure entry ("fail").
+    pub entry: String,
+    /// The job's payload bytes ("requeue").
+    pub payload: &'a str,
+    /// The job's queue name ("fail", "requeue").
+    pub queue: &'a str,
+}
+
+/// Prunes the id; 1 when it was pruned now, 0 when it changed while judged (see the module
+/// docs for the order of the writes).
+pub(super) async fn prune<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    j: &Judged<'_>,
+) -> RedisResult<i64> {
+    let now: Option<String> = redis::cmd("HGET")
+        .arg(keys.heartbeats())
+        .arg(j.id)
+        .query_async(con)
+        .await?;
+    if now.as_deref().unwrap_or("") != j.heartbeat {
+        return Ok(0);
+    }
+    let record = keys.worker(j.id);
+    let queue = keys.queue(j.queue);
+    let same_slot = hash_slot(queue.as_bytes()) == hash_slot(record.as_bytes());
+    match j.mode {
+        "fail" => {
+            Checked::new()
+                .rpush(&keys.failed(), j.entry.as_str())
+                .run(con)
+                .await?
+        }
+        "requeue" => {
+            let mut w = Checked::new();
+            w.sadd(&keys.queues(), j.queue);
+            w.run(con).await?;
+            if !same_slot {
+                Checked::new().lpush(&queue, j.payload).run(con).await?;
+            }
+        }
+        _ => {}
+    }
+    let mut groups = by_slot(own_keys(keys, j.id).into_iter().skip(1));
+    let others = groups
+        .remove(&hash_slot(record.as_bytes()))
+        .unwrap_or_default();
+    let requeue_here = j.mode == "requeue" && same_slot;
+    let applied: i64 = crate::scripts::PruneSlot {
+        queue: if requeue_here { queue } else { record.clone() },
+        worker: record,
+        others,
+        record: j.record,
+        mode: if requeue_here { "requeue" } else { "" },
+        payload: j.payload,
+    }
+    .call()
+    .invoke_async(con)
+    .await?;
+    if applied != 1 {
+        return Ok(0);
+    }
+    for slot in groups.into_values() {
+        let mut w = Checked::new();
+        for key in &slot {
+            w.del(key);
+        }
+        w.run(con).await?;
+    }
+    Checked::new().srem(&keys.workers(), j.id).run(con).await?;
+    Checked::new()
+        .hdel(&keys.heartbeats(), j.id)
+        .run(con)
+        .await?;
+    Ok(1)
+}

@@ -1,0 +1,432 @@
+//! The worker's own bookkeeping on a spread cluster namespace, on a real three-master cluster
+//! ([`crate::testing::cluster`]): registering, the heartbeat, unregistering and pruning send no
+//! call whose keys are in several slots (Redis would refuse it with `CROSSSLOT`), put each
+//! slot's keys in its queue's slot, and leave exactly Ruby's keys.
+
+use super::heartbeat::Heartbeat;
+use super::lifecycle;
+use super::prune::{Fate, Pruner, Reason};
+use super::slot::SlotState;
+use crate::conn::{Conn, Endpoint};
+use crate::identity::WorkerId;
+use crate::keys::Keys;
+use crate::testing::{self, cluster::cluster};
+use crate::wire::time;
+use redis::AsyncCommands;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A pid that is not running (pids are below 2^22 on Linux).
+const DEAD_PID: u32 = 4_194_301;
+
+/// Held by each test on the cluster, so one test's command counts are its own.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `cmdstat_<cmd>` calls summed over the cluster's nodes.
+fn calls(cmd: &str) -> u64 {
+    let c = cluster();
+    c.ports
+        .iter()
+        .map(|&p| {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut c.node(p))
+                .expect("INFO");
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+                .and_then(|r| r.split(',').next())
+                .map_or(0, |n| n.parse().expect("calls"))
+        })
+        .sum()
+}
+
+/// A spread namespace on the cluster (the cluster held for this test, the library loaded on
+/// every node), its connection, and three queues whose lists are on three different masters.
+async fn spread(
+    prefix: &str,
+) -> (
+    Endpoint,
+    Conn,
+    Keys,
+    Vec<String>,
+    tokio::sync::MutexGuard<'static, ()>,
+) {
+    let serial = SERIAL.lock().await;
+    let c = cluster();
+    for &p in &c.ports {
+        let r: redis::RedisResult<String> = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(crate::scripts::LIBRARY)
+            .query(&mut c.node(p));
+        assert!(
+            r.as_ref()
+                .map_or_else(|e| e.to_string().contains("already exists"), |_| true),
+            "{r:?}"
+        );
+    }
+    let endpoint = Endpoint::open(&c.url()).expect("cluster url");
+    let ns = testing::namespace(prefix);
+    let keys = endpoint.keys(&ns).expect("keys");
+    assert!(keys.is_spread(), "a namespace without a tag is spread");
+    let mut queues = Vec::new();
+    let mut owners = BTreeSet::new();
+    for n in 0.. {
+        let q = format!("q{n}");
+        if owners.insert(c.owner(&keys.queue(&q))) {
+            queues.push(q);
+        }
+        if owners.len() == c.ports.len() {
+            break;
+        }
+    }
+    let con = endpoint.connect().await.expect("connect");
+    (endpoint, con, keys, queues, serial)
+}
+
+/// Slot `k` of process `pid` on `host` serving `q`.
+fn slot_id(keys: &Keys, host: &str, pid: u32, k: usize, q: &str) -> String {
+    WorkerId::for_queue_slot(host, keys.queue_tag(q), pid, k, q)
+        .as_str()
+        .to_string()
+}
+
+/// Every key of the namespace, on every node.
+fn all_keys(keys: &Keys) -> BTreeSet<String> {
+    let c = cluster();
+    let mut out = BTreeSet::new();
+    for &p in &c.ports {
+        let found: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", keys.prefix()))
+            .query(&mut c.node(p))
+            .expect("KEYS");
+        out.extend(found);
+    }
+    out
+}
+
+#[tokio::test]
+async fn register_and_unregister_spread_ids_leave_rubys_keys_in_each_queues_slot() {
+    let (_, mut con, keys, queues, _serial) = spread("spread-reg").await;
+    let ids: Vec<String> = queues
+        .iter()
+        .enumerate()
+        .map(|(k, q)| slot_id(&keys, "vm", 4242, k, q))
+        .collect();
+    let started = chrono::Utc::now();
+    let before = (calls("fcall"), calls("time"));
+    lifecycle::register(&mut con, &keys, &ids, started)
+        .await
+        .expect("register (no CROSSSLOT)");
+    let registered = (calls("fcall"), calls("time"));
+    // One call for the heartbeats, one per slot (three), one for the members; one TIME.
+    assert_eq!(
+        (registered.0 - before.0, registered.1 - before.1),
+        (ids.len() as u64 + 2, 1)
+    );
+
+    let members: BTreeSet<String> = con.smembers(keys.workers()).await.unwrap();
+    assert_eq!(members, ids.iter().cloned().collect());
+    let c = cluster();
+    for (id, q) in ids.iter().zip(&queues) {
+        let at: String = con.get(keys.worker_started(id)).await.unwrap();
+        assert_eq!(at, time::started(started));
+        let hb: Option<String> = con.hget(keys.heartbeats(), id).await.unwrap();
+        assert!(hb.is_some_and(|h| time::parse_any(&h).is_some()), "{id}");
+        assert_eq!(
+            c.owner(&keys.worker_started(id)),
+            c.owner(&keys.queue(q)),
+            "{id}'s keys are on its queue's node"
+        );
+    }
+    let expected: BTreeSet<String> = [keys.workers(), keys.heartbeats()]
+        .into_iter()
+        .chain(ids.iter().map(|id| keys.worker_started(id)))
+        .collect();
+    assert_eq!(all_keys(&keys), expected, "exactly Ruby's keys");
+
+    let before = calls("fcall");
+    lifecycle::unregister(&mut con, &keys, &ids)
+        .await
+        .expect("unregister (no CROSSSLOT)");
+    assert_eq!(calls("fcall") - before, ids.len() as u64 + 2);
+    assert_eq!(all_keys(&keys), BTreeSet::new(), "nothing left");
+}
+
+#[tokio::test]
+async fn the_heartbeat_beats_and_heals_spread_ids() {
+    let (endpoint, mut con, keys, queues, _serial) = spread("spread-beat").await;
+    let ids: Vec<String> = queues
+        .iter()
+        .enumerate()
+        .map(|(k, q)| slot_id(&keys, "vm", 4243, k, q))
+        .collect();
+    let started = chrono::Utc::now();
+    lifecycle::register(&mut con, &keys, &ids, started)
+        .await
+        .unwrap();
+    // A pruner removed the last id while its slot runs a job.
+    let gone = ids.last().unwrap().clone();
+    let record = format!(
+        r#"{{"queue":"{}","run_at":"x","payload":{{"class":"A","args":[]}}}}"#,
+        queues.last().unwrap()
+    );
+    let _: () = con.srem(keys.workers(), &gone).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), &ids[0], "old").await.unwrap();
+    let slots: Vec<Arc<SlotState>> = ids
+        .iter()
+        .map(|id| {
+            Arc::new(SlotState {
+                id: Arc::from(id.as_str()),
+                record: tokio::sync::Mutex::new((id == &gone).then(|| record.clone().into_bytes())),
+            })
+        })
+        .collect();
+    let (_stop, stop) = tokio::sync::watch::channel(false);
+    let hb = Heartbeat {
+        endpoint,
+        keys: keys.clone(),
+        slots,
+        interval: Duration::from_secs(60),
+        started,
+        stop,
+    };
+    hb.beat(&mut con).await.expect("beat (no CROSSSLOT)");
+    let members: BTreeSet<String> = con.smembers(keys.workers()).await.unwrap();
+    assert_eq!(members, ids.iter().cloned().collect(), "healed");
+    let beat: String = con.hget(keys.heartbeats(), &ids[0]).await.unwrap();
+    assert!(time::parse_any(&beat).is_some(), "beaten: {beat}");
+    let held: String = con.get(keys.worker(&gone)).await.unwrap();
+    assert_eq!(held, record, "the healed slot's record is back");
+}
+
+/// Plants a dead slot of `host`/`pid` serving `q`: registered, its heartbeat `hb`, its record
+/// holding job `n` as the step writes it, its `:started` and stats.
+async fn plant(con: &mut Conn, keys: &Keys, id: &str, hb: &str, q: &str, n: usize) -> String {
+    let payload = format!(r#"{{"class":"Job","args":[{n}]}}"#);
+    let record =
+        format!(r#"{{"queue":"{q}","run_at":"2026/11/29 10:00:00 UTC","payload":{payload}}}"#);
+    let _: () = con.sadd(keys.workers(), id).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id, hb).await.unwrap();
+    let _: () = con.set(keys.worker(id), &record).await.unwrap();
+    let _: () = con
+        .set(keys.worker_started(id), "2026-11-29 09:00:00 +0000")
+        .await
+        .unwrap();
+    let _: () = con.set(keys.stat_processed_by(id), 3).await.unwrap();
+    let _: () = con.set(keys.stat_failed_by(id), 1).await.unwrap();
+    payload
+}
+
+async fn prune_round(at_least_once: bool, prefix: &str) {
+    let (_, mut con, keys, queues, _serial) = spread(prefix).await;
+    let now = crate::conn::redis_time(&mut con).await.unwrap();
+    let old = time::heartbeat(now - chrono::Duration::seconds(400));
+    let fresh = time::heartbeat(now);
+    let me = slot_id(
+        &keys,
+        &crate::identity::hostname(),
+        std::process::id(),
+        0,
+        &queues[0],
+    );
+    // On every master: a slot of another host whose heartbeat expired, and a slot of this
+    // host (another tag than the pruner's own id) whose process is gone, heartbeat fresh.
+    let mut planted = Vec::new();
+    for (n, q) in queues.iter().enumerate() {
+        let expired = slot_id(&keys, "elsewhere", 777, n, q);
+        let p = plant(&mut con, &keys, &expired, &old, q, n).await;
+        planted.push((expired, q.clone(), p, Reason::Expired));
+        let local = slot_id(&keys, &crate::identity::hostname(), DEAD_PID, n, q);
+        let p = plant(&mut con, &keys, &local, &fresh, q, 100 + n).await;
+        planted.push((local, q.clone(), p, Reason::DeadLocal));
+    }
+    let pruner = Pruner::new(
+        keys.clone(),
+        std::slice::from_ref(&me),
+        std::process::id(),
+        Duration::from_secs(300),
+        at_least_once,
+    )
+    .without_second_look();
+    let before = calls("fcall");
+    let report = pruner.run_once(&mut con).await.expect("prune round");
+    // Per dead slot: the job's shared write, the record's slot, the member, the heartbeat.
+    assert_eq!(calls("fcall") - before, 4 * planted.len() as u64);
+    assert!(report.locked);
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    let want = if at_least_once {
+        Fate::Requeued
+    } else {
+        Fate::Failed
+    };
+    let pruned: BTreeSet<String> = report
+        .pruned
+        .iter()
+        .map(|p| format!("{} {:?} {:?}", p.id, p.reason, p.fate))
+        .collect();
+    let expected: BTreeSet<String> = planted
+        .iter()
+        .map(|(id, _, _, r)| format!("{id} {r:?} {want:?}"))
+        .collect();
+    assert_eq!(pruned, expected);
+
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    if at_least_once {
+        assert!(failed.is_empty(), "{failed:?}");
+        for (_, q, payload, _) in &planted {
+            let listed: Vec<String> = con.lrange(keys.queue(q), 0, -1).await.unwrap();
+            assert!(
+                listed.contains(payload),
+                "{payload} back on {q}: {listed:?}"
+            );
+        }
+        let named: BTreeSet<String> = con.smembers(keys.queues()).await.unwrap();
+        assert_eq!(named, queues.iter().cloned().collect());
+    } else {
+        assert_eq!(failed.len(), planted.len(), "{failed:?}");
+        for (id, q, payload, reason) in &planted {
+            let entry: Value = failed
+                .iter()
+                .map(|f| serde_json::from_str::<Value>(f).unwrap())
+                .find(|e| e["worker"] == id.as_str())
+                .unwrap_or_else(|| panic!("no failure entry for {id}"));
+            let (exception, error) = match reason {
+                Reason::Expired => (
+                    "Resque::PruneDeadWorkerDirtyExit",
+                    format!("Worker {id} did not gracefully exit while processing Job"),
+                ),
+                Reason::DeadLocal => ("Resque::DirtyExit", "Job still being processed".to_string()),
+            };
+            assert_eq!(entry["exception"], exception);
+            assert_eq!(entry["error"], error.as_str());
+            assert_eq!(entry["queue"], q.as_str());
+            assert_eq!(entry["backtrace"], serde_json::json!([]));
+            assert_eq!(
+                entry["payload"],
+                serde_json::from_str::<Value>(payload).unwrap()
+            );
+        }
+        let failed_count: Option<String> = con.get(keys.stat_failed()).await.unwrap();
+        assert_eq!(failed_count, None, "Ruby's unregister counts no failure");
+    }
+    // Nothing of the dead ids is left; only what recorded their jobs, and the prune lock.
+    let mut left = all_keys(&keys);
+    left.remove(&keys.pruning_lock());
+    let recorded: BTreeSet<String> = if at_least_once {
+        queues
+            .iter()
+            .map(|q| keys.queue(q))
+            .chain([keys.queues()])
+            .collect()
+    } else {
+        [keys.failed()].into_iter().collect()
+    };
+    assert_eq!(left, recorded);
+}
+
+#[tokio::test]
+async fn a_prune_round_fails_dead_spread_slots_jobs_on_every_master() {
+    prune_round(false, "spread-prune-fail").await;
+}
+
+#[tokio::test]
+async fn a_prune_round_requeues_dead_spread_slots_jobs_under_at_least_once() {
+    prune_round(true, "spread-prune-requeue").await;
+}
+
+#[tokio::test]
+async fn whatever_a_crash_leaves_between_the_per_slot_calls_the_next_round_removes() {
+    let (_, mut con, keys, queues, _serial) = spread("spread-crash").await;
+    let now = crate::conn::redis_time(&mut con).await.unwrap();
+    let old = time::heartbeat(now - chrono::Duration::seconds(400));
+    let q = &queues[1];
+    let id = |k: usize| slot_id(&keys, "gone", 555, k, q);
+    let started = "2026-11-29 09:00:00 +0000";
+    // Register cut after the heartbeats, then after the `:started` keys.
+    let _: () = con.hset(keys.heartbeats(), id(0), &old).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id(1), &old).await.unwrap();
+    let _: () = con.set(keys.worker_started(&id(1)), started).await.unwrap();
+    // Unregister cut after the `SREM`, then after the slot's `DEL`s.
+    let _: () = con.hset(keys.heartbeats(), id(2), &old).await.unwrap();
+    let _: () = con.set(keys.worker_started(&id(2)), started).await.unwrap();
+    let _: () = con.set(keys.stat_processed_by(&id(2)), 7).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id(3), &old).await.unwrap();
+    // A prune cut after its failure entry: the record still holds the job.
+    let payload = plant(&mut con, &keys, &id(4), &old, q, 4).await;
+    let _: () = con
+        .rpush(keys.failed(), "an entry for job 4")
+        .await
+        .unwrap();
+    // A prune cut after the record's slot: the member and heartbeat are left.
+    let _: () = con.sadd(keys.workers(), id(5)).await.unwrap();
+    let _: () = con.hset(keys.heartbeats(), id(5), &old).await.unwrap();
+
+    let me = slot_id(&keys, "pruner", std::process::id(), 0, q);
+    let report = Pruner::new(
+        keys.clone(),
+        &[me],
+        std::process::id(),
+        Duration::from_secs(300),
+        false,
+    )
+    .without_second_look()
+    .run_once(&mut con)
+    .await
+    .unwrap();
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    assert_eq!(report.pruned.len(), 6, "{:?}", report.pruned);
+    let mut left = all_keys(&keys);
+    left.remove(&keys.pruning_lock());
+    assert_eq!(
+        left,
+        [keys.failed()].into_iter().collect(),
+        "nothing else left"
+    );
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(failed.len(), 2, "job 4 listed twice at worst: {failed:?}");
+    assert!(
+        failed[1].contains(&payload),
+        "job 4 is in Redis: {failed:?}"
+    );
+}
+
+#[tokio::test]
+async fn on_one_server_registering_and_unregistering_stay_one_call_each() {
+    let (_guard, url) = testing::server::start_redis(&[]);
+    let mut con = Endpoint::open(&url).unwrap().connect().await.unwrap();
+    let keys = Keys::new(testing::namespace("one-call"));
+    assert!(!keys.is_spread());
+    let ids: Vec<String> = (0..3)
+        .map(|k| slot_id(&keys, "vm", 4244, k, &format!("q{k}")))
+        .collect();
+    let calls = |info: &str, cmd: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|r| r.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    let stats = |con: &mut Conn| {
+        let mut c = con.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            (calls(&info, "fcall"), calls(&info, "time"))
+        }
+    };
+    // (The library is loaded once first, so a load's retried call is not counted.)
+    crate::scripts::load(&mut con).await.unwrap();
+    let before = stats(&mut con).await;
+    lifecycle::register(&mut con, &keys, &ids, chrono::Utc::now())
+        .await
+        .unwrap();
+    let registered = stats(&mut con).await;
+    assert_eq!((registered.0 - before.0, registered.1 - before.1), (1, 1));
+    lifecycle::unregister(&mut con, &keys, &ids).await.unwrap();
+    let after = stats(&mut con).await;
+    assert_eq!((after.0 - registered.0, after.1 - registered.1), (1, 0));
+}
