@@ -26,7 +26,6 @@ mod endpoint;
 pub(crate) mod errors;
 mod node;
 mod options;
-mod per_slot;
 mod retry;
 pub(crate) mod sentinel;
 pub(crate) mod tls;
@@ -35,7 +34,6 @@ pub(crate) mod url;
 pub(crate) use endpoint::{check_server, parse_url, track_reads};
 pub use endpoint::{Deployment, Endpoint};
 pub use options::RedisOptions;
-pub(crate) use per_slot::PerSlot;
 pub(crate) use retry::{outage, retry_until, Backoff};
 pub use url::Redacted;
 

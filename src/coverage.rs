@@ -338,7 +338,7 @@ async fn queued(
     per_queue: usize,
     tallies: &mut BTreeMap<String, Tally>,
 ) -> Result<()> {
-    let mut con = admin.per_slot();
+    let mut con = admin.con();
     for chunk in names.chunks(200) {
         let mut p = redis::pipe();
         for n in chunk {

@@ -50,7 +50,7 @@ impl Admin {
     }
 
     async fn scheduler_items(&self, limit: usize) -> Result<Vec<DelayedItem>> {
-        let mut con = self.per_slot();
+        let mut con = self.con();
         let k = self.keys();
         let stamps: Vec<String> = redis::cmd("ZRANGE")
             .arg(k.delayed_schedule())
@@ -89,7 +89,7 @@ impl Admin {
     }
 
     async fn jesque_items(&self, limit: usize) -> Result<Vec<DelayedItem>> {
-        let mut con = self.per_slot();
+        let mut con = self.con();
         let k = self.keys();
         let mut names = super::names::smembers(&mut con, &k.queues()).await?;
         names.sort();

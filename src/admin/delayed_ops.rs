@@ -81,7 +81,7 @@ impl Admin {
         limit: usize,
         per_bucket: usize,
     ) -> Result<DelayedPage> {
-        let mut con = self.per_slot();
+        let mut con = self.con();
         let k = self.keys();
         let (timestamps, stamps): (usize, Vec<String>) = redis::pipe()
             .zcard(k.delayed_schedule())

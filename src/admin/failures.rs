@@ -294,7 +294,7 @@ impl Admin {
         for q in &names {
             types.cmd("TYPE").arg(k.queue(q));
         }
-        let types: Vec<String> = types.query_async(&mut self.per_slot()).await?;
+        let types: Vec<String> = types.query_async(&mut self.con()).await?;
         plans.retain(|(row, plan)| {
             let t = names
                 .iter()
@@ -336,7 +336,7 @@ impl Admin {
                 pushes.rpush(k.queue(q), chunk).ignore();
             }
         }
-        let _: () = pushes.query_async(&mut self.per_slot()).await?;
+        let _: () = pushes.query_async(&mut self.con()).await?;
         let mut marks = redis::pipe();
         for (row, plan) in &plans {
             crate::scripts::FailedMark {

@@ -122,12 +122,6 @@ impl Admin {
         self.con.clone()
     }
 
-    /// The connection for pipelines that read keys of several slots: on a spread namespace
-    /// each is sent as one pipeline per slot ([`crate::conn::PerSlot`]); anywhere else as is.
-    pub(crate) fn per_slot(&self) -> crate::conn::PerSlot {
-        crate::conn::PerSlot::new(self.con.clone(), &self.keys)
-    }
-
     /// Redis server time: every age is measured against it, as heartbeats are written with it.
     pub async fn now(&self) -> Result<DateTime<Utc>> {
         let mut con = self.con.clone();

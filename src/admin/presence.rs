@@ -35,7 +35,7 @@ impl Admin {
             for key in &keys {
                 p.cmd("EXISTS").arg(key);
             }
-            let found: Vec<u64> = p.query_async(&mut self.per_slot()).await?;
+            let found: Vec<u64> = p.query_async(&mut self.con()).await?;
             return Ok(found.iter().any(|n| *n > 0));
         }
         let n: u64 = redis::cmd("EXISTS")

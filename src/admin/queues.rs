@@ -128,7 +128,7 @@ impl Admin {
 
     /// The queues named `names`: their kind, size and age, in two round trips.
     async fn queue_infos(&self, mut names: Vec<String>) -> Result<Vec<QueueInfo>> {
-        let mut con = self.per_slot();
+        let mut con = self.con();
         let now = self.now().await?;
         names.sort();
         if names.is_empty() {

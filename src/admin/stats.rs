@@ -65,7 +65,7 @@ impl Admin {
 
     /// The counters, with `queues` names of which `read` were read.
     async fn info_with(&self, names: usize, read: &[super::QueueInfo]) -> Result<Info> {
-        let mut con = self.per_slot();
+        let mut con = self.con();
         let k = self.keys();
         let (processed, failed, failed_entries, delayed_timestamps, workers, paused): Counters =
             redis::pipe()

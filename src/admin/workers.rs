@@ -133,7 +133,7 @@ impl Admin {
     /// Reads and describes the workers `ids` (in that order): one pipeline of a few keys per
     /// id and their heartbeats.
     async fn describe_ids(&self, ids: &[Vec<u8>]) -> Result<Vec<WorkerInfo>> {
-        let mut con = self.per_slot();
+        let mut con = self.con();
         let now = self.now().await?;
         let k = self.keys();
         let ids: Vec<String> = ids.iter().map(|b| text(b)).collect();

@@ -119,43 +119,42 @@ pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) 
     }
     match cmd {
         ScheduleCmd::List => {
-            let rows: Vec<Row> =
-                store::list(&mut crate::conn::PerSlot::new(con.clone(), &keys), &keys)
-                    .await?
-                    .into_iter()
-                    .map(|s| {
-                        let (config, when, class, queue) = match &s.config {
-                            Ok(c) => {
-                                let when = Schedule::from_config(&s.name, c, tz)
-                                    .map(|x| x.describe_when())
-                                    .unwrap_or_else(|e| format!("invalid: {e}"));
-                                let get =
-                                    |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
-                                (
-                                    Value::Object(c.clone()),
-                                    when,
-                                    get("class").unwrap_or_else(|| s.name.clone()),
-                                    get("queue").unwrap_or_default(),
-                                )
-                            }
-                            Err(text) => (
-                                Value::String(text.clone()),
-                                "invalid JSON".into(),
-                                String::new(),
-                                String::new(),
-                            ),
-                        };
-                        Row {
-                            next: s.next_due.and_then(at).map(|t| t.to_rfc3339()),
-                            last_enqueued_at: s.last_enqueued_at.clone(),
-                            name: s.name,
-                            when,
-                            class,
-                            queue,
-                            config,
+            let rows: Vec<Row> = store::list(&mut con.clone(), &keys)
+                .await?
+                .into_iter()
+                .map(|s| {
+                    let (config, when, class, queue) = match &s.config {
+                        Ok(c) => {
+                            let when = Schedule::from_config(&s.name, c, tz)
+                                .map(|x| x.describe_when())
+                                .unwrap_or_else(|e| format!("invalid: {e}"));
+                            let get =
+                                |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
+                            (
+                                Value::Object(c.clone()),
+                                when,
+                                get("class").unwrap_or_else(|| s.name.clone()),
+                                get("queue").unwrap_or_default(),
+                            )
                         }
-                    })
-                    .collect();
+                        Err(text) => (
+                            Value::String(text.clone()),
+                            "invalid JSON".into(),
+                            String::new(),
+                            String::new(),
+                        ),
+                    };
+                    Row {
+                        next: s.next_due.and_then(at).map(|t| t.to_rfc3339()),
+                        last_enqueued_at: s.last_enqueued_at.clone(),
+                        name: s.name,
+                        when,
+                        class,
+                        queue,
+                        config,
+                    }
+                })
+                .collect();
             if json {
                 return output::json(&rows);
             }

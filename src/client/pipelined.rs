@@ -115,7 +115,7 @@ impl Client {
                     pipe.rpush(self.keys().queue(&j.queue), p);
                 }
             }
-            let mut con = crate::conn::PerSlot::new(self.connection(), self.keys());
+            let mut con = self.connection();
             let replies: Vec<RedisResult<Value>> = pipe.query_async(&mut con).await?;
             let mut replies = replies.into_iter();
             for (slot, p) in out.iter_mut().zip(&payloads) {

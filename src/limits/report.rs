@@ -55,7 +55,7 @@ impl Admin {
     /// (three commands each).
     pub(crate) async fn limit_reports_within(&self, budget: usize) -> Result<Vec<LimitReport>> {
         let keys = self.keys().clone();
-        let mut con = self.per_slot();
+        let mut con = self.con();
         // The definitions, which of them are overrides, and the workers: one round trip.
         type Read = (
             BTreeMap<String, String>,

@@ -251,7 +251,7 @@ pub(crate) fn window_state(l: &Limit, now: DateTime<Utc>) -> (bool, Option<DateT
 impl Admin {
     /// The limits in force (declared by workers, overridden with [`Admin::set_limit`]).
     pub async fn limits(&self) -> Result<Vec<Limit>> {
-        Ok(load(&mut self.per_slot(), self.keys()).await?.0)
+        Ok(load(&mut self.con(), self.keys()).await?.0)
     }
 
     /// The stored definitions that cannot be read, each naming its key: a hash of another type
@@ -259,7 +259,7 @@ impl Admin {
     /// keeps what it last read of it in force; a worker that never read it does not apply it
     /// (docs/limits.md, "Bad input"). `resq limits list` prints them as warnings.
     pub async fn limit_problems(&self) -> Result<Vec<String>> {
-        let stored = read(&mut self.per_slot(), self.keys()).await?;
+        let stored = read(&mut self.con(), self.keys()).await?;
         let mut out = Vec::new();
         for (key, r) in [
             (self.keys().limits_declared(), stored.declared),

@@ -74,7 +74,7 @@ impl Admin {
     /// Every stored recurring schedule (resque-scheduler's `persistent_schedules`), with
     /// `last_enqueued_at` and resq's next due time.
     pub async fn schedules(&self) -> Result<Vec<store::StoredSchedule>> {
-        let mut con = self.per_slot();
+        let mut con = self.con();
         store::list(&mut con, self.keys()).await
     }
 

@@ -32,7 +32,7 @@ pub(crate) async fn live(State(app): State<Arc<App>>) -> Response {
 async fn counters(app: &App) -> WebResult<Response> {
     let admin = app.admin();
     let k = admin.keys();
-    let mut con = admin.per_slot();
+    let mut con = admin.con();
     let ((secs, micros), processed, failed, entries): (
         (i64, i64),
         Option<String>,

@@ -473,7 +473,7 @@ impl Running {
         // A slot that could not record its last job keeps its id registered and its record in
         // place: pruning records the job once the heartbeat expires (unregistering would
         // delete the record, and the job with it).
-        let ids: Vec<String> = self
+        let mut ids: Vec<String> = self
             .ids
             .iter()
             .filter(|id| !self.left.iter().any(|l| &**l == id.as_str()))
@@ -489,8 +489,11 @@ impl Running {
         let con = self.con.clone();
         if let Some(shared) = &self.shared {
             let mut con = con.clone();
-            let settle = super::spread::settle(shared, &mut con, &keys, &self.ids);
-            let _ = tokio::time::timeout(UNREGISTER_PATIENCE, settle).await;
+            let settle = super::spread::settle(shared, &mut con, &keys, &ids);
+            let kept = tokio::time::timeout(UNREGISTER_PATIENCE, settle)
+                .await
+                .unwrap_or_else(|_| ids.clone());
+            ids.retain(|id| !kept.contains(id));
         }
         let done = crate::conn::retry_until(
             "unregister",

@@ -127,19 +127,23 @@ pub(crate) async fn flush_counts(
 }
 
 /// On the way out: the counts not yet added and the outboxes' failure entries go to the shared
-/// keys (an outbox left behind is moved by the pruner once its slot is dead).
+/// keys. Returns the ids whose outbox could not be moved: they stay registered, for the pruner
+/// to move it once their heartbeat expires.
 pub(crate) async fn settle(
     shared: &Shared,
     con: &mut crate::conn::Conn,
     keys: &Keys,
     ids: &[String],
-) {
+) -> Vec<String> {
     if let Err(e) = shared.flush(con, keys).await {
         tracing::warn!(error = %e, "could not add the last counts to the shared stats");
     }
+    let mut kept = Vec::new();
     for id in ids {
         if let Err(e) = super::step::spread::move_outbox(con, keys, id).await {
-            tracing::warn!(worker = %id, error = %e, "could not move the slot's failure entries to the failed list; the pruner moves them");
+            tracing::warn!(worker = %id, error = %e, "could not move the slot's failure entries to the failed list; the id stays registered and the pruner moves them");
+            kept.push(id.clone());
         }
     }
+    kept
 }

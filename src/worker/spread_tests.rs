@@ -56,15 +56,11 @@ async fn spread(
     let serial = SERIAL.lock().await;
     let c = cluster();
     for &p in &c.ports {
-        let r: redis::RedisResult<String> = redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg(crate::scripts::LIBRARY)
-            .query(&mut c.node(p));
-        assert!(
-            r.as_ref()
-                .map_or_else(|e| e.to_string().contains("already exists"), |_| true),
-            "{r:?}"
-        );
+        let node = redis::Client::open(format!("redis://127.0.0.1:{p}")).expect("node url");
+        let mut con = node.get_multiplexed_async_connection().await.expect("node");
+        crate::scripts::load(&mut con)
+            .await
+            .expect("library loaded");
     }
     let endpoint = Endpoint::open(&c.url()).expect("cluster url");
     let ns = testing::namespace(prefix);

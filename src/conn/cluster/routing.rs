@@ -27,6 +27,7 @@
 
 use super::Spec;
 use crate::conn::node::{permanent, server_errors, split_addr};
+use futures::StreamExt;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
     AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
@@ -77,30 +78,35 @@ enum Req<'a> {
     Pipe(&'a Pipeline, usize, usize),
 }
 
-/// The runs of consecutive commands of one slot of a pipeline whose keyed commands are in more
-/// than one slot (a keyless command joins the run it follows, or the first run); `None` when
-/// they are all in one slot (or none has a key): the pipeline is sent whole.
-fn slot_runs(p: &Pipeline) -> Option<Vec<std::ops::Range<usize>>> {
-    let mut runs = Vec::new();
-    let (mut start, mut current) = (0, None);
-    let mut n = 0;
+/// Pipelines of one slot sent at once when a pipeline spans several.
+const SLOTS_AT_ONCE: usize = 16;
+
+/// The commands of each slot of a pipeline whose keyed commands are in more than one slot, by
+/// index, in the order of their first command (a keyless command joins the group of the
+/// command before it, or the first group); `None` when they are all in one slot (or none has a
+/// key): the pipeline is sent whole.
+fn slot_groups(p: &Pipeline) -> Option<Vec<Vec<usize>>> {
+    let mut groups: Vec<(Option<u16>, Vec<usize>)> = Vec::new();
+    let mut current = 0;
     for (i, c) in p.cmd_iter().enumerate() {
-        n = i + 1;
-        let Some(s) = command_key(c).map(|k| slot(&k)) else {
-            continue;
-        };
-        match current {
-            Some(cur) if cur != s => {
-                runs.push(start..i);
-                start = i;
-                current = Some(s);
+        match command_key(c).map(|k| slot(&k)) {
+            None if groups.is_empty() => groups.push((None, vec![i])),
+            None => groups[current].1.push(i),
+            Some(s) => {
+                if let Some(g) = groups.iter().position(|(gs, _)| *gs == Some(s)) {
+                    current = g;
+                } else if groups.len() == 1 && groups[0].0.is_none() {
+                    groups[0].0 = Some(s);
+                    current = 0;
+                } else {
+                    groups.push((Some(s), Vec::new()));
+                    current = groups.len() - 1;
+                }
+                groups[current].1.push(i);
             }
-            None => current = Some(s),
-            _ => {}
         }
     }
-    runs.push(start..n);
-    (runs.len() > 1).then_some(runs)
+    (groups.len() > 1).then(|| groups.into_iter().map(|(_, g)| g).collect())
 }
 
 impl Req<'_> {
@@ -450,17 +456,35 @@ impl ConnectionLike for ClusterConn {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let whole = !pipeline.is_transaction() && offset == 0 && count == pipeline.len();
-            let Some(runs) = whole.then(|| slot_runs(pipeline)).flatten() else {
+            let Some(groups) = whole.then(|| slot_groups(pipeline)).flatten() else {
                 return self.run(Req::Pipe(pipeline, offset, count)).await;
             };
+            // One pipeline per slot, several at once (no order between slots: a pipeline is
+            // not a transaction), the replies put back in the order of the commands.
             let cmds: Vec<&Cmd> = pipeline.cmd_iter().collect();
-            let mut replies = Vec::with_capacity(count);
-            for run in runs {
-                let mut part = Pipeline::with_capacity(run.len());
-                for c in &cmds[run] {
-                    part.add_command((*c).clone());
+            let parts: Vec<Pipeline> = groups
+                .iter()
+                .map(|g| {
+                    let mut part = Pipeline::with_capacity(g.len());
+                    for &i in g {
+                        part.add_command(cmds[i].clone());
+                    }
+                    part
+                })
+                .collect();
+            let mut calls = Vec::with_capacity(parts.len());
+            for p in &parts {
+                calls.push(self.run(Req::Pipe(p, 0, p.len())));
+            }
+            let answers: Vec<RedisResult<Vec<Value>>> = futures::stream::iter(calls)
+                .buffered(SLOTS_AT_ONCE)
+                .collect()
+                .await;
+            let mut replies = vec![Value::Nil; count];
+            for (g, answer) in groups.iter().zip(answers) {
+                for (&i, v) in g.iter().zip(answer?) {
+                    replies[i] = v;
                 }
-                replies.extend(self.run(Req::Pipe(&part, 0, part.len())).await?);
             }
             Ok(replies)
         })
@@ -502,7 +526,7 @@ mod tests {
     }
 
     #[test]
-    fn pipelines_split_into_runs_of_one_slot() {
+    fn pipelines_split_into_one_pipeline_per_slot() {
         // "a" and "b" are in different slots; "{a}x" is in "a"'s.
         assert_ne!(slot(b"a"), slot(b"b"));
         let mut p = redis::pipe();
@@ -512,12 +536,12 @@ mod tests {
             .get("b")
             .cmd("TIME")
             .get("a");
-        assert_eq!(slot_runs(&p), Some(vec![0..3, 3..5, 5..6]));
+        assert_eq!(slot_groups(&p), Some(vec![vec![0, 1, 2, 5], vec![3, 4]]));
         let mut one = redis::pipe();
         one.cmd("TIME").get("a").set("{a}y", 1).cmd("PING");
-        assert_eq!(slot_runs(&one), None);
-        assert_eq!(slot_runs(redis::pipe().cmd("TIME")), None);
-        assert_eq!(slot_runs(&redis::pipe()), None);
+        assert_eq!(slot_groups(&one), None);
+        assert_eq!(slot_groups(redis::pipe().cmd("TIME")), None);
+        assert_eq!(slot_groups(&redis::pipe()), None);
     }
 
     #[tokio::test]

@@ -14,6 +14,8 @@
 //!    `<ns>:failed` (as Ruby's `unregister_worker` writes it: no `stat:failed` increment on
 //!    this path), or, under at-least-once, the queue name `SADD`ed to `<ns>:queues` (and the
 //!    payload `LPUSH`ed to a queue of another slot than the record's: an id not made by resq);
+//!    and the failure entries of jobs it ended that its outbox still holds
+//!    (`<ns>:resq:outbox:<id>`, moved to `<ns>:failed`);
 //! 3. the record-slot step (`prune_slot.lua`) removes the record and the id's other keys of
 //!    that slot, putting the job back when its queue is there;
 //! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted;
@@ -85,6 +87,8 @@ pub(super) async fn prune<C: ConnectionLike + Send>(
         }
         _ => {}
     }
+    // The failure entries the slot's last steps left in its outbox go to `<ns>:failed` too.
+    crate::worker::step::spread::move_outbox(con, keys, j.id).await?;
     let mut groups = by_slot(own_keys(keys, j.id).into_iter().skip(1));
     let others = groups
         .remove(&hash_slot(record.as_bytes()))
