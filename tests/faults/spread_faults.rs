@@ -253,3 +253,116 @@ fn spread_queue_slot_migrated_mid_drain_loses_nothing() {
     println!("SPREAD migration: jobs={total} keys_moved={moved} lost={lost} duplicates={twice}");
     assert_eq!((lost, twice), (0, 0), "{problems:#?}");
 }
+
+#[test]
+fn spread_split_queue_drained_through_a_worker_kill9() {
+    require_tools();
+    let root = topology::temp_dir("spread-split-kill");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(3);
+    let ns = support::namespace("spread-split");
+    // `video` split in three: its shards' lists on the three masters.
+    let out = std::process::Command::new(support::resq_bin())
+        .args(["--url", &url, "--namespace", &ns, "split", "video", "3"])
+        .output()
+        .expect("resq split");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shards: Vec<String> = resq::splits::shard_names("video", 3).expect("names");
+    let owners: std::collections::BTreeSet<u16> = shards
+        .iter()
+        .map(|s| {
+            cluster
+                .owner(&format!("{ns}:queue:{s}"))
+                .expect("owner")
+                .port
+        })
+        .collect();
+    assert_eq!(owners.len(), 3, "one shard per master");
+    // Producers with shard keys, through the Client.
+    let total = 1500;
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let client = resq::Client::connect(&url, &ns).await.expect("client");
+        for i in 0..total {
+            let job = resq::client::NewJob::new("Echo", vec![serde_json::json!(format!("j{i}"))])
+                .shard_key(format!("user-{}", i % 97));
+            client.enqueue_job("video", &job).await.expect("enqueue");
+        }
+    });
+    for s in &shards {
+        let key = format!("{ns}:queue:{s}");
+        let n: usize = cluster
+            .owner(&key)
+            .expect("owner")
+            .con()
+            .llen(&key)
+            .expect("LLEN");
+        assert!(n > 0, "{s} got no job");
+    }
+    let queues: Vec<String> = std::iter::once("video".to_string())
+        .chain(shards.iter().cloned())
+        .collect();
+    // A worker serving video and its shards (2 slots each) is killed mid-drain; a second one
+    // on the same host prunes its slots at start (their pid is gone) and drains the rest.
+    let env = [
+        ("CONCURRENCY", "2"),
+        ("QUEUES", "video"),
+        ("HEARTBEAT_INTERVAL", "1"),
+    ];
+    let mut a = WorkerProc::start(&url, &ns, 2 * queues.len(), &env);
+    wait_until(60, "a fifth of the jobs run", || {
+        (echoed(&cluster, &ns) >= total / 5).then_some(())
+    });
+    a.kill9();
+    let mut b = WorkerProc::start(&url, &ns, 2 * queues.len(), &env);
+    wait_until(120, "every queue drained", || {
+        queues
+            .iter()
+            .all(|q| list(&cluster, &format!("{ns}:queue:{q}")).is_empty())
+            .then_some(())
+    });
+    // Every job ran (an echo), or was cut by the kill and recorded as a dirty exit (a
+    // failure entry, which the dead slots' records became): none lost. A job whose echo
+    // landed just before the kill may be both.
+    let failed_key = format!("{ns}:failed");
+    let accounted = || {
+        let echoes = list(&cluster, &format!("{ns}:compat:echo"));
+        let failures = list(&cluster, &failed_key);
+        let mut seen = std::collections::HashSet::new();
+        for e in &echoes {
+            let v: serde_json::Value = serde_json::from_str(e).ok()?;
+            seen.insert(v[0].as_str()?.to_string());
+        }
+        for f in &failures {
+            let v: serde_json::Value = serde_json::from_str(f).ok()?;
+            seen.insert(v["payload"]["args"][0].as_str()?.to_string());
+        }
+        (seen.len() == total).then_some((echoes.len(), failures.len()))
+    };
+    let (echoes, failures) = wait_until(60, "every job accounted for", accounted);
+    let dirty: Vec<String> = list(&cluster, &failed_key);
+    for f in &dirty {
+        let v: serde_json::Value = serde_json::from_str(f).expect("failure");
+        assert_eq!(v["exception"], "Resque::DirtyExit", "{v}");
+    }
+    println!("SPREAD split kill: jobs={total} echoed={echoes} dirty_exits={failures}");
+    b.signal("QUIT");
+    let status = b.wait_exit(30);
+    assert!(
+        status.success(),
+        "worker exited with {status}:\n{}",
+        b.stderr()
+    );
+    let workers = format!("{ns}:workers");
+    let left: Vec<String> = cluster
+        .owner(&workers)
+        .expect("owner")
+        .con()
+        .smembers(&workers)
+        .expect("SMEMBERS");
+    assert!(left.is_empty(), "ids left registered: {left:?}");
+}
