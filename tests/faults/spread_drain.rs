@@ -243,3 +243,86 @@ fn spread_namespace_drains_queues_on_every_master() {
         assert_eq!(n, 0, "{key} not emptied");
     }
 }
+
+/// Ruby's producer on a spread namespace (Debian's ruby-redis 4.8 cluster client under
+/// redis-namespace): `Resque.push`'s pipeline (`SADD` + `RPUSH`), whose keys are on two nodes,
+/// is refused by that client; the two commands sent one after the other (docs/cluster.md's
+/// recipe) push jobs a resq worker runs.
+#[test]
+fn a_ruby_cluster_client_pushes_with_the_recipe_and_resq_runs_the_jobs() {
+    require_tools();
+    topology::require("ruby", "ruby-redis");
+    let root = topology::temp_dir("cluster-spread-ruby");
+    let cluster = Cluster::start(&root, 3, 0);
+    let ns = support::namespace("spread-ruby");
+    let mut queues = queue_per_master(&cluster, &ns);
+    // First a queue whose list is on another master than <ns>:queues (the pipeline then spans
+    // two nodes).
+    let set_owner = cluster.owner(&format!("{ns}:queues")).expect("owner").port;
+    queues.sort_by_key(|(_, n)| n.port == set_owner);
+    let names: Vec<&str> = queues.iter().map(|(q, _)| q.as_str()).collect();
+    let seed = format!("redis://127.0.0.1:{}", cluster.nodes[0].port);
+    let script = r##"
+        require 'redis'
+        require 'redis-namespace'
+        require 'json'
+        seed, ns, *queues = ARGV
+        redis = Redis::Namespace.new(ns, redis: Redis.new(cluster: [seed]))
+        # Resque.push as Resque's data store writes it: refused across slots by this client.
+        begin
+          redis.pipelined do |p|
+            p.sadd('queues', [queues[0]])
+            p.rpush("queue:#{queues[0]}", JSON.generate('class' => 'Echo', 'args' => ['never']))
+          end
+          puts 'pipelined: accepted'
+        rescue Redis::Cluster::CrossSlotPipeliningError
+          puts 'pipelined: refused'
+        end
+        # The recipe: the same two commands, one after the other.
+        def push(redis, queue, item)
+          redis.sadd('queues', [queue])
+          redis.rpush("queue:#{queue}", JSON.generate(item))
+        end
+        queues.each do |q|
+          50.times { |i| push(redis, q, 'class' => 'Echo', 'args' => ["#{q}-#{i}"]) }
+        end
+    "##;
+    let mut args = vec![
+        "-W0".to_string(),
+        "-e".into(),
+        script.into(),
+        seed,
+        ns.clone(),
+    ];
+    args.extend(names.iter().map(|s| s.to_string()));
+    let out = std::process::Command::new("ruby")
+        .args(&args)
+        .output()
+        .expect("ruby runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("pipelined: refused"), "{stdout}");
+    let list = names.join(",");
+    let mut w = WorkerProc::start(
+        &cluster.url(2),
+        &ns,
+        names.len(),
+        &[("CONCURRENCY", "1"), ("QUEUES", list.as_str())],
+    );
+    let echo = format!("{ns}:compat:echo");
+    wait_until(60, "every Ruby job run", || {
+        let n: usize = cluster.owner(&echo)?.con().llen(&echo).ok()?;
+        (n == 50 * names.len()).then_some(())
+    });
+    w.signal("QUIT");
+    let status = w.wait_exit(20);
+    assert!(
+        status.success(),
+        "worker exited with {status}:\n{}",
+        w.stderr()
+    );
+}
