@@ -6,18 +6,13 @@
 
 use crate::support;
 
+use super::spread_common::{push, queue_per_master, quit_cleanly, require_tools};
 use redis::Commands;
 use support::topology::{self, Cluster, Node};
 use support::{wait_until, WorkerProc};
 
 /// Jobs per queue.
 const JOBS: usize = 200;
-
-/// Fails the test unless the cluster's tools are installed.
-fn require_tools() {
-    topology::require("redis-server", "redis-server");
-    topology::require("redis-cli", "redis-tools");
-}
 
 /// The slot of `key`, asked of `node`.
 fn keyslot(node: &Node, key: &str) -> i64 {
@@ -26,40 +21,6 @@ fn keyslot(node: &Node, key: &str) -> i64 {
         .arg(key)
         .query(&mut node.con())
         .expect("KEYSLOT")
-}
-
-/// One queue name per master: `(queue, the master owning <ns>:queue:<queue>)`.
-fn queue_per_master<'a>(cluster: &'a Cluster, ns: &str) -> Vec<(String, &'a Node)> {
-    let mut out: Vec<(String, &Node)> = Vec::new();
-    for i in 0..1000 {
-        let q = format!("q{i}");
-        let owner = cluster.owner(&format!("{ns}:queue:{q}")).expect("owner");
-        if out.iter().all(|(_, n)| n.port != owner.port) {
-            out.push((q, owner));
-        }
-        if out.len() == 3 {
-            return out;
-        }
-    }
-    panic!("no queue on every master");
-}
-
-/// Pushes `payload` as Resque does (SADD `<ns>:queues`, RPUSH the queue), each on its owner.
-fn push(cluster: &Cluster, ns: &str, queue: &str, payloads: &[String]) {
-    let queues = format!("{ns}:queues");
-    let _: i64 = cluster
-        .owner(&queues)
-        .expect("owner")
-        .con()
-        .sadd(&queues, queue)
-        .expect("SADD");
-    let key = format!("{ns}:queue:{queue}");
-    let _: i64 = cluster
-        .owner(&key)
-        .expect("owner")
-        .con()
-        .rpush(&key, payloads)
-        .expect("RPUSH");
 }
 
 /// A key's value read on its owner.
@@ -217,21 +178,7 @@ fn spread_namespace_drains_queues_on_every_master() {
         },
     );
 
-    w.signal("QUIT");
-    let status = w.wait_exit(20);
-    assert!(
-        status.success(),
-        "worker exited with {status}:\n{}",
-        w.stderr()
-    );
-    let workers = format!("{ns}:workers");
-    let members: Vec<String> = cluster
-        .owner(&workers)
-        .expect("owner")
-        .con()
-        .smembers(&workers)
-        .expect("SMEMBERS");
-    assert!(members.is_empty(), "workers left registered: {members:?}");
+    quit_cleanly(&cluster, &ns, &mut w);
     for id in &w.ids {
         let key = format!("{ns}:resq:outbox:{id}");
         let n: usize = cluster
@@ -318,11 +265,5 @@ fn a_ruby_cluster_client_pushes_with_the_recipe_and_resq_runs_the_jobs() {
         let n: usize = cluster.owner(&echo)?.con().llen(&echo).ok()?;
         (n == 50 * names.len()).then_some(())
     });
-    w.signal("QUIT");
-    let status = w.wait_exit(20);
-    assert!(
-        status.success(),
-        "worker exited with {status}:\n{}",
-        w.stderr()
-    );
+    quit_cleanly(&cluster, &ns, &mut w);
 }

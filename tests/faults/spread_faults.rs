@@ -5,19 +5,15 @@
 
 use crate::support;
 
+use super::spread_common::{echoed, list, push, queue_per_master, quit_cleanly, require_tools};
 use redis::Commands;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use support::topology::{self, Cluster, Migration, Node};
+use support::topology::{self, Cluster, Migration};
 use support::{wait_until, WorkerProc};
 
 /// Jobs per queue.
 const JOBS: usize = 1000;
-
-fn require_tools() {
-    topology::require("redis-server", "redis-server");
-    topology::require("redis-cli", "redis-tools");
-}
 
 /// Three queues whose lists are on the three masters; the first one's master owns none of the
 /// keys the audit reads (the echo list, `<ns>:failed`), so killing it loses none of them.
@@ -26,62 +22,19 @@ fn queues(cluster: &Cluster, ns: &str) -> Vec<String> {
         .iter()
         .filter_map(|k| cluster.owner(k).map(|n| n.port))
         .collect();
-    let mut by_master: Vec<(u16, String)> = Vec::new();
-    for i in 0..1000 {
-        let q = format!("q{i}");
-        let port = cluster
-            .owner(&format!("{ns}:queue:{q}"))
-            .expect("owner")
-            .port;
-        if by_master.iter().all(|(p, _)| *p != port) {
-            by_master.push((port, q));
-        }
-    }
-    assert_eq!(by_master.len(), 3, "a queue on every master");
-    by_master.sort_by_key(|(p, _)| audit_owners.contains(p));
-    by_master.into_iter().map(|(_, q)| q).collect()
+    let mut by_master = queue_per_master(cluster, ns);
+    by_master.sort_by_key(|(_, n)| audit_owners.contains(&n.port));
+    by_master.into_iter().map(|(q, _)| q).collect()
 }
 
 /// Enqueues `JOBS` tagged `Echo` jobs on each queue, as Resque does.
 fn enqueue(cluster: &Cluster, ns: &str, queues: &[String]) {
     for (n, q) in queues.iter().enumerate() {
-        let key = format!("{ns}:queues");
-        let _: i64 = cluster
-            .owner(&key)
-            .expect("owner")
-            .con()
-            .sadd(&key, q)
-            .expect("SADD");
-        let key = format!("{ns}:queue:{q}");
         let jobs: Vec<String> = (0..JOBS)
             .map(|i| format!(r#"{{"class":"Echo","args":["j{}"]}}"#, n * JOBS + i))
             .collect();
-        let _: i64 = cluster
-            .owner(&key)
-            .expect("owner")
-            .con()
-            .rpush(&key, jobs)
-            .expect("RPUSH");
+        push(cluster, ns, q, &jobs);
     }
-}
-
-/// A list read on its owner now.
-fn list(cluster: &Cluster, key: &str) -> Vec<String> {
-    cluster
-        .owner(key)
-        .expect("owner")
-        .con()
-        .lrange(key, 0, -1)
-        .expect("LRANGE")
-}
-
-fn echoed(cluster: &Cluster, ns: &str) -> usize {
-    let key = format!("{ns}:compat:echo");
-    cluster
-        .owner(&key)
-        .and_then(Node::try_con)
-        .and_then(|mut c| c.llen(&key).ok())
-        .unwrap_or(0)
 }
 
 /// `(lost, duplicated)` tags, and the problems.
@@ -194,13 +147,7 @@ fn spread_queue_master_killed_mid_drain_is_followed() {
         lost + twice <= 20,
         "{lost} lost, {twice} twice: {problems:#?}"
     );
-    w.signal("QUIT");
-    let status = w.wait_exit(30);
-    assert!(
-        status.success(),
-        "worker exited with {status}:\n{}",
-        w.stderr()
-    );
+    quit_cleanly(&cluster, &ns, &mut w);
 }
 
 #[test]
@@ -350,19 +297,5 @@ fn spread_split_queue_drained_through_a_worker_kill9() {
         assert_eq!(v["exception"], "Resque::DirtyExit", "{v}");
     }
     println!("SPREAD split kill: jobs={total} echoed={echoes} dirty_exits={failures}");
-    b.signal("QUIT");
-    let status = b.wait_exit(30);
-    assert!(
-        status.success(),
-        "worker exited with {status}:\n{}",
-        b.stderr()
-    );
-    let workers = format!("{ns}:workers");
-    let left: Vec<String> = cluster
-        .owner(&workers)
-        .expect("owner")
-        .con()
-        .smembers(&workers)
-        .expect("SMEMBERS");
-    assert!(left.is_empty(), "ids left registered: {left:?}");
+    quit_cleanly(&cluster, &ns, &mut b);
 }

@@ -14,7 +14,7 @@ pub mod topology;
 
 /// The key layout the crate uses (its one place that names keys), for tests to look at Redis.
 #[path = "../../src/keys.rs"]
-mod keys;
+pub mod keys;
 #[allow(unused_imports)]
 pub(crate) use keys::Keys;
 

@@ -1,0 +1,87 @@
+//! What the spread cluster tests share: queues placed on every master, Resque's push done on the
+//! keys' owners, reads on the owners, a worker's clean exit.
+
+use crate::support;
+
+use redis::Commands;
+use support::topology::{self, Cluster, Node};
+use support::WorkerProc;
+
+/// Fails the test unless the cluster's tools are installed.
+pub fn require_tools() {
+    topology::require("redis-server", "redis-server");
+    topology::require("redis-cli", "redis-tools");
+}
+
+/// One queue name per master: `(queue, the master owning <ns>:queue:<queue>)`.
+pub fn queue_per_master<'a>(cluster: &'a Cluster, ns: &str) -> Vec<(String, &'a Node)> {
+    let mut out: Vec<(String, &Node)> = Vec::new();
+    for i in 0..1000 {
+        let q = format!("q{i}");
+        let owner = cluster.owner(&format!("{ns}:queue:{q}")).expect("owner");
+        if out.iter().all(|(_, n)| n.port != owner.port) {
+            out.push((q, owner));
+        }
+        if out.len() == 3 {
+            return out;
+        }
+    }
+    panic!("no queue on every master");
+}
+
+/// Pushes `payloads` as Resque does (SADD `<ns>:queues`, RPUSH the queue), each on its owner.
+pub fn push(cluster: &Cluster, ns: &str, queue: &str, payloads: &[String]) {
+    let queues = format!("{ns}:queues");
+    let _: i64 = cluster
+        .owner(&queues)
+        .expect("owner")
+        .con()
+        .sadd(&queues, queue)
+        .expect("SADD");
+    let key = format!("{ns}:queue:{queue}");
+    let _: i64 = cluster
+        .owner(&key)
+        .expect("owner")
+        .con()
+        .rpush(&key, payloads)
+        .expect("RPUSH");
+}
+
+/// A list read on its owner now.
+pub fn list(cluster: &Cluster, key: &str) -> Vec<String> {
+    cluster
+        .owner(key)
+        .expect("owner")
+        .con()
+        .lrange(key, 0, -1)
+        .expect("LRANGE")
+}
+
+/// How many jobs the compat worker's `Echo` ran (0 while the list's owner does not answer).
+pub fn echoed(cluster: &Cluster, ns: &str) -> usize {
+    let key = format!("{ns}:compat:echo");
+    cluster
+        .owner(&key)
+        .and_then(Node::try_con)
+        .and_then(|mut c| c.llen(&key).ok())
+        .unwrap_or(0)
+}
+
+/// QUITs `w`, which must exit successfully, leaving no id in `<ns>:workers`.
+pub fn quit_cleanly(cluster: &Cluster, ns: &str, w: &mut WorkerProc) {
+    w.signal("QUIT");
+    let status = w.wait_exit(30);
+    assert!(
+        status.success(),
+        "worker exited with {status}:\n{}",
+        w.stderr()
+    );
+    let workers = format!("{ns}:workers");
+    let left: Vec<String> = cluster
+        .owner(&workers)
+        .expect("owner")
+        .con()
+        .smembers(&workers)
+        .expect("SMEMBERS");
+    assert!(left.is_empty(), "ids left registered: {left:?}");
+}
