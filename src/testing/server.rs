@@ -35,10 +35,16 @@ pub fn spawn_guard(program: &str, args: &[String], log: Option<&std::path::Path>
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    // (At most 55535: a cluster node also binds its bus on port + 10000.)
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if port <= 55535 {
+            return port;
+        }
+    }
 }
 
 /// Starts a throwaway `redis-server` (no persistence) with `extra` arguments and waits until it

@@ -83,33 +83,54 @@ async fn lane(
     fetch: Arc<Fetch>,
     limits: Arc<crate::limits::cache::LimitsCache>,
 ) {
-    let mut carry: Option<Waiting> = None;
+    // Requests taken from the channel that belong to another queue list than the call being
+    // made: they go in the lane's next calls, in order.
+    let mut carry: std::collections::VecDeque<Waiting> = std::collections::VecDeque::new();
     loop {
         let mut batch: Vec<StepRequest> = Vec::new();
         let mut waiting = Vec::new();
         {
-            let mut rx = rx.lock().await;
-            let (first, tx) = match carry.take() {
-                Some(r) => r,
-                None => match rx.recv().await {
+            // A lane holding carried requests never waits for the channel: the other lane may
+            // hold it while it waits for a request, and the slots of the carried requests (all
+            // that is left at the end of a drain) wait for this lane.
+            let mut rx = match carry.is_empty() {
+                true => Some(rx.lock().await),
+                false => rx.try_lock().ok(),
+            };
+            let (first, tx) = match (carry.pop_front(), rx.as_mut()) {
+                (Some(r), _) => r,
+                (None, Some(rx)) => match rx.recv().await {
                     Some(r) => r,
                     None => return,
                 },
+                (None, None) => continue,
             };
             batch.push(first);
             waiting.push(tx);
-            while batch.len() < MAX_BATCH {
+            // One call polls one queue list (a spread namespace's queue, or a wildcard list
+            // that just changed): requests of another wait, in order, for the next calls.
+            let mut others = std::collections::VecDeque::new();
+            for (r, tx) in carry.drain(..) {
+                if batch.len() < MAX_BATCH && Arc::ptr_eq(&r.queues, &batch[0].queues) {
+                    batch.push(r);
+                    waiting.push(tx);
+                } else {
+                    others.push_back((r, tx));
+                }
+            }
+            while let Some(rx) = rx.as_mut() {
+                if batch.len() >= MAX_BATCH || others.len() >= MAX_BATCH {
+                    break;
+                }
                 let Ok((r, tx)) = rx.try_recv() else { break };
-                // One call polls one queue list; a request made with another list (a wildcard
-                // list just changed) starts the next call.
                 if Arc::ptr_eq(&r.queues, &batch[0].queues) {
                     batch.push(r);
                     waiting.push(tx);
                 } else {
-                    carry = Some((r, tx));
-                    break;
+                    others.push_back((r, tx));
                 }
             }
+            carry = others;
         }
         // A request a slot made just before USR2 paused the process does not reserve: once
         // the pause is in force, no call leaves here that could take a job.

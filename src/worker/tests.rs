@@ -413,3 +413,49 @@ async fn a_resent_reserve_of_a_tracked_job_says_it_started() {
         .unwrap();
     assert_eq!(attempts, "1", "a resend starts nothing again");
 }
+
+/// Requests of two queue lists waiting at once (a spread namespace's queues): the lane that
+/// takes both sends the second in its next call even while the other lane waits on the
+/// channel, so neither slot waits for a request that never comes.
+#[tokio::test]
+async fn requests_of_two_queue_lists_both_get_their_replies() {
+    let ns = testing::namespace("two-lists");
+    let keys = Keys::new(&ns);
+    let con = testing::con().await;
+    let mut c = con.clone();
+    let fetch = super::fetch::Fetch::with_jesque(
+        keys.clone(),
+        crate::queues::QueueList::parse("a,b").unwrap(),
+        Vec::new(),
+        Duration::from_secs(5),
+        &mut c,
+    )
+    .await
+    .unwrap();
+    let limits = crate::limits::cache::LimitsCache::new(keys.clone(), Vec::new());
+    let steps = super::batch::Batcher::start(con.clone(), 2, fetch, limits);
+    for q in ["a", "b"] {
+        let _: () = c
+            .rpush(keys.queue(q), format!(r#"{{"class":"A","args":["{q}"]}}"#))
+            .await
+            .unwrap();
+    }
+    let (a, b) = (
+        Arc::new(QueueKeys::new(&keys, &["a".to_string()])),
+        Arc::new(QueueKeys::new(&keys, &["b".to_string()])),
+    );
+    for round in 0..20 {
+        let sa = Arc::new(Stepper::new(&keys, &format!("h~resq:1-{round}:a"), true));
+        let sb = Arc::new(Stepper::new(&keys, &format!("h~resq:2-{round}:b"), true));
+        let (ra, rb) = tokio::time::timeout(
+            Duration::from_secs(20),
+            futures::future::join(
+                steps.send(StepRequest::new(sa, None, false, &a)),
+                steps.send(StepRequest::new(sb, None, false, &b)),
+            ),
+        )
+        .await
+        .expect("both requests answered");
+        assert!(ra.is_ok() && rb.is_ok(), "{ra:?} {rb:?}");
+    }
+}
