@@ -265,6 +265,15 @@ fn spread_split_queue_drained_through_a_worker_kill9() {
         (echoed(&cluster, &ns) >= total / 5).then_some(())
     });
     a.kill9();
+    // A's start took Ruby's prune lock, which holds for a minute (one round a minute across the
+    // fleet): as if that minute had passed, B's first round may run at once.
+    let lock = format!("{ns}:pruning_dead_workers_in_progress");
+    let _: i64 = cluster
+        .owner(&lock)
+        .expect("owner")
+        .con()
+        .del(&lock)
+        .expect("DEL");
     let mut b = WorkerProc::start(&url, &ns, 2 * queues.len(), &env);
     wait_until(120, "every queue drained", || {
         queues
