@@ -1,7 +1,10 @@
-//! Pausing on a spread cluster namespace (`docs/cluster.md`): there the step touches only its
-//! queue's slot and reads neither `<ns>:pause-all-workers` nor `<ns>:resq:paused_queues`, so the
-//! supervisor reads them every `INTERVAL` and the process stops reserving (all queues, or the
-//! paused ones) within one `INTERVAL` of a pause, as a Ruby worker polling every `INTERVAL` does.
+//! The pause switches read by the supervisor every `INTERVAL` (Ruby's test of the value:
+//! `crate::admin::pause::is_true`). Where the step reads `<ns>:pause-all-workers` itself and says
+//! when it is set, the supervisor reads it only until it is cleared. On a spread cluster
+//! namespace (`docs/cluster.md`) the step touches only its queue's slot and reads neither it nor
+//! `<ns>:resq:paused_queues`: the supervisor reads both every `INTERVAL`, and the process stops
+//! reserving (all queues, or the paused ones) within one `INTERVAL` of a pause, as a Ruby worker
+//! polling every `INTERVAL` does.
 
 use super::*;
 
@@ -19,19 +22,25 @@ impl Fetch {
             .clone()
     }
 
-    /// Reads both pause keys (one key per command: they are in different slots); a read that
-    /// fails changes nothing.
+    /// Reads `<ns>:pause-all-workers` and, on a spread namespace, `<ns>:resq:paused_queues`
+    /// (one key per command: they are in different slots); a read that fails changes nothing.
     pub(super) async fn read_pause(&self, con: &mut Conn) {
-        let all: redis::RedisResult<Option<String>> = redis::cmd("GET")
+        let all: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("GET")
             .arg(self.keys.pause_all_workers())
             .query_async(con)
             .await;
         if let Ok(v) = all {
-            let paused = v.is_some_and(|s| s.trim().eq_ignore_ascii_case("true"));
+            let paused = v.is_some_and(|b| crate::admin::pause::is_true(&b));
             if paused != *self.remote_paused.borrow() {
-                tracing::info!(paused, "pause-all-workers changed");
+                match paused {
+                    true => tracing::info!(paused, "pause-all-workers set: taking no new job"),
+                    false => tracing::info!(paused, "pause-all-workers cleared; resuming"),
+                }
                 self.remote_paused.send_replace(paused);
             }
+        }
+        if !self.keys.is_spread() {
+            return;
         }
         let names: redis::RedisResult<Vec<String>> = redis::cmd("SMEMBERS")
             .arg(self.keys.paused_queues())

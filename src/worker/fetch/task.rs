@@ -105,20 +105,10 @@ impl Fetch {
                 self.full_due.store(true, Ordering::SeqCst);
                 self.work.notify_one();
             }
-            if self.keys.is_spread() {
+            // (Elsewhere the step reads the switch and says when it is set: read here only
+            // until it is cleared.)
+            if self.keys.is_spread() || *self.remote_paused.borrow() {
                 self.read_pause(&mut con).await;
-            } else if *self.remote_paused.borrow() {
-                let v: redis::RedisResult<Option<String>> = redis::cmd("GET")
-                    .arg(self.keys.pause_all_workers())
-                    .query_async(&mut con)
-                    .await;
-                if let Ok(v) = v {
-                    let paused = v.is_some_and(|s| s.trim().eq_ignore_ascii_case("true"));
-                    if !paused {
-                        tracing::info!("pause-all-workers cleared; resuming");
-                        self.remote_paused.send_replace(false);
-                    }
-                }
             }
         }
         watchers.abort_all();
