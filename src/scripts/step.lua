@@ -21,8 +21,10 @@
 -- anything is written, and the worker sends the call again with the texts.
 --
 -- On a spread cluster namespace (the config's "spread", docs/cluster.md) every key a call
--- touches is in its queue's slot: the worker adds the shared counters and pushes failure entries
--- before the call, reads the pause flags itself, and names in KEYS[1] the first slot's record.
+-- touches is in its queue's slot: failure entries go to the slots' outboxes
+-- (<ns>:resq:outbox:<id>) and the call reports its counts, which the worker moves to and adds to
+-- the shared keys after it; the worker reads the pause flags itself; KEYS[1] names the first
+-- slot's record.
 --
 -- KEYS[1] <ns>:stat:processed (spread: <ns>:worker:<the call's first slot>)
 -- ARGV[1] the config's digest (SHA-1 hex of its text)

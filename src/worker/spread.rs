@@ -138,12 +138,12 @@ pub(crate) async fn settle(
     if let Err(e) = shared.flush(con, keys).await {
         tracing::warn!(error = %e, "could not add the last counts to the shared stats");
     }
-    let mut kept = Vec::new();
-    for id in ids {
-        if let Err(e) = super::step::spread::move_outbox(con, keys, id).await {
-            tracing::warn!(worker = %id, error = %e, "could not move the slot's failure entries to the failed list; the id stays registered and the pruner moves them");
-            kept.push(id.clone());
+    let all: Vec<&str> = ids.iter().map(String::as_str).collect();
+    match super::step::spread::move_outboxes(con, keys, &all).await {
+        Ok(_) => Vec::new(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not move the slots' failure entries to the failed list; the ids stay registered and the pruner moves them");
+            ids.to_vec()
         }
     }
-    kept
 }

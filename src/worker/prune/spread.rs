@@ -88,7 +88,7 @@ pub(super) async fn prune<C: ConnectionLike + Send>(
         _ => {}
     }
     // The failure entries the slot's last steps left in its outbox go to `<ns>:failed` too.
-    crate::worker::step::spread::move_outbox(con, keys, j.id).await?;
+    crate::worker::step::spread::move_outboxes(con, keys, &[j.id]).await?;
     let mut groups = by_slot(own_keys(keys, j.id).into_iter().skip(1));
     let others = groups
         .remove(&hash_slot(record.as_bytes()))

@@ -151,7 +151,7 @@ impl Ends {
 
     /// The step's four values (step.lua's header): retry counter, retry failure key, unique
     /// lock, unique id (`""` none).
-    pub(super) fn args(&self, keys: &crate::keys::Keys) -> [String; 4] {
+    fn args(&self, keys: &crate::keys::Keys) -> [String; 4] {
         let (counter, failure) = match &self.retry_key {
             Some(k) => (keys.retry_attempts(k), keys.retry_failure(k)),
             None => (String::new(), String::new()),
@@ -376,7 +376,7 @@ pub(crate) async fn call_step<C: ConnectionLike + Send>(
             Some(s) => s.add(&tail[3])?,
             None => 0,
         };
-        super::spread::after_call(con, requests, &replies, failed).await;
+        super::spread::after_call(con, requests, failed).await;
     }
     Ok(CallReply {
         replies,

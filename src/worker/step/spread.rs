@@ -12,11 +12,14 @@
 //! * failure entries: the step pushes them into the slot's outbox, atomically with the job's
 //!   removal, and the worker moves them to `<ns>:failed` (`RPUSH` there, then `LTRIM` the
 //!   outbox): a crash between the two lists an entry twice, never loses it; an outbox a dead
-//!   process left is moved by the pruner;
-//! * what a job's end deletes besides the job (resque-retry's counter, a unique lock): deleted
-//!   once the call applied the end.
+//!   process left is moved by the pruner. The outboxes of a call's slots are moved together:
+//!   three round trips whatever their number.
+//!
+//! Nothing else: what a job's end deletes besides the job (resque-retry's counter, a unique
+//! lock) is in other slots, so the step leaves it out there; retry policies and unique jobs are
+//! refused on a spread namespace, so no end there has any.
 
-use super::{Completion, StepReply, StepRequest};
+use super::{Completion, StepRequest};
 use crate::keys::Keys;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -74,19 +77,22 @@ impl Shared {
     }
 }
 
-/// Moves slot `id`'s outbox to `<ns>:failed`; how many entries it moved.
-pub(crate) async fn move_outbox<C: ConnectionLike + Send>(
+/// Moves the outboxes of slots `ids` to `<ns>:failed` (their entries in the order of `ids`):
+/// one pipeline of `LRANGE`s, one `RPUSH`, one pipeline of `LTRIM`s; how many entries it moved.
+pub(crate) async fn move_outboxes<C: ConnectionLike + Send>(
     con: &mut C,
     keys: &Keys,
-    id: &str,
+    ids: &[&str],
 ) -> RedisResult<usize> {
-    let outbox = keys.outbox(id);
-    let entries: Vec<Vec<u8>> = redis::cmd("LRANGE")
-        .arg(&outbox)
-        .arg(0)
-        .arg(-1)
-        .query_async(con)
-        .await?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut read = redis::pipe();
+    for id in ids {
+        read.cmd("LRANGE").arg(keys.outbox(id)).arg(0).arg(-1);
+    }
+    let boxes: Vec<Vec<Vec<u8>>> = read.query_async(con).await?;
+    let entries: Vec<&Vec<u8>> = boxes.iter().flatten().collect();
     if entries.is_empty() {
         return Ok(0);
     }
@@ -95,68 +101,41 @@ pub(crate) async fn move_outbox<C: ConnectionLike + Send>(
         .arg(&entries)
         .query_async(con)
         .await?;
-    let _: () = redis::cmd("LTRIM")
-        .arg(&outbox)
-        .arg(entries.len())
-        .arg(-1)
-        .query_async(con)
-        .await?;
+    let mut trim = redis::pipe();
+    for (id, moved) in ids.iter().zip(&boxes) {
+        if !moved.is_empty() {
+            trim.cmd("LTRIM")
+                .arg(keys.outbox(id))
+                .arg(moved.len())
+                .arg(-1)
+                .ignore();
+        }
+    }
+    let _: () = trim.query_async(con).await?;
     Ok(entries.len())
 }
 
-/// After a spread call: the failure entries of its slots to `<ns>:failed` (when it wrote any:
-/// `failed`) and the ends of the jobs it ended. A command that fails is logged: the entries
-/// stay in their outbox for the next move.
+/// After a spread call that wrote failure entries (`failed`): the outboxes of its slots that
+/// may hold one (a failed job's, or a reserving slot's: an item that is no job is failed into
+/// it) go to `<ns>:failed`. A command that fails is logged: the entries stay in their outbox for
+/// the next move.
 pub(super) async fn after_call<C: ConnectionLike + Send>(
     con: &mut C,
     requests: &[StepRequest],
-    replies: &[StepReply],
     failed: u64,
 ) {
-    for (r, reply) in requests.iter().zip(replies) {
-        let keys = r.stepper.keys();
-        if failed > 0 {
-            if let Err(e) = move_outbox(con, keys, r.stepper.id()).await {
-                tracing::warn!(worker = %r.stepper.id(), error = %e, "could not move failure entries to the failed list; they stay in the slot's outbox for the next move");
-            }
-        }
-        let ends = match &r.completion {
-            Some(Completion::Success { ends, .. }) | Some(Completion::Failure { ends, .. }) => ends,
-            _ => &None,
-        };
-        if let (Some(ends), true) = (ends, reply.applied) {
-            let [counter, failure, lock, id] = ends.args(keys);
-            if let Err(e) = end_job(con, &counter, &failure, &lock, &id).await {
-                tracing::warn!(worker = %r.stepper.id(), error = %e, "could not delete what the job's end deletes (retry counter, unique lock)");
-            }
-        }
+    let Some(first) = requests.first() else {
+        return;
+    };
+    if failed == 0 {
+        return;
     }
-}
-
-/// Deletes resque-retry's `counter` and `failure` and the unique `lock` while it holds `id`
-/// (`""`: none), one key per command.
-async fn end_job<C: ConnectionLike + Send>(
-    con: &mut C,
-    counter: &str,
-    failure: &str,
-    lock: &str,
-    id: &str,
-) -> RedisResult<()> {
-    for key in [counter, failure] {
-        if !key.is_empty() {
-            let _: i64 = redis::cmd("DEL").arg(key).query_async(con).await?;
-        }
+    let ids: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.reserve || matches!(r.completion, Some(Completion::Failure { .. })))
+        .map(|r| r.stepper.id())
+        .collect();
+    if let Err(e) = move_outboxes(con, first.stepper.keys(), &ids).await {
+        tracing::warn!(error = %e, "could not move failure entries to the failed list; they stay in the slots' outboxes for the next move");
     }
-    if !lock.is_empty() {
-        let held: Option<Vec<u8>> = redis::cmd("GET")
-            .arg(lock)
-            .query_async(con)
-            .await
-            .ok()
-            .flatten();
-        if held.as_deref() == Some(id.as_bytes()) {
-            let _: i64 = redis::cmd("DEL").arg(lock).query_async(con).await?;
-        }
-    }
-    Ok(())
 }
