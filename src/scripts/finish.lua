@@ -43,7 +43,7 @@ function Finish.failure_err(X, sl)
     X.failed_err = G.type_err(X.P .. 'failed', 'list') or G.bad_counter(X.P .. 'stat:failed', 1000) or false
   end
   local e = X.failed_err or G.bad_counter(sl.fkey, 1)
-    or X.C.spread and G.type_err(sl.okey, 'list') or nil
+    or X.spread and G.type_err(sl.okey, 'list') or nil
   if not e and X.C.count_failed then e = processed_err(X) or G.bad_counter(sl.pkey, 1) end
   return e
 end
@@ -51,7 +51,7 @@ end
 -- Records a failure of slot sl (checked with Finish.failure_err first).
 function Finish.record_failure(X, sl, entry)
   -- (Spread: into the slot's outbox, in its slot; the worker moves it to <ns>:failed.)
-  rcall('RPUSH', X.C.spread and sl.okey or X.P .. 'failed', entry)
+  rcall('RPUSH', X.spread and sl.okey or X.P .. 'failed', entry)
   X.failed = X.failed + 1
   rcall('INCR', sl.fkey)
   if X.C.count_failed then

@@ -55,13 +55,14 @@ local function take(X, raw, q)
   if kind == 'job' then
     local track = nil
     -- Only a payload with an id, or of a statused class, is looked at for tracking.
-    if X.C.spread then
-      -- (A spread namespace keeps no records: the enqueue side refuses tracked jobs there.)
-      if obj['resq_id'] ~= nil then
+    if obj['resq_id'] ~= nil or X.C.any_statused then
+      if not X.spread then
+        track = Track.reserve(X, obj)
+      else
+        -- (A spread namespace keeps no records, nor statused classes: the enqueue side refuses
+        -- tracked jobs there.)
         Frame.problem(X, tostring(obj['resq_id']) .. ' runs untracked: a spread cluster namespace keeps no job records')
       end
-    elseif obj['resq_id'] ~= nil or X.C.any_statused then
-      track = Track.reserve(X, obj)
     end
     if track == 'drop' then
       X.budget = X.budget - 1
@@ -176,7 +177,7 @@ function Reserve.run(X)
   if X.released then Lim.step_give_released(X, take) end
   -- Queues paused with `resq pause --queue` (a key of another type pauses nothing).
   local paused = nil
-  if want(X) > 0 and not X.C.spread then
+  if want(X) > 0 and not X.spread then
     local names = rpcall('SMEMBERS', X.P .. 'resq:paused_queues')
     if type(names) == 'table' and not names.err and #names > 0 then
       paused = {}

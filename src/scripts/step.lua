@@ -80,7 +80,7 @@ local X = {
 local SPREAD_GETS = { false, false }
 
 local function reset(X, C, KEYS, ARGV)
-  X.C, X.P = C, C.P
+  X.C, X.P, X.spread = C, C.P, C.spread
   X.processed_key, X.now_ms, X.now = KEYS[1], tonumber(ARGV[5]), ARGV[5]
   X.now_s = floor(X.now_ms / 1000)
   X.run_at, X.failed_at, X.token, X.L = ARGV[6], ARGV[7], ARGV[8], Lim.load(ARGV[9], C.P)
@@ -89,7 +89,7 @@ local function reset(X, C, KEYS, ARGV)
   -- (false, never nil: a field set to nil and back makes Lua rehash the table; 0: not checked.)
   X.gets, X.processed_err, X.failed_err = false, 0, 0
   -- (Spread: the shared keys are the worker's; nothing here reads or checks them.)
-  if C.spread then X.gets, X.processed_err, X.failed_err = SPREAD_GETS, false, false end
+  if X.spread then X.gets, X.processed_err, X.failed_err = SPREAD_GETS, false, false end
   X.problems, X.earliest, X.qflags, X.limits_touched = false, false, false, false
   X.released, X.released_at, X.more_released, X.seq_n = false, false, false, false
   X.finals, X.status_finals, X.ends, X.holding = false, false, false, false
@@ -173,21 +173,20 @@ local function step(KEYS, ARGV)
     OUT[k + 1], OUT[k + 2], OUT[k + 3], OUT[k + 4] = tag[i], applied[i], data[i], extra[i] or ''
     k = k + 4
   end
-  if not X.C.spread then
+  local last = k + 3
+  if not X.spread then
     if X.processed > 0 then rcall('INCRBY', KEYS[1], G.num(X.processed)) end
     if X.failed > 0 then rcall('INCRBY', X.P .. 'stat:failed', G.num(X.failed)) end
+  else
+    -- The shared counters' increments, for the worker to add.
+    last = k + 4
+    OUT[last] = X.processed .. ' ' .. X.failed
   end
   if X.limits_touched then Lim.flush(X.P) end
   if X.finals or X.status_finals or X.holding then Track.sweep(X) end
   OUT[k + 1] = X.qflags or ''
   OUT[k + 2] = X.problems and G.lines(X.problems) or ''
   OUT[k + 3] = X.earliest and tostring(X.earliest) or ''
-  local last = k + 3
-  if X.C.spread then
-    -- The shared counters' increments, for the worker to add.
-    last = k + 4
-    OUT[last] = X.processed .. ' ' .. X.failed
-  end
   -- (The reply is read up to its first nil: what a larger call left goes.)
   for j = last + 1, out_n do OUT[j] = nil end
   out_n = last
