@@ -284,6 +284,14 @@ impl Keys {
         format!("{}resq:outbox:{id}", self.prefix)
     }
 
+    /// `<ns>:resq:outboxes` — SET of the spread slot ids whose outbox ([`Keys::outbox`]) may
+    /// hold entries: added when a slot registers, removed once it is unregistered or pruned
+    /// with its outbox moved. The prune round moves the outbox of a member whose heartbeat
+    /// field is gone (an id someone else unregistered: Ruby's pruning, resque-web).
+    pub(crate) fn outboxes(&self) -> String {
+        format!("{}resq:outboxes", self.prefix)
+    }
+
     /// `<ns>:compat:echo` — where the compat worker's `Echo` handler writes.
     #[allow(dead_code)] // read by the tests and the compat examples only
     pub(crate) fn compat_echo(&self) -> String {

@@ -11,10 +11,15 @@
 //! of its queue (the id's `{tag}`). Each step is then one checked call per slot, in an order
 //! that keeps the heartbeat field the first key written and the last removed:
 //!
-//! * register: the heartbeat fields (`HSET`), then each slot's `:started` keys, then `SADD
-//!   <ns>:workers` last;
-//! * unregister: `SREM <ns>:workers` first, then each slot's keys (`DEL`), then the heartbeat
-//!   fields (`HDEL`) last.
+//! * register: the heartbeat fields (`HSET`), then the ids into the outbox index
+//!   (`<ns>:resq:outboxes`), then each slot's `:started` keys, then `SADD <ns>:workers` last;
+//! * unregister (its outboxes already moved): `SREM <ns>:workers` first, then each slot's keys
+//!   (`DEL`), then the ids out of the outbox index, then the heartbeat fields (`HDEL`) last.
+//!
+//! The outbox index is how the prune round finds an outbox whose id someone else unregistered
+//! (Ruby's pruning or resque-web, which know nothing of outboxes): a member whose heartbeat
+//! field is gone. It is written after the heartbeat and removed before it, so a member without
+//! one has been unregistered.
 //!
 //! Why this order: a pruner takes an id for dead only by its heartbeat (Ruby's loop 1 and
 //! resq's: older than the prune interval) or, for resq, by a registered id of its own host
@@ -55,6 +60,7 @@ pub(crate) async fn register<C: ConnectionLike + Send>(
             beats.hset(&keys.heartbeats(), id.as_str(), hb.as_str());
         }
         beats.run(con).await?;
+        Checked::new().sadd(&keys.outboxes(), ids).run(con).await?;
         let starts = ids.iter().map(|id| keys.worker_started(id));
         for slot in by_slot(starts).into_values() {
             let mut w = Checked::new();
@@ -99,6 +105,7 @@ pub(crate) async fn unregister<C: ConnectionLike + Send>(
             }
             w.run(con).await?;
         }
+        Checked::new().srem(&keys.outboxes(), ids).run(con).await?;
         return Checked::new().hdel(&keys.heartbeats(), ids).run(con).await;
     }
     let mut w = Checked::new();

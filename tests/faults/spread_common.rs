@@ -69,6 +69,20 @@ pub fn echoed(cluster: &Cluster, ns: &str) -> usize {
 
 /// QUITs `w`, which must exit successfully, leaving no id in `<ns>:workers`.
 pub fn quit_cleanly(cluster: &Cluster, ns: &str, w: &mut WorkerProc) {
+    // The slots are in the outbox index while registered, and out of it once unregistered.
+    let index = format!("{ns}:resq:outboxes");
+    let indexed = |cluster: &Cluster| -> Vec<String> {
+        cluster
+            .owner(&index)
+            .expect("owner")
+            .con()
+            .smembers(&index)
+            .expect("SMEMBERS")
+    };
+    let before = indexed(cluster);
+    for id in &w.ids {
+        assert!(before.contains(id), "{id} not in {index}: {before:?}");
+    }
     w.signal("QUIT");
     let status = w.wait_exit(30);
     assert!(
@@ -84,4 +98,6 @@ pub fn quit_cleanly(cluster: &Cluster, ns: &str, w: &mut WorkerProc) {
         .smembers(&workers)
         .expect("SMEMBERS");
     assert!(left.is_empty(), "ids left registered: {left:?}");
+    let left = indexed(cluster);
+    assert!(left.is_empty(), "ids left in {index}: {left:?}");
 }

@@ -257,3 +257,71 @@ fn dead_spread_slots_on_every_master_become_rubys_failures() {
 fn dead_spread_slots_on_every_master_are_requeued_under_at_least_once() {
     round(true);
 }
+
+/// An outbox whose slot someone else unregistered — Ruby's pruning or resque-web, which know
+/// nothing of outboxes — is moved to `<ns>:failed` by the next prune round, and its id leaves
+/// the outbox index; a registered slot's outbox (heartbeat field there) is left alone.
+#[test]
+fn the_outbox_of_a_slot_someone_else_unregistered_goes_to_the_failed_list() {
+    topology::require("redis-server", "redis-server");
+    topology::require("redis-cli", "redis-tools");
+    let root = topology::temp_dir("spread-outbox");
+    let cluster = Cluster::start(&root, 3, 0);
+    let ns = support::namespace("spread-outbox");
+    let keys = Keys::new(&ns);
+    let queues = queues_on_every_master(&cluster, &keys);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let admin = Admin::connect(&cluster.url(1), &ns)
+            .await
+            .expect("admin on a spread namespace");
+        let mut con = admin.con();
+        let now = redis_now(&mut con).await;
+        let beat = resq::time::heartbeat(chrono::DateTime::from_timestamp(now, 0).unwrap());
+        let entry = |id: &str, q: &str| {
+            format!(
+                r#"{{"failed_at":"2026/11/29 10:00:00 UTC","payload":{{"class":"Job","args":[]}},"exception":"RuntimeError","error":"boom","backtrace":[],"worker":"{id}","queue":"{q}"}}"#
+            )
+        };
+        let (mut gone, mut live) = (Vec::new(), Vec::new());
+        for (n, q) in queues.iter().enumerate() {
+            // Unregistered by someone else: only its outbox and index entry are left.
+            let g = spread_id(&keys, "elsewhere~resq", 777, n, q);
+            let _: () = con.sadd(keys.outboxes(), &g).await.unwrap();
+            let _: () = con.rpush(keys.outbox(&g), entry(&g, q)).await.unwrap();
+            gone.push((g.clone(), entry(&g, q)));
+            // Registered, alive: its outbox is its own step's business.
+            let l = spread_id(&keys, "elsewhere~resq", 778, n, q);
+            let _: () = con.hset(keys.heartbeats(), &l, &beat).await.unwrap();
+            let _: () = con.sadd(keys.outboxes(), &l).await.unwrap();
+            let _: () = con
+                .set(keys.worker_started(&l), "2026-11-29 09:00:00 +0000")
+                .await
+                .unwrap();
+            let _: () = con.sadd(keys.workers(), &l).await.unwrap();
+            let _: () = con.rpush(keys.outbox(&l), entry(&l, q)).await.unwrap();
+            live.push(l);
+        }
+
+        let out = admin.prune(FIVE_MIN, false).await.expect("prune round");
+        assert!(out.locked);
+        assert!(out.pruned.is_empty(), "{:?}", out.pruned);
+
+        let mut failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+        failed.sort();
+        let mut want: Vec<String> = gone.iter().map(|(_, e)| e.clone()).collect();
+        want.sort();
+        assert_eq!(failed, want, "each unregistered slot's entry listed, once");
+        let indexed: BTreeSet<String> = con.smembers(keys.outboxes()).await.unwrap();
+        assert_eq!(indexed, live.iter().cloned().collect::<BTreeSet<_>>());
+        for (id, _) in &gone {
+            let n: usize = con.llen(keys.outbox(id)).await.unwrap();
+            assert_eq!(n, 0, "{id}'s outbox left");
+        }
+        for id in &live {
+            let n: usize = con.llen(keys.outbox(id)).await.unwrap();
+            assert_eq!(n, 1, "a live slot's outbox was touched");
+        }
+    });
+    assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
+}

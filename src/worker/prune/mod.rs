@@ -22,8 +22,9 @@
 //! atomic script (`prune.lua`) that applies only while the heartbeat and the record are still
 //! what the round judged by — except on a spread cluster namespace, where the id's keys are in
 //! several slots: there the job's shared writes come first and the record's slot is one atomic
-//! step of its own ([`spread`]); the round's other steps (claims, limits, tracked jobs,
-//! workflows: features refused on such a namespace) are not made there.
+//! step of its own ([`spread`]); the round then moves the outboxes of slots someone else
+//! unregistered (`spread::sweep_outboxes`), and its other steps (claims, limits, tracked
+//! jobs, workflows: features refused on such a namespace) are not made there.
 //!
 //! What resq refuses to prune, where Ruby's pruner would raise and abort (wire notes §3.3
 //! step 7): ids that do not split into three fields with a non-empty queue list, heartbeats
@@ -244,6 +245,13 @@ impl Pruner {
             }
         }
         if self.keys.is_spread() {
+            let swept = spread::sweep_outboxes(con, &self.keys).await;
+            if let Some(n @ 1..) = unless_permanent(swept, "move unregistered slots' outboxes")? {
+                tracing::warn!(
+                    ids = n,
+                    "moved the failure entries of slots someone else unregistered to the failed list"
+                );
+            }
             // Claims, limits, tracked jobs and workflows are refused on a spread namespace;
             // their steps' scripts hold keys of several slots.
             return Ok(report);

@@ -19,7 +19,7 @@
 //! 3. the record-slot step (`prune_slot.lua`) removes the record and the id's other keys of
 //!    that slot, putting the job back when its queue is there;
 //! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted;
-//! 5. the id leaves `<ns>:workers`; its heartbeat field goes last.
+//! 5. the id leaves `<ns>:workers`, then the outbox index; its heartbeat field goes last.
 //!
 //! A crash anywhere leaves the job in Redis: before 3 the record still holds it (and the next
 //! round, the heartbeat still expired, does it again: a failure entry or a queue entry may then
@@ -116,9 +116,60 @@ pub(super) async fn prune<C: ConnectionLike + Send>(
         w.run(con).await?;
     }
     Checked::new().srem(&keys.workers(), j.id).run(con).await?;
+    Checked::new().srem(&keys.outboxes(), j.id).run(con).await?;
     Checked::new()
         .hdel(&keys.heartbeats(), j.id)
         .run(con)
         .await?;
     Ok(1)
+}
+
+/// Ids of the outbox index a page of the sweep reads.
+const SWEEP_PAGE: usize = 500;
+
+/// Moves to `<ns>:failed` the outboxes of ids someone else unregistered — Ruby's pruning or
+/// resque-web, which know nothing of outboxes — and takes them out of the outbox index
+/// (`<ns>:resq:outboxes`): the members whose heartbeat field is gone when read after the member
+/// (the index is written after the heartbeat and cleared before it: `lifecycle`). A page of
+/// members at a time; how many ids it settled.
+pub(super) async fn sweep_outboxes<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+) -> RedisResult<usize> {
+    let mut cursor = 0u64;
+    let mut settled = 0;
+    loop {
+        let (next, members): (u64, Vec<String>) = redis::cmd("SSCAN")
+            .arg(keys.outboxes())
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(SWEEP_PAGE)
+            .query_async(con)
+            .await?;
+        if !members.is_empty() {
+            let beats: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(keys.heartbeats())
+                .arg(&members)
+                .query_async(con)
+                .await?;
+            let gone: Vec<&str> = members
+                .iter()
+                .zip(&beats)
+                .filter(|(_, beat)| beat.is_none())
+                .map(|(id, _)| id.as_str())
+                .collect();
+            if !gone.is_empty() {
+                crate::worker::step::spread::move_outboxes(con, keys, &gone).await?;
+                Checked::new()
+                    .srem(&keys.outboxes(), &gone)
+                    .run(con)
+                    .await?;
+                settled += gone.len();
+            }
+        }
+        if next == 0 {
+            return Ok(settled);
+        }
+        cursor = next;
+    }
 }
