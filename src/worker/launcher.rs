@@ -200,6 +200,10 @@ impl Worker {
                 placed.push((config.clone(), i + 1, g.queues.clone()));
             }
         }
+        // More slots than CONCURRENCY (a spread namespace's slots per queue): at most
+        // CONCURRENCY jobs at once all the same.
+        let bound = (states.len() > cfg.concurrency)
+            .then(|| Arc::new(tokio::sync::Semaphore::new(cfg.concurrency)));
         let mut slots = JoinSet::new();
         for (state, (config, index, queues)) in states.iter().zip(placed) {
             let slot = Slot {
@@ -222,6 +226,10 @@ impl Worker {
                 at_least_once: cfg.at_least_once,
                 keys: keys.clone(),
                 term_timeout: cfg.term_timeout,
+                gate: bound
+                    .clone()
+                    .map(super::slot::Gate::bounded)
+                    .unwrap_or_default(),
             };
             slots.spawn(slot.run());
         }

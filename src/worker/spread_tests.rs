@@ -116,11 +116,14 @@ async fn register_and_unregister_spread_ids_leave_rubys_keys_in_each_queues_slot
         .await
         .expect("register (no CROSSSLOT)");
     let registered = (calls("fcall"), calls("time"));
-    // One call for the heartbeats, one per slot (three), one for the members; one TIME.
+    // One call for the heartbeats, one for the outbox index, one per slot (three), one for the
+    // members; one TIME.
     assert_eq!(
         (registered.0 - before.0, registered.1 - before.1),
-        (ids.len() as u64 + 2, 1)
+        (ids.len() as u64 + 3, 1)
     );
+    let indexed: BTreeSet<String> = con.smembers(keys.outboxes()).await.unwrap();
+    assert_eq!(indexed, ids.iter().cloned().collect());
 
     let members: BTreeSet<String> = con.smembers(keys.workers()).await.unwrap();
     assert_eq!(members, ids.iter().cloned().collect());
@@ -136,17 +139,21 @@ async fn register_and_unregister_spread_ids_leave_rubys_keys_in_each_queues_slot
             "{id}'s keys are on its queue's node"
         );
     }
-    let expected: BTreeSet<String> = [keys.workers(), keys.heartbeats()]
+    let expected: BTreeSet<String> = [keys.workers(), keys.heartbeats(), keys.outboxes()]
         .into_iter()
         .chain(ids.iter().map(|id| keys.worker_started(id)))
         .collect();
-    assert_eq!(all_keys(&keys), expected, "exactly Ruby's keys");
+    assert_eq!(
+        all_keys(&keys),
+        expected,
+        "exactly Ruby's keys, and the outbox index"
+    );
 
     let before = calls("fcall");
     lifecycle::unregister(&mut con, &keys, &ids)
         .await
         .expect("unregister (no CROSSSLOT)");
-    assert_eq!(calls("fcall") - before, ids.len() as u64 + 2);
+    assert_eq!(calls("fcall") - before, ids.len() as u64 + 3);
     assert_eq!(all_keys(&keys), BTreeSet::new(), "nothing left");
 }
 

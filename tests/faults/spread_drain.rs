@@ -267,3 +267,83 @@ fn a_ruby_cluster_client_pushes_with_the_recipe_and_resq_runs_the_jobs() {
     });
     quit_cleanly(&cluster, &ns, &mut w);
 }
+
+/// A process given queues on three masters runs `CONCURRENCY` slots for each queue, and at
+/// most `CONCURRENCY` jobs at once over them all, handing its turn on between the queues: every
+/// queue's jobs run, and the number running at once reaches the bound and never passes it.
+#[test]
+fn slots_for_every_queue_run_at_most_concurrency_jobs_at_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    require_tools();
+    let root = topology::temp_dir("cluster-spread-bound");
+    let cluster = Cluster::start(&root, 3, 0);
+    let ns = support::namespace("spread-bound");
+    let names: Vec<String> = queue_per_master(&cluster, &ns)
+        .into_iter()
+        .map(|(q, _)| q)
+        .collect();
+    const PER_QUEUE: usize = 20;
+    const CONCURRENCY: usize = 2;
+    for q in &names {
+        let jobs: Vec<String> = (0..PER_QUEUE)
+            .map(|i| format!(r#"{{"class":"Hold","args":["{q}",{i}]}}"#))
+            .collect();
+        push(&cluster, &ns, q, &jobs);
+    }
+    #[derive(Default)]
+    struct Gauge {
+        now: AtomicUsize,
+        max: AtomicUsize,
+        done: AtomicUsize,
+    }
+    let gauge = Arc::new(Gauge::default());
+    let g = gauge.clone();
+    let registry = resq::Registry::new().handler("Hold", move |_ctx: resq::JobContext| {
+        let g = g.clone();
+        async move {
+            let n = g.now.fetch_add(1, SeqCst) + 1;
+            g.max.fetch_max(n, SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            g.now.fetch_sub(1, SeqCst);
+            g.done.fetch_add(1, SeqCst);
+            Ok(())
+        }
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let worker = resq::Worker::builder()
+            .redis_url(cluster.url(2))
+            .namespace(ns.as_str())
+            .queues(&names.join(","))
+            .expect("queues")
+            .concurrency(CONCURRENCY)
+            .registry(registry)
+            .build()
+            .expect("config")
+            .start()
+            .await
+            .expect("start");
+        assert_eq!(worker.ids().len(), CONCURRENCY * names.len());
+        let total = PER_QUEUE * names.len();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        while gauge.done.load(SeqCst) < total {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of {total} jobs ran",
+                gauge.done.load(SeqCst)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        worker.stop(resq::Phase::Quit);
+        worker.wait().await.expect("clean exit");
+    });
+    assert_eq!(
+        gauge.max.load(SeqCst),
+        CONCURRENCY,
+        "jobs running at once over the process's queues"
+    );
+}

@@ -19,7 +19,8 @@
 //! 3. the record-slot step (`prune_slot.lua`) removes the record and the id's other keys of
 //!    that slot, putting the job back when its queue is there;
 //! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted;
-//! 5. the id leaves `<ns>:workers`, then the outbox index; its heartbeat field goes last.
+//! 5. the id leaves `<ns>:workers`; its heartbeat field goes last (the round's outbox sweep,
+//!    [`sweep_outboxes`], then takes it out of the outbox index).
 //!
 //! A crash anywhere leaves the job in Redis: before 3 the record still holds it (and the next
 //! round, the heartbeat still expired, does it again: a failure entry or a queue entry may then
@@ -116,7 +117,6 @@ pub(super) async fn prune<C: ConnectionLike + Send>(
         w.run(con).await?;
     }
     Checked::new().srem(&keys.workers(), j.id).run(con).await?;
-    Checked::new().srem(&keys.outboxes(), j.id).run(con).await?;
     Checked::new()
         .hdel(&keys.heartbeats(), j.id)
         .run(con)

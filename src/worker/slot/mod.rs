@@ -42,6 +42,9 @@ use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
 mod claims;
+mod gate;
+
+pub(crate) use gate::Gate;
 
 /// How long, after the process aborts, a slot keeps trying to write its last completion.
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(2);
@@ -100,6 +103,8 @@ pub(crate) struct Slot {
     pub keys: Keys,
     /// `RESQUE_TERM_TIMEOUT`: how long after QUIT a completion Redis refuses is retried.
     pub term_timeout: Duration,
+    /// The process's bound on jobs at once, when it has more slots than that.
+    pub gate: Gate,
 }
 
 /// How a slot ended.
@@ -185,7 +190,19 @@ impl Slot {
         let mut full = false;
         loop {
             let phase = *self.shutdown.borrow();
-            let take = phase == Phase::Running && !self.fetch.locally_paused();
+            let mut take = phase == Phase::Running && !self.fetch.locally_paused();
+            if take && !self.gate.try_hold() {
+                // The process runs as many jobs as it may: the last job's end goes alone, then
+                // the slot waits its turn.
+                take = false;
+                if pending.is_none() {
+                    tokio::select! {
+                        _ = self.gate.hold() => {}
+                        _ = shutdown::reached(&mut self.shutdown, Phase::Quit) => {}
+                    }
+                    continue;
+                }
+            }
             if !take && pending.is_none() {
                 if phase != Phase::Running {
                     return Stopped::Clean(self.state.id.clone());
@@ -221,14 +238,19 @@ impl Slot {
             if !take {
                 continue;
             }
+            if !matches!(reply, Reply::Job(..) | Reply::Claim(_)) {
+                self.gate.release();
+            }
             match reply {
                 Reply::Job(record, started) => {
                     pending = self
                         .run_job(Reserved::Record(record, started), limited)
                         .await;
+                    self.gate.release();
                 }
                 Reply::Claim(c) => {
                     (pending, limited) = self.claimed(c, &mut trouble).await;
+                    self.gate.release();
                 }
                 Reply::Empty if self.fetch.locally_paused() => {}
                 Reply::Empty => {

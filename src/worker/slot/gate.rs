@@ -1,0 +1,88 @@
+//! The process's bound on jobs at once when it has more slots than `CONCURRENCY` (a spread
+//! namespace: `CONCURRENCY` slots for each queue, so one busy queue can use them all, and at
+//! most `CONCURRENCY` jobs running in the process).
+//!
+//! A slot holds a permit from before its reserve until its step brings no job back, and after
+//! each job hands it on when another slot waits for one (the semaphore serves waiters first, in
+//! the order they came), so a busy queue does not keep the others out. Unbounded (every other
+//! layout: the slots are the bound) it holds nothing and costs nothing.
+
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// One slot's side of the process's bound.
+#[derive(Default)]
+pub(crate) struct Gate {
+    /// The process's permits (`None`: no bound).
+    permits: Option<Arc<Semaphore>>,
+    /// The permit the slot holds.
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl Gate {
+    /// A slot's side of `permits`.
+    pub(crate) fn bounded(permits: Arc<Semaphore>) -> Self {
+        Gate {
+            permits: Some(permits),
+            held: None,
+        }
+    }
+
+    /// Whether the slot may reserve now: it holds a permit, or took one without waiting.
+    pub(crate) fn try_hold(&mut self) -> bool {
+        let Some(permits) = &self.permits else {
+            return true;
+        };
+        if self.held.is_none() {
+            self.held = permits.clone().try_acquire_owned().ok();
+        }
+        self.held.is_some()
+    }
+
+    /// Waits for a permit (at once when unbounded or already held).
+    pub(crate) async fn hold(&mut self) {
+        if let (Some(permits), None) = (&self.permits, &self.held) {
+            self.held = permits.clone().acquire_owned().await.ok();
+        }
+    }
+
+    /// Gives the permit back (to the first slot waiting, if any).
+    pub(crate) fn release(&mut self) {
+        self.held = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_released_permit_goes_to_the_slot_that_waits_for_it() {
+        let permits = Arc::new(Semaphore::new(1));
+        let mut a = Gate::bounded(permits.clone());
+        let mut b = Gate::bounded(permits);
+        assert!(a.try_hold());
+        assert!(!b.try_hold(), "a second job while the bound is reached");
+        let waiting = tokio::spawn(async move {
+            b.hold().await;
+            b
+        });
+        // On this one-thread runtime the task runs until it waits for the permit.
+        tokio::task::yield_now().await;
+        a.release();
+        assert!(
+            !a.try_hold(),
+            "the released permit went to the slot waiting for it"
+        );
+        let mut b = waiting.await.expect("b");
+        b.release();
+        assert!(a.try_hold());
+    }
+
+    #[test]
+    fn unbounded_always_admits() {
+        let mut g = Gate::default();
+        assert!(g.try_hold());
+        assert!(g.try_hold());
+    }
+}
