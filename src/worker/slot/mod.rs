@@ -246,11 +246,11 @@ impl Slot {
                     pending = self
                         .run_job(Reserved::Record(record, started), limited)
                         .await;
-                    self.gate.release();
+                    self.gate.job_done();
                 }
                 Reply::Claim(c) => {
                     (pending, limited) = self.claimed(c, &mut trouble).await;
-                    self.gate.release();
+                    self.gate.job_done();
                 }
                 Reply::Empty if self.fetch.locally_paused() => {}
                 Reply::Empty => {
