@@ -25,6 +25,8 @@ pub(crate) mod mover;
 pub(crate) mod recurring;
 pub(crate) mod schedule;
 mod spread;
+#[cfg(test)]
+mod spread_tests;
 pub mod store;
 
 use crate::client::FloatFormat;
