@@ -546,4 +546,29 @@ fn recurring_schedules_and_delayed_actions_work_on_the_spread_namespace() {
     rt.block_on(async {
         assert!(admin.remove_schedule("ticker").await.expect("remove"));
     });
+
+    // The CLI: a delayed enqueue, a stored schedule added, listed and removed.
+    let resq = |args: &[&str]| -> String {
+        let out = std::process::Command::new(support::resq_bin())
+            .args(["--url", url.as_str(), "--namespace", ns.as_str()])
+            .args(args)
+            .output()
+            .expect("resq");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    resq(&["enqueue", "--in", "3600", "--queue", q, "Later", "1"]);
+    resq(&[
+        "schedule", "add", "nightly", "--queue", q, "--class", "N", "--every", "1h",
+    ]);
+    assert!(resq(&["schedule", "list"]).contains("nightly"));
+    resq(&["schedule", "remove", "nightly"]);
+    assert!(!resq(&["schedule", "list"]).contains("nightly"));
+    let filed = delayed_keys(&cluster, &ns);
+    assert_eq!(filed.len(), 3, "bucket, reverse index, zset: {filed:?}");
+    assert!(resq(&["delayed", "list"]).contains("Later"));
 }
