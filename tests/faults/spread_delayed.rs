@@ -572,3 +572,83 @@ fn recurring_schedules_and_delayed_actions_work_on_the_spread_namespace() {
     assert_eq!(filed.len(), 3, "bucket, reverse index, zset: {filed:?}");
     assert!(resq(&["delayed", "list"]).contains("Later"));
 }
+
+#[test]
+fn a_ruby_cluster_client_reads_resqs_delayed_items_and_files_its_own_for_resq_to_move() {
+    require_tools();
+    topology::require("ruby", "ruby-redis");
+    let root = topology::temp_dir("spread-delayed-ruby");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(2);
+    let ns = support::namespace("spread-delayed-ruby");
+    let q = queue_per_master(&cluster, &ns)[0].0.clone();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let client = rt
+        .block_on(resq::Client::connect(&url, &ns))
+        .expect("connect");
+    let later = chrono::Utc::now().timestamp() + 3600;
+    let due = chrono::Utc::now().timestamp() - 5;
+    rt.block_on(async {
+        client
+            .delayed_push(later, &q, "Mailer", &[json!(1), json!("a")])
+            .await
+            .expect("delayed_push");
+    });
+    // Ruby (redis-rb 4.8's cluster client, redis-namespace) reads resq's item as
+    // resque-scheduler would, and files one of its own as resque-scheduler's delayed_push does
+    // (three commands, one key each: they work across slots).
+    let script = r##"
+        require 'redis'
+        require 'redis-namespace'
+        require 'json'
+        seed, ns, queue, later, due = ARGV
+        redis = Redis::Namespace.new(ns, redis: Redis.new(cluster: [seed]))
+        item = redis.lrange("delayed:#{later}", 0, -1).first
+        puts "zset #{redis.zrange('delayed_queue_schedule', 0, -1, with_scores: true).inspect}"
+        puts "item #{item}"
+        puts "index #{redis.smembers("timestamps:#{item}").inspect}"
+        mine = JSON.generate('class' => 'RubyJob', 'args' => [7], 'queue' => queue)
+        redis.rpush("delayed:#{due}", mine)
+        redis.sadd("timestamps:#{mine}", ["delayed:#{due}"])
+        redis.zadd('delayed_queue_schedule', due.to_i, due.to_i)
+    "##;
+    let seed = format!("redis://127.0.0.1:{}", cluster.nodes[0].port);
+    let out = std::process::Command::new("ruby")
+        .args(["-W0", "-e", script, &seed, &ns, &q])
+        .arg(later.to_string())
+        .arg(due.to_string())
+        .output()
+        .expect("ruby runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let item = format!(r#"{{"class":"Mailer","args":[1,"a"],"queue":"{q}"}}"#);
+    for want in [
+        format!(r#"zset [["{later}", {later}.0]]"#),
+        format!("item {item}"),
+        format!(r#"index ["delayed:{later}"]"#),
+    ] {
+        assert!(stdout.contains(&want), "Ruby lacks {want:?}:\n{stdout}");
+    }
+    rt.block_on(async {
+        let s = scheduler(&url, &ns, "after-ruby:1").await;
+        drain(&s).await;
+    });
+    assert_eq!(
+        list(&cluster, &format!("{ns}:queue:{q}")),
+        vec![r#"{"class":"RubyJob","args":[7]}"#.to_string()]
+    );
+    let left = delayed_keys(&cluster, &ns);
+    assert_eq!(
+        left,
+        BTreeSet::from([
+            format!("delayed:{later}"),
+            format!("timestamps:{item}"),
+            "delayed_queue_schedule".to_string()
+        ]),
+        "only the item due later is left"
+    );
+}
