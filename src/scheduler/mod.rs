@@ -11,8 +11,8 @@
 //!
 //! On a namespace spread over a Redis Cluster's slots each of these is a row of single-slot
 //! steps instead (`spread`: a due job or an occurrence may be enqueued twice there, never lost
-//! or skipped). On stop, the lock is released if still ours. Redis errors are logged and the next tick tries
-//! again. Runs in a worker process (`RESQ_SCHEDULER=1` or [`crate::WorkerBuilder::scheduler`])
+//! or skipped). On stop, the lock is released if still ours. Redis errors are logged and the
+//! next tick tries again. Runs in a worker process (`RESQ_SCHEDULER=1` or [`crate::WorkerBuilder::scheduler`])
 //! or alone (`resq scheduler`). Modules: `job` (item → job), `schedule` (cron/every),
 //! [`store`] (`persistent_schedules`), `admin` (what the scheduler adds to
 //! [`crate::admin::Admin`]: run a delayed item now or delete it, list and enqueue stored
