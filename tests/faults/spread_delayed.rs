@@ -652,3 +652,49 @@ fn a_ruby_cluster_client_reads_resqs_delayed_items_and_files_its_own_for_resq_to
         "only the item due later is left"
     );
 }
+
+#[test]
+fn only_the_lock_holder_moves_and_a_stopped_scheduler_hands_the_lock_over() {
+    require_tools();
+    let root = topology::temp_dir("spread-delayed-lock");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(2);
+    let ns = support::namespace("spread-delayed-lock");
+    let q = queue_per_master(&cluster, &ns)[2].0.clone();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let client = rt
+        .block_on(resq::Client::connect(&url, &ns))
+        .expect("connect");
+    let due = chrono::Utc::now().timestamp() - 5;
+    let lock = format!("{ns}:{ns}:resque_scheduler_master_lock");
+    rt.block_on(async {
+        let a = scheduler(&url, &ns, "host-a:1").await;
+        let b = scheduler(&url, &ns, "host-b:2").await;
+        assert!(a.tick().await.expect("tick").master);
+        // resque-scheduler's lock: its key, `<host>:<pid>`, a TTL.
+        let mut con = on_owner(&cluster, &lock);
+        let held: Option<String> = con.get(&lock).expect("GET");
+        assert_eq!(held.as_deref(), Some("host-a:1"));
+        let ttl: i64 = con.ttl(&lock).expect("TTL");
+        assert!(ttl > 0 && ttl <= 180, "{ttl}");
+        client
+            .delayed_push(due, &q, "Echo", &[json!(1)])
+            .await
+            .expect("delayed_push");
+        let t = b.tick().await.expect("tick");
+        assert!(!t.master && t.moved == 0, "{t:?}");
+        assert_eq!(client.delayed_queue_schedule_size().await.expect("size"), 1);
+        // Stopped, A gives the lock up; B takes it and moves the job.
+        let (tx, rx) = tokio::sync::watch::channel(true);
+        a.run(rx).await;
+        drop(tx);
+        let gone: Option<String> = con.get(&lock).expect("GET");
+        assert_eq!(gone, None, "the lock was not released");
+        let t = b.tick().await.expect("tick");
+        assert!(t.master && t.moved == 1, "{t:?}");
+    });
+    assert_eq!(
+        list(&cluster, &format!("{ns}:queue:{q}")),
+        vec![r#"{"class":"Echo","args":[1]}"#.to_string()]
+    );
+}
