@@ -154,10 +154,11 @@ fn delayed_jobs_due_now_and_later_move_to_queues_on_every_master_and_run() {
 
     let names: Vec<&str> = queues.iter().map(|(q, _)| q.as_str()).collect();
     let joined = names.join(",");
+    // Two slots per queue: six ids (all read, so the worker's stdout stays open).
     let mut w = WorkerProc::start(
         &url,
         &ns,
-        2,
+        2 * names.len(),
         &[
             ("CONCURRENCY", "2"),
             ("QUEUES", joined.as_str()),
