@@ -8,8 +8,10 @@ use crate::keys::Keys;
 use crate::testing::{self, cluster::cluster};
 use redis::AsyncCommands;
 
-/// A spread namespace on the cluster (the library loaded on every node) and its connection.
-async fn spread(prefix: &str) -> (Conn, Keys) {
+/// A spread namespace on the cluster (the library loaded on every node), its connection, and
+/// the cluster held for this test (`SERIAL`: other tests count the cluster's commands).
+async fn spread(prefix: &str) -> (Conn, Keys, tokio::sync::MutexGuard<'static, ()>) {
+    let serial = crate::testing::cluster::SERIAL.lock().await;
     let c = cluster();
     for &p in &c.ports {
         let node = redis::Client::open(format!("redis://127.0.0.1:{p}")).expect("node url");
@@ -21,7 +23,7 @@ async fn spread(prefix: &str) -> (Conn, Keys) {
     let endpoint = Endpoint::open(&c.url()).expect("cluster url");
     let keys = endpoint.keys(&testing::namespace(prefix)).expect("keys");
     assert!(keys.is_spread());
-    (endpoint.connect().await.expect("connect"), keys)
+    (endpoint.connect().await.expect("connect"), keys, serial)
 }
 
 /// Files `item` in bucket `ts` as a producer does (bucket, reverse index, zset).
@@ -48,7 +50,7 @@ async fn member(con: &mut Conn, keys: &Keys, ts: i64) -> Option<f64> {
 
 #[tokio::test]
 async fn settling_a_bucket_a_producer_filled_meanwhile_keeps_its_member() {
-    let (mut con, keys) = spread("sched-settle").await;
+    let (mut con, keys, _serial) = spread("sched-settle").await;
     // The mover found bucket 100 empty; before its ZREM a producer pushed the bucket and added
     // the member (ZADD of a member already there): without the re-check, the ZREM would leave
     // the item in a bucket no scheduler sees.
@@ -72,7 +74,7 @@ async fn settling_a_bucket_a_producer_filled_meanwhile_keeps_its_member() {
 
 #[tokio::test]
 async fn items_are_taken_from_a_changed_bucket_one_copy_each() {
-    let (mut con, keys) = spread("sched-take").await;
+    let (mut con, keys, _serial) = spread("sched-take").await;
     let [a, b, c] = ["A", "B", "C"].map(|x| format!(r#"{{"class":"{x}","args":[],"queue":"q"}}"#));
     for item in [&a, &b, &c, &a] {
         file(&mut con, &keys, 300, item).await;

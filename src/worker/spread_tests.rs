@@ -10,7 +10,10 @@ use super::slot::SlotState;
 use crate::conn::{Conn, Endpoint};
 use crate::identity::WorkerId;
 use crate::keys::Keys;
-use crate::testing::{self, cluster::cluster};
+use crate::testing::{
+    self,
+    cluster::{cluster, SERIAL},
+};
 use crate::wire::time;
 use redis::AsyncCommands;
 use serde_json::Value;
@@ -20,9 +23,6 @@ use std::time::Duration;
 
 /// A pid that is not running (pids are below 2^22 on Linux).
 const DEAD_PID: u32 = 4_194_301;
-
-/// Held by each test on the cluster, so one test's command counts are its own.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `cmdstat_<cmd>` calls summed over the cluster's nodes.
 fn calls(cmd: &str) -> u64 {
