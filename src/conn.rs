@@ -229,6 +229,14 @@ impl Conn {
         self.origin.connect().await
     }
 
+    /// The keys of `namespace` where this connection goes: spread over the slots on a Redis
+    /// Cluster when it has no hash tag ([`Endpoint::keys`]).
+    pub(crate) fn keys(&self, namespace: &str) -> crate::keys::Keys {
+        self.origin
+            .keys(namespace)
+            .unwrap_or_else(|_| crate::keys::Keys::new(namespace))
+    }
+
     /// Where the connection goes, for messages (`127.0.0.1:6380`).
     pub fn label(&self) -> &str {
         &self.label

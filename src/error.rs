@@ -64,8 +64,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Refuses `feature` on a namespace spread over a Redis Cluster's slots
 /// ([`crate::keys::Keys::is_spread`]) with [`Error::Spread`]: what writes keys of several slots
-/// in one step (tracked, unique and delayed jobs, batches and flows, limits, recurring
-/// schedules, Jesque's zset queues) is not available there. Called before anything is written.
+/// in one step (tracked and unique jobs, batches and flows, limits, Jesque's zset queues) is
+/// not available there. Called before anything is written.
 pub(crate) fn not_spread(keys: &crate::keys::Keys, feature: &'static str) -> Result<()> {
     if keys.is_spread() {
         return Err(Error::Spread {

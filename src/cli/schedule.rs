@@ -114,9 +114,6 @@ struct Row {
 pub(crate) async fn run_schedule(target: &Target, cmd: ScheduleCmd, json: bool) -> Result<()> {
     let (mut con, keys) = target.con_keys().await?;
     let tz = SchedulerConfig::from_env()?.time_zone;
-    if !matches!(cmd, ScheduleCmd::List) {
-        crate::error::not_spread(&keys, "recurring schedules")?;
-    }
     match cmd {
         ScheduleCmd::List => {
             let rows: Vec<Row> = store::list(&mut con.clone(), &keys)

@@ -6,8 +6,9 @@
 //! * `SADD <ns>:timestamps:<item> delayed:<secs>`
 //! * `ZADD <ns>:delayed_queue_schedule <secs> <secs>`
 //!
-//! in one MULTI (Ruby sends them as three commands). `<secs>` is the due time truncated to whole
-//! seconds; a due time not after now enqueues at once, as Ruby does.
+//! in one MULTI (Ruby sends them as three commands; on a namespace spread over a Redis Cluster's
+//! slots resq does too, in that order: [`Client::delayed_push_raw`]). `<secs>` is the due time
+//! truncated to whole seconds; a due time not after now enqueues at once, as Ruby does.
 
 use super::{encode, validate, Client};
 use crate::error::Result;
@@ -44,9 +45,6 @@ impl Client {
         args: &[Value],
     ) -> Result<Scheduled> {
         validate(queue, class)?;
-        if epoch_secs(at) > epoch_secs(Utc::now()) {
-            crate::error::not_spread(&self.keys, "delayed jobs")?;
-        }
         let due = std::sync::Mutex::new(None);
         let job = crate::middleware::Outgoing {
             queue: queue.to_string(),
@@ -100,13 +98,32 @@ impl Client {
 
     /// Files an already-encoded item due at `ts`.
     pub async fn delayed_push_raw(&self, ts: i64, item: &str) -> Result<()> {
-        crate::error::not_spread(&self.keys, "delayed jobs")?;
+        if self.keys.is_spread() {
+            return self.delayed_push_spread(ts, item).await;
+        }
         crate::scripts::Checked::new()
             .rpush(&self.keys.delayed_bucket(ts), item)
             .sadd(&self.keys.timestamps(item), Keys::delayed_bucket_member(ts))
             .zadd(&self.keys.delayed_schedule(), ts, ts)
             .run(&mut self.con())
             .await?;
+        Ok(())
+    }
+
+    /// [`Client::delayed_push_raw`] on a namespace spread over a Redis Cluster's slots, where
+    /// the three keys are in three slots (docs/cluster.md): the same three writes, one command
+    /// each, in the order that cannot lose the job — the bucket first, the reverse index, the
+    /// zset last (it makes the bucket visible to the scheduler, whose mover cleans a member
+    /// only after reading the bucket again). A crash or an error between them leaves an item
+    /// that no scheduler sees yet (the call failed, so the caller knows it is not scheduled);
+    /// it runs with the next item scheduled for the same second, whose `ZADD` makes it visible.
+    async fn delayed_push_spread(&self, ts: i64, item: &str) -> Result<()> {
+        let mut con = self.con();
+        let _: i64 = con.rpush(self.keys.delayed_bucket(ts), item).await?;
+        let _: i64 = con
+            .sadd(self.keys.timestamps(item), Keys::delayed_bucket_member(ts))
+            .await?;
+        let _: i64 = con.zadd(self.keys.delayed_schedule(), ts, ts).await?;
         Ok(())
     }
 
@@ -121,12 +138,25 @@ impl Client {
     /// Removes every delayed copy of an encoded item (`SMEMBERS timestamps:<item>`, then `LREM`
     /// + `SREM` per bucket in one MULTI).
     pub async fn remove_delayed_raw(&self, item: &str) -> Result<u64> {
-        crate::error::not_spread(&self.keys, "delayed jobs")?;
         let mut con = self.con();
         let ts_key = self.keys.timestamps(item);
         let members: Vec<String> = con.smembers(&ts_key).await?;
         if members.is_empty() {
             return Ok(0);
+        }
+        if self.keys.is_spread() {
+            // The bucket and the reverse index are in different slots: each bucket's `LREM`
+            // first, then its member (a crash between leaves a member naming a bucket without
+            // the item, which the next removal drops, as Ruby's removal does).
+            let mut removed = 0;
+            for m in &members {
+                if let Some(ts) = member_ts(m) {
+                    let n: u64 = con.lrem(self.keys.delayed_bucket(ts), 0, item).await?;
+                    removed += n;
+                }
+                let _: u64 = con.srem(&ts_key, m.as_str()).await?;
+            }
+            return Ok(removed);
         }
         let mut w = crate::scripts::Checked::new();
         let mut lrems = Vec::new();

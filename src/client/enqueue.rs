@@ -209,7 +209,6 @@ impl Client {
         }
         match job.at.map(super::delayed::epoch_secs) {
             Some(ts) if ts > super::delayed::epoch_secs(chrono::Utc::now()) => {
-                crate::error::not_spread(&self.keys, "delayed jobs")?;
                 let item = encode::scheduler_item(
                     &job.queue,
                     &job.class,

@@ -6,7 +6,9 @@
 //! Taking an item out is one script (`delayed_take.lua`): `LREM 1` of its bytes, the reverse
 //! index and an emptied bucket cleaned as resque-scheduler cleans them, and — for "run now" —
 //! the job pushed as resque-scheduler's `enqueue_from_config` would ([`super::job::from_item`]:
-//! the item's `queue` is not carried into the job).
+//! the item's `queue` is not carried into the job). On a namespace spread over a Redis
+//! Cluster's slots the job is pushed first and the item taken out after, each a single-slot
+//! step (`super::spread`).
 
 use super::{job, store};
 use crate::admin::{element_id, text, Admin, DelayedAction, Taken};
@@ -26,7 +28,6 @@ impl Admin {
         action: DelayedAction,
         format: FloatFormat,
     ) -> Result<Taken> {
-        crate::error::not_spread(self.keys(), "delayed jobs")?;
         let mut con = self.con();
         let k = self.keys();
         let bucket = k.delayed_bucket(ts);
@@ -48,6 +49,17 @@ impl Admin {
                 (j.queue, j.payload)
             }
         };
+        if k.is_spread() {
+            // The bucket, the zset, the reverse index and the queue are in different slots:
+            // the job pushed first, the item taken out after (a crash between, or the
+            // scheduler moving it meanwhile, enqueues it twice at worst; never loses it).
+            if !queue.is_empty() {
+                super::spread::push_jobs(&mut con, k, &[(queue, payload)]).await?;
+            }
+            let taken = super::spread::take(&mut con, k, ts, &[bytes.as_slice()]).await?;
+            let done = taken > 0 || matches!(action, DelayedAction::RunNow);
+            return Ok(if done { Taken::Done } else { Taken::Gone });
+        }
         let queue_key = if queue.is_empty() {
             bucket.clone()
         } else {
@@ -87,21 +99,18 @@ impl Admin {
         config: &serde_json::Map<String, Value>,
         default_tz: chrono_tz::Tz,
     ) -> Result<()> {
-        crate::error::not_spread(self.keys(), "recurring schedules")?;
         store::add(&mut self.con(), self.keys(), name, config, default_tz).await
     }
 
     /// Removes stored schedule `name` (resque-scheduler's `remove_schedule`); whether it
     /// existed.
     pub async fn remove_schedule(&self, name: &str) -> Result<bool> {
-        crate::error::not_spread(self.keys(), "recurring schedules")?;
         store::remove(&mut self.con(), self.keys(), name).await
     }
 
     /// Enqueues stored schedule `name` now, as resque-scheduler's web "Queue now" does
     /// (`enqueue_from_config`; `last_enqueued_at` is left to the scheduler). Returns the queue.
     pub async fn enqueue_schedule_now(&self, name: &str, format: FloatFormat) -> Result<String> {
-        crate::error::not_spread(self.keys(), "recurring schedules")?;
         let mut con = self.con();
         let stored = store::get(&mut con, self.keys(), name)
             .await?
@@ -109,6 +118,11 @@ impl Admin {
         let config: serde_json::Map<String, Value> = serde_json::from_str(&stored)
             .map_err(|_| Error::Rejected(format!("schedule {name:?} is not a JSON object")))?;
         let j = job::from_config(&config, false, format).map_err(Error::Rejected)?;
+        if self.keys().is_spread() {
+            super::spread::push_jobs(&mut con, self.keys(), &[(j.queue.clone(), j.payload)])
+                .await?;
+            return Ok(j.queue);
+        }
         let _: () = redis::pipe()
             .atomic()
             .sadd(self.keys().queues(), &j.queue)

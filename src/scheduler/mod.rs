@@ -9,8 +9,10 @@
 //! 3. fire due recurring schedules, one atomic script per fire that rechecks the lock and the
 //!    schedule's fire token (`recurring`).
 //!
-//! On stop, the lock is released if still ours. Redis errors are logged and the next tick tries
-//! again. Runs in a worker process (`RESQ_SCHEDULER=1` or [`crate::WorkerBuilder::scheduler`])
+//! On a namespace spread over a Redis Cluster's slots each of these is a row of single-slot
+//! steps instead (`spread`: a due job or an occurrence may be enqueued twice there, never lost
+//! or skipped). On stop, the lock is released if still ours. Redis errors are logged and the
+//! next tick tries again. Runs in a worker process (`RESQ_SCHEDULER=1` or [`crate::WorkerBuilder::scheduler`])
 //! or alone (`resq scheduler`). Modules: `job` (item → job), `schedule` (cron/every),
 //! [`store`] (`persistent_schedules`), `admin` (what the scheduler adds to
 //! [`crate::admin::Admin`]: run a delayed item now or delete it, list and enqueue stored
@@ -22,13 +24,15 @@ pub(crate) mod lock;
 pub(crate) mod mover;
 pub(crate) mod recurring;
 pub(crate) mod schedule;
+mod spread;
+#[cfg(test)]
+mod spread_tests;
 pub mod store;
 
 use crate::client::FloatFormat;
 use crate::conn::Conn;
 use crate::conn::RedisOptions;
 use crate::error::{Error, Result};
-use crate::keys::Keys;
 use chrono::Utc;
 use chrono_tz::Tz;
 pub use lock::{MasterLock, Mastery};
@@ -203,7 +207,7 @@ impl Scheduler {
 
     /// A scheduler with an explicit lock value (tests run several "processes" in one).
     pub fn with_lock_value(con: Conn, cfg: SchedulerConfig, value: String) -> Self {
-        let keys = Keys::new(cfg.namespace.clone());
+        let keys = con.keys(&cfg.namespace);
         let lock_key = keys.scheduler_master_lock_prefixed(&cfg.lock_prefix);
         let lock = MasterLock {
             key: lock_key.clone(),
@@ -240,12 +244,21 @@ impl Scheduler {
         &self.lock
     }
 
+    /// Takes or keeps the lock and, as master, names the earliest due timestamp: one script, or
+    /// on a spread namespace (the lock and the zset in different slots) two steps.
+    async fn poll(&self, con: &mut Conn, now: i64) -> Result<(Mastery, Option<i64>)> {
+        if self.mover.keys.is_spread() {
+            return spread::poll(&self.lock, con, now).await;
+        }
+        self.lock.poll(con, now).await
+    }
+
     /// One pass: take or keep the lock; as master, move every due item and fire due schedules.
     pub async fn tick(&self) -> Result<Tick> {
         let mut con = self.con.clone();
         let mut t = Tick::default();
         let now = Utc::now();
-        let (mastery, mut due) = self.lock.poll(&mut con, now.timestamp()).await?;
+        let (mastery, mut due) = self.poll(&mut con, now.timestamp()).await?;
         if mastery == Mastery::Acquired {
             tracing::info!(lock = %self.lock.key, value = %self.lock.value, "scheduler is master");
         }
@@ -263,7 +276,7 @@ impl Scheduler {
                 Some(n) => n,
             };
             t.moved += moved;
-            let (m, next) = self.lock.poll(&mut con, Utc::now().timestamp()).await?;
+            let (m, next) = self.poll(&mut con, Utc::now().timestamp()).await?;
             if !m.is_master() {
                 t.master = false;
                 return Ok(t);
@@ -314,7 +327,11 @@ impl Scheduler {
                 }
             }
         }
-        match self.lock.release(&mut self.con.clone()).await {
+        let released = match self.mover.keys.is_spread() {
+            true => spread::release(&self.lock, &mut self.con.clone()).await,
+            false => self.lock.release(&mut self.con.clone()).await,
+        };
+        match released {
             Ok(true) => tracing::info!("scheduler released the master lock"),
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, "could not release the master lock"),

@@ -5,7 +5,9 @@
 //! script (`move_delayed.lua`) that checks the master lock is still ours and the bucket still
 //! starts with those exact items, pushes the jobs, `SREM`s each item's `timestamps:` member,
 //! trims the bucket, and removes the bucket and its zset member once empty. A changed bucket
-//! is simply read again. Round trips: one `LRANGE` and one script call per batch.
+//! is simply read again. Round trips: one `LRANGE` and one script call per batch. On a
+//! namespace spread over a Redis Cluster's slots the batch is a row of single-slot steps
+//! instead (`super::spread`): a due job may be enqueued twice there, never lost.
 
 use super::job;
 use crate::client::FloatFormat;
@@ -66,6 +68,9 @@ impl Mover {
         con: &mut C,
         ts: i64,
     ) -> Result<Batch> {
+        if self.keys.is_spread() {
+            return self.batch_spread(con, ts).await;
+        }
         let bucket = self.keys.delayed_bucket(ts);
         for _ in 0..50 {
             let stop = isize::try_from(self.batch.max(1)).unwrap_or(isize::MAX) - 1;
@@ -118,7 +123,7 @@ impl Mover {
     }
 
     /// The failure entry of an item that cannot be enqueued.
-    fn unschedulable(&self, item: &str, why: &str) -> String {
+    pub(super) fn unschedulable(&self, item: &str, why: &str) -> String {
         let queue = serde_json::from_str::<serde_json::Value>(item)
             .ok()
             .and_then(|v| v.get("queue").and_then(|q| q.as_str().map(str::to_string)))

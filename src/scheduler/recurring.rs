@@ -15,6 +15,10 @@
 //!   token is set to its next occurrence (`every`: one period or `first_in` from now);
 //! * an occurrence a Ruby resque-scheduler already fired while it was master (its
 //!   `last_enqueued_at` is not before the due time) only moves the token.
+//!
+//! On a namespace spread over a Redis Cluster's slots the fire is a row of single-slot steps
+//! (`super::spread::fire`: the job pushed first, the token moved last), so a crash or a lost
+//! race there may fire one occurrence twice; none is skipped.
 
 use super::job;
 use super::schedule::Schedule;
@@ -228,25 +232,37 @@ impl Recurring {
         #[cfg(not(feature = "otel"))]
         let payload: Option<&str> = None;
         let payload = payload.or(job.map(|j| j.payload.as_str()));
-        let n: Result<i64> = crate::scripts::FireSchedule {
-            lock: &self.lock_key,
-            schedule_next: self.keys.schedule_next(),
-            last_enqueued_at: self.keys.last_enqueued_at(),
-            queues: self.keys.queues(),
-            queue: self.keys.queue(queue),
-            lock_value: &self.lock_value,
-            name: &s.name,
-            token: token.map(String::as_str).unwrap_or_default(),
-            new_token,
-            mode: if job.is_some() { "fire" } else { "advance" },
-            last_enqueued_at_text: time::started(now),
-            queue_name: queue,
-            payload: payload.unwrap_or_default(),
-        }
-        .call()
-        .invoke_async(con)
-        .await
-        .map_err(Into::into);
+        let n: Result<i64> = if self.keys.is_spread() {
+            let fire = super::spread::Fire {
+                lock: (&self.lock_key, &self.lock_value),
+                name: &s.name,
+                token: token.map(String::as_str).unwrap_or_default(),
+                new_token,
+                job: job.map(|_| (queue, payload.unwrap_or_default())),
+                last_enqueued_at: &time::started(now),
+            };
+            super::spread::fire(con, &self.keys, &fire).await
+        } else {
+            crate::scripts::FireSchedule {
+                lock: &self.lock_key,
+                schedule_next: self.keys.schedule_next(),
+                last_enqueued_at: self.keys.last_enqueued_at(),
+                queues: self.keys.queues(),
+                queue: self.keys.queue(queue),
+                lock_value: &self.lock_value,
+                name: &s.name,
+                token: token.map(String::as_str).unwrap_or_default(),
+                new_token,
+                mode: if job.is_some() { "fire" } else { "advance" },
+                last_enqueued_at_text: time::started(now),
+                queue_name: queue,
+                payload: payload.unwrap_or_default(),
+            }
+            .call()
+            .invoke_async(con)
+            .await
+            .map_err(Into::into)
+        };
         #[cfg(feature = "otel")]
         crate::otel::end_send(traced.map(|(cx, _)| cx), &n);
         Ok(n? == 1)

@@ -1,6 +1,7 @@
 //! The stored schedules, as resque-scheduler's `set_schedule(…, persist: true)` and
 //! `remove_schedule` keep them: `HSET`/`HDEL <ns>:persistent_schedules <name>` plus `SADD
-//! <ns>:schedules_changed <name>` (so a Ruby master reloads it), one MULTI each. What
+//! <ns>:schedules_changed <name>` (so a Ruby master reloads it), one MULTI each (one command
+//! after the other on a namespace spread over a Redis Cluster's slots). What
 //! `resq schedule list|add|remove` uses.
 
 use super::schedule::Schedule;
@@ -114,6 +115,12 @@ pub(crate) async fn add(
         )));
     }
     let text = Value::Object(config.clone()).to_string();
+    if keys.is_spread() {
+        // Two slots: the schedule first, then the mark that makes schedulers reload it.
+        let _: i64 = con.hset(keys.persistent_schedules(), name, &text).await?;
+        let _: i64 = con.sadd(keys.schedules_changed(), name).await?;
+        return Ok(());
+    }
     crate::scripts::Checked::new()
         .hset(&keys.persistent_schedules(), name, text.as_str())
         .sadd(&keys.schedules_changed(), name)
@@ -124,6 +131,14 @@ pub(crate) async fn add(
 
 /// Removes schedule `name` (and resq's token for it); whether it existed.
 pub(crate) async fn remove(con: &mut Conn, keys: &Keys, name: &str) -> Result<bool> {
+    if keys.is_spread() {
+        // Three slots: the schedule, the mark, then resq's token (a token left by a crash is
+        // dropped by the next tick, as any token without its schedule).
+        let n: u64 = con.hdel(keys.persistent_schedules(), name).await?;
+        let _: i64 = con.sadd(keys.schedules_changed(), name).await?;
+        let _: i64 = con.hdel(keys.schedule_next(), name).await?;
+        return Ok(n > 0);
+    }
     let (n, _, _): (u64, u64, u64) = crate::scripts::Checked::new()
         .hdel(&keys.persistent_schedules(), name)
         .sadd(&keys.schedules_changed(), name)

@@ -193,6 +193,41 @@ builders! {
         }
     }
 
+    /// resque-scheduler's master lock alone, on its one key (a spread namespace).
+    SchedulerLock<'a> = SCHEDULER_LOCK in "scheduler_lock.lua" {
+        keys {
+            lock: &'a str => "<ns>:<ns>:resque_scheduler_master_lock",
+        }
+        argv {
+            value: &'a str => "lock value '<host>:<pid>'",
+            timeout_s: u64 => "lock timeout (s)",
+            release: &'a str => "'release' to give the lock up",
+        }
+    }
+
+    /// A recurring schedule's fire token moved if still the one read (a spread namespace).
+    ScheduleToken<'a> = SCHEDULE_TOKEN in "schedule_token.lua" {
+        keys {
+            schedule_next: String => "<ns>:resq:schedule_next",
+        }
+        argv {
+            name: &'a str => "schedule name",
+            token: &'a str => "token read",
+            new_token: &'a str => "new token",
+        }
+    }
+
+    /// Items taken out of one resque-scheduler bucket, on its one key (a spread namespace).
+    DelayedRemove<'a> = DELAYED_REMOVE in "delayed_remove.lua" {
+        keys {
+            bucket: &'a str => "<ns>:delayed:<ts>",
+        }
+        argv {
+            n: usize => "n",
+        }
+        argv_tail items: Vec<&'a [u8]> => ["the item (exact bytes)"];
+    }
+
     /// One recurring schedule fired, or its token moved.
     FireSchedule<'a> = FIRE_SCHEDULE in "fire_schedule.lua" {
         keys {

@@ -175,6 +175,12 @@ functions! {
     FIRE_SCHEDULE = "fire_schedule";
     /// The scheduler's master lock (scheduler/lock.rs).
     SCHEDULER_POLL = "scheduler_poll";
+    /// The scheduler's master lock alone, on a spread namespace (scheduler/spread.rs).
+    SCHEDULER_LOCK = "scheduler_lock";
+    /// A recurring schedule's fire token moved, on a spread namespace (scheduler/spread.rs).
+    SCHEDULE_TOKEN = "schedule_token";
+    /// Items taken out of one delayed bucket, on a spread namespace (scheduler/spread.rs).
+    DELAYED_REMOVE = "delayed_remove";
     /// Enqueue under a unique lock (client/unique.rs).
     UNIQUE_ENQUEUE = "unique_enqueue";
     /// Jesque delayed and recurring enqueue and removal (client/jesque.rs).

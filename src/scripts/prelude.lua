@@ -17,6 +17,7 @@
 --   Frame   the step's frame: helpers the two halves and the features' hooks share (step.lua)
 --   Track   a step's tracked jobs: the hooks finish.lua and reserve.lua call (track.lua)
 --   Ends    what a job's end deletes besides the job: resque-retry's keys, a unique lock (ends.lua)
+--   Lock    resque-scheduler's master lock (scheduler_lock.lua)
 --
 -- `register(name, f)` makes f the function `resq_<VERSION>_<name>`: called as f(KEYS, ARGV)
 -- with G.call counting calls, so a module's per-call state (its caches of what this call read)
@@ -47,7 +48,7 @@ local type, tonumber, tostring, pairs, ipairs, pcall, unpack, select, next =
   nil, nil, nil, nil, nil, nil, nil, nil, nil
 
 local G, Cfg, Pay, Rec, Status, Lim, Jes, Claim = {}, {}, {}, {}, {}, {}, {}, {}
-local Flow, Reserve, Finish, Frame, Track, Ends = {}, {}, {}, {}, {}, {}
+local Flow, Reserve, Finish, Frame, Track, Ends, Lock = {}, {}, {}, {}, {}, {}, {}
 G.call = 0
 
 local INIT, ready = {}, false

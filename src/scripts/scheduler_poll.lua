@@ -1,7 +1,7 @@
 -- scheduler_poll.lua: the function `scheduler_poll`: one scheduler tick's first step, with resque-
--- scheduler's master-lock semantics (its Resilient lock): take the lock if free (SETNX + EXPIRE),
--- or keep it if it is still ours (GET == value → EXPIRE); then, as master, name the earliest due
--- timestamp.
+-- scheduler's master-lock semantics (its Resilient lock, `Lock` of scheduler_lock.lua): take the
+-- lock if free (SETNX + EXPIRE), or keep it if it is still ours (GET == value → EXPIRE); then, as
+-- master, name the earliest due timestamp.
 --
 -- KEYS[1] <ns>:<ns>:resque_scheduler_master_lock   KEYS[2] <ns>:delayed_queue_schedule
 -- ARGV[1] lock value '<host>:<pid>'   ARGV[2] lock timeout (s)   ARGV[3] now (epoch s)
@@ -13,23 +13,12 @@
 
 local function scheduler_poll(KEYS, ARGV)
   if ARGV[4] == 'release' then
-    if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-      redis.call('DEL', KEYS[1])
-      return {1, ''}
-    end
-    return {0, ''}
+    return {Lock.release(KEYS[1], ARGV[1]), ''}
   end
 
   local e = G.wrong_type(KEYS[1], 'string') or G.wrong_type(KEYS[2], 'zset')
   if e then return redis.error_reply(e) end
-  local master = 0
-  if redis.call('SETNX', KEYS[1], ARGV[1]) == 1 then
-    redis.call('EXPIRE', KEYS[1], ARGV[2])
-    master = 1
-  elseif redis.call('GET', KEYS[1]) == ARGV[1] then
-    redis.call('EXPIRE', KEYS[1], ARGV[2])
-    master = 2
-  end
+  local master = Lock.hold(KEYS[1], ARGV[1], ARGV[2])
   if master == 0 then
     return {0, ''}
   end

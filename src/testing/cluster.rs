@@ -8,6 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Held by each unit test that sends commands to the cluster, so one test's command counts
+/// (`INFO commandstats`) are its own.
+pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The running cluster.
 pub(crate) struct Cluster {
     /// The nodes' guards (each kills its node when the test binary exits).

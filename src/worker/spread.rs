@@ -8,8 +8,8 @@
 //! calls of one queue's slots go together; those of different queues never share a call.
 //!
 //! Refused there, before anything is registered: features whose keys would span slots in one
-//! call (limits, resque-status classes, retry policies, Jesque zset queues, the in-process
-//! scheduler) and wildcard queue lists.
+//! call (limits, resque-status classes, retry policies, Jesque zset queues) and wildcard queue
+//! lists. The in-process scheduler runs there (`crate::scheduler`'s spread steps).
 
 use super::config::Config;
 use super::step::spread::Shared;
@@ -48,9 +48,6 @@ pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
     }
     if !cfg.jesque_delayed_queues.is_empty() {
         return refused("Jesque delayed (zset) queues");
-    }
-    if cfg.scheduler {
-        return refused("the scheduler (RESQ_SCHEDULER)");
     }
     if !registry.declared_limits().is_empty() {
         return refused("limits");

@@ -10,7 +10,10 @@ use super::slot::SlotState;
 use crate::conn::{Conn, Endpoint};
 use crate::identity::WorkerId;
 use crate::keys::Keys;
-use crate::testing::{self, cluster::cluster};
+use crate::testing::{
+    self,
+    cluster::{cluster, SERIAL},
+};
 use crate::wire::time;
 use redis::AsyncCommands;
 use serde_json::Value;
@@ -20,9 +23,6 @@ use std::time::Duration;
 
 /// A pid that is not running (pids are below 2^22 on Linux).
 const DEAD_PID: u32 = 4_194_301;
-
-/// Held by each test on the cluster, so one test's command counts are its own.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `cmdstat_<cmd>` calls summed over the cluster's nodes.
 fn calls(cmd: &str) -> u64 {
@@ -432,4 +432,34 @@ async fn on_one_server_registering_and_unregistering_stay_one_call_each() {
     lifecycle::unregister(&mut con, &keys, &ids).await.unwrap();
     let after = stats(&mut con).await;
     assert_eq!((after.0 - registered.0, after.1 - registered.1), (1, 0));
+}
+
+#[test]
+fn the_scheduler_runs_on_a_spread_namespace_and_the_rest_stays_refused() {
+    use super::config::Config;
+    use crate::registry::{Registry, RetryPolicy};
+    let scheduler = Config {
+        scheduler: true,
+        ..Config::default()
+    };
+    assert!(
+        super::spread::refuse(&scheduler, &Registry::new()).is_ok(),
+        "RESQ_SCHEDULER is refused on a spread namespace"
+    );
+    let retries = Registry::new().retry("R", RetryPolicy::fixed(Duration::from_secs(1), 2));
+    let jesque = Config {
+        jesque_delayed_queues: vec!["later".into()],
+        ..Config::default()
+    };
+    for (what, cfg, registry) in [
+        ("retry policies", &scheduler, &retries),
+        ("Jesque delayed", &jesque, &Registry::new()),
+    ] {
+        let e = super::spread::refuse(cfg, registry).expect_err(what);
+        let text = e.to_string();
+        assert!(
+            text.contains(what) && text.contains("docs/cluster.md"),
+            "{what}: {text}"
+        );
+    }
 }

@@ -21,6 +21,7 @@ mod redis_sentinel;
 mod redis_sentinel_planned;
 mod redis_tls;
 mod spread_common;
+mod spread_delayed;
 mod spread_drain;
 mod spread_faults;
 mod spread_producers;
