@@ -14,6 +14,9 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Value};
 use serde_json::{Map, Value as Json};
 
+/// How many times a chunk is sent while servers answer that the library is missing.
+const LOAD_ATTEMPTS: usize = 8;
+
 /// Jobs per pipeline: one round trip each.
 pub(crate) const CHUNK: usize = 1000;
 
@@ -172,11 +175,12 @@ impl Client {
 
     /// Sends one chunk's calls in one pipeline (the library loaded before; the calls Redis
     /// answered `Function not found`, which did not run, are sent again once it is loaded
-    /// again); the outcome of each job.
+    /// again, up to [`LOAD_ATTEMPTS`] times: once per server that lacked it); the outcome of
+    /// each job.
     async fn send(&self, jobs: &[Pending], calls: &[Result<Cmd>]) -> Result<Vec<Outcome>> {
         let mut con = self.connection();
         let mut replies: Vec<Option<RedisResult<Value>>> = vec![None; calls.len()];
-        for attempt in 0..2 {
+        for attempt in 0..LOAD_ATTEMPTS {
             let todo: Vec<usize> = (0..calls.len())
                 .filter(|&i| calls[i].is_ok())
                 .filter(|&i| match &replies[i] {
@@ -189,7 +193,13 @@ impl Client {
                 break;
             }
             if attempt > 0 {
-                crate::scripts::load(&mut con).await?;
+                // On the server of the first call sent again (on a cluster the others may be on
+                // other servers: each further attempt loads on one more).
+                let key = todo
+                    .first()
+                    .and_then(|&i| calls[i].as_ref().ok())
+                    .and_then(crate::scripts::call_key);
+                crate::scripts::load_at(&mut con, key.as_deref()).await?;
             }
             let mut pipe = Pipeline::with_capacity(todo.len());
             pipe.ignore_errors();

@@ -101,7 +101,7 @@ impl Call {
     ) -> RedisResult<T> {
         match self.cmd().query_async(con).await {
             Err(e) if not_loaded(&e) => {
-                load(con).await?;
+                load_at(con, self.keys.first().map(Vec::as_slice)).await?;
                 self.cmd().query_async(con).await
             }
             r => r,
@@ -131,6 +131,43 @@ pub(crate) async fn load<C: ConnectionLike + Send>(con: &mut C) -> RedisResult<(
         Err(e) if e.to_string().contains("already exists") => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Loads the library on the server that holds `key` (any server without one). On a Redis
+/// Cluster a keyless `FUNCTION LOAD` goes to the node the connection used last, which another
+/// task sharing the connection may have moved elsewhere since the call that found the library
+/// missing: sent in one pipeline with a command on `key`, it goes to `key`'s node.
+pub(crate) async fn load_at<C: ConnectionLike + Send>(
+    con: &mut C,
+    key: Option<&[u8]>,
+) -> RedisResult<()> {
+    let Some(key) = key else {
+        return load(con).await;
+    };
+    let mut p = redis::pipe();
+    p.cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(LIBRARY)
+        .ignore()
+        .cmd("EXISTS")
+        .arg(key)
+        .ignore();
+    match p.query_async::<()>(con).await {
+        Err(e) if !e.to_string().contains("already exists") => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The first key of an `FCALL` command (its fourth argument), if it has one.
+pub(crate) fn call_key(cmd: &redis::Cmd) -> Option<Vec<u8>> {
+    let mut args = cmd.args_iter().filter_map(|a| match a {
+        redis::Arg::Simple(b) => Some(b),
+        _ => None,
+    });
+    let _fcall = args.next()?;
+    let _name = args.next()?;
+    let n: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
+    (n > 0).then(|| args.next().map(<[u8]>::to_vec)).flatten()
 }
 
 /// Makes sure the server that holds `key` has the library, with one cheap call (before a

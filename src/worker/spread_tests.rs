@@ -463,3 +463,37 @@ fn the_scheduler_runs_on_a_spread_namespace_and_the_rest_stays_refused() {
         );
     }
 }
+
+/// The library goes to the node of the key it is loaded for, whichever node the connection
+/// used last (where a keyless `FUNCTION LOAD` would go: another task sharing the connection may
+/// have moved it since the call that found the library missing).
+#[tokio::test]
+async fn the_library_is_loaded_on_the_node_of_the_calls_key() {
+    let (_, mut con, keys, queues, _serial) = spread("load-at").await;
+    let c = cluster();
+    let (here, there) = (keys.queue(&queues[0]), keys.queue(&queues[1]));
+    assert_ne!(c.owner(&here), c.owner(&there));
+    let libraries = |port: u16| -> usize {
+        let list: Vec<redis::Value> = redis::cmd("FUNCTION")
+            .arg("LIST")
+            .query(&mut c.node(port))
+            .expect("FUNCTION LIST");
+        list.len()
+    };
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut c.node(c.owner(&there)))
+        .expect("FUNCTION FLUSH");
+    assert_eq!(libraries(c.owner(&there)), 0);
+    let _: Option<String> = con.get(&here).await.expect("GET");
+    crate::scripts::load_at(&mut con, Some(there.as_bytes()))
+        .await
+        .expect("loaded");
+    assert_eq!(libraries(c.owner(&there)), 1, "loaded on the key's node");
+    let v: String = crate::scripts::VERSION_FN
+        .key(&there)
+        .invoke_async(&mut con)
+        .await
+        .expect("a call there");
+    assert_eq!(v, crate::scripts::VERSION);
+}
