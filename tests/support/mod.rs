@@ -271,6 +271,9 @@ pub struct WorkerProc {
     pub ids: Vec<String>,
     /// Where its stderr goes.
     pub log: PathBuf,
+    /// Its stdout, kept open: a worker printing more ids than were read (a spread namespace's
+    /// slots of every queue) must not write into a closed pipe.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
 }
 
 impl WorkerProc {
@@ -318,7 +321,12 @@ impl WorkerProc {
                 ids.push(id.to_string());
             }
         }
-        WorkerProc { child, ids, log }
+        WorkerProc {
+            child,
+            ids,
+            log,
+            _stdout: out,
+        }
     }
 
     /// Its pid.
