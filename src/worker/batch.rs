@@ -153,18 +153,43 @@ async fn lane(
         let reserving = batch.iter().any(|r| r.reserve);
         let full = batch.iter().any(|r| r.full);
         let completing = batch.iter().any(|r| r.completion.is_some());
-        let pick = fetch.pick(&batch[0].queues, reserving, full, completing);
-        if pick.nothing_to_do(&batch) {
-            for (tx, asked) in waiting.into_iter().zip(asked) {
-                let _ = tx.send(Ok(answer(StepReply::empty(false), asked)));
+        let mut pick = fetch.pick(&batch[0].queues, reserving, full, completing);
+        let mut con = con.clone();
+        // A spread namespace's limit on the queue: units first (step/gate.rs); a slot refused
+        // one reserves nothing and is told so.
+        let gate = batch[0].stepper.gate().cloned();
+        let limited = match &gate {
+            Some(g) => {
+                g.admit(&mut con, &mut batch, !pick.queues.queues.is_empty())
+                    .await
+            }
+            None => Vec::new(),
+        };
+        let answer = |reply: StepReply, asked: bool, limited: bool| match limited {
+            true => StepReply {
+                reply: Reply::Limited,
+                ..reply
+            },
+            false => answer(reply, asked),
+        };
+        if limited.contains(&true) {
+            let reserving = batch.iter().any(|r| r.reserve);
+            pick = fetch.pick(&batch[0].queues, reserving, full, completing);
+        }
+        let limited_at = |i: usize| limited.get(i).copied().unwrap_or(false);
+        if pick.nothing_to_do(&batch) || (gate.is_some() && nothing_left(&batch)) {
+            for (i, (tx, asked)) in waiting.into_iter().zip(asked).enumerate() {
+                let _ = tx.send(Ok(answer(StepReply::empty(false), asked, limited_at(i))));
             }
             continue;
         }
         let version = limits.version();
         let json = limits.json();
-        let mut con = con.clone();
         match call_step(&mut con, &pick.queues, &batch, &json).await {
             Ok(out) => {
+                if let Some(g) = &gate {
+                    g.settle(&mut con, &batch, &out.replies).await;
+                }
                 // A queue a full limit closed, found so with limits replaced since (raised or
                 // cleared while the call was on its way), may be open: it is not taken as
                 // closed.
@@ -175,10 +200,12 @@ async fn lane(
                 if let Some(due) = out.release_due {
                     limits.note_due(due);
                 }
-                for ((tx, reply), asked) in waiting.into_iter().zip(out.replies).zip(asked) {
+                for (i, ((tx, reply), asked)) in
+                    waiting.into_iter().zip(out.replies).zip(asked).enumerate()
+                {
                     // A slot that stopped waiting (its task was cancelled) simply misses its
                     // reply; its record stays in Redis for the pruner, as after a crash.
-                    let _ = tx.send(Ok(answer(reply, asked)));
+                    let _ = tx.send(Ok(answer(reply, asked, limited_at(i))));
                 }
             }
             Err(e) => {
@@ -188,6 +215,12 @@ async fn lane(
             }
         }
     }
+}
+
+/// Whether a batch has neither a reserve nor a completion left (every slot of it refused by a
+/// spread limit): no call.
+fn nothing_left(batch: &[StepRequest]) -> bool {
+    batch.iter().all(|r| !r.reserve && r.completion.is_none())
 }
 
 impl super::fetch::Pick {

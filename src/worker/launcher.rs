@@ -97,6 +97,10 @@ impl Worker {
             false => Vec::new(),
         };
         let groups = super::spread::groups(&cfg, &keys, pid, &names);
+        let gates = match keys.is_spread() {
+            true => super::spread::gates(&cfg, &mut con, &keys, &self.registry, &groups).await?,
+            false => vec![None; groups.len()],
+        };
         let ids: Vec<String> = groups.iter().flat_map(|g| g.ids.iter().cloned()).collect();
         let started = chrono::Utc::now();
         let pruner = Pruner::new(keys.clone(), &ids, pid, cfg.prune_after, cfg.at_least_once);
@@ -155,9 +159,12 @@ impl Worker {
             keys.clone(),
             self.registry.declared_limits().to_vec(),
         );
-        limits.start(&mut con).await?;
+        // (Spread: a step there reads no limit; the queues' limits are the groups' gates.)
+        if !keys.is_spread() {
+            limits.start(&mut con).await?;
+            tokio::spawn(limits.clone().run(con.clone(), stop_rx.clone()));
+        }
         let _ = fetch.limits.set(limits.clone());
-        tokio::spawn(limits.clone().run(con.clone(), stop_rx.clone()));
         let fetch_task = tokio::spawn(fetch.clone().run(
             endpoint.clone(),
             con.clone(),
@@ -180,6 +187,7 @@ impl Worker {
         if let Some(s) = &shared {
             tokio::spawn(super::spread::flush_counts(
                 s.clone(),
+                gates.iter().flatten().cloned().collect(),
                 con.clone(),
                 keys.clone(),
                 stop_rx.clone(),
@@ -194,18 +202,19 @@ impl Worker {
         };
         // Each group's slots share a config (a spread namespace's one per queue).
         let mut placed = Vec::with_capacity(states.len());
-        for g in &groups {
+        for (g, gate) in groups.iter().zip(&gates) {
             let config = super::step::StepConfig::new(&keys, &g.ids, &settings);
             for i in 0..g.ids.len() {
-                placed.push((config.clone(), i + 1, g.queues.clone()));
+                placed.push((config.clone(), i + 1, g.queues.clone(), gate.clone()));
             }
         }
         let mut slots = JoinSet::new();
-        for (state, (config, index, queues)) in states.iter().zip(placed) {
+        for (state, (config, index, queues, gate)) in states.iter().zip(placed) {
             let slot = Slot {
                 stepper: Arc::new(
                     Stepper::in_process(&keys, &state.id, config, index, settings.clone())
-                        .with_limits(limits.clone()),
+                        .with_limits(limits.clone())
+                        .with_gate(gate),
                 ),
                 queues,
                 steps: steps.clone(),
@@ -234,6 +243,7 @@ impl Worker {
             signals,
             ids,
             shared,
+            gates: gates.into_iter().flatten().collect(),
             keys,
             con,
             fetch,
@@ -302,6 +312,8 @@ pub struct Running {
     ids: Vec<String>,
     /// A spread namespace's counts not yet added to the shared counters.
     shared: Option<Arc<super::step::spread::Shared>>,
+    /// A spread namespace's groups' shares of their queues' limits.
+    gates: Vec<Arc<super::step::gate::Gate>>,
     /// Key names.
     keys: Keys,
     /// Shared connection.
@@ -489,7 +501,7 @@ impl Running {
         let con = self.con.clone();
         if let Some(shared) = &self.shared {
             let mut con = con.clone();
-            let settle = super::spread::settle(shared, &mut con, &keys, &ids);
+            let settle = super::spread::settle(shared, &self.gates, &mut con, &keys, &ids);
             let kept = tokio::time::timeout(UNREGISTER_PATIENCE, settle)
                 .await
                 .unwrap_or_else(|_| ids.clone());

@@ -8,10 +8,13 @@
 //! calls of one queue's slots go together; those of different queues never share a call.
 //!
 //! Refused there, before anything is registered: features whose keys would span slots in one
-//! call (limits, resque-status classes, retry policies, Jesque zset queues, the in-process
-//! scheduler) and wildcard queue lists.
+//! call (limits other than a concurrency limit on a queue, resque-status classes, retry
+//! policies, Jesque zset queues, the in-process scheduler) and wildcard queue lists. A
+//! concurrency limit on a queue is enforced with shares in the limit's slot, one per group
+//! ([`gates`], `step/gate.rs`).
 
 use super::config::Config;
+use super::step::gate::Gate;
 use super::step::spread::Shared;
 use super::step::QueueKeys;
 use crate::error::{Error, Result};
@@ -52,8 +55,12 @@ pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
     if cfg.scheduler {
         return refused("the scheduler (RESQ_SCHEDULER)");
     }
-    if !registry.declared_limits().is_empty() {
-        return refused("limits");
+    if let Some(why) = registry
+        .declared_limits()
+        .iter()
+        .find_map(crate::limits::spread::unsupported)
+    {
+        return refused(&format!("limits other than a concurrency limit on a queue ({why})"));
     }
     if !registry.statused_classes().is_empty() {
         return refused("resque-status classes");
@@ -102,10 +109,69 @@ pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32, names: &[String]) -> V
         .collect()
 }
 
+/// Declares the registry's limits and reads those in force; each group's share of the limit
+/// on its queue (`None`: no limit there). A limit in force that a spread namespace cannot
+/// enforce, or a queue with two, refuses the start (see [`refuse`]).
+pub(crate) async fn gates(
+    cfg: &Config,
+    con: &mut crate::conn::Conn,
+    keys: &Keys,
+    registry: &Registry,
+    groups: &[Group],
+) -> Result<Vec<Option<Arc<Gate>>>> {
+    let refused = |what: String| {
+        Err(Error::Config {
+            var: "RESQUE_NAMESPACE",
+            message: format!(
+                "{:?} has no hash tag, so on this Redis Cluster its queues are spread over the \
+                 slots, where {what} cannot run yet; use a hash-tagged namespace such as \
+                 \"{{{}}}\" for them (docs/cluster.md)",
+                cfg.namespace, cfg.namespace
+            ),
+        })
+    };
+    crate::limits::store::declare(con, keys, registry.declared_limits()).await?;
+    let stored = crate::limits::store::read(con, keys).await?;
+    let text = |r: std::result::Result<crate::limits::store::Texts, String>| match r {
+        Ok(t) => Ok(t),
+        Err(why) => Err(Error::Config {
+            var: "RESQUE_NAMESPACE",
+            message: format!("the stored limits cannot be read: {why}"),
+        }),
+    };
+    let (limits, problems) =
+        crate::limits::store::merge_bytes(text(stored.declared)?, text(stored.set)?);
+    if let Some(p) = problems.first() {
+        return refused(format!("a stored limit that cannot be read ({p})"));
+    }
+    if let Some(why) = limits.iter().find_map(crate::limits::spread::unsupported) {
+        return refused(format!(
+            "limits other than a concurrency limit on a queue ({why})"
+        ));
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let (Some(q), Some(holder)) = (g.queues.as_ref(), g.ids.first()) else {
+            out.push(None);
+            continue;
+        };
+        let Some((name, _, _)) = q.queues.first() else {
+            out.push(None);
+            continue;
+        };
+        match crate::limits::spread::for_queue(&limits, name) {
+            Ok(l) => out.push(l.map(|l| Arc::new(Gate::new(keys, l, holder)))),
+            Err(why) => return refused(format!("two limits on one queue ({why})")),
+        }
+    }
+    Ok(out)
+}
+
 /// Adds the shared counters' increments every [`FLUSH_EVERY`](super::step::spread::FLUSH_EVERY)
 /// until `stop`, then once more.
 pub(crate) async fn flush_counts(
     shared: Arc<Shared>,
+    gates: Vec<Arc<Gate>>,
     mut con: crate::conn::Conn,
     keys: Keys,
     mut stop: watch::Receiver<bool>,
@@ -116,6 +182,10 @@ pub(crate) async fn flush_counts(
             _ = tokio::time::sleep(super::step::spread::FLUSH_EVERY) => false,
             _ = stop.wait_for(|s| *s) => true,
         };
+        // Units given back off a reserve's call (step/gate.rs).
+        for g in &gates {
+            g.flush(&mut con).await;
+        }
         match shared.flush(&mut con, &keys).await {
             Ok(()) => streak.succeeded("shared counters"),
             Err(e) => streak.failed("shared counters", &e),
@@ -131,16 +201,26 @@ pub(crate) async fn flush_counts(
 /// to move it once their heartbeat expires.
 pub(crate) async fn settle(
     shared: &Shared,
+    gates: &[Arc<Gate>],
     con: &mut crate::conn::Conn,
     keys: &Keys,
     ids: &[String],
 ) -> Vec<String> {
+    // The groups' shares of limits go (their slots have stopped); the holder of one that
+    // cannot stays registered, for the pruner to remove it once its heartbeat expires.
+    let mut kept = Vec::new();
+    for g in gates {
+        if let Err(e) = g.leave(con).await {
+            tracing::warn!(error = %e, "could not give a limit's units back; the pruner removes them once this process's heartbeats expire");
+            kept.push(g.holder().to_string());
+        }
+    }
     if let Err(e) = shared.flush(con, keys).await {
         tracing::warn!(error = %e, "could not add the last counts to the shared stats");
     }
     let all: Vec<&str> = ids.iter().map(String::as_str).collect();
     match super::step::spread::move_outboxes(con, keys, &all).await {
-        Ok(_) => Vec::new(),
+        Ok(_) => kept,
         Err(e) => {
             tracing::warn!(error = %e, "could not move the slots' failure entries to the failed list; the ids stay registered and the pruner moves them");
             ids.to_vec()

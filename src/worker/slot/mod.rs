@@ -243,6 +243,13 @@ impl Slot {
                     self.wait_unpaused().await;
                 }
                 Reply::Refused(_) => {}
+                Reply::Limited => {
+                    let gate = self.stepper.gate().cloned();
+                    tokio::select! {
+                        _ = async { if let Some(g) = &gate { g.wait().await } } => {}
+                        _ = shutdown::reached(&mut self.shutdown, Phase::Quit) => {}
+                    }
+                }
             }
         }
     }
