@@ -10,8 +10,12 @@
 //! longer hold (crate::worker::step::gate). A dead process's shares are removed by the pruner
 //! once its slots are judged dead.
 //!
-//! Not built there, and refused with the spread error: class limits, keyed (partitioned)
-//! limits, rate and time-window limits, weights and priorities, and a queue with two limits.
+//! A concurrency limit on a class (with or without a queue) is held the same way, one holder per
+//! process, a unit taken after the pop and before the handler runs
+//! (crate::worker::class_gate).
+//!
+//! Not built there, and refused with the spread error: keyed (partitioned) limits, rate and
+//! time-window limits, weights and priorities, and two limits on one queue or one class.
 
 use super::{Kind, Limit};
 use crate::keys::Keys;
@@ -22,7 +26,6 @@ use redis::RedisResult;
 pub(crate) fn unsupported(l: &Limit) -> Option<String> {
     let why = match () {
         _ if !matches!(l.kind, Kind::Concurrency { .. }) => "it is not a concurrency limit",
-        _ if l.queue.is_none() || l.class.is_some() => "it is not on a queue alone (a class)",
         _ if l.key.is_some() => "it is keyed (a limit per value of a key)",
         _ if !l.weights.is_empty() || !l.priority.is_empty() => "it has weights or priorities",
         _ => return None,
@@ -30,13 +33,14 @@ pub(crate) fn unsupported(l: &Limit) -> Option<String> {
     Some(format!("limit {:?}: {why}", l.name))
 }
 
-/// The limit covering the jobs of queue `q` among `limits` (all of them supported): one on
-/// `q` itself, or on the queue `q` is a shard of. Two of them is an error.
+/// The queue limit (no class) covering the jobs of queue `q` among `limits` (all of them
+/// supported): one on `q` itself, or on the queue `q` is a shard of. Two of them is an error.
 pub(crate) fn for_queue<'a>(limits: &'a [Limit], q: &str) -> Result<Option<&'a Limit>, String> {
     let mut on = limits.iter().filter(|l| {
-        l.queue
-            .as_deref()
-            .is_some_and(|lq| lq == q || crate::splits::is_shard_of(q, lq))
+        l.class.is_none()
+            && l.queue
+                .as_deref()
+                .is_some_and(|lq| lq == q || crate::splits::is_shard_of(q, lq))
     });
     let first = on.next();
     match on.next() {
@@ -47,6 +51,22 @@ pub(crate) fn for_queue<'a>(limits: &'a [Limit], q: &str) -> Result<Option<&'a L
         )),
         None => Ok(first),
     }
+}
+
+/// The class limits among `limits` (all of them supported); two on one class is an error.
+pub(crate) fn class_limits(limits: &[Limit]) -> Result<Vec<&Limit>, String> {
+    let on: Vec<&Limit> = limits.iter().filter(|l| l.class.is_some()).collect();
+    for (i, a) in on.iter().enumerate() {
+        if let Some(b) = on[i + 1..].iter().find(|b| b.class == a.class) {
+            return Err(format!(
+                "class {:?} has two limits ({:?} and {:?})",
+                a.class.as_deref().unwrap_or_default(),
+                a.name,
+                b.name
+            ));
+        }
+    }
+    Ok(on)
 }
 
 /// The capacity of a concurrency limit (0 for another kind).
@@ -108,12 +128,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_queue_concurrency_limit_is_supported() {
+    fn only_a_plain_concurrency_limit_is_supported() {
         assert_eq!(unsupported(&Limit::concurrency("a", 5).queue("q")), None);
+        assert_eq!(unsupported(&Limit::concurrency("a", 5).class("C")), None);
+        assert_eq!(
+            unsupported(&Limit::concurrency("a", 5).queue("q").class("C")),
+            None
+        );
         for l in [
-            Limit::concurrency("a", 5).class("C"),
-            Limit::concurrency("a", 5).queue("q").class("C"),
             Limit::concurrency("a", 5).queue("q").key("{args.0}"),
+            Limit::concurrency("a", 5).class("C").key("{args.0}"),
             Limit::concurrency("a", 5).queue("q").weight("C", 2),
             Limit::concurrency("a", 5).queue("q").priority("C", 9),
             Limit::rate("a", 5, std::time::Duration::from_secs(1)).queue("q"),
@@ -134,6 +158,17 @@ mod tests {
             Limit::concurrency("w", 5).queue("video"),
         ];
         assert!(for_queue(&two, "video").is_err());
+        let class = vec![Limit::concurrency("c", 5).queue("video").class("C")];
+        assert!(
+            for_queue(&class, "video").unwrap().is_none(),
+            "a class limit"
+        );
+        assert_eq!(class_limits(&class).unwrap().len(), 1);
+        let two = vec![
+            Limit::concurrency("c", 5).class("C"),
+            Limit::concurrency("d", 5).class("C"),
+        ];
+        assert!(class_limits(&two).is_err());
     }
 
     /// `limit_share.lua` against a real Redis: grants what fits beside the other holders,

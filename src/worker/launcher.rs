@@ -99,8 +99,17 @@ impl Worker {
         let groups = super::spread::groups(&cfg, &keys, pid, &names);
         let gates = match keys.is_spread() {
             true => super::spread::gates(&cfg, &mut con, &keys, &self.registry, &groups).await?,
-            false => vec![None; groups.len()],
+            false => super::spread::Gates {
+                queues: vec![None; groups.len()],
+                classes: Vec::new(),
+            },
         };
+        let class_gates = (!gates.classes.is_empty()).then(|| {
+            Arc::new(super::class_gate::ClassGates {
+                gates: gates.classes.clone(),
+                con: con.clone(),
+            })
+        });
         let ids: Vec<String> = groups.iter().flat_map(|g| g.ids.iter().cloned()).collect();
         let started = chrono::Utc::now();
         let pruner = Pruner::new(keys.clone(), &ids, pid, cfg.prune_after, cfg.at_least_once);
@@ -187,7 +196,8 @@ impl Worker {
         if let Some(s) = &shared {
             tokio::spawn(super::spread::flush_counts(
                 s.clone(),
-                gates.iter().flatten().cloned().collect(),
+                gates.queues.iter().flatten().cloned().collect(),
+                gates.classes.clone(),
                 con.clone(),
                 keys.clone(),
                 stop_rx.clone(),
@@ -202,7 +212,7 @@ impl Worker {
         };
         // Each group's slots share a config (a spread namespace's one per queue).
         let mut placed = Vec::with_capacity(states.len());
-        for (g, gate) in groups.iter().zip(&gates) {
+        for (g, gate) in groups.iter().zip(&gates.queues) {
             let config = super::step::StepConfig::new(&keys, &g.ids, &settings);
             for i in 0..g.ids.len() {
                 placed.push((config.clone(), i + 1, g.queues.clone(), gate.clone()));
@@ -226,6 +236,7 @@ impl Worker {
                 chain: chain.clone(),
                 tracker: tracker.clone(),
                 limits: limits.clone(),
+                class_gates: class_gates.clone(),
                 shutdown: shutdown.subscribe(),
                 abort_jobs: abort_rx.clone(),
                 at_least_once: cfg.at_least_once,
@@ -243,7 +254,8 @@ impl Worker {
             signals,
             ids,
             shared,
-            gates: gates.into_iter().flatten().collect(),
+            gates: gates.queues.into_iter().flatten().collect(),
+            classes: gates.classes,
             keys,
             con,
             fetch,
@@ -314,6 +326,8 @@ pub struct Running {
     shared: Option<Arc<super::step::spread::Shared>>,
     /// A spread namespace's groups' shares of their queues' limits.
     gates: Vec<Arc<super::step::gate::Gate>>,
+    /// A spread namespace's process shares of its class limits.
+    classes: Vec<Arc<super::class_gate::ClassGate>>,
     /// Key names.
     keys: Keys,
     /// Shared connection.
@@ -501,7 +515,8 @@ impl Running {
         let con = self.con.clone();
         if let Some(shared) = &self.shared {
             let mut con = con.clone();
-            let settle = super::spread::settle(shared, &self.gates, &mut con, &keys, &ids);
+            let settle =
+                super::spread::settle(shared, &self.gates, &self.classes, &mut con, &keys, &ids);
             let kept = tokio::time::timeout(UNREGISTER_PATIENCE, settle)
                 .await
                 .unwrap_or_else(|_| ids.clone());

@@ -13,6 +13,7 @@
 //! concurrency limit on a queue is enforced with shares in the limit's slot, one per group
 //! ([`gates`], `step/gate.rs`).
 
+use super::class_gate::ClassGate;
 use super::config::Config;
 use super::step::gate::Gate;
 use super::step::spread::Shared;
@@ -60,7 +61,9 @@ pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
         .iter()
         .find_map(crate::limits::spread::unsupported)
     {
-        return refused(&format!("limits other than a concurrency limit on a queue ({why})"));
+        return refused(&format!(
+            "limits other than a concurrency limit on a queue or a class ({why})"
+        ));
     }
     if !registry.statused_classes().is_empty() {
         return refused("resque-status classes");
@@ -110,15 +113,16 @@ pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32, names: &[String]) -> V
 }
 
 /// Declares the registry's limits and reads those in force; each group's share of the limit
-/// on its queue (`None`: no limit there). A limit in force that a spread namespace cannot
-/// enforce, or a queue with two, refuses the start (see [`refuse`]).
+/// on its queue (`None`: no limit there) and the process's share of each class limit. A limit
+/// in force that a spread namespace cannot enforce, or a queue or class with two, refuses the
+/// start (see [`refuse`]).
 pub(crate) async fn gates(
     cfg: &Config,
     con: &mut crate::conn::Conn,
     keys: &Keys,
     registry: &Registry,
     groups: &[Group],
-) -> Result<Vec<Option<Arc<Gate>>>> {
+) -> Result<Gates> {
     let refused = |what: String| {
         Err(Error::Config {
             var: "RESQUE_NAMESPACE",
@@ -146,9 +150,22 @@ pub(crate) async fn gates(
     }
     if let Some(why) = limits.iter().find_map(crate::limits::spread::unsupported) {
         return refused(format!(
-            "limits other than a concurrency limit on a queue ({why})"
+            "limits other than a concurrency limit on a queue or a class ({why})"
         ));
     }
+    let classes = match crate::limits::spread::class_limits(&limits) {
+        Ok(ls) => ls,
+        Err(why) => return refused(format!("two limits on one class ({why})")),
+    };
+    let holder = groups
+        .iter()
+        .find_map(|g| g.ids.first())
+        .cloned()
+        .unwrap_or_default();
+    let classes: Vec<Arc<ClassGate>> = classes
+        .into_iter()
+        .map(|l| Arc::new(ClassGate::new(keys, l, &holder)))
+        .collect();
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
         let (Some(q), Some(holder)) = (g.queues.as_ref(), g.ids.first()) else {
@@ -164,7 +181,18 @@ pub(crate) async fn gates(
             Err(why) => return refused(format!("two limits on one queue ({why})")),
         }
     }
-    Ok(out)
+    Ok(Gates {
+        queues: out,
+        classes,
+    })
+}
+
+/// A spread process's shares of limits ([`gates`]).
+pub(crate) struct Gates {
+    /// Per group, the share of the limit on its queue.
+    pub queues: Vec<Option<Arc<Gate>>>,
+    /// The process's share of each class limit.
+    pub classes: Vec<Arc<ClassGate>>,
 }
 
 /// Adds the shared counters' increments every [`FLUSH_EVERY`](super::step::spread::FLUSH_EVERY)
@@ -172,6 +200,7 @@ pub(crate) async fn gates(
 pub(crate) async fn flush_counts(
     shared: Arc<Shared>,
     gates: Vec<Arc<Gate>>,
+    classes: Vec<Arc<ClassGate>>,
     mut con: crate::conn::Conn,
     keys: Keys,
     mut stop: watch::Receiver<bool>,
@@ -184,6 +213,9 @@ pub(crate) async fn flush_counts(
         };
         // Units given back off a reserve's call (step/gate.rs).
         for g in &gates {
+            g.flush(&mut con).await;
+        }
+        for g in &classes {
             g.flush(&mut con).await;
         }
         match shared.flush(&mut con, &keys).await {
@@ -202,6 +234,7 @@ pub(crate) async fn flush_counts(
 pub(crate) async fn settle(
     shared: &Shared,
     gates: &[Arc<Gate>],
+    classes: &[Arc<ClassGate>],
     con: &mut crate::conn::Conn,
     keys: &Keys,
     ids: &[String],
@@ -210,6 +243,12 @@ pub(crate) async fn settle(
     // cannot stays registered, for the pruner to remove it once its heartbeat expires.
     let mut kept = Vec::new();
     for g in gates {
+        if let Err(e) = g.leave(con).await {
+            tracing::warn!(error = %e, "could not give a limit's units back; the pruner removes them once this process's heartbeats expire");
+            kept.push(g.holder().to_string());
+        }
+    }
+    for g in classes {
         if let Err(e) = g.leave(con).await {
             tracing::warn!(error = %e, "could not give a limit's units back; the pruner removes them once this process's heartbeats expire");
             kept.push(g.holder().to_string());

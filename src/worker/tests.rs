@@ -256,6 +256,7 @@ async fn reserve_and_perform(
         super::perform::Reserved::Record(record, None),
         &Arc::from(id),
         std::future::pending::<&'static str>(),
+        None,
     )
     .await
 }

@@ -90,6 +90,8 @@ pub(crate) struct Slot {
     pub tracker: Arc<crate::jobs::Tracker>,
     /// The limits in force.
     pub limits: Arc<crate::limits::cache::LimitsCache>,
+    /// On a spread namespace with class limits, their gates (a unit before a handler runs).
+    pub class_gates: Option<Arc<crate::worker::class_gate::ClassGates>>,
     /// Shutdown phase.
     pub shutdown: watch::Receiver<Phase>,
     /// Bumped by USR1: abort the running job, keep working.
@@ -276,6 +278,7 @@ impl Slot {
             job,
             &self.state.id,
             abort,
+            self.class_gates.as_deref(),
         )
         .await;
         self.after_abort(c, fired.load(Ordering::SeqCst), limited)
