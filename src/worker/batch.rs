@@ -51,11 +51,18 @@ impl Batcher {
         lanes: usize,
         fetch: Arc<Fetch>,
         limits: Arc<crate::limits::cache::LimitsCache>,
+        classes: Option<Arc<super::class_gate::ClassGates>>,
     ) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..lanes.max(1) {
-            tokio::spawn(lane(con.clone(), rx.clone(), fetch.clone(), limits.clone()));
+            tokio::spawn(lane(
+                con.clone(),
+                rx.clone(),
+                fetch.clone(),
+                limits.clone(),
+                classes.clone(),
+            ));
         }
         Batcher { tx }
     }
@@ -82,6 +89,7 @@ async fn lane(
     rx: Arc<Mutex<mpsc::UnboundedReceiver<Waiting>>>,
     fetch: Arc<Fetch>,
     limits: Arc<crate::limits::cache::LimitsCache>,
+    classes: Option<Arc<super::class_gate::ClassGates>>,
 ) {
     // Requests taken from the channel that belong to another queue list than the call being
     // made: they go in the lane's next calls, in order.
@@ -189,6 +197,10 @@ async fn lane(
             Ok(out) => {
                 if let Some(g) = &gate {
                     g.settle(&mut con, &batch, &out.replies).await;
+                }
+                // A spread namespace's class limits: units for the jobs reserved, per call.
+                if let Some(c) = &classes {
+                    c.after_call(&mut con, &batch, &out.replies).await;
                 }
                 // A queue a full limit closed, found so with limits replaced since (raised or
                 // cleared while the call was on its way), may be open: it is not taken as

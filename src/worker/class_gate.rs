@@ -4,12 +4,14 @@
 //! is granted. No handler of the class runs without a unit: the limit is never exceeded.
 //!
 //! One [`ClassGate`] per class limit per process, held under the process's first slot id in
-//! the limit's shares (crate::limits::spread, `limit_share.lua`). Taking a unit is one share
-//! call (written as what the process holds then, so a lost reply is corrected by the next
-//! call); a unit comes back when the handler ends, locally at once (a slot of the process
-//! waiting for one gets it at its next call) and in Redis with the next share call or the
-//! flusher's within [`FLUSH_EVERY`](super::step::spread::FLUSH_EVERY). A slot refused a unit
-//! asks again when one of the process comes back, or after [`RETRY`](super::step::gate::RETRY).
+//! the limit's shares (crate::limits::spread, `limit_share.lua`). The units are asked for by
+//! the batcher right after the step call that reserved the jobs: one share call per class limit
+//! for all the call's jobs of its class ([`ClassGates::after_call`]; written as what the process
+//! holds then, so a lost reply is corrected by the next call). A job granted one runs at once;
+//! a job refused one waits in its slot, asking again (one share call) when a unit of the
+//! process comes back, or after [`RETRY`](super::step::gate::RETRY). A unit comes back when the
+//! handler ends, locally at once and in Redis with the next share call or the flusher's within
+//! [`FLUSH_EVERY`](super::step::spread::FLUSH_EVERY).
 
 use crate::keys::Keys;
 use crate::limits::Limit;
@@ -35,6 +37,9 @@ pub(crate) struct ClassGate {
     dirty: AtomicBool,
     /// A unit came back.
     freed: Notify,
+    /// Slots whose job was granted a unit by [`ClassGates::after_call`], not yet taken by
+    /// its handler.
+    granted: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// A unit a handler holds; it comes back when dropped (the handler ended, or was dropped).
@@ -60,6 +65,7 @@ impl ClassGate {
             returned: AtomicUsize::new(0),
             dirty: AtomicBool::new(false),
             freed: Notify::new(),
+            granted: Default::default(),
         }
     }
 
@@ -125,6 +131,38 @@ impl ClassGate {
         }
     }
 
+    /// The unit granted to slot `slot`'s job after its step call, if any.
+    fn take_granted(self: &Arc<Self>, slot: &str) -> Option<Unit> {
+        let mut granted = self.granted.lock().unwrap_or_else(|p| p.into_inner());
+        granted.remove(slot).then(|| Unit(self.clone()))
+    }
+
+    /// Asks for a unit for each of `slots` (their jobs just reserved, of this limit) in one
+    /// share call; those granted wait for their handlers. A unit a slot was granted before and
+    /// did not use (its job never reached a handler) comes back.
+    async fn grant<C: ConnectionLike + Send>(&self, con: &mut C, slots: &[&str]) {
+        {
+            let mut granted = self.granted.lock().unwrap_or_else(|p| p.into_inner());
+            for s in slots {
+                if granted.remove(*s) {
+                    self.returned.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let mut held = self.held.lock().await;
+        let g = match self.call(con, &mut held, slots.len()).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::debug!(error = %e, limit = %self.limit.name, "could not take units of a class limit; the jobs ask again");
+                0
+            }
+        };
+        let mut granted = self.granted.lock().unwrap_or_else(|p| p.into_inner());
+        for s in slots.iter().take(g) {
+            granted.insert(s.to_string());
+        }
+    }
+
     /// Writes what the process holds, when units came back since the last write.
     pub(crate) async fn flush<C: ConnectionLike + Send>(&self, con: &mut C) {
         if !self.dirty.load(Ordering::SeqCst) {
@@ -141,6 +179,10 @@ impl ClassGate {
         let mut held = self.held.lock().await;
         *held = 0;
         self.returned.store(0, Ordering::SeqCst);
+        self.granted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         crate::limits::spread::share(con, &self.keys, &self.limit.name, &self.holder, 0, 0, 0)
             .await
             .map(|_| ())
@@ -156,11 +198,56 @@ pub(crate) struct ClassGates {
 }
 
 impl ClassGates {
-    /// Before the handler of a job of `class` taken from `queue` runs: the unit of the class
-    /// limit covering it, once granted (`None`: no limit covers it).
-    pub(crate) async fn admit(&self, class: &str, queue: &str) -> Option<Unit> {
+    /// Before the handler of slot `slot`'s job of `class` taken from `queue` runs: the unit of
+    /// the class limit covering it — the one granted after its step call, or one asked for
+    /// now, once granted (`None`: no limit covers it).
+    pub(crate) async fn admit(&self, slot: &str, class: &str, queue: &str) -> Option<Unit> {
         let g = self.gates.iter().find(|g| g.covers(class, queue))?;
+        if let Some(u) = g.take_granted(slot) {
+            return Some(u);
+        }
         let mut con = self.con.clone();
         Some(g.acquire(&mut con).await)
+    }
+
+    /// After a step call of `batch` answered `replies`: units for the jobs it reserved whose
+    /// class a limit covers, one share call per limit.
+    pub(crate) async fn after_call<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        batch: &[super::step::StepRequest],
+        replies: &[super::step::StepReply],
+    ) {
+        /// What a worker record says of its job (the rest is not read).
+        #[derive(serde::Deserialize)]
+        struct Record {
+            queue: String,
+            payload: Payload,
+        }
+        #[derive(serde::Deserialize)]
+        struct Payload {
+            class: String,
+        }
+        let mut by_gate: Vec<Vec<&str>> = vec![Vec::new(); self.gates.len()];
+        for (r, reply) in batch.iter().zip(replies) {
+            let super::step::Reply::Job(record, _) = &reply.reply else {
+                continue;
+            };
+            let Ok(rec) = serde_json::from_slice::<Record>(record) else {
+                continue; // the handler asks for its unit itself, if it runs at all
+            };
+            if let Some(i) = self
+                .gates
+                .iter()
+                .position(|g| g.covers(&rec.payload.class, &rec.queue))
+            {
+                by_gate[i].push(r.stepper.id());
+            }
+        }
+        for (g, slots) in self.gates.iter().zip(&by_gate) {
+            if !slots.is_empty() {
+                g.grant(con, slots).await;
+            }
+        }
     }
 }

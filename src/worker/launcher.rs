@@ -189,6 +189,7 @@ impl Worker {
             super::batch::LANES.min(states.len()),
             fetch.clone(),
             limits.clone(),
+            class_gates.clone(),
         );
         let shared = keys
             .is_spread()

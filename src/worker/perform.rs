@@ -121,7 +121,7 @@ pub(crate) async fn perform(
     // handler runs, back when it ends or is dropped.
     let run = async {
         let _unit = match gates {
-            Some(g) => g.admit(payload.class(), &queue).await,
+            Some(g) => g.admit(worker, payload.class(), &queue).await,
             None => None,
         };
         chain.run(&handler, ctx.clone()).await

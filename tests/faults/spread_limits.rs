@@ -39,6 +39,41 @@ fn shares(cluster: &Cluster, ns: &str, name: &str) -> BTreeMap<String, u64> {
         .unwrap_or_default()
 }
 
+/// Starts the compat worker on `ns` (queue `q`), which must exit within 30 s (a worker that
+/// runs is killed and the test fails): its status and stderr.
+fn start_refused(
+    root: &std::path::Path,
+    url: &str,
+    ns: &str,
+) -> (std::process::ExitStatus, String) {
+    let log = root.join(format!("{ns}.log"));
+    let mut child = std::process::Command::new(support::example_bin("compat_worker"))
+        .env("REDIS_URL", url)
+        .env("RESQUE_NAMESPACE", ns)
+        .env("QUEUES", "q")
+        .env("CONCURRENCY", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("compat_worker");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the worker started: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
 #[test]
 fn spread_queue_limit_of_five_holds_over_three_shards_and_four_processes_through_kill9() {
     drain_under(Limit::concurrency("five", 5).queue("video"));
@@ -143,7 +178,9 @@ fn drain_under(limit: Limit) {
     // Their leases stop counting: nothing of theirs runs any more.
     let running = format!("{gauge}:running");
     let leases: Vec<String> = gcon().zrange(&running, 0, -1).expect("ZRANGE");
-    for l in leases.iter().filter(|l| of_dead(l)) {
+    // (A lease is `<label>:<pid>:<start ms>`.)
+    let dead_lease = |l: &str| dead.iter().any(|pid| l.contains(&format!(":{pid}:")));
+    for l in leases.iter().filter(|l| dead_lease(l)) {
         let _: i64 = gcon().zrem(&running, l).expect("ZREM");
     }
     // `resq limits list` reads the units from the shares (the dead ones' included).
@@ -248,16 +285,9 @@ fn spread_limits_not_built_refuse_the_worker_start() {
         for l in &limits {
             declare(&cluster, &ns, l);
         }
-        let out = std::process::Command::new(support::example_bin("compat_worker"))
-            .env("REDIS_URL", &url)
-            .env("RESQUE_NAMESPACE", &ns)
-            .env("QUEUES", "q")
-            .env("CONCURRENCY", "1")
-            .output()
-            .expect("compat_worker");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let (status, err) = start_refused(&root, &url, &ns);
         assert!(
-            !out.status.success() && err.contains("docs/cluster.md") && err.contains(why),
+            !status.success() && err.contains("docs/cluster.md") && err.contains(why),
             "{limits:?}: {err}"
         );
         let workers = format!("{ns}:workers");
@@ -269,4 +299,138 @@ fn spread_limits_not_built_refuse_the_worker_start() {
             .expect("SMEMBERS");
         assert!(registered.is_empty(), "{registered:?}");
     }
+}
+
+/// Calls per command (`INFO commandstats`, commands run by scripts included) summed over
+/// every node of the cluster so far.
+fn command_stats(cluster: &Cluster) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for n in &cluster.nodes {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut n.con())
+            .expect("INFO");
+        for l in info.lines() {
+            let Some((name, rest)) = l
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(":calls="))
+            else {
+                continue;
+            };
+            let calls: u64 = rest
+                .split(',')
+                .next()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            *out.entry(name.to_string()).or_default() += calls;
+        }
+    }
+    out
+}
+
+/// Commands processed by every node of the cluster so far.
+fn commands(cluster: &Cluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let info: String = redis::cmd("INFO")
+                .arg("stats")
+                .query(&mut n.con())
+                .expect("INFO");
+            info.lines()
+                .find_map(|l| l.strip_prefix("total_commands_processed:"))
+                .map_or(0, |v| v.trim().parse().expect("a count"))
+        })
+        .sum()
+}
+
+/// What a limit costs on a spread namespace, in commands the cluster processes per job: one
+/// process (4 slots per queue) drains 1,500 `Noop` jobs from `video` split in three, with no
+/// limit, with a queue limit and a class limit that never bind (1,000) and that bind (5). The
+/// whole run is counted (the worker's start and exit too, the same in each). Prints the table
+/// (`cargo test --test faults spread_limits::spread_limit_cost -- --nocapture`); a queue limit
+/// that does not bind costs at most one command a job more than none, a class limit two.
+#[test]
+fn spread_limit_cost_in_commands_per_job() {
+    require_tools();
+    let root = topology::temp_dir("spread-limit-cost");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(3);
+    const JOBS: u64 = 1500;
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut rows = Vec::new();
+    for (label, limit) in [
+        ("no limit", None),
+        (
+            "queue limit 1000",
+            Some(Limit::concurrency("l", 1000).queue("video")),
+        ),
+        (
+            "queue limit 5",
+            Some(Limit::concurrency("l", 5).queue("video")),
+        ),
+        (
+            "class limit 1000",
+            Some(Limit::concurrency("l", 1000).class("Noop")),
+        ),
+        (
+            "class limit 5",
+            Some(Limit::concurrency("l", 5).class("Noop")),
+        ),
+    ] {
+        let ns = support::namespace("spread-limit-cost");
+        let out = std::process::Command::new(support::resq_bin())
+            .args(["--url", &url, "--namespace", &ns, "split", "video", "3"])
+            .output()
+            .expect("resq split");
+        assert!(out.status.success());
+        if let Some(l) = &limit {
+            declare(&cluster, &ns, l);
+        }
+        rt.block_on(async {
+            let client = resq::Client::connect(&url, &ns).await.expect("client");
+            let jobs: Vec<(&str, resq::client::NewJob)> = (0..JOBS)
+                .map(|_| ("video", resq::client::NewJob::new("Noop", vec![])))
+                .collect();
+            client.enqueue_batch(&jobs).await.expect("enqueue");
+        });
+        let before = commands(&cluster);
+        let stats_before = command_stats(&cluster);
+        let mut w = WorkerProc::start(&url, &ns, 16, &[("QUEUES", "video"), ("CONCURRENCY", "4")]);
+        let processed = format!("{ns}:stat:processed");
+        wait_until(300, "every job processed", || {
+            let n: u64 = cluster
+                .owner(&processed)?
+                .try_con()?
+                .get::<_, Option<u64>>(&processed)
+                .ok()??;
+            (n >= JOBS).then_some(())
+        });
+        crate::spread_common::quit_cleanly(&cluster, &ns, &mut w);
+        let per_job = (commands(&cluster) - before) as f64 / JOBS as f64;
+        let fcalls = (command_stats(&cluster).get("fcall").copied().unwrap_or(0)
+            - stats_before.get("fcall").copied().unwrap_or(0)) as f64
+            / JOBS as f64;
+        if limit.is_some() {
+            assert_eq!(shares(&cluster, &ns, "l"), BTreeMap::new(), "{label}");
+        }
+        rows.push((label, per_job, fcalls));
+    }
+    println!(
+        "SPREAD limit cost: per job, 1 process x 16 slots, {JOBS} Noop jobs, video split in 3 \
+         (commands include those the scripts run)"
+    );
+    println!(
+        "  {:<18} {:>8} {:>8} {:>7}",
+        "", "commands", "vs none", "FCALLs"
+    );
+    for (label, per_job, fcalls) in &rows {
+        println!(
+            "  {label:<18} {per_job:8.2} {:>+8.2} {fcalls:7.2}",
+            per_job - rows[0].1
+        );
+    }
+    assert!(rows[1].1 - rows[0].1 <= 1.0, "{rows:?}");
+    assert!(rows[3].1 - rows[0].1 <= 2.0, "{rows:?}");
 }

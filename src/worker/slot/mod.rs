@@ -416,7 +416,8 @@ impl Slot {
             };
         }
         drop(record);
-        if reserve && result.is_ok() {
+        // (A reserve a spread limit refused was not attempted: nothing was polled.)
+        if reserve && result.as_ref().is_ok_and(|a| a.reply != Reply::Limited) {
             self.fetch.attempted();
         }
         result

@@ -8,18 +8,23 @@
 //! not) is corrected by the next one; meanwhile Redis may count more than the group holds,
 //! never less. Around a step call ([`Gate::admit`], [`Gate::settle`]):
 //!
-//! 1. the units of the jobs the call completes are given back (their handlers have returned;
-//!    a completion sent again after a failed call gives back nothing more);
-//! 2. the slots that reserve and hold no unit ask for one each, in one share call; those
-//!    beyond what was granted do not reserve in this call, and are told [`Reply::Limited`];
-//! 3. after the call, a granted unit whose slot got no job is given back at once (one more
-//!    share call, only when the queue ran dry); a call that failed keeps its units pending
-//!    (the slot sends it again and gets its job back if it was reserved).
+//! 1. the units of the jobs the call completes become spare (their handlers have returned; a
+//!    completion sent again after a failed call frees nothing more);
+//! 2. each slot that reserves and holds no unit takes a spare one, or, when there are too few,
+//!    the group asks for the rest in one share call; those beyond what was granted do not
+//!    reserve in this call, and are told [`Reply::Limited`];
+//! 3. after the call, a granted unit whose slot got no job goes back at once (one share call,
+//!    only when the queue had fewer jobs than slots asking), and the group's next call asks for
+//!    one unit only until a job is found again (its other slots park as on an empty queue); a
+//!    call that failed keeps its units pending (the slot sends it again and gets its job back
+//!    if it was reserved).
 //!
-//! Units given back without a reserve in the same call are written by the flusher within
-//! [`FLUSH_EVERY`](super::spread::FLUSH_EVERY) (or by the group's next share call): nothing
-//! more on a job's own path. A slot told [`Reply::Limited`] asks again when a unit of its group
-//! comes back, or after [`RETRY`] (units of other processes).
+//! The units of ended jobs are spare: still counted in Redis, so a slot taking one again needs
+//! no share call (a busy group whose slots end a job and reserve the next in the same call
+//! sends none). The flusher gives the spare units back every [`FLUSH_EVERY`](super::spread::FLUSH_EVERY) (they
+//! are held meanwhile: other processes may get less, never more). A slot told
+//! [`Reply::Limited`] asks again when a unit of its group comes back, or after [`RETRY`]
+//! (units of other processes).
 
 use super::{Completion, JobRef, Reply, StepReply, StepRequest};
 use crate::keys::Keys;
@@ -27,7 +32,6 @@ use redis::aio::ConnectionLike;
 use redis::RedisResult;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 
@@ -44,6 +48,23 @@ enum Hold {
     Job(u64),
 }
 
+/// What a group holds, and what Redis counts for it.
+#[derive(Debug, Default)]
+struct Held {
+    /// Slot id → its unit.
+    slots: HashMap<String, Hold>,
+    /// Units Redis counts for the group at least (what the last share call wrote, or, when
+    /// its reply was lost, the least it may have written): never below `slots.len()`. The
+    /// difference is spare: units of jobs that ended, or granted and not used, that slots of
+    /// the group may take again without a share call until the flusher gives them back.
+    written: usize,
+    /// Redis may count more than `written` (a share call's reply was lost).
+    unsure: bool,
+    /// The last call found the queue empty: the next one asks for one unit only (a probe),
+    /// its other reserving slots park as on an empty queue.
+    probe: bool,
+}
+
 /// One group's share of one concurrency limit.
 #[derive(Debug)]
 pub(crate) struct Gate {
@@ -54,10 +75,8 @@ pub(crate) struct Gate {
     capacity: u32,
     /// The holder: the group's first slot id.
     holder: String,
-    /// Slot id → its unit.
-    held: Mutex<HashMap<String, Hold>>,
-    /// Units were given back locally and not yet written.
-    dirty: AtomicBool,
+    /// What it holds.
+    held: Mutex<Held>,
     /// A unit of the group came back.
     freed: Notify,
 }
@@ -76,8 +95,7 @@ impl Gate {
             name: limit.name.clone(),
             capacity: crate::limits::spread::capacity(limit),
             holder: holder.to_string(),
-            held: Mutex::new(HashMap::new()),
-            dirty: AtomicBool::new(false),
+            held: Mutex::new(Held::default()),
             freed: Notify::new(),
         }
     }
@@ -87,9 +105,10 @@ impl Gate {
         &self.holder
     }
 
-    /// Before a call of `batch` (`polls`: the call polls a queue): gives back the units of the
-    /// jobs it completes and takes one for each reserving slot that holds none. Returns, per
-    /// request, whether the limit refused it (its `reserve` is then cleared).
+    /// Before a call of `batch` (`polls`: the call polls a queue): the units of the jobs it
+    /// completes become spare, and each reserving slot that holds none takes one — a spare one,
+    /// or one of those a share call grants. Returns, per request, whether the limit refused
+    /// it (its `reserve` is then cleared).
     pub(crate) async fn admit<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
@@ -106,51 +125,63 @@ impl Gate {
                 None => continue,
             };
             let id = r.stepper.id();
-            if let (Some(Hold::Job(h)), JobRef::Record(rec)) = (held.get(id), ended) {
+            if let (Some(Hold::Job(h)), JobRef::Record(rec)) = (held.slots.get(id), ended) {
                 if *h == record_hash(rec) {
-                    held.remove(id);
+                    held.slots.remove(id);
                     gave = true;
                 }
             }
         }
         if gave {
-            self.dirty.store(true, Ordering::SeqCst);
             self.freed.notify_waiters();
         }
-        let asking: Vec<usize> = batch
+        let mut asking: Vec<usize> = batch
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.reserve && !held.contains_key(r.stepper.id()))
+            .filter(|(_, r)| r.reserve && !held.slots.contains_key(r.stepper.id()))
             .map(|(i, _)| i)
             .collect();
         if asking.is_empty() || !polls {
             return refused;
         }
-        let granted = match crate::limits::spread::share(
-            con,
-            &self.keys,
-            &self.name,
-            &self.holder,
-            held.len(),
-            asking.len(),
-            self.capacity,
-        )
-        .await
-        {
-            Ok(g) => {
-                self.dirty.store(false, Ordering::SeqCst);
-                g
+        if held.probe && asking.len() > 1 {
+            // (Answered "nothing" as from an empty queue: they park.)
+            for &i in &asking[1..] {
+                batch[i].reserve = false;
             }
-            Err(e) => {
-                // Applied or not: the next share call writes what the group holds.
-                self.dirty.store(true, Ordering::SeqCst);
-                tracing::debug!(error = %e, limit = %self.name, "could not take units of a limit; asking again");
-                0
+            asking.truncate(1);
+        }
+        let spare = held.written - held.slots.len();
+        let mut granted = spare.min(asking.len());
+        if asking.len() > spare {
+            match crate::limits::spread::share(
+                con,
+                &self.keys,
+                &self.name,
+                &self.holder,
+                held.written,
+                asking.len() - spare,
+                self.capacity,
+            )
+            .await
+            {
+                Ok(g) => {
+                    held.written += g;
+                    held.unsure = false;
+                    granted += g;
+                }
+                Err(e) => {
+                    // Applied or not: Redis counts `written` at least; the next share call
+                    // writes what the group holds.
+                    held.unsure = true;
+                    tracing::debug!(error = %e, limit = %self.name, "could not take units of a limit; asking again");
+                }
             }
-        };
+        }
         for (k, &i) in asking.iter().enumerate() {
             if k < granted {
-                held.insert(batch[i].stepper.id().to_string(), Hold::Pending);
+                held.slots
+                    .insert(batch[i].stepper.id().to_string(), Hold::Pending);
             } else {
                 batch[i].reserve = false;
                 refused[i] = true;
@@ -159,8 +190,9 @@ impl Gate {
         refused
     }
 
-    /// After the call of `batch` answered `replies`: a pending unit becomes its job's, or
-    /// goes back (written at once).
+    /// After the call of `batch` answered `replies`: a pending unit becomes its job's, or,
+    /// when the queue had no job for it, goes back at once (one share call) and the next
+    /// call probes the queue with one unit.
     pub(crate) async fn settle<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
@@ -171,32 +203,60 @@ impl Gate {
         let mut gave = false;
         for (r, reply) in batch.iter().zip(replies) {
             let id = r.stepper.id();
-            if held.get(id) != Some(&Hold::Pending) {
+            if held.slots.get(id) != Some(&Hold::Pending) {
                 continue;
             }
             match &reply.reply {
                 Reply::Job(record, _) => {
-                    held.insert(id.to_string(), Hold::Job(record_hash(record)));
+                    held.slots
+                        .insert(id.to_string(), Hold::Job(record_hash(record)));
+                    held.probe = false;
                 }
                 _ => {
-                    held.remove(id);
+                    held.slots.remove(id);
                     gave = true;
                 }
             }
         }
         if gave {
+            held.probe = true;
             self.freed.notify_waiters();
-            self.write(con, &held).await;
+            self.write(con, &mut held).await;
         }
     }
 
-    /// Writes what the group holds, when units were given back since the last write.
+    /// Writes what the group holds (its spare units go back).
+    async fn write<C: ConnectionLike + Send>(&self, con: &mut C, held: &mut Held) {
+        let have = held.slots.len();
+        match crate::limits::spread::share(
+            con,
+            &self.keys,
+            &self.name,
+            &self.holder,
+            have,
+            0,
+            self.capacity,
+        )
+        .await
+        {
+            Ok(_) => held.unsure = false,
+            Err(e) => {
+                held.unsure = true;
+                tracing::debug!(error = %e, limit = %self.name, "could not give units of a limit back; trying again");
+            }
+        }
+        // Applied or not, Redis counts `have` at least.
+        held.written = have;
+    }
+
+    /// Gives the spare units back (writes what the group holds), if any (the flusher's,
+    /// every [`FLUSH_EVERY`](super::spread::FLUSH_EVERY)).
     pub(crate) async fn flush<C: ConnectionLike + Send>(&self, con: &mut C) {
-        if !self.dirty.load(Ordering::SeqCst) {
+        let mut held = self.held.lock().await;
+        if held.written == held.slots.len() && !held.unsure {
             return;
         }
-        let held = self.held.lock().await;
-        self.write(con, &held).await;
+        self.write(con, &mut held).await;
     }
 
     /// On the way out, once the group's slots have stopped: its share goes (units still
@@ -204,28 +264,11 @@ impl Gate {
     /// handler runs them any more).
     pub(crate) async fn leave<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         let mut held = self.held.lock().await;
-        held.clear();
+        held.slots.clear();
+        held.written = 0;
         crate::limits::spread::share(con, &self.keys, &self.name, &self.holder, 0, 0, 0)
             .await
             .map(|_| ())
-    }
-
-    async fn write<C: ConnectionLike + Send>(&self, con: &mut C, held: &HashMap<String, Hold>) {
-        self.dirty.store(false, Ordering::SeqCst);
-        let r = crate::limits::spread::share(
-            con,
-            &self.keys,
-            &self.name,
-            &self.holder,
-            held.len(),
-            0,
-            self.capacity,
-        )
-        .await;
-        if let Err(e) = r {
-            self.dirty.store(true, Ordering::SeqCst);
-            tracing::debug!(error = %e, limit = %self.name, "could not give units of a limit back; trying again");
-        }
     }
 
     /// Waits until a unit of the group comes back, or [`RETRY`].
