@@ -24,11 +24,14 @@ use redis::RedisResult;
 
 /// Why `l` cannot be enforced on a spread namespace (`None`: it can).
 pub(crate) fn unsupported(l: &Limit) -> Option<String> {
-    let why = match () {
-        _ if !matches!(l.kind, Kind::Concurrency { .. }) => "it is not a concurrency limit",
-        _ if l.key.is_some() => "it is keyed (a limit per value of a key)",
-        _ if !l.weights.is_empty() || !l.priority.is_empty() => "it has weights or priorities",
-        _ => return None,
+    let why = if !matches!(l.kind, Kind::Concurrency { .. }) {
+        "it is not a concurrency limit"
+    } else if l.key.is_some() {
+        "it is keyed (a limit per value of a key)"
+    } else if !l.weights.is_empty() || !l.priority.is_empty() {
+        "it has weights or priorities"
+    } else {
+        return None;
     };
     Some(format!("limit {:?}: {why}", l.name))
 }
@@ -178,7 +181,7 @@ mod tests {
     async fn a_share_is_granted_within_the_limit_and_a_bad_key_is_refused_unwritten() {
         use redis::AsyncCommands;
         let mut con = crate::testing::con().await;
-        let keys = Keys::new(&crate::testing::namespace("share"));
+        let keys = Keys::new(crate::testing::namespace("share"));
         let key = keys.limit_shares("five");
         let take = |con: &mut crate::conn::Conn, holder: &'static str, have, want| {
             let (mut con, keys) = (con.clone(), keys.clone());
