@@ -166,12 +166,12 @@ async fn lane(
         // A spread namespace's limit on the queue: units first (step/gate.rs); a slot refused
         // one reserves nothing and is told so.
         let gate = batch[0].stepper.gate().cloned();
-        let limited = match &gate {
+        let (limited, granted) = match &gate {
             Some(g) => {
                 g.admit(&mut con, &mut batch, !pick.queues.queues.is_empty())
                     .await
             }
-            None => Vec::new(),
+            None => (Vec::new(), Vec::new()),
         };
         let answer = |reply: StepReply, asked: bool, limited: bool| match limited {
             true => StepReply {
@@ -186,6 +186,10 @@ async fn lane(
         }
         let limited_at = |i: usize| limited.get(i).copied().unwrap_or(false);
         if pick.nothing_to_do(&batch) || (gate.is_some() && nothing_left(&batch)) {
+            if let Some(g) = &gate {
+                // Units granted for reserves no call makes (the queues' pick changed) go back.
+                g.unsent(&granted).await;
+            }
             for (i, (tx, asked)) in waiting.into_iter().zip(asked).enumerate() {
                 let _ = tx.send(Ok(answer(StepReply::empty(false), asked, limited_at(i))));
             }

@@ -108,14 +108,15 @@ impl Gate {
     /// Before a call of `batch` (`polls`: the call polls a queue): the units of the jobs it
     /// completes become spare, and each reserving slot that holds none takes one — a spare one,
     /// or one of those a share call grants. Returns, per request, whether the limit refused
-    /// it (its `reserve` is then cleared).
+    /// it (its `reserve` is then cleared), and the slots granted a unit now.
     pub(crate) async fn admit<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         batch: &mut [StepRequest],
         polls: bool,
-    ) -> Vec<bool> {
+    ) -> (Vec<bool>, Vec<String>) {
         let mut refused = vec![false; batch.len()];
+        let mut now = Vec::new();
         let mut held = self.held.lock().await;
         let mut gave = false;
         for r in batch.iter() {
@@ -142,7 +143,7 @@ impl Gate {
             .map(|(i, _)| i)
             .collect();
         if asking.is_empty() || !polls {
-            return refused;
+            return (refused, now);
         }
         if held.probe && asking.len() > 1 {
             // (Answered "nothing" as from an empty queue: they park.)
@@ -180,14 +181,27 @@ impl Gate {
         }
         for (k, &i) in asking.iter().enumerate() {
             if k < granted {
-                held.slots
-                    .insert(batch[i].stepper.id().to_string(), Hold::Pending);
+                let id = batch[i].stepper.id().to_string();
+                held.slots.insert(id.clone(), Hold::Pending);
+                now.push(id);
             } else {
                 batch[i].reserve = false;
                 refused[i] = true;
             }
         }
-        refused
+        (refused, now)
+    }
+
+    /// The units granted to `slots` by [`Gate::admit`] for a call that is not made go back
+    /// (spare; the flusher writes them).
+    pub(crate) async fn unsent(&self, slots: &[String]) {
+        let mut held = self.held.lock().await;
+        for id in slots {
+            if held.slots.get(id) == Some(&Hold::Pending) {
+                held.slots.remove(id);
+            }
+        }
+        self.freed.notify_waiters();
     }
 
     /// After the call of `batch` answered `replies`: a pending unit becomes its job's, or,
@@ -203,7 +217,9 @@ impl Gate {
         let mut gave = false;
         for (r, reply) in batch.iter().zip(replies) {
             let id = r.stepper.id();
-            if held.slots.get(id) != Some(&Hold::Pending) {
+            // (A slot whose unit is pending from a call that failed, and that did not reserve
+            // in this one, keeps it: that call may have reserved its job.)
+            if !r.reserve || held.slots.get(id) != Some(&Hold::Pending) {
                 continue;
             }
             match &reply.reply {
