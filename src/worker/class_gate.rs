@@ -210,6 +210,14 @@ impl ClassGates {
         Some(g.acquire(&mut con).await)
     }
 
+    /// Slot `slot`'s job does not reach a handler (its record could not be read): a unit
+    /// granted to it goes back.
+    pub(crate) fn forget(&self, slot: &str) {
+        for g in &self.gates {
+            drop(g.take_granted(slot));
+        }
+    }
+
     /// After a step call of `batch` answered `replies`: units for the jobs it reserved whose
     /// class a limit covers, one share call per limit.
     pub(crate) async fn after_call<C: ConnectionLike + Send>(

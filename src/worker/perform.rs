@@ -57,7 +57,12 @@ pub(crate) async fn perform(
         } => (Arc::new(payload), queue, JobRef::Token(token), started),
         Reserved::Record(record, started) => match decode_record(record, worker) {
             Ok((payload, queue, record)) => (payload, queue, JobRef::Record(record), started),
-            Err(failed) => return failed,
+            Err(failed) => {
+                if let Some(g) = gates {
+                    g.forget(worker);
+                }
+                return failed;
+            }
         },
     };
     let ctx = JobContext::new(payload.clone(), Arc::from(queue.as_str()), worker.clone());
