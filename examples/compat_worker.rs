@@ -43,7 +43,10 @@ fn registry(con: resq::conn::Conn, keys: &keys::Keys) -> Registry {
     let echo_key = keys.compat_echo();
     let (c1, k1) = (con.clone(), echo_key.clone());
     let (c2, k2) = (con.clone(), echo_key.clone());
-    let (c3, k3) = (con.clone(), echo_key);
+    // (COMPAT_GAUGE_KEY: another base for Gauge's keys, e.g. one with a hash tag so that its
+    // script's three keys share a slot on a Redis Cluster namespace without one.)
+    let gauge_key = std::env::var("COMPAT_GAUGE_KEY").unwrap_or_else(|_| echo_key.clone());
+    let (c3, k3) = (con.clone(), gauge_key);
     let (c4, p4) = (con.clone(), keys.prefix().to_string());
     let (c5, p5) = (con.clone(), keys.prefix().to_string());
     let client = resq::Client::with_connection(con, keys.namespace());
@@ -118,7 +121,7 @@ fn registry(con: resq::conn::Conn, keys: &keys::Keys) -> Registry {
 }
 
 /// `Gauge` (args: ms, label): while it runs, holds a lease `<label>:<pid>:<start>` in
-/// `<echo key>:running` (a zset scored by when the lease ends, so a killed process's leases
+/// `<echo key>:running` (`<echo key>`: `COMPAT_GAUGE_KEY` when set) (a zset scored by when the lease ends, so a killed process's leases
 /// lapse, and an audit can drop them by pid); at its start records the
 /// number of live leases into `<echo key>:max` when higher, and its start time (epoch ms) in
 /// `<echo key>:starts`; at its end pushes the label onto `<echo key>:done`. Limits audits read

@@ -507,6 +507,13 @@ impl Keys {
         format!("{}:rate:{n}", self.limit_base(name, partition))
     }
 
+    /// `<ns>:resq:limit:<name>:shares` — on a spread namespace, HASH holder (a worker group's
+    /// first slot id) → the units of concurrency limit `name` its jobs hold
+    /// (`limit_share.lua`, crate::limits::spread); in the limit's own slot.
+    pub(crate) fn limit_shares(&self, name: &str) -> String {
+        format!("{}resq:limit:{name}:shares", self.prefix)
+    }
+
     /// `<ns>:resq:limit:<name>:parts` — the partitions of a keyed limit in use.
     pub(crate) fn limit_parts(&self, name: &str) -> String {
         format!("{}resq:limit:{name}:parts", self.prefix)

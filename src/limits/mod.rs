@@ -25,6 +25,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod report;
+pub(crate) mod spread;
 pub(crate) mod store;
 
 pub use report::{LimitReport, PartitionReport};

@@ -122,6 +122,10 @@ impl Admin {
             for p in &parts {
                 let (name, part) = (l.name.as_str(), p.as_deref());
                 match &l.kind {
+                    // On a spread namespace, the holders' shares (spread.rs).
+                    Kind::Concurrency { .. } if keys.is_spread() => {
+                        pipe.hvals(keys.limit_shares(name));
+                    }
                     Kind::Concurrency { .. } => {
                         pipe.hget(keys.limit_holders(name, part), "__units");
                     }
@@ -158,6 +162,10 @@ impl Admin {
             for (p, r) in parts.into_iter().zip(replies.chunks(3)) {
                 let in_use = match l.kind {
                     Kind::Window { .. } => 0,
+                    Kind::Concurrency { .. } if keys.is_spread() => r
+                        .first()
+                        .and_then(read::<Vec<u64>>)
+                        .map_or(0, |v| v.iter().sum()),
                     _ => r
                         .first()
                         .and_then(read::<Option<u64>>)

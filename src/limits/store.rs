@@ -121,7 +121,7 @@ pub(crate) fn merge(
 }
 
 /// [`merge`] of texts as [`read`] returns them.
-fn merge_bytes(declared: Texts, set: Texts) -> (Vec<Limit>, Vec<String>) {
+pub(crate) fn merge_bytes(declared: Texts, set: Texts) -> (Vec<Limit>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut problems = Vec::new();
     for (name, text) in declared.into_iter().chain(set) {

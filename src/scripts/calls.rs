@@ -620,6 +620,20 @@ builders! {
         }
     }
 
+    /// A holder's share of a concurrency limit on a spread namespace: set to what it holds,
+    /// plus what fits of what it wants.
+    LimitShare<'a> = LIMIT_SHARE in "limit_share.lua" {
+        keys {
+            shares: String => "<ns>:resq:limit:<name>:shares",
+        }
+        argv {
+            holder: &'a str => "the holder",
+            have: usize => "units it holds now",
+            want: usize => "units it wants more",
+            capacity: u32 => "the limit's capacity",
+        }
+    }
+
     /// A claimed job's limits, decided at promote.
     LimitClaim<'a> = LIMIT_CLAIM in "limit_claim.lua" {
         keys {

@@ -252,6 +252,8 @@ functions! {
     LIMITS_RELEASE = "limits_release";
     /// A claimed job's limits, at promote (worker/claim.rs).
     LIMIT_CLAIM = "limit_claim";
+    /// A holder's share of a concurrency limit on a spread namespace (limits/spread.rs).
+    LIMIT_SHARE = "limit_share";
     /// Limits converging from where jobs are: units derived, held jobs re-judged after a
     /// change, idle partitions forgotten (limits/cache.rs).
     LIMITS_SWEEP = "limits_sweep";

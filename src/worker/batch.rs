@@ -51,11 +51,18 @@ impl Batcher {
         lanes: usize,
         fetch: Arc<Fetch>,
         limits: Arc<crate::limits::cache::LimitsCache>,
+        classes: Option<Arc<super::class_gate::ClassGates>>,
     ) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..lanes.max(1) {
-            tokio::spawn(lane(con.clone(), rx.clone(), fetch.clone(), limits.clone()));
+            tokio::spawn(lane(
+                con.clone(),
+                rx.clone(),
+                fetch.clone(),
+                limits.clone(),
+                classes.clone(),
+            ));
         }
         Batcher { tx }
     }
@@ -82,6 +89,7 @@ async fn lane(
     rx: Arc<Mutex<mpsc::UnboundedReceiver<Waiting>>>,
     fetch: Arc<Fetch>,
     limits: Arc<crate::limits::cache::LimitsCache>,
+    classes: Option<Arc<super::class_gate::ClassGates>>,
 ) {
     // Requests taken from the channel that belong to another queue list than the call being
     // made: they go in the lane's next calls, in order.
@@ -153,18 +161,51 @@ async fn lane(
         let reserving = batch.iter().any(|r| r.reserve);
         let full = batch.iter().any(|r| r.full);
         let completing = batch.iter().any(|r| r.completion.is_some());
-        let pick = fetch.pick(&batch[0].queues, reserving, full, completing);
-        if pick.nothing_to_do(&batch) {
-            for (tx, asked) in waiting.into_iter().zip(asked) {
-                let _ = tx.send(Ok(answer(StepReply::empty(false), asked)));
+        let mut pick = fetch.pick(&batch[0].queues, reserving, full, completing);
+        let mut con = con.clone();
+        // A spread namespace's limit on the queue: units first (step/gate.rs); a slot refused
+        // one reserves nothing and is told so.
+        let gate = batch[0].stepper.gate().cloned();
+        let (limited, granted) = match &gate {
+            Some(g) => {
+                g.admit(&mut con, &mut batch, !pick.queues.queues.is_empty())
+                    .await
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        let answer = |reply: StepReply, asked: bool, limited: bool| match limited {
+            true => StepReply {
+                reply: Reply::Limited,
+                ..reply
+            },
+            false => answer(reply, asked),
+        };
+        if limited.contains(&true) {
+            let reserving = batch.iter().any(|r| r.reserve);
+            pick = fetch.pick(&batch[0].queues, reserving, full, completing);
+        }
+        let limited_at = |i: usize| limited.get(i).copied().unwrap_or(false);
+        if pick.nothing_to_do(&batch) || (gate.is_some() && nothing_left(&batch)) {
+            if let Some(g) = &gate {
+                // Units granted for reserves no call makes (the queues' pick changed) go back.
+                g.unsent(&granted).await;
+            }
+            for (i, (tx, asked)) in waiting.into_iter().zip(asked).enumerate() {
+                let _ = tx.send(Ok(answer(StepReply::empty(false), asked, limited_at(i))));
             }
             continue;
         }
         let version = limits.version();
         let json = limits.json();
-        let mut con = con.clone();
         match call_step(&mut con, &pick.queues, &batch, &json).await {
             Ok(out) => {
+                if let Some(g) = &gate {
+                    g.settle(&mut con, &batch, &out.replies).await;
+                }
+                // A spread namespace's class limits: units for the jobs reserved, per call.
+                if let Some(c) = &classes {
+                    c.after_call(&mut con, &batch, &out.replies).await;
+                }
                 // A queue a full limit closed, found so with limits replaced since (raised or
                 // cleared while the call was on its way), may be open: it is not taken as
                 // closed.
@@ -175,10 +216,12 @@ async fn lane(
                 if let Some(due) = out.release_due {
                     limits.note_due(due);
                 }
-                for ((tx, reply), asked) in waiting.into_iter().zip(out.replies).zip(asked) {
+                for (i, ((tx, reply), asked)) in
+                    waiting.into_iter().zip(out.replies).zip(asked).enumerate()
+                {
                     // A slot that stopped waiting (its task was cancelled) simply misses its
                     // reply; its record stays in Redis for the pruner, as after a crash.
-                    let _ = tx.send(Ok(answer(reply, asked)));
+                    let _ = tx.send(Ok(answer(reply, asked, limited_at(i))));
                 }
             }
             Err(e) => {
@@ -188,6 +231,12 @@ async fn lane(
             }
         }
     }
+}
+
+/// Whether a batch has neither a reserve nor a completion left (every slot of it refused by a
+/// spread limit): no call.
+fn nothing_left(batch: &[StepRequest]) -> bool {
+    batch.iter().all(|r| !r.reserve && r.completion.is_none())
 }
 
 impl super::fetch::Pick {

@@ -97,6 +97,19 @@ impl Worker {
             false => Vec::new(),
         };
         let groups = super::spread::groups(&cfg, &keys, pid, &names);
+        let gates = match keys.is_spread() {
+            true => super::spread::gates(&cfg, &mut con, &keys, &self.registry, &groups).await?,
+            false => super::spread::Gates {
+                queues: vec![None; groups.len()],
+                classes: Vec::new(),
+            },
+        };
+        let class_gates = (!gates.classes.is_empty()).then(|| {
+            Arc::new(super::class_gate::ClassGates {
+                gates: gates.classes.clone(),
+                con: con.clone(),
+            })
+        });
         let ids: Vec<String> = groups.iter().flat_map(|g| g.ids.iter().cloned()).collect();
         let started = chrono::Utc::now();
         let pruner = Pruner::new(keys.clone(), &ids, pid, cfg.prune_after, cfg.at_least_once);
@@ -155,9 +168,12 @@ impl Worker {
             keys.clone(),
             self.registry.declared_limits().to_vec(),
         );
-        limits.start(&mut con).await?;
+        // (Spread: a step there reads no limit; the queues' limits are the groups' gates.)
+        if !keys.is_spread() {
+            limits.start(&mut con).await?;
+            tokio::spawn(limits.clone().run(con.clone(), stop_rx.clone()));
+        }
         let _ = fetch.limits.set(limits.clone());
-        tokio::spawn(limits.clone().run(con.clone(), stop_rx.clone()));
         let fetch_task = tokio::spawn(fetch.clone().run(
             endpoint.clone(),
             con.clone(),
@@ -173,6 +189,7 @@ impl Worker {
             super::batch::LANES.min(states.len()),
             fetch.clone(),
             limits.clone(),
+            class_gates.clone(),
         );
         let shared = keys
             .is_spread()
@@ -180,6 +197,8 @@ impl Worker {
         if let Some(s) = &shared {
             tokio::spawn(super::spread::flush_counts(
                 s.clone(),
+                gates.queues.iter().flatten().cloned().collect(),
+                gates.classes.clone(),
                 con.clone(),
                 keys.clone(),
                 stop_rx.clone(),
@@ -194,10 +213,10 @@ impl Worker {
         };
         // Each group's slots share a config (a spread namespace's one per queue).
         let mut placed = Vec::with_capacity(states.len());
-        for g in &groups {
+        for (g, gate) in groups.iter().zip(&gates.queues) {
             let config = super::step::StepConfig::new(&keys, &g.ids, &settings);
             for i in 0..g.ids.len() {
-                placed.push((config.clone(), i + 1, g.queues.clone()));
+                placed.push((config.clone(), i + 1, g.queues.clone(), gate.clone()));
             }
         }
         // More slots than CONCURRENCY (a spread namespace's slots per queue): at most
@@ -205,11 +224,12 @@ impl Worker {
         let bound = (states.len() > cfg.concurrency)
             .then(|| Arc::new(tokio::sync::Semaphore::new(cfg.concurrency)));
         let mut slots = JoinSet::new();
-        for (state, (config, index, queues)) in states.iter().zip(placed) {
+        for (state, (config, index, queues, gate)) in states.iter().zip(placed) {
             let slot = Slot {
                 stepper: Arc::new(
                     Stepper::in_process(&keys, &state.id, config, index, settings.clone())
-                        .with_limits(limits.clone()),
+                        .with_limits(limits.clone())
+                        .with_gate(gate),
                 ),
                 queues,
                 steps: steps.clone(),
@@ -221,14 +241,15 @@ impl Worker {
                 chain: chain.clone(),
                 tracker: tracker.clone(),
                 limits: limits.clone(),
+                class_gates: class_gates.clone(),
                 shutdown: shutdown.subscribe(),
                 abort_jobs: abort_rx.clone(),
                 at_least_once: cfg.at_least_once,
                 keys: keys.clone(),
                 term_timeout: cfg.term_timeout,
-                gate: bound
+                turns: bound
                     .clone()
-                    .map(super::slot::Gate::bounded)
+                    .map(super::slot::Turns::bounded)
                     .unwrap_or_default(),
             };
             slots.spawn(slot.run());
@@ -242,6 +263,8 @@ impl Worker {
             signals,
             ids,
             shared,
+            gates: gates.queues.into_iter().flatten().collect(),
+            classes: gates.classes,
             keys,
             con,
             fetch,
@@ -310,6 +333,10 @@ pub struct Running {
     ids: Vec<String>,
     /// A spread namespace's counts not yet added to the shared counters.
     shared: Option<Arc<super::step::spread::Shared>>,
+    /// A spread namespace's groups' shares of their queues' limits.
+    gates: Vec<Arc<super::step::gate::Gate>>,
+    /// A spread namespace's process shares of its class limits.
+    classes: Vec<Arc<super::class_gate::ClassGate>>,
     /// Key names.
     keys: Keys,
     /// Shared connection.
@@ -497,7 +524,8 @@ impl Running {
         let con = self.con.clone();
         if let Some(shared) = &self.shared {
             let mut con = con.clone();
-            let settle = super::spread::settle(shared, &mut con, &keys, &ids);
+            let settle =
+                super::spread::settle(shared, &self.gates, &self.classes, &mut con, &keys, &ids);
             let kept = tokio::time::timeout(UNREGISTER_PATIENCE, settle)
                 .await
                 .unwrap_or_else(|_| ids.clone());

@@ -10,6 +10,7 @@
 //! * [`fetch`] — wake-ups: idle slots pick up jobs at once, on any of 1,000 queues, without
 //!   polling.
 //! * [`perform`] — runs a handler with panic capture and time limit.
+//! * [`class_gate`] — a spread namespace's class limits: a unit before a handler runs.
 //! * [`lifecycle`] — register / unregister.
 //! * [`heartbeat`] — the heartbeat thread.
 //! * [`prune`] — removing dead workers (Ruby's rules, Ruby's lock).
@@ -26,6 +27,7 @@ mod admin;
 pub(crate) mod batch;
 pub(crate) mod builder;
 pub(crate) mod claim;
+pub(crate) mod class_gate;
 pub(crate) mod complete;
 pub(crate) mod config;
 pub(crate) mod fetch;

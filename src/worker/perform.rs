@@ -46,6 +46,7 @@ pub(crate) async fn perform(
     job: Reserved,
     worker: &Arc<str>,
     abort: impl Future<Output = &'static str>,
+    gates: Option<&super::class_gate::ClassGates>,
 ) -> Completion {
     let (payload, queue, job, started) = match job {
         Reserved::Claimed {
@@ -56,7 +57,12 @@ pub(crate) async fn perform(
         } => (Arc::new(payload), queue, JobRef::Token(token), started),
         Reserved::Record(record, started) => match decode_record(record, worker) {
             Ok((payload, queue, record)) => (payload, queue, JobRef::Record(record), started),
-            Err(failed) => return failed,
+            Err(failed) => {
+                if let Some(g) = gates {
+                    g.forget(worker);
+                }
+                return failed;
+            }
         },
     };
     let ctx = JobContext::new(payload.clone(), Arc::from(queue.as_str()), worker.clone());
@@ -116,8 +122,17 @@ pub(crate) async fn perform(
         }
         _ => ctx,
     };
+    // On a spread namespace, a class limit's unit first (class_gate.rs): held while the
+    // handler runs, back when it ends or is dropped.
+    let run = async {
+        let _unit = match gates {
+            Some(g) => g.admit(worker, payload.class(), &queue).await,
+            None => None,
+        };
+        chain.run(&handler, ctx.clone()).await
+    };
     let result = tokio::select! {
-        r = chain.run(&handler, ctx.clone()) => r,
+        r = run => r,
         signal = abort => {
             tracing::warn!(class = ctx.class(), queue = %queue, worker = %worker, signal, "job aborted");
             Err(JobError::new(TERM_EXCEPTION, signal))

@@ -8,10 +8,14 @@
 //! calls of one queue's slots go together; those of different queues never share a call.
 //!
 //! Refused there, before anything is registered: features whose keys would span slots in one
-//! call (limits, resque-status classes, retry policies, Jesque zset queues) and wildcard queue
-//! lists. The in-process scheduler runs there (`crate::scheduler`'s spread steps).
+//! call (limits other than a concurrency limit on a queue or a class, resque-status classes,
+//! retry policies, Jesque zset queues) and wildcard queue lists. The in-process scheduler runs
+//! there (`crate::scheduler`'s spread steps). A concurrency limit is enforced with shares in the
+//! limit's slot, one per group ([`gates`], `step/gate.rs`).
 
+use super::class_gate::ClassGate;
 use super::config::Config;
+use super::step::gate::Gate;
 use super::step::spread::Shared;
 use super::step::QueueKeys;
 use crate::error::{Error, Result};
@@ -49,8 +53,14 @@ pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
     if !cfg.jesque_delayed_queues.is_empty() {
         return refused("Jesque delayed (zset) queues");
     }
-    if !registry.declared_limits().is_empty() {
-        return refused("limits");
+    if let Some(why) = registry
+        .declared_limits()
+        .iter()
+        .find_map(crate::limits::spread::unsupported)
+    {
+        return refused(&format!(
+            "limits other than a concurrency limit on a queue or a class ({why})"
+        ));
     }
     if !registry.statused_classes().is_empty() {
         return refused("resque-status classes");
@@ -99,10 +109,95 @@ pub(crate) fn groups(cfg: &Config, keys: &Keys, pid: u32, names: &[String]) -> V
         .collect()
 }
 
+/// Declares the registry's limits and reads those in force; each group's share of the limit
+/// on its queue (`None`: no limit there) and the process's share of each class limit. A limit
+/// in force that a spread namespace cannot enforce, or a queue or class with two, refuses the
+/// start (see [`refuse`]).
+pub(crate) async fn gates(
+    cfg: &Config,
+    con: &mut crate::conn::Conn,
+    keys: &Keys,
+    registry: &Registry,
+    groups: &[Group],
+) -> Result<Gates> {
+    let refused = |what: String| {
+        Err(Error::Config {
+            var: "RESQUE_NAMESPACE",
+            message: format!(
+                "{:?} has no hash tag, so on this Redis Cluster its queues are spread over the \
+                 slots, where {what} cannot run yet; use a hash-tagged namespace such as \
+                 \"{{{}}}\" for them (docs/cluster.md)",
+                cfg.namespace, cfg.namespace
+            ),
+        })
+    };
+    crate::limits::store::declare(con, keys, registry.declared_limits()).await?;
+    let stored = crate::limits::store::read(con, keys).await?;
+    let text = |r: std::result::Result<crate::limits::store::Texts, String>| match r {
+        Ok(t) => Ok(t),
+        Err(why) => Err(Error::Config {
+            var: "RESQUE_NAMESPACE",
+            message: format!("the stored limits cannot be read: {why}"),
+        }),
+    };
+    let (limits, problems) =
+        crate::limits::store::merge_bytes(text(stored.declared)?, text(stored.set)?);
+    if let Some(p) = problems.first() {
+        return refused(format!("a stored limit that cannot be read ({p})"));
+    }
+    if let Some(why) = limits.iter().find_map(crate::limits::spread::unsupported) {
+        return refused(format!(
+            "limits other than a concurrency limit on a queue or a class ({why})"
+        ));
+    }
+    let classes = match crate::limits::spread::class_limits(&limits) {
+        Ok(ls) => ls,
+        Err(why) => return refused(format!("two limits on one class ({why})")),
+    };
+    let holder = groups
+        .iter()
+        .find_map(|g| g.ids.first())
+        .cloned()
+        .unwrap_or_default();
+    let classes: Vec<Arc<ClassGate>> = classes
+        .into_iter()
+        .map(|l| Arc::new(ClassGate::new(keys, l, &holder)))
+        .collect();
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let (Some(q), Some(holder)) = (g.queues.as_ref(), g.ids.first()) else {
+            out.push(None);
+            continue;
+        };
+        let Some((name, _, _)) = q.queues.first() else {
+            out.push(None);
+            continue;
+        };
+        match crate::limits::spread::for_queue(&limits, name) {
+            Ok(l) => out.push(l.map(|l| Arc::new(Gate::new(keys, l, holder)))),
+            Err(why) => return refused(format!("two limits on one queue ({why})")),
+        }
+    }
+    Ok(Gates {
+        queues: out,
+        classes,
+    })
+}
+
+/// A spread process's shares of limits ([`gates`]).
+pub(crate) struct Gates {
+    /// Per group, the share of the limit on its queue.
+    pub queues: Vec<Option<Arc<Gate>>>,
+    /// The process's share of each class limit.
+    pub classes: Vec<Arc<ClassGate>>,
+}
+
 /// Adds the shared counters' increments every [`FLUSH_EVERY`](super::step::spread::FLUSH_EVERY)
 /// until `stop`, then once more.
 pub(crate) async fn flush_counts(
     shared: Arc<Shared>,
+    gates: Vec<Arc<Gate>>,
+    classes: Vec<Arc<ClassGate>>,
     mut con: crate::conn::Conn,
     keys: Keys,
     mut stop: watch::Receiver<bool>,
@@ -113,6 +208,13 @@ pub(crate) async fn flush_counts(
             _ = tokio::time::sleep(super::step::spread::FLUSH_EVERY) => false,
             _ = stop.wait_for(|s| *s) => true,
         };
+        // Units given back off a reserve's call (step/gate.rs).
+        for g in &gates {
+            g.flush(&mut con).await;
+        }
+        for g in &classes {
+            g.flush(&mut con).await;
+        }
         match shared.flush(&mut con, &keys).await {
             Ok(()) => streak.succeeded("shared counters"),
             Err(e) => streak.failed("shared counters", &e),
@@ -128,16 +230,33 @@ pub(crate) async fn flush_counts(
 /// to move it once their heartbeat expires.
 pub(crate) async fn settle(
     shared: &Shared,
+    gates: &[Arc<Gate>],
+    classes: &[Arc<ClassGate>],
     con: &mut crate::conn::Conn,
     keys: &Keys,
     ids: &[String],
 ) -> Vec<String> {
+    // The groups' shares of limits go (their slots have stopped); the holder of one that
+    // cannot stays registered, for the pruner to remove it once its heartbeat expires.
+    let mut kept = Vec::new();
+    for g in gates {
+        if let Err(e) = g.leave(con).await {
+            tracing::warn!(error = %e, "could not give a limit's units back; the pruner removes them once this process's heartbeats expire");
+            kept.push(g.holder().to_string());
+        }
+    }
+    for g in classes {
+        if let Err(e) = g.leave(con).await {
+            tracing::warn!(error = %e, "could not give a limit's units back; the pruner removes them once this process's heartbeats expire");
+            kept.push(g.holder().to_string());
+        }
+    }
     if let Err(e) = shared.flush(con, keys).await {
         tracing::warn!(error = %e, "could not add the last counts to the shared stats");
     }
     let all: Vec<&str> = ids.iter().map(String::as_str).collect();
     match super::step::spread::move_outboxes(con, keys, &all).await {
-        Ok(_) => Vec::new(),
+        Ok(_) => kept,
         Err(e) => {
             tracing::warn!(error = %e, "could not move the slots' failure entries to the failed list; the ids stay registered and the pruner moves them");
             ids.to_vec()

@@ -494,3 +494,33 @@ async fn the_library_is_loaded_on_the_node_of_the_calls_key() {
         .await
         .expect("a call there");
 }
+/// On a spread namespace the worker refuses, before anything is written, a declared limit it
+/// cannot enforce there (keyed, rate, weighted), naming docs/cluster.md; a concurrency limit on
+/// a queue or a class passes.
+#[test]
+fn refuses_the_limits_a_spread_namespace_cannot_enforce() {
+    use crate::limits::Limit;
+    let cfg = super::config::Config::default();
+    for ok in [
+        Limit::concurrency("q", 5).queue("q"),
+        Limit::concurrency("c", 5).class("C"),
+        Limit::concurrency("qc", 5).queue("q").class("C"),
+    ] {
+        let registry = crate::registry::Registry::new().limit(ok.clone());
+        assert!(super::spread::refuse(&cfg, &registry).is_ok(), "{ok:?}");
+    }
+    for refused in [
+        Limit::concurrency("k", 5).queue("q").key("{args.0}"),
+        Limit::rate("r", 5, Duration::from_secs(1)).queue("q"),
+        Limit::concurrency("w", 5).queue("q").weight("C", 2),
+        Limit::concurrency("p", 5).queue("q").priority("C", 9),
+    ] {
+        let registry = crate::registry::Registry::new().limit(refused.clone());
+        let e = super::spread::refuse(&cfg, &registry).expect_err("refused");
+        let text = e.to_string();
+        assert!(
+            text.contains("docs/cluster.md") && text.contains(&format!("limit {:?}", refused.name)),
+            "{text}"
+        );
+    }
+}

@@ -256,6 +256,7 @@ async fn reserve_and_perform(
         super::perform::Reserved::Record(record, None),
         &Arc::from(id),
         std::future::pending::<&'static str>(),
+        None,
     )
     .await
 }
@@ -433,7 +434,7 @@ async fn requests_of_two_queue_lists_both_get_their_replies() {
     .await
     .unwrap();
     let limits = crate::limits::cache::LimitsCache::new(keys.clone(), Vec::new());
-    let steps = super::batch::Batcher::start(con.clone(), 2, fetch, limits);
+    let steps = super::batch::Batcher::start(con.clone(), 2, fetch, limits, None);
     for q in ["a", "b"] {
         let _: () = c
             .rpush(keys.queue(q), format!(r#"{{"class":"A","args":["{q}"]}}"#))

@@ -18,7 +18,9 @@
 //!    (`<ns>:resq:outbox:<id>`, moved to `<ns>:failed`);
 //! 3. the record-slot step (`prune_slot.lua`) removes the record and the id's other keys of
 //!    that slot, putting the job back when its queue is there;
-//! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted;
+//! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted, and
+//!    the id's field in each concurrency limit's shares (`<ns>:resq:limit:<name>:shares`, a
+//!    group's units under its first slot's id: crate::limits::spread);
 //! 5. the id leaves `<ns>:workers`; its heartbeat field goes last (the round's outbox sweep,
 //!    [`sweep_outboxes`], then takes it out of the outbox index).
 //!
@@ -115,6 +117,11 @@ pub(super) async fn prune<C: ConnectionLike + Send>(
             w.del(key);
         }
         w.run(con).await?;
+    }
+    // A dead process's shares of limits (held under its groups' first ids): its handlers run
+    // nothing any more (crate::limits::spread).
+    for key in crate::limits::spread::share_keys(con, keys).await? {
+        Checked::new().hdel(&key, j.id).run(con).await?;
     }
     Checked::new().srem(&keys.workers(), j.id).run(con).await?;
     Checked::new()

@@ -42,9 +42,9 @@ use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
 mod claims;
-mod gate;
+mod turns;
 
-pub(crate) use gate::Gate;
+pub(crate) use turns::Turns;
 
 /// How long, after the process aborts, a slot keeps trying to write its last completion.
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(2);
@@ -93,6 +93,8 @@ pub(crate) struct Slot {
     pub tracker: Arc<crate::jobs::Tracker>,
     /// The limits in force.
     pub limits: Arc<crate::limits::cache::LimitsCache>,
+    /// On a spread namespace with class limits, their gates (a unit before a handler runs).
+    pub class_gates: Option<Arc<crate::worker::class_gate::ClassGates>>,
     /// Shutdown phase.
     pub shutdown: watch::Receiver<Phase>,
     /// Bumped by USR1: abort the running job, keep working.
@@ -104,7 +106,7 @@ pub(crate) struct Slot {
     /// `RESQUE_TERM_TIMEOUT`: how long after QUIT a completion Redis refuses is retried.
     pub term_timeout: Duration,
     /// The process's bound on jobs at once, when it has more slots than that.
-    pub gate: Gate,
+    pub turns: Turns,
 }
 
 /// How a slot ended.
@@ -191,13 +193,13 @@ impl Slot {
         loop {
             let phase = *self.shutdown.borrow();
             let mut take = phase == Phase::Running && !self.fetch.locally_paused();
-            if take && !self.gate.try_hold() {
+            if take && !self.turns.try_hold() {
                 // The process runs as many jobs as it may: the last job's end goes alone, then
                 // the slot waits its turn.
                 take = false;
                 if pending.is_none() {
                     tokio::select! {
-                        _ = self.gate.hold() => {}
+                        _ = self.turns.hold() => {}
                         _ = shutdown::reached(&mut self.shutdown, Phase::Quit) => {}
                     }
                     continue;
@@ -239,18 +241,18 @@ impl Slot {
                 continue;
             }
             if !matches!(reply, Reply::Job(..) | Reply::Claim(_)) {
-                self.gate.release();
+                self.turns.release();
             }
             match reply {
                 Reply::Job(record, started) => {
                     pending = self
                         .run_job(Reserved::Record(record, started), limited)
                         .await;
-                    self.gate.job_done();
+                    self.turns.job_done();
                 }
                 Reply::Claim(c) => {
                     (pending, limited) = self.claimed(c, &mut trouble).await;
-                    self.gate.job_done();
+                    self.turns.job_done();
                 }
                 Reply::Empty if self.fetch.locally_paused() => {}
                 Reply::Empty => {
@@ -265,6 +267,13 @@ impl Slot {
                     self.wait_unpaused().await;
                 }
                 Reply::Refused(_) => {}
+                Reply::Limited => {
+                    let gate = self.stepper.gate().cloned();
+                    tokio::select! {
+                        _ = async { if let Some(g) = &gate { g.wait().await } } => {}
+                        _ = shutdown::reached(&mut self.shutdown, Phase::Quit) => {}
+                    }
+                }
             }
         }
     }
@@ -291,6 +300,7 @@ impl Slot {
             job,
             &self.state.id,
             abort,
+            self.class_gates.as_deref(),
         )
         .await;
         self.after_abort(c, fired.load(Ordering::SeqCst), limited)
@@ -428,7 +438,8 @@ impl Slot {
             };
         }
         drop(record);
-        if reserve && result.is_ok() {
+        // (A reserve a spread limit refused was not attempted: nothing was polled.)
+        if reserve && result.as_ref().is_ok_and(|a| a.reply != Reply::Limited) {
             self.fetch.attempted();
         }
         result

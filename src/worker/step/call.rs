@@ -246,6 +246,9 @@ pub(crate) enum Reply {
     Empty,
     /// `<ns>:pause-all-workers` is set.
     Paused,
+    /// On a spread namespace, the limit on the queue had no unit for it: nothing reserved
+    /// (ask again when one comes back, [`super::gate`]).
+    Limited,
     /// The slot's transition was refused, nothing of it written: a key it needs is unusable.
     Refused(String),
 }

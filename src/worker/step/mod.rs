@@ -23,6 +23,7 @@ use std::sync::Arc;
 mod call;
 #[cfg(test)]
 mod config_tests;
+pub(crate) mod gate;
 pub(crate) mod spread;
 
 #[cfg(test)]
@@ -217,6 +218,8 @@ pub(crate) struct Stepper {
     keys: Keys,
     /// The limits in force (for completions outside the step).
     limits: Option<Arc<crate::limits::cache::LimitsCache>>,
+    /// On a spread namespace, the share of the limit on its group's queue ([`gate`]).
+    gate: Option<Arc<gate::Gate>>,
 }
 
 impl Stepper {
@@ -251,6 +254,7 @@ impl Stepper {
             settings,
             keys: keys.clone(),
             limits: None,
+            gate: None,
         }
     }
 
@@ -258,6 +262,17 @@ impl Stepper {
     pub(crate) fn with_limits(mut self, limits: Arc<crate::limits::cache::LimitsCache>) -> Self {
         self.limits = Some(limits);
         self
+    }
+
+    /// Sets the share of the spread limit on its group's queue.
+    pub(crate) fn with_gate(mut self, gate: Option<Arc<gate::Gate>>) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// The share of the spread limit on its group's queue, if any.
+    pub(crate) fn gate(&self) -> Option<&Arc<gate::Gate>> {
+        self.gate.as_ref()
     }
 
     /// The limits' JSON in force (`""` when none).

@@ -20,17 +20,17 @@ pub(crate) const TURN: Duration = Duration::from_millis(100);
 
 /// One slot's side of the process's bound.
 #[derive(Default)]
-pub(crate) struct Gate {
+pub(crate) struct Turns {
     /// The process's permits (`None`: no bound).
     permits: Option<Arc<Semaphore>>,
     /// The permit the slot holds, and since when.
     held: Option<(OwnedSemaphorePermit, Instant)>,
 }
 
-impl Gate {
+impl Turns {
     /// A slot's side of `permits`.
     pub(crate) fn bounded(permits: Arc<Semaphore>) -> Self {
-        Gate {
+        Turns {
             permits: Some(permits),
             held: None,
         }
@@ -88,8 +88,8 @@ mod tests {
     #[tokio::test]
     async fn a_released_permit_goes_to_the_slot_that_waits_for_it() {
         let permits = Arc::new(Semaphore::new(1));
-        let mut a = Gate::bounded(permits.clone());
-        let mut b = Gate::bounded(permits);
+        let mut a = Turns::bounded(permits.clone());
+        let mut b = Turns::bounded(permits);
         assert!(a.try_hold());
         assert!(!b.try_hold(), "a second job while the bound is reached");
         let waiting = tokio::spawn(async move {
@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn unbounded_always_admits() {
-        let mut g = Gate::default();
+        let mut g = Turns::default();
         assert!(g.try_hold());
         assert!(g.try_hold());
     }
