@@ -357,8 +357,8 @@ builders! {
             prefix: &'a str => "the namespace prefix '<ns>:'",
             id: &'a str => "the id",
             kind: &'a str => "kind 'r' | 's'",
-            when: &'a str => "'now' or 'delayed'",
-            payload: String => "the payload ('now') or the scheduler item ('delayed')",
+            when: &'a str => "'now', 'delayed' or 'spread'",
+            payload: String => "the payload ('now', 'spread') or the scheduler item ('delayed')",
             due_s: i64 => "the due time, epoch s",
             member: String => "'delayed:<ts>'",
             now_ms: i64 => "now in epoch ms",
@@ -692,6 +692,9 @@ builders! {
             record: &'a [u8] => "the worker record judged",
             mode: &'static str => "\"requeue\"",
             payload: &'a str => "the job's payload bytes",
+            track: String => "the job's tracked ending",
+            prefix: &'a str => "the namespace prefix",
+            now_ms: i64 => "now, epoch ms",
         }
     }
 

@@ -23,6 +23,7 @@ mod redis_tls;
 mod spread_common;
 mod spread_drain;
 mod spread_faults;
+mod spread_jobs;
 mod spread_producers;
 mod spread_worker_admin;
 mod workflows_audit;

@@ -545,7 +545,9 @@ impl Pruner {
                 } else {
                     crate::jobs::Ending::Failed(format!("worker {id} died while running it"))
                 };
-                if !self.keys.is_spread() {
+                // (Spread: only a record in the worker record's slot, ended in that slot's
+                // step: prune/spread.rs.)
+                if !self.keys.is_spread() || spread::tracked_here(&self.keys, id, &held.payload) {
                     track = crate::jobs::ending_in_payload(
                         &held.payload,
                         ending,
@@ -594,6 +596,7 @@ impl Pruner {
                 entry,
                 payload: &payload,
                 queue: &queue,
+                track,
             };
             spread::prune(con, &self.keys, &judged).await?
         } else {

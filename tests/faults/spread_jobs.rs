@@ -1,0 +1,365 @@
+//! Tracked jobs on a spread cluster namespace (no hash tag, docs/cluster.md) on a real 3-master
+//! cluster: a tracked job's id carries its queue's slot tag (`<32 hex>{<tag>}`), so its record
+//! and the indexes it moves in share its queue's slot; jobs on queues on every master run and
+//! their records read right through the `Client` and `resq job show`; a cancelled queued job
+//! never runs; a running one is killed from its id; a worker `kill -9`ed mid-run has its tracked
+//! record ended by the pruner in the record's slot; and no node ever answers `CROSSSLOT`.
+
+use crate::support;
+
+use super::spread_common::{push, queue_per_master, quit_cleanly, require_tools};
+use redis::Commands;
+use resq::jobs::{Cancelled, JobId, State, Track};
+use serde_json::json;
+use std::time::Duration;
+use support::topology::{self, Cluster, Node};
+use support::{wait_until, Keys, WorkerProc};
+
+/// The slot of `key`, asked of `node`.
+fn keyslot(node: &Node, key: &str) -> i64 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut node.con())
+        .expect("KEYSLOT")
+}
+
+/// `CROSSSLOT` errors the nodes have answered since they started.
+fn crossslot_errors(cluster: &Cluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let info: String = redis::cmd("INFO")
+                .arg("errorstats")
+                .query(&mut n.con())
+                .expect("INFO errorstats");
+            info.lines()
+                .filter_map(|l| l.strip_prefix("errorstat_CROSSSLOT:count="))
+                .map(|c| c.trim().parse::<u64>().expect("count"))
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// A zset's members read on its owner.
+fn zmembers(cluster: &Cluster, key: &str) -> Vec<String> {
+    cluster
+        .owner(key)
+        .expect("owner")
+        .con()
+        .zrange(key, 0, -1)
+        .expect("ZRANGE")
+}
+
+/// A set's members read on its owner.
+fn smembers(cluster: &Cluster, key: &str) -> Vec<String> {
+    cluster
+        .owner(key)
+        .expect("owner")
+        .con()
+        .smembers(key)
+        .expect("SMEMBERS")
+}
+
+/// `resq` run against the cluster: its standard output (it must succeed).
+fn resq(url: &str, ns: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(support::resq_bin())
+        .args(["--url", url, "--namespace", ns])
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("RESQUE_NAMESPACE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("resq");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "resq {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The record of `id` through the `Client`, once it says `state`.
+fn wait_state(
+    rt: &tokio::runtime::Runtime,
+    client: &resq::Client,
+    id: &JobId,
+    state: State,
+) -> resq::jobs::JobStatus {
+    wait_until(60, &format!("{id} {state}"), || {
+        let s = rt.block_on(client.status(id)).expect("status")?;
+        (s.state == state).then_some(s)
+    })
+}
+
+#[test]
+fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids() {
+    require_tools();
+    let root = topology::temp_dir("spread-jobs");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(2);
+    let ns = support::namespace("spread-jobs");
+    let keys = Keys::new(&ns);
+    let queues = queue_per_master(&cluster, &ns);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let client = rt
+        .block_on(resq::Client::connect(&url, &ns))
+        .expect("connect");
+
+    // What a tracked job cannot have there (parts in other slots): refused, nothing written.
+    let q0 = queues[0].0.as_str();
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    let some = JobId::new();
+    for (what, track) in [
+        ("job key", Track::new().key("k")),
+        ("delayed", Track::new().at(later)),
+        ("after", Track::new().after(some.clone())),
+        ("parent", Track::new().parent(some.clone())),
+    ] {
+        let e = rt
+            .block_on(client.enqueue_class_tracked(q0, "Echo", &[], track))
+            .expect_err(what);
+        assert!(matches!(e, resq::Error::Spread { .. }), "{what}: {e}");
+        assert!(e.to_string().contains("docs/cluster.md"), "{what}: {e}");
+    }
+    let e = rt
+        .block_on(client.create_status_class(q0, "S", serde_json::Map::new(), Track::new()))
+        .expect_err("resque-status");
+    assert!(matches!(e, resq::Error::Spread { .. }), "{e}");
+    assert!(
+        (0..3).all(|i| cluster.nodes[i].con().keys::<_, Vec<String>>(format!("{ns}:*")).expect("KEYS").is_empty()),
+        "a refusal wrote something"
+    );
+
+    // One completing and one failing tracked job per queue, and one cancelled before it runs.
+    let mut runs: Vec<(JobId, String, bool)> = Vec::new();
+    for (q, _) in &queues {
+        for (class, fails) in [("Echo", false), ("Fail", true)] {
+            let id = rt
+                .block_on(client.enqueue_class_tracked(
+                    q,
+                    class,
+                    &[json!(format!("{q}-{class}"))],
+                    Track::new().tag("nightly"),
+                ))
+                .expect("enqueue tracked");
+            runs.push((id, q.clone(), fails));
+        }
+    }
+    let cancelled = rt
+        .block_on(client.enqueue_class_tracked(q0, "Echo", &[json!("never")], Track::new()))
+        .expect("enqueue tracked");
+    assert_eq!(
+        rt.block_on(client.cancel(&cancelled)).expect("cancel"),
+        Cancelled::Cancelled
+    );
+
+    // Each id names its queue's slot: the record, the queue and the slot's indexes share it;
+    // the payload is Resque's with the id in `resq_id`.
+    for (id, q, _) in &runs {
+        let tag = keys.queue_tag(q);
+        assert_eq!(id.slot_tag(), Some(tag), "{id}");
+        assert_eq!(id.as_str().len(), 34 + tag.len());
+        let owner = cluster.owner(&keys.queue(q)).expect("owner");
+        let qslot = keyslot(owner, &keys.queue(q));
+        for key in [
+            keys.job_record(id.as_str()),
+            Keys::in_slot(keys.unended(), Some(tag)),
+            Keys::in_slot(keys.job_tag("nightly"), Some(tag)),
+        ] {
+            assert_eq!(keyslot(owner, &key), qslot, "{key} in {q}'s slot");
+        }
+        assert!(
+            zmembers(&cluster, &Keys::in_slot(keys.job_tag("nightly"), Some(tag)))
+                .contains(&id.to_string()),
+            "{id} listed under its tag in its slot"
+        );
+    }
+    let (first, q, _) = &runs[0];
+    let listed: Vec<String> = cluster
+        .owner(&keys.queue(q))
+        .expect("owner")
+        .con()
+        .lrange(keys.queue(q), 0, 0)
+        .expect("LRANGE");
+    assert_eq!(
+        listed,
+        vec![format!(
+            r#"{{"class":"Echo","args":["{q}-Echo"],"resq_id":"{first}"}}"#
+        )]
+    );
+    let mut names: Vec<String> = smembers(&cluster, &keys.queues());
+    names.sort();
+    let mut want: Vec<String> = queues.iter().map(|(q, _)| q.clone()).collect();
+    want.sort();
+    assert_eq!(names, want, "<ns>:queues lists every queue");
+
+    let list = queues
+        .iter()
+        .map(|(q, _)| q.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut w = WorkerProc::start(
+        &url,
+        &ns,
+        3,
+        &[("CONCURRENCY", "1"), ("QUEUES", list.as_str())],
+    );
+    for (id, q, fails) in &runs {
+        let want = if *fails { State::Failed } else { State::Completed };
+        let s = wait_state(&rt, &client, id, want);
+        assert_eq!(s.attempts, 1, "{id}");
+        assert_eq!(s.queue.as_deref(), Some(q.as_str()));
+        let worker = s.worker.clone().expect("worker");
+        assert!(w.ids.contains(&worker), "{worker} is a slot of the worker");
+        assert!(worker.ends_with(&format!(":{q}")), "{worker} serves {q}");
+        assert!(s.started_at.is_some() && s.finished_at.is_some(), "{s:?}");
+        let tag = id.slot_tag().expect("tag");
+        let state = if *fails { "failed" } else { "completed" };
+        assert!(
+            zmembers(&cluster, &Keys::in_slot(keys.job_state(state), Some(tag)))
+                .contains(&id.to_string()),
+            "{id} in its slot's {state} index"
+        );
+        for idx in [keys.runs(), keys.unended()] {
+            let k = Keys::in_slot(idx, Some(tag));
+            let n: i64 = redis::cmd(if k.ends_with(&format!("runs{{{tag}}}")) { "SCARD" } else { "ZCARD" })
+                .arg(&k)
+                .query(&mut cluster.owner(&k).expect("owner").con())
+                .expect("count");
+            assert_eq!(n, 0, "{k} empty once the jobs ended");
+        }
+    }
+    // `resq job show` reads a record from its id alone.
+    let shown = resq(&url, &ns, &["--json", "job", "show", runs[1].0.as_str()]);
+    let v: serde_json::Value = serde_json::from_str(&shown).expect("json");
+    assert_eq!(v["state"], "failed", "{shown}");
+    assert_eq!(v["attempts"], 1, "{shown}");
+    let text = resq(&url, &ns, &["job", "show", runs[0].0.as_str()]);
+    assert!(text.contains("completed"), "{text}");
+
+    // The cancelled job never ran; its record says so.
+    assert_eq!(
+        rt.block_on(client.status(&cancelled))
+            .expect("status")
+            .expect("record")
+            .state,
+        State::Cancelled
+    );
+    let echoed: Vec<String> = super::spread_common::list(&cluster, &format!("{ns}:compat:echo"));
+    assert!(!echoed.iter().any(|e| e.contains("never")), "{echoed:?}");
+    assert_eq!(echoed.len(), 3, "{echoed:?}");
+
+    // A running job is killed from its id.
+    let q1 = queues[1].0.as_str();
+    let long = rt
+        .block_on(client.enqueue_class_tracked(q1, "Stoppable", &[json!(120_000)], Track::new()))
+        .expect("enqueue");
+    let s = wait_state(&rt, &client, &long, State::Working);
+    assert_eq!(s.message.as_deref(), Some("started"), "its progress written");
+    assert_eq!(
+        rt.block_on(client.cancel(&long)).expect("kill"),
+        Cancelled::Killing
+    );
+    let s = wait_state(&rt, &client, &long, State::Killed);
+    assert_eq!(s.attempts, 1);
+
+    // A job whose id names another slot runs untracked, its record never touched.
+    let stray = format!("{}{{zzz}}", JobId::new().as_str());
+    push(
+        &cluster,
+        &ns,
+        q1,
+        &[format!(r#"{{"class":"Echo","args":["stray"],"resq_id":"{stray}"}}"#)],
+    );
+    wait_until(60, "the stray job run", || {
+        super::spread_common::list(&cluster, &format!("{ns}:compat:echo"))
+            .iter()
+            .any(|e| e.contains("stray"))
+            .then_some(())
+    });
+    quit_cleanly(&cluster, &ns, &mut w);
+    assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
+}
+
+#[test]
+fn a_worker_killed_mid_run_has_its_tracked_records_ended_by_the_pruner_in_their_slots() {
+    require_tools();
+    let root = topology::temp_dir("spread-jobs-kill");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(2);
+    let ns = support::namespace("spread-jobs-kill");
+    let keys = Keys::new(&ns);
+    let queues = queue_per_master(&cluster, &ns);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let client = rt
+        .block_on(resq::Client::connect(&url, &ns))
+        .expect("connect");
+    let list = queues
+        .iter()
+        .map(|(q, _)| q.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut w = WorkerProc::start(
+        &url,
+        &ns,
+        3,
+        &[("CONCURRENCY", "1"), ("QUEUES", list.as_str())],
+    );
+    let ids: Vec<JobId> = queues
+        .iter()
+        .map(|(q, _)| {
+            rt.block_on(client.enqueue_class_tracked(q, "Sleep", &[json!(600_000)], Track::new()))
+                .expect("enqueue")
+        })
+        .collect();
+    for id in &ids {
+        wait_state(&rt, &client, id, State::Working);
+        let tag = id.slot_tag().expect("tag");
+        assert!(
+            smembers(&cluster, &Keys::in_slot(keys.runs(), Some(tag))).contains(&id.to_string()),
+            "{id} in its slot's running set"
+        );
+    }
+    w.kill9();
+    // The worker's start took Ruby's prune lock (a round a minute across the fleet): as if that
+    // minute had passed.
+    let lock = keys.pruning_lock();
+    let _: i64 = cluster
+        .owner(&lock)
+        .expect("owner")
+        .con()
+        .del(&lock)
+        .expect("DEL");
+    // The dead slots are pruned (their pid is gone on this host): each job's failure entry, and
+    // its record ended failed in the same step as its worker record's removal, in its slot.
+    let admin = rt
+        .block_on(resq::admin::Admin::connect(&url, &ns))
+        .expect("admin");
+    let out = rt
+        .block_on(admin.prune(Duration::from_secs(300), false))
+        .expect("prune");
+    assert_eq!(out.pruned.len(), 3, "{out:?}");
+    for id in &ids {
+        let s = rt
+            .block_on(client.status(id))
+            .expect("status")
+            .expect("record");
+        assert_eq!(s.state, State::Failed, "{id}: {s:?}");
+        assert!(
+            s.error.as_deref().unwrap_or("").contains("died while running it"),
+            "{s:?}"
+        );
+        let tag = id.slot_tag().expect("tag");
+        assert!(smembers(&cluster, &Keys::in_slot(keys.runs(), Some(tag))).is_empty());
+        assert!(
+            zmembers(&cluster, &Keys::in_slot(keys.job_state("failed"), Some(tag)))
+                .contains(&id.to_string())
+        );
+    }
+    let failed = super::spread_common::list(&cluster, &keys.failed());
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
+}
