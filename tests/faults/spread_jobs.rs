@@ -223,14 +223,12 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
                 .contains(&id.to_string()),
             "{id} in its slot's {state} index"
         );
-        for idx in [keys.runs(), keys.unended()] {
-            let k = Keys::in_slot(idx, Some(tag));
-            let n: i64 = redis::cmd(if k.ends_with(&format!("runs{{{tag}}}")) { "SCARD" } else { "ZCARD" })
-                .arg(&k)
-                .query(&mut cluster.owner(&k).expect("owner").con())
-                .expect("count");
-            assert_eq!(n, 0, "{k} empty once the jobs ended");
-        }
+    }
+    // Every job ended: no slot's running or unended index holds one.
+    for (id, _, _) in &runs {
+        let tag = id.slot_tag().expect("tag");
+        assert!(smembers(&cluster, &Keys::in_slot(keys.runs(), Some(tag))).is_empty());
+        assert!(zmembers(&cluster, &Keys::in_slot(keys.unended(), Some(tag))).is_empty());
     }
     // `resq job show` reads a record from its id alone.
     let shown = resq(&url, &ns, &["--json", "job", "show", runs[1].0.as_str()]);
@@ -280,6 +278,34 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
             .any(|e| e.contains("stray"))
             .then_some(())
     });
+    assert!(
+        w.stderr().contains(&format!("{stray} runs untracked")),
+        "the stray id was not reported:\n{}",
+        w.stderr()
+    );
+
+    // `resq enqueue --track` prints the id it wrote, which names the queue's slot; the job runs.
+    let out = resq(
+        &url,
+        &ns,
+        &["--json", "enqueue", "--track", "--queue", q1, "Echo", "\"cli\""],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let id = JobId::parse(v["id"].as_str().expect("id")).expect("an id");
+    assert_eq!(id.slot_tag(), Some(keys.queue_tag(q1)), "{out}");
+    assert_eq!(
+        v["payload"].as_str(),
+        Some(format!(r#"{{"class":"Echo","args":["cli"],"resq_id":"{id}"}}"#).as_str()),
+        "{out}"
+    );
+    wait_state(&rt, &client, &id, State::Completed);
+    // A cancel of a finished job changes nothing; one of an id of no slot is refused.
+    assert_eq!(
+        rt.block_on(client.cancel(&id)).expect("cancel"),
+        Cancelled::Finished(State::Completed)
+    );
+    assert!(rt.block_on(client.cancel(&JobId::new())).is_err());
+
     quit_cleanly(&cluster, &ns, &mut w);
     assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
 }
