@@ -20,8 +20,8 @@
 -- KEYS[3] <ns>:delayed_queue_schedule   KEYS[4] <ns>:delayed:<ts>
 -- KEYS[5] <ns>:timestamps:<item>   (3..5 unused when enqueued now)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the id   ARGV[3] kind 'r' | 's'
--- ARGV[4] 'now', 'delayed' or 'spread'   ARGV[5] the payload ('now', 'spread') or the scheduler
--- item ('delayed')
+-- ARGV[4] 'now', 'delayed' or 'spread'
+-- ARGV[5] the payload ('now', 'spread') or the scheduler item ('delayed')
 -- ARGV[6] the due time, epoch s ('delayed')   ARGV[7] 'delayed:<ts>' ('delayed')
 -- ARGV[8] now in epoch ms   ARGV[9] the queue name   ARGV[10] the class
 -- ARGV[11] the job key ('' none)   ARGV[12] the status text (kind 's')
