@@ -9,7 +9,7 @@ use crate::support;
 
 use super::spread_common::{push, queue_per_master, quit_cleanly, require_tools};
 use redis::Commands;
-use resq::jobs::{Cancelled, JobId, State, Track};
+use resq::jobs::{Cancelled, JobFilter, JobId, State, Track};
 use serde_json::json;
 use std::time::Duration;
 use support::topology::{self, Cluster, Node};
@@ -305,6 +305,63 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         Cancelled::Finished(State::Completed)
     );
     assert!(rt.block_on(client.cancel(&JobId::new())).is_err());
+
+    // Listings walk the indexes of every queue's slot, merged newest first, page by page.
+    let admin = rt
+        .block_on(resq::admin::Admin::connect(&url, &ns))
+        .expect("admin");
+    let listed = |filter: &JobFilter| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut page = rt.block_on(admin.jobs(filter, 0, 2)).expect("jobs");
+        loop {
+            out.extend(page.jobs.iter().map(|j| j.id.to_string()));
+            let Some(next) = page.next.clone() else { break };
+            page = rt.block_on(admin.jobs_from(filter, &next, 2)).expect("jobs_from");
+        }
+        out
+    };
+    let mut tagged: Vec<String> = runs.iter().map(|(id, _, _)| id.to_string()).collect();
+    tagged.sort();
+    let by_tag = JobFilter {
+        tag: Some("nightly".into()),
+        ..Default::default()
+    };
+    let mut got = listed(&by_tag);
+    got.sort();
+    assert_eq!(got, tagged, "the tag's jobs, from every slot");
+    let failed = JobFilter {
+        state: Some(State::Failed),
+        ..Default::default()
+    };
+    let got = listed(&failed);
+    let mut want: Vec<String> = runs
+        .iter()
+        .filter(|r| r.2)
+        .map(|(id, _, _)| id.to_string())
+        .collect();
+    want.sort();
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(sorted, want, "the failed jobs, from every slot");
+    let page = rt.block_on(admin.jobs(&failed, 0, 50)).expect("jobs");
+    assert_eq!(page.total, Some(3));
+    let newest_first: Vec<i64> = page
+        .jobs
+        .iter()
+        .map(|j| j.finished_at.expect("finished").timestamp_millis())
+        .collect();
+    assert!(newest_first.windows(2).all(|p| p[0] >= p[1]), "{newest_first:?}");
+    let counts: std::collections::BTreeMap<State, u64> = rt
+        .block_on(admin.job_counts())
+        .expect("counts")
+        .into_iter()
+        .collect();
+    assert_eq!(counts[&State::Completed], 4, "{counts:?}");
+    assert_eq!(counts[&State::Failed], 3, "{counts:?}");
+    assert_eq!(counts[&State::Killed], 1, "{counts:?}");
+    assert_eq!(counts[&State::Cancelled], 1, "{counts:?}");
+    let out = resq(&url, &ns, &["--json", "jobs", "--state", "cancelled"]);
+    assert!(out.contains(cancelled.as_str()), "{out}");
 
     quit_cleanly(&cluster, &ns, &mut w);
     assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
