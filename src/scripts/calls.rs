@@ -725,6 +725,7 @@ builders! {
             ttl_s: u64 => "seconds a finished",
             from: u64 => "the cursor to go on from",
             most: u64 => "about how many entries to look at",
+            spread: &'static str => "'spread' on a spread namespace",
         }
     }
 

@@ -309,6 +309,23 @@ function Rec.run_lost(P, id, worker, workers)
   return not (held and find(held, id, 1, true))
 end
 
+-- Rec.run_lost on a spread cluster namespace, for job `id` ('<hex>{<tag>}') judged in its
+-- record's slot alone: its worker is there while its `<ns>:worker:<w>:started` exists (every
+-- unregister deletes it with the worker record, Ruby's too; `<ns>:workers` is in another slot)
+-- or its worker record holds the job. A worker whose keys are not in the record's slot (its
+-- key's hash tag is not the id's) cannot be read here: it is taken as there. Never raises.
+function Rec.run_lost_here(P, id, worker)
+  if type(worker) ~= 'string' or worker == '' then return true end
+  local wk = P .. 'worker:' .. worker
+  local x = sub(id, 33)
+  local o = find(wk, '{', 1, true)
+  if x == '' or not o or sub(wk, o, o + #x - 1) ~= x then return false end
+  if redis.pcall('EXISTS', wk .. ':started') ~= 0 then return false end
+  local held = redis.pcall('GET', wk)
+  if type(held) == 'table' then return false end
+  return not (held and find(held, id, 1, true))
+end
+
 -- Ends job `id`'s run that someone else ended (Rec.run_lost): its record says failed, with
 -- `why`, and everything its end frees follows (its job key, its batch, the jobs waiting for
 -- it) — by Rec.finish, the function every end goes through, so it counts once. `ttl`: seconds

@@ -1312,6 +1312,7 @@ mod flow_scenarios {
                         ttl_s: 60,
                         from: 0,
                         most: 100,
+                        spread: "",
                     }
                     .call()
                     .invoke_async(&mut con)

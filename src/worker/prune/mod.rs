@@ -244,8 +244,9 @@ impl Pruner {
             }
         }
         if self.keys.is_spread() {
-            // Claims, limits, tracked jobs and workflows are refused on a spread namespace;
-            // their steps' scripts hold keys of several slots.
+            // Claims, limits and workflows are refused on a spread namespace; tracked runs
+            // someone else ended are ended per slot.
+            self.end_lost_runs(con).await?;
             return Ok(report);
         }
         self.return_orphan_claims(con, &mut report).await?;
@@ -301,18 +302,48 @@ impl Pruner {
     /// it, an operator deleted its record) ends `failed`, freeing its job key and moving its
     /// batch and waiting jobs on. Every running job is looked at, about 1,000 per call (a set
     /// scanned with a cursor).
+    ///
+    /// On a spread namespace, one slot's running set at a time (`<ns>:resq:runs{<tag>}`, of
+    /// the slots of the queues in `<ns>:queues`), each run judged in its slot
+    /// (`job_lost.lua`'s spread mode).
     async fn end_lost_runs<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
+        if !self.keys.is_spread() {
+            return self.end_lost_runs_in(con, self.keys.runs()).await;
+        }
+        let parts = match crate::jobs::index_keys(con, &self.keys, self.keys.runs()).await {
+            Ok(p) => p,
+            Err(crate::Error::Redis(e)) => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "prune: could not list the slots' running sets");
+                return Ok(());
+            }
+        };
+        for runs in parts {
+            self.end_lost_runs_in(con, runs).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Pruner::end_lost_runs`] over running set `runs`.
+    async fn end_lost_runs_in<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        runs: String,
+    ) -> RedisResult<()> {
+        let spread = self.keys.is_spread();
         let mut from = 0u64;
         loop {
             let r = crate::scripts::JobLost {
-                runs: self.keys.runs(),
-                workers: self.keys.workers(),
-                running: self.keys.running(),
+                // (Spread: every key the set's, the call in its slot; job_lost.lua.)
+                workers: if spread { runs.clone() } else { self.keys.workers() },
+                running: if spread { runs.clone() } else { self.keys.running() },
+                runs: runs.clone(),
                 prefix: self.keys.prefix(),
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
                 from,
                 most: 1000,
+                spread: if spread { "spread" } else { "" },
             }
             .call()
             .invoke_async(con)
