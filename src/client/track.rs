@@ -155,7 +155,10 @@ impl Client {
             "tracked jobs with a job key"
         } else if !track.after.is_empty() || track.parent.is_some() || track.batch.is_some() {
             "dependencies, parents and batches"
-        } else if track.at.is_some_and(|at| super::delayed::epoch_secs(at) > now) {
+        } else if track
+            .at
+            .is_some_and(|at| super::delayed::epoch_secs(at) > now)
+        {
             "delayed jobs"
         } else {
             return Ok(());
@@ -213,7 +216,8 @@ impl Client {
         track.check()?;
         let spread = self.keys().is_spread();
         if spread
-            && track.id.as_ref().and_then(JobId::slot_tag) != Some(self.keys().queue_tag(&job.queue))
+            && track.id.as_ref().and_then(JobId::slot_tag)
+                != Some(self.keys().queue_tag(&job.queue))
         {
             return Err(Error::Rejected(format!(
                 "tracked job for {:?}: on a spread namespace its id carries its queue's slot tag",

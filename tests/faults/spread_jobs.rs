@@ -129,7 +129,11 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         .expect_err("resque-status");
     assert!(matches!(e, resq::Error::Spread { .. }), "{e}");
     assert!(
-        (0..3).all(|i| cluster.nodes[i].con().keys::<_, Vec<String>>(format!("{ns}:*")).expect("KEYS").is_empty()),
+        (0..3).all(|i| cluster.nodes[i]
+            .con()
+            .keys::<_, Vec<String>>(format!("{ns}:*"))
+            .expect("KEYS")
+            .is_empty()),
         "a refusal wrote something"
     );
 
@@ -208,7 +212,11 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         &[("CONCURRENCY", "1"), ("QUEUES", list.as_str())],
     );
     for (id, q, fails) in &runs {
-        let want = if *fails { State::Failed } else { State::Completed };
+        let want = if *fails {
+            State::Failed
+        } else {
+            State::Completed
+        };
         let s = wait_state(&rt, &client, id, want);
         assert_eq!(s.attempts, 1, "{id}");
         assert_eq!(s.queue.as_deref(), Some(q.as_str()));
@@ -256,7 +264,11 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         .block_on(client.enqueue_class_tracked(q1, "Stoppable", &[json!(120_000)], Track::new()))
         .expect("enqueue");
     let s = wait_state(&rt, &client, &long, State::Working);
-    assert_eq!(s.message.as_deref(), Some("started"), "its progress written");
+    assert_eq!(
+        s.message.as_deref(),
+        Some("started"),
+        "its progress written"
+    );
     assert_eq!(
         rt.block_on(client.cancel(&long)).expect("kill"),
         Cancelled::Killing
@@ -270,7 +282,9 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         &cluster,
         &ns,
         q1,
-        &[format!(r#"{{"class":"Echo","args":["stray"],"resq_id":"{stray}"}}"#)],
+        &[format!(
+            r#"{{"class":"Echo","args":["stray"],"resq_id":"{stray}"}}"#
+        )],
     );
     wait_until(60, "the stray job run", || {
         super::spread_common::list(&cluster, &format!("{ns}:compat:echo"))
@@ -288,7 +302,9 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
     let out = resq(
         &url,
         &ns,
-        &["--json", "enqueue", "--track", "--queue", q1, "Echo", "\"cli\""],
+        &[
+            "--json", "enqueue", "--track", "--queue", q1, "Echo", "\"cli\"",
+        ],
     );
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     let id = JobId::parse(v["id"].as_str().expect("id")).expect("an id");
@@ -316,7 +332,9 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         loop {
             out.extend(page.jobs.iter().map(|j| j.id.to_string()));
             let Some(next) = page.next.clone() else { break };
-            page = rt.block_on(admin.jobs_from(filter, &next, 2)).expect("jobs_from");
+            page = rt
+                .block_on(admin.jobs_from(filter, &next, 2))
+                .expect("jobs_from");
         }
         out
     };
@@ -350,7 +368,10 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         .iter()
         .map(|j| j.finished_at.expect("finished").timestamp_millis())
         .collect();
-    assert!(newest_first.windows(2).all(|p| p[0] >= p[1]), "{newest_first:?}");
+    assert!(
+        newest_first.windows(2).all(|p| p[0] >= p[1]),
+        "{newest_first:?}"
+    );
     let counts: std::collections::BTreeMap<State, u64> = rt
         .block_on(admin.job_counts())
         .expect("counts")
@@ -463,13 +484,17 @@ fn a_worker_killed_mid_run_has_its_tracked_records_ended_by_the_pruner_in_their_
         } else {
             "died while running it".to_string()
         };
-        assert!(s.error.as_deref().unwrap_or("").contains(&why), "{why}: {s:?}");
+        assert!(
+            s.error.as_deref().unwrap_or("").contains(&why),
+            "{why}: {s:?}"
+        );
         let tag = id.slot_tag().expect("tag");
         assert!(smembers(&cluster, &Keys::in_slot(keys.runs(), Some(tag))).is_empty());
-        assert!(
-            zmembers(&cluster, &Keys::in_slot(keys.job_state("failed"), Some(tag)))
-                .contains(&id.to_string())
-        );
+        assert!(zmembers(
+            &cluster,
+            &Keys::in_slot(keys.job_state("failed"), Some(tag))
+        )
+        .contains(&id.to_string()));
     }
     // Two failure entries from resq's pruner (Ruby's would have written the third).
     let failed = super::spread_common::list(&cluster, &keys.failed());

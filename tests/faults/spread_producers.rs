@@ -320,8 +320,24 @@ fn the_cli_enqueues_on_every_master_and_refuses_multi_slot_features() {
     // Refused on the spread namespace, nothing written.
     let before = keys_in_cluster(&cluster);
     for args in [
-        &["enqueue", "--track", "--key", "k", "--queue", qs[0].as_str(), "T"][..],
-        &["enqueue", "--track", "--in", "3600", "--queue", qs[0].as_str(), "T"],
+        &[
+            "enqueue",
+            "--track",
+            "--key",
+            "k",
+            "--queue",
+            qs[0].as_str(),
+            "T",
+        ][..],
+        &[
+            "enqueue",
+            "--track",
+            "--in",
+            "3600",
+            "--queue",
+            qs[0].as_str(),
+            "T",
+        ],
         &["enqueue", "--in", "3600", "--queue", qs[0].as_str(), "D"],
         &[
             "enqueue",

@@ -335,8 +335,16 @@ impl Pruner {
         loop {
             let r = crate::scripts::JobLost {
                 // (Spread: every key the set's, the call in its slot; job_lost.lua.)
-                workers: if spread { runs.clone() } else { self.keys.workers() },
-                running: if spread { runs.clone() } else { self.keys.running() },
+                workers: if spread {
+                    runs.clone()
+                } else {
+                    self.keys.workers()
+                },
+                running: if spread {
+                    runs.clone()
+                } else {
+                    self.keys.running()
+                },
                 runs: runs.clone(),
                 prefix: self.keys.prefix(),
                 now_ms: chrono::Utc::now().timestamp_millis(),
