@@ -81,6 +81,21 @@ fn resq(url: &str, ns: &str, args: &[&str]) -> String {
     text
 }
 
+/// `GET path` on the dashboard at `port`: the status code and the body.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, out))
+}
+
 /// The record of `id` through the `Client`, once it says `state`.
 fn wait_state(
     rt: &tokio::runtime::Runtime,
@@ -263,12 +278,11 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
     let long = rt
         .block_on(client.enqueue_class_tracked(q1, "Stoppable", &[json!(120_000)], Track::new()))
         .expect("enqueue");
-    let s = wait_state(&rt, &client, &long, State::Working);
-    assert_eq!(
-        s.message.as_deref(),
-        Some("started"),
-        "its progress written"
-    );
+    // Its progress is written in its record's slot (job_progress.lua).
+    wait_until(60, "the long job's progress", || {
+        let s = rt.block_on(client.status(&long)).expect("status")?;
+        (s.state == State::Working && s.message.as_deref() == Some("started")).then_some(())
+    });
     assert_eq!(
         rt.block_on(client.cancel(&long)).expect("kill"),
         Cancelled::Killing
@@ -383,6 +397,37 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
     assert_eq!(counts[&State::Cancelled], 1, "{counts:?}");
     let out = resq(&url, &ns, &["--json", "jobs", "--state", "cancelled"]);
     assert!(out.contains(cancelled.as_str()), "{out}");
+
+    // The dashboard's Jobs page lists them, and a job's page reads its record from its id.
+    let port = support::free_port();
+    let web_args: Vec<String> = [
+        "--url",
+        url.as_str(),
+        "--namespace",
+        ns.as_str(),
+        "web",
+        "--bind",
+        &format!("127.0.0.1:{port}"),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let web = support::spawn_guard(&support::resq_bin().display().to_string(), &web_args, None);
+    wait_until(30, "the dashboard to answer", || {
+        http_get(port, "/overview")
+    });
+    let (failed_id, _, _) = &runs[1];
+    let enc = failed_id.as_str().replace('{', "%7B").replace('}', "%7D");
+    for (page, want) in [
+        ("/jobs?state=failed".to_string(), failed_id.to_string()),
+        ("/jobs?tag=nightly".to_string(), runs[0].0.to_string()),
+        (format!("/job?id={enc}"), "failed".to_string()),
+    ] {
+        let (code, body) = http_get(port, &page).expect("an answer");
+        assert_eq!(code, 200, "{page}: {body}");
+        assert!(body.contains(&want), "{page} lacks {want:?}: {body}");
+    }
+    drop(web);
 
     quit_cleanly(&cluster, &ns, &mut w);
     assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");

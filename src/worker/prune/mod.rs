@@ -304,8 +304,8 @@ impl Pruner {
     /// scanned with a cursor).
     ///
     /// On a spread namespace, one slot's running set at a time (`<ns>:resq:runs{<tag>}`, of
-    /// the slots of the queues in `<ns>:queues`), each run judged in its slot
-    /// (`job_lost.lua`'s spread mode).
+    /// the slots of the queues in `<ns>:queues`, those that exist), each run judged in its
+    /// slot (`job_lost.lua`'s spread mode).
     async fn end_lost_runs<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
         if !self.keys.is_spread() {
             return self.end_lost_runs_in(con, self.keys.runs()).await;
@@ -318,8 +318,19 @@ impl Pruner {
                 return Ok(());
             }
         };
-        for runs in parts {
-            self.end_lost_runs_in(con, runs).await?;
+        if parts.is_empty() {
+            return Ok(());
+        }
+        // (Only the slots that run tracked jobs: one `EXISTS` each, a pipeline per slot.)
+        let mut pipe = redis::pipe();
+        for runs in &parts {
+            pipe.exists(runs);
+        }
+        let there: Vec<bool> = pipe.query_async(con).await?;
+        for (runs, there) in parts.into_iter().zip(there) {
+            if there {
+                self.end_lost_runs_in(con, runs).await?;
+            }
         }
         Ok(())
     }
