@@ -287,7 +287,12 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         rt.block_on(client.cancel(&long)).expect("kill"),
         Cancelled::Killing
     );
-    let s = wait_state(&rt, &client, &long, State::Killed);
+    // `wait` follows the record to its end (polling its slot: no invalidations on a cluster).
+    let s = rt
+        .block_on(client.wait(&long, Duration::from_secs(60)))
+        .expect("wait")
+        .expect("a record");
+    assert_eq!(s.state, State::Killed, "{s:?}");
     assert_eq!(s.attempts, 1);
 
     // A job whose id names another slot runs untracked, its record never touched.
