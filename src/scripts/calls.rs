@@ -747,6 +747,9 @@ builders! {
             scan: u64 => "most place entries read",
             limits: &'a str => "the limits in force",
             grace_ms: u64 => "grace (ms) between",
+            spread: &'static str => "'spread' on a spread namespace",
+            here: String => "(spread) the queues of this slot",
+            foreign: String => "(spread) the ids of the jobs",
         }
     }
 

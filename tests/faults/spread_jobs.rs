@@ -549,5 +549,72 @@ fn a_worker_killed_mid_run_has_its_tracked_records_ended_by_the_pruner_in_their_
     // Two failure entries from resq's pruner (Ruby's would have written the third).
     let failed = super::spread_common::list(&cluster, &keys.failed());
     assert_eq!(failed.len(), 2, "{failed:?}");
+
+    // Queued tracked jobs another runtime's worker took (no resq worker runs now): one popped
+    // and gone, one popped and held in a Ruby worker's record. The next round looks per slot:
+    // the first is ended failed at its second look; the one a Ruby worker runs is kept.
+    let (q1, q2) = (queues[1].0.as_str(), queues[2].0.as_str());
+    let taken = rt
+        .block_on(client.enqueue_class_tracked(q1, "Echo", &[json!("taken")], Track::new()))
+        .expect("enqueue");
+    let held = rt
+        .block_on(client.enqueue_class_tracked(q2, "Echo", &[json!("held")], Track::new()))
+        .expect("enqueue");
+    let pop = |q: &str| -> String {
+        let key = keys.queue(q);
+        cluster
+            .owner(&key)
+            .expect("owner")
+            .con()
+            .lpop(&key, None)
+            .expect("LPOP")
+    };
+    let _ = pop(q1);
+    let payload = pop(q2);
+    let ruby = format!("rubyhost:4242:{q2}");
+    let _: i64 = cluster
+        .owner(&keys.workers())
+        .expect("owner")
+        .con()
+        .sadd(keys.workers(), &ruby)
+        .expect("SADD");
+    let _: () = cluster
+        .owner(&keys.worker(&ruby))
+        .expect("owner")
+        .con()
+        .set(
+            keys.worker(&ruby),
+            format!(r#"{{"queue":"{q2}","run_at":"2026-11-29T10:00:00Z","payload":{payload}}}"#),
+        )
+        .expect("SET");
+    let _: i64 = cluster
+        .owner(&lock)
+        .expect("owner")
+        .con()
+        .del(&lock)
+        .expect("DEL");
+    rt.block_on(admin.prune(Duration::from_secs(300), false))
+        .expect("prune");
+    let s = rt
+        .block_on(client.status(&taken))
+        .expect("status")
+        .expect("record");
+    assert_eq!(s.state, State::Failed, "{s:?}");
+    assert!(
+        s.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("taken from its queue"),
+        "{s:?}"
+    );
+    let s = rt
+        .block_on(client.status(&held))
+        .expect("status")
+        .expect("record");
+    assert_eq!(
+        s.state,
+        State::Queued,
+        "the job a Ruby worker runs is kept: {s:?}"
+    );
     assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
 }

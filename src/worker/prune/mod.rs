@@ -245,8 +245,15 @@ impl Pruner {
         }
         if self.keys.is_spread() {
             // Claims, limits and workflows are refused on a spread namespace; tracked runs
-            // someone else ended are ended per slot.
+            // someone else ended, and queued tracked jobs someone else took, are ended per
+            // slot.
             self.end_lost_runs(con).await?;
+            let cutoff = chrono::Utc::now().timestamp_millis();
+            let missed = self.end_taken_jobs_spread(con, cutoff).await?;
+            if missed > 0 && self.second_look {
+                tokio::time::sleep(TAKEN_GRACE).await;
+                self.end_taken_jobs_spread(con, cutoff).await?;
+            }
             return Ok(report);
         }
         self.return_orphan_claims(con, &mut report).await?;
@@ -414,6 +421,9 @@ impl Pruner {
                 scan: 20_000,
                 limits,
                 grace_ms: TAKEN_GRACE.as_millis() as u64,
+                spread: "",
+                here: String::new(),
+                foreign: String::new(),
             }
             .call()
             .invoke_async(con)
@@ -437,6 +447,124 @@ impl Pruner {
             }
         }
         Ok(missed_all)
+    }
+
+    /// [`Pruner::end_taken_jobs`] on a spread namespace: one call per slot whose unended index
+    /// exists (`<ns>:resq:unended{<tag>}`, of the slots of the queues in `<ns>:queues`), each
+    /// given the queues of its slot and the ids of the jobs the workers resq does not see run
+    /// (their worker records read right before, each in its slot): `job_taken.lua`'s spread
+    /// mode reads nothing outside the slot. Returns how many jobs the look missed.
+    async fn end_taken_jobs_spread<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        cutoff: i64,
+    ) -> RedisResult<u64> {
+        let queues: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.queues())
+            .query_async(con)
+            .await
+            .unwrap_or_default();
+        let mut by_tag: BTreeMap<&'static str, Vec<&str>> = BTreeMap::new();
+        for q in &queues {
+            by_tag.entry(self.keys.queue_tag(q)).or_default().push(q);
+        }
+        let unended: Vec<(&'static str, String)> = by_tag
+            .keys()
+            .map(|t| (*t, Keys::in_slot(self.keys.unended(), Some(t))))
+            .collect();
+        if unended.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        for (_, k) in &unended {
+            pipe.exists(k);
+        }
+        let there: Vec<bool> = pipe.query_async(con).await?;
+        let mut missed_all = 0;
+        for ((tag, key), there) in unended.into_iter().zip(there) {
+            if !there {
+                continue;
+            }
+            let foreign = self.foreign_runs(con).await?;
+            let r = crate::scripts::JobTaken {
+                // (Every key of the call in the slot: job_taken.lua's spread mode.)
+                workers: key.clone(),
+                failed: key.clone(),
+                claims: key.clone(),
+                missed: Keys::in_slot(self.keys.missed(), Some(tag)),
+                unended: key,
+                prefix: self.keys.prefix(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
+                cutoff_ms: cutoff,
+                most: 1000,
+                scan: 20_000,
+                limits: "",
+                grace_ms: TAKEN_GRACE.as_millis() as u64,
+                spread: "spread",
+                here: by_tag.get(tag).map(|v| v.join("\n")).unwrap_or_default(),
+                foreign: foreign.join(" "),
+            }
+            .call()
+            .invoke_async(con)
+            .await;
+            let Some((_, ended, _, problems, missed)) =
+                unless_permanent::<(u64, u64, u64, String, u64)>(
+                    r,
+                    "end queued jobs a worker resq does not see took",
+                )?
+            else {
+                continue;
+            };
+            missed_all += missed;
+            report_settled(
+                ended,
+                &problems,
+                "ended tracked jobs taken from their queue by a worker resq does not see (failed: outcome unknown)",
+            );
+        }
+        Ok(missed_all)
+    }
+
+    /// The tracked ids in the records of the registered workers that are not resq's own (a
+    /// Ruby or node-resque worker keeps the job it runs there), each read in its slot.
+    async fn foreign_runs<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+    ) -> RedisResult<Vec<String>> {
+        let workers: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.workers())
+            .query_async(con)
+            .await?;
+        let foreign: Vec<&String> = workers
+            .iter()
+            .filter(|w| !w.contains("~resq:") && !w.contains("~resq{"))
+            .collect();
+        if foreign.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for w in &foreign {
+            pipe.get(self.keys.worker(w));
+        }
+        let records: Vec<Option<Vec<u8>>> = pipe.query_async(con).await?;
+        let mut ids = Vec::new();
+        for r in records.into_iter().flatten() {
+            let text = String::from_utf8_lossy(&r);
+            let mut rest: &str = &text;
+            while let Some(at) = rest.find("\"resq_id\"") {
+                rest = &rest[at + "\"resq_id\"".len()..];
+                let v = rest.trim_start().trim_start_matches(':').trim_start();
+                if let Some(id) = v
+                    .strip_prefix('"')
+                    .and_then(|v| v.split('"').next())
+                    .and_then(crate::jobs::JobId::parse)
+                {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+        Ok(ids)
     }
 
     /// Lets the limits converge from where jobs are, as every process's limits timer does
