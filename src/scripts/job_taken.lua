@@ -41,7 +41,7 @@
 -- run are the ids ARGV[11] names (the process read their worker records, each in its slot,
 -- right before the call); there are no limits, claims, delayed or batched tracked jobs there,
 -- and the failure list (another slot) is not searched: the error says the outcome is unknown.
--- KEYS[2..4] are then KEYS[1] again, unread.
+-- The second to fourth keys are then the first again, unread.
 --
 -- KEYS[1] <ns>:resq:unended   KEYS[2] <ns>:workers   KEYS[3] <ns>:failed
 -- KEYS[4] <ns>:resq:claims   KEYS[5] <ns>:resq:missed
@@ -50,8 +50,8 @@
 -- looked at   ARGV[5] most entries looked at   ARGV[6] most place entries read (the search's
 -- budget)   ARGV[7] the limits in force (limits.lua's JSON, or '')   ARGV[8] grace (ms) between
 -- the look that misses a job and the one that ends it   ARGV[9] 'spread' on a spread namespace,
--- else ''   ARGV[10] (spread) the queues of this slot, '\n'-separated   ARGV[11] (spread) the
--- ids of the jobs workers resq does not see run, space-separated
+-- else ''   ARGV[10] (spread) the queues of this slot, '\n'-separated
+-- ARGV[11] (spread) the ids of the jobs workers resq does not see run, space-separated
 -- Returns {entries of the index looked at, jobs ended, jobs kept for want of budget, problems
 -- ('\n'-separated, or ''), jobs missed for the first time}; an error reply, before any write,
 -- when a key is of another type.
