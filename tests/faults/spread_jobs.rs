@@ -215,17 +215,35 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
     want.sort();
     assert_eq!(names, want, "<ns>:queues lists every queue");
 
+    // A split queue: a tracked job goes to a shard, its id carries the shard's tag.
+    resq(&url, &ns, &["split", "vid", "3"]);
+    let sharded = rt
+        .block_on(client.enqueue_class_tracked("vid", "Echo", &[json!("sharded")], Track::new()))
+        .expect("enqueue to a split queue");
+    let shard = rt
+        .block_on(client.status(&sharded))
+        .expect("status")
+        .expect("record")
+        .queue
+        .expect("queue");
+    assert!(shard.starts_with("vid~"), "{shard}");
+    assert_eq!(sharded.slot_tag(), Some(keys.queue_tag(&shard)));
+
     let list = queues
         .iter()
         .map(|(q, _)| q.as_str())
+        .chain(std::iter::once("vid"))
         .collect::<Vec<_>>()
         .join(",");
+    // A slot per queue, and for `vid` one for itself and one per shard.
     let mut w = WorkerProc::start(
         &url,
         &ns,
-        3,
+        7,
         &[("CONCURRENCY", "1"), ("QUEUES", list.as_str())],
     );
+    let s = wait_state(&rt, &client, &sharded, State::Completed);
+    assert!(s.worker.expect("worker").ends_with(&format!(":{shard}")));
     for (id, q, fails) in &runs {
         let want = if *fails {
             State::Failed
@@ -271,7 +289,7 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
     );
     let echoed: Vec<String> = super::spread_common::list(&cluster, &format!("{ns}:compat:echo"));
     assert!(!echoed.iter().any(|e| e.contains("never")), "{echoed:?}");
-    assert_eq!(echoed.len(), 3, "{echoed:?}");
+    assert_eq!(echoed.len(), 4, "{echoed:?}");
 
     // A running job is killed from its id.
     let q1 = queues[1].0.as_str();
@@ -396,7 +414,7 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
         .expect("counts")
         .into_iter()
         .collect();
-    assert_eq!(counts[&State::Completed], 4, "{counts:?}");
+    assert_eq!(counts[&State::Completed], 5, "{counts:?}");
     assert_eq!(counts[&State::Failed], 3, "{counts:?}");
     assert_eq!(counts[&State::Killed], 1, "{counts:?}");
     assert_eq!(counts[&State::Cancelled], 1, "{counts:?}");
