@@ -63,10 +63,17 @@ end
 -- Track.reserve on a spread cluster namespace, for slot sl: only an id that carries the tag of
 -- sl's queue's slot ('<hex>{<tag>}', record.lua) names a record of the call's slot; any other
 -- runs untracked (its record, if any, is in another slot: never touched), with a problem to log.
--- (No resque-status classes there: the worker refuses them.)
+-- (No resque-status records there: the worker refuses statused classes, and an earlier build's
+-- JSON record is not followed — its ending would not be written.)
 function Track.reserve_spread(X, obj, sl)
   local id = obj['resq_id']
-  if in_slot(id, sl) then return Track.reserve(X, obj) end
+  if in_slot(id, sl) then
+    local t = Track.reserve(X, obj)
+    if t ~= 's' then return t end
+    Frame.problem(X, id .. ' runs untracked: its record is resque-status\'s JSON, not followed on a '
+      .. 'spread cluster namespace')
+    return nil
+  end
   Frame.problem(X, tostring(id) .. ' runs untracked: on a spread cluster namespace a tracked job\'s '
     .. 'id carries its queue\'s slot tag (' .. tostring(sl.x) .. ')')
   return nil
