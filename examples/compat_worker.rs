@@ -3,7 +3,8 @@
 //! Configured only by the environment (`REDIS_URL`, `RESQUE_NAMESPACE`, `QUEUES`, `CONCURRENCY`,
 //! `INTERVAL`, …; see the README). Handlers: `Echo` (RPUSH the compact JSON array of its args
 //! onto `<ns>:compat:echo`), `EchoPayload` (RPUSH the raw payload), `Noop`, `Sleep` (args[0]
-//! ms), `Fail` (fails with message args[0]), `Panic` (panics with message args[0]), `Gauge`
+//! ms), `Stoppable` (a tracked job's progress `1/2 "started"`, then sleeps args[0] ms unless it
+//! is asked to stop: it then ends killed), `Fail` (fails with message args[0]), `Panic` (panics with message args[0]), `Gauge`
 //! (records how many run at once; see [`gauge`]), `WfCallback` (a batch's callback: counts each
 //! run, see [`wf_callback`]), `WfFlaky` (args[0] a tag: its first run fails, the retry — at once,
 //! up to 3 — succeeds; see [`wf_flaky`]), `Forward` (enqueues `EchoPayload` with args
@@ -109,6 +110,14 @@ fn registry(con: resq::conn::Conn, keys: &keys::Keys) -> Registry {
             let ms: u64 = ctx.arg(0)?;
             tokio::time::sleep(Duration::from_millis(ms)).await;
             Ok(())
+        })
+        .handler("Stoppable", |ctx: JobContext| async move {
+            let ms: u64 = ctx.arg(0)?;
+            ctx.progress(1, 2, "started").await?;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(ms)) => Ok(()),
+                _ = ctx.cancelled() => Err(ctx.killed()),
+            }
         })
         .handler("Fail", |ctx: JobContext| async move {
             let msg: String = ctx.arg(0).unwrap_or_else(|_| "failed".into());

@@ -35,8 +35,9 @@ pub enum Error {
     /// The Redis server cannot be used (too old).
     #[error("{0}")]
     Unsupported(String),
-    /// A feature that writes keys of several hash slots in one step (tracked jobs, unique
-    /// jobs, delayed jobs, batches and flows, limits, Jesque's zset queues) asked of a namespace
+    /// A feature that writes keys of several hash slots in one step (tracked jobs with a job
+    /// key, unique jobs, delayed jobs, batches and flows, limits, Jesque's zset queues,
+    /// resque-status jobs) asked of a namespace
     /// spread over a Redis Cluster's slots (one without a hash tag): refused before anything
     /// was written.
     #[error(
@@ -46,7 +47,7 @@ pub enum Error {
          (docs/cluster.md). Nothing was written"
     )]
     Spread {
-        /// What was asked (`tracked jobs`, `delayed jobs`, …).
+        /// What was asked (`tracked jobs with a job key`, `delayed jobs`, …).
         feature: &'static str,
         /// The namespace.
         namespace: String,

@@ -358,6 +358,20 @@ impl Keys {
         format!("{}resq:jobs:{state}", self.prefix)
     }
 
+    /// `<index>{<tag>}` — one hash slot's part of a tracked jobs' index on a spread namespace
+    /// (docs/cluster.md): a tracked job's id there is `<32 hex>{<tag>}`, its queue's slot tag
+    /// ([`Keys::queue_tag`]), and the indexes its record moves in are that slot's:
+    /// [`Keys::runs`], [`Keys::unended`], [`Keys::missed`], [`Keys::job_state`] (every state,
+    /// `waiting` included), [`Keys::job_tag`] and [`Keys::job_tags`], each followed by the tag
+    /// (the scripts build the same names: record.lua's `Rec.slot`). `tag` `None`: the index
+    /// itself (one server, a hash-tagged namespace, an id of 32 hex).
+    pub(crate) fn in_slot(index: String, tag: Option<&str>) -> String {
+        match tag {
+            Some(t) => format!("{index}{{{t}}}"),
+            None => index,
+        }
+    }
+
     /// `<ns>:resq:batch:<bid>` — a batch: HASH of its counts, times and callbacks
     /// (workflow.lua).
     pub(crate) fn batch(&self, bid: &str) -> String {

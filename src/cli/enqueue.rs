@@ -239,7 +239,8 @@ async fn enqueue(target: &super::Target, e: EnqueueArgs) -> Result<Enqueued> {
             )
             .await
             .map_err(|err| super::enqueue_flow::as_flag(err, &target.namespace))?;
-        let existing = got != id;
+        // (On a spread namespace the id written carries its queue's slot tag after these 32.)
+        let existing = got.as_str().get(..32) != Some(id.as_str());
         let (extra, queue) = written.into_inner().unwrap_or_else(|p| p.into_inner());
         done.key = keys.queue(&queue);
         done.queue = queue;

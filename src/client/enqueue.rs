@@ -174,6 +174,8 @@ impl Client {
                 if !due_later {
                     job.queue = self.route(&job.queue, job.shard_key.as_deref()).await?;
                 }
+                // (Spread: a tracked job's id names its queue's slot.)
+                self.tag_for_slot(&mut job);
                 // The producer span (`<queue> send`) and its context in the payload, when
                 // tracing is on (crate::otel).
                 #[cfg(feature = "otel")]

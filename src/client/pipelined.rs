@@ -74,13 +74,14 @@ impl Client {
     /// in slots of their own: Resque's enqueue of every job as [`Client::push_raw`] makes it
     /// there, batched — one `SADD <ns>:queues` with the chunk's queue names, then one `RPUSH`
     /// per job, in order, a pipeline per slot. A tracked job is refused (nothing of it
-    /// written): tracking is not available on a spread namespace.
+    /// written): on a spread namespace tracked jobs are enqueued one call each
+    /// ([`Client::enqueue_class_tracked`]), not from a file.
     async fn enqueue_chunk_spread(&self, jobs: &[Pending]) -> Result<Vec<Outcome>> {
         let mut out: Vec<Option<Outcome>> = Vec::with_capacity(jobs.len());
         let mut payloads: Vec<Option<String>> = Vec::with_capacity(jobs.len());
         for j in jobs {
             let checked = validate(&j.queue, &j.class).and_then(|()| match j.track {
-                Some(_) => crate::error::not_spread(self.keys(), "tracked jobs"),
+                Some(_) => crate::error::not_spread(self.keys(), "tracked jobs from a file"),
                 None => Ok(()),
             });
             match checked {

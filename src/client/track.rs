@@ -60,7 +60,7 @@ impl Client {
         shard_key: Option<&str>,
         seen: impl Fn(&Outgoing) + Send + Sync,
     ) -> Result<JobId> {
-        crate::error::not_spread(self.keys(), "tracked jobs")?;
+        self.check_spread(&track)?;
         track.check()?;
         let id = track.id.clone().unwrap_or_default();
         let mut extra = Map::new();
@@ -140,10 +140,67 @@ impl Client {
             .ok_or_else(|| Error::Rejected("an enqueue middleware dropped the job".into()))
     }
 
-    /// The write at the end of the enqueue chain for a tracked job.
+    /// Refuses, on a spread namespace, what a tracked job cannot have there (docs/cluster.md):
+    /// its parts would sit in other slots than its queue's (resque-status's records and kill
+    /// set, a job key's lock, dependencies, parents and batches, resque-scheduler's delayed
+    /// set). Nothing is written.
+    pub(crate) fn check_spread(&self, track: &Track) -> Result<()> {
+        if !self.keys().is_spread() {
+            return Ok(());
+        }
+        let now = super::delayed::epoch_secs(Utc::now());
+        let feature = if track.options.is_some() {
+            "resque-status jobs"
+        } else if track.key.is_some() {
+            "tracked jobs with a job key"
+        } else if !track.after.is_empty() || track.parent.is_some() || track.batch.is_some() {
+            "dependencies, parents and batches"
+        } else if track
+            .at
+            .is_some_and(|at| super::delayed::epoch_secs(at) > now)
+        {
+            "delayed jobs"
+        } else {
+            return Ok(());
+        };
+        crate::error::not_spread(self.keys(), feature)
+    }
+
+    /// On a spread namespace, gives tracked `job` (its queue now final: a split queue's shard
+    /// picked) the id that carries its queue's slot tag (`<32 hex>{<tag>}`,
+    /// [`JobId::slot_tag`]), in its track and its payload's `resq_id`, so its record and the
+    /// indexes it moves in share the queue's slot. Elsewhere nothing changes.
+    pub(crate) fn tag_for_slot(&self, job: &mut Outgoing) {
+        let Some(track) = job.track.as_mut() else {
+            return;
+        };
+        if !self.keys().is_spread() || track.options.is_some() {
+            return;
+        }
+        let id = track
+            .id
+            .clone()
+            .unwrap_or_default()
+            .with_slot_tag(self.keys().queue_tag(&job.queue));
+        job.extra
+            .insert("resq_id".into(), Value::String(id.to_string()));
+        track.id = Some(id);
+    }
+
+    /// The write at the end of the enqueue chain for a tracked job. On a spread namespace the
+    /// queue's name goes into `<ns>:queues` first (its own slot), then the record and the
+    /// push in one call in the queue's slot: a crash between lists the queue with no job, as
+    /// Resque's own push may.
     pub(crate) async fn write_tracked(&self, job: Outgoing) -> Result<JobId> {
         let inv = self.tracked_invocation(&job)?;
         let mut con = self.connection();
+        if self.keys().is_spread() {
+            let _: i64 = redis::cmd("SADD")
+                .arg(self.keys().queues())
+                .arg(&job.queue)
+                .query_async(&mut con)
+                .await?;
+        }
         let reply: Vec<RedisValue> = inv.invoke_async(&mut con).await.map_err(refusal)?;
         Ok(tracked_reply(&reply)?.0)
     }
@@ -152,11 +209,21 @@ impl Client {
     /// key (the library's `job_enqueue`), as [`Client::write_tracked`] sends it; its reply is read by
     /// [`tracked_reply`]. `resq enqueue --file` sends many in a pipeline.
     pub(crate) fn tracked_invocation(&self, job: &Outgoing) -> Result<crate::scripts::Call> {
-        crate::error::not_spread(self.keys(), "tracked jobs")?;
         let Some(track) = &job.track else {
             return Err(Error::Rejected("not a tracked job".into()));
         };
+        self.check_spread(track)?;
         track.check()?;
+        let spread = self.keys().is_spread();
+        if spread
+            && track.id.as_ref().and_then(JobId::slot_tag)
+                != Some(self.keys().queue_tag(&job.queue))
+        {
+            return Err(Error::Rejected(format!(
+                "tracked job for {:?}: on a spread namespace its id carries its queue's slot tag",
+                job.queue
+            )));
+        }
         let statused = track.options.is_some();
         if statused && (!track.tags.is_empty() || track.key.is_some()) {
             return Err(Error::Rejected(
@@ -205,12 +272,24 @@ impl Client {
                     &job.extra,
                     self.float_format(),
                 );
-                let unused = (keys.queues(), keys.queues(), keys.queues());
+                // (Spread: a key of the call's slot, the record's.)
+                let unused = if spread {
+                    let rk = keys.job_record(id.as_str());
+                    (rk.clone(), rk.clone(), rk)
+                } else {
+                    (keys.queues(), keys.queues(), keys.queues())
+                };
                 ("now", payload, 0, String::new(), unused)
             }
         };
+        // (Spread: the record in KEYS[1], the call in the queue's slot; job_enqueue.lua.)
+        let (first, when) = if spread {
+            (keys.job_record(id.as_str()), "spread")
+        } else {
+            (keys.queues(), when)
+        };
         Ok(crate::scripts::JobEnqueue {
-            queues: keys.queues(),
+            queues: first,
             queue: keys.queue(&job.queue),
             schedule: delayed_keys.0,
             bucket: delayed_keys.1,
@@ -238,7 +317,6 @@ impl Client {
     /// Cancels job `id`: one that has not started never runs; a running one is asked to stop.
     /// An unknown id is an error.
     pub async fn cancel(&self, id: &JobId) -> Result<Cancelled> {
-        crate::error::not_spread(self.keys(), "tracked jobs")?;
         crate::jobs::cancel(&mut self.connection(), self.keys(), id).await
     }
 

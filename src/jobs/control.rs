@@ -52,8 +52,21 @@ pub(crate) async fn cancel_settling(
 ) -> Result<(Cancelled, Settling)> {
     let now = chrono::Utc::now();
     let message = format!("Killed at {}", crate::wire::time::started(now));
+    // (Spread: only an id naming its slot has a record there, and the call goes to that slot
+    // with the record as its key; job_cancel.lua.)
+    let kill = if keys.is_spread() {
+        if id.slot_tag().is_none() {
+            return Err(Error::Rejected(format!(
+                "no tracked job {id}: on a spread cluster namespace a tracked job's id ends with \
+                 its slot tag ({{<tag>}})"
+            )));
+        }
+        keys.job_record(id.as_str())
+    } else {
+        keys.resque_status_kill()
+    };
     let reply: String = crate::scripts::JobCancel {
-        kill: keys.resque_status_kill(),
+        kill,
         prefix: keys.prefix(),
         id: id.as_str(),
         now_ms: now.timestamp_millis(),

@@ -61,9 +61,15 @@ impl Admin {
             State::Killed,
             State::Cancelled,
         ];
+        // (Spread: each index's parts, one per slot, added up.)
         let mut cmds: Vec<redis::Cmd> = Vec::new();
+        let mut parts: Vec<usize> = Vec::new();
         for s in indexed {
-            cmds.push(cmd("ZCARD", &keys.job_state(s.as_str())));
+            let ks = super::walk::index_keys(&mut con, keys, keys.job_state(s.as_str())).await?;
+            parts.push(ks.len());
+            for k in &ks {
+                cmds.push(cmd("ZCARD", k));
+            }
         }
         for h in &held {
             cmds.push(cmd("ZCARD", h));
@@ -76,17 +82,24 @@ impl Admin {
             Ok(Value::Int(i)) => u64::try_from(*i).unwrap_or(0),
             _ => 0,
         };
-        let (ix, rest) = replies.split_at(indexed.len().min(replies.len()));
+        let (ix_parts, rest) = replies.split_at(parts.iter().sum::<usize>().min(replies.len()));
+        let mut ix: Vec<u64> = Vec::new();
+        let mut from = 0;
+        for p in &parts {
+            let to = (from + p).min(ix_parts.len());
+            ix.push(ix_parts[from.min(to)..to].iter().map(n).sum());
+            from = to;
+        }
         let (held_n, busy) = rest.split_at(held.len().min(rest.len()));
         let queued = queued + held_n.iter().map(n).sum::<u64>();
         let working = busy.iter().filter(|r| n(r) > 0).count() as u64;
         let (scheduled, all_delayed) = self.delayed_items(&mut con, max_keys).await?;
         let complete = complete && all_delayed;
         let mut out = vec![(State::Queued, queued), (State::Scheduled, scheduled)];
-        out.push((State::Waiting, ix.first().map_or(0, n)));
+        out.push((State::Waiting, ix.first().copied().unwrap_or(0)));
         out.push((State::Working, working));
-        for (s, r) in indexed.iter().zip(ix).skip(1) {
-            out.push((*s, n(r)));
+        for (s, c) in indexed.iter().zip(&ix).skip(1) {
+            out.push((*s, *c));
         }
         Ok((out, complete))
     }

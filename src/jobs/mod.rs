@@ -51,6 +51,7 @@ pub use control::{Cancelled, Settling};
 pub(crate) use record::new_status;
 pub(crate) use record::{Ending, Kind, TrackEnd};
 pub(crate) use running::{killed, TrackedRun, Tracker, KILLED};
+pub(crate) use walk::index_keys;
 
 use serde_json::Value;
 use std::time::Duration;

@@ -353,16 +353,22 @@ impl Admin {
             _ => return Ok(None),
         };
         let statuses = plan.iter().any(|s| matches!(s, Seg::Statuses(_)));
-        let (n, listed): (Option<u64>, Option<u64>) = redis::pipe()
-            .ignore_errors()
-            .zcard(&index)
-            .zcard(self.keys().resque_statuses())
-            .query_async::<Vec<redis::RedisResult<u64>>>(&mut self.con())
+        let mut con = self.con();
+        // (Spread: the index's parts, one per slot, added up.)
+        let parts = super::walk::index_keys(&mut con, self.keys(), index).await?;
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for k in &parts {
+            pipe.zcard(k);
+        }
+        pipe.zcard(self.keys().resque_statuses());
+        let counts: Vec<Option<u64>> = pipe
+            .query_async::<Vec<redis::RedisResult<u64>>>(&mut con)
             .await
-            .map(|v| {
-                let mut it = v.into_iter().map(|r| r.ok());
-                (it.next().flatten(), it.next().flatten())
-            })?;
+            .map(|v| v.into_iter().map(|r| r.ok()).collect())?;
+        let (ix, listed) = counts.split_at(parts.len().min(counts.len()));
+        let n = ix.iter().try_fold(0u64, |t, c| c.map(|c| t + c));
+        let listed = listed.first().copied().flatten();
         Ok(n.filter(|_| !statuses || listed == Some(0)))
     }
 }

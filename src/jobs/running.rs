@@ -274,8 +274,14 @@ impl TrackedRun {
             set.push((k.clone(), crate::wire::encode::to_json(v, format)));
         }
         let mut con = self.tracker.con.clone();
+        let keys = &self.tracker.keys;
         let reply: redis::RedisResult<String> = crate::scripts::JobProgress {
-            kill: self.tracker.keys.resque_status_kill(),
+            // (Spread: a key of the record's slot, for the call to be routed there.)
+            kill: if keys.is_spread() && !self.statused {
+                keys.job_record(self.id.as_str())
+            } else {
+                keys.resque_status_kill()
+            },
             record: if self.statused {
                 self.tracker.keys.resque_status(self.id.as_str())
             } else {

@@ -52,6 +52,34 @@ pub(crate) struct Walk {
     /// Keys read since [`Walk::take_reads`] last asked (an empty queue or held set costs a
     /// read as a job does: a listing's budget counts them).
     reads: usize,
+    /// On a spread namespace, an index source's per-slot parts ([`index_keys`]), read as one
+    /// index merged newest first; empty elsewhere.
+    parts: Vec<String>,
+    /// In the merged parts: the score and member of the entry read last.
+    last: Option<(f64, String)>,
+}
+
+/// The keys that hold index `base` (a final state's, waiting's, a tag's): `base` itself, or on
+/// a spread namespace its part in each slot a tracked job may be in (`base{<tag>}`,
+/// [`Keys::in_slot`]), the slots of the queues named in `<ns>:queues` (split shards are named
+/// there once jobs are pushed to them).
+pub(crate) async fn index_keys<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    base: String,
+) -> Result<Vec<String>> {
+    if !keys.is_spread() {
+        return Ok(vec![base]);
+    }
+    let tags: std::collections::BTreeSet<&str> = members(con, &keys.queues())
+        .await?
+        .iter()
+        .map(|q| keys.queue_tag(q))
+        .collect();
+    Ok(tags
+        .into_iter()
+        .map(|t| Keys::in_slot(base.clone(), Some(t)))
+        .collect())
 }
 
 impl Walk {
@@ -77,6 +105,8 @@ impl Walk {
             scan_more: false,
             done: false,
             reads: 0,
+            parts: Vec::new(),
+            last: None,
         };
         match seg {
             Seg::Workers => {
@@ -126,6 +156,13 @@ impl Walk {
             Seg::State(s) => w.key = keys.job_state(s.as_str()),
             Seg::Tag => w.key = keys.job_tag(tag.unwrap_or_default()),
             Seg::Statuses(_) => w.key = keys.resque_statuses(),
+        }
+        if keys.is_spread() && matches!(seg, Seg::State(_) | Seg::Tag) {
+            // (Spread: the index's parts, one per slot, merged; read from after `cur`.)
+            w.parts = index_keys(con, keys, std::mem::take(&mut w.key)).await?;
+            if let Cur::Score { score, member } = cur {
+                w.last = Some((*score, member.clone()));
+            }
         }
         if !w.key.is_empty() {
             w.off = index_rank(con, &w.key, cur).await?;
@@ -531,19 +568,89 @@ impl Walk {
         Ok(Some(out))
     }
 
+    /// The next `want` entries of the per-slot parts of an index (a spread namespace's),
+    /// newest first as one index orders them (by score, then member, descending), after the
+    /// entry read last: each part is read from that score down (`ZREVRANGEBYSCORE`, one
+    /// pipeline, a command per part: the connection sends them to their slots), the entries of
+    /// that very score it passed over counted in (`ZCOUNT`).
+    async fn merged<C: ConnectionLike + Send>(
+        &mut self,
+        con: &mut C,
+        want: usize,
+    ) -> Result<Vec<(Vec<u8>, f64)>> {
+        let max = self
+            .last
+            .as_ref()
+            .map_or_else(|| "+inf".to_string(), |(s, _)| s.to_string());
+        let ties: Vec<usize> = match &self.last {
+            None => vec![0; self.parts.len()],
+            Some(_) => each(
+                con,
+                self.parts.iter().map(|k| {
+                    let mut c = redis::cmd("ZCOUNT");
+                    c.arg(k).arg(&max).arg(&max);
+                    c
+                }),
+            )
+            .await?
+            .into_iter()
+            .map(|r| match r {
+                Ok(Value::Int(n)) => usize::try_from(n).unwrap_or(0),
+                _ => 0,
+            })
+            .collect(),
+        };
+        let replies = each(
+            con,
+            self.parts.iter().zip(&ties).map(|(k, t)| {
+                let mut c = redis::cmd("ZREVRANGEBYSCORE");
+                c.arg(k)
+                    .arg(&max)
+                    .arg("-inf")
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(want + t);
+                c
+            }),
+        )
+        .await?;
+        let mut all: Vec<(Vec<u8>, f64)> = Vec::new();
+        for (k, r) in self.parts.iter().zip(replies) {
+            let v = r.map_err(|e| index_error(e, k))?;
+            let got: Vec<(Vec<u8>, f64)> = redis::from_redis_value(v).map_err(|e| {
+                Error::Protocol(format!("{k}: an index of tracked jobs read as {e}"))
+            })?;
+            all.extend(got.into_iter().filter(|(m, s)| match &self.last {
+                None => true,
+                Some((ls, lm)) => *s < *ls || (*s == *ls && m.as_slice() < lm.as_bytes()),
+            }));
+        }
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        all.truncate(want);
+        if let Some((m, s)) = all.last() {
+            self.last = Some((*s, String::from_utf8_lossy(m).into_owned()));
+        }
+        Ok(all)
+    }
+
     async fn index<C: ConnectionLike + Send>(
         &mut self,
         con: &mut C,
         want: usize,
     ) -> Result<Option<Vec<Entry>>> {
-        let entries: Vec<(Vec<u8>, f64)> = redis::cmd("ZREVRANGE")
-            .arg(&self.key)
-            .arg(self.off)
-            .arg(self.off + want - 1)
-            .arg("WITHSCORES")
-            .query_async(con)
-            .await
-            .map_err(|e| index_error(e, &self.key))?;
+        let entries: Vec<(Vec<u8>, f64)> = if self.parts.is_empty() {
+            redis::cmd("ZREVRANGE")
+                .arg(&self.key)
+                .arg(self.off)
+                .arg(self.off + want - 1)
+                .arg("WITHSCORES")
+                .query_async(con)
+                .await
+                .map_err(|e| index_error(e, &self.key))?
+        } else {
+            self.merged(con, want).await?
+        };
         if entries.is_empty() {
             return Ok(None);
         }

@@ -392,8 +392,8 @@ builders! {
             prefix: &'a str => "the namespace prefix '<ns>:'",
             id: &'a str => "the id",
             kind: &'a str => "kind 'r' | 's'",
-            when: &'a str => "'now' or 'delayed'",
-            payload: String => "the payload ('now') or the scheduler item ('delayed')",
+            when: &'a str => "'now', 'delayed' or 'spread'",
+            payload: String => "the payload ('now', 'spread') or the scheduler item ('delayed')",
             due_s: i64 => "the due time, epoch s",
             member: String => "'delayed:<ts>'",
             now_ms: i64 => "now in epoch ms",
@@ -741,6 +741,9 @@ builders! {
             record: &'a [u8] => "the worker record judged",
             mode: &'static str => "\"requeue\"",
             payload: &'a str => "the job's payload bytes",
+            track: String => "the job's tracked ending",
+            prefix: &'a str => "the namespace prefix",
+            now_ms: i64 => "now, epoch ms",
         }
     }
 
@@ -771,6 +774,7 @@ builders! {
             ttl_s: u64 => "seconds a finished",
             from: u64 => "the cursor to go on from",
             most: u64 => "about how many entries to look at",
+            spread: &'static str => "'spread' on a spread namespace",
         }
     }
 
@@ -792,6 +796,9 @@ builders! {
             scan: u64 => "most place entries read",
             limits: &'a str => "the limits in force",
             grace_ms: u64 => "grace (ms) between",
+            spread: &'static str => "'spread' on a spread namespace",
+            here: String => "(spread) the queues of this slot",
+            foreign: String => "(spread) the ids of the jobs",
         }
     }
 

@@ -62,7 +62,9 @@ local function decode_settings(text)
   }
 end
 
-local function decode_slots(text, P)
+-- (`spread`: each slot's `x` is the '{<tag>}' its id carries, `host~resq{<tag>}:…`: the
+-- suffix of the tracked jobs' ids and indexes of its queue's slot, record.lua's Rec.slot.)
+local function decode_slots(text, P, spread)
   local ok, list = pcall(cjson.decode, text)
   if not ok or type(list) ~= 'table' then return nil end
   local out = {}
@@ -74,6 +76,7 @@ local function decode_slots(text, P)
       wkey = P .. 'worker:' .. id, pkey = P .. 'stat:processed:' .. id,
       fkey = P .. 'stat:failed:' .. id, ckey = P .. 'resq:claim:' .. id,
       tkey = P .. 'resq:token:' .. id, okey = P .. 'resq:outbox:' .. id,
+      x = spread and string.match(id, '~resq({[0-9a-z]+}):') or false,
     }
   end
   return out
@@ -103,7 +106,7 @@ function Cfg.get(cd, qd, ctext, qtext)
     if redis.sha1hex(ctext) ~= cd then return nil, 'config text does not match its digest' end
     local nl = string.find(ctext, '\n', 1, true)
     C = nl and decode_settings(string.sub(ctext, 1, nl - 1))
-    if C then C.slots = decode_slots(string.sub(ctext, nl + 1), C.P) end
+    if C then C.slots = decode_slots(string.sub(ctext, nl + 1), C.P, C.spread) end
     if not C or not C.slots then return nil, 'config unreadable' end
     C.queue_lists, C.n_lists = { [NO_QUEUES] = {} }, 0
     if n_configs >= MAX_CONFIGS or n_bytes + #ctext > MAX_BYTES then

@@ -124,7 +124,7 @@ local function finish_one(X, i, it)
   elseif it.reserve then
     if held then
       -- The job this slot already holds (the reply of the call that reserved it was lost).
-      X.tag[i], X.data[i], X.extra[i] = 'job', held, Track.held(X, held)
+      X.tag[i], X.data[i], X.extra[i] = 'job', held, Track.held(X, held, sl)
     elseif X.applied[i] == 1 and not by_token then
       -- Its job's record was still there, so it holds no claim from a lost reply.
       X.nw = X.nw + 1

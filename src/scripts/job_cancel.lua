@@ -8,7 +8,12 @@
 -- and waiting ones never run, running ones are asked to stop (workflow.lua). The whole call
 -- settles at most 10,000 ends (workflow.lua's budget); the rest is parked for the prune round.
 --
--- KEYS[1] <ns>:_kill (resque-status's; the records' keys are built from the prefix)
+-- On a spread cluster namespace (docs/cluster.md) the id carries its slot's tag ('<hex>{<tag>}',
+-- record.lua): the record, its indexes and its children's set are in that slot, KEYS[1] is the
+-- record itself, and there is no resque-status record to look for (none is made there).
+--
+-- KEYS[1] <ns>:_kill (resque-status's; the records' keys are built from the prefix; spread:
+-- <ns>:resq:job:<id>)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the id   ARGV[3] now in epoch ms
 -- ARGV[4] seconds the cancelled record is kept (0: until purged)
 -- ARGV[5] resque-status's message for it (JSON text, "Killed at …")   ARGV[6] (optional) the
@@ -40,7 +45,7 @@ local function job_cancel(KEYS, ARGV)
   if not v[1] and redis.call('EXISTS', rk) == 1 then v[1] = 'queued' end
   if v[1] then
     if not Rec.FINAL[v[1]] and v[1] ~= 'working' then
-      local e = G.wrong_type(P .. 'resq:jobs:cancelled', 'zset')
+      local e = G.wrong_type(P .. 'resq:jobs:cancelled' .. Rec.slot(id), 'zset')
       if e then return redis.error_reply(e) end
     end
     local did, problem = Flow.cancel(P, id, v, now_ms, ttl)
@@ -54,6 +59,8 @@ local function job_cancel(KEYS, ARGV)
     local ends, walks = Flow.parked()
     return reply(did, ends, walks, problems)
   end
+  -- (Spread: `<ns>:_kill` is in another slot; resque-status jobs are refused there.)
+  if KEYS[1] == rk then return 'unknown' end
   local text, ms, close = Status.read(P, id)
   if text == nil then return redis.error_reply(ms) end
   if not text then return 'unknown' end

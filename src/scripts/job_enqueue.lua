@@ -10,10 +10,18 @@
 --   kind 's' (resque-status's `create`): the status text the caller made, listed in
 --            `_statuses` (as the plugin's `Hash.create` writes it).
 --
--- KEYS[1] <ns>:queues   KEYS[2] <ns>:queue:<q>   KEYS[3] <ns>:delayed_queue_schedule
--- KEYS[4] <ns>:delayed:<ts>   KEYS[5] <ns>:timestamps:<item>   (3..5 unused when enqueued now)
+--   'spread' (a spread cluster namespace, docs/cluster.md): kind 'r' enqueued now, no job key,
+--            no workflow; the id carries the queue's slot tag ('<hex>{<tag>}', record.lua), so
+--            the record, its indexes (those of the slot) and the queue are in one slot. KEYS[1]
+--            is then the record, and `<ns>:queues` is not written here (the client adds the
+--            queue's name to it before this call, as Resque's push does first).
+--
+-- KEYS[1] <ns>:queues ('spread': <ns>:resq:job:<id>)   KEYS[2] <ns>:queue:<q>
+-- KEYS[3] <ns>:delayed_queue_schedule   KEYS[4] <ns>:delayed:<ts>
+-- KEYS[5] <ns>:timestamps:<item>   (3..5 unused when enqueued now)
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] the id   ARGV[3] kind 'r' | 's'
--- ARGV[4] 'now' or 'delayed'   ARGV[5] the payload ('now') or the scheduler item ('delayed')
+-- ARGV[4] 'now', 'delayed' or 'spread'
+-- ARGV[5] the payload ('now', 'spread') or the scheduler item ('delayed')
 -- ARGV[6] the due time, epoch s ('delayed')   ARGV[7] 'delayed:<ts>' ('delayed')
 -- ARGV[8] now in epoch ms   ARGV[9] the queue name   ARGV[10] the class
 -- ARGV[11] the job key ('' none)   ARGV[12] the status text (kind 's')
@@ -91,18 +99,26 @@ end
 
 local function job_enqueue(KEYS, ARGV)
   local P, id, kind, now_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[8])
-  local delayed = ARGV[4] == 'delayed'
+  local delayed, spread = ARGV[4] == 'delayed', ARGV[4] == 'spread'
   local rk = kind == 's' and Status.key(P, id) or Rec.key(P, id)
   local jk = ARGV[11] ~= '' and (P .. 'resq:jobkey:' .. ARGV[11]) or nil
+  -- (The tags' indexes: the slot's on a spread namespace.)
+  local x = Rec.slot(id)
   local e
+  if spread and (kind ~= 'r' or jk or (ARGV[13] or '') ~= '' or x == '' or KEYS[1] ~= rk) then
+    return redis.error_reply('ERR job_enqueue: a spread enqueue is of a job resq tracks, enqueued '
+      .. 'now, without a job key or a workflow, its id carrying its slot tag, KEYS[1] its record')
+  end
   if delayed then
     e = G.wrong_type(KEYS[3], 'zset') or G.wrong_type(KEYS[4], 'list') or G.wrong_type(KEYS[5], 'set')
+  elseif spread then
+    e = G.wrong_type(KEYS[2], 'list')
   else
     e = G.wrong_type(KEYS[1], 'set') or G.wrong_type(KEYS[2], 'list')
   end
   if kind == 's' then e = e or G.wrong_type(P .. '_statuses', 'zset') end
-  for i = 14, #ARGV do e = e or G.wrong_type(P .. 'resq:tag:' .. ARGV[i], 'zset') end
-  if #ARGV >= 14 then e = e or G.wrong_type(P .. 'resq:tags', 'set') end
+  for i = 14, #ARGV do e = e or G.wrong_type(P .. 'resq:tag:' .. ARGV[i] .. x, 'zset') end
+  if #ARGV >= 14 then e = e or G.wrong_type(P .. 'resq:tags' .. x, 'set') end
   if jk then e = e or G.wrong_type(jk, 'string') end
   if e then return redis.error_reply(e) end
   if redis.call('EXISTS', rk) == 1 then
@@ -164,8 +180,8 @@ local function job_enqueue(KEYS, ARGV)
     Rec.set_state(P, id, nil, state, now_ms, f, { ttl = w.ttl })
   end
   for i = 14, #ARGV do
-    redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i], now_ms, id)
-    redis.call('SADD', P .. 'resq:tags', ARGV[i])
+    redis.call('ZADD', P .. 'resq:tag:' .. ARGV[i] .. x, now_ms, id)
+    redis.call('SADD', P .. 'resq:tags' .. x, ARGV[i])
   end
   if jk and not Rec.FINAL[state] then redis.call('SET', jk, id) end
   if w.batch then
@@ -188,7 +204,7 @@ local function job_enqueue(KEYS, ARGV)
     redis.call('SADD', KEYS[5], ARGV[7])
     redis.call('ZADD', KEYS[3], ARGV[6], ARGV[6])
   else
-    redis.call('SADD', KEYS[1], ARGV[9])
+    if not spread then redis.call('SADD', KEYS[1], ARGV[9]) end
     redis.call('RPUSH', KEYS[2], ARGV[5])
   end
   return { 'ok', id, state }

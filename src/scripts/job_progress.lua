@@ -4,7 +4,8 @@
 --   kind 'r': the record hash's fields p.num, p.total, p.message, p.<custom> (JSON texts);
 --   kind 's': members merged into resque-status's text, as Ruby merges them.
 --
--- KEYS[1] <ns>:_kill (resque-status's)   KEYS[2] the record's key (resq:job:<id> or status:<id>)
+-- KEYS[1] <ns>:_kill (resque-status's; kind 'r' reads it not: on a spread cluster namespace
+-- the record's key again, so the call is routed to the record's slot)   KEYS[2] the record's key (resq:job:<id> or status:<id>)
 -- ARGV[1] the job id   ARGV[2] kind 'r' | 's'
 -- ARGV[3..] field name, JSON text, field name, JSON text, …
 -- Returns 'killed' (nothing written: the job is asked to stop), 'ok', or 'skip' (the record is

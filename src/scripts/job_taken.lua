@@ -34,13 +34,24 @@
 -- is kept and looked at again — a job is ended only when the call has read every place it
 -- could be.
 --
+-- On a spread cluster namespace (ARGV[9] 'spread', docs/cluster.md) a call looks at one slot's
+-- records, `<ns>:resq:unended{<tag>}` and `<ns>:resq:missed{<tag>}`, and reads nothing outside
+-- that slot: only records of the queues ARGV[10] names (those of this slot: the others are
+-- kept) are candidates, their queues read as above; the jobs that workers resq does not see
+-- run are the ids ARGV[11] names (the process read their worker records, each in its slot,
+-- right before the call); there are no limits, claims, delayed or batched tracked jobs there,
+-- and the failure list (another slot) is not searched: the error says the outcome is unknown.
+-- The second to fourth keys are then the first again, unread.
+--
 -- KEYS[1] <ns>:resq:unended   KEYS[2] <ns>:workers   KEYS[3] <ns>:failed
 -- KEYS[4] <ns>:resq:claims   KEYS[5] <ns>:resq:missed
 -- ARGV[1] the namespace prefix '<ns>:'   ARGV[2] now in epoch ms   ARGV[3] seconds a finished
 -- record is kept (0: until purged)   ARGV[4] cutoff: entries scored at or before it (ms) are
 -- looked at   ARGV[5] most entries looked at   ARGV[6] most place entries read (the search's
 -- budget)   ARGV[7] the limits in force (limits.lua's JSON, or '')   ARGV[8] grace (ms) between
--- the look that misses a job and the one that ends it
+-- the look that misses a job and the one that ends it   ARGV[9] 'spread' on a spread namespace,
+-- else ''   ARGV[10] (spread) the queues of this slot, '\n'-separated
+-- ARGV[11] (spread) the ids of the jobs workers resq does not see run, space-separated
 -- Returns {entries of the index looked at, jobs ended, jobs kept for want of budget, problems
 -- ('\n'-separated, or ''), jobs missed for the first time}; an error reply, before any write,
 -- when a key is of another type.
@@ -53,7 +64,8 @@ local function next_id(text, from)
   while true do
     local s = string.find(text, MARK, from, true)
     if not s then return nil end
-    local id, at = string.match(text, '^%s*:%s*"(%x+)"()', s + #MARK)
+    -- (An id of 32 hex, or a spread namespace's '<hex>{<tag>}'.)
+    local id, at = string.match(text, '^%s*:%s*"(%x+{?[0-9a-z]*}?)"()', s + #MARK)
     if id then return id, at end
     from = s + #MARK
   end
@@ -118,9 +130,23 @@ local function mark_delayed(P, seen, ts, left)
 end
 
 local function job_taken(KEYS, ARGV)
-  local e = G.wrong_type(KEYS[1], 'zset') or G.wrong_type(KEYS[2], 'set')
-    or G.wrong_type(KEYS[3], 'list') or G.wrong_type(KEYS[4], 'set') or G.wrong_type(KEYS[5], 'zset')
+  local spread = ARGV[9] == 'spread'
+  local e
+  if spread then
+    e = G.wrong_type(KEYS[1], 'zset') or G.wrong_type(KEYS[5], 'zset')
+  else
+    e = G.wrong_type(KEYS[1], 'zset') or G.wrong_type(KEYS[2], 'set')
+      or G.wrong_type(KEYS[3], 'list') or G.wrong_type(KEYS[4], 'set') or G.wrong_type(KEYS[5], 'zset')
+  end
   if e then return redis.error_reply(e) end
+  -- (Spread: the queues of this slot; the ids foreign workers run.)
+  local here, foreign = nil, nil
+  if spread then
+    here = {}
+    for q in string.gmatch(ARGV[10] or '', '[^\n]+') do here[q] = true end
+    foreign = {}
+    for id in string.gmatch(ARGV[11] or '', '%S+') do foreign[id] = true end
+  end
   local P, now, ttl = ARGV[1], tonumber(ARGV[2]) or 0, Rec.whole(ARGV[3])
   local cutoff = tonumber(ARGV[4]) or 0
   local most, budget = math.max(Rec.whole(ARGV[5]), 1), Rec.whole(ARGV[6])
@@ -152,6 +178,9 @@ local function job_taken(KEYS, ARGV)
     elseif type(v[2]) ~= 'string' or not (v[1] == 'queued' or due_by(v, now)) then
       later[#later + 1] = id
       redis.call('ZREM', KEYS[5], id)
+    elseif spread and (v[1] ~= 'queued' or v[3] or not here[v[2]]) then
+      -- (Spread: only a queued job of a queue of this slot can be looked for here.)
+      later[#later + 1] = id
     else
       local staging = false
       if v[3] then
@@ -214,7 +243,7 @@ local function job_taken(KEYS, ARGV)
     end
     -- The held sets of every limit in force and of every limit being re-judged.
     local held_whole = true
-    if unseen() then
+    if unseen() and not spread then
       local names, L = {}, Lim.load(ARGV[7] or '', P)
       if L then
         for _, d in ipairs(L.defs) do
@@ -263,7 +292,9 @@ local function job_taken(KEYS, ARGV)
     -- Ruby or node-resque worker keeps the job it runs there) and, for the candidates' queues,
     -- their Jesque in-flight lists. Read only when something is still unseen.
     local runs_whole = true
-    if unseen() then
+    if spread then
+      for id in pairs(foreign) do seen[id] = true end
+    elseif unseen() then
       for _, s in ipairs(redis.call('SMEMBERS', KEYS[4])) do
         mark(seen, redis.pcall('LINDEX', P .. 'resq:claim:' .. s, 0))
         left = left - 1
@@ -325,7 +356,7 @@ local function job_taken(KEYS, ARGV)
       end
     end
     if #gone > 0 then
-      local why = failures(KEYS[3], gone, 1000)
+      local why = spread and {} or failures(KEYS[3], gone, 1000)
       local ts = G.num(now)
       for _, id in ipairs(gone) do
         local text = why[id] and ('failed on a worker resq does not see: ' .. why[id])

@@ -14,6 +14,8 @@ const HOOKS: &[(&str, &[&str])] = &[
         "Track",
         &[
             "reserve",
+            "reserve_spread",
+            "in_slot",
             "start",
             "held",
             "finish",

@@ -9,12 +9,18 @@
 -- crash between the two lists the job twice at worst, never loses it; and it removes the id's
 -- keys of other slots, its `<ns>:workers` member and, last, its heartbeat field after it.
 --
+-- A tracked job the id was running whose record is in this slot (its id carries the slot's tag,
+-- record.lua) is ended in the same step, as prune.lua ends it on one server (a working record
+-- only): failed, or queued again under at-least-once.
+--
 -- KEYS[1] <ns>:worker:<id>
 -- KEYS[2] <ns>:queue:<q> to put the job back on (ARGV[2] 'requeue'; else not touched)
 -- KEYS[3..] the id's other keys in this slot, deleted
 -- ARGV[1] the worker record judged ("" when there was none)
 -- ARGV[2] "requeue" (ARGV[3] back at the head of KEYS[2]) or "" (nothing recorded here)
 -- ARGV[3] the job's payload bytes, as they are inside the record
+-- ARGV[4] the job's tracked ending (record.lua's spec, of a record in this slot; '' none)
+-- ARGV[5] the namespace prefix '<ns>:'   ARGV[6] now, epoch ms
 -- Returns 1 when the step was applied now, 0 when the record changed and nothing was written;
 -- an error reply, before any write, when a key it would write is unusable.
 
@@ -29,6 +35,8 @@ local function prune_slot(KEYS, ARGV)
   end
   redis.call('DEL', KEYS[1])
   for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
+  local spec = ARGV[4] or ''
+  if spec ~= '' then Rec.finish(ARGV[5], spec, ARGV[6], true) end
   return 1
 end
 

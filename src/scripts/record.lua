@@ -20,6 +20,10 @@
 --                              (or makes a finished one live again), removed by the end,
 --                              read by the prune round to find queued jobs someone else took
 --                              (job_taken.lua)
+-- On a spread cluster namespace (docs/cluster.md) a job's id carries its queue's slot tag,
+-- '<32 hex>{<tag>}' (Rec.slot), so its record sits in its queue's slot, and every index above
+-- but the job keys is one per slot: its name followed by that '{<tag>}' (src/keys.rs,
+-- `Keys::in_slot`). An id of 32 hex has no suffix: the names above, unchanged.
 -- Fields: state, class, queue, enqueued_at (ms), due_at (scheduled or retrying: when, ms),
 -- attempts, worker, started_at, ended_at (ms), result (JSON text), error (the last failure's
 -- message), p.num, p.total, p.message and p.<custom> (progress, JSON texts), tags (space-
@@ -63,16 +67,26 @@ local TTL_MAX = 3155760000
 
 function Rec.key(P, id) return P .. 'resq:job:' .. id end
 
+-- The suffix of job `id`'s indexes: '' for an id of 32 hex, its '{<tag>}' for a spread
+-- namespace's id (`<32 hex>{<tag>}`): the indexes of its record's slot.
+function Rec.slot(id)
+  if #id == 32 then return '' end
+  return sub(id, 33)
+end
+
 -- Job `id`'s record is live (made, or no longer finished) at `now_ms`: listed where the prune
 -- round looks for queued jobs someone else took (job_taken.lua). Never raises (an index of
 -- another type is named by the prune round).
 function Rec.live(P, id, now_ms)
-  redis.pcall('ZADD', P .. 'resq:unended', 'NX', now_ms, id)
+  redis.pcall('ZADD', P .. 'resq:unended' .. Rec.slot(id), 'NX', now_ms, id)
 end
 
--- Whether s has the shape of an id (32 hex characters).
+-- Whether s has the shape of an id: 32 hex characters, or (a spread namespace's) 32 hex then
+-- '{<tag>}', the tag of one to four characters of 0-9 a-z.
 function Rec.id_like(s)
-  return type(s) == 'string' and #s == 32 and find(s, '^%x+$') ~= nil
+  if type(s) ~= 'string' then return false end
+  if #s == 32 then return find(s, '^%x+$') ~= nil end
+  return #s >= 35 and #s <= 38 and find(s, '^%x+{[0-9a-z]+}$') == 1 and find(s, '{', 33, true) == 33
 end
 
 -- A field read as a whole number (0 when it is absent or holds anything else).
@@ -132,6 +146,7 @@ end
 function Rec.set_state(P, id, from, to, now, fields, o)
   o = o or NO
   local rk = P .. 'resq:job:' .. id
+  local x = #id == 32 and '' or sub(id, 33)
   local write = o.pcall and redis.pcall or redis.call
   local s, k = S, 2
   s[1], s[2] = 'state', to
@@ -144,19 +159,19 @@ function Rec.set_state(P, id, from, to, now, fields, o)
   write('HSET', rk, unpack(s, 1, k))
   if to == 'working' then
     -- (A running index of another type is named by the prune round, job_lost.lua.)
-    redis.pcall('SADD', P .. 'resq:runs', id)
+    redis.pcall('SADD', P .. 'resq:runs' .. x, id)
   elseif from and not FINAL[from] then
-    redis.pcall('SREM', P .. 'resq:runs', id)
+    redis.pcall('SREM', P .. 'resq:runs' .. x, id)
   end
   if to == 'waiting' and from ~= 'waiting' then
-    redis.pcall('ZADD', P .. 'resq:jobs:waiting', now, id)
+    redis.pcall('ZADD', P .. 'resq:jobs:waiting' .. x, now, id)
   elseif from == 'waiting' and to ~= 'waiting' then
-    redis.pcall('ZREM', P .. 'resq:jobs:waiting', id)
+    redis.pcall('ZREM', P .. 'resq:jobs:waiting' .. x, id)
   end
   if FINAL[from] and from ~= to then
     -- Run again (a failure retried): no longer finished.
     write('PERSIST', rk)
-    redis.pcall('ZREM', P .. 'resq:jobs:' .. from, id)
+    redis.pcall('ZREM', P .. 'resq:jobs:' .. from .. x, id)
     if o.key and o.key ~= '' then redis.pcall('SET', P .. 'resq:jobkey:' .. o.key, id, 'NX') end
   end
   if not final then
@@ -164,10 +179,10 @@ function Rec.set_state(P, id, from, to, now, fields, o)
     if from == nil or FINAL[from] then Rec.live(P, id, now) end
     return nil
   end
-  redis.pcall('ZREM', P .. 'resq:unended', id)
+  redis.pcall('ZREM', P .. 'resq:unended' .. x, id)
   keep_for(write, rk, o.ttl)
   local problem = nil
-  local ix = P .. 'resq:jobs:' .. to
+  local ix = P .. 'resq:jobs:' .. to .. x
   if type(redis.pcall('ZADD', ix, now, id)) == 'table' then
     problem = id .. ' ' .. G.wrongtype_of(ix, 'zset')
   end
@@ -250,7 +265,7 @@ function Rec.finish(P, spec, now, only_working, owner)
   end
   if cur.err then return nil, id .. ' ' .. G.wrongtype_of(rk, 'hash') end
   if not cur[1] then
-    redis.pcall('SREM', P .. 'resq:runs', id)
+    redis.pcall('SREM', P .. 'resq:runs' .. Rec.slot(id), id)
     return nil, id .. ' has no record (' .. rk .. ')'
   end
   if FINAL[cur[1]] or (only_working and cur[1] ~= 'working') then return nil end
@@ -294,6 +309,23 @@ function Rec.run_lost(P, id, worker, workers)
   return not (held and find(held, id, 1, true))
 end
 
+-- Rec.run_lost on a spread cluster namespace, for job `id` ('<hex>{<tag>}') judged in its
+-- record's slot alone: its worker is there while its `<ns>:worker:<w>:started` exists (every
+-- unregister deletes it with the worker record, Ruby's too; `<ns>:workers` is in another slot)
+-- or its worker record holds the job. A worker whose keys are not in the record's slot (its
+-- key's hash tag is not the id's) cannot be read here: it is taken as there. Never raises.
+function Rec.run_lost_here(P, id, worker)
+  if type(worker) ~= 'string' or worker == '' then return true end
+  local wk = P .. 'worker:' .. worker
+  local x = sub(id, 33)
+  local o = find(wk, '{', 1, true)
+  if x == '' or not o or sub(wk, o, o + #x - 1) ~= x then return false end
+  if redis.pcall('EXISTS', wk .. ':started') ~= 0 then return false end
+  local held = redis.pcall('GET', wk)
+  if type(held) == 'table' then return false end
+  return not (held and find(held, id, 1, true))
+end
+
 -- Ends job `id`'s run that someone else ended (Rec.run_lost): its record says failed, with
 -- `why`, and everything its end frees follows (its job key, its batch, the jobs waiting for
 -- it) — by Rec.finish, the function every end goes through, so it counts once. `ttl`: seconds
@@ -307,9 +339,11 @@ end
 
 -- Forgets the oldest entries of final index `state` finished over `sweep_ms` ago (their
 -- records have expired: no TTL is longer than the one the sweep is told), at most `most`.
-function Rec.sweep(P, state, now_ms, sweep_ms, most)
+-- `x`: the index's slot suffix (Rec.slot; nil: none).
+function Rec.sweep(P, state, now_ms, sweep_ms, most, x)
   if sweep_ms <= 0 then return end
   local ix = P .. 'resq:jobs:' .. state
+  if x then ix = ix .. x end
   local c = redis.pcall('ZCOUNT', ix, '-inf', '(' .. (now_ms - sweep_ms))
   if type(c) == 'number' and c > 0 then
     redis.call('ZREMRANGEBYRANK', ix, 0, math.min(c, most) - 1)

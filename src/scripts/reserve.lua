@@ -59,9 +59,7 @@ local function take(X, raw, q)
       if not X.spread then
         track = Track.reserve(X, obj)
       else
-        -- (A spread namespace keeps no records, nor statused classes: the enqueue side refuses
-        -- tracked jobs there.)
-        Frame.problem(X, tostring(obj['resq_id']) .. ' runs untracked: a spread cluster namespace keeps no job records')
+        track = Track.reserve_spread(X, obj, sl)
       end
     end
     if track == 'drop' then

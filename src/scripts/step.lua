@@ -24,7 +24,9 @@
 -- touches is in its queue's slot: failure entries go to the slots' outboxes
 -- (<ns>:resq:outbox:<id>) and the call reports its counts, which the worker moves to and adds to
 -- the shared keys after it; the worker reads the pause flags itself; KEYS[1] names the first
--- slot's record.
+-- slot's record. A tracked job there has an id carrying its queue's slot tag ('<hex>{<tag>}',
+-- record.lua): its record and the indexes it moves in are in the call's slot too; a payload
+-- whose id names another slot runs untracked (reserve.lua), and its ending is not written.
 --
 -- KEYS[1] <ns>:stat:processed (spread: <ns>:worker:<the call's first slot>)
 -- ARGV[1] the config's digest (SHA-1 hex of its text)
@@ -146,8 +148,9 @@ local function step(KEYS, ARGV)
       a = a + 1
     end
     if t == 116 then
-      -- (Spread: no records; an ending the worker read from a payload is not followed.)
-      it.track = not C.spread and ARGV[a]
+      it.track = ARGV[a]
+      -- (Spread: only an ending whose record is in the call's slot: track.lua.)
+      if C.spread and not Track.in_slot(it.track, sl) then it.track = false end
       a = a + 1
     end
     if x then

@@ -1312,6 +1312,7 @@ mod flow_scenarios {
                         ttl_s: 60,
                         from: 0,
                         most: 100,
+                        spread: "",
                     }
                     .call()
                     .invoke_async(&mut con)
@@ -1417,6 +1418,9 @@ mod flow_scenarios {
                             scan: 1000,
                             limits: "",
                             grace_ms: 60,
+                            spread: "",
+                            here: String::new(),
+                            foreign: String::new(),
                         }
                         .call()
                         .invoke_async(&mut con)
@@ -1791,6 +1795,9 @@ async fn job_taken_reads_worker_records_only_of_foreign_workers_and_only_when_ne
             scan: 50,
             limits: "",
             grace_ms: 60,
+            spread: "",
+            here: String::new(),
+            foreign: String::new(),
         }
         .call()
         .invoke_async(con)

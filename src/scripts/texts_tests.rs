@@ -92,6 +92,7 @@ async fn problems_read_back_one_a_line() {
         ttl_s: 60,
         from: 0,
         most: 100,
+        spread: "",
     }
     .call()
     .invoke_async(&mut con)

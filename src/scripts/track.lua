@@ -8,10 +8,10 @@
 --
 -- KEYS / ARGV: none (a module; the step's frame X is step.lua's).
 
-local byte, sub, type, pcall, decode
+local byte, sub, find, type, pcall, decode
 
 on_init(function(E)
-  byte, sub, type, pcall, decode = E.string.byte, E.string.sub, E.type, E.pcall, E.cjson.decode
+  byte, sub, find, type, pcall, decode = E.string.byte, E.string.sub, E.string.find, E.type, E.pcall, E.cjson.decode
 end)
 
 -- The tracked part of job obj about to start: 'drop' (cancelled), 'r' (resq's record, read into
@@ -55,6 +55,38 @@ function Track.reserve(X, obj)
   return 's'
 end
 
+-- Whether job id `id` names a record in slot sl's slot on a spread namespace (its tag is sl's).
+local function in_slot(id, sl)
+  return type(id) == 'string' and sl.x and #id > 32 and sub(id, 33) == sl.x and Rec.id_like(id)
+end
+
+-- Track.reserve on a spread cluster namespace, for slot sl: only an id that carries the tag of
+-- sl's queue's slot ('<hex>{<tag>}', record.lua) names a record of the call's slot; any other
+-- runs untracked (its record, if any, is in another slot: never touched), with a problem to log.
+-- (No resque-status records there: the worker refuses statused classes, and an earlier build's
+-- JSON record is not followed — its ending would not be written.)
+function Track.reserve_spread(X, obj, sl)
+  local id = obj['resq_id']
+  if in_slot(id, sl) then
+    local t = Track.reserve(X, obj)
+    if t ~= 's' then return t end
+    Frame.problem(X, id .. ' runs untracked: its record is resque-status\'s JSON, not followed on a '
+      .. 'spread cluster namespace')
+    return nil
+  end
+  Frame.problem(X, tostring(id) .. ' runs untracked: on a spread cluster namespace a tracked job\'s '
+    .. 'id carries its queue\'s slot tag (' .. tostring(sl.x) .. ')')
+  return nil
+end
+
+-- Whether tracked ending `spec` (record.lua's 'r\n<id>\n…') is that of a record in slot sl's
+-- slot on a spread namespace: any other (resque-status's, an id of another slot) is not written.
+function Track.in_slot(spec, sl)
+  if sub(spec, 1, 2) ~= 'r\n' then return false end
+  local e = find(spec, '\n', 3, true)
+  return e and in_slot(sub(spec, 3, e - 1), sl) or false
+end
+
 -- Writes the start Track.reserve read (kind 'r' or 's'; 'S': a status that could not be read)
 -- for slot sl taking item raw; the reply's extra.
 function Track.start(X, kind, raw, sl)
@@ -69,13 +101,13 @@ end
 -- reserved it (whose reply was lost): the same reply extra as that call's (Track.start), read
 -- from the record it started — nothing is started again. '' when the job is not tracked or its
 -- record does not say it runs (it then runs untracked, as one whose record is gone).
-function Track.held(X, held)
+function Track.held(X, held, sl)
   local ok, rec = pcall(decode, held)
   local obj = ok and type(rec) == 'table' and rec['payload']
   if type(obj) ~= 'table' then return '' end
   local id = obj['resq_id']
   if id ~= nil then
-    if not Rec.id_like(id) then return '' end
+    if not Rec.id_like(id) or X.spread and not in_slot(id, sl) then return '' end
     local v = Rec.peek(X.P, id)
     -- (No hash: an earlier build's JSON record, which the reserve followed: Track.reserve.)
     if v and not v[1] and Status.read(X.P, id) then return 's' end
@@ -141,7 +173,9 @@ function Track.sweep(X)
     end
   end
   if X.finals then
-    for state, n in pairs(X.finals) do Rec.sweep(X.P, state, X.now_ms, X.C.sweep_ms, 2 * n + 8) end
+    -- (Spread: the call's slots share one queue, so one slot's indexes: its suffix.)
+    local x = X.spread and X.items[1].sl.x or nil
+    for state, n in pairs(X.finals) do Rec.sweep(X.P, state, X.now_ms, X.C.sweep_ms, 2 * n + 8, x) end
   end
   if X.status_finals then Status.sweep(X.P, X.now_ms, X.C.sweep_ms, 2 * X.status_finals + 8) end
 end

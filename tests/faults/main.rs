@@ -24,6 +24,7 @@ mod spread_common;
 mod spread_delayed;
 mod spread_drain;
 mod spread_faults;
+mod spread_jobs;
 mod spread_limits;
 mod spread_producers;
 mod spread_worker_admin;

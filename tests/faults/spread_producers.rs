@@ -98,9 +98,16 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
             out.push((what, r.expect_err(what)));
         };
         take(
-            "tracked",
+            "tracked with a job key",
             client
-                .enqueue_class_tracked(q, "T", &[], resq::jobs::Track::new())
+                .enqueue_class_tracked(q, "T", &[], resq::jobs::Track::new().key("k"))
+                .await
+                .map(drop),
+        );
+        take(
+            "tracked and delayed",
+            client
+                .enqueue_class_tracked(q, "T", &[], resq::jobs::Track::new().at(later))
                 .await
                 .map(drop),
         );
@@ -138,10 +145,6 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
                 .create_batch(resq::workflows::Batch::new().job(q, "B", vec![]))
                 .await
                 .map(drop),
-        );
-        take(
-            "cancel",
-            client.cancel(&resq::jobs::JobId::new()).await.map(drop),
         );
         out
     });
@@ -307,7 +310,15 @@ fn the_cli_enqueues_on_every_master_and_refuses_multi_slot_features() {
     // Refused on the spread namespace, nothing written.
     let before = keys_in_cluster(&cluster);
     for args in [
-        &["enqueue", "--track", "--queue", qs[0].as_str(), "T"][..],
+        &[
+            "enqueue",
+            "--track",
+            "--key",
+            "k",
+            "--queue",
+            qs[0].as_str(),
+            "T",
+        ][..],
         &[
             "enqueue",
             "--track",

@@ -252,8 +252,16 @@ impl Pruner {
                     "moved the failure entries of slots someone else unregistered to the failed list"
                 );
             }
-            // Claims, limits, tracked jobs and workflows are refused on a spread namespace;
-            // their steps' scripts hold keys of several slots.
+            // Claims and workflows are refused on a spread namespace, and a dead id's limit
+            // shares went with it (spread.rs); tracked runs someone else ended, and queued
+            // tracked jobs someone else took, are ended per slot.
+            self.end_lost_runs(con).await?;
+            let cutoff = chrono::Utc::now().timestamp_millis();
+            let missed = self.end_taken_jobs_spread(con, cutoff).await?;
+            if missed > 0 && self.second_look {
+                tokio::time::sleep(TAKEN_GRACE).await;
+                self.end_taken_jobs_spread(con, cutoff).await?;
+            }
             return Ok(report);
         }
         self.return_orphan_claims(con, &mut report).await?;
@@ -309,18 +317,67 @@ impl Pruner {
     /// it, an operator deleted its record) ends `failed`, freeing its job key and moving its
     /// batch and waiting jobs on. Every running job is looked at, about 1,000 per call (a set
     /// scanned with a cursor).
+    ///
+    /// On a spread namespace, one slot's running set at a time (`<ns>:resq:runs{<tag>}`, of
+    /// the slots of the queues in `<ns>:queues`, those that exist), each run judged in its
+    /// slot (`job_lost.lua`'s spread mode).
     async fn end_lost_runs<C: ConnectionLike + Send>(&self, con: &mut C) -> RedisResult<()> {
+        if !self.keys.is_spread() {
+            return self.end_lost_runs_in(con, self.keys.runs()).await;
+        }
+        let parts = match crate::jobs::index_keys(con, &self.keys, self.keys.runs()).await {
+            Ok(p) => p,
+            Err(crate::Error::Redis(e)) => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "prune: could not list the slots' running sets");
+                return Ok(());
+            }
+        };
+        if parts.is_empty() {
+            return Ok(());
+        }
+        // (Only the slots that run tracked jobs: one `EXISTS` each, a pipeline per slot.)
+        let mut pipe = redis::pipe();
+        for runs in &parts {
+            pipe.exists(runs);
+        }
+        let there: Vec<bool> = pipe.query_async(con).await?;
+        for (runs, there) in parts.into_iter().zip(there) {
+            if there {
+                self.end_lost_runs_in(con, runs).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Pruner::end_lost_runs`] over running set `runs`.
+    async fn end_lost_runs_in<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        runs: String,
+    ) -> RedisResult<()> {
+        let spread = self.keys.is_spread();
         let mut from = 0u64;
         loop {
             let r = crate::scripts::JobLost {
-                runs: self.keys.runs(),
-                workers: self.keys.workers(),
-                running: self.keys.running(),
+                // (Spread: every key the set's, the call in its slot; job_lost.lua.)
+                workers: if spread {
+                    runs.clone()
+                } else {
+                    self.keys.workers()
+                },
+                running: if spread {
+                    runs.clone()
+                } else {
+                    self.keys.running()
+                },
+                runs: runs.clone(),
                 prefix: self.keys.prefix(),
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
                 from,
                 most: 1000,
+                spread: if spread { "spread" } else { "" },
             }
             .call()
             .invoke_async(con)
@@ -372,6 +429,9 @@ impl Pruner {
                 scan: 20_000,
                 limits,
                 grace_ms: TAKEN_GRACE.as_millis() as u64,
+                spread: "",
+                here: String::new(),
+                foreign: String::new(),
             }
             .call()
             .invoke_async(con)
@@ -395,6 +455,124 @@ impl Pruner {
             }
         }
         Ok(missed_all)
+    }
+
+    /// [`Pruner::end_taken_jobs`] on a spread namespace: one call per slot whose unended index
+    /// exists (`<ns>:resq:unended{<tag>}`, of the slots of the queues in `<ns>:queues`), each
+    /// given the queues of its slot and the ids of the jobs the workers resq does not see run
+    /// (their worker records read right before, each in its slot): `job_taken.lua`'s spread
+    /// mode reads nothing outside the slot. Returns how many jobs the look missed.
+    async fn end_taken_jobs_spread<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        cutoff: i64,
+    ) -> RedisResult<u64> {
+        let queues: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.queues())
+            .query_async(con)
+            .await
+            .unwrap_or_default();
+        let mut by_tag: BTreeMap<&'static str, Vec<&str>> = BTreeMap::new();
+        for q in &queues {
+            by_tag.entry(self.keys.queue_tag(q)).or_default().push(q);
+        }
+        let unended: Vec<(&'static str, String)> = by_tag
+            .keys()
+            .map(|t| (*t, Keys::in_slot(self.keys.unended(), Some(t))))
+            .collect();
+        if unended.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        for (_, k) in &unended {
+            pipe.exists(k);
+        }
+        let there: Vec<bool> = pipe.query_async(con).await?;
+        let mut missed_all = 0;
+        for ((tag, key), there) in unended.into_iter().zip(there) {
+            if !there {
+                continue;
+            }
+            let foreign = self.foreign_runs(con).await?;
+            let r = crate::scripts::JobTaken {
+                // (Every key of the call in the slot: job_taken.lua's spread mode.)
+                workers: key.clone(),
+                failed: key.clone(),
+                claims: key.clone(),
+                missed: Keys::in_slot(self.keys.missed(), Some(tag)),
+                unended: key,
+                prefix: self.keys.prefix(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                ttl_s: crate::jobs::DEFAULT_TTL.as_secs(),
+                cutoff_ms: cutoff,
+                most: 1000,
+                scan: 20_000,
+                limits: "",
+                grace_ms: TAKEN_GRACE.as_millis() as u64,
+                spread: "spread",
+                here: by_tag.get(tag).map(|v| v.join("\n")).unwrap_or_default(),
+                foreign: foreign.join(" "),
+            }
+            .call()
+            .invoke_async(con)
+            .await;
+            let Some((_, ended, _, problems, missed)) =
+                unless_permanent::<(u64, u64, u64, String, u64)>(
+                    r,
+                    "end queued jobs a worker resq does not see took",
+                )?
+            else {
+                continue;
+            };
+            missed_all += missed;
+            report_settled(
+                ended,
+                &problems,
+                "ended tracked jobs taken from their queue by a worker resq does not see (failed: outcome unknown)",
+            );
+        }
+        Ok(missed_all)
+    }
+
+    /// The tracked ids in the records of the registered workers that are not resq's own (a
+    /// Ruby or node-resque worker keeps the job it runs there), each read in its slot.
+    async fn foreign_runs<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+    ) -> RedisResult<Vec<String>> {
+        let workers: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.workers())
+            .query_async(con)
+            .await?;
+        let foreign: Vec<&String> = workers
+            .iter()
+            .filter(|w| !w.contains("~resq:") && !w.contains("~resq{"))
+            .collect();
+        if foreign.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for w in &foreign {
+            pipe.get(self.keys.worker(w));
+        }
+        let records: Vec<Option<Vec<u8>>> = pipe.query_async(con).await?;
+        let mut ids = Vec::new();
+        for r in records.into_iter().flatten() {
+            let text = String::from_utf8_lossy(&r);
+            let mut rest: &str = &text;
+            while let Some(at) = rest.find("\"resq_id\"") {
+                rest = &rest[at + "\"resq_id\"".len()..];
+                let v = rest.trim_start().trim_start_matches(':').trim_start();
+                if let Some(id) = v
+                    .strip_prefix('"')
+                    .and_then(|v| v.split('"').next())
+                    .and_then(crate::jobs::JobId::parse)
+                {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+        Ok(ids)
     }
 
     /// Lets the limits converge from where jobs are, as every process's limits timer does
@@ -553,7 +731,9 @@ impl Pruner {
                 } else {
                     crate::jobs::Ending::Failed(format!("worker {id} died while running it"))
                 };
-                if !self.keys.is_spread() {
+                // (Spread: only a record in the worker record's slot, ended in that slot's
+                // step: prune/spread.rs.)
+                if !self.keys.is_spread() || spread::tracked_here(&self.keys, id, &held.payload) {
                     track = crate::jobs::ending_in_payload(
                         &held.payload,
                         ending,
@@ -602,6 +782,7 @@ impl Pruner {
                 entry,
                 payload: &payload,
                 queue: &queue,
+                track,
             };
             spread::prune(con, &self.keys, &judged).await?
         } else {

@@ -17,7 +17,9 @@
 //!    and the failure entries of jobs it ended that its outbox still holds
 //!    (`<ns>:resq:outbox:<id>`, moved to `<ns>:failed`);
 //! 3. the record-slot step (`prune_slot.lua`) removes the record and the id's other keys of
-//!    that slot, putting the job back when its queue is there;
+//!    that slot, putting the job back when its queue is there, and ends the job's tracked
+//!    record when it is in that slot (an id `<hex>{<tag>}` of the slot's tag: failed, or
+//!    queued again under at-least-once), as one server's prune does in its one step;
 //! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted, and
 //!    the id's field in each concurrency limit's shares (`<ns>:resq:limit:<name>:shares`, a
 //!    group's units under its first slot's id: crate::limits::spread);
@@ -53,6 +55,22 @@ pub(super) struct Judged<'a> {
     pub payload: &'a str,
     /// The job's queue name ("fail", "requeue").
     pub queue: &'a str,
+    /// The job's tracked ending, when its record is in the record's slot ('' none:
+    /// [`tracked_here`]).
+    pub track: String,
+}
+
+/// Whether the job in `payload`, run by worker `id`, is tracked with a record in the slot of
+/// `id`'s worker record (its id carries that slot's tag): the only record the prune step of
+/// that slot may end.
+pub(super) fn tracked_here(keys: &Keys, id: &str, payload: &str) -> bool {
+    let Some((job, crate::jobs::Kind::Tracked { .. })) = crate::jobs::tracked_in_payload(payload)
+    else {
+        return false;
+    };
+    job.slot_tag().is_some()
+        && hash_slot(keys.job_record(job.as_str()).as_bytes())
+            == hash_slot(keys.worker(id).as_bytes())
 }
 
 /// Prunes the id; 1 when it was pruned now, 0 when it changed while judged (see the module
@@ -104,6 +122,9 @@ pub(super) async fn prune<C: ConnectionLike + Send>(
         record: j.record,
         mode: if requeue_here { "requeue" } else { "" },
         payload: j.payload,
+        track: j.track.clone(),
+        prefix: keys.prefix(),
+        now_ms: chrono::Utc::now().timestamp_millis(),
     }
     .call()
     .invoke_async(con)
