@@ -8,8 +8,9 @@
 //! calls of one queue's slots go together; those of different queues never share a call.
 //!
 //! Refused there, before anything is registered: features whose keys would span slots in one
-//! call (limits, resque-status classes, retry policies, Jesque zset queues) and wildcard queue
-//! lists. The in-process scheduler runs there (`crate::scheduler`'s spread steps).
+//! call (limits, resque-status classes, Jesque zset queues) and wildcard queue lists. The
+//! in-process scheduler runs there (`crate::scheduler`'s spread steps), and so do retry policies
+//! (a decided retry goes through the slot's outbox: `super::step::outbox`).
 
 use super::config::Config;
 use super::step::spread::Shared;
@@ -54,9 +55,6 @@ pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
     }
     if !registry.statused_classes().is_empty() {
         return refused("resque-status classes");
-    }
-    if registry.retries_any() {
-        return refused("retry policies");
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 mod call;
 #[cfg(test)]
 mod config_tests;
+pub(crate) mod outbox;
 pub(crate) mod spread;
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! lock) is in other slots, so the step leaves it out there; retry policies and unique jobs are
 //! refused on a spread namespace, so no end there has any.
 
+use super::outbox::RetryEntry;
 use super::{Completion, StepRequest};
 use crate::keys::Keys;
 use redis::aio::ConnectionLike;
@@ -96,11 +97,24 @@ pub(crate) async fn move_outboxes<C: ConnectionLike + Send>(
     if entries.is_empty() {
         return Ok(0);
     }
-    let _: i64 = redis::cmd("RPUSH")
-        .arg(keys.failed())
-        .arg(&entries)
-        .query_async(con)
-        .await?;
+    if entries.iter().any(|e| RetryEntry::parse(e).is_some()) {
+        // Retry entries (outbox.rs) are applied in the outbox's order, the failure entries
+        // between them pushed as they come.
+        let mut run: Vec<&Vec<u8>> = Vec::new();
+        for e in &entries {
+            match RetryEntry::parse(e) {
+                None => run.push(e),
+                Some(retry) => {
+                    push_failed(con, keys, &run).await?;
+                    run.clear();
+                    retry.apply(con, keys).await?;
+                }
+            }
+        }
+        push_failed(con, keys, &run).await?;
+    } else {
+        push_failed(con, keys, &entries).await?;
+    }
     let mut trim = redis::pipe();
     for (id, moved) in ids.iter().zip(&boxes) {
         if !moved.is_empty() {
@@ -115,6 +129,22 @@ pub(crate) async fn move_outboxes<C: ConnectionLike + Send>(
     Ok(entries.len())
 }
 
+/// `RPUSH <ns>:failed` of `entries` (none: nothing sent).
+async fn push_failed<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    entries: &[&Vec<u8>],
+) -> RedisResult<()> {
+    if !entries.is_empty() {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(keys.failed())
+            .arg(entries)
+            .query_async(con)
+            .await?;
+    }
+    Ok(())
+}
+
 /// After a spread call that wrote failure entries (`failed`): the outboxes of its slots that
 /// may hold one (a failed job's, or a reserving slot's: an item that is no job is failed into
 /// it) go to `<ns>:failed`. A command that fails is logged: the entries stay in their outbox for
@@ -127,6 +157,7 @@ pub(super) async fn after_call<C: ConnectionLike + Send>(
     let Some(first) = requests.first() else {
         return;
     };
+    clear_retries(con, first.stepper.keys(), requests).await;
     if failed == 0 {
         return;
     }
@@ -137,5 +168,30 @@ pub(super) async fn after_call<C: ConnectionLike + Send>(
         .collect();
     if let Err(e) = move_outboxes(con, first.stepper.keys(), &ids).await {
         tracing::warn!(error = %e, "could not move failure entries to the failed list; they stay in the slots' outboxes for the next move");
+    }
+}
+
+/// After a spread call: resque-retry's attempt counter and `failure-<key>` of the jobs that
+/// succeeded under a retry policy (their ends, which the step leaves out there: other slots),
+/// deleted one key per command. A crash or an error before leaves them to their TTL: the next
+/// failure of the same job then counts on from them.
+async fn clear_retries<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    requests: &[StepRequest],
+) {
+    for r in requests {
+        let Some(Completion::Success { ends: Some(e), .. }) = &r.completion else {
+            continue;
+        };
+        let Some(key) = &e.retry_key else {
+            continue;
+        };
+        for k in [keys.retry_attempts(key), keys.retry_failure(key)] {
+            let d: RedisResult<i64> = redis::cmd("DEL").arg(&k).query_async(con).await;
+            if let Err(e) = d {
+                tracing::warn!(error = %e, key = %k, "could not delete a retry key after a success; it expires with its TTL");
+            }
+        }
     }
 }
