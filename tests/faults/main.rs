@@ -25,5 +25,6 @@ mod spread_delayed;
 mod spread_drain;
 mod spread_faults;
 mod spread_producers;
+mod spread_retry;
 mod spread_worker_admin;
 mod workflows_audit;
