@@ -311,8 +311,14 @@ fn retry_jobs(registry: Registry) -> Registry {
         .handler("RetryLater", fail)
         .handler("RetryHold", fail)
         .retry("RetryNow", resq::RetryPolicy::fixed(Duration::ZERO, 2))
-        .retry("RetryLater", resq::RetryPolicy::fixed(Duration::from_secs(1), 2))
-        .retry("RetryHold", resq::RetryPolicy::fixed(Duration::from_secs(300), 1))
+        .retry(
+            "RetryLater",
+            resq::RetryPolicy::fixed(Duration::from_secs(1), 2),
+        )
+        .retry(
+            "RetryHold",
+            resq::RetryPolicy::fixed(Duration::from_secs(300), 1),
+        )
 }
 
 fn main() -> anyhow::Result<()> {
@@ -337,9 +343,9 @@ async fn run() -> anyhow::Result<()> {
     if std::env::var_os("COMPAT_RETRY").is_some() {
         registry = retry_jobs(registry);
     }
+    registry = registry.retry("WfFlaky", resq::RetryPolicy::fixed(Duration::ZERO, 3));
     if !spread {
-        registry =
-            status_jobs(registry.retry("WfFlaky", resq::RetryPolicy::fixed(Duration::ZERO, 3)));
+        registry = status_jobs(registry);
     }
     let running = builder.registry(registry).build()?.start().await?;
     running.announce()?;

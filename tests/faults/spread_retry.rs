@@ -7,7 +7,8 @@
 //! * Failing jobs on queues on every master (retried at once, and after 1 s through the
 //!   delayed set) run the policy's number of times and end in `<ns>:failed` with the entries the
 //!   same run leaves on a hash-tagged namespace (one slot, `complete.lua`), "(gave up after 3
-//!   attempts)" included; no counter or `failure-<key>` is left.
+//!   attempts)" included; a job that fails once and then succeeds is retried once; no counter
+//!   or `failure-<key>` is left (a give-up and a success delete them).
 //! * While a retry waits, its keys — the counter, `failure-<key>`, the delayed bucket's item,
 //!   the reverse index — hold what the tagged namespace's hold.
 //!
@@ -116,6 +117,11 @@ fn run_to_give_up(cluster: &Cluster, url: &str, ns: &str, queues: &[String]) -> 
                     .await
                     .expect("enqueue");
             }
+            // Fails once, then succeeds: the success deletes resque-retry's keys.
+            client
+                .enqueue_to(q, "WfFlaky", &[serde_json::json!(q)])
+                .await
+                .expect("enqueue");
         }
     });
     let mut w = worker(url, ns, queues, true);
@@ -124,17 +130,27 @@ fn run_to_give_up(cluster: &Cluster, url: &str, ns: &str, queues: &[String]) -> 
         let f = list(cluster, &failed_key);
         (f.len() >= 2 * queues.len()).then_some(f)
     });
-    // Three runs each (the first and two retries): counted in stat:failed (flushed by the
-    // spread worker every 200 ms).
+    // Three runs each (the first and two retries) and WfFlaky's first: counted in stat:failed
+    // (flushed by the spread worker every 200 ms).
     let stat = format!("{ns}:stat:failed");
-    let want = (3 * 2 * queues.len()).to_string();
+    let want = (7 * queues.len()).to_string();
     wait_until(30, "stat:failed counts every run", || {
         (get(cluster, &stat).as_deref() == Some(want.as_str())).then_some(())
     });
+    for q in queues {
+        let runs = format!("{ns}:audit:flaky:{q}");
+        wait_until(30, "WfFlaky retried", || {
+            (get(cluster, &runs).as_deref() == Some("2")).then_some(())
+        });
+    }
     quit(cluster, ns, &mut w);
     assert_eq!(list(cluster, &failed_key).len(), 2 * queues.len());
     assert_eq!(
-        keys_of(cluster, ns, &["resque-retry", "failure-", "delayed:", "timestamps:"]),
+        keys_of(
+            cluster,
+            ns,
+            &["resque-retry", "failure-", "delayed:", "timestamps:"]
+        ),
         Vec::<String>::new(),
         "resque-retry's keys and the delayed set left"
     );
@@ -167,7 +183,10 @@ fn failing_jobs_on_every_master_are_retried_then_given_up_as_on_a_tagged_namespa
             "{e}"
         );
     }
-    assert_eq!(spread, tagged, "the failed entries differ from a tagged run's");
+    assert_eq!(
+        spread, tagged,
+        "the failed entries differ from a tagged run's"
+    );
 }
 
 /// The keys a waiting retry leaves (`RetryHold`: one retry after 300 s), without `<ns>:`, with

@@ -378,9 +378,10 @@ impl Slot {
                 let mut con = self.con.clone();
                 if self.stepper.keys().is_spread() {
                     // (Spread: decided now, written by the step and its outbox's mover.)
-                    let c = crate::worker::complete::spread_completion(&mut con, &self.stepper, ext)
-                        .await
-                        .map_err(Problem::Call)?;
+                    let c =
+                        crate::worker::complete::spread_completion(&mut con, &self.stepper, ext)
+                            .await
+                            .map_err(Problem::Call)?;
                     *pending = Some(c);
                 } else {
                     self.stepper
