@@ -694,3 +694,46 @@ async fn the_pruner_and_the_sweep_apply_dead_slots_retry_entries() {
         drop(_serial);
     }
 }
+
+/// A retry entry that cannot be applied (its queue holds a string) stops its outbox's move
+/// there: the failure entry before it is pushed once and trimmed — not pushed again by the moves
+/// that keep failing — and once the key is usable the entry and the rest go through.
+#[tokio::test]
+async fn a_retry_entry_that_cannot_be_applied_holds_its_outbox_without_repeating_the_rest() {
+    use super::step::outbox::RetryEntry;
+    let (_, mut con, keys, queues, _serial) = spread("spread-retry-wrongtype").await;
+    let id = slot_id(&keys, "elsewhere", 777, 0, &queues[0]);
+    let retry = RetryEntry::Retry {
+        key: "resque-retry:Job:w".into(),
+        attempt: 0,
+        counter_ttl: 100,
+        failure: "{}".into(),
+        failure_ttl: 0,
+        queue: queues[2].clone(),
+        job: r#"{"class":"Job","args":[]}"#.into(),
+        due: 0,
+    }
+    .encode();
+    let _: () = con.set(keys.queue(&queues[2]), "not a list").await.unwrap();
+    let _: () = con
+        .rpush(keys.outbox(&id), &["first", retry.as_str(), "second"])
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let e = super::step::spread::move_outboxes(&mut con, &keys, &[id.as_str()]).await;
+        assert!(e.is_err(), "{e:?}");
+        let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+        assert_eq!(failed, vec!["first"]);
+        let left: Vec<String> = con.lrange(keys.outbox(&id), 0, -1).await.unwrap();
+        assert_eq!(left, vec![retry.as_str(), "second"]);
+    }
+    let _: () = con.del(keys.queue(&queues[2])).await.unwrap();
+    let moved = super::step::spread::move_outboxes(&mut con, &keys, &[id.as_str()])
+        .await
+        .unwrap();
+    assert_eq!(moved, 2);
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(failed, vec!["first", "second"]);
+    let listed: Vec<String> = con.lrange(keys.queue(&queues[2]), 0, -1).await.unwrap();
+    assert_eq!(listed, vec![r#"{"class":"Job","args":[]}"#]);
+}

@@ -98,23 +98,12 @@ pub(crate) async fn move_outboxes<C: ConnectionLike + Send>(
         return Ok(0);
     }
     if entries.iter().any(|e| RetryEntry::parse(e).is_some()) {
-        // Retry entries (outbox.rs) are applied in the outbox's order, the failure entries
-        // between them pushed as they come.
-        let mut run: Vec<&Vec<u8>> = Vec::new();
-        for e in &entries {
-            match RetryEntry::parse(e) {
-                None => run.push(e),
-                Some(retry) => {
-                    push_failed(con, keys, &run).await?;
-                    run.clear();
-                    retry.apply(con, keys).await?;
-                }
-            }
+        for (id, moved) in ids.iter().zip(&boxes) {
+            apply_box(con, keys, id, moved).await?;
         }
-        push_failed(con, keys, &run).await?;
-    } else {
-        push_failed(con, keys, &entries).await?;
+        return Ok(entries.len());
     }
+    push_failed(con, keys, &entries).await?;
     let mut trim = redis::pipe();
     for (id, moved) in ids.iter().zip(&boxes) {
         if !moved.is_empty() {
@@ -127,6 +116,54 @@ pub(crate) async fn move_outboxes<C: ConnectionLike + Send>(
     }
     let _: () = trim.query_async(con).await?;
     Ok(entries.len())
+}
+
+/// The entries `moved` of slot `id`'s outbox when some are retry entries (`outbox.rs`): applied
+/// in the outbox's order (the failure entries between them pushed to `<ns>:failed` as they
+/// come), then trimmed from the outbox. An entry that cannot be applied (a key of the wrong
+/// type) stops the move there: what was applied before it is trimmed first (so it is not
+/// applied again at the next move), it and the rest stay for the next move.
+async fn apply_box<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    id: &str,
+    moved: &[Vec<u8>],
+) -> RedisResult<()> {
+    let mut run: Vec<&Vec<u8>> = Vec::new();
+    let mut done = 0;
+    let mut result = Ok(());
+    for e in moved {
+        let Some(retry) = RetryEntry::parse(e) else {
+            run.push(e);
+            continue;
+        };
+        result = push_failed(con, keys, &run).await;
+        if result.is_err() {
+            break;
+        }
+        done += run.len();
+        run.clear();
+        result = retry.apply(con, keys).await;
+        if result.is_err() {
+            break;
+        }
+        done += 1;
+    }
+    if result.is_ok() {
+        result = push_failed(con, keys, &run).await;
+        if result.is_ok() {
+            done += run.len();
+        }
+    }
+    if done > 0 {
+        let _: () = redis::cmd("LTRIM")
+            .arg(keys.outbox(id))
+            .arg(done)
+            .arg(-1)
+            .query_async(con)
+            .await?;
+    }
+    result
 }
 
 /// `RPUSH <ns>:failed` of `entries` (none: nothing sent).
