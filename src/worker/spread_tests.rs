@@ -435,7 +435,7 @@ async fn on_one_server_registering_and_unregistering_stay_one_call_each() {
 }
 
 #[test]
-fn the_scheduler_runs_on_a_spread_namespace_and_the_rest_stays_refused() {
+fn the_scheduler_and_retry_policies_run_on_a_spread_namespace_and_the_rest_stays_refused() {
     use super::config::Config;
     use crate::registry::{Registry, RetryPolicy};
     let scheduler = Config {
@@ -455,7 +455,11 @@ fn the_scheduler_runs_on_a_spread_namespace_and_the_rest_stays_refused() {
         jesque_delayed_queues: vec!["later".into()],
         ..Config::default()
     };
-    for (what, cfg, registry) in [("Jesque delayed", &jesque, &Registry::new())] {
+    let statused = Registry::new().statused("S");
+    for (what, cfg, registry) in [
+        ("Jesque delayed", &jesque, &Registry::new()),
+        ("resque-status classes", &scheduler, &statused),
+    ] {
         let e = super::spread::refuse(cfg, registry).expect_err(what);
         let text = e.to_string();
         assert!(
