@@ -8,6 +8,11 @@
 //! the step, `ends.lua`). The stepper applies an extended completion with the library's
 //! `complete` — one atomic step, like the step's own completion — and then reserves with a
 //! plain step (so a failure a policy covers costs one more round trip than others).
+//!
+//! On a spread cluster namespace ([`spread_completion`]) the same decision becomes the step's
+//! own failure completion, whose entry is a retry entry for the slot's outbox
+//! (`super::step::outbox`): the writes to resque-retry's keys and the queue or delayed set,
+//! in other slots, follow the step.
 
 use super::perform::failure_entry;
 use super::step::outbox::RetryEntry;

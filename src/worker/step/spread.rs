@@ -15,9 +15,14 @@
 //!   process left is moved by the pruner. The outboxes of a call's slots are moved together:
 //!   three round trips whatever their number.
 //!
-//! Nothing else: what a job's end deletes besides the job (resque-retry's counter, a unique
-//! lock) is in other slots, so the step leaves it out there; retry policies and unique jobs are
-//! refused on a spread namespace, so no end there has any.
+//! * retry entries (`outbox.rs`): a failure a retry policy covers leaves its decided retry or
+//!   give-up in the outbox instead of a failure entry, and the move applies it (resque-retry's
+//!   keys, the queue or the delayed set) before the trim: applied twice at worst, never lost;
+//! * what a success under a retry policy deletes (resque-retry's counter and `failure-<key>`,
+//!   in other slots): deleted after the call, one key per command.
+//!
+//! A unique lock an end would release is in another slot too; unique jobs are refused on a
+//! spread namespace.
 
 use super::outbox::RetryEntry;
 use super::{Completion, StepRequest};
