@@ -19,7 +19,7 @@ use redis::RedisResult;
 use serde::{Deserialize, Serialize};
 
 /// What starts a retry entry: no failure entry (a JSON object) starts so.
-const TAG: &[u8] = b"resq-retry ";
+const TAG: &str = "resq-retry ";
 
 /// A decided failure of a job under a retry policy, as its slot's outbox holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,13 +57,13 @@ impl RetryEntry {
     /// The entry's bytes in the outbox.
     pub(crate) fn encode(&self) -> String {
         let json = serde_json::to_string(self).unwrap_or_default();
-        format!("{}{json}", String::from_utf8_lossy(TAG))
+        format!("{TAG}{json}")
     }
 
     /// The retry entry `bytes` holds (`None`: a failure entry, or an entry it cannot read, which
     /// stays a failure entry).
     pub(crate) fn parse(bytes: &[u8]) -> Option<RetryEntry> {
-        serde_json::from_slice(bytes.strip_prefix(TAG)?).ok()
+        serde_json::from_slice(bytes.strip_prefix(TAG.as_bytes())?).ok()
     }
 
     /// Applies the entry (see the module doc), one single-slot command at a time.
