@@ -11,6 +11,8 @@
 //! `["forwarded"]` onto queue args[0] through a `Client`: a job a job enqueues),
 //! `ForwardRails` (the same as a Rails ActiveJob job `EchoPayload` through an
 //! `ActiveJobClient`).
+//! `COMPAT_RETRY=1` adds `RetryNow`, `RetryLater` and `RetryHold`, failing under retry
+//! policies (see [`retry_jobs`]).
 //! `RESQ_SCHEDULER=1` also runs the scheduler in-process (delayed and recurring jobs);
 //! `JESQUE_DELAYED_QUEUES=a,b` runs those queues as Jesque zset queues (both read by
 //! `WorkerBuilder::from_env`). `METRICS_ADDR=127.0.0.1:9100` serves Prometheus metrics,
@@ -308,6 +310,29 @@ fn status_jobs(registry: Registry) -> Registry {
     registry
 }
 
+/// `COMPAT_RETRY=1`: handlers that always fail (with message args[0]) under a retry policy —
+/// `RetryNow` (2 retries at once), `RetryLater` (2 retries after 1 s), `RetryHold` (1 retry
+/// after 300 s: its first failure leaves resque-retry's keys and the delayed item in place).
+fn retry_jobs(registry: Registry) -> Registry {
+    let fail = |ctx: JobContext| async move {
+        let msg: String = ctx.arg(0).unwrap_or_else(|_| "failed".into());
+        Err(JobError::msg(msg))
+    };
+    registry
+        .handler("RetryNow", fail)
+        .handler("RetryLater", fail)
+        .handler("RetryHold", fail)
+        .retry("RetryNow", resq::RetryPolicy::fixed(Duration::ZERO, 2))
+        .retry(
+            "RetryLater",
+            resq::RetryPolicy::fixed(Duration::from_secs(1), 2),
+        )
+        .retry(
+            "RetryHold",
+            resq::RetryPolicy::fixed(Duration::from_secs(300), 1),
+        )
+}
+
 fn main() -> anyhow::Result<()> {
     resq::runtime::build()?.block_on(run())
 }
@@ -324,12 +349,15 @@ async fn run() -> anyhow::Result<()> {
         .with_context(|| format!("connecting to {}", resq::conn::Redacted(&cfg.redis_url)))?;
     let keys = keys::Keys::new(cfg.namespace.as_str());
     // On a cluster namespace without a hash tag (spread over the slots, docs/cluster.md) the
-    // worker refuses resque-status classes and retry policies: only the plain handlers run.
+    // worker refuses resque-status classes: only the plain handlers (and the retry ones) run.
     let spread = cluster && !cfg.namespace.contains('{');
     let mut registry = registry(con, &keys);
+    if std::env::var_os("COMPAT_RETRY").is_some() {
+        registry = retry_jobs(registry);
+    }
+    registry = registry.retry("WfFlaky", resq::RetryPolicy::fixed(Duration::ZERO, 3));
     if !spread {
-        registry =
-            status_jobs(registry.retry("WfFlaky", resq::RetryPolicy::fixed(Duration::ZERO, 3)));
+        registry = status_jobs(registry);
     }
     let running = builder.registry(registry).build()?.start().await?;
     running.announce()?;

@@ -5,7 +5,9 @@
 //! turns it and resque-retry's attempt counter — read in the same compare-and-set round as
 //! the write, so two copies of one job failing at once count twice — into a retry (when, where)
 //! or a final failure. The worker only writes what it decided, with the job's completion, in
-//! one atomic step (`src/worker/complete.rs`, `complete.lua`). The policy is that of the
+//! one atomic step (`src/worker/complete.rs`, `complete.lua`) — on a spread cluster namespace
+//! through the slot's outbox, the counter read without the compare-and-set
+//! (`src/worker/step/outbox.rs`). The policy is that of the
 //! handler resolved for the job — for a Rails ActiveJob wrapper, the handler of its
 //! `job_class`.
 

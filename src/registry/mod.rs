@@ -229,11 +229,6 @@ impl Registry {
         }
     }
 
-    /// Whether a class has a retry policy ([`Registry::retry`]).
-    pub(crate) fn retries_any(&self) -> bool {
-        self.options.values().any(|o| o.retry.is_some())
-    }
-
     /// The statused classes (see [`Registry::statused`]), sorted.
     pub(crate) fn statused_classes(&self) -> Vec<String> {
         let mut v: Vec<String> = self.statused.iter().cloned().collect();

@@ -8,8 +8,14 @@
 //! the step, `ends.lua`). The stepper applies an extended completion with the library's
 //! `complete` — one atomic step, like the step's own completion — and then reserves with a
 //! plain step (so a failure a policy covers costs one more round trip than others).
+//!
+//! On a spread cluster namespace ([`spread_completion`]) the same decision becomes the step's
+//! own failure completion, whose entry is a retry entry for the slot's outbox
+//! (`super::step::outbox`): the writes to resque-retry's keys and the queue or delayed set,
+//! in other slots, follow the step.
 
 use super::perform::failure_entry;
+use super::step::outbox::RetryEntry;
 use super::step::{Completion, JobRef, Stepper};
 use crate::keys::Keys;
 use crate::middleware::retry;
@@ -148,24 +154,15 @@ async fn attempt<C: ConnectionLike + Send>(
         } => {
             c.outcome = "retry";
             retry_at = Some(ts);
-            c.entry = failure_entry(
-                Some(plan.raw.get()),
-                &plan.from_queue,
-                &plan.worker,
-                &plan.error,
-            );
+            c.entry = retry_entry(plan);
             c.counter_new = attempt.to_string();
             c.retry_mode = if delay.is_zero() { "now" } else { "delayed" };
             c.retry_queue_name = plan.queue.clone();
-            c.retry_payload = if delay.is_zero() {
-                plan.payload.clone()
-            } else {
-                plan.item.clone()
-            };
+            c.retry_payload = retry_job(plan, delay).to_string();
             c.due_s = ts;
             c.member = Keys::delayed_bucket_member(ts);
-            c.failure_ttl_s = delay.as_secs() * 2;
-            c.counter_ttl_s = (plan.policy.counter_ttl.as_secs() + delay.as_secs()).max(1);
+            c.failure_ttl_s = failure_ttl_s(delay);
+            c.counter_ttl_s = counter_ttl_s(plan, delay);
             c.delay_ms = delay.as_millis() as u64;
             c.queues = keys.queues();
             c.retry_queue = keys.queue(&plan.queue);
@@ -175,10 +172,8 @@ async fn attempt<C: ConnectionLike + Send>(
             tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
         }
         retry::Decision::GiveUp { message } => {
-            let mut last = plan.error.clone();
-            last.message = message;
             c.outcome = "failure";
-            c.entry = failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last);
+            c.entry = final_entry(plan, message);
             c.clear_counter = "1";
         }
     }
@@ -200,4 +195,88 @@ async fn attempt<C: ConnectionLike + Send>(
         }
     }
     Ok((applied, status))
+}
+
+/// The failure entry a retried attempt keeps in `failure-<key>`.
+fn retry_entry(plan: &RetryPlan) -> String {
+    failure_entry(
+        Some(plan.raw.get()),
+        &plan.from_queue,
+        &plan.worker,
+        &plan.error,
+    )
+}
+
+/// The final failure entry of a job given up on, with the decision's `message`.
+fn final_entry(plan: &RetryPlan, message: String) -> String {
+    let mut last = plan.error.clone();
+    last.message = message;
+    failure_entry(Some(plan.raw.get()), &plan.from_queue, &plan.worker, &last)
+}
+
+/// `failure-<key>`'s TTL (s) for a retry after `delay` (0: not written).
+fn failure_ttl_s(delay: std::time::Duration) -> u64 {
+    delay.as_secs() * 2
+}
+
+/// The attempt counter's TTL (s) for a retry after `delay`.
+fn counter_ttl_s(plan: &RetryPlan, delay: std::time::Duration) -> u64 {
+    (plan.policy.counter_ttl.as_secs() + delay.as_secs()).max(1)
+}
+
+/// What a retry after `delay` files: the payload pushed now, or the delayed item.
+fn retry_job(plan: &RetryPlan, delay: std::time::Duration) -> &str {
+    if delay.is_zero() {
+        &plan.payload
+    } else {
+        &plan.item
+    }
+}
+
+/// On a spread namespace (`docs/cluster.md`): the step completion of `ext` — a failure whose
+/// entry, pushed into the slot's outbox with the job's removal, is the decided retry or give-up
+/// ([`RetryEntry`]), which the outbox's mover applies to resque-retry's keys and the queue or
+/// the delayed set (other slots) after the step. The counter is read here, before the step, and
+/// not compared again: two copies of one job failing at once may both count the same attempt
+/// (last writer wins).
+pub(crate) async fn spread_completion<C: ConnectionLike + Send>(
+    con: &mut C,
+    stepper: &Stepper,
+    ext: &Extended,
+) -> RedisResult<Completion> {
+    let keys = stepper.keys();
+    let plan = &ext.retry;
+    let current: Option<String> = redis::cmd("GET")
+        .arg(keys.retry_attempts(&plan.retry_key))
+        .query_async(con)
+        .await?;
+    let now = chrono::Utc::now();
+    let decision = retry::decide(plan, current.as_deref(), now.timestamp());
+    let mut retry_at = None;
+    let entry = match decision {
+        retry::Decision::Retry { attempt, delay, at } => {
+            retry_at = Some(at);
+            tracing::info!(retry_key = %plan.retry_key, attempt, delay_ms = delay.as_millis() as u64, queue = %plan.queue, "job failed; retrying");
+            RetryEntry::Retry {
+                key: plan.retry_key.clone(),
+                attempt,
+                counter_ttl: counter_ttl_s(plan, delay),
+                failure: retry_entry(plan),
+                failure_ttl: failure_ttl_s(delay),
+                queue: plan.queue.clone(),
+                job: retry_job(plan, delay).to_string(),
+                due: if delay.is_zero() { 0 } else { at },
+            }
+        }
+        retry::Decision::GiveUp { message } => RetryEntry::GiveUp {
+            key: plan.retry_key.clone(),
+            failure: final_entry(plan, message),
+        },
+    };
+    Ok(Completion::Failure {
+        job: ext.job.clone(),
+        entry: entry.encode(),
+        track: ext.track.as_ref().map(|t| t.spec(now, retry_at)),
+        ends: None,
+    })
 }

@@ -9,8 +9,9 @@
 //!
 //! Refused there, before anything is registered: features whose keys would span slots in one
 //! call (limits other than a concurrency limit on a queue or a class, resque-status classes,
-//! retry policies, Jesque zset queues) and wildcard queue lists. The in-process scheduler runs
-//! there (`crate::scheduler`'s spread steps). A concurrency limit is enforced with shares in the
+//! Jesque zset queues) and wildcard queue lists. The in-process scheduler runs there
+//! (`crate::scheduler`'s spread steps), and so do retry policies (a decided retry goes through
+//! the slot's outbox: `super::step::outbox`). A concurrency limit is enforced with shares in the
 //! limit's slot, one per group ([`gates`], `step/gate.rs`).
 
 use super::class_gate::ClassGate;
@@ -64,9 +65,6 @@ pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
     }
     if !registry.statused_classes().is_empty() {
         return refused("resque-status classes");
-    }
-    if registry.retries_any() {
-        return refused("retry policies");
     }
     Ok(())
 }

@@ -435,7 +435,7 @@ async fn on_one_server_registering_and_unregistering_stay_one_call_each() {
 }
 
 #[test]
-fn the_scheduler_runs_on_a_spread_namespace_and_the_rest_stays_refused() {
+fn the_scheduler_and_retry_policies_run_on_a_spread_namespace_and_the_rest_stays_refused() {
     use super::config::Config;
     use crate::registry::{Registry, RetryPolicy};
     let scheduler = Config {
@@ -447,13 +447,18 @@ fn the_scheduler_runs_on_a_spread_namespace_and_the_rest_stays_refused() {
         "RESQ_SCHEDULER is refused on a spread namespace"
     );
     let retries = Registry::new().retry("R", RetryPolicy::fixed(Duration::from_secs(1), 2));
+    assert!(
+        super::spread::refuse(&scheduler, &retries).is_ok(),
+        "retry policies are refused on a spread namespace"
+    );
     let jesque = Config {
         jesque_delayed_queues: vec!["later".into()],
         ..Config::default()
     };
+    let statused = Registry::new().statused("S");
     for (what, cfg, registry) in [
-        ("retry policies", &scheduler, &retries),
         ("Jesque delayed", &jesque, &Registry::new()),
+        ("resque-status classes", &scheduler, &statused),
     ] {
         let e = super::spread::refuse(cfg, registry).expect_err(what);
         let text = e.to_string();
@@ -523,4 +528,246 @@ fn refuses_the_limits_a_spread_namespace_cannot_enforce() {
             "{text}"
         );
     }
+}
+
+/// Retry entries of a spread slot's outbox (`step::outbox`): one retried at once on a queue of
+/// another master, one through the delayed set, one given up — with a failure entry between.
+fn retry_entries(keys: &Keys, queues: &[String]) -> (Vec<String>, [String; 3]) {
+    use super::step::outbox::RetryEntry;
+    let item = format!(r#"{{"class":"Job","args":[2],"queue":"{}"}}"#, queues[0]);
+    let now = RetryEntry::Retry {
+        key: "resque-retry:Job:now".into(),
+        attempt: 1,
+        counter_ttl: 100,
+        failure: r#"{"error":"now"}"#.into(),
+        failure_ttl: 0,
+        queue: queues[1].clone(),
+        job: r#"{"class":"Job","args":[1]}"#.into(),
+        due: 0,
+    };
+    let later = RetryEntry::Retry {
+        key: "resque-retry:Job:later".into(),
+        attempt: 0,
+        counter_ttl: 100,
+        failure: r#"{"error":"later"}"#.into(),
+        failure_ttl: 50,
+        queue: queues[0].clone(),
+        job: item.clone(),
+        due: 2_000_000_000,
+    };
+    let give_up = RetryEntry::GiveUp {
+        key: "resque-retry:Job:gone".into(),
+        failure: r#"{"error":"gave up"}"#.into(),
+    };
+    let plain = r#"{"error":"plain"}"#.to_string();
+    let _ = keys;
+    (
+        vec![now.encode(), plain, later.encode(), give_up.encode()],
+        [
+            r#"{"class":"Job","args":[1]}"#.into(),
+            item,
+            r#"{"error":"gave up"}"#.into(),
+        ],
+    )
+}
+
+/// What the entries of [`retry_entries`], applied `times` times, leave: the job pushed and filed
+/// that many times, the counters set, the given-up one's keys gone.
+async fn applied(con: &mut Conn, keys: &Keys, queues: &[String], times: usize, other: &[String]) {
+    let [pushed, item, gave] = other else {
+        unreachable!()
+    };
+    let listed: Vec<String> = con.lrange(keys.queue(&queues[1]), 0, -1).await.unwrap();
+    assert_eq!(listed, vec![pushed.clone(); times]);
+    let named: BTreeSet<String> = con.smembers(keys.queues()).await.unwrap();
+    assert!(named.contains(&queues[1]), "{named:?}");
+    let counter: Option<String> = con
+        .get(keys.retry_attempts("resque-retry:Job:now"))
+        .await
+        .unwrap();
+    assert_eq!(counter.as_deref(), Some("1"));
+    let ttl: i64 = con
+        .ttl(keys.retry_attempts("resque-retry:Job:now"))
+        .await
+        .unwrap();
+    assert!((1..=100).contains(&ttl), "{ttl}");
+    let none: Option<String> = con
+        .get(keys.retry_failure("resque-retry:Job:now"))
+        .await
+        .unwrap();
+    assert_eq!(none, None, "a retry at once keeps no failure-<key>");
+    let failure: Option<String> = con
+        .get(keys.retry_failure("resque-retry:Job:later"))
+        .await
+        .unwrap();
+    assert_eq!(failure.as_deref(), Some(r#"{"error":"later"}"#));
+    let bucket: Vec<String> = con
+        .lrange(keys.delayed_bucket(2_000_000_000), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(bucket, vec![item.clone(); times]);
+    let members: Vec<String> = con.smembers(keys.timestamps(item)).await.unwrap();
+    assert_eq!(members, vec!["delayed:2000000000".to_string()]);
+    let score: Option<i64> = con
+        .zscore(keys.delayed_schedule(), 2_000_000_000)
+        .await
+        .unwrap();
+    assert_eq!(score, Some(2_000_000_000));
+    for k in [
+        keys.retry_attempts("resque-retry:Job:gone"),
+        keys.retry_failure("resque-retry:Job:gone"),
+    ] {
+        let v: Option<String> = con.get(&k).await.unwrap();
+        assert_eq!(v, None, "{k}");
+    }
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(
+        failed.iter().filter(|f| *f == gave).count(),
+        times,
+        "{failed:?}"
+    );
+}
+
+/// The crash window of a spread retry: the mover applied a slot's retry entries (the counter,
+/// `failure-<key>`, the queue or the delayed set, the give-up's failed entry and deletes) and
+/// died before trimming the outbox. The next move applies them again and trims: the job is
+/// filed twice, never lost; the counters converge.
+#[tokio::test]
+async fn retry_entries_applied_and_not_trimmed_are_applied_again_and_lose_nothing() {
+    use super::step::outbox::RetryEntry;
+    let (_, mut con, keys, queues, _serial) = spread("spread-retry-crash").await;
+    let id = slot_id(&keys, "elsewhere", 777, 0, &queues[0]);
+    let (entries, other) = retry_entries(&keys, &queues);
+    // The outbox is in its queue's slot; the keys its entries write are in others.
+    let c = cluster();
+    let outbox_owner = c.owner(&keys.outbox(&id));
+    assert_ne!(outbox_owner, c.owner(&keys.queue(&queues[1])));
+    let _: () = con.rpush(keys.outbox(&id), &entries).await.unwrap();
+    for k in ["resque-retry:Job:gone"] {
+        let _: () = con.set(keys.retry_attempts(k), "1").await.unwrap();
+        let _: () = con.set(keys.retry_failure(k), "{}").await.unwrap();
+    }
+    // Step 1 of a move (every entry applied), then a crash before the trim.
+    for e in &entries {
+        match RetryEntry::parse(e.as_bytes()) {
+            Some(r) => r.apply(&mut con, &keys).await.unwrap(),
+            None => {
+                let _: () = con.rpush(keys.failed(), e).await.unwrap();
+            }
+        }
+    }
+    applied(&mut con, &keys, &queues, 1, &other).await;
+    let moved = super::step::spread::move_outboxes(&mut con, &keys, &[id.as_str()])
+        .await
+        .unwrap();
+    assert_eq!(moved, 4);
+    applied(&mut con, &keys, &queues, 2, &other).await;
+    let left: usize = con.llen(keys.outbox(&id)).await.unwrap();
+    assert_eq!(left, 0);
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(
+        failed,
+        vec![
+            r#"{"error":"plain"}"#,
+            r#"{"error":"gave up"}"#,
+            r#"{"error":"plain"}"#,
+            r#"{"error":"gave up"}"#
+        ]
+    );
+    // Nothing more to move.
+    let moved = super::step::spread::move_outboxes(&mut con, &keys, &[id.as_str()])
+        .await
+        .unwrap();
+    assert_eq!(moved, 0);
+    applied(&mut con, &keys, &queues, 2, &other).await;
+}
+
+/// A dead slot's retry entries are applied by the pruner (the outbox of a slot it prunes) and
+/// by the round's sweep (the outbox of a slot someone else unregistered).
+#[tokio::test]
+async fn the_pruner_and_the_sweep_apply_dead_slots_retry_entries() {
+    for swept in [false, true] {
+        let prefix = if swept {
+            "spread-retry-sweep"
+        } else {
+            "spread-retry-prune"
+        };
+        let (_, mut con, keys, queues, _serial) = spread(prefix).await;
+        let now = crate::conn::redis_time(&mut con).await.unwrap();
+        let old = time::heartbeat(now - chrono::Duration::seconds(400));
+        let id = slot_id(&keys, "elsewhere", 777, 0, &queues[0]);
+        if swept {
+            // Unregistered by Ruby: no heartbeat, no record; only the outbox and its index.
+            let _: () = con.sadd(keys.outboxes(), &id).await.unwrap();
+        } else {
+            plant(&mut con, &keys, &id, &old, &queues[0], 5).await;
+        }
+        let (entries, other) = retry_entries(&keys, &queues);
+        let _: () = con.rpush(keys.outbox(&id), &entries).await.unwrap();
+        let me = slot_id(
+            &keys,
+            &crate::identity::hostname(),
+            std::process::id(),
+            0,
+            &queues[0],
+        );
+        let pruner = Pruner::new(
+            keys.clone(),
+            std::slice::from_ref(&me),
+            std::process::id(),
+            Duration::from_secs(300),
+            false,
+        )
+        .without_second_look();
+        pruner.run_once(&mut con).await.expect("prune round");
+        applied(&mut con, &keys, &queues, 1, &other).await;
+        let left: usize = con.llen(keys.outbox(&id)).await.unwrap();
+        assert_eq!(left, 0, "{prefix}");
+        let indexed: BTreeSet<String> = con.smembers(keys.outboxes()).await.unwrap();
+        assert!(!indexed.contains(&id), "{prefix}: {indexed:?}");
+        drop(_serial);
+    }
+}
+
+/// A retry entry that cannot be applied (its queue holds a string) stops its outbox's move
+/// there: the failure entry before it is pushed once and trimmed — not pushed again by the moves
+/// that keep failing — and once the key is usable the entry and the rest go through.
+#[tokio::test]
+async fn a_retry_entry_that_cannot_be_applied_holds_its_outbox_without_repeating_the_rest() {
+    use super::step::outbox::RetryEntry;
+    let (_, mut con, keys, queues, _serial) = spread("spread-retry-wrongtype").await;
+    let id = slot_id(&keys, "elsewhere", 777, 0, &queues[0]);
+    let retry = RetryEntry::Retry {
+        key: "resque-retry:Job:w".into(),
+        attempt: 0,
+        counter_ttl: 100,
+        failure: "{}".into(),
+        failure_ttl: 0,
+        queue: queues[2].clone(),
+        job: r#"{"class":"Job","args":[]}"#.into(),
+        due: 0,
+    }
+    .encode();
+    let _: () = con.set(keys.queue(&queues[2]), "not a list").await.unwrap();
+    let _: () = con
+        .rpush(keys.outbox(&id), &["first", retry.as_str(), "second"])
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let e = super::step::spread::move_outboxes(&mut con, &keys, &[id.as_str()]).await;
+        assert!(e.is_err(), "{e:?}");
+        let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+        assert_eq!(failed, vec!["first"]);
+        let left: Vec<String> = con.lrange(keys.outbox(&id), 0, -1).await.unwrap();
+        assert_eq!(left, vec![retry.as_str(), "second"]);
+    }
+    let _: () = con.del(keys.queue(&queues[2])).await.unwrap();
+    let moved = super::step::spread::move_outboxes(&mut con, &keys, &[id.as_str()])
+        .await
+        .unwrap();
+    assert_eq!(moved, 2);
+    let failed: Vec<String> = con.lrange(keys.failed(), 0, -1).await.unwrap();
+    assert_eq!(failed, vec!["first", "second"]);
+    let listed: Vec<String> = con.lrange(keys.queue(&queues[2]), 0, -1).await.unwrap();
+    assert_eq!(listed, vec![r#"{"class":"Job","args":[]}"#]);
 }

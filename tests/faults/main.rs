@@ -27,5 +27,6 @@ mod spread_faults;
 mod spread_jobs;
 mod spread_limits;
 mod spread_producers;
+mod spread_retry;
 mod spread_worker_admin;
 mod workflows_audit;

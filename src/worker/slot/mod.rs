@@ -386,11 +386,20 @@ impl Slot {
         let attempt = async {
             if let Some(Completion::Extended(ext)) = pending.as_ref() {
                 let mut con = self.con.clone();
-                self.stepper
-                    .apply_extended(&mut con, ext, limited)
-                    .await
-                    .map_err(Problem::Call)?;
-                *pending = None;
+                if self.stepper.keys().is_spread() {
+                    // (Spread: decided now, written by the step and its outbox's mover.)
+                    let c =
+                        crate::worker::complete::spread_completion(&mut con, &self.stepper, ext)
+                            .await
+                            .map_err(Problem::Call)?;
+                    *pending = Some(c);
+                } else {
+                    self.stepper
+                        .apply_extended(&mut con, ext, limited)
+                        .await
+                        .map_err(Problem::Call)?;
+                    *pending = None;
+                }
             }
             if pending.is_none() && !reserve {
                 return Ok(StepReply::empty(false));

@@ -24,6 +24,7 @@ mod call;
 #[cfg(test)]
 mod config_tests;
 pub(crate) mod gate;
+pub(crate) mod outbox;
 pub(crate) mod spread;
 
 #[cfg(test)]

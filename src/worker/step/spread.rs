@@ -15,10 +15,16 @@
 //!   process left is moved by the pruner. The outboxes of a call's slots are moved together:
 //!   three round trips whatever their number.
 //!
-//! Nothing else: what a job's end deletes besides the job (resque-retry's counter, a unique
-//! lock) is in other slots, so the step leaves it out there; retry policies and unique jobs are
-//! refused on a spread namespace, so no end there has any.
+//! * retry entries (`outbox.rs`): a failure a retry policy covers leaves its decided retry or
+//!   give-up in the outbox instead of a failure entry, and the move applies it (resque-retry's
+//!   keys, the queue or the delayed set) before the trim: applied twice at worst, never lost;
+//! * what a success under a retry policy deletes (resque-retry's counter and `failure-<key>`,
+//!   in other slots): deleted after the call, one key per command.
+//!
+//! A unique lock an end would release is in another slot too; unique jobs are refused on a
+//! spread namespace.
 
+use super::outbox::RetryEntry;
 use super::{Completion, StepRequest};
 use crate::keys::Keys;
 use redis::aio::ConnectionLike;
@@ -96,11 +102,13 @@ pub(crate) async fn move_outboxes<C: ConnectionLike + Send>(
     if entries.is_empty() {
         return Ok(0);
     }
-    let _: i64 = redis::cmd("RPUSH")
-        .arg(keys.failed())
-        .arg(&entries)
-        .query_async(con)
-        .await?;
+    if entries.iter().any(|e| RetryEntry::parse(e).is_some()) {
+        for (id, moved) in ids.iter().zip(&boxes) {
+            apply_box(con, keys, id, moved).await?;
+        }
+        return Ok(entries.len());
+    }
+    push_failed(con, keys, &entries).await?;
     let mut trim = redis::pipe();
     for (id, moved) in ids.iter().zip(&boxes) {
         if !moved.is_empty() {
@@ -115,6 +123,70 @@ pub(crate) async fn move_outboxes<C: ConnectionLike + Send>(
     Ok(entries.len())
 }
 
+/// The entries `moved` of slot `id`'s outbox when some are retry entries (`outbox.rs`): applied
+/// in the outbox's order (the failure entries between them pushed to `<ns>:failed` as they
+/// come), then trimmed from the outbox. An entry that cannot be applied (a key of the wrong
+/// type) stops the move there: what was applied before it is trimmed first (so it is not
+/// applied again at the next move), it and the rest stay for the next move.
+async fn apply_box<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    id: &str,
+    moved: &[Vec<u8>],
+) -> RedisResult<()> {
+    let mut run: Vec<&Vec<u8>> = Vec::new();
+    let mut done = 0;
+    let mut result = Ok(());
+    for e in moved {
+        let Some(retry) = RetryEntry::parse(e) else {
+            run.push(e);
+            continue;
+        };
+        result = push_failed(con, keys, &run).await;
+        if result.is_err() {
+            break;
+        }
+        done += run.len();
+        run.clear();
+        result = retry.apply(con, keys).await;
+        if result.is_err() {
+            break;
+        }
+        done += 1;
+    }
+    if result.is_ok() {
+        result = push_failed(con, keys, &run).await;
+        if result.is_ok() {
+            done += run.len();
+        }
+    }
+    if done > 0 {
+        let _: () = redis::cmd("LTRIM")
+            .arg(keys.outbox(id))
+            .arg(done)
+            .arg(-1)
+            .query_async(con)
+            .await?;
+    }
+    result
+}
+
+/// `RPUSH <ns>:failed` of `entries` (none: nothing sent).
+async fn push_failed<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    entries: &[&Vec<u8>],
+) -> RedisResult<()> {
+    if !entries.is_empty() {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(keys.failed())
+            .arg(entries)
+            .query_async(con)
+            .await?;
+    }
+    Ok(())
+}
+
 /// After a spread call that wrote failure entries (`failed`): the outboxes of its slots that
 /// may hold one (a failed job's, or a reserving slot's: an item that is no job is failed into
 /// it) go to `<ns>:failed`. A command that fails is logged: the entries stay in their outbox for
@@ -127,6 +199,7 @@ pub(super) async fn after_call<C: ConnectionLike + Send>(
     let Some(first) = requests.first() else {
         return;
     };
+    clear_retries(con, first.stepper.keys(), requests).await;
     if failed == 0 {
         return;
     }
@@ -137,5 +210,30 @@ pub(super) async fn after_call<C: ConnectionLike + Send>(
         .collect();
     if let Err(e) = move_outboxes(con, first.stepper.keys(), &ids).await {
         tracing::warn!(error = %e, "could not move failure entries to the failed list; they stay in the slots' outboxes for the next move");
+    }
+}
+
+/// After a spread call: resque-retry's attempt counter and `failure-<key>` of the jobs that
+/// succeeded under a retry policy (their ends, which the step leaves out there: other slots),
+/// deleted one key per command. A crash or an error before leaves them to their TTL: the next
+/// failure of the same job then counts on from them.
+async fn clear_retries<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    requests: &[StepRequest],
+) {
+    for r in requests {
+        let Some(Completion::Success { ends: Some(e), .. }) = &r.completion else {
+            continue;
+        };
+        let Some(key) = &e.retry_key else {
+            continue;
+        };
+        for k in [keys.retry_attempts(key), keys.retry_failure(key)] {
+            let d: RedisResult<i64> = redis::cmd("DEL").arg(&k).query_async(con).await;
+            if let Err(e) = d {
+                tracing::warn!(error = %e, key = %k, "could not delete a retry key after a success; it expires with its TTL");
+            }
+        }
     }
 }
