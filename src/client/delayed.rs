@@ -110,20 +110,10 @@ impl Client {
         Ok(())
     }
 
-    /// [`Client::delayed_push_raw`] on a namespace spread over a Redis Cluster's slots, where
-    /// the three keys are in three slots (docs/cluster.md): the same three writes, one command
-    /// each, in the order that cannot lose the job — the bucket first, the reverse index, the
-    /// zset last (it makes the bucket visible to the scheduler, whose mover cleans a member
-    /// only after reading the bucket again). A crash or an error between them leaves an item
-    /// that no scheduler sees yet (the call failed, so the caller knows it is not scheduled);
-    /// it runs with the next item scheduled for the same second, whose `ZADD` makes it visible.
+    /// [`Client::delayed_push_raw`] on a namespace spread over a Redis Cluster's slots
+    /// ([`push_spread`]).
     async fn delayed_push_spread(&self, ts: i64, item: &str) -> Result<()> {
-        let mut con = self.con();
-        let _: i64 = con.rpush(self.keys.delayed_bucket(ts), item).await?;
-        let _: i64 = con
-            .sadd(self.keys.timestamps(item), Keys::delayed_bucket_member(ts))
-            .await?;
-        let _: i64 = con.zadd(self.keys.delayed_schedule(), ts, ts).await?;
+        push_spread(&mut self.con(), &self.keys, ts, item).await?;
         Ok(())
     }
 
@@ -248,4 +238,41 @@ impl Client {
 /// The `<ts>` of a `delayed:<ts>` member.
 fn member_ts(member: &str) -> Option<i64> {
     member.strip_prefix("delayed:")?.parse().ok()
+}
+
+/// Files `item` in resque-scheduler's delayed set, due at `ts`, on a namespace spread over a
+/// Redis Cluster's slots (docs/cluster.md), where its three keys are in three slots: the same
+/// three writes as one server's step, one command each — the reverse index first, then the
+/// bucket, the zset last. The zset makes the bucket visible to the scheduler, whose mover
+/// removes an emptied bucket's member only after reading the bucket again; the reverse index
+/// goes first so that a mover that takes the item has its member to remove (after the bucket,
+/// a mover taking the item between the two would leave the member behind for good). A crash
+/// or an error between them leaves, at worst, a reverse-index member naming a bucket without
+/// the item (dropped by the next removal of that item, as Ruby's removal drops it), or an item
+/// no scheduler sees yet (the call failed, so the caller knows it is not scheduled), which
+/// runs with the next item scheduled for the same second. Every spread delayed write (the
+/// `Client`'s, a retry's) goes through here.
+pub(crate) async fn push_spread<C: redis::aio::ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+    ts: i64,
+    item: &str,
+) -> redis::RedisResult<()> {
+    let _: i64 = redis::cmd("SADD")
+        .arg(keys.timestamps(item))
+        .arg(Keys::delayed_bucket_member(ts))
+        .query_async(con)
+        .await?;
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(keys.delayed_bucket(ts))
+        .arg(item)
+        .query_async(con)
+        .await?;
+    let _: i64 = redis::cmd("ZADD")
+        .arg(keys.delayed_schedule())
+        .arg(ts)
+        .arg(ts)
+        .query_async(con)
+        .await?;
+    Ok(())
 }

@@ -7,8 +7,9 @@
 //! something twice (enqueue a due job twice, fire an occurrence twice, leave a reverse-index
 //! entry or an empty bucket's zset member for the next round to clean), never lose a job:
 //!
-//! * **A delayed enqueue** ([`crate::Client::enqueue_at`]): `RPUSH` the bucket, `SADD` the
-//!   reverse index, `ZADD` the zset last (the zset makes it visible to every scheduler).
+//! * **A delayed enqueue** ([`crate::Client::enqueue_at`], `client::delayed::push_spread`):
+//!   `SADD` the reverse index, `RPUSH` the bucket, `ZADD` the zset last (the zset makes it
+//!   visible to every scheduler).
 //! * **A due bucket moved** ([`Mover::batch`]): the lock checked (`GET`), the head read
 //!   (`LRANGE`); items that cannot be enqueued pushed to `<ns>:failed`, the jobs pushed to their
 //!   queues (`SADD <ns>:queues`, `RPUSH` per queue); then [`take`]: the pushed items removed

@@ -111,24 +111,7 @@ impl RetryEntry {
                         .query_async(con)
                         .await?;
                 } else {
-                    // The spread delayed writer's order (crate::client::delayed): the bucket,
-                    // the reverse index, the schedule last.
-                    let _: i64 = redis::cmd("RPUSH")
-                        .arg(keys.delayed_bucket(*due))
-                        .arg(job)
-                        .query_async(con)
-                        .await?;
-                    let _: i64 = redis::cmd("SADD")
-                        .arg(keys.timestamps(job))
-                        .arg(Keys::delayed_bucket_member(*due))
-                        .query_async(con)
-                        .await?;
-                    let _: i64 = redis::cmd("ZADD")
-                        .arg(keys.delayed_schedule())
-                        .arg(due)
-                        .arg(due)
-                        .query_async(con)
-                        .await?;
+                    crate::client::delayed::push_spread(con, keys, *due, job).await?;
                 }
             }
             RetryEntry::GiveUp { key, failure } => {
