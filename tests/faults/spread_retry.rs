@@ -289,3 +289,44 @@ fn a_waiting_retry_leaves_the_keys_and_bytes_a_tagged_namespace_gets() {
         .collect();
     assert!(slots.len() > 2, "{slots:?}");
 }
+
+/// A tracked job under a retry policy (`RetryNow`: two retries at once) on a spread namespace:
+/// its record, in its queue's slot, counts every attempt and ends failed after the last, with
+/// the state, attempts and error a hash-tagged namespace's record ends with.
+#[test]
+fn a_tracked_job_under_a_retry_policy_ends_as_on_a_tagged_namespace() {
+    use resq::jobs::{State, Track};
+    require_tools();
+    let root = topology::temp_dir("spread-retry-tracked");
+    let cluster = Cluster::start(&root, 3, 0);
+    let url = cluster.url(1);
+    let ns = support::namespace("spread-retry-tracked");
+    let queues: Vec<String> = queue_per_master(&cluster, &ns)
+        .into_iter()
+        .map(|(q, _)| q)
+        .collect();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut ends = Vec::new();
+    for ns in [ns.clone(), format!("{{{ns}-tagged}}")] {
+        let client = rt
+            .block_on(resq::Client::connect(&url, &ns))
+            .expect("connect");
+        let id = rt
+            .block_on(client.enqueue_class_tracked(
+                &queues[1],
+                "RetryNow",
+                &[serde_json::json!("boom")],
+                Track::new(),
+            ))
+            .expect("a tracked enqueue");
+        let mut w = worker(&url, &ns, &queues, false);
+        let s = wait_until(60, &format!("{id} failed"), || {
+            let s = rt.block_on(client.status(&id)).expect("status")?;
+            (s.state == State::Failed).then_some(s)
+        });
+        quit(&cluster, &ns, &mut w);
+        ends.push((s.state, s.attempts, s.error));
+    }
+    assert_eq!(ends[0].1, 3, "{ends:?}");
+    assert_eq!(ends[0], ends[1], "spread, then tagged");
+}
