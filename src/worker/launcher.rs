@@ -211,6 +211,12 @@ impl Worker {
             sweep: self.registry.longest_track_ttl(cfg.job_ttl),
             shared: shared.clone(),
         };
+        // A spread namespace's groups each park in a wake-up lane of their queue.
+        let lanes: Vec<String> = groups
+            .iter()
+            .filter_map(|g| g.queues.as_ref()?.queues.first().map(|(_, k, _)| k.clone()))
+            .collect();
+        fetch.set_lanes(&lanes);
         // Each group's slots share a config (a spread namespace's one per queue).
         let mut placed = Vec::with_capacity(states.len());
         for (g, gate) in groups.iter().zip(&gates.queues) {

@@ -347,3 +347,67 @@ fn slots_for_every_queue_run_at_most_concurrency_jobs_at_once() {
         "jobs running at once over the process's queues"
     );
 }
+
+/// Step calls (`FCALL`s) a node has run since it started.
+fn fcalls(node: &Node) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.con())
+        .expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
+        .and_then(|r| r.split(',').next())
+        .map_or(0, |n| n.parse().expect("calls"))
+}
+
+/// An idle queue costs nothing while another queue of the same process drains: the busy
+/// queue's wake-ups (its watcher, a call that found more) wake its own slots only, never the
+/// idle queue's, whose master sees no step call from the drain's start to its end.
+#[test]
+fn a_busy_queue_never_wakes_an_idle_queues_slots() {
+    require_tools();
+    let root = topology::temp_dir("cluster-spread-lanes");
+    let cluster = Cluster::start(&root, 3, 0);
+    let ns = support::namespace("spread-lanes");
+    let queues = queue_per_master(&cluster, &ns);
+    let (busy, idle) = (&queues[0], &queues[1]);
+    const JOBS: usize = 3000;
+    let jobs: Vec<String> = (0..JOBS)
+        .map(|i| format!(r#"{{"class":"Noop","args":[{i}]}}"#))
+        .collect();
+    let list = format!("{},{}", busy.0, idle.0);
+    // A long INTERVAL: the periodic reserve (a poll of every queue) does not run mid-drain.
+    let mut w = WorkerProc::start(
+        &cluster.url(2),
+        &ns,
+        8,
+        &[
+            ("CONCURRENCY", "4"),
+            ("QUEUES", list.as_str()),
+            ("INTERVAL", "60"),
+        ],
+    );
+    // The idle queue's slots have made their first (empty) reserve and parked: its watcher
+    // (started once a slot of its queue parks) blocks on its master.
+    wait_until(30, "the idle queue's watcher blocking", || {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut idle.1.con())
+            .ok()?;
+        clients.contains("cmd=blmove").then_some(())
+    });
+    let before = fcalls(idle.1);
+    push(&cluster, &ns, &busy.0, &jobs);
+    let processed = format!("{ns}:stat:processed");
+    wait_until(120, "the busy queue drained", || {
+        let v: Option<usize> = cluster.owner(&processed)?.con().get(&processed).ok()?;
+        (v.unwrap_or(0) >= JOBS).then_some(())
+    });
+    let after = fcalls(idle.1);
+    quit_cleanly(&cluster, &ns, &mut w);
+    assert_eq!(
+        after - before,
+        0,
+        "step calls on the idle queue's master while the other queue drained"
+    );
+}

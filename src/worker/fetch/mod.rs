@@ -37,14 +37,17 @@ use crate::conn::Conn;
 use crate::keys::Keys;
 use crate::queues::QueueList;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 
+mod lanes;
 mod pause;
 mod task;
+
+use lanes::Lane;
 
 use task::resolve;
 pub(crate) use task::resolve_names;
@@ -84,16 +87,10 @@ pub(crate) struct Fetch {
     list: QueueList,
     /// The list resolved to keys (changes only for wildcard lists).
     resolved: watch::Sender<Arc<QueueKeys>>,
-    /// Wakes one parked slot.
-    work: Notify,
-    /// Parked slots.
-    idle: AtomicUsize,
-    /// Signalled when `idle` grows.
-    idle_changed: Notify,
-    /// Reserve attempts made so far.
-    attempts: AtomicU64,
-    /// Signalled after each reserve attempt.
-    attempted: Notify,
+    /// The process's wake-up lane ([`lanes`]).
+    lane: Lane,
+    /// A spread namespace's lanes, one per queue of its groups.
+    lanes: std::sync::OnceLock<HashMap<String, Lane>>,
     /// `<ns>:pause-all-workers` was seen set.
     remote_paused: watch::Sender<bool>,
     /// Paused by USR2.
@@ -203,11 +200,8 @@ impl Fetch {
             keys,
             list,
             resolved,
-            work: Notify::new(),
-            idle: AtomicUsize::new(0),
-            idle_changed: Notify::new(),
-            attempts: AtomicU64::new(0),
-            attempted: Notify::new(),
+            lane: Lane::default(),
+            lanes: std::sync::OnceLock::new(),
             remote_paused: watch::channel(false).0,
             local_paused: watch::channel(false).0,
             spread_paused: Mutex::new(Vec::new()),
@@ -242,12 +236,14 @@ impl Fetch {
         self.resolved.borrow().clone()
     }
 
-    /// Parks a slot until a wake-up says a job may be waiting.
-    pub(crate) async fn park(&self) {
-        self.idle.fetch_add(1, Ordering::SeqCst);
-        let _parked = Parked(&self.idle);
-        self.idle_changed.notify_waiters();
-        self.work.notified().await;
+    /// Parks a slot (of the lane of queue key `lane`: [`lanes`]) until a wake-up says a job
+    /// may be waiting.
+    pub(crate) async fn park(&self, lane: Option<&str>) {
+        let lane = self.lane(lane);
+        lane.idle.fetch_add(1, Ordering::SeqCst);
+        let _parked = Parked(&lane.idle);
+        lane.idle_changed.notify_waiters();
+        lane.work.notified().await;
     }
 
     /// Whether the slot just woken must reserve from every queue (the periodic fallback);
@@ -256,15 +252,11 @@ impl Fetch {
         self.full_due.swap(false, Ordering::SeqCst)
     }
 
-    /// Reserve attempts made so far by all slots.
-    pub(crate) fn attempts(&self) -> u64 {
-        self.attempts.load(Ordering::SeqCst)
-    }
-
-    /// Called by a slot after every reserve attempt.
-    pub(crate) fn attempted(&self) {
-        self.attempts.fetch_add(1, Ordering::SeqCst);
-        self.attempted.notify_waiters();
+    /// Called by a slot (of the lane of queue key `lane`) after every reserve attempt.
+    pub(crate) fn attempted(&self, lane: Option<&str>) {
+        let lane = self.lane(lane);
+        lane.attempts.fetch_add(1, Ordering::SeqCst);
+        lane.attempted.notify_waiters();
     }
 
     /// Records that the reserve script saw `<ns>:pause-all-workers`.
@@ -418,8 +410,10 @@ impl Fetch {
         } else {
             more = found.contains(&Found::Jobs);
         }
-        if reopen || (more && self.idle.load(Ordering::SeqCst) > 0) {
-            self.work.notify_one();
+        // (A call polls the queues of one lane: on a spread namespace one queue.)
+        let lane = self.lane(pick.seen.first().map(|(k, _)| k.as_str()));
+        if reopen || (more && lane.has_idle()) {
+            lane.work.notify_one();
         }
     }
 
@@ -444,7 +438,7 @@ impl Fetch {
         }
         drop(states);
         if any {
-            self.work.notify_one();
+            self.wake_all();
         }
     }
 
@@ -502,7 +496,7 @@ impl Fetch {
                 };
                 drop(states);
                 if ours {
-                    self.work.notify_one();
+                    self.lane(Some(k)).work.notify_one();
                 }
             }
             None => {
@@ -511,7 +505,7 @@ impl Fetch {
                     st.armed = false;
                 }
                 drop(states);
-                self.work.notify_one();
+                self.wake_all();
             }
         }
     }
@@ -524,12 +518,12 @@ impl Fetch {
         self.tracking.store(on, Ordering::SeqCst);
     }
 
-    async fn until_someone_parked(&self) {
+    async fn until_someone_parked(&self, lane: &Lane) {
         loop {
-            let n = self.idle_changed.notified();
+            let n = lane.idle_changed.notified();
             tokio::pin!(n);
             n.as_mut().enable();
-            if self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
+            if lane.has_idle() && !self.paused() {
                 return;
             }
             tokio::select! {
@@ -539,13 +533,13 @@ impl Fetch {
         }
     }
 
-    async fn until_attempt_after(&self, seen: u64) {
+    async fn until_attempt_after(&self, lane: &Lane, seen: u64) {
         let wait = async {
             loop {
-                let n = self.attempted.notified();
+                let n = lane.attempted.notified();
                 tokio::pin!(n);
                 n.as_mut().enable();
-                if self.attempts.load(Ordering::SeqCst) > seen {
+                if lane.attempts.load(Ordering::SeqCst) > seen {
                     return;
                 }
                 n.await;

@@ -52,8 +52,8 @@ impl Fetch {
             if *cur != names {
                 *cur = names;
                 drop(cur);
-                // A queue resumed may hold jobs: a parked slot looks.
-                self.work.notify_one();
+                // A queue resumed may hold jobs: a parked slot of each queue looks.
+                self.wake_all();
             }
         }
     }

@@ -96,14 +96,14 @@ impl Fetch {
                 watched = want;
             }
             let closed = self.states().values().any(|st| st.last == Found::Blocked);
-            if (!tracking || closed) && self.idle.load(Ordering::SeqCst) > 0 && !self.paused() {
+            if (!tracking || closed) && self.any_idle() && !self.paused() {
                 // The periodic reserve: whatever the watchers missed (a queue beyond the
                 // watched ones, a watcher that cannot connect) is found within INTERVAL. While
                 // invalidations arrive, nothing can be missed and an idle process sends nothing,
                 // except while a full limit closes a queue: a share returned by another process
                 // that did not use the room itself is found within INTERVAL.
                 self.full_due.store(true, Ordering::SeqCst);
-                self.work.notify_one();
+                self.wake_all();
             }
             // (Elsewhere the step reads the switch and says when it is set: read here only
             // until it is cleared.)
@@ -132,7 +132,7 @@ impl Fetch {
                 });
                 if changed {
                     self.mark_ours(&next);
-                    self.work.notify_one();
+                    self.wake_all();
                 }
             }
             Err(e) => tracing::debug!(error = %e, "could not refresh the queue list"),
@@ -145,7 +145,8 @@ impl Fetch {
         let mut backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
         let mut lost = crate::conn::errors::Reporter::default();
         loop {
-            self.until_someone_parked().await;
+            let lane = self.lane(Some(&key));
+            self.until_someone_parked(lane).await;
             if con.is_none() {
                 match endpoint.blocking(block).await {
                     Ok(c) => con = Some(c),
@@ -159,14 +160,14 @@ impl Fetch {
                 }
             }
             let Some(c) = con.as_mut() else { continue };
-            let seen = self.attempts.load(Ordering::SeqCst);
+            let seen = lane.attempts.load(Ordering::SeqCst);
             if self.queues().jesque.is_zset_key(&key) {
                 // A Jesque zset queue: nothing to block on; wake a slot when a member is due.
                 let cap = self.interval.min(crate::worker::jesque::MAX_ZSET_WAIT);
                 match crate::worker::jesque::due_in(c, &key, chrono::Utc::now(), cap).await {
                     Ok(None) => {
-                        self.work.notify_one();
-                        self.until_attempt_after(seen).await;
+                        lane.work.notify_one();
+                        self.until_attempt_after(lane, seen).await;
                         continue;
                     }
                     Ok(Some(wait)) => {
@@ -194,8 +195,8 @@ impl Fetch {
                 Ok(Some(_)) => {
                     backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
                     lost.reset();
-                    self.work.notify_one();
-                    self.until_attempt_after(seen).await;
+                    lane.work.notify_one();
+                    self.until_attempt_after(lane, seen).await;
                 }
                 // Redis answered: a later outage starts its back-off from the bottom again.
                 Ok(None) => {
@@ -214,7 +215,7 @@ impl Fetch {
                     con = None;
                     tokio::time::sleep(backoff.next_delay()).await;
                     // Jobs may have arrived while the connection was down.
-                    self.work.notify_one();
+                    lane.work.notify_one();
                 }
             }
         }

@@ -109,6 +109,12 @@ pub(crate) struct Slot {
     pub turns: Turns,
 }
 
+/// The queue key of the wake-up lane of a slot polling `queues` (see [`Slot::lane`]).
+fn lane_of(queues: &Option<Arc<crate::worker::step::QueueKeys>>) -> Option<&str> {
+    let q = queues.as_ref()?;
+    q.queues.first().map(|(_, key, _)| key.as_str())
+}
+
 /// How a slot ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Stopped {
@@ -256,8 +262,9 @@ impl Slot {
                 }
                 Reply::Empty if self.fetch.locally_paused() => {}
                 Reply::Empty => {
+                    let (fetch, queues) = (self.fetch.clone(), self.queues.clone());
                     tokio::select! {
-                        _ = self.fetch.park() => {}
+                        _ = fetch.park(lane_of(&queues)) => {}
                         _ = shutdown::reached(&mut self.shutdown, Phase::Quit) => {}
                     }
                     full = self.fetch.take_full();
@@ -276,6 +283,12 @@ impl Slot {
                 }
             }
         }
+    }
+
+    /// The queue key of the fetch's wake-up lane this slot parks in (its one queue's on a
+    /// spread namespace; elsewhere none: the process's lane).
+    fn lane(&self) -> Option<&str> {
+        lane_of(&self.queues)
     }
 
     /// Performs a job and returns its completion (none when at-least-once put it back);
@@ -449,7 +462,7 @@ impl Slot {
         drop(record);
         // (A reserve a spread limit refused was not attempted: nothing was polled.)
         if reserve && result.as_ref().is_ok_and(|a| a.reply != Reply::Limited) {
-            self.fetch.attempted();
+            self.fetch.attempted(self.lane());
         }
         result
     }
