@@ -361,8 +361,9 @@ fn fcalls(node: &Node) -> u64 {
 }
 
 /// An idle queue costs nothing while another queue of the same process drains: the busy
-/// queue's wake-ups (its watcher, a call that found more) wake its own slots only, never the
-/// idle queue's, whose master sees no step call from the drain's start to its end.
+/// queue's wake-ups (its watcher, a call that found more) wake its own slots only, and the
+/// periodic reserve leaves a queue its watcher blocks on alone, so the idle queue's master sees
+/// no step call from the drain's start to its end.
 #[test]
 fn a_busy_queue_never_wakes_an_idle_queues_slots() {
     require_tools();
@@ -376,7 +377,8 @@ fn a_busy_queue_never_wakes_an_idle_queues_slots() {
         .map(|i| format!(r#"{{"class":"Noop","args":[{i}]}}"#))
         .collect();
     let list = format!("{},{}", busy.0, idle.0);
-    // A long INTERVAL: the periodic reserve (a poll of every queue) does not run mid-drain.
+    // A short INTERVAL: the periodic reserve runs many times over the drain, and leaves a queue
+    // its watcher blocks on alone.
     let mut w = WorkerProc::start(
         &cluster.url(2),
         &ns,
@@ -384,7 +386,7 @@ fn a_busy_queue_never_wakes_an_idle_queues_slots() {
         &[
             ("CONCURRENCY", "4"),
             ("QUEUES", list.as_str()),
-            ("INTERVAL", "60"),
+            ("INTERVAL", "0.5"),
         ],
     );
     // The idle queue's slots have made their first (empty) reserve and parked: its watcher

@@ -7,7 +7,7 @@
 
 use super::Fetch;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 /// One lane: its parked slots and its reserve attempts.
@@ -23,6 +23,26 @@ pub(crate) struct Lane {
     pub(super) attempts: AtomicU64,
     /// Signalled after each reserve attempt.
     pub(super) attempted: Notify,
+    /// Whether a watcher blocks on its queue now (its connection up): then the periodic
+    /// reserve leaves the lane alone.
+    pub(super) watched: AtomicBool,
+}
+
+/// Marks a lane watched while it lives (a watcher task's; dropped when the task ends or is
+/// aborted).
+pub(super) struct Watching<'a>(pub(super) &'a Lane);
+
+impl Watching<'_> {
+    /// The watcher's connection is up (`true`) or lost (`false`).
+    pub(super) fn set(&self, up: bool) {
+        self.0.watched.store(up, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.set(false);
+    }
 }
 
 impl Lane {
@@ -56,6 +76,19 @@ impl Fetch {
     pub(super) fn wake_all(&self) {
         for lane in self.lanes() {
             lane.work.notify_one();
+        }
+    }
+
+    /// The periodic reserve's wake-up: one parked slot of the process's lane, and of each
+    /// queue's lane that no watcher covers now (a queue beyond the watched ones, a watcher
+    /// without a connection). A queue whose watcher blocks on it is told of its next job by
+    /// the watcher, so its idle slots send nothing between jobs.
+    pub(super) fn wake_unwatched(&self) {
+        self.lane.work.notify_one();
+        for lane in self.lanes.get().into_iter().flat_map(|l| l.values()) {
+            if !lane.watched.load(Ordering::SeqCst) {
+                lane.work.notify_one();
+            }
         }
     }
 

@@ -17,7 +17,8 @@
 //!   at `maxclients`) never leaves a job waiting longer than `INTERVAL`, as with Ruby's own
 //!   polling. While invalidations arrive nothing can be missed (Redis delivers them while the
 //!   connection lives, and every queue is polled again when it is re-established), so an idle
-//!   process sends nothing.
+//!   process sends nothing. On a spread cluster namespace each queue's slots park in a lane of
+//!   their own ([`lanes`]), and the periodic reserve leaves alone a queue its watcher blocks on.
 //!
 //! The same state makes reserves cheap with many queues: the step script reports which queues
 //! it found empty, and while tracking is on, a queue found empty stays out of the next reserves

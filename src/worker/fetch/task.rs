@@ -103,7 +103,7 @@ impl Fetch {
                 // except while a full limit closes a queue: a share returned by another process
                 // that did not use the room itself is found within INTERVAL.
                 self.full_due.store(true, Ordering::SeqCst);
-                self.wake_all();
+                self.wake_unwatched();
             }
             // (Elsewhere the step reads the switch and says when it is set: read here only
             // until it is cleared.)
@@ -144,8 +144,9 @@ impl Fetch {
         let mut con = None;
         let mut backoff = Backoff::new(self.interval.max(Duration::from_secs(1)));
         let mut lost = crate::conn::errors::Reporter::default();
+        let lane = self.lane(Some(&key));
+        let watching = lanes::Watching(lane);
         loop {
-            let lane = self.lane(Some(&key));
             self.until_someone_parked(lane).await;
             if con.is_none() {
                 match endpoint.blocking(block).await {
@@ -183,6 +184,8 @@ impl Fetch {
                     }
                 }
             }
+            // Blocking on it from now: the periodic reserve leaves this queue to the watcher.
+            watching.set(true);
             let r: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("BLMOVE")
                 .arg(&key)
                 .arg(&key)
@@ -206,6 +209,7 @@ impl Fetch {
                 Err(e) if e.code() == Some("WRONGTYPE") => {
                     // Not a list (a Jesque zset queue): never block on it; the reserve script
                     // skips it too.
+                    watching.set(false);
                     tokio::time::sleep(self.interval).await;
                 }
                 Err(e) => {
@@ -213,6 +217,7 @@ impl Fetch {
                         tracing::warn!(queue_key = %key, times, "queue watcher lost its connection ({}); reconnecting", crate::conn::errors::describe(&e, endpoint.label()));
                     }
                     con = None;
+                    watching.set(false);
                     tokio::time::sleep(backoff.next_delay()).await;
                     // Jobs may have arrived while the connection was down.
                     lane.work.notify_one();
