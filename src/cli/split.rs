@@ -66,6 +66,12 @@ pub(crate) async fn run(admin: &Admin, a: SplitArgs, as_json: bool) -> Result<()
         Some(s) => print_info(s),
         None => println!("queue {queue}: not split"),
     }
+    if admin.keys().is_spread() && !a.show {
+        println!(
+            "(a spread cluster namespace: running workers serve the shards they started with; \
+             restart the workers of {queue} to serve the new ones — docs/cluster.md)"
+        );
+    }
     Ok(())
 }
 

@@ -123,9 +123,11 @@ impl Fetch {
                 let next = Arc::new(
                     QueueKeys::with_jesque(&self.keys, &names, &self.jesque).with_groups(groups),
                 );
+                let mut before = Vec::new();
                 let changed = self.resolved.send_if_modified(|cur| {
                     let changed = **cur != *next;
                     if changed {
+                        before = cur.queues.iter().map(|(n, _, _)| n.clone()).collect();
                         *cur = next.clone();
                     }
                     changed
@@ -133,6 +135,14 @@ impl Fetch {
                 if changed {
                     self.mark_ours(&next);
                     self.wake_all();
+                    if self.keys.is_spread() {
+                        // A spread process's slots are its groups, made at its start.
+                        let new: Vec<&String> =
+                            names.iter().filter(|n| !before.contains(n)).collect();
+                        if !new.is_empty() {
+                            tracing::warn!(queues = ?new, "a split changed: this process serves the queues it started with; restart it to serve these (docs/cluster.md, split queues)");
+                        }
+                    }
                 }
             }
             Err(e) => tracing::debug!(error = %e, "could not refresh the queue list"),
