@@ -158,7 +158,9 @@ pub(crate) async fn load_at<C: ConnectionLike + Send>(
     }
 }
 
-/// The first key of an `FCALL` command (its fourth argument), if it has one.
+/// The first key of an `FCALL` command (its fourth argument), if it has one (for the CLI's
+/// pipelined enqueues).
+#[cfg(feature = "cli")]
 pub(crate) fn call_key(cmd: &redis::Cmd) -> Option<Vec<u8>> {
     let mut args = cmd.args_iter().filter_map(|a| match a {
         redis::Arg::Simple(b) => Some(b),

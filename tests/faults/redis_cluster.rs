@@ -19,6 +19,8 @@
 
 use crate::support;
 
+use super::spread_common::{dashboard, http_get};
+
 use redis::Commands;
 use std::process::Command;
 use std::time::Instant;
@@ -338,21 +340,6 @@ fn a_call_on_a_moving_slot_writes_nothing_and_completes_once_the_slot_is_settled
     assert_eq!(queued, 2, "each enqueue put its job once");
 }
 
-/// `GET path` on the dashboard at `port`: the status code and the body.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let code = out.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, out))
-}
-
 #[test]
 fn the_cli_and_the_dashboard_work_on_a_cluster_namespace() {
     require_tools();
@@ -400,24 +387,8 @@ fn the_cli_and_the_dashboard_work_on_a_cluster_namespace() {
         resq(args);
     }
 
-    let port = support::free_port();
     // (The guard stops the dashboard when it is dropped, or when this process dies.)
-    let web_args: Vec<String> = [
-        "--url",
-        url.as_str(),
-        "--namespace",
-        ns.as_str(),
-        "web",
-        "--bind",
-        &format!("127.0.0.1:{port}"),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let web = support::spawn_guard(&support::resq_bin().display().to_string(), &web_args, None);
-    wait_until(30, "the dashboard to answer", || {
-        http_get(port, "/overview")
-    });
+    let (web, port) = dashboard(&url, &ns);
     for page in [
         "/overview",
         "/queues",

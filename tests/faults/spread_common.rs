@@ -101,3 +101,51 @@ pub fn quit_cleanly(cluster: &Cluster, ns: &str, w: &mut WorkerProc) {
     let left = indexed(cluster);
     assert!(left.is_empty(), "ids left in {index}: {left:?}");
 }
+
+/// `CROSSSLOT` errors the cluster's nodes have answered since they started.
+pub fn crossslot_errors(cluster: &Cluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let info: String = redis::cmd("INFO")
+                .arg("errorstats")
+                .query(&mut n.con())
+                .expect("INFO errorstats");
+            info.lines()
+                .find_map(|l| l.strip_prefix("errorstat_CROSSSLOT:count="))
+                .map_or(0, |c| c.trim().parse().expect("count"))
+        })
+        .sum()
+}
+
+/// `GET path` on the dashboard at `port`: the status code and the body.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, out))
+}
+
+/// `resq web` for `url`/`ns` on a free port, once it answers: what keeps it running (it stops
+/// when that is dropped, or when this process dies) and its port.
+pub fn dashboard(url: &str, ns: &str) -> (impl Sized, u16) {
+    let port = support::free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let args: Vec<String> = ["--url", url, "--namespace", ns, "web", "--bind", &bind]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let web = support::spawn_guard(&support::resq_bin().display().to_string(), &args, None);
+    support::wait_until(30, "the dashboard to answer", || {
+        http_get(port, "/overview")
+    });
+    (web, port)
+}

@@ -7,7 +7,9 @@
 
 use crate::support;
 
-use super::spread_common::{push, queue_per_master, quit_cleanly, require_tools};
+use super::spread_common::{
+    crossslot_errors, dashboard, http_get, push, queue_per_master, quit_cleanly, require_tools,
+};
 use redis::Commands;
 use resq::jobs::{Cancelled, JobFilter, JobId, State, Track};
 use serde_json::json;
@@ -22,24 +24,6 @@ fn keyslot(node: &Node, key: &str) -> i64 {
         .arg(key)
         .query(&mut node.con())
         .expect("KEYSLOT")
-}
-
-/// `CROSSSLOT` errors the nodes have answered since they started.
-fn crossslot_errors(cluster: &Cluster) -> u64 {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let info: String = redis::cmd("INFO")
-                .arg("errorstats")
-                .query(&mut n.con())
-                .expect("INFO errorstats");
-            info.lines()
-                .filter_map(|l| l.strip_prefix("errorstat_CROSSSLOT:count="))
-                .map(|c| c.trim().parse::<u64>().expect("count"))
-                .sum::<u64>()
-        })
-        .sum()
 }
 
 /// A zset's members read on its owner.
@@ -79,21 +63,6 @@ fn resq(url: &str, ns: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     text
-}
-
-/// `GET path` on the dashboard at `port`: the status code and the body.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let code = out.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, out))
 }
 
 /// The record of `id` through the `Client`, once it says `state`.
@@ -422,23 +391,8 @@ fn tracked_jobs_on_every_master_run_and_are_cancelled_and_killed_from_their_ids(
     assert!(out.contains(cancelled.as_str()), "{out}");
 
     // The dashboard's Jobs page lists them, and a job's page reads its record from its id.
-    let port = support::free_port();
-    let web_args: Vec<String> = [
-        "--url",
-        url.as_str(),
-        "--namespace",
-        ns.as_str(),
-        "web",
-        "--bind",
-        &format!("127.0.0.1:{port}"),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let web = support::spawn_guard(&support::resq_bin().display().to_string(), &web_args, None);
-    wait_until(30, "the dashboard to answer", || {
-        http_get(port, "/overview")
-    });
+    // (The guard stops the dashboard when it is dropped, or when this process dies.)
+    let (web, port) = dashboard(&url, &ns);
     let (failed_id, _, _) = &runs[1];
     let enc = failed_id.as_str().replace('{', "%7B").replace('}', "%7D");
     for (page, want) in [

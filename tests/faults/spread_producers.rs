@@ -15,12 +15,13 @@
 
 use crate::support;
 
+use super::spread_common::{dashboard, http_get};
+
 use redis::Commands;
 use resq::client::NewJob;
 use serde_json::json;
 use std::process::Command;
 use support::topology::{self, Cluster};
-use support::wait_until;
 
 /// Fails the test unless the cluster's tools are installed.
 fn require_tools() {
@@ -240,21 +241,6 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
     );
     assert!(list(&cluster, &format!("{ns}:queue:{}", qs[0])).is_empty());
     assert!(list(&cluster, &format!("{ns}:queue:{}", qs[1])).is_empty());
-}
-
-/// `GET path` on the dashboard at `port`: the status code and the body.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let code = out.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, out))
 }
 
 /// `resq --url url --namespace ns args…` with `stdin` on its standard input.
@@ -559,23 +545,8 @@ fn the_cli_and_the_dashboard_read_and_repair_a_spread_namespace() {
     }
 
     // The dashboard's pages on the namespace.
-    let port = support::free_port();
-    let web_args: Vec<String> = [
-        "--url",
-        url.as_str(),
-        "--namespace",
-        ns.as_str(),
-        "web",
-        "--bind",
-        &format!("127.0.0.1:{port}"),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let web = support::spawn_guard(&support::resq_bin().display().to_string(), &web_args, None);
-    wait_until(30, "the dashboard to answer", || {
-        http_get(port, "/overview")
-    });
+    // (The guard stops the dashboard when it is dropped, or when this process dies.)
+    let (web, port) = dashboard(&url, &ns);
     let queue_page = format!("/queue?name={}", qs[0]);
     for (page, want) in [
         ("/overview", vec!["17", qs[0].as_str()]),

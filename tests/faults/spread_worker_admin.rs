@@ -11,6 +11,8 @@
 
 use crate::support;
 
+use super::spread_common::crossslot_errors;
+
 use redis::AsyncCommands;
 use resq::admin::Admin;
 use std::collections::BTreeSet;
@@ -62,23 +64,6 @@ fn queues_on_every_master(cluster: &Cluster, keys: &Keys) -> Vec<String> {
         }
     }
     unreachable!()
-}
-
-/// `CROSSSLOT` errors a node has answered since it started.
-fn crossslot_errors(cluster: &Cluster) -> u64 {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let info: String = redis::cmd("INFO")
-                .arg("errorstats")
-                .query(&mut n.con())
-                .expect("INFO errorstats");
-            info.lines()
-                .find_map(|l| l.strip_prefix("errorstat_CROSSSLOT:count="))
-                .map_or(0, |c| c.trim().parse().expect("count"))
-        })
-        .sum()
 }
 
 /// Every key of the namespace, on every node.
