@@ -35,19 +35,22 @@ pub(crate) struct Group {
     pub ids: Vec<String>,
 }
 
+/// The start error for `what`, which cannot run on the spread namespace of `cfg`.
+fn refusal(cfg: &Config, what: &str) -> Error {
+    Error::Config {
+        var: "RESQUE_NAMESPACE",
+        message: format!(
+            "{:?} has no hash tag, so on this Redis Cluster its queues are spread over the \
+             slots, where {what} cannot run yet; use a hash-tagged namespace such as \
+             \"{{{}}}\" for them (docs/cluster.md)",
+            cfg.namespace, cfg.namespace
+        ),
+    }
+}
+
 /// Refuses what a spread namespace cannot run (see the module doc).
 pub(crate) fn refuse(cfg: &Config, registry: &Registry) -> Result<()> {
-    let refused = |what: &str| {
-        Err(Error::Config {
-            var: "RESQUE_NAMESPACE",
-            message: format!(
-                "{:?} has no hash tag, so on this Redis Cluster its queues are spread over the \
-                 slots, where {what} cannot run yet; use a hash-tagged namespace such as \
-                 \"{{{}}}\" for them (docs/cluster.md)",
-                cfg.namespace, cfg.namespace
-            ),
-        })
-    };
+    let refused = |what: &str| Err(refusal(cfg, what));
     if cfg.queues.is_dynamic() {
         return refused("a wildcard queue list (QUEUES with * or !)");
     }
@@ -118,17 +121,7 @@ pub(crate) async fn gates(
     registry: &Registry,
     groups: &[Group],
 ) -> Result<Gates> {
-    let refused = |what: String| {
-        Err(Error::Config {
-            var: "RESQUE_NAMESPACE",
-            message: format!(
-                "{:?} has no hash tag, so on this Redis Cluster its queues are spread over the \
-                 slots, where {what} cannot run yet; use a hash-tagged namespace such as \
-                 \"{{{}}}\" for them (docs/cluster.md)",
-                cfg.namespace, cfg.namespace
-            ),
-        })
-    };
+    let refused = |what: String| Err(refusal(cfg, &what));
     crate::limits::store::declare(con, keys, registry.declared_limits()).await?;
     let stored = crate::limits::store::read(con, keys).await?;
     let text = |r: std::result::Result<crate::limits::store::Texts, String>| match r {
