@@ -13,33 +13,18 @@ use redis::AsyncCommands;
 async fn spread(prefix: &str) -> (Conn, Keys, tokio::sync::MutexGuard<'static, ()>) {
     let serial = crate::testing::cluster::SERIAL.lock().await;
     let c = cluster();
-    for &p in &c.ports {
-        let node = redis::Client::open(format!("redis://127.0.0.1:{p}")).expect("node url");
-        let mut con = node.get_multiplexed_async_connection().await.expect("node");
-        crate::scripts::load(&mut con)
-            .await
-            .expect("library loaded");
-    }
+    c.load_library().await;
     let endpoint = Endpoint::open(&c.url()).expect("cluster url");
     let keys = endpoint.keys(&testing::namespace(prefix)).expect("keys");
     assert!(keys.is_spread());
     (endpoint.connect().await.expect("connect"), keys, serial)
 }
 
-/// Files `item` in bucket `ts` as a producer does (bucket, reverse index, zset).
+/// Files `item` in bucket `ts` as a producer does (the spread delayed writer).
 async fn file(con: &mut Conn, keys: &Keys, ts: i64, item: &str) {
-    let _: i64 = con
-        .rpush(keys.delayed_bucket(ts), item)
+    crate::client::delayed::push_spread(con, keys, ts, item)
         .await
-        .expect("RPUSH");
-    let _: i64 = con
-        .sadd(keys.timestamps(item), Keys::delayed_bucket_member(ts))
-        .await
-        .expect("SADD");
-    let _: i64 = con
-        .zadd(keys.delayed_schedule(), ts, ts)
-        .await
-        .expect("ZADD");
+        .expect("filed");
 }
 
 async fn member(con: &mut Conn, keys: &Keys, ts: i64) -> Option<f64> {

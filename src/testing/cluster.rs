@@ -38,6 +38,17 @@ impl Cluster {
             .expect("cluster node")
     }
 
+    /// Loads the library on every node (each test's calls then find it).
+    pub(crate) async fn load_library(&self) {
+        for &p in &self.ports {
+            let node = redis::Client::open(format!("redis://127.0.0.1:{p}")).expect("node url");
+            let mut con = node.get_multiplexed_async_connection().await.expect("node");
+            crate::scripts::load(&mut con)
+                .await
+                .expect("library loaded");
+        }
+    }
+
     /// The port of the node holding `key` (the one that answers `EXISTS` without `MOVED`).
     pub(crate) fn owner(&self, key: &str) -> u16 {
         for &p in &self.ports {

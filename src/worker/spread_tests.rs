@@ -55,13 +55,7 @@ async fn spread(
 ) {
     let serial = SERIAL.lock().await;
     let c = cluster();
-    for &p in &c.ports {
-        let node = redis::Client::open(format!("redis://127.0.0.1:{p}")).expect("node url");
-        let mut con = node.get_multiplexed_async_connection().await.expect("node");
-        crate::scripts::load(&mut con)
-            .await
-            .expect("library loaded");
-    }
+    c.load_library().await;
     let endpoint = Endpoint::open(&c.url()).expect("cluster url");
     let ns = testing::namespace(prefix);
     let keys = endpoint.keys(&ns).expect("keys");

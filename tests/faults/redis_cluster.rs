@@ -19,7 +19,7 @@
 
 use crate::support;
 
-use super::spread_common::{dashboard, http_get};
+use super::spread_common::{dashboard, http_get, resq};
 
 use redis::Commands;
 use std::process::Command;
@@ -347,23 +347,7 @@ fn the_cli_and_the_dashboard_work_on_a_cluster_namespace() {
     let cluster = Cluster::start(&root, 3, 0);
     let url = cluster.url(1);
     let ns = format!("{{{}}}", support::namespace("cluster-tools"));
-    let resq = |args: &[&str]| {
-        let out = Command::new(support::resq_bin())
-            .args(["--url", &url, "--namespace", &ns])
-            .args(args)
-            .env_remove("REDIS_URL")
-            .env_remove("RESQUE_NAMESPACE")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("resq");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "resq {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
-    };
+    let resq = |args: &[&str]| resq(&url, &ns, args);
     resq(&["enqueue", "--queue", "a", "Plain", "1"]);
     let id = resq(&["enqueue", "--track", "--queue", "b", "Tracked", "2"]);
     let id = id.trim();

@@ -149,3 +149,37 @@ pub fn dashboard(url: &str, ns: &str) -> (impl Sized, u16) {
     });
     (web, port)
 }
+
+/// `resq --url url --namespace ns args…` (none of the environment's Redis settings), with
+/// `stdin` on its standard input.
+pub fn resq_run(url: &str, ns: &str, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(support::resq_bin())
+        .args(["--url", url, "--namespace", ns])
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("RESQUE_NAMESPACE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("resq");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .expect("write stdin");
+    drop(input);
+    child.wait_with_output().expect("resq")
+}
+
+/// [`resq_run`] without input, which must succeed: its standard output.
+pub fn resq(url: &str, ns: &str, args: &[&str]) -> String {
+    let out = resq_run(url, ns, args, None);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "resq {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}

@@ -16,7 +16,7 @@
 
 use crate::support;
 
-use super::spread_common::{queue_per_master, quit_cleanly, require_tools};
+use super::spread_common::{queue_per_master, quit_cleanly, require_tools, resq};
 use redis::Commands;
 use resq::client::Scheduled;
 use resq::scheduler::{Scheduler, SchedulerConfig};
@@ -549,19 +549,7 @@ fn recurring_schedules_and_delayed_actions_work_on_the_spread_namespace() {
     });
 
     // The CLI: a delayed enqueue, a stored schedule added, listed and removed.
-    let resq = |args: &[&str]| -> String {
-        let out = std::process::Command::new(support::resq_bin())
-            .args(["--url", url.as_str(), "--namespace", ns.as_str()])
-            .args(args)
-            .output()
-            .expect("resq");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let resq = |args: &[&str]| resq(&url, &ns, args);
     resq(&["enqueue", "--in", "3600", "--queue", q, "Later", "1"]);
     resq(&[
         "schedule", "add", "nightly", "--queue", q, "--class", "N", "--every", "1h",

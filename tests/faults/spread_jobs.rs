@@ -9,6 +9,7 @@ use crate::support;
 
 use super::spread_common::{
     crossslot_errors, dashboard, http_get, push, queue_per_master, quit_cleanly, require_tools,
+    resq,
 };
 use redis::Commands;
 use resq::jobs::{Cancelled, JobFilter, JobId, State, Track};
@@ -44,25 +45,6 @@ fn smembers(cluster: &Cluster, key: &str) -> Vec<String> {
         .con()
         .smembers(key)
         .expect("SMEMBERS")
-}
-
-/// `resq` run against the cluster: its standard output (it must succeed).
-fn resq(url: &str, ns: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(support::resq_bin())
-        .args(["--url", url, "--namespace", ns])
-        .args(args)
-        .env_remove("REDIS_URL")
-        .env_remove("RESQUE_NAMESPACE")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("resq");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "resq {args:?}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
 }
 
 /// The record of `id` through the `Client`, once it says `state`.

@@ -95,19 +95,7 @@ fn drain_under(limit: Limit) {
     let url = cluster.url(3);
     let ns = support::namespace("spread-limit");
     assert!(!ns.contains('{'));
-    let resq = |args: &[&str]| {
-        let out = std::process::Command::new(support::resq_bin())
-            .args(["--url", &url, "--namespace", &ns])
-            .args(args)
-            .output()
-            .expect("resq");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let resq = |args: &[&str]| crate::spread_common::resq(&url, &ns, args);
     resq(&["split", "video", "3"]);
     let shards = resq::splits::shard_names("video", 3).expect("names");
     declare(&cluster, &ns, &limit);

@@ -15,12 +15,11 @@
 
 use crate::support;
 
-use super::spread_common::{dashboard, http_get};
+use super::spread_common::{dashboard, http_get, resq, resq_run};
 
 use redis::Commands;
 use resq::client::NewJob;
 use serde_json::json;
-use std::process::Command;
 use support::topology::{self, Cluster};
 
 /// Fails the test unless the cluster's tools are installed.
@@ -243,39 +242,6 @@ fn client_enqueues_write_ruby_bytes_on_every_master_and_multi_slot_features_are_
     assert!(list(&cluster, &format!("{ns}:queue:{}", qs[1])).is_empty());
 }
 
-/// `resq --url url --namespace ns args…` with `stdin` on its standard input.
-fn run(url: &str, ns: &str, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-    use std::io::Write;
-    let mut child = Command::new(support::resq_bin())
-        .args(["--url", url, "--namespace", ns])
-        .args(args)
-        .env_remove("REDIS_URL")
-        .env_remove("RESQUE_NAMESPACE")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("resq");
-    let mut input = child.stdin.take().expect("stdin");
-    input
-        .write_all(stdin.unwrap_or("").as_bytes())
-        .expect("write stdin");
-    drop(input);
-    child.wait_with_output().expect("resq")
-}
-
-/// [`run`] without input, which must succeed: its standard output.
-fn resq(url: &str, ns: &str, args: &[&str]) -> String {
-    let out = run(url, ns, args, None);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "resq {args:?}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
 /// A Ruby Resque failure entry for a job of `queue`.
 fn failure(queue: &str, class: &str, arg: i64) -> String {
     format!(
@@ -335,14 +301,14 @@ fn the_cli_enqueues_on_every_master_and_refuses_multi_slot_features() {
         ],
         &["limits", "clear", "mail"],
     ] {
-        let out = run(&url, &ns, args, None);
+        let out = resq_run(&url, &ns, args, None);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success() && err.contains("hash tag") && err.contains("docs/cluster.md"),
             "{args:?}: {err}"
         );
     }
-    let out = run(
+    let out = resq_run(
         &url,
         &ns,
         &["enqueue", "--track", "--file", "-"],
@@ -370,7 +336,7 @@ fn the_cli_enqueues_on_every_master_and_refuses_multi_slot_features() {
         .iter()
         .map(|q| format!("{{\"class\":\"Filed\",\"args\":[\"{q}\"],\"queue\":\"{q}\"}}\n"))
         .collect();
-    let out = run(&url, &ns, &["enqueue", "--file", "-"], Some(&file));
+    let out = resq_run(&url, &ns, &["enqueue", "--file", "-"], Some(&file));
     assert!(
         out.status.success(),
         "enqueue --file: {}{}",
