@@ -310,3 +310,48 @@ fn the_outbox_of_a_slot_someone_else_unregistered_goes_to_the_failed_list() {
     });
     assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
 }
+
+/// The units a process held in a concurrency limit come back when its slots are no longer
+/// registered, whoever unregistered them (Ruby's pruning, resque-web: they know nothing of the
+/// shares): a prune round removes the holders whose heartbeat field is gone, and keeps a
+/// registered holder's.
+#[test]
+fn the_limit_units_of_a_holder_someone_else_unregistered_come_back() {
+    topology::require("redis-server", "redis-server");
+    topology::require("redis-cli", "redis-tools");
+    let root = topology::temp_dir("spread-shares");
+    let cluster = Cluster::start(&root, 3, 0);
+    let ns = support::namespace("spread-shares");
+    let keys = Keys::new(&ns);
+    let queues = queues_on_every_master(&cluster, &keys);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let admin = Admin::connect(&cluster.url(1), &ns)
+            .await
+            .expect("admin on a spread namespace");
+        let mut con = admin.con();
+        let limit = resq::limits::Limit::concurrency("five", 5).queue(&queues[0]);
+        let _: () = con
+            .hset(
+                format!("{ns}:resq:limits"),
+                "five",
+                serde_json::to_string(&limit).expect("JSON"),
+            )
+            .await
+            .unwrap();
+        let now = redis_now(&mut con).await;
+        let beat = resq::time::heartbeat(chrono::DateTime::from_timestamp(now, 0).unwrap());
+        let gone = spread_id(&keys, "elsewhere~resq", 777, 0, &queues[0]);
+        let live = spread_id(&keys, "elsewhere~resq", 778, 0, &queues[0]);
+        let _: () = con.hset(keys.heartbeats(), &live, &beat).await.unwrap();
+        let shares = format!("{ns}:resq:limit:five:shares");
+        let _: () = con.hset(&shares, &gone, 3).await.unwrap();
+        let _: () = con.hset(&shares, &live, 2).await.unwrap();
+
+        let out = admin.prune(FIVE_MIN, false).await.expect("prune round");
+        assert!(out.locked);
+        let left: std::collections::BTreeMap<String, u32> = con.hgetall(&shares).await.unwrap();
+        assert_eq!(left, [(live.clone(), 2)].into_iter().collect());
+    });
+    assert_eq!(crossslot_errors(&cluster), 0, "a node answered CROSSSLOT");
+}

@@ -252,9 +252,17 @@ impl Pruner {
                     "moved the failure entries of slots someone else unregistered to the failed list"
                 );
             }
-            // Claims and workflows are refused on a spread namespace, and a dead id's limit
-            // shares went with it (spread.rs); tracked runs someone else ended, and queued
-            // tracked jobs someone else took, are ended per slot.
+            let swept = spread::sweep_shares(con, &self.keys).await;
+            if let Some(n @ 1..) =
+                unless_permanent(swept, "give back unregistered holders' limit units")?
+            {
+                tracing::warn!(
+                    holders = n,
+                    "gave back the limit units of processes no longer registered"
+                );
+            }
+            // Claims and workflows are refused on a spread namespace; tracked runs someone else
+            // ended, and queued tracked jobs someone else took, are ended per slot.
             self.end_lost_runs(con).await?;
             let cutoff = chrono::Utc::now().timestamp_millis();
             let missed = self.end_taken_jobs_spread(con, cutoff).await?;

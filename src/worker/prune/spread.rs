@@ -20,11 +20,10 @@
 //!    that slot, putting the job back when its queue is there, and ends the job's tracked
 //!    record when it is in that slot (an id `<hex>{<tag>}` of the slot's tag: failed, or
 //!    queued again under at-least-once), as one server's prune does in its one step;
-//! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted, and
-//!    the id's field in each concurrency limit's shares (`<ns>:resq:limit:<name>:shares`, a
-//!    group's units under its first slot's id: crate::limits::spread);
-//! 5. the id leaves `<ns>:workers`; its heartbeat field goes last (the round's outbox sweep,
-//!    [`sweep_outboxes`], then takes it out of the outbox index).
+//! 4. the id's keys of other slots (`:started`, stats, token of a non-resq id) are deleted;
+//! 5. the id leaves `<ns>:workers`; its heartbeat field goes last. The round's sweeps then take
+//!    it out of the outbox index ([`sweep_outboxes`]) and give back the concurrency limits'
+//!    units it held ([`sweep_shares`]), as for an id someone else unregistered.
 //!
 //! A crash anywhere leaves the job in Redis: before 3 the record still holds it (and the next
 //! round, the heartbeat still expired, does it again: a failure entry or a queue entry may then
@@ -139,11 +138,6 @@ pub(super) async fn prune<C: ConnectionLike + Send>(
         }
         w.run(con).await?;
     }
-    // A dead process's shares of limits (held under its groups' first ids): its handlers run
-    // nothing any more (crate::limits::spread).
-    for key in crate::limits::spread::share_keys(con, keys).await? {
-        Checked::new().hdel(&key, j.id).run(con).await?;
-    }
     Checked::new().srem(&keys.workers(), j.id).run(con).await?;
     Checked::new()
         .hdel(&keys.heartbeats(), j.id)
@@ -200,4 +194,38 @@ pub(super) async fn sweep_outboxes<C: ConnectionLike + Send>(
         }
         cursor = next;
     }
+}
+
+/// Gives back the units of concurrency limits (`<ns>:resq:limit:<name>:shares`, a group's
+/// units under its first slot's id: crate::limits::spread) held by ids no longer registered —
+/// pruned by this round, or unregistered by someone else (Ruby's pruning, resque-web), whose
+/// handlers run nothing any more: the holders whose heartbeat field is gone. How many fields
+/// it removed.
+pub(super) async fn sweep_shares<C: ConnectionLike + Send>(
+    con: &mut C,
+    keys: &Keys,
+) -> RedisResult<usize> {
+    let mut removed = 0;
+    for key in crate::limits::spread::share_keys(con, keys).await? {
+        let holders: Vec<String> = redis::cmd("HKEYS").arg(&key).query_async(con).await?;
+        if holders.is_empty() {
+            continue;
+        }
+        let beats: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(keys.heartbeats())
+            .arg(&holders)
+            .query_async(con)
+            .await?;
+        let gone: Vec<&str> = holders
+            .iter()
+            .zip(&beats)
+            .filter(|(_, beat)| beat.is_none())
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if !gone.is_empty() {
+            Checked::new().hdel(&key, &gone).run(con).await?;
+            removed += gone.len();
+        }
+    }
+    Ok(removed)
 }
